@@ -1,0 +1,15 @@
+// attnviz core: whole-file reads and atomic writes.
+#pragma once
+
+#include <string>
+
+namespace attnviz {
+
+// Reads a whole file; throws InputError "<path>: cannot open (<reason>)".
+std::string readFile(const std::string& path);
+
+// Writes `bytes` to a temp file beside `path`, flushes, then renames it into place, so an
+// existing file is only ever replaced by a complete new one. Throws InputError naming the path.
+void writeFileAtomic(const std::string& path, const std::string& bytes);
+
+}  // namespace attnviz

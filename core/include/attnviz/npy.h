@@ -1,0 +1,43 @@
+// attnviz core: NumPy .npy reading and writing.
+#pragma once
+
+#include "attnviz/tensor.h"
+
+#include <string>
+#include <vector>
+
+namespace attnviz {
+
+enum class NpyKind { Float, Bool };  // Bool covers |b1 and |u1 (nonzero = true)
+
+struct NpyArray {
+  std::vector<long long> shape;
+  NpyKind kind = NpyKind::Float;
+  std::vector<float> data;  // converted to float32 (bool/uint8 become 0 or 1)
+};
+
+// Parses .npy bytes (version 1.0, 2.0 or 3.0). Accepts little-endian float32/float64 and, when
+// allowBool, bool/uint8; C order only. Throws InputError whose message starts with `name`.
+NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool);
+
+// Reads a file and parses it.
+NpyArray readNpy(const std::string& path, bool allowBool = false);
+
+// A float tensor from a 2-D ([T, d] -> one head) or 3-D ([H, T, d]) file. Rejects NaN/Inf,
+// naming the file and the first bad index.
+Tensor3 loadTensorNpy(const std::string& path);
+
+// A mask file: bool/uint8 -> Allow, float -> Bias; 2-D or 3-D. `custom` gets [1 or H, T_q, T_k].
+struct MaskFile {
+  bool isBool = false;
+  Tensor3 values;
+};
+MaskFile loadMaskNpy(const std::string& path);
+
+// Serialises as float32 .npy; as2d drops the head axis (requires heads == 1).
+std::string npyBytes(const Tensor3& t, bool as2d = false);
+
+// Writes atomically (temp file in the same folder, then rename). Throws InputError.
+void saveNpy(const std::string& path, const Tensor3& t, bool as2d = false);
+
+}  // namespace attnviz

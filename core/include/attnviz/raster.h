@@ -1,0 +1,46 @@
+// attnviz core: the CPU heatmap rasterizer behind PNG export (no GL, no window).
+#pragma once
+
+#include "attnviz/colormap.h"
+#include "attnviz/tensor.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnviz {
+
+struct Image {
+  int width = 0, height = 0;
+  std::vector<std::uint8_t> rgba;  // width * height * 4, row 0 at the top
+  RGBA8 pixel(int x, int y) const;
+};
+
+enum class ExportStage { Weights, Scores };
+
+struct ExportOptions {
+  ExportStage stage = ExportStage::Weights;
+  int head = 0;             // -1: every head as a grid of panels
+  bool bare = false;        // only the cells: exactly T_k*cell x T_q*cell pixels, row 0 at the top
+  int cell = 0;             // pixels per cell; 0 = chosen from targetWidth
+  int targetWidth = 1200;   // used when cell == 0
+  ColormapId colormap = ColormapId::Viridis;
+  bool labels = true;       // token labels and axis titles (ignored when bare)
+  std::string title;        // overrides the generated title when not empty
+  int maxSide = 16384;      // refuse (UsageError) images larger than this on a side
+};
+
+struct ExportData {
+  const Tensor3* weights = nullptr;  // [H, T_q, T_k]
+  const Tensor3* logits = nullptr;   // [H, T_q, T_k]; -inf marks masked cells (required)
+  std::vector<std::string> queryTokens, keyTokens;  // may be empty: indices are used
+  std::string description;  // e.g. "causal + window:4, tau = 1" for titles
+};
+
+// Renders the figure. Throws UsageError for a head out of range or an oversize image.
+Image renderExport(const ExportData& data, const ExportOptions& opt);
+
+// Encodes with stb_image_write and writes atomically. Throws InputError naming the path.
+void writePng(const std::string& path, const Image& img);
+
+}  // namespace attnviz
