@@ -1,0 +1,324 @@
+// attnviz GPU backend: the engine. See attnviz/gpu_engine.h for the contract and
+// shaders/matmul.comp and shaders/softmax.comp for the kernels.
+#include "attnviz/gpu_engine.h"
+
+#include "egl_context.h"
+#include "gl_objects.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace attnviz {
+
+namespace {
+
+using gpu::GlBuffer;
+using gpu::GlProgram;
+
+constexpr int kSoftmaxWg = 256;      // invocations per softmax row (power of two)
+constexpr int kTile = 64;            // BM = BN in matmul.comp
+constexpr int kMaxGroups = 65535;    // the minimum GL guarantees per dispatch dimension
+// Bound ranges are capped so that every in-range float index fits a GLSL int.
+constexpr std::size_t kMaxBindBytes = std::size_t{1} << 30;
+
+int ceilDiv(long long a, long long b) { return int((a + b - 1) / b); }
+
+class GpuEngineImpl final : public GpuEngine {
+ public:
+  explicit GpuEngineImpl(std::unique_ptr<gpu::EglContext> ctx) : ctx_(std::move(ctx)) {
+    GLint major = 0, minor = 0;
+    const GLubyte* version = glGetString(GL_VERSION);
+    if (version == nullptr) throw std::runtime_error("no current OpenGL context");
+    glGetIntegerv(GL_MAJOR_VERSION, &major);
+    glGetIntegerv(GL_MINOR_VERSION, &minor);
+    if (major * 10 + minor < 43) {
+      throw std::runtime_error("OpenGL 4.3 needed for compute shaders, the context has " +
+                               std::string(reinterpret_cast<const char*>(version)));
+    }
+    const GLubyte* r = glGetString(GL_RENDERER);
+    renderer_ = r ? reinterpret_cast<const char*>(r) : "unknown renderer";
+    GLint64 maxBlock = 0;
+    glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &maxBlock);
+    GLint align = 4;
+    glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &align);
+    align_ = std::size_t(std::max(align, 4));
+    maxBind_ = std::min<std::size_t>(std::size_t(std::max<GLint64>(maxBlock, 0)), kMaxBindBytes);
+    // A range starting at an aligned-down offset can be up to align_ - 4 bytes longer.
+    if (maxBind_ <= align_ + 1024) {
+      throw std::runtime_error("GL_MAX_SHADER_STORAGE_BLOCK_SIZE is only " +
+                               std::to_string(maxBlock) + " bytes");
+    }
+    maxBind_ -= align_;
+    GLint groups = 0;
+    glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, 0, &groups);
+    maxGroupsX_ = std::max(1, std::min(groups, kMaxGroups));
+    glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, 1, &groups);
+    maxGroupsY_ = std::max(1, std::min(groups, kMaxGroups));
+
+    scoresProg_ = GlProgram::compute("matmul.comp", "#define B_TRANSPOSED 1\n");
+    outputProg_ = GlProgram::compute("matmul.comp", "");
+    softmaxProg_ =
+        GlProgram::compute("softmax.comp", "#define WG " + std::to_string(kSoftmaxWg) + "\n");
+    dummy_ = GlBuffer(16, "placeholder buffer");
+  }
+
+  ~GpuEngineImpl() override {
+    // GL objects are deleted on the engine's own context.
+    if (ctx_) {
+      try {
+        ctx_->makeCurrent();
+      } catch (...) {
+      }
+    }
+  }
+
+  std::string name() const override { return "GPU (" + renderer_ + ")"; }
+  std::string renderer() const override { return renderer_; }
+  unsigned weightsBuffer() const override { return weightsReady_ ? w_.id() : 0u; }
+  Dims dims() const override { return dims_; }
+
+  void setInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) override {
+    current();
+    const Dims d = validateInputs(q, k, v);
+    const std::size_t tk4 = std::size_t(d.Tk) * 4;
+    if (tk4 > maxBind_) {
+      throw InputError("GPU backend: one row of scores (T_k = " + std::to_string(d.Tk) +
+                       ") exceeds GL_MAX_SHADER_STORAGE_BLOCK_SIZE");
+    }
+    const std::size_t kHead = std::size_t(d.Tk) * std::size_t(std::max(d.dk, d.dv)) * 4;
+    if (kHead > maxBind_) {
+      throw InputError("GPU backend: one head of K or V (" + std::to_string(kHead >> 20) +
+                       " MiB) exceeds GL_MAX_SHADER_STORAGE_BLOCK_SIZE (" +
+                       std::to_string(maxBind_ >> 20) + " MiB)");
+    }
+    if (std::size_t(d.dk) * 4 > maxBind_ || std::size_t(d.dv) * 4 > maxBind_) {
+      throw InputError("GPU backend: d_k or d_v exceeds GL_MAX_SHADER_STORAGE_BLOCK_SIZE");
+    }
+    const std::size_t hq = std::size_t(d.H) * std::size_t(d.Tq);
+    ensure(q_, q.size() * 4, "Q");
+    ensure(k_, k.size() * 4, "K");
+    ensure(v_, v.size() * 4, "V");
+    ensure(s_, hq * std::size_t(d.Tk) * 4, "the scores S");
+    ensure(w_, hq * std::size_t(d.Tk) * 4, "the weights A");
+    ensure(o_, hq * std::size_t(d.dv) * 4, "the output O");
+    ensure(rows_, hq * 16, "the row stats");
+    q_.upload(q.data.data(), q.size() * 4);
+    k_.upload(k.data.data(), k.size() * 4);
+    v_.upload(v.data.data(), v.size() * 4);
+    dims_ = d;
+    weightsReady_ = false;
+    res_ = AttentionResult{};
+    res_.dims = d;
+
+    // Row tiles: a tile of S (rows x T_k) must fit one binding, and its rows one dispatch.
+    rowTile_ = int(std::min<std::size_t>(
+        {std::size_t(d.Tq), maxBind_ / tk4, maxBind_ / (std::size_t(d.dk) * 4 + 1),
+         maxBind_ / (std::size_t(d.dv) * 4 + 1), std::size_t(kMaxGroups)}));
+    rowTile_ = std::min(rowTile_, std::min(maxGroupsX_, maxGroupsY_ * kTile));
+    rowTile_ = std::max(rowTile_, 1);
+
+    // S = Q K^T / sqrt(d_k), head by head, in tiles of query rows.
+    glUseProgram(scoresProg_.id());
+    const float scale = 1.0f / std::sqrt(float(d.dk));
+    glUniform1i(1, d.Tk);
+    glUniform1i(2, d.dk);
+    glUniform1f(3, scale);
+    const int colGroups = ceilDiv(d.Tk, kTile);
+    for (int h = 0; h < d.H; ++h) {
+      const int kOff = bind(1, k_, std::size_t(h) * d.Tk * d.dk, std::size_t(d.Tk) * d.dk);
+      glUniform1i(5, kOff);
+      for (int r0 = 0; r0 < d.Tq; r0 += rowTile_) {
+        const int rows = std::min(rowTile_, d.Tq - r0);
+        const std::size_t qRow = std::size_t(h) * d.Tq + r0;
+        glUniform1i(0, rows);
+        glUniform1i(4, bind(0, q_, qRow * d.dk, std::size_t(rows) * d.dk));
+        glUniform1i(6, bind(2, s_, qRow * d.Tk, std::size_t(rows) * d.Tk));
+        dispatchTiles(colGroups, ceilDiv(rows, kTile));
+      }
+    }
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
+  }
+
+  void softmax(const AttentionParams& p, const std::vector<int>& heads) override {
+    current();
+    const Dims d = dims_;
+    if (d.H == 0) throw InputError("GPU backend: softmax() before setInputs()");
+    validateParams(p, d.H, d.Tq, d.Tk);
+    const MaskSpec& m = p.mask;
+    int customKind = 0;
+    if (m.customKind == MaskSpec::Custom::Allow) customKind = 1;
+    if (m.customKind == MaskSpec::Custom::Bias) customKind = 2;
+    if (customKind != 0) {
+      ensure(custom_, m.custom.size() * 4, "the custom mask");
+      custom_.upload(m.custom.data.data(), m.custom.size() * 4);
+    }
+    const std::vector<float> slopes = m.alibi ? alibiSlopes(d.H) : std::vector<float>{};
+
+    glUseProgram(softmaxProg_.id());
+    glUniform1i(0, d.Tq);
+    glUniform1i(1, d.Tk);
+    glUniform1f(7, 1.0f / p.temperature);
+    glUniform1i(8, m.causal ? 1 : 0);
+    glUniform1i(9, m.window);
+    glUniform1i(10, m.prefix);
+    glUniform1i(11, m.sink);
+    glUniform1i(12, m.pad);
+    glUniform1i(13, m.alibi ? 1 : 0);
+    glUniform1i(15, customKind);
+    for (int h : headList(heads)) {
+      glUniform1f(14, m.alibi ? slopes[std::size_t(h)] : 0.0f);
+      const int ch = (customKind != 0 && m.custom.heads > 1) ? h : 0;
+      for (int r0 = 0; r0 < d.Tq; r0 += rowTile_) {
+        const int rows = std::min(rowTile_, d.Tq - r0);
+        const std::size_t row = std::size_t(h) * d.Tq + r0;
+        const std::size_t n = std::size_t(rows) * d.Tk;
+        glUniform1i(2, r0);
+        glUniform1i(3, bind(0, s_, row * d.Tk, n));
+        glUniform1i(4, bind(1, w_, row * d.Tk, n));
+        if (customKind != 0) {
+          glUniform1i(5, bind(2, custom_, (std::size_t(ch) * d.Tq + r0) * d.Tk, n));
+        } else {
+          glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2, dummy_.id(), 0, 16);
+          glUniform1i(5, 0);
+        }
+        glUniform1i(6, bind(3, rows_, row * 4, std::size_t(rows) * 4));
+        glDispatchCompute(GLuint(rows), 1, 1);
+      }
+    }
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
+    weightsReady_ = true;
+  }
+
+  void output(const std::vector<int>& heads) override {
+    current();
+    const Dims d = dims_;
+    if (d.H == 0) throw InputError("GPU backend: output() before setInputs()");
+    glUseProgram(outputProg_.id());
+    glUniform1i(1, d.dv);
+    glUniform1i(2, d.Tk);
+    glUniform1f(3, 1.0f);
+    const int colGroups = ceilDiv(d.dv, kTile);
+    for (int h : headList(heads)) {
+      glUniform1i(5, bind(1, v_, std::size_t(h) * d.Tk * d.dv, std::size_t(d.Tk) * d.dv));
+      for (int r0 = 0; r0 < d.Tq; r0 += rowTile_) {
+        const int rows = std::min(rowTile_, d.Tq - r0);
+        const std::size_t row = std::size_t(h) * d.Tq + r0;
+        glUniform1i(0, rows);
+        glUniform1i(4, bind(0, w_, row * d.Tk, std::size_t(rows) * d.Tk));
+        glUniform1i(6, bind(2, o_, row * d.dv, std::size_t(rows) * d.dv));
+        dispatchTiles(colGroups, ceilDiv(rows, kTile));
+      }
+    }
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
+  }
+
+  const AttentionResult& result(unsigned stages) override {
+    current();
+    const Dims d = dims_;
+    res_.dims = d;
+    const std::size_t hq = std::size_t(d.H) * d.Tq;
+    if (d.H == 0) return res_;
+    auto fetch = [&](Tensor3& t, const GlBuffer& b, int cols) {
+      if (!(t.heads == d.H && t.rows == d.Tq && t.cols == cols)) t = Tensor3(d.H, d.Tq, cols);
+      b.download(t.data.data(), t.size() * 4);
+    };
+    if (stages & kStageScaled) fetch(res_.scaled, s_, d.Tk);
+    if (stages & kStageWeights) fetch(res_.weights, w_, d.Tk);
+    if (stages & kStageOutput) fetch(res_.output, o_, d.dv);
+    if (stages & kStageRows) {
+      std::vector<float> raw(hq * 4);
+      rows_.download(raw.data(), raw.size() * 4);
+      res_.rows.assign(hq, RowStats{});
+      for (std::size_t r = 0; r < hq; ++r) {
+        RowStats& st = res_.rows[r];
+        std::int32_t arg;
+        std::memcpy(&arg, &raw[r * 4 + 2], 4);
+        st.argmax = arg;
+        st.fullyMasked = arg < 0;
+        st.sum = raw[r * 4 + 0];
+        st.max = raw[r * 4 + 1];
+        st.entropy = raw[r * 4 + 3];
+      }
+    }
+    return res_;
+  }
+
+ private:
+  void current() {
+    if (ctx_) ctx_->makeCurrent();
+  }
+
+  void ensure(GlBuffer& b, std::size_t bytes, const char* what) {
+    if (b.id() != 0 && b.bytes() >= bytes) return;
+    b = GlBuffer();
+    b = GlBuffer(bytes, what);
+  }
+
+  // Binds `count` floats of `buf` from float `offset` to SSBO `binding`. The range starts at the
+  // aligned-down byte offset; the returned shift (in floats) locates `offset` inside it.
+  int bind(GLuint binding, const GlBuffer& buf, std::size_t offset, std::size_t count) {
+    const std::size_t byteOff = offset * 4;
+    const std::size_t start = byteOff / align_ * align_;
+    const std::size_t size = byteOff + std::max<std::size_t>(count, 1) * 4 - start;
+    glBindBufferRange(GL_SHADER_STORAGE_BUFFER, binding, buf.id(), GLintptr(start),
+                      GLsizeiptr(size));
+    return int((byteOff - start) / 4);
+  }
+
+  void dispatchTiles(int gx, int gy) {
+    if (gx > maxGroupsX_) {
+      throw InputError("GPU backend: " + std::to_string(gx) +
+                       " column tiles exceed GL_MAX_COMPUTE_WORK_GROUP_COUNT");
+    }
+    glDispatchCompute(GLuint(gx), GLuint(gy), 1);
+  }
+
+  std::vector<int> headList(const std::vector<int>& heads) const {
+    std::vector<int> out;
+    if (heads.empty()) {
+      for (int h = 0; h < dims_.H; ++h) out.push_back(h);
+      return out;
+    }
+    for (int h : heads) {
+      if (h < 0 || h >= dims_.H) {
+        throw InputError("GPU backend: head " + std::to_string(h) + " out of range [0, " +
+                         std::to_string(dims_.H) + ")");
+      }
+      out.push_back(h);
+    }
+    return out;
+  }
+
+  // Declared first so that it is destroyed last, after every GL object below.
+  std::unique_ptr<gpu::EglContext> ctx_;
+  std::string renderer_;
+  std::size_t align_ = 4;
+  std::size_t maxBind_ = 0;
+  int maxGroupsX_ = kMaxGroups, maxGroupsY_ = kMaxGroups;
+  GlProgram scoresProg_, outputProg_, softmaxProg_;
+  GlBuffer dummy_;
+  GlBuffer q_, k_, v_;  // [H,T_q,d_k], [H,T_k,d_k], [H,T_k,d_v]
+  GlBuffer s_, w_;      // [H,T_q,T_k]
+  GlBuffer o_;          // [H,T_q,d_v]
+  GlBuffer rows_;       // [H*T_q, 4]
+  GlBuffer custom_;     // [1 or H, T_q, T_k]
+  Dims dims_;
+  int rowTile_ = 1;
+  bool weightsReady_ = false;
+  AttentionResult res_;
+};
+
+}  // namespace
+
+std::unique_ptr<GpuEngine> makeGpuEngineOnCurrentContext() {
+  return std::make_unique<GpuEngineImpl>(nullptr);
+}
+
+std::unique_ptr<GpuEngine> makeGpuEngineHeadless() {
+  auto ctx = gpu::EglContext::create();
+  return std::make_unique<GpuEngineImpl>(std::move(ctx));
+}
+
+}  // namespace attnviz

@@ -1,0 +1,161 @@
+// attnviz: bias, mask, temperature and a numerically stable softmax, one workgroup per query row.
+//
+//   L_ij = (S_ij + b_ij) / tau, exactly -inf where masked      (DESIGN.md)
+//   A_ij = exp(L_ij - max_j L) / sum_j exp(L_ij - max_j L)
+// Pass 1 writes L into A and reduces the row max (ties -> lowest key) in shared memory; pass 2
+// turns A into exp(L - max) and reduces its sum and the entropy's dot product; pass 3
+// normalizes and reduces the row's weight sum. Each invocation touches only its own columns (j = lid, lid + WG, ...)
+// across the passes, so A needs no barrier between them. A row whose max is -inf is fully
+// masked: its weights are zeros and its stats say so.
+//
+// The host prepends `#version 430 core` and `#define WG <power of two>`.
+// Row stats: 4 floats per row {sum, max weight, argmax (int bits, -1 fully masked), entropy}.
+// Offsets are in floats from the start of each bound range.
+
+layout(local_size_x = WG) in;
+
+layout(std430, binding = 0) readonly buffer Scaled { float s[]; };    // rows of [T_q, T_k]
+layout(std430, binding = 1) buffer Weights { float w[]; };            // rows of [T_q, T_k]
+layout(std430, binding = 2) readonly buffer Custom { float cm[]; };   // rows of [T_q, T_k]
+layout(std430, binding = 3) writeonly buffer Rows { float rs[]; };    // 4 per row
+
+layout(location = 0) uniform int uTq;
+layout(location = 1) uniform int uTk;
+layout(location = 2) uniform int uRow0;  // query index of workgroup 0 within the head
+layout(location = 3) uniform int uSOff;
+layout(location = 4) uniform int uWOff;
+layout(location = 5) uniform int uCOff;
+layout(location = 6) uniform int uROff;
+layout(location = 7) uniform float uInvTau;  // 1 / tau
+layout(location = 8) uniform int uCausal;     // 0 / 1
+layout(location = 9) uniform int uWindow;     // 0 = off
+layout(location = 10) uniform int uPrefix;    // 0 = off
+layout(location = 11) uniform int uSink;      // 0 = off
+layout(location = 12) uniform int uPad;       // 0 = off
+layout(location = 13) uniform int uAlibi;     // 0 / 1
+layout(location = 14) uniform float uSlope;   // this head's ALiBi slope m_h
+layout(location = 15) uniform int uCustom;    // 0 none, 1 allow (nonzero = may attend), 2 bias
+
+shared float redF[WG];
+shared float redG[WG];
+shared int redI[WG];
+
+const float kNegInf = uintBitsToFloat(0xff800000u);
+
+// The logit of key j for query i (position p), or -inf when masked.
+float logit(int base, int j, int p) {
+  bool ok = true;
+  if (uCausal != 0) ok = j <= p;
+  if (uWindow > 0) ok = ok && (p - uWindow < j) && (j <= p);
+  if (uPrefix > 0 && j < uPrefix) ok = true;
+  if (uSink > 0 && j < uSink) ok = true;
+  if (uPad > 0 && j >= uTk - uPad) ok = false;
+  float cv = 0.0;
+  if (uCustom != 0) cv = cm[uCOff + base + j];
+  if (uCustom == 1 && cv == 0.0) ok = false;
+  if (!ok) return kNegInf;
+  // Same order of operations as the CPU engine: ALiBi, then the float mask, then 1/tau.
+  float l = s[uSOff + base + j];
+  if (uAlibi != 0) l -= uSlope * float(abs(p - j));
+  if (uCustom == 2) l += cv;
+  return l * uInvTau;
+}
+
+void main() {
+  const int lid = int(gl_LocalInvocationID.x);
+  const int local = int(gl_WorkGroupID.x);  // row within this dispatch
+  const int i = uRow0 + local;
+  const int p = i + (uTk - uTq);
+  const int base = local * uTk;
+  const int wbase = uWOff + base;
+
+  // Pass 1: logits, row max and its first index.
+  float m = kNegInf;
+  int arg = -1;
+  for (int j = lid; j < uTk; j += WG) {
+    const float l = logit(base, j, p);
+    w[wbase + j] = l;
+    if (l > m) {
+      m = l;
+      arg = j;
+    }
+  }
+  redF[lid] = m;
+  redI[lid] = arg;
+  barrier();
+  for (int stride = WG / 2; stride > 0; stride >>= 1) {
+    if (lid < stride) {
+      const float om = redF[lid + stride];
+      const int oi = redI[lid + stride];
+      if (om > redF[lid] || (om == redF[lid] && oi >= 0 && (redI[lid] < 0 || oi < redI[lid]))) {
+        redF[lid] = om;
+        redI[lid] = oi;
+      }
+    }
+    barrier();
+  }
+  const float rowMax = redF[0];
+  const int rowArg = redI[0];
+  barrier();
+
+  if (rowMax == kNegInf) {  // fully masked (uniform across the workgroup)
+    for (int j = lid; j < uTk; j += WG) w[wbase + j] = 0.0;
+    if (lid == 0) {
+      const int r = uROff + 4 * local;
+      rs[r + 0] = 0.0;
+      rs[r + 1] = 0.0;
+      rs[r + 2] = intBitsToFloat(-1);
+      rs[r + 3] = 0.0;
+    }
+    return;
+  }
+
+  // Pass 2: e = exp(L - max), its sum, and sum e (L - max) for the entropy.
+  float sum = 0.0, dot = 0.0;
+  for (int j = lid; j < uTk; j += WG) {
+    const float l = w[wbase + j];
+    float e = 0.0;
+    if (l != kNegInf) {  // exp(-inf) must be exactly 0, which a clamped exp need not give
+      e = exp(l - rowMax);
+      dot += e * (l - rowMax);
+    }
+    w[wbase + j] = e;
+    sum += e;
+  }
+  redF[lid] = sum;
+  redG[lid] = dot;
+  barrier();
+  for (int stride = WG / 2; stride > 0; stride >>= 1) {
+    if (lid < stride) {
+      redF[lid] += redF[lid + stride];
+      redG[lid] += redG[lid + stride];
+    }
+    barrier();
+  }
+  const float total = redF[0];
+  const float inv = 1.0 / total;
+  // -sum a log a = log(total) - sum a (L - max), with a = e / total.
+  const float entropy = max(0.0, log(total) - redG[0] * inv);
+  barrier();
+
+  // Pass 3: normalize and reduce the weight sum.
+  float wsum = 0.0;
+  for (int j = lid; j < uTk; j += WG) {
+    const float a = w[wbase + j] * inv;
+    w[wbase + j] = a;
+    wsum += a;
+  }
+  redF[lid] = wsum;
+  barrier();
+  for (int stride = WG / 2; stride > 0; stride >>= 1) {
+    if (lid < stride) redF[lid] += redF[lid + stride];
+    barrier();
+  }
+  if (lid == 0) {
+    const int r = uROff + 4 * local;
+    rs[r + 0] = redF[0];
+    rs[r + 1] = inv;  // exp(0) / total: the weight at the argmax
+    rs[r + 2] = intBitsToFloat(rowArg);
+    rs[r + 3] = entropy;
+  }
+}
