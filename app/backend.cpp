@@ -1,16 +1,32 @@
 #include "backend.h"
 
+#ifdef ATTNVIZ_HAVE_GPU
+#include "attnviz/gpu_engine.h"
+#endif
+
+#include <stdexcept>
+
 namespace attnviz::app {
 
 std::unique_ptr<AttentionEngine> createHeadlessEngine(const std::string& backend,
                                                       std::string& note) {
   if (backend == "cpu") return makeCpuEngine();
-  if (backend == "gpu") throw InputError("--backend gpu: not available in this build");
-  if (backend == "auto") {
-    note = "GPU backend not available in this build; using the CPU";
+  if (backend != "gpu" && backend != "auto") {
+    throw UsageError("--backend: expected cpu, gpu or auto, got '" + backend + "'");
+  }
+#ifdef ATTNVIZ_HAVE_GPU
+  try {
+    return makeGpuEngineHeadless();
+  } catch (const std::runtime_error& e) {
+    if (backend == "gpu") throw InputError(std::string("--backend gpu: ") + e.what());
+    note = std::string("GPU backend unavailable (") + e.what() + "); using the CPU";
     return makeCpuEngine();
   }
-  throw UsageError("--backend: expected cpu, gpu or auto, got '" + backend + "'");
+#else
+  if (backend == "gpu") throw InputError("--backend gpu: not available in this build");
+  note = "GPU backend not available in this build; using the CPU";
+  return makeCpuEngine();
+#endif
 }
 
 }  // namespace attnviz::app

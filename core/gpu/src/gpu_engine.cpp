@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -45,6 +46,11 @@ class GpuEngineImpl final : public GpuEngine {
     glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &align);
     align_ = std::size_t(std::max(align, 4));
     maxBind_ = std::min<std::size_t>(std::size_t(std::max<GLint64>(maxBlock, 0)), kMaxBindBytes);
+    // Tests lower the limit to exercise the row tiling at small sizes.
+    if (const char* env = std::getenv("ATTNVIZ_GPU_MAX_BIND_BYTES"); env && *env) {
+      const long long v = std::atoll(env);
+      if (v > 0) maxBind_ = std::min(maxBind_, std::size_t(v));
+    }
     // A range starting at an aligned-down offset can be up to align_ - 4 bytes longer.
     if (maxBind_ <= align_ + 1024) {
       throw std::runtime_error("GL_MAX_SHADER_STORAGE_BLOCK_SIZE is only " +

@@ -25,7 +25,8 @@ NpyArray readNpy(const std::string& path, bool allowBool = false);
 
 // A float tensor from a 2-D ([T, d] -> one head) or 3-D ([H, T, d]) file. Rejects NaN/Inf,
 // naming the file and the first bad index.
-Tensor3 loadTensorNpy(const std::string& path);
+// When ndim is given it receives the file's rank (2 or 3).
+Tensor3 loadTensorNpy(const std::string& path, int* ndim = nullptr);
 
 // A mask file: bool/uint8 -> Allow, float -> Bias; 2-D or 3-D. `custom` gets [1 or H, T_q, T_k].
 struct MaskFile {

@@ -28,6 +28,10 @@ struct ExportOptions {
   bool labels = true;       // token labels and axis titles (ignored when bare)
   std::string title;        // overrides the generated title when not empty
   int maxSide = 16384;      // refuse (UsageError) images larger than this on a side
+  // TrueType font for the text; empty = $ATTNVIZ_FONT, then DejaVu Sans, then the built-in
+  // stroke font. A path that does not load also falls back to the built-in font.
+  std::string fontPath;
+  int gridColumns = 0;      // panels per row when head == -1; 0 = chosen from the shape
 };
 
 struct ExportData {
@@ -37,7 +41,12 @@ struct ExportData {
   std::string description;  // e.g. "causal + window:4, tau = 1" for titles
 };
 
-// Renders the figure. Throws UsageError for a head out of range or an oversize image.
+// Renders the figure. Throws UsageError for a head out of range, --bare with every head, or an
+// oversize image (checked before any pixel is allocated); InputError for missing data.
+// Colours: weights map t = w straight through colormapLookup; scores (logits) map linearly from
+// [-m, m] with m the largest finite |logit| among the drawn heads, so 0 sits at the centre.
+// Masked cells (logit -inf) are kMaskedColor (hatched with kMaskedHatchColor when labelled and
+// cells are large enough); non-finite values are kNonFiniteColor.
 Image renderExport(const ExportData& data, const ExportOptions& opt);
 
 // Encodes with stb_image_write and writes atomically. Throws InputError naming the path.

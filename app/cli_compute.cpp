@@ -1,0 +1,72 @@
+// attnviz compute: attention on per-head Q, K, V from .npy files.
+#include "backend.h"
+#include "cli.h"
+#include "cli_common.h"
+
+#include "attnviz/npy.h"
+
+#include <chrono>
+#include <cstdio>
+
+namespace attnviz::app {
+
+namespace {
+
+void printSummary(const AttentionResult& r, const std::string& backend, double ms) {
+  const Dims& d = r.dims;
+  std::printf("backend: %s\n", backend.c_str());
+  std::printf("Q [%d, %d, %d] . K^T -> S [%d, %d, %d]; A . V -> O [%d, %d, %d]  (%.3f ms)\n", d.H,
+              d.Tq, d.dk, d.H, d.Tq, d.Tk, d.H, d.Tq, d.dv, ms);
+  const int rows = std::min(d.Tq, 4), cols = std::min(d.Tk, 8);
+  std::printf("head 0, first %d rows of A (query rows, key columns):\n", rows);
+  for (int i = 0; i < rows; ++i) {
+    std::printf("  row %d:", i);
+    for (int j = 0; j < cols; ++j) std::printf(" %.4f", r.weights.at(0, i, j));
+    if (cols < d.Tk) std::printf(" ...");
+    const RowStats& st = r.row(0, i);
+    std::printf("  | sum %.6f%s\n", st.sum, st.fullyMasked ? " (fully masked)" : "");
+  }
+}
+
+}  // namespace
+
+int runCompute(int argc, char** argv) {
+  CLI::App app{"Multi-head attention on Q, K, V from .npy files", "compute"};
+  std::string q, k, v, scores, weights, out;
+  AttentionCliOptions opts;
+  app.add_option("--q", q, "queries [T_q, d_k] or [H, T_q, d_k]")->required();
+  app.add_option("--k", k, "keys [T_k, d_k] or [H, T_k, d_k]")->required();
+  app.add_option("--v", v, "values [T_k, d_v] or [H, T_k, d_v]")->required();
+  addAttentionOptions(app, opts);
+  app.add_option("--scores", scores, "write the logits L (-inf where masked)");
+  app.add_option("--weights", weights, "write the weights A");
+  app.add_option("--out", out, "write the output O");
+  if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
+
+  return guarded("compute", [&] {
+    int ndim = 3;
+    const Tensor3 Q = loadTensorNpy(q, &ndim), K = loadTensorNpy(k), V = loadTensorNpy(v);
+    const Dims d = validateInputs(Q, K, V);
+    const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+    std::string note;
+    auto engine = createHeadlessEngine(opts.backend, note);
+    if (!note.empty()) std::fprintf(stderr, "attnviz compute: %s\n", note.c_str());
+    const auto t0 = std::chrono::steady_clock::now();
+    engine->run(Q, K, V, params);
+    const AttentionResult& r = engine->result(kStageAll);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (const int n = r.fullyMaskedRows(); n > 0) {
+      std::fprintf(stderr,
+                   "attnviz compute: note: %d fully masked row(s): their weights and outputs are 0\n", n);
+    }
+    // 2-D inputs give 2-D outputs; 3-D inputs keep the head axis.
+    const bool as2d = ndim == 2 && d.H == 1;
+    if (!scores.empty()) saveNpy(scores, computeLogits(r.scaled, params), as2d);
+    if (!weights.empty()) saveNpy(weights, r.weights, as2d);
+    if (!out.empty()) saveNpy(out, r.output, as2d);
+    if (scores.empty() && weights.empty() && out.empty()) printSummary(r, engine->name(), ms);
+    return 0;
+  });
+}
+
+}  // namespace attnviz::app

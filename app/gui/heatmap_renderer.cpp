@@ -1,0 +1,266 @@
+#include "heatmap_renderer.h"
+
+#include "attnviz/shader_source.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace attnviz::gui {
+
+GlTexture::~GlTexture() {
+  if (id_) glDeleteTextures(1, &id_);
+}
+
+GlTexture& GlTexture::operator=(GlTexture&& o) noexcept {
+  if (this != &o) {
+    if (id_) glDeleteTextures(1, &id_);
+    id_ = o.id_;
+    o.id_ = 0;
+  }
+  return *this;
+}
+
+GLuint GlTexture::create() {
+  if (id_) glDeleteTextures(1, &id_);
+  glGenTextures(1, &id_);
+  return id_;
+}
+
+void RgbaImage::set(const std::vector<std::uint8_t>& rgba, int w, int h) {
+  if (!tex.id() || w != width || h != height) {
+    tex.create();
+    glBindTexture(GL_TEXTURE_2D, tex.id());
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, w, h, 0, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
+    width = w;
+    height = h;
+  } else {
+    glBindTexture(GL_TEXTURE_2D, tex.id());
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
+  }
+  glBindTexture(GL_TEXTURE_2D, 0);
+}
+
+std::vector<std::vector<float>> maxPyramid(const std::vector<float>& level0, int cols, int rows) {
+  std::vector<std::vector<float>> levels;
+  levels.push_back(level0);
+  int w = cols, h = rows;
+  auto vmax = [](float a, float b) { return (std::isnan(a) || std::isnan(b)) ? a + b : (a > b ? a : b); };
+  while (w > 1 || h > 1) {
+    const int nw = (w + 1) / 2, nh = (h + 1) / 2;
+    const std::vector<float>& src = levels.back();
+    std::vector<float> dst(std::size_t(nw) * nh);
+    for (int y = 0; y < nh; ++y) {
+      const int y0 = 2 * y, y1 = std::min(2 * y + 1, h - 1);
+      const float* r0 = src.data() + std::size_t(y0) * w;
+      const float* r1 = src.data() + std::size_t(y1) * w;
+      float* out = dst.data() + std::size_t(y) * nw;
+      for (int x = 0; x < nw; ++x) {
+        const int x0 = 2 * x, x1 = std::min(2 * x + 1, w - 1);
+        out[x] = vmax(vmax(r0[x0], r0[x1]), vmax(r1[x0], r1[x1]));
+      }
+    }
+    levels.push_back(std::move(dst));
+    w = nw;
+    h = nh;
+  }
+  return levels;
+}
+
+namespace {
+
+GLuint compile(GLenum type, const std::string& name) {
+  const std::string src = shaderSource(name);
+  const char* parts[2] = {"#version 330 core\n", src.c_str()};
+  GLuint sh = glCreateShader(type);
+  glShaderSource(sh, 2, parts, nullptr);
+  glCompileShader(sh);
+  GLint ok = 0;
+  glGetShaderiv(sh, GL_COMPILE_STATUS, &ok);
+  if (!ok) {
+    char log[4096] = {};
+    glGetShaderInfoLog(sh, sizeof log, nullptr, log);
+    glDeleteShader(sh);
+    throw std::runtime_error(name + ": compile failed: " + log);
+  }
+  return sh;
+}
+
+void setColor(GLuint prog, const char* name, RGBA8 c) {
+  glUniform4f(glGetUniformLocation(prog, name), c.r / 255.0f, c.g / 255.0f, c.b / 255.0f, c.a / 255.0f);
+}
+
+}  // namespace
+
+HeatmapRenderer::~HeatmapRenderer() {
+  if (program_) glDeleteProgram(program_);
+  if (vao_) glDeleteVertexArrays(1, &vao_);
+  if (fbo_) glDeleteFramebuffers(1, &fbo_);
+}
+
+void HeatmapRenderer::init() {
+  GLuint vs = compile(GL_VERTEX_SHADER, "heatmap.vert");
+  GLuint fs = 0;
+  try {
+    fs = compile(GL_FRAGMENT_SHADER, "heatmap.frag");
+  } catch (...) {
+    glDeleteShader(vs);
+    throw;
+  }
+  program_ = glCreateProgram();
+  glAttachShader(program_, vs);
+  glAttachShader(program_, fs);
+  glLinkProgram(program_);
+  glDeleteShader(vs);
+  glDeleteShader(fs);
+  GLint ok = 0;
+  glGetProgramiv(program_, GL_LINK_STATUS, &ok);
+  if (!ok) {
+    char log[4096] = {};
+    glGetProgramInfoLog(program_, sizeof log, nullptr, log);
+    throw std::runtime_error(std::string("heatmap program: link failed: ") + log);
+  }
+  glGenVertexArrays(1, &vao_);
+  glGenFramebuffers(1, &fbo_);
+  glGetIntegerv(GL_MAX_TEXTURE_SIZE, &maxTextureSize_);
+  for (int k = 0; k < 4; ++k) {
+    const ColormapTable& table = colormapTable(ColormapId(k));
+    GLuint id = colormaps_[k].create();
+    glBindTexture(GL_TEXTURE_2D, id);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, kColormapSize, 1, 0, GL_RGBA, GL_UNSIGNED_BYTE, table.data());
+  }
+  glBindTexture(GL_TEXTURE_2D, 0);
+}
+
+void* HeatmapRenderer::colormapId(ColormapId id) const {
+  return reinterpret_cast<void*>(std::uintptr_t(colormaps_[int(id)].id()));
+}
+
+void HeatmapRenderer::upload(const DisplayMatrix& m) {
+  if (m.version == uploadedVersion_) return;
+  uploadedVersion_ = m.version;
+  if (m.rows <= 0 || m.cols <= 0) {
+    cols_ = rows_ = 0;
+    return;
+  }
+  if (m.cols > maxTextureSize_ || m.rows > maxTextureSize_)
+    throw InputError("matrix " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
+                     " is larger than this GL's texture limit " + std::to_string(maxTextureSize_));
+  const auto levels = maxPyramid(m.values, m.cols, m.rows);
+  const bool reallocate = !values_.id() || m.cols != cols_ || m.rows != rows_;
+  if (reallocate) {
+    values_.create();
+    glBindTexture(GL_TEXTURE_2D, values_.id());
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST_MIPMAP_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_BASE_LEVEL, 0);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAX_LEVEL, int(levels.size()) - 1);
+  } else {
+    glBindTexture(GL_TEXTURE_2D, values_.id());
+  }
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+  int w = m.cols, h = m.rows;
+  for (std::size_t l = 0; l < levels.size(); ++l) {
+    if (reallocate)
+      glTexImage2D(GL_TEXTURE_2D, GLint(l), GL_R32F, w, h, 0, GL_RED, GL_FLOAT, levels[l].data());
+    else
+      glTexSubImage2D(GL_TEXTURE_2D, GLint(l), 0, 0, w, h, GL_RED, GL_FLOAT, levels[l].data());
+    w = std::max(1, (w + 1) / 2);
+    h = std::max(1, (h + 1) / 2);
+  }
+  glBindTexture(GL_TEXTURE_2D, 0);
+  levels_ = int(levels.size());
+  cols_ = m.cols;
+  rows_ = m.rows;
+}
+
+bool HeatmapRenderer::Target::operator==(const Target& o) const {
+  return width == o.width && height == o.height && originX == o.originX && originY == o.originY &&
+         cellsPerPixel == o.cellsPerPixel && colormap == o.colormap && mapping.lo == o.mapping.lo &&
+         mapping.hi == o.mapping.hi && mapping.scale == o.mapping.scale &&
+         mapping.gamma == o.mapping.gamma && mapping.logFloor == o.mapping.logFloor && grid == o.grid;
+}
+
+void* HeatmapRenderer::render(const Target& t) {
+  if (t.width <= 0 || t.height <= 0) return nullptr;
+  if (haveLast_ && last_ == t && renderedVersion_ == uploadedVersion_)
+    return reinterpret_cast<void*>(std::uintptr_t(target_.id()));
+  if (!target_.id() || t.width != targetW_ || t.height != targetH_) {
+    target_.create();
+    glBindTexture(GL_TEXTURE_2D, target_.id());
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, t.width, t.height, 0, GL_RGBA, GL_UNSIGNED_BYTE, nullptr);
+    glBindTexture(GL_TEXTURE_2D, 0);
+    targetW_ = t.width;
+    targetH_ = t.height;
+  }
+  GLint prevFbo = 0, prevViewport[4];
+  glGetIntegerv(GL_DRAW_FRAMEBUFFER_BINDING, &prevFbo);
+  glGetIntegerv(GL_VIEWPORT, prevViewport);
+  glBindFramebuffer(GL_FRAMEBUFFER, fbo_);
+  glFramebufferTexture2D(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_TEXTURE_2D, target_.id(), 0);
+  glViewport(0, 0, t.width, t.height);
+  glDisable(GL_SCISSOR_TEST);
+  glDisable(GL_BLEND);
+  glDisable(GL_DEPTH_TEST);
+  glDisable(GL_CULL_FACE);
+  if (cols_ == 0 || rows_ == 0) {
+    glClearColor(0.11f, 0.11f, 0.13f, 1.0f);
+    glClear(GL_COLOR_BUFFER_BIT);
+  } else {
+    glUseProgram(program_);
+    glActiveTexture(GL_TEXTURE0);
+    glBindTexture(GL_TEXTURE_2D, values_.id());
+    glActiveTexture(GL_TEXTURE1);
+    glBindTexture(GL_TEXTURE_2D, colormaps_[int(t.colormap)].id());
+    glUniform1i(glGetUniformLocation(program_, "uValues"), 0);
+    glUniform1i(glGetUniformLocation(program_, "uColormap"), 1);
+    glUniform2i(glGetUniformLocation(program_, "uSize"), cols_, rows_);
+    glUniform1i(glGetUniformLocation(program_, "uLevels"), levels_);
+    glUniform2f(glGetUniformLocation(program_, "uOrigin"), t.originX, t.originY);
+    glUniform1f(glGetUniformLocation(program_, "uCellsPerPixel"), t.cellsPerPixel);
+    glUniform1f(glGetUniformLocation(program_, "uTargetHeight"), float(t.height));
+    glUniform1f(glGetUniformLocation(program_, "uLo"), t.mapping.lo);
+    glUniform1f(glGetUniformLocation(program_, "uHi"), t.mapping.hi);
+    glUniform1i(glGetUniformLocation(program_, "uScale"), int(t.mapping.scale));
+    glUniform1f(glGetUniformLocation(program_, "uGamma"), t.mapping.gamma);
+    glUniform1f(glGetUniformLocation(program_, "uLogFloor"), t.mapping.logFloor);
+    setColor(program_, "uMasked", kMaskedColor);
+    setColor(program_, "uHatch", kMaskedHatchColor);
+    setColor(program_, "uNonFinite", kNonFiniteColor);
+    setColor(program_, "uBackground", RGBA8{28, 28, 33, 255});
+    glUniform1f(glGetUniformLocation(program_, "uGridAlpha"),
+                t.grid && t.cellsPerPixel <= 1.0f / 10.0f ? 0.55f : 0.0f);
+    glBindVertexArray(vao_);
+    glDrawArrays(GL_TRIANGLES, 0, 3);
+    glBindVertexArray(0);
+    glActiveTexture(GL_TEXTURE1);
+    glBindTexture(GL_TEXTURE_2D, 0);
+    glActiveTexture(GL_TEXTURE0);
+    glBindTexture(GL_TEXTURE_2D, 0);
+    glUseProgram(0);
+  }
+  glBindFramebuffer(GL_FRAMEBUFFER, GLuint(prevFbo));
+  glViewport(prevViewport[0], prevViewport[1], prevViewport[2], prevViewport[3]);
+  last_ = t;
+  haveLast_ = true;
+  renderedVersion_ = uploadedVersion_;
+  return reinterpret_cast<void*>(std::uintptr_t(target_.id()));
+}
+
+}  // namespace attnviz::gui

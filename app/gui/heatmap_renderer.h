@@ -1,0 +1,93 @@
+// attnviz GUI: the GL side of the heatmap. The shown matrix lives in an R32F texture whose mip
+// levels are max-pooled (never averaged); shaders/heatmap.frag colours it through the one
+// colormap table into an offscreen texture that ImGui draws as an image.
+#pragma once
+
+#include "app_state.h"
+
+#include <GL/glcorearb.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace attnviz::gui {
+
+// A move-only GL texture handle.
+class GlTexture {
+ public:
+  GlTexture() = default;
+  ~GlTexture();
+  GlTexture(const GlTexture&) = delete;
+  GlTexture& operator=(const GlTexture&) = delete;
+  GlTexture(GlTexture&& o) noexcept : id_(o.id_) { o.id_ = 0; }
+  GlTexture& operator=(GlTexture&& o) noexcept;
+  GLuint id() const { return id_; }
+  GLuint create();  // generates a fresh name, deleting the old one
+ private:
+  GLuint id_ = 0;
+};
+
+// An RGBA8 image texture for thumbnails and small matrices.
+struct RgbaImage {
+  GlTexture tex;
+  int width = 0, height = 0;
+  std::uint64_t version = ~std::uint64_t{0};
+  void set(const std::vector<std::uint8_t>& rgba, int w, int h);
+  void* imguiId() const { return reinterpret_cast<void*>(std::uintptr_t(tex.id())); }
+};
+
+// The max pyramid of a [rows, cols] matrix: level L holds the max over 2^L x 2^L blocks.
+// NaN wins over everything so that it is never hidden. Exposed for tests of the reduction.
+std::vector<std::vector<float>> maxPyramid(const std::vector<float>& level0, int cols, int rows);
+
+class HeatmapRenderer {
+ public:
+  HeatmapRenderer() = default;
+  ~HeatmapRenderer();
+  HeatmapRenderer(const HeatmapRenderer&) = delete;
+  HeatmapRenderer& operator=(const HeatmapRenderer&) = delete;
+
+  // Compiles the shaders and uploads the colormap tables. Throws std::runtime_error with the
+  // shader's name and the compile log.
+  void init();
+
+  // The 256x1 texture of one colormap (NEAREST): the colour bar draws it.
+  void* colormapId(ColormapId id) const;
+
+  // Uploads the matrix and its max pyramid when its version changed.
+  void upload(const DisplayMatrix& m);
+
+  struct Target {
+    int width = 0, height = 0;         // pixels
+    float originX = 0, originY = 0;    // matrix (col, row) at the top-left corner
+    float cellsPerPixel = 1;
+    ColormapId colormap = ColormapId::Viridis;
+    ValueMapping mapping;
+    bool grid = false;
+    bool operator==(const Target& o) const;
+  };
+  // Draws into the offscreen texture (only when something changed) and returns it for
+  // ImGui::Image, with uv0 = (0, 1) and uv1 = (1, 0) (GL textures are bottom-up).
+  void* render(const Target& t);
+
+  RgbaImage& image(const std::string& key) { return images_[key]; }
+  int maxTextureSize() const { return maxTextureSize_; }
+
+ private:
+  GLuint program_ = 0, vao_ = 0, fbo_ = 0;
+  GlTexture values_, target_;
+  std::array<GlTexture, 4> colormaps_;
+  int levels_ = 1, cols_ = 0, rows_ = 0;
+  int targetW_ = 0, targetH_ = 0;
+  std::uint64_t uploadedVersion_ = ~std::uint64_t{0};
+  std::uint64_t renderedVersion_ = ~std::uint64_t{0};
+  Target last_;
+  bool haveLast_ = false;
+  int maxTextureSize_ = 0;
+  std::map<std::string, RgbaImage> images_;
+};
+
+}  // namespace attnviz::gui

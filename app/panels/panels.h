@@ -1,0 +1,35 @@
+// attnviz GUI panels: one file each, each a free function that draws into the current ImGui
+// window (or opens its own) and returns whether it changed anything in the state.
+#pragma once
+
+#include "gui/app_state.h"
+
+namespace attnviz::gui {
+
+bool drawMenuBar(AppState& s);           // menu_bar_panel.cpp
+bool drawScenePanel(AppState& s);        // scene_panel.cpp: text, mode, heads, d_k, seed, archetypes
+bool drawTemperaturePanel(AppState& s);  // temperature_panel.cpp: log slider 0.05..20
+bool drawMaskPanel(AppState& s);         // mask_panel.cpp: causal, window, prefix, sink, pad, ALiBi, paint
+bool drawViewPanel(AppState& s);         // view_panel.cpp: colormaps, scale, wrong-axis toggle
+bool drawStageBar(AppState& s);          // stage_bar_panel.cpp: QKᵀ ... A·V
+bool drawHeatmapPanel(AppState& s);      // heatmap_panel.cpp: the matrix, labels, strips, colour bar
+bool drawHeadGridPanel(AppState& s);     // head_grid_panel.cpp: thumbnails + average
+bool drawRowInspectorPanel(AppState& s); // row_inspector_panel.cpp: the selected query's row
+bool drawMaskMatrixPanel(AppState& s);   // mask_matrix_panel.cpp: allowed(i, j) as a small matrix
+bool drawStatusBar(AppState& s);         // status_bar_panel.cpp: backend, renderer, timings
+bool drawExportPopup(AppState& s);       // export_panel.cpp: PNG export (Ctrl+S)
+bool drawFileDialogs(AppState& s);       // file_dialog_panel.cpp: open (Ctrl+O) / save scene
+bool drawErrorPopup(AppState& s);        // error_popup_panel.cpp: errors caught at the frame
+
+// Shared drawing helpers (panel_util.cpp).
+void helpMarker(const char* text);
+// Draws text rotated 90 degrees counter-clockwise (reading bottom to top), its bottom-left
+// corner at `pos` going up.
+void addVerticalText(struct ImDrawList* dl, float x, float yBottom, unsigned int colour, const char* text);
+// A colour from the colormap table as ImGui's packed u32.
+unsigned int colormapU32(ColormapId id, float t);
+// Where the assets/scenes folder is, or "" when not found.
+std::string presetDirectory();
+std::vector<std::string> presetFiles();
+
+}  // namespace attnviz::gui

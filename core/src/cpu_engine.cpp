@@ -1,0 +1,301 @@
+// The CPU backend: Eigen GEMMs per (head, block of query rows), a fused, numerically stable
+// softmax per row, and A V. Work is split into (head, row block) tasks across the cores.
+#include "attnviz/engine.h"
+
+#include "parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace attnviz {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int kRowBlock = 128;
+
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+
+void checkFinite(const Tensor3& t, const char* name) {
+  for (std::size_t n = 0; n < t.data.size(); ++n) {
+    if (!std::isfinite(t.data[n])) {
+      const std::size_t perHead = t.headStride();
+      const std::size_t h = n / perHead, r = (n % perHead) / t.cols, c = n % t.cols;
+      std::ostringstream s;
+      s << name << " contains " << (std::isnan(t.data[n]) ? "NaN" : "Inf") << " at [" << h << ", "
+        << r << ", " << c << "]";
+      throw InputError(s.str());
+    }
+  }
+}
+
+// The allowed key set of one query row is a union of two intervals, cut by the padding limit
+// and the custom matrix: [lo, hi] from causal/window, [0, prefixEnd) from prefix/sink.
+struct RowMask {
+  int lo, hi, prefixEnd, limit;
+};
+
+RowMask rowMask(const MaskSpec& m, int i, int Tq, int Tk) {
+  const int p = queryPosition(i, Tq, Tk);
+  RowMask r{0, Tk - 1, 0, Tk};
+  if (m.causal || m.window > 0) r.hi = std::min(p, Tk - 1);
+  if (m.window > 0) r.lo = std::max(0, p - m.window + 1);
+  r.prefixEnd = std::min(Tk, std::max(m.prefix, m.sink));
+  r.limit = std::max(0, Tk - m.pad);
+  return r;
+}
+
+// Fills `logits` (length Tk) for row i of head h from the scaled scores.
+void rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h, int i,
+               int Tq, int Tk) {
+  const MaskSpec& m = p.mask;
+  const float invTau = 1.0f / p.temperature;
+  ArrayMap L(logits, Tk);
+  L = ConstArrayMap(s, Tk);
+  if (m.alibi) {
+    const float pos = static_cast<float>(queryPosition(i, Tq, Tk));
+    for (int j = 0; j < Tk; ++j) L[j] -= slope * std::fabs(pos - static_cast<float>(j));
+  }
+  const float* custom = nullptr;
+  if (m.customKind != MaskSpec::Custom::None) {
+    custom = m.custom.head(m.custom.heads == 1 ? 0 : h) + std::size_t(i) * Tk;
+    if (m.customKind == MaskSpec::Custom::Bias) L += ConstArrayMap(custom, Tk);
+  }
+  L *= invTau;
+  const RowMask r = rowMask(m, i, Tq, Tk);
+  // Outside [lo, hi] only the prefix/sink keys survive; everything past the limit is padding.
+  for (int j = r.prefixEnd; j < std::min(r.lo, Tk); ++j) L[j] = kNegInf;
+  for (int j = std::max(r.hi + 1, r.prefixEnd); j < Tk; ++j) L[j] = kNegInf;
+  for (int j = r.limit; j < Tk; ++j) L[j] = kNegInf;
+  if (custom && m.customKind == MaskSpec::Custom::Allow) {
+    for (int j = 0; j < Tk; ++j)
+      if (custom[j] == 0.0f) L[j] = kNegInf;
+  }
+}
+
+// Softmax of one row of logits into `weights`; returns the row's facts. `buf` is scratch.
+RowStats rowSoftmax(float* logits, float* weights, int Tk) {
+  ArrayMap L(logits, Tk);
+  ArrayMap A(weights, Tk);
+  RowStats st;
+  Eigen::Index arg = 0;
+  const float mx = Tk > 0 ? L.maxCoeff(&arg) : kNegInf;
+  if (mx == kNegInf) {
+    A.setZero();
+    st.fullyMasked = true;
+    return st;
+  }
+  // exp(-inf - mx) must be exactly 0, which a clamped vector exp does not guarantee.
+  L -= mx;
+  A = (L == kNegInf).select(0.0f, L.exp());
+  const float sum = A.sum();
+  const float inv = 1.0f / sum;
+  A *= inv;
+  // Entropy: -sum a (l - mx - log sum) = log(sum) - sum a (l - mx), over allowed keys.
+  const float dot = (L == kNegInf).select(0.0f, A * L).sum();
+  st.entropy = std::max(0.0f, std::log(sum) - dot);
+  st.sum = A.sum();
+  st.argmax = static_cast<int>(arg);
+  st.max = A[arg];
+  return st;
+}
+
+class CpuEngine final : public AttentionEngine {
+ public:
+  std::string name() const override {
+    return "CPU (Eigen, " + std::to_string(cpuThreads()) + " threads)";
+  }
+
+  void setInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) override {
+    const Dims d = validateInputs(q, k, v);
+    q_ = q;
+    k_ = k;
+    v_ = v;
+    allocate(d);
+    detail::parallelFor(taskCount(allHeads()), [&](int t) {
+      const auto [h, r0, r1] = task(allHeads(), t);
+      scoresBlock(h, r0, r1);
+    });
+  }
+
+  void softmax(const AttentionParams& p, const std::vector<int>& heads) override {
+    const Dims& d = res_.dims;
+    validateParams(p, d.H, d.Tq, d.Tk);
+    const std::vector<int> hs = resolve(heads);
+    const std::vector<float> slopes = alibiSlopes(d.H);
+    detail::parallelFor(taskCount(hs), [&](int t) {
+      const auto [h, r0, r1] = task(hs, t);
+      softmaxBlock(p, slopes, h, r0, r1);
+    });
+  }
+
+  void output(const std::vector<int>& heads) override {
+    const std::vector<int> hs = resolve(heads);
+    detail::parallelFor(taskCount(hs), [&](int t) {
+      const auto [h, r0, r1] = task(hs, t);
+      outputBlock(h, r0, r1);
+    });
+  }
+
+  void run(const Tensor3& q, const Tensor3& k, const Tensor3& v,
+           const AttentionParams& p) override {
+    const Dims d = validateInputs(q, k, v);
+    validateParams(p, d.H, d.Tq, d.Tk);
+    q_ = q;
+    k_ = k;
+    v_ = v;
+    allocate(d);
+    const std::vector<float> slopes = alibiSlopes(d.H);
+    // Fused per block: the block of S is still in cache when the softmax and A V read it.
+    detail::parallelFor(taskCount(allHeads()), [&](int t) {
+      const auto [h, r0, r1] = task(allHeads(), t);
+      scoresBlock(h, r0, r1);
+      softmaxBlock(p, slopes, h, r0, r1);
+      outputBlock(h, r0, r1);
+    });
+  }
+
+  const AttentionResult& result(unsigned) override { return res_; }
+  Dims dims() const override { return res_.dims; }
+
+ private:
+  struct Task {
+    int h, r0, r1;
+  };
+
+  void allocate(const Dims& d) {
+    res_.dims = d;
+    if (res_.scaled.heads != d.H || res_.scaled.rows != d.Tq || res_.scaled.cols != d.Tk) {
+      res_.scaled = Tensor3(d.H, d.Tq, d.Tk);
+      res_.weights = Tensor3(d.H, d.Tq, d.Tk);
+    }
+    if (res_.output.heads != d.H || res_.output.rows != d.Tq || res_.output.cols != d.dv) {
+      res_.output = Tensor3(d.H, d.Tq, d.dv);
+    }
+    res_.rows.assign(std::size_t(d.H) * d.Tq, RowStats{});
+    all_.resize(d.H);
+    for (int h = 0; h < d.H; ++h) all_[h] = h;
+  }
+
+  const std::vector<int>& allHeads() const { return all_; }
+
+  std::vector<int> resolve(const std::vector<int>& heads) const {
+    if (heads.empty()) return all_;
+    for (int h : heads) {
+      if (h < 0 || h >= res_.dims.H) {
+        throw UsageError("head " + std::to_string(h) + " out of range [0, " +
+                         std::to_string(res_.dims.H) + ")");
+      }
+    }
+    return heads;
+  }
+
+  int blocksPerHead() const { return (res_.dims.Tq + kRowBlock - 1) / kRowBlock; }
+  int taskCount(const std::vector<int>& hs) const {
+    return static_cast<int>(hs.size()) * blocksPerHead();
+  }
+  Task task(const std::vector<int>& hs, int t) const {
+    const int b = t % blocksPerHead();
+    const int r0 = b * kRowBlock;
+    return {hs[t / blocksPerHead()], r0, std::min(res_.dims.Tq, r0 + kRowBlock)};
+  }
+
+  void scoresBlock(int h, int r0, int r1) {
+    const Dims& d = res_.dims;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d.dk));
+    MapRM S = res_.scaled.mat(h);
+    S.middleRows(r0, r1 - r0).noalias() =
+        scale * (q_.mat(h).middleRows(r0, r1 - r0) * k_.mat(h).transpose());
+  }
+
+  void softmaxBlock(const AttentionParams& p, const std::vector<float>& slopes, int h, int r0,
+                    int r1) {
+    const Dims& d = res_.dims;
+    thread_local std::vector<float> logits;
+    logits.resize(std::size_t(d.Tk));
+    for (int i = r0; i < r1; ++i) {
+      rowLogits(&res_.scaled.at(h, i, 0), logits.data(), p, slopes[h], h, i, d.Tq, d.Tk);
+      res_.rows[std::size_t(h) * d.Tq + i] = rowSoftmax(logits.data(), &res_.weights.at(h, i, 0), d.Tk);
+    }
+  }
+
+  void outputBlock(int h, int r0, int r1) {
+    MapRM O = res_.output.mat(h);
+    O.middleRows(r0, r1 - r0).noalias() = res_.weights.mat(h).middleRows(r0, r1 - r0) * v_.mat(h);
+  }
+
+  Tensor3 q_, k_, v_;
+  AttentionResult res_;
+  std::vector<int> all_;
+};
+
+}  // namespace
+
+int AttentionResult::fullyMaskedRows() const {
+  return static_cast<int>(
+      std::count_if(rows.begin(), rows.end(), [](const RowStats& r) { return r.fullyMasked; }));
+}
+
+void AttentionEngine::run(const Tensor3& q, const Tensor3& k, const Tensor3& v,
+                          const AttentionParams& p) {
+  setInputs(q, k, v);
+  softmax(p, {});
+  output({});
+}
+
+Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
+  if (q.empty() || k.empty() || v.empty()) {
+    throw InputError("Q, K and V must be non-empty (got Q " + q.shapeString() + ", K " +
+                     k.shapeString() + ", V " + v.shapeString() + ")");
+  }
+  if (q.heads != k.heads || q.heads != v.heads) {
+    throw InputError("head counts differ: Q " + q.shapeString() + ", K " + k.shapeString() +
+                     ", V " + v.shapeString());
+  }
+  if (q.cols != k.cols) {
+    throw InputError("d_k differs: Q " + q.shapeString() + " and K " + k.shapeString() +
+                     " must share the last axis");
+  }
+  if (k.rows != v.rows) {
+    throw InputError("T_k differs: K " + k.shapeString() + " and V " + v.shapeString() +
+                     " must have the same number of keys");
+  }
+  checkedElementCount(q.heads, q.rows, k.rows, "scores");
+  checkFinite(q, "Q");
+  checkFinite(k, "K");
+  checkFinite(v, "V");
+  return Dims{q.heads, q.rows, k.rows, q.cols, v.cols};
+}
+
+Tensor3 computeLogits(const Tensor3& scaled, const AttentionParams& p) {
+  const int H = scaled.heads, Tq = scaled.rows, Tk = scaled.cols;
+  validateParams(p, H, Tq, Tk);
+  Tensor3 out(H, Tq, Tk);
+  const std::vector<float> slopes = alibiSlopes(H);
+  detail::parallelFor(H, [&](int h) {
+    for (int i = 0; i < Tq; ++i) {
+      rowLogits(scaled.head(h) + std::size_t(i) * Tk, &out.at(h, i, 0), p, slopes[h], h, i, Tq, Tk);
+    }
+  });
+  return out;
+}
+
+float logitAt(const Tensor3& scaled, const AttentionParams& p, const std::vector<float>& slopes,
+              int h, int i, int j) {
+  const int Tq = scaled.rows, Tk = scaled.cols;
+  if (!maskAllowed(p.mask, h, i, j, Tq, Tk)) return kNegInf;
+  const float slope = h < static_cast<int>(slopes.size()) ? slopes[h] : 0.0f;
+  float x = scaled.at(h, i, j);
+  if (p.mask.alibi) x -= slope * std::fabs(static_cast<float>(queryPosition(i, Tq, Tk) - j));
+  if (p.mask.customKind == MaskSpec::Custom::Bias) {
+    x += p.mask.custom.at(p.mask.custom.heads == 1 ? 0 : h, i, j);
+  }
+  return x * (1.0f / p.temperature);
+}
+
+std::unique_ptr<AttentionEngine> makeCpuEngine() { return std::make_unique<CpuEngine>(); }
+
+}  // namespace attnviz

@@ -1,0 +1,466 @@
+// Scenes and their synthetic inputs.
+//
+// Each token vector is x = [ e(token) | pos(position) | 1 ]: a deterministic unit embedding
+// hashed from the token text and the seed, sinusoidal positions, and a constant feature. Every
+// head archetype is a choice of W_q and W_k acting on those parts, so its pattern comes out of
+// the real product Q K^T:
+//   previous-token  q_i = c pos(i),  k_j = c R pos(j) = c pos(j+1)   -> peak at j = i - 1
+//   first-token     q_i = c pos(0) (from the constant),  k_j = c pos(j)  -> peak at j = 0
+//   same-token      q_i = c e(t_i),  k_j = c e(t_j)                   -> peaks where t_j = t_i
+//   local-window    q_i = c pos(i),  k_j = c pos(j), smaller c        -> decays with |i - j|
+//   broad           tiny random projections                            -> near uniform
+//   random          random projections
+// R is the rotation taking each (sin wj, cos wj) pair to (sin w(j+1), cos w(j+1)).
+#include "attnviz/scene.h"
+
+#include "attnviz/fileio.h"
+#include "attnviz/engine.h"
+#include "attnviz/npy.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+namespace attnviz {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kMaxTokens = 8192;
+
+struct NameTable {
+  const char* name;
+  int value;
+};
+constexpr NameTable kModes[] = {{"self", 0}, {"causal", 1}, {"cross", 2}, {"decode", 3}};
+constexpr NameTable kArchetypes[] = {{"previous-token", 0}, {"first-token", 1},
+                                     {"same-token", 2},     {"local-window", 3},
+                                     {"broad", 4},          {"random", 5}};
+
+// splitmix64: a small, well-mixed, platform-independent generator.
+struct Rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+  double gauss() {
+    const double u1 = std::max(uniform(), 1e-300), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+};
+
+std::uint64_t fnv1a(const std::string& s, std::uint64_t seed) {
+  std::uint64_t h = 0xcbf29ce484222325ULL ^ (seed * 0x100000001b3ULL);
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+struct Layout {
+  int dTok, dPos, bias;  // column ranges in x: [0, dTok), [dTok, dTok + dPos), bias
+};
+
+Layout layoutFor(int dModel) {
+  int dPos = std::min(32, dModel / 2);
+  dPos -= dPos % 2;
+  return Layout{dModel - dPos - 1, dPos, dModel - 1};
+}
+
+double frequency(int m, int dPos) { return std::pow(10000.0, -2.0 * m / dPos); }
+
+// X [T, dModel] for tokens at positions 0..T-1.
+MatrixRM tokenVectors(const std::vector<std::string>& tokens, const Layout& L, int dModel,
+                      std::uint32_t seed) {
+  MatrixRM X = MatrixRM::Zero(static_cast<int>(tokens.size()), dModel);
+  for (int t = 0; t < X.rows(); ++t) {
+    Rng rng{fnv1a(tokens[t], seed)};
+    double norm = 0.0;
+    for (int c = 0; c < L.dTok; ++c) {
+      X(t, c) = static_cast<float>(rng.gauss());
+      norm += double(X(t, c)) * X(t, c);
+    }
+    X.row(t).head(L.dTok) /= static_cast<float>(std::sqrt(std::max(norm, 1e-12)));
+    for (int m = 0; m < L.dPos / 2; ++m) {
+      const double a = t * frequency(m, L.dPos);
+      X(t, L.dTok + 2 * m) = static_cast<float>(std::sin(a));
+      X(t, L.dTok + 2 * m + 1) = static_cast<float>(std::cos(a));
+    }
+    X(t, L.bias) = 1.0f;
+  }
+  return X;
+}
+
+MatrixRM randomMatrix(int rows, int cols, double scale, Rng& rng) {
+  MatrixRM m(rows, cols);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) m(r, c) = static_cast<float>(rng.gauss() * scale);
+  return m;
+}
+
+// W_q and W_k ([dModel, dk]) for one archetype.
+void archetypeWeights(Archetype a, const Layout& L, int dModel, int dk, float sharpness, Rng& rng,
+                      MatrixRM& Wq, MatrixRM& Wk) {
+  // Small content noise everywhere, so no head is a perfectly clean picture.
+  const double noise = 0.35 / std::sqrt(double(dModel));
+  Wq = randomMatrix(dModel, dk, noise, rng);
+  Wk = randomMatrix(dModel, dk, noise, rng);
+  const double rootD = std::sqrt(double(dk));
+  const int pairs = std::min(L.dPos, dk) / 2;  // highest frequencies first
+  auto setPositional = [&](double c2, bool shiftKeys, bool constantQuery) {
+    const double c = std::sqrt(c2 * rootD * sharpness);
+    for (int m = 0; m < pairs; ++m) {
+      const int xs = L.dTok + 2 * m, xc = xs + 1, qs = 2 * m, qc = qs + 1;
+      if (constantQuery) {
+        Wq(L.bias, qc) += static_cast<float>(c);  // pos(0) = (0, 1) in every pair
+      } else {
+        Wq(xs, qs) += static_cast<float>(c);
+        Wq(xc, qc) += static_cast<float>(c);
+      }
+      if (shiftKeys) {
+        const double w = frequency(m, L.dPos), cw = std::cos(w), sw = std::sin(w);
+        // (sin, cos) -> (sin cw + cos sw, cos cw - sin sw)
+        Wk(xs, qs) += static_cast<float>(c * cw);
+        Wk(xc, qs) += static_cast<float>(c * sw);
+        Wk(xs, qc) += static_cast<float>(-c * sw);
+        Wk(xc, qc) += static_cast<float>(c * cw);
+      } else {
+        Wk(xs, qs) += static_cast<float>(c);
+        Wk(xc, qc) += static_cast<float>(c);
+      }
+    }
+  };
+  switch (a) {
+    case Archetype::PreviousToken: setPositional(4.0, true, false); break;
+    case Archetype::FirstToken: setPositional(1.5, false, true); break;
+    case Archetype::LocalWindow: setPositional(1.2, false, false); break;
+    case Archetype::SameToken: {
+      const double c = std::sqrt(7.0 * rootD * sharpness);
+      for (int t = 0; t < std::min(L.dTok, dk); ++t) {
+        Wq(t, t) += static_cast<float>(c);
+        Wk(t, t) += static_cast<float>(c);
+      }
+      break;
+    }
+    case Archetype::Broad:
+      Wq *= 0.15f;
+      Wk *= 0.15f;
+      break;
+    case Archetype::Random: {
+      const double s = std::sqrt(2.0 * rootD * sharpness) / std::sqrt(double(dModel)) * 1.5;
+      Wq = randomMatrix(dModel, dk, s, rng);
+      Wk = randomMatrix(dModel, dk, s, rng);
+      break;
+    }
+  }
+}
+
+int lookup(const NameTable* table, std::size_t n, const std::string& s, const char* what) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (s == table[i].name) return table[i].value;
+  std::string expected;
+  for (std::size_t i = 0; i < n; ++i) expected += std::string(i ? ", " : "") + table[i].name;
+  throw InputError(std::string("unknown ") + what + " '" + s + "' (expected " + expected + ")");
+}
+
+template <typename T>
+T field(const json& j, const char* key, T fallback, const std::string& name) {
+  if (!j.contains(key)) return fallback;
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw InputError(name + ": field '" + key + "' has the wrong type");
+  }
+}
+
+int intField(const json& j, const char* key, int fallback, int lo, int hi, const std::string& name) {
+  if (j.contains(key) && !j.at(key).is_number_integer()) {
+    throw InputError(name + ": field '" + key + "' must be an integer");
+  }
+  const long long v = field<long long>(j, key, fallback, name);
+  if (v < lo || v > hi) {
+    throw InputError(name + ": field '" + key + "' = " + std::to_string(v) + " is outside [" +
+                     std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+const char* modeName(Mode m) { return kModes[static_cast<int>(m)].name; }
+Mode modeFromName(const std::string& s) {
+  return static_cast<Mode>(lookup(kModes, std::size(kModes), s, "mode"));
+}
+const char* archetypeName(Archetype a) { return kArchetypes[static_cast<int>(a)].name; }
+Archetype archetypeFromName(const std::string& s) {
+  return static_cast<Archetype>(lookup(kArchetypes, std::size(kArchetypes), s, "archetype"));
+}
+std::vector<Archetype> allArchetypes() {
+  return {Archetype::PreviousToken, Archetype::FirstToken, Archetype::SameToken,
+          Archetype::LocalWindow,   Archetype::Broad,      Archetype::Random};
+}
+
+Scene defaultScene() {
+  Scene s;
+  s.title = "Six head archetypes on one sentence";
+  s.queryText = "the cat sat on the mat because the mat was warm and the cat was tired";
+  s.mode = Mode::Causal;
+  s.heads = 6;
+  s.archetypes = allArchetypes();
+  return s;
+}
+
+std::vector<std::string> tokenize(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string t; in >> t;) out.push_back(t);
+  return out;
+}
+
+AttentionParams effectiveParams(const Scene& s) {
+  AttentionParams p = s.params;
+  if (s.mode == Mode::Causal || s.mode == Mode::Decode) p.mask.causal = true;
+  return p;
+}
+
+SceneInputs buildSceneInputs(const Scene& s) {
+  SceneInputs in;
+  if (s.heads < 1 || s.heads > 64) throw InputError("scene: heads must be in [1, 64]");
+  if (s.dModel < 24 || s.dModel > 1024) throw InputError("scene: d_model must be in [24, 1024]");
+  if (s.dHead < 4 || s.dHead > 256) throw InputError("scene: d_head must be in [4, 256]");
+
+  if (!s.qPath.empty() || !s.kPath.empty() || !s.vPath.empty()) {
+    if (s.qPath.empty() || s.kPath.empty() || s.vPath.empty()) {
+      throw InputError("scene: tensors need all of q, k and v");
+    }
+    in.q = loadTensorNpy(s.qPath);
+    in.k = loadTensorNpy(s.kPath);
+    in.v = loadTensorNpy(s.vPath);
+    validateInputs(in.q, in.k, in.v);
+    auto labels = [](const std::string& text, int n) {
+      std::vector<std::string> t = tokenize(text);
+      if (static_cast<int>(t.size()) != n) {
+        t.clear();
+        for (int i = 0; i < n; ++i) t.push_back(std::to_string(i));
+      }
+      return t;
+    };
+    in.queryTokens = labels(s.queryText, in.q.rows);
+    in.keyTokens = labels(s.mode == Mode::Cross ? s.keyText : s.queryText, in.k.rows);
+    return in;
+  }
+
+  std::vector<std::string> tokens = tokenize(s.queryText);
+  if (tokens.empty()) throw InputError("scene: the query text has no tokens");
+  std::vector<std::string> keys = s.mode == Mode::Cross ? tokenize(s.keyText) : tokens;
+  if (keys.empty()) throw InputError("scene: the key text has no tokens");
+  if (static_cast<int>(tokens.size()) > kMaxTokens || static_cast<int>(keys.size()) > kMaxTokens) {
+    throw InputError("scene: more than " + std::to_string(kMaxTokens) + " tokens");
+  }
+  const Layout L = layoutFor(s.dModel);
+  MatrixRM Xq, Xk;
+  if (s.mode == Mode::Decode) {
+    const int n = static_cast<int>(tokens.size());
+    const int step = s.decodeStep < 1 ? n : std::min(s.decodeStep, n);
+    keys.assign(tokens.begin(), tokens.begin() + step);
+    Xk = tokenVectors(keys, L, s.dModel, s.seed);
+    Xq = Xk.bottomRows(1);
+    in.queryTokens = {keys.back()};
+  } else {
+    Xq = tokenVectors(tokens, L, s.dModel, s.seed);
+    Xk = s.mode == Mode::Cross ? tokenVectors(keys, L, s.dModel, s.seed) : Xq;
+    in.queryTokens = tokens;
+  }
+  in.keyTokens = keys;
+  const int H = s.heads, dk = s.dHead, Tq = static_cast<int>(Xq.rows()),
+            Tk = static_cast<int>(Xk.rows());
+  in.xq = Tensor3(1, Tq, s.dModel);
+  in.xq.mat(0) = Xq;
+  in.xk = Tensor3(1, Tk, s.dModel);
+  in.xk.mat(0) = Xk;
+  in.q = Tensor3(H, Tq, dk);
+  in.k = Tensor3(H, Tk, dk);
+  in.v = Tensor3(H, Tk, dk);
+  const std::vector<Archetype> all = allArchetypes();
+  for (int h = 0; h < H; ++h) {
+    const Archetype a = h < static_cast<int>(s.archetypes.size()) ? s.archetypes[h]
+                                                                  : all[h % all.size()];
+    Rng rng{(std::uint64_t(s.seed) << 20) ^ (std::uint64_t(h) * 0x9e3779b9ULL) ^ 0xa77e11ULL};
+    MatrixRM Wq, Wk;
+    archetypeWeights(a, L, s.dModel, dk, s.sharpness, rng, Wq, Wk);
+    const MatrixRM Wv = randomMatrix(s.dModel, dk, 1.0 / std::sqrt(double(s.dModel)), rng);
+    in.q.mat(h) = Xq * Wq;
+    in.k.mat(h) = Xk * Wk;
+    in.v.mat(h) = Xk * Wv;
+  }
+  Rng rng{std::uint64_t(s.seed) * 0x51ed27ULL + 7};
+  in.wo = Tensor3(1, H * dk, s.dModel);
+  in.wo.mat(0) = randomMatrix(H * dk, s.dModel, 1.0 / std::sqrt(double(H * dk)), rng);
+  return in;
+}
+
+Tensor3 blockOutput(const Tensor3& o, const Tensor3& wo) {
+  if (wo.rows != o.heads * o.cols) {
+    throw InputError("W_o has shape " + wo.shapeString() + ", expected [1, " +
+                     std::to_string(o.heads * o.cols) + ", d_model]");
+  }
+  MatrixRM concat(o.rows, o.heads * o.cols);
+  for (int h = 0; h < o.heads; ++h) concat.middleCols(h * o.cols, o.cols) = o.mat(h);
+  Tensor3 out(1, o.rows, wo.cols);
+  out.mat(0).noalias() = concat * wo.mat(0);
+  return out;
+}
+
+// ---- JSON ----
+
+Scene sceneFromJson(const std::string& text, const std::string& name) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(name + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+  }
+  if (!j.is_object()) throw InputError(name + ": a scene must be a JSON object");
+  Scene s;
+  s.title = field<std::string>(j, "title", s.title, name);
+  s.queryText = field<std::string>(j, "query_text", s.queryText, name);
+  s.keyText = field<std::string>(j, "key_text", s.keyText, name);
+  try {
+    s.mode = modeFromName(field<std::string>(j, "mode", modeName(s.mode), name));
+  } catch (const InputError& e) {
+    throw InputError(name + ": " + e.what());
+  }
+  s.heads = intField(j, "heads", s.heads, 1, 64, name);
+  s.dModel = intField(j, "d_model", s.dModel, 24, 1024, name);
+  s.dHead = intField(j, "d_head", s.dHead, 4, 256, name);
+  s.seed = static_cast<std::uint32_t>(intField(j, "seed", static_cast<int>(s.seed), 0, 2147483647, name));
+  s.decodeStep = intField(j, "decode_step", s.decodeStep, -1, kMaxTokens, name);
+  s.sharpness = field<float>(j, "sharpness", s.sharpness, name);
+  if (!std::isfinite(s.sharpness) || s.sharpness <= 0.0f || s.sharpness > 100.0f) {
+    throw InputError(name + ": field 'sharpness' must be in (0, 100]");
+  }
+  if (j.contains("archetypes")) {
+    const json& a = j.at("archetypes");
+    if (!a.is_array()) throw InputError(name + ": field 'archetypes' must be an array of names");
+    for (const json& e : a) {
+      if (!e.is_string()) throw InputError(name + ": field 'archetypes' must hold names");
+      try {
+        s.archetypes.push_back(archetypeFromName(e.get<std::string>()));
+      } catch (const InputError& err) {
+        throw InputError(name + ": " + err.what());
+      }
+    }
+  } else {
+    s.archetypes = allArchetypes();
+  }
+  s.params.temperature = field<float>(j, "temperature", 1.0f, name);
+  if (!std::isfinite(s.params.temperature) || s.params.temperature <= 0.0f) {
+    throw InputError(name + ": field 'temperature' must be a number > 0");
+  }
+  if (j.contains("mask")) {
+    const json& m = j.at("mask");
+    if (!m.is_object()) throw InputError(name + ": field 'mask' must be an object");
+    MaskSpec& k = s.params.mask;
+    k.causal = field<bool>(m, "causal", false, name);
+    k.window = intField(m, "window", 0, 0, 1 << 30, name);
+    k.prefix = intField(m, "prefix", 0, 0, 1 << 30, name);
+    k.sink = intField(m, "sink", 0, 0, 1 << 30, name);
+    k.pad = intField(m, "pad", 0, 0, 1 << 30, name);
+    k.alibi = field<bool>(m, "alibi", false, name);
+    if (m.contains("custom") && !m.at("custom").is_null()) {
+      const json& c = m.at("custom");
+      const std::string kind = field<std::string>(c, "kind", "allow", name);
+      if (kind != "allow" && kind != "bias") {
+        throw InputError(name + ": mask.custom.kind must be 'allow' or 'bias'");
+      }
+      const auto shape = field<std::vector<long long>>(c, "shape", {}, name);
+      if (shape.size() != 3) throw InputError(name + ": mask.custom.shape must be [H, T_q, T_k]");
+      std::vector<float> data;
+      for (const json& e : c.value("data", json::array())) {
+        if (e.is_null()) {
+          data.push_back(-std::numeric_limits<float>::infinity());  // JSON has no -inf
+        } else if (e.is_number()) {
+          data.push_back(e.get<float>());
+        } else {
+          throw InputError(name + ": mask.custom.data must hold numbers (null = -inf)");
+        }
+      }
+      const std::size_t n = checkedElementCount(shape[0], shape[1], shape[2], name + ": mask.custom");
+      if (data.size() != n) {
+        throw InputError(name + ": mask.custom.data has " + std::to_string(data.size()) +
+                         " values, shape needs " + std::to_string(n));
+      }
+      k.customKind = kind == "allow" ? MaskSpec::Custom::Allow : MaskSpec::Custom::Bias;
+      k.custom.heads = static_cast<int>(shape[0]);
+      k.custom.rows = static_cast<int>(shape[1]);
+      k.custom.cols = static_cast<int>(shape[2]);
+      k.custom.data = std::move(data);
+    }
+  }
+  if (j.contains("tensors")) {
+    const json& t = j.at("tensors");
+    s.qPath = field<std::string>(t, "q", "", name);
+    s.kPath = field<std::string>(t, "k", "", name);
+    s.vPath = field<std::string>(t, "v", "", name);
+  }
+  if (j.contains("view")) s.extraJson = j.at("view").dump();
+  return s;
+}
+
+std::string sceneToJson(const Scene& s) {
+  json j;
+  j["title"] = s.title;
+  j["query_text"] = s.queryText;
+  if (!s.keyText.empty()) j["key_text"] = s.keyText;
+  j["mode"] = modeName(s.mode);
+  j["heads"] = s.heads;
+  j["d_model"] = s.dModel;
+  j["d_head"] = s.dHead;
+  j["seed"] = s.seed;
+  j["decode_step"] = s.decodeStep;
+  j["sharpness"] = s.sharpness;
+  json arch = json::array();
+  for (Archetype a : s.archetypes) arch.push_back(archetypeName(a));
+  j["archetypes"] = arch;
+  j["temperature"] = s.params.temperature;
+  const MaskSpec& m = s.params.mask;
+  json mask = {{"causal", m.causal}, {"window", m.window}, {"prefix", m.prefix},
+               {"sink", m.sink},     {"pad", m.pad},       {"alibi", m.alibi}};
+  if (m.customKind != MaskSpec::Custom::None) {
+    json data = json::array();
+    for (float v : m.custom.data) {
+      if (std::isfinite(v)) {
+        data.push_back(v);
+      } else {
+        data.push_back(nullptr);
+      }
+    }
+    mask["custom"] = {{"kind", m.customKind == MaskSpec::Custom::Allow ? "allow" : "bias"},
+                      {"shape", {m.custom.heads, m.custom.rows, m.custom.cols}},
+                      {"data", data}};
+  }
+  j["mask"] = mask;
+  if (!s.qPath.empty()) j["tensors"] = {{"q", s.qPath}, {"k", s.kPath}, {"v", s.vPath}};
+  json view = json::parse(s.extraJson.empty() ? "{}" : s.extraJson, nullptr, false);
+  if (!view.is_discarded() && !view.empty()) j["view"] = view;
+  return j.dump(2) + "\n";
+}
+
+Scene loadScene(const std::string& path) {
+  Scene s = sceneFromJson(readFile(path), path);
+  const std::filesystem::path base = std::filesystem::path(path).parent_path();
+  for (std::string* p : {&s.qPath, &s.kPath, &s.vPath}) {
+    if (!p->empty() && std::filesystem::path(*p).is_relative()) *p = (base / *p).string();
+  }
+  return s;
+}
+
+void saveScene(const std::string& path, const Scene& s) { writeFileAtomic(path, sceneToJson(s)); }
+
+}  // namespace attnviz
