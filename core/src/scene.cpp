@@ -138,7 +138,7 @@ void archetypeWeights(Archetype a, const Layout& L, int dModel, int dk, float sh
   };
   switch (a) {
     case Archetype::PreviousToken: setPositional(4.0, true, false); break;
-    case Archetype::FirstToken: setPositional(1.5, false, true); break;
+    case Archetype::FirstToken: setPositional(3.0, false, true); break;
     case Archetype::LocalWindow: setPositional(1.2, false, false); break;
     case Archetype::SameToken: {
       const double c = std::sqrt(7.0 * rootD * sharpness);
