@@ -275,21 +275,21 @@ struct Labels {
 
 // One head's panel with its heatmap's top-left at (0, 0): labels, ticks, optional panel title.
 Canvas buildPanel(const Source& src, int h, int cell, const Labels& labels, const Font& font,
-                  const Sizes& sz, bool showLabels, const std::string& panelTitle) {
+                  const Sizes& sz, bool rowLabels, bool colLabels, const std::string& panelTitle) {
   Canvas c;
   const long heatW = long(src.Tk) * cell, heatH = long(src.Tq) * cell;
   c.op(0, 0, heatW, heatH, heatmapOp(src, h, 0, 0, cell, true));
   c.frame(0, 0, heatW, heatH, kLine);
 
   long topExtent = 1;  // how far above the heatmap things reach
-  if (showLabels) {
+  if (rowLabels || colLabels) {
     // Labels shrink with the cells down to a floor, then thin out.
     const float px = std::clamp(float(cell) * 0.8f, std::max(8.0f, sz.fs * 0.6f), sz.label);
     const int asc = font.ascent(px), line = font.lineHeight(px);
     const int capMid = int(std::lround(asc * 0.36f));  // baseline to the middle of capitals
 
     const int rowStep = labelStep(line * 1.1, cell);
-    for (int i = 0; i < src.Tq; i += rowStep) {
+    for (int i = 0; rowLabels && i < src.Tq; i += rowStep) {
       TextMask m = font.render(fitText(font, labels.rows[i]), px);
       const long cy = long(i) * cell + cell / 2;
       const long right = rowStep > 1 ? -sz.tickLen - sz.gap : -sz.gap;
@@ -303,7 +303,7 @@ Canvas buildPanel(const Source& src, int h, int cell, const Labels& labels, cons
     const bool flat = widest + 4 <= cell;
     const int colStep = flat ? 1 : labelStep(line * 1.1, cell);
     const long bottom = colStep > 1 ? -sz.tickLen - sz.gap : -sz.gap;
-    for (int j = 0; j < src.Tk; j += colStep) {
+    for (int j = 0; colLabels && j < src.Tk; j += colStep) {
       TextMask m = font.render(fitText(font, labels.cols[j]), px);
       const long cx = long(j) * cell + cell / 2;
       if (colStep > 1) c.rect(cx, -sz.tickLen, 1, sz.tickLen, kLine);
@@ -315,7 +315,7 @@ Canvas buildPanel(const Source& src, int h, int cell, const Labels& labels, cons
         c.text(m, left, top, kInk, Rot::Up);
       }
     }
-    topExtent = -c.box.y0;
+    topExtent = std::max(1L, -c.box.y0);
   }
   if (!panelTitle.empty()) {
     TextMask m = font.render(fitText(font, panelTitle), sz.panel);
@@ -408,25 +408,32 @@ Canvas buildFigure(const FigureSpec& f, int cell, float fs) {
   const bool grid = f.heads.size() > 1;
   Canvas fig;
 
-  // Panels, all with the same pitch.
+  // Panels share their axes: query labels on the first column only, key labels on the first
+  // row only, so the heatmaps keep the room.
+  const int cols = std::max(1, std::min<int>(f.columns, int(f.heads.size())));
+  const int rows = (int(f.heads.size()) + cols - 1) / cols;
+  const auto panelTitle = [&](int h) { return grid ? "head " + std::to_string(h) : std::string(); };
   std::vector<Canvas> panels;
   Box u;
-  for (int h : f.heads) {
-    panels.push_back(buildPanel(src, h, cell, *f.labels, font, sz, f.showLabels,
-                                grid ? "head " + std::to_string(h) : std::string()));
+  for (std::size_t k = 0; k < f.heads.size(); ++k) {
+    const bool firstCol = k % cols == 0, firstRow = k < std::size_t(cols);
+    panels.push_back(buildPanel(src, f.heads[k], cell, *f.labels, font, sz,
+                                f.showLabels && firstCol, f.showLabels && firstRow,
+                                panelTitle(f.heads[k])));
     const Box& b = panels.back().box;
     u.add(b.x0, b.y0, b.width(), b.height());
   }
-  const int cols = std::max(1, std::min<int>(f.columns, int(f.heads.size())));
-  const int rows = (int(f.heads.size()) + cols - 1) / cols;
-  const long gapX = grid ? sz.pad * 2 : 0, gapY = grid ? sz.pad : 0;
-  const long pitchX = u.width() + gapX, pitchY = u.height() + gapY;
   const long heatW = long(src.Tk) * cell, heatH = long(src.Tq) * cell;
+  // How far a panel without key labels reaches above its heatmap (its title).
+  const long titleExtent =
+      grid ? -buildPanel(src, f.heads[0], 1, *f.labels, font, sz, false, false, panelTitle(f.heads[0])).box.y0
+           : 0;
+  const long pitchX = heatW + sz.pad + sz.gap, pitchY = heatH + sz.gap * 2 + titleExtent;
   for (std::size_t k = 0; k < panels.size(); ++k) {
     const long r = long(k) / cols, col = long(k) % cols;
     fig.append(panels[k], col * pitchX - u.x0, r * pitchY - u.y0);
   }
-  // Heatmap span: from the first panel's top to the last row's bottom.
+  // Heatmap span: from the first panel's top-left to the last row's bottom-right.
   const long heatTop = -u.y0, heatLeft = -u.x0;
   const long spanBottom = (rows - 1) * pitchY - u.y0 + heatH;
   const long spanRight = (cols - 1) * pitchX - u.x0 + heatW;
@@ -581,25 +588,33 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     fs = float(std::clamp(std::sqrt(pageW) * 0.55, 11.0, 22.0));
   } else {
     fs = float(std::clamp(opt.targetWidth / 75.0, 11.0, 22.0));
-    // The page grows linearly with the cell: measure at a trial size, solve for the width,
-    // keep the height within 1.5 widths, then correct once for labels that changed size.
-    const int trial = 8;
-    checkHeat(trial);
-    const Canvas t = buildFigure(spec, trial, fs);
+    // The page grows linearly with the cell, plus margins that depend a little on it (labels
+    // shrink, turn or thin out): solve for the width from a trial layout, re-solve from the
+    // result, and keep the height within 1.5 widths.
     const double perCellW = double(Tk) * columns, perCellH = double(Tq) * rowsOfPanels;
-    const double fixedW = double(t.box.width()) - trial * perCellW;
-    const double fixedH = double(t.box.height()) - trial * perCellH;
-    double c = (opt.targetWidth - 2.0 * int(std::lround(fs * 1.1f)) - fixedW) / perCellW;
-    c = std::min(c, (opt.targetWidth * 1.5 - fixedH) / perCellH);
-    cell = std::max(1, int(std::floor(c)));
+    const long pad = std::lround(fs * 1.1f);
+    cell = int(std::clamp<long long>(
+        std::min<long long>(opt.maxSide / (long long)perCellW, opt.maxSide / (long long)perCellH), 1, 8));
+    for (int pass = 0; pass < 3; ++pass) {
+      checkHeat(cell);
+      const Canvas t = buildFigure(spec, cell, fs);
+      const double fixedW = double(t.box.width()) - cell * perCellW + 2.0 * pad;
+      const double fixedH = double(t.box.height()) - cell * perCellH + 2.0 * pad;
+      double c = (opt.targetWidth - fixedW) / perCellW;
+      c = std::min(c, (opt.targetWidth * 1.5 - fixedH) / perCellH);
+      const int next = std::max(1, int(std::floor(c)));
+      if (next == cell) break;
+      cell = next;
+    }
     checkHeat(cell);
   }
 
   Canvas fig = buildFigure(spec, cell, fs);
   const long pad = std::lround(fs * 1.1f);
-  if (opt.cell == 0 && cell > 1) {
-    const long over = fig.box.width() + 2 * pad - opt.targetWidth;
-    if (over > 0) {
+  if (opt.cell == 0) {
+    // Never wider than asked while a smaller cell can help.
+    while (cell > 1 && fig.box.width() + 2 * pad > opt.targetWidth) {
+      const long over = fig.box.width() + 2 * pad - opt.targetWidth;
       cell = std::max(1, cell - int((over + long(Tk) * columns - 1) / (long(Tk) * columns)));
       fig = buildFigure(spec, cell, fs);
     }
