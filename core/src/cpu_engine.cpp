@@ -48,58 +48,103 @@ RowMask rowMask(const MaskSpec& m, int i, int Tq, int Tk) {
   return r;
 }
 
-// Fills `logits` (length Tk) for row i of head h from the scaled scores.
-void rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h, int i,
-               int Tq, int Tk) {
+// Which keys of one row are masked: the structural ranges, plus (when `scan`) whatever a custom
+// matrix removed, which needs a scan of the row.
+struct RowMasking {
+  int ranges[3][2];  // half-open [begin, end) ranges, possibly empty
+  bool scan = false;
+  bool any() const {
+    return scan || ranges[0][0] < ranges[0][1] || ranges[1][0] < ranges[1][1] ||
+           ranges[2][0] < ranges[2][1];
+  }
+};
+
+// Fills `logits` (length Tk) for row i of head h from the scaled scores, -inf where masked.
+RowMasking rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h,
+                     int i, int Tq, int Tk) {
   const MaskSpec& m = p.mask;
   const float invTau = 1.0f / p.temperature;
   ArrayMap L(logits, Tk);
-  L = ConstArrayMap(s, Tk);
-  if (m.alibi) {
-    const float pos = static_cast<float>(queryPosition(i, Tq, Tk));
-    for (int j = 0; j < Tk; ++j) L[j] -= slope * std::fabs(pos - static_cast<float>(j));
-  }
   const float* custom = nullptr;
   if (m.customKind != MaskSpec::Custom::None) {
     custom = m.custom.head(m.custom.heads == 1 ? 0 : h) + std::size_t(i) * Tk;
+  }
+  if (m.alibi) {
+    const float pos = static_cast<float>(queryPosition(i, Tq, Tk));
+    for (int j = 0; j < Tk; ++j) logits[j] = s[j] - slope * std::fabs(pos - static_cast<float>(j));
     if (m.customKind == MaskSpec::Custom::Bias) L += ConstArrayMap(custom, Tk);
+    L *= invTau;
+  } else if (m.customKind == MaskSpec::Custom::Bias) {
+    L = (ConstArrayMap(s, Tk) + ConstArrayMap(custom, Tk)) * invTau;
+  } else {
+    L = ConstArrayMap(s, Tk) * invTau;
   }
-  L *= invTau;
-  const RowMask r = rowMask(m, i, Tq, Tk);
   // Outside [lo, hi] only the prefix/sink keys survive; everything past the limit is padding.
-  for (int j = r.prefixEnd; j < std::min(r.lo, Tk); ++j) L[j] = kNegInf;
-  for (int j = std::max(r.hi + 1, r.prefixEnd); j < Tk; ++j) L[j] = kNegInf;
-  for (int j = r.limit; j < Tk; ++j) L[j] = kNegInf;
-  if (custom && m.customKind == MaskSpec::Custom::Allow) {
-    for (int j = 0; j < Tk; ++j)
-      if (custom[j] == 0.0f) L[j] = kNegInf;
+  const RowMask r = rowMask(m, i, Tq, Tk);
+  RowMasking out{{{r.prefixEnd, std::min(r.lo, Tk)},
+                  {std::max(r.hi + 1, r.prefixEnd), Tk},
+                  {r.limit, Tk}},
+                 custom != nullptr};
+  for (auto& range : out.ranges) {
+    range[0] = std::clamp(range[0], 0, Tk);
+    range[1] = std::clamp(range[1], range[0], Tk);
+    std::fill(logits + range[0], logits + range[1], kNegInf);
   }
+  if (custom && m.customKind == MaskSpec::Custom::Allow) {
+    for (int j = 0; j < Tk; ++j) logits[j] = custom[j] == 0.0f ? kNegInf : logits[j];
+  }
+  return out;
 }
 
-// Softmax of one row of logits into `weights`; returns the row's facts. `buf` is scratch.
-RowStats rowSoftmax(float* logits, float* weights, int Tk) {
+// First index holding `value`, scanning 16 keys at a time so the common case stays vectorised.
+int firstIndexOf(const float* l, int Tk, float value) {
+  int j = 0;
+  for (; j + 16 <= Tk; j += 16) {
+    bool hit = false;
+    for (int t = 0; t < 16; ++t) hit |= l[j + t] == value;
+    if (hit) break;
+  }
+  for (; j < Tk; ++j)
+    if (l[j] == value) return j;
+  return 0;
+}
+
+// Softmax of one row of logits into `weights`; returns the row's facts. Overwrites masked
+// logits with 0; `scratch` holds Tk floats. Each pass is a vectorised loop over one
+// cache-resident row; only the final write of the weights goes to memory.
+RowStats rowSoftmax(float* logits, float* scratch, float* weights, int Tk,
+                    const RowMasking& masking) {
   ArrayMap L(logits, Tk);
-  ArrayMap A(weights, Tk);
+  ArrayMap E(scratch, Tk);
   RowStats st;
-  Eigen::Index arg = 0;
-  const float mx = Tk > 0 ? L.maxCoeff(&arg) : kNegInf;
+  const float mx = Tk > 0 ? L.maxCoeff() : kNegInf;
   if (mx == kNegInf) {
-    A.setZero();
+    ArrayMap(weights, Tk).setZero();
     st.fullyMasked = true;
     return st;
   }
-  // exp(-inf - mx) must be exactly 0, which a clamped vector exp does not guarantee.
-  L -= mx;
-  A = (L == kNegInf).select(0.0f, L.exp());
-  const float sum = A.sum();
+  st.argmax = firstIndexOf(logits, Tk, mx);
+  E = (L - mx).exp();
+  // A clamped vector exp turns -inf into a tiny positive number: masked keys must be exactly
+  // 0. Zeroing the logit too keeps 0 * -inf out of the entropy sum.
+  for (const auto& range : masking.ranges) {
+    std::fill(scratch + range[0], scratch + range[1], 0.0f);
+    std::fill(logits + range[0], logits + range[1], 0.0f);
+  }
+  if (masking.scan) {
+    for (int j = 0; j < Tk; ++j) {
+      const bool masked = logits[j] == kNegInf;
+      scratch[j] = masked ? 0.0f : scratch[j];
+      logits[j] = masked ? 0.0f : logits[j];
+    }
+  }
+  const float sum = E.sum();
   const float inv = 1.0f / sum;
-  A *= inv;
-  // Entropy: -sum a (l - mx - log sum) = log(sum) - sum a (l - mx), over allowed keys.
-  const float dot = (L == kNegInf).select(0.0f, A * L).sum();
-  st.entropy = std::max(0.0f, std::log(sum) - dot);
-  st.sum = A.sum();
-  st.argmax = static_cast<int>(arg);
-  st.max = A[arg];
+  ArrayMap(weights, Tk) = E * inv;
+  // Entropy: -sum a log a, with log a = (l - mx) - log(sum); masked keys have a = 0 and l = 0.
+  st.entropy = std::max(0.0f, std::log(sum) - (E * (L - mx)).sum() * inv);
+  st.sum = sum * inv;
+  st.max = weights[st.argmax];
   return st;
 }
 
@@ -214,11 +259,14 @@ class CpuEngine final : public AttentionEngine {
   void softmaxBlock(const AttentionParams& p, const std::vector<float>& slopes, int h, int r0,
                     int r1) {
     const Dims& d = res_.dims;
-    thread_local std::vector<float> logits;
+    thread_local std::vector<float> logits, scratch;
     logits.resize(std::size_t(d.Tk));
+    scratch.resize(std::size_t(d.Tk));
     for (int i = r0; i < r1; ++i) {
-      rowLogits(&res_.scaled.at(h, i, 0), logits.data(), p, slopes[h], h, i, d.Tq, d.Tk);
-      res_.rows[std::size_t(h) * d.Tq + i] = rowSoftmax(logits.data(), &res_.weights.at(h, i, 0), d.Tk);
+      const RowMasking masked =
+          rowLogits(&res_.scaled.at(h, i, 0), logits.data(), p, slopes[h], h, i, d.Tq, d.Tk);
+      res_.rows[std::size_t(h) * d.Tq + i] =
+          rowSoftmax(logits.data(), scratch.data(), &res_.weights.at(h, i, 0), d.Tk, masked);
     }
   }
 
