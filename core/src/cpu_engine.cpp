@@ -9,6 +9,8 @@
 #include <limits>
 #include <sstream>
 
+#include <unistd.h>
+
 namespace attnviz {
 
 namespace {
@@ -311,7 +313,19 @@ Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
     throw InputError("T_k differs: K " + k.shapeString() + " and V " + v.shapeString() +
                      " must have the same number of keys");
   }
-  checkedElementCount(q.heads, q.rows, k.rows, "scores");
+  const std::size_t cells = checkedElementCount(q.heads, q.rows, k.rows, "scores");
+  // Scores, weights and (for --scores or export) logits: refuse cleanly rather than let the
+  // kernel kill the process when memory runs out.
+  const double need = 3.0 * double(cells) * sizeof(float);
+  const double have = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  if (have > 0 && need > 0.8 * have) {
+    std::ostringstream s;
+    s.precision(3);
+    s << "scores of shape [" << q.heads << ", " << q.rows << ", " << k.rows << "] need about "
+      << need / (1 << 30) << " GiB, more than this machine's " << have / (1 << 30)
+      << " GiB of memory allows";
+    throw InputError(s.str());
+  }
   checkFinite(q, "Q");
   checkFinite(k, "K");
   checkFinite(v, "V");
