@@ -346,8 +346,10 @@ Canvas buildColorBar(const Source& src, const Font& font, const Sizes& sz, long 
   const long bx = vertical ? bw : length, by = vertical ? length : bw;
   c.op(0, 0, bx, by, [=](Image& im, long ox, long oy) {
     for (long k = 0; k < length; ++k) {
-      // Vertical bars run high at the top; horizontal ones high at the right.
-      const float t = vertical ? 1.0f - (float(k) + 0.5f) / float(length) : (float(k) + 0.5f) / float(length);
+      // Vertical bars run high at the top, horizontal ones high at the right; the end pixels
+      // are the table's ends, where the end ticks point.
+      const float f = length > 1 ? float(k) / float(length - 1) : 0.5f;
+      const float t = vertical ? 1.0f - f : f;
       const RGBA8 col = colormapLookup(id, t);
       if (vertical)
         fillRect(im, ox, oy + k, bw, 1, col);
