@@ -337,7 +337,7 @@ struct FigureSpec {
 
 // The colour bar with its ticks, title and the "masked" legend; bar's top-left at (0, 0).
 Canvas buildColorBar(const Source& src, const Font& font, const Sizes& sz, long length,
-                     bool vertical, bool legend) {
+                     bool vertical, bool legend, int cellSize) {
   Canvas c;
   const double lo = src.stage == ExportStage::Weights ? 0.0 : -double(src.range);
   const double hi = src.stage == ExportStage::Weights ? 1.0 : double(src.range);
@@ -394,8 +394,14 @@ Canvas buildColorBar(const Source& src, const Font& font, const Sizes& sz, long 
     } else {
       sx = c.box.x1 + sz.gap * 4, sy = 0;
     }
-    const int period = std::clamp(int(sw) / 2, 4, 9);
-    c.op(sx, sy, sw, sw, [=](Image& im, long ox, long oy) { hatchRect(im, ox + sx, oy + sy, sw, sw, period); });
+    // The swatch looks like the cells: hatched only when they are.
+    const int period = std::clamp(cellSize / 2, 4, 9);
+    c.op(sx, sy, sw, sw, [=](Image& im, long ox, long oy) {
+      if (cellSize >= 6)
+        hatchRect(im, ox + sx, oy + sy, sw, sw, period);
+      else
+        fillRect(im, ox + sx, oy + sy, sw, sw, kMaskedColor);
+    });
     c.frame(sx, sy, sw, sw, kLine);
     TextMask m = font.render("masked", sz.tick);
     c.text(m, sx + sw + sz.gap * 2, sy + sw / 2 - m.height / 2, kInk, Rot::None);
@@ -465,11 +471,11 @@ Canvas buildFigure(const FigureSpec& f, int cell, float fs) {
   if (vertical) {
     const long len = grid ? std::max<long>(long(fs * 10), std::min<long>(spanH - legendH, long(fs * 22)))
                           : spanH - legendH;
-    Canvas bar = buildColorBar(src, font, sz, std::min(len, spanH - legendH), true, f.anyMasked);
+    Canvas bar = buildColorBar(src, font, sz, std::min(len, spanH - legendH), true, f.anyMasked, cell);
     fig.append(bar, grids.x1 + sz.pad, heatTop);
   } else {
     const long len = std::clamp<long>(spanRight - heatLeft, long(fs * 14), long(fs * 26));
-    Canvas bar = buildColorBar(src, font, sz, len, false, f.anyMasked);
+    Canvas bar = buildColorBar(src, font, sz, len, false, f.anyMasked, cell);
     // Start under the first heatmap, further right if the bar title (left of the bar) would
     // stick out past the row labels.
     fig.append(bar, std::max(heatLeft, grids.x0 - bar.box.x0), grids.y1 + sz.pad);

@@ -69,7 +69,8 @@ std::u32string decodeUtf8(std::string_view s) {
 
 std::vector<std::string> defaultFontPaths() {
   std::vector<std::string> paths;
-  if (const char* env = std::getenv("ATTNVIZ_FONT"); env && *env) paths.emplace_back(env);
+  // An explicit choice is the only candidate, so ATTNVIZ_FONT=none selects the built-in font.
+  if (const char* env = std::getenv("ATTNVIZ_FONT"); env && *env) return {env};
   paths.emplace_back("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf");
   paths.emplace_back("/usr/share/fonts/TTF/DejaVuSans.ttf");
   paths.emplace_back("/usr/share/fonts/dejavu/DejaVuSans.ttf");

@@ -24,7 +24,8 @@ struct TextMask {
 // Decodes UTF-8; each malformed or truncated sequence becomes U+FFFD.
 std::u32string decodeUtf8(std::string_view text);
 
-// The TTF tried first when no path is given: $ATTNVIZ_FONT, then DejaVu Sans.
+// The TTFs tried when no path is given: $ATTNVIZ_FONT alone when set (so ATTNVIZ_FONT=none picks
+// the built-in font), otherwise DejaVu Sans in the usual places.
 std::vector<std::string> defaultFontPaths();
 
 class Font {
