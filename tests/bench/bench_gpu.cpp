@@ -2,8 +2,14 @@
 //
 // Dispatch time is measured to glFinish (the GPU work complete); readback is its own case.
 // Wall-clock time is used (UseRealTime): the driver's worker threads do the work.
-// Counters: FLOP/s counts 2 T_q T_k d per GEMM per head (the softmax's few flops per element
-// are not counted); bytes/s for the memory-bound cases.
+// Counters as in bench_cpu.cpp: GFLOP/s counts 2 T_q T_k d per GEMM per head for the attention
+// cases; GB/s (S read + A written) and GFLOP/s (5 per element) for the re-softmax and its floor.
+// Cases and their floors, measured in the same run:
+//   BM_GpuFullMha      upload Q, K, V; S = QK^T/sqrt(d); softmax (no mask); O = AV; glFinish
+//   BM_GpuTwoGemms     the same without the softmax (its GEMM floor)
+//   BM_GpuReSoftmax    softmax from the cached S after a temperature change; glFinish
+//   BM_GpuCopySameBytes  glCopyBufferSubData of the same bytes (its memory floor)
+//   BM_GpuReadbackWeights  result(kStageWeights): the [H, T, T] weights to host memory
 // ATTNVIZ_BENCH_LARGE=1 adds 32 heads x T=8192 (17 GiB of GPU buffers: for real GPUs only).
 #define GL_GLEXT_PROTOTYPES 1
 #include "attnviz/gpu_engine.h"
@@ -57,10 +63,18 @@ Shape shapeOf(const benchmark::State& s) {
 
 double gemmFlops(const Shape& s) { return 2.0 * 2.0 * s.H * double(s.T) * s.T * s.d; }
 
-AttentionParams causal() {
-  AttentionParams p;
-  p.mask.causal = true;
-  return p;
+AttentionParams noMask() { return AttentionParams{}; }  // as the CPU cases: every (i, j)
+
+void setAttentionCounters(benchmark::State& state, const Shape& s) {
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(gemmFlops(s) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void setSoftmaxCounters(benchmark::State& state, double floats) {
+  state.counters["GB/s"] = benchmark::Counter(2.0 * floats * 4.0 * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(5.0 * floats * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 #define GPU_OR_SKIP(state, var)             \
@@ -77,14 +91,14 @@ void BM_GpuFullMha(benchmark::State& state) {
   const Shape s = shapeOf(state);
   const Tensor3 q = randomTensor(s.H, s.T, s.d, 1), k = randomTensor(s.H, s.T, s.d, 2),
                 v = randomTensor(s.H, s.T, s.d, 3);
-  const AttentionParams p = causal();
+  const AttentionParams p = noMask();
   gpu->run(q, k, v, p);  // warm-up: allocation and shader first use
   glFinish();
   for (auto _ : state) {
     gpu->run(q, k, v, p);
     glFinish();
   }
-  state.counters["FLOP/s"] = benchmark::Counter(gemmFlops(s), benchmark::Counter::kIsIterationInvariantRate);
+  setAttentionCounters(state, s);
 }
 
 // Floor for the full MHA: the two GEMMs alone (upload + S, then AV), to glFinish.
@@ -93,14 +107,14 @@ void BM_GpuTwoGemms(benchmark::State& state) {
   const Shape s = shapeOf(state);
   const Tensor3 q = randomTensor(s.H, s.T, s.d, 1), k = randomTensor(s.H, s.T, s.d, 2),
                 v = randomTensor(s.H, s.T, s.d, 3);
-  gpu->run(q, k, v, causal());
+  gpu->run(q, k, v, noMask());
   glFinish();
   for (auto _ : state) {
     gpu->setInputs(q, k, v);
     gpu->output();
     glFinish();
   }
-  state.counters["FLOP/s"] = benchmark::Counter(gemmFlops(s), benchmark::Counter::kIsIterationInvariantRate);
+  setAttentionCounters(state, s);
 }
 
 // Re-softmax from the cached S (a temperature change): no GEMM; to glFinish.
@@ -108,18 +122,16 @@ void BM_GpuReSoftmax(benchmark::State& state) {
   GPU_OR_SKIP(state, gpu);
   const Shape s = shapeOf(state);
   gpu->run(randomTensor(s.H, s.T, s.d, 1), randomTensor(s.H, s.T, s.d, 2),
-           randomTensor(s.H, s.T, s.d, 3), causal());
+           randomTensor(s.H, s.T, s.d, 3), noMask());
   glFinish();
-  AttentionParams p = causal();
-  int n = 0;
+  AttentionParams p = noMask();
+  int n = 0;  // alternate the temperature, as the GUI's slider does
   for (auto _ : state) {
     p.temperature = (n++ % 2) ? 0.5f : 2.0f;
     gpu->softmax(p);
     glFinish();
   }
-  const double elems = double(s.H) * s.T * s.T;
-  state.SetBytesProcessed(std::int64_t(state.iterations() * elems * 8.0));  // read S, write A
-  state.counters["elements/s"] = benchmark::Counter(elems, benchmark::Counter::kIsIterationInvariantRate);
+  setSoftmaxCounters(state, double(s.H) * s.T * s.T);
 }
 
 // Floor for the re-softmax: a GPU-side copy of the same bytes (S -> A).
@@ -141,7 +153,7 @@ void BM_GpuCopySameBytes(benchmark::State& state) {
     glFinish();
   }
   glDeleteBuffers(2, bufs);
-  state.SetBytesProcessed(std::int64_t(state.iterations() * double(bytes) * 2.0));
+  setSoftmaxCounters(state, double(s.H) * s.T * s.T);
 }
 
 // Readback of the weights [H, T, T] to host memory (what the CLI and export pay).
@@ -149,10 +161,11 @@ void BM_GpuReadbackWeights(benchmark::State& state) {
   GPU_OR_SKIP(state, gpu);
   const Shape s = shapeOf(state);
   gpu->run(randomTensor(s.H, s.T, s.d, 1), randomTensor(s.H, s.T, s.d, 2),
-           randomTensor(s.H, s.T, s.d, 3), causal());
+           randomTensor(s.H, s.T, s.d, 3), noMask());
   glFinish();
   for (auto _ : state) benchmark::DoNotOptimize(gpu->result(kStageWeights).weights.data.data());
-  state.SetBytesProcessed(std::int64_t(state.iterations() * double(s.H) * s.T * s.T * 4.0));
+  state.counters["GB/s"] = benchmark::Counter(double(s.H) * s.T * s.T * 4.0 * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
