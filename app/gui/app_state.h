@@ -77,6 +77,11 @@ struct ViewState {
   float panX = 0.0f, panY = 0.0f;
   bool paintMode = false;  // left-drag paints blocked cells; with Shift it clears them
   bool showMaskMatrix = true;
+  // Where the heatmap was drawn last frame (screen pixels), for scripted input and tests.
+  struct Geometry {
+    bool valid = false;
+    float x0 = 0, y0 = 0, w = 0, h = 0, cellPx = 1;
+  } geometry;
 };
 
 struct ComputeState {
@@ -96,7 +101,8 @@ struct ComputeState {
   bool anyBias = false;  // ALiBi or a float custom mask: b_ij is not all zero
   std::uint64_t weightsVersion = 0;  // bumped when any head's weights change
   std::vector<std::uint64_t> headVersion;  // per head, for thumbnails
-  Tensor3 blockOut;  // [1, T_q, dModel]: concat(O_h) W_o when every head is current
+  // Host copy of the engine's stages, refreshed after every compute (one GPU readback).
+  const AttentionResult* result = nullptr;
 };
 
 struct Timing {
@@ -127,8 +133,12 @@ struct UiState {
   char fileName[1024] = "";
   std::vector<std::string> dropped;  // files dropped on the window, handled next frame
   std::string npyPending;            // a dropped .npy waiting for "use as Q/K/V/mask"
+  char npyRole = 0;                  // chosen role for npyRolePath, applied at the frame boundary
+  std::string npyRolePath;
   float uiScale = 1.0f;
   bool showHelp = false;
+  bool printHover = false;       // --hover-cell: print the tooltip of the hovered cell
+  std::string lastHoverPrinted;
   bool quit = false;
 };
 

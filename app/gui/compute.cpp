@@ -73,6 +73,7 @@ void computeHeads(AppState& s, const std::vector<int>& heads) {
     }
   }
   ++c.weightsVersion;
+  c.result = &c.engine->result(kStageAll);
 }
 
 bool allFresh(const AppState& s) {
@@ -113,7 +114,7 @@ void buildDisplay(AppState& s) {
   DisplayMatrix& d = s.display;
   const int h = s.shownHead();
   const int Tq = s.tq(), Tk = s.tk();
-  const AttentionResult& r = c.engine->result(kStageAll);
+  const AttentionResult& r = *c.result;
   const int dv = r.dims.dv;
   ensureBiasMask(s, h);
   const float* S = r.scaled.head(h);
@@ -195,7 +196,7 @@ void buildDisplay(AppState& s) {
       for (int j = 0; j < Tk && !allowed; ++j) allowed = brow[j] != kNegInf;
       d.rowFullyMasked[i] = !allowed;
     } else {
-      d.rowFullyMasked[i] = c.engine->result(kStageRows).row(h, i).fullyMasked;
+      d.rowFullyMasked[i] = r.row(h, i).fullyMasked;
     }
     (void)anyAllowed;
   }
@@ -234,12 +235,12 @@ const char* stageKey(ViewStage s) {
 
 const char* stageFormula(ViewStage s) {
   switch (s) {
-    case ViewStage::RawScores: return "cell (i, j) = q\xe1\xb5\xa2 \xc2\xb7 k\xe2\xb1\xbc   (raw dot product, no scaling)";
-    case ViewStage::Scaled: return "cell (i, j) = q\xe1\xb5\xa2 \xc2\xb7 k\xe2\xb1\xbc / \xe2\x88\x9a" "d_k";
-    case ViewStage::Biased: return "cell (i, j) = q\xe1\xb5\xa2 \xc2\xb7 k\xe2\xb1\xbc / \xe2\x88\x9a" "d_k + b\xe1\xb5\xa2\xe2\xb1\xbc   (masked = \xe2\x88\x92\xe2\x88\x9e)";
-    case ViewStage::Logits: return "cell (i, j) = L\xe1\xb5\xa2\xe2\xb1\xbc = (q\xe1\xb5\xa2 \xc2\xb7 k\xe2\xb1\xbc / \xe2\x88\x9a" "d_k + b\xe1\xb5\xa2\xe2\xb1\xbc) / \xcf\x84";
-    case ViewStage::Weights: return "row i = softmax over keys j of L\xe1\xb5\xa2\xe2\xb1\xbc: every row sums to 1";
-    case ViewStage::Output: return "row i = o\xe1\xb5\xa2 = \xce\xa3\xe2\xb1\xbc A\xe1\xb5\xa2\xe2\xb1\xbc v\xe2\xb1\xbc   (columns are value dimensions)";
+    case ViewStage::RawScores: return "cell (i, j) = q_i \xc2\xb7 k_j   (raw dot product, no scaling)";
+    case ViewStage::Scaled: return "cell (i, j) = q_i \xc2\xb7 k_j / \xe2\x88\x9a" "d_k";
+    case ViewStage::Biased: return "cell (i, j) = q_i \xc2\xb7 k_j / \xe2\x88\x9a" "d_k + b_ij   (masked = \xe2\x88\x92\xe2\x88\x9e)";
+    case ViewStage::Logits: return "cell (i, j) = L_ij = (q_i \xc2\xb7 k_j / \xe2\x88\x9a" "d_k + b_ij) / \xcf\x84";
+    case ViewStage::Weights: return "row i = softmax over the keys j of L(i, j): every row sums to 1";
+    case ViewStage::Output: return "row i = o_i = \xce\xa3_j A_ij v_j   (columns are value dimensions)";
   }
   return "";
 }
@@ -315,6 +316,7 @@ void updateCompute(AppState& s) {
     c.headFresh.assign(H, 0);
     c.headVersion.resize(H, 0);
     c.haveInputs = true;
+    c.result = nullptr;
     c.biasMaskValid = false;
     s.timing.setInputsMs = msSince(t0);
     sc.inputsDirty = false;
@@ -373,8 +375,8 @@ void refreshStaleHeads(AppState& s, double budgetMs) {
 CellInfo cellInfo(const AppState& s, int i, int j) {
   CellInfo ci;
   const ComputeState& c = s.compute;
-  if (!c.haveInputs || i < 0 || i >= s.tq()) return ci;
-  const AttentionResult& r = c.engine->result(kStageAll);
+  if (!c.haveInputs || !c.result || i < 0 || i >= s.tq()) return ci;
+  const AttentionResult& r = *c.result;
   const int h = s.shownHead();
   ci.i = i;
   ci.j = j;

@@ -159,29 +159,32 @@ void HeatmapRenderer::upload(const DisplayMatrix& m) {
     throw InputError("matrix " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
                      " is larger than this GL's texture limit " + std::to_string(maxTextureSize_));
   const auto levels = maxPyramid(m.values, m.cols, m.rows);
-  const bool reallocate = !values_.id() || m.cols != cols_ || m.rows != rows_;
+  const bool reallocate = levels_.size() != levels.size() || m.cols != cols_ || m.rows != rows_;
   if (reallocate) {
-    values_.create();
-    glBindTexture(GL_TEXTURE_2D, values_.id());
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST_MIPMAP_NEAREST);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_BASE_LEVEL, 0);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAX_LEVEL, int(levels.size()) - 1);
-  } else {
-    glBindTexture(GL_TEXTURE_2D, values_.id());
+    levels_.clear();
+    levels_.resize(levels.size());
+    levelSizes_.clear();
   }
   glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
   int w = m.cols, h = m.rows;
   for (std::size_t l = 0; l < levels.size(); ++l) {
-    if (reallocate)
-      glTexImage2D(GL_TEXTURE_2D, GLint(l), GL_R32F, w, h, 0, GL_RED, GL_FLOAT, levels[l].data());
-    else
-      glTexSubImage2D(GL_TEXTURE_2D, GLint(l), 0, 0, w, h, GL_RED, GL_FLOAT, levels[l].data());
-    w = std::max(1, (w + 1) / 2);
-    h = std::max(1, (h + 1) / 2);
+    if (reallocate) {
+      levels_[l].create();
+      glBindTexture(GL_TEXTURE_2D, levels_[l].id());
+      glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+      glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+      glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_BASE_LEVEL, 0);
+      glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAX_LEVEL, 0);
+      glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, w, h, 0, GL_RED, GL_FLOAT, levels[l].data());
+      levelSizes_.push_back({w, h});
+    } else {
+      glBindTexture(GL_TEXTURE_2D, levels_[l].id());
+      glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h, GL_RED, GL_FLOAT, levels[l].data());
+    }
+    w = (w + 1) / 2;
+    h = (h + 1) / 2;
   }
   glBindTexture(GL_TEXTURE_2D, 0);
-  levels_ = int(levels.size());
   cols_ = m.cols;
   rows_ = m.rows;
 }
@@ -225,13 +228,17 @@ void* HeatmapRenderer::render(const Target& t) {
   } else {
     glUseProgram(program_);
     glActiveTexture(GL_TEXTURE0);
-    glBindTexture(GL_TEXTURE_2D, values_.id());
+    // The pyramid level whose blocks are at most one pixel wide.
+    int level = 0;
+    if (t.cellsPerPixel > 1.0f)
+      level = std::min(int(levels_.size()) - 1, int(std::floor(std::log2(t.cellsPerPixel))));
+    glBindTexture(GL_TEXTURE_2D, levels_[level].id());
     glActiveTexture(GL_TEXTURE1);
     glBindTexture(GL_TEXTURE_2D, colormaps_[int(t.colormap)].id());
     glUniform1i(glGetUniformLocation(program_, "uValues"), 0);
     glUniform1i(glGetUniformLocation(program_, "uColormap"), 1);
     glUniform2i(glGetUniformLocation(program_, "uSize"), cols_, rows_);
-    glUniform1i(glGetUniformLocation(program_, "uLevels"), levels_);
+    glUniform1i(glGetUniformLocation(program_, "uLevel"), level);
     glUniform2f(glGetUniformLocation(program_, "uOrigin"), t.originX, t.originY);
     glUniform1f(glGetUniformLocation(program_, "uCellsPerPixel"), t.cellsPerPixel);
     glUniform1f(glGetUniformLocation(program_, "uTargetHeight"), float(t.height));

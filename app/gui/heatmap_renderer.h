@@ -1,6 +1,8 @@
-// attnviz GUI: the GL side of the heatmap. The shown matrix lives in an R32F texture whose mip
-// levels are max-pooled (never averaged); shaders/heatmap.frag colours it through the one
-// colormap table into an offscreen texture that ImGui draws as an image.
+// attnviz GUI: the GL side of the heatmap. The shown matrix lives in R32F textures, one per level
+// of a max pyramid (never averaged); shaders/heatmap.frag colours the level that fits the zoom
+// through the one colormap table into an offscreen texture that ImGui draws as an image.
+// (Separate textures rather than mip levels: GL's mip sizes round down, a max pyramid must
+// round up so that the last odd row and column are kept.)
 #pragma once
 
 #include "app_state.h"
@@ -78,9 +80,11 @@ class HeatmapRenderer {
 
  private:
   GLuint program_ = 0, vao_ = 0, fbo_ = 0;
-  GlTexture values_, target_;
+  std::vector<GlTexture> levels_;  // the max pyramid, one texture per level
+  std::vector<std::pair<int, int>> levelSizes_;
+  GlTexture target_;
   std::array<GlTexture, 4> colormaps_;
-  int levels_ = 1, cols_ = 0, rows_ = 0;
+  int cols_ = 0, rows_ = 0;
   int targetW_ = 0, targetH_ = 0;
   std::uint64_t uploadedVersion_ = ~std::uint64_t{0};
   std::uint64_t renderedVersion_ = ~std::uint64_t{0};

@@ -4,6 +4,8 @@
 
 #include "gui/app_state.h"
 
+struct ImDrawList;
+
 namespace attnviz::gui {
 
 bool drawMenuBar(AppState& s);           // menu_bar_panel.cpp
@@ -25,7 +27,7 @@ bool drawErrorPopup(AppState& s);        // error_popup_panel.cpp: errors caught
 void helpMarker(const char* text);
 // Draws text rotated 90 degrees counter-clockwise (reading bottom to top), its bottom-left
 // corner at `pos` going up.
-void addVerticalText(struct ImDrawList* dl, float x, float yBottom, unsigned int colour, const char* text);
+void addVerticalText(ImDrawList* dl, float x, float yBottom, unsigned int colour, const char* text);
 // A colour from the colormap table as ImGui's packed u32.
 unsigned int colormapU32(ColormapId id, float t);
 // Where the assets/scenes folder is, or "" when not found.

@@ -1,0 +1,80 @@
+// attnviz GUI: small drawing helpers shared by the panels.
+#include "panels/panels.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <unistd.h>
+
+namespace attnviz::gui {
+
+void helpMarker(const char* text) {
+  ImGui::SameLine();
+  ImGui::TextDisabled("(?)");
+  if (ImGui::IsItemHovered()) {
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 30.0f);
+    ImGui::TextUnformatted(text);
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+  }
+}
+
+void addVerticalText(ImDrawList* dl, float x, float yBottom, unsigned int colour, const char* text) {
+  // Lay the text out horizontally at the origin, then rotate its vertices by -90 degrees.
+  // Lay out under a huge clip rect: glyphs at the origin must not be culled before rotation.
+  // (The rotated glyphs are placed in margins the caller reserved for them.)
+  dl->PushClipRect(ImVec2(-1e5f, -1e5f), ImVec2(1e5f, 1e5f), false);
+  const int start = dl->VtxBuffer.Size;
+  dl->AddText(ImVec2(0, 0), colour, text);
+  for (int k = start; k < dl->VtxBuffer.Size; ++k) {
+    ImDrawVert& v = dl->VtxBuffer[k];
+    const float px = v.pos.x, py = v.pos.y;
+    // (px, py) -> (x + py, yBottom - px): the text's baseline runs upwards.
+    v.pos = ImVec2(x + py, yBottom - px);
+  }
+  dl->PopClipRect();
+}
+
+unsigned int colormapU32(ColormapId id, float t) {
+  const RGBA8 c = colormapTable(id)[colormapIndex(t)];
+  return IM_COL32(c.r, c.g, c.b, c.a);
+}
+
+std::string presetDirectory() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> starts;
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) starts.push_back(fs::path(std::string(buf, std::size_t(n))).parent_path());
+  std::error_code ec;
+  starts.push_back(fs::current_path(ec));
+  for (const fs::path& start : starts) {
+    fs::path p = start;
+    for (int up = 0; up < 5 && !p.empty(); ++up) {
+      for (const char* rel : {"assets/scenes", "share/attnviz/scenes"}) {
+        const fs::path cand = p / rel;
+        if (fs::is_directory(cand, ec)) return cand.string();
+      }
+      if (p == p.parent_path()) break;
+      p = p.parent_path();
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> presetFiles() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  const std::string dir = presetDirectory();
+  if (dir.empty()) return out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".json") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace attnviz::gui

@@ -1,0 +1,113 @@
+// attnviz panel: PNG export (Ctrl+S) through the same rasterizer and colormap table as
+// `attnviz export`, with a confirmation that names the file written.
+#include "panels/panels.h"
+
+#include "attnviz/raster.h"
+
+#include <imgui.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+namespace attnviz::gui {
+
+namespace {
+
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out += char(std::tolower(static_cast<unsigned char>(c)));
+    else if (!out.empty() && out.back() != '-')
+      out += '-';
+    if (out.size() >= 40) break;
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.empty() ? "attnviz" : out;
+}
+
+std::string defaultExportName(const AppState& s) {
+  const ExportState& e = s.exporter;
+  std::string name = slug(s.scene.scene.title);
+  name += e.allHeads ? "_all-heads" : "_head" + std::to_string(s.view.head);
+  name += e.stage == 0 ? "_weights" : "_logits";
+  char tau[32];
+  std::snprintf(tau, sizeof tau, "_tau%g", s.compute.params.temperature);
+  return name + tau + ".png";
+}
+
+}  // namespace
+
+bool drawExportPopup(AppState& s) {
+  ExportState& e = s.exporter;
+  if (e.requestOpen) {
+    e.requestOpen = false;
+    e.colormap = s.view.weightColormap;
+    e.stage = s.view.stage == ViewStage::Weights ? 0 : 1;
+    e.pathEdited = false;
+    ImGui::OpenPopup("Export PNG");
+  }
+  bool exported = false;
+  ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  if (ImGui::BeginPopupModal("Export PNG", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+    int heads = e.allHeads ? 1 : 0;
+    ImGui::RadioButton("current head", &heads, 0);
+    ImGui::SameLine();
+    ImGui::RadioButton("all heads", &heads, 1);
+    e.allHeads = heads == 1;
+    ImGui::RadioButton("weights", &e.stage, 0);
+    ImGui::SameLine();
+    ImGui::RadioButton("scores (logits)", &e.stage, 1);
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
+    ImGui::SliderInt("cell px (0 = auto)", &e.cell, 0, 64);
+    int cm = int(e.colormap);
+    const char* names[] = {"viridis", "magma", "gray", "diverging"};
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
+    if (ImGui::Combo("colormap", &cm, names, 4)) e.colormap = ColormapId(cm);
+    ImGui::Checkbox("token labels and titles", &e.labels);
+    if (!e.pathEdited) std::snprintf(e.path, sizeof e.path, "%s", defaultExportName(s).c_str());
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 26);
+    if (ImGui::InputText("file", e.path, sizeof e.path)) e.pathEdited = true;
+    if (ImGui::Button("Export", ImVec2(120 * s.ui.uiScale, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter))) {
+      try {
+        refreshStaleHeads(s, 1e9);
+        const AttentionResult& r = *s.compute.result;
+        const Tensor3 logits = computeLogits(r.scaled, s.compute.params);
+        ExportData data;
+        data.weights = &r.weights;
+        data.logits = &logits;
+        data.queryTokens = s.scene.inputs.queryTokens;
+        data.keyTokens = s.scene.inputs.keyTokens;
+        char tau[48];
+        std::snprintf(tau, sizeof tau, ", \xcf\x84 = %g", s.compute.params.temperature);
+        data.description = describeMask(s.compute.params.mask) + tau;
+        ExportOptions opt;
+        opt.stage = e.stage == 0 ? ExportStage::Weights : ExportStage::Scores;
+        opt.head = e.allHeads ? -1 : s.view.head;
+        opt.cell = e.cell;
+        opt.colormap = e.stage == 0 ? e.colormap : ColormapId::Diverging;
+        opt.labels = e.labels;
+        const Image img = renderExport(data, opt);
+        writePng(e.path, img);
+        std::error_code ec;
+        const std::string abs = std::filesystem::absolute(e.path, ec).string();
+        notify(s, "Exported " + std::to_string(img.width) + "\xc3\x97" + std::to_string(img.height) + " PNG to " + abs);
+        exported = true;
+        ImGui::CloseCurrentPopup();
+      } catch (const std::exception& ex) {
+        s.ui.error = std::string("Export failed: ") + ex.what();
+        s.ui.errorPending = true;
+        ImGui::CloseCurrentPopup();
+      }
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel", ImVec2(120 * s.ui.uiScale, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
+      ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+  return exported;
+}
+
+}  // namespace attnviz::gui

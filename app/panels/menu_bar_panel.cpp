@@ -1,0 +1,64 @@
+// attnviz panel: the main menu bar (File, View, Presets, Help).
+#include "panels/panels.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace attnviz::gui {
+
+bool drawMenuBar(AppState& s) {
+  bool changed = false;
+  if (!ImGui::BeginMenuBar()) return false;
+  if (ImGui::BeginMenu("File")) {
+    if (ImGui::MenuItem("Open\xe2\x80\xa6", "Ctrl+O")) s.ui.requestOpenDialog = true;
+    if (ImGui::MenuItem("Save scene\xe2\x80\xa6")) s.ui.requestSaveDialog = true;
+    if (ImGui::MenuItem("Export PNG\xe2\x80\xa6", "Ctrl+S")) s.exporter.requestOpen = true;
+    if (ImGui::MenuItem("Default scene")) {
+      s.scene.scene = defaultScene();
+      s.scene.path.clear();
+      resetView(s);
+      markInputsDirty(s);
+      changed = true;
+    }
+    ImGui::Separator();
+    if (ImGui::MenuItem("Quit", "Ctrl+Q")) s.ui.quit = true;
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Presets")) {
+    const auto files = presetFiles();
+    if (files.empty()) ImGui::TextDisabled("assets/scenes not found");
+    for (const auto& f : files)
+      if (ImGui::MenuItem(std::filesystem::path(f).stem().string().c_str())) {
+        s.ui.dropped.push_back(f);  // loaded at the frame boundary
+        changed = true;
+      }
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("View")) {
+    if (ImGui::MenuItem("Reset zoom and pan", "middle double-click")) resetView(s);
+    ImGui::MenuItem("Grid lines", nullptr, &s.view.showGrid);
+    if (ImGui::MenuItem("Softmax over the wrong axis", nullptr, &s.view.wrongAxis)) s.displayDirty = true;
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Help")) {
+    ImGui::TextUnformatted("Rows are queries, columns are keys: row i is query i's");
+    ImGui::TextUnformatted("probability distribution over the keys, so it sums to 1.");
+    ImGui::TextUnformatted("A mask adds \xe2\x88\x92\xe2\x88\x9e before the softmax (hatched cells).");
+    ImGui::Separator();
+    ImGui::TextDisabled("Click a row: inspect it.   Wheel: zoom.   Drag: pan.");
+    ImGui::TextDisabled("Up/Down: move the selected row.   Ctrl+O open, Ctrl+S export.");
+    ImGui::TextDisabled("Drop .json scenes or .npy tensors on the window.");
+    ImGui::EndMenu();
+  }
+  if (!s.scene.scene.title.empty()) {
+    const float w = ImGui::CalcTextSize(s.scene.scene.title.c_str()).x;
+    ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 20, ImGui::GetWindowWidth() - w - 20));
+    ImGui::TextDisabled("%s", s.scene.scene.title.c_str());
+  }
+  ImGui::EndMenuBar();
+  return changed;
+}
+
+}  // namespace attnviz::gui

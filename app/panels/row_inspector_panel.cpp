@@ -1,0 +1,130 @@
+// attnviz panel: the selected query's row. Its distribution over keys as labelled bars, the top
+// keys, the entropy, and the output vector as the weighted sum of value rows.
+#include "panels/panels.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace attnviz::gui {
+
+namespace {
+
+// One vector (a value row or the output) as a strip of diverging colours.
+void vectorStrip(const float* v, int n, float scale, float width, float height) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float cw = width / std::max(1, n);
+  for (int k = 0; k < n; ++k) {
+    const float t = 0.5f + 0.5f * std::clamp(v[k] / scale, -1.0f, 1.0f);
+    dl->AddRectFilled(ImVec2(p.x + k * cw, p.y), ImVec2(p.x + (k + 1) * cw, p.y + height),
+                      colormapU32(ColormapId::Diverging, t));
+  }
+  dl->AddRect(p, ImVec2(p.x + width, p.y + height), IM_COL32(80, 82, 90, 255));
+  ImGui::Dummy(ImVec2(width, height));
+}
+
+}  // namespace
+
+bool drawRowInspectorPanel(AppState& s) {
+  const int i = s.view.selectedRow;
+  if (i < 0 || i >= s.tq() || !s.compute.result) {
+    ImGui::TextDisabled("Click a row of the heatmap to inspect that query.");
+    return false;
+  }
+  const int h = s.shownHead();
+  const AttentionResult& r = *s.compute.result;
+  const int Tk = s.tk(), dv = r.dims.dv;
+  const auto& keys = s.scene.inputs.keyTokens;
+  const RowStats& st = r.row(h, i);
+  const float* w = r.weights.head(h) + std::size_t(i) * Tk;
+  const float sc = s.ui.uiScale;
+
+  ImGui::Text("Query %d: '%s'   (head %d)", i, s.scene.inputs.queryTokens[i].c_str(), h);
+  if (st.fullyMasked) {
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1),
+                       "Fully masked: no key is allowed, so every weight is 0 and the output is 0.");
+    return false;
+  }
+  int allowed = 0;
+  for (int j = 0; j < Tk; ++j) allowed += std::isinf(logitAt(r.scaled, s.compute.params, s.compute.slopes, h, i, j)) ? 0 : 1;
+  ImGui::Text("sum = %.6f   entropy = %.3f nats (max ln %d = %.3f)", st.sum, st.entropy, allowed,
+              std::log(std::max(1, allowed)));
+  ImGui::TextDisabled("effective number of keys e^H = %.2f", std::exp(st.entropy));
+
+  // Keys by weight.
+  std::vector<int> order(Tk);
+  std::iota(order.begin(), order.end(), 0);
+  const int topN = std::min(Tk, 5);
+  std::partial_sort(order.begin(), order.begin() + topN, order.end(), [&](int a, int b) { return w[a] > w[b]; });
+
+  // Distribution over keys: one bar per key (all keys when few; the top 24 otherwise).
+  const bool all = Tk <= 24;
+  const int nBars = all ? Tk : std::min(Tk, 24);
+  if (!all) {
+    std::partial_sort(order.begin(), order.begin() + nBars, order.end(), [&](int a, int b) { return w[a] > w[b]; });
+    ImGui::TextDisabled("The %d largest of %d keys:", nBars, Tk);
+    ImGui::PlotHistogram("##dist", w, Tk, 0, nullptr, 0.0f, std::max(st.max, 1e-6f), ImVec2(-1, 40 * sc));
+  }
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float lineH = ImGui::GetTextLineHeight();
+  const float labelW = 96 * sc;
+  const float barMax = std::max(40.0f, ImGui::GetContentRegionAvail().x - labelW - 64 * sc);
+  for (int k = 0; k < nBars; ++k) {
+    const int j = all ? k : order[k];
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    std::string label = std::to_string(j) + " " + keys[j];
+    while (label.size() > 2 && ImGui::CalcTextSize(label.c_str()).x > labelW - 6) label.pop_back();
+    const bool masked = std::isinf(logitAt(r.scaled, s.compute.params, s.compute.slopes, h, i, j));
+    dl->AddText(p, masked ? IM_COL32(110, 112, 120, 255) : IM_COL32(210, 212, 220, 255), label.c_str());
+    const float bw = barMax * w[j] / std::max(st.max, 1e-6f);
+    const ImVec2 b0(p.x + labelW, p.y + 2), b1(p.x + labelW + std::max(1.0f, bw), p.y + lineH - 2);
+    if (masked)
+      dl->AddRectFilled(b0, ImVec2(b0.x + 6, b1.y), IM_COL32(kMaskedColor.r, kMaskedColor.g, kMaskedColor.b, 255));
+    else
+      dl->AddRectFilled(b0, b1, colormapU32(s.view.weightColormap, w[j] / std::max(st.max, 1e-6f)));
+    char val[32];
+    std::snprintf(val, sizeof val, masked ? "masked" : "%.3f", w[j]);
+    dl->AddText(ImVec2(b1.x + 4, p.y), IM_COL32(170, 172, 180, 255), val);
+    ImGui::Dummy(ImVec2(labelW + barMax, lineH));
+  }
+
+  ImGui::Spacing();
+  ImGui::TextUnformatted("Top keys");
+  for (int k = 0; k < topN; ++k) {
+    const int j = order[k];
+    ImGui::TextDisabled("  %d.", k + 1);
+    ImGui::SameLine();
+    ImGui::Text("key %d '%s'  %.4f", j, keys[j].c_str(), w[j]);
+  }
+
+  // The output as a weighted sum of value rows: the three largest terms, then the result.
+  ImGui::Spacing();
+  ImGui::TextUnformatted("Output o_i = \xce\xa3_j a_ij v_j  (the value rows, weighted)");
+  const float* V = s.scene.inputs.v.head(h);
+  const float* O = r.output.head(h) + std::size_t(i) * dv;
+  float scale = 1e-6f;
+  for (int k = 0; k < dv; ++k) scale = std::max(scale, std::fabs(O[k]));
+  for (int k = 0; k < std::min(3, topN); ++k)
+    for (int c = 0; c < dv; ++c) scale = std::max(scale, std::fabs(V[std::size_t(order[k]) * dv + c]));
+  const float stripW = std::max(40.0f, ImGui::GetContentRegionAvail().x - 150 * sc);
+  float rest = 1.0f;
+  for (int k = 0; k < std::min(3, topN); ++k) {
+    const int j = order[k];
+    rest -= w[j];
+    ImGui::Text("%s%.3f \xc3\x97 v%d", k ? "+ " : "  ", w[j], j);
+    ImGui::SameLine(140 * sc);
+    vectorStrip(V + std::size_t(j) * dv, dv, scale, stripW, lineH * 0.8f);
+  }
+  if (Tk > 3) ImGui::TextDisabled("+ %d more keys with total weight %.3f", Tk - std::min(3, topN), std::max(0.0f, rest));
+  ImGui::Text("= o%d", i);
+  ImGui::SameLine(140 * sc);
+  vectorStrip(O, dv, scale, stripW, lineH * 0.8f);
+  ImGui::TextDisabled("(%d value dimensions, colour = sign and size)", dv);
+  return false;
+}
+
+}  // namespace attnviz::gui

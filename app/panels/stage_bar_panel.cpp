@@ -1,0 +1,33 @@
+// attnviz panel: which stage of the computation the heatmap shows, QKᵀ through A·V.
+#include "panels/panels.h"
+
+#include <imgui.h>
+
+namespace attnviz::gui {
+
+bool drawStageBar(AppState& s) {
+  bool changed = false;
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("Stage");
+  for (int k = 0; k < kStageCount; ++k) {
+    const ViewStage st = ViewStage(k);
+    ImGui::SameLine();
+    if (k > 0) {
+      ImGui::TextDisabled("\xe2\x86\x92");
+      ImGui::SameLine();
+    }
+    const bool on = s.view.stage == st;
+    if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+    if (ImGui::Button(stageLabel(st))) {
+      s.view.stage = st;
+      s.displayDirty = true;
+      changed = true;
+    }
+    if (on) ImGui::PopStyleColor();
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stageFormula(st));
+  }
+  ImGui::TextDisabled("%s", stageFormula(s.view.stage));
+  return changed;
+}
+
+}  // namespace attnviz::gui
