@@ -9,13 +9,25 @@
 // The host prepends `#version 430 core` and, for the scores, `#define B_TRANSPOSED 1`.
 // Offsets are in floats from the start of each bound range (ranges start at aligned offsets).
 
-#define BM 64
-#define BN 64
-#define BK 16
+// The host may predefine the tile shape (e.g. smaller workgroups for a CPU rasterizer);
+// BM = WG_Y * TM and BN = WG_X * TN must hold.
+#ifndef TM
 #define TM 4
+#endif
+#ifndef TN
 #define TN 4
+#endif
+#ifndef WG_X
 #define WG_X 16
+#endif
+#ifndef WG_Y
 #define WG_Y 16
+#endif
+#ifndef BK
+#define BK 16
+#endif
+#define BM (WG_Y * TM)
+#define BN (WG_X * TN)
 
 layout(local_size_x = WG_X, local_size_y = WG_Y) in;
 
