@@ -12,6 +12,7 @@
 #include <stb_image_write.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -638,6 +639,25 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
   const long ox = pad - fig.box.x0, oy = pad - fig.box.y0;
   for (const DrawFn& f : fig.ops) f(img, ox, oy);
   return img;
+}
+
+std::string defaultExportFileName(const std::string& sceneTitle, const ExportOptions& opt) {
+  std::string slug;
+  for (unsigned char ch : sceneTitle) {
+    if (slug.size() >= 40) break;
+    if (std::isalnum(ch) && ch < 0x80) {
+      slug.push_back(char(std::tolower(ch)));
+    } else if (!slug.empty() && slug.back() != '-') {
+      slug.push_back('-');
+    }
+  }
+  while (!slug.empty() && slug.back() == '-') slug.pop_back();
+  std::string name = "attnviz";
+  if (!slug.empty()) name += "_" + slug;
+  name += opt.head < 0 ? "_all-heads" : "_head" + std::to_string(opt.head);
+  name += opt.stage == ExportStage::Weights ? "_weights" : "_scores";
+  if (opt.bare) name += "_bare";
+  return name + ".png";
 }
 
 void writePng(const std::string& path, const Image& img) {

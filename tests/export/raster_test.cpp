@@ -272,6 +272,18 @@ TEST(WritePng, UnwritablePathThrowsInputErrorAndLeavesNoFile) {
   EXPECT_FALSE(fs::exists("/nonexistent-dir/x.png"));
 }
 
+TEST(FileName, SaysWhichHeadStageAndSceneWithOnlySafeCharacters) {
+  ExportOptions o;
+  o.head = 3;
+  EXPECT_EQ(defaultExportFileName("Causal demo: \"The cat\" / v2", o), "attnviz_causal-demo-the-cat-v2_head3_weights.png");
+  o.head = -1;
+  o.stage = ExportStage::Scores;
+  EXPECT_EQ(defaultExportFileName("", o), "attnviz_all-heads_scores.png");
+  o.head = 0;
+  o.bare = true;
+  EXPECT_EQ(defaultExportFileName("\xC3\xA9t\xC3\xA9", o), "attnviz_t_head0_scores_bare.png");
+}
+
 TEST(Text, Utf8DecodesAndReplacesMalformedBytes) {
   EXPECT_EQ(decodeUtf8("a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"), (std::u32string{U'a', 0xE9, 0x20AC, 0x1F600}));
   EXPECT_EQ(decodeUtf8("\xFFx"), (std::u32string{0xFFFD, U'x'}));

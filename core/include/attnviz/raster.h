@@ -49,6 +49,11 @@ struct ExportData {
 // cells are large enough); non-finite values are kNonFiniteColor.
 Image renderExport(const ExportData& data, const ExportOptions& opt);
 
+// A file name that says what the figure is, for the GUI's save dialog:
+// "attnviz_<title>_head3_weights.png", "..._all-heads_scores.png", "..._head0_weights_bare.png".
+// The title is reduced to lowercase ASCII letters, digits and '-' (at most 40 characters).
+std::string defaultExportFileName(const std::string& sceneTitle, const ExportOptions& opt);
+
 // Encodes with stb_image_write and writes atomically. Throws InputError naming the path.
 void writePng(const std::string& path, const Image& img);
 
