@@ -93,11 +93,11 @@ struct GlyphBitmap {
 
 }  // namespace
 
-struct Font::Impl {
+// One TrueType face.
+struct Face {
   std::string path;
-  std::string bytes;  // stb_truetype reads the file in place: keep it alive
+  std::string bytes;  // stb_truetype reads the file in place: keep it alive (Face never moves)
   stbtt_fontinfo info{};
-  bool ttf = false;
   int unitsAscent = 0, unitsDescent = 0;  // descent is negative in font units
   // Rasterised glyphs keyed by (glyph index, pixel size in 1/64 px). Not thread-safe.
   mutable std::unordered_map<std::uint64_t, GlyphBitmap> cache;
@@ -121,7 +121,6 @@ struct Font::Impl {
       return false;
     }
     path = p;
-    ttf = true;
     return true;
   }
 
@@ -147,10 +146,50 @@ struct Font::Impl {
   }
 };
 
+struct Font::Impl {
+  std::unique_ptr<Face> primary;  // null: the built-in stroke font
+  // Faces consulted, in order, for code points the primary lacks (CJK, for one); loaded on the
+  // first miss.
+  mutable std::vector<std::unique_ptr<Face>> extras;
+  mutable bool extrasLoaded = false;
+  std::string noPath;
+
+  struct Glyph {
+    const Face* face;
+    int index;  // 0: the primary face's replacement box
+  };
+  Glyph resolve(char32_t cp) const {
+    if (const int g = primary->glyphIndex(cp); g != 0) return {primary.get(), g};
+    if (!extrasLoaded) {
+      extrasLoaded = true;
+      for (const std::string& p : supplementFontPaths()) {
+        if (p == primary->path) continue;
+        auto f = std::make_unique<Face>();
+        if (f->load(p)) extras.push_back(std::move(f));
+      }
+    }
+    for (const auto& f : extras)
+      if (const int g = f->glyphIndex(cp); g != 0) return {f.get(), g};
+    return {primary.get(), 0};
+  }
+};
+
+std::vector<std::string> supplementFontPaths() {
+  return {"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+          "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
+          "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+          "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf"};
+}
+
 Font::Font(const std::vector<std::string>& paths) : impl_(std::make_unique<Impl>()) {
   const std::vector<std::string> list = paths.empty() ? defaultFontPaths() : paths;
   for (const auto& p : list) {
-    if (!p.empty() && impl_->load(p)) break;
+    if (p.empty()) continue;
+    auto f = std::make_unique<Face>();
+    if (f->load(p)) {
+      impl_->primary = std::move(f);
+      break;
+    }
   }
 }
 
@@ -160,27 +199,27 @@ Font& Font::operator=(Font&&) noexcept = default;
 
 Font Font::builtin() { return Font(std::vector<std::string>{""}); }
 
-bool Font::isFallback() const { return !impl_->ttf; }
-const std::string& Font::path() const { return impl_->path; }
+bool Font::isFallback() const { return !impl_->primary; }
+const std::string& Font::path() const { return impl_->primary ? impl_->primary->path : impl_->noPath; }
 
 bool Font::hasGlyph(char32_t cp) const {
-  if (!impl_->ttf) return cp >= 0x20 && cp <= 0x7E;
-  return impl_->glyphIndex(cp) != 0;
+  if (!impl_->primary) return cp >= 0x20 && cp <= 0x7E;
+  return impl_->resolve(cp).index != 0;
 }
 
 int Font::ascent(float px) const {
-  if (!impl_->ttf) return int(std::ceil(kEasyAscent * px / kEasyLine));
-  return int(std::ceil(impl_->unitsAscent * impl_->scale(px)));
+  if (!impl_->primary) return int(std::ceil(kEasyAscent * px / kEasyLine));
+  return int(std::ceil(impl_->primary->unitsAscent * impl_->primary->scale(px)));
 }
 
 int Font::descent(float px) const {
-  if (!impl_->ttf) return int(std::ceil(kEasyDescent * px / kEasyLine));
-  return int(std::ceil(-impl_->unitsDescent * impl_->scale(px)));
+  if (!impl_->primary) return int(std::ceil(kEasyDescent * px / kEasyLine));
+  return int(std::ceil(-impl_->primary->unitsDescent * impl_->primary->scale(px)));
 }
 
 float Font::measure(std::string_view utf8, float px) const {
   const std::u32string cps = decodeUtf8(utf8);
-  if (!impl_->ttf) {
+  if (!impl_->primary) {
     float w = 0;
     for (char32_t cp : cps) {
       const char c = easyChar(cp);
@@ -188,14 +227,14 @@ float Font::measure(std::string_view utf8, float px) const {
     }
     return w * px / kEasyLine;
   }
-  const float s = impl_->scale(px);
   float pen = 0;
-  int prev = -1;
+  Impl::Glyph prev{nullptr, 0};
   for (char32_t cp : cps) {
-    const int g = impl_->glyphIndex(cp);
-    if (prev >= 0) pen += s * float(stbtt_GetGlyphKernAdvance(&impl_->info, prev, g));
+    const Impl::Glyph g = impl_->resolve(cp);
+    const float s = g.face->scale(px);
+    if (prev.face == g.face) pen += s * float(stbtt_GetGlyphKernAdvance(&g.face->info, prev.index, g.index));
     int adv = 0, lsb = 0;
-    stbtt_GetGlyphHMetrics(&impl_->info, g, &adv, &lsb);
+    stbtt_GetGlyphHMetrics(&g.face->info, g.index, &adv, &lsb);
     pen += s * float(adv);
     prev = g;
   }
@@ -208,7 +247,7 @@ TextMask Font::render(std::string_view utf8, float px) const {
   m.height = m.ascent + descent(px);
   const std::u32string cps = decodeUtf8(utf8);
 
-  if (!impl_->ttf) {
+  if (!impl_->primary) {
     // Rasterise stb_easy_font's axis-aligned quads with exact area coverage.
     std::string ascii;
     for (char32_t cp : cps) ascii.push_back(easyChar(cp));
@@ -247,20 +286,21 @@ TextMask Font::render(std::string_view utf8, float px) const {
   };
   std::vector<Placed> placed;
   placed.reserve(cps.size());
-  const float s = impl_->scale(px);
   float pen = 0;
-  int prev = -1, minX = 0, maxX = 0;
+  int minX = 0, maxX = 0;
+  Impl::Glyph prev{nullptr, 0};
   for (char32_t cp : cps) {
-    const int gi = impl_->glyphIndex(cp);
-    if (prev >= 0) pen += s * float(stbtt_GetGlyphKernAdvance(&impl_->info, prev, gi));
-    const GlyphBitmap& g = impl_->glyph(gi, px);
+    const Impl::Glyph gl = impl_->resolve(cp);
+    const float s = gl.face->scale(px);
+    if (prev.face == gl.face) pen += s * float(stbtt_GetGlyphKernAdvance(&gl.face->info, prev.index, gl.index));
+    const GlyphBitmap& g = gl.face->glyph(gl.index, px);
     const int x = int(std::lround(pen)) + g.x0;
     placed.push_back({&g, x});
     if (g.w > 0) minX = std::min(minX, x), maxX = std::max(maxX, x + g.w);
     int adv = 0, lsb = 0;
-    stbtt_GetGlyphHMetrics(&impl_->info, gi, &adv, &lsb);
+    stbtt_GetGlyphHMetrics(&gl.face->info, gl.index, &adv, &lsb);
     pen += s * float(adv);
-    prev = gi;
+    prev = gl;
   }
   maxX = std::max(maxX, int(std::ceil(pen)));
   m.width = std::max(1, maxX - minX);

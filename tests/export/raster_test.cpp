@@ -313,5 +313,17 @@ TEST(Text, SystemFontDrawsNonAsciiGlyphs) {
   EXPECT_GT(inkAcute, inkE);  // the accent adds ink
 }
 
+TEST(Text, CjkComesFromASupplementFaceWhenOneIsInstalled) {
+  const Font f;
+  if (f.isFallback() || !fs::exists("/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf"))
+    GTEST_SKIP() << "no DejaVu Sans or no fonts-droid-fallback here";
+  EXPECT_TRUE(f.hasGlyph(0x65E5));  // 日: not in DejaVu Sans
+  const TextMask m = f.render("\xE6\x97\xA5", 24);
+  int ink = 0;
+  for (auto a : m.alpha) ink += a > 128;
+  EXPECT_GT(ink, 30);
+  EXPECT_GT(f.measure("\xE6\x97\xA5", 24), 12.0f);
+}
+
 }  // namespace
 }  // namespace attnviz::exporttest

@@ -28,6 +28,10 @@ std::u32string decodeUtf8(std::string_view text);
 // the built-in font), otherwise DejaVu Sans in the usual places.
 std::vector<std::string> defaultFontPaths();
 
+// Faces consulted for code points the chosen font lacks (DejaVu, Droid Sans Fallback for CJK,
+// Noto), each used only when installed.
+std::vector<std::string> supplementFontPaths();
+
 class Font {
  public:
   // Loads the first of `paths` that opens and parses as a TrueType font; when none does, uses the
@@ -45,7 +49,8 @@ class Font {
   bool isFallback() const;
   const std::string& path() const;  // the TTF in use; empty for the fallback
 
-  // Whether the font draws this code point (the fallback draws 0x20..0x7E).
+  // Whether the font, or one of the supplement faces, draws this code point (the built-in font
+  // draws 0x20..0x7E).
   bool hasGlyph(char32_t cp) const;
 
   // Vertical metrics at a pixel size (ascent + descent = lineHeight).
