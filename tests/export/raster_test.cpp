@@ -227,6 +227,33 @@ TEST(RenderLabelled, TargetWidthIsNotExceeded) {
   EXPECT_GT(img.width, 700);  // and mostly used
 }
 
+TEST(RenderLabelled, NoLabelsLeavesTheMarginBesideTheCellsEmpty) {
+  const Hand d = handMade(1, 6, 6);
+  ExportOptions o;
+  o.cell = 20;
+  o.labels = false;
+  const Image img = renderExport(dataOf(d), o);
+  const std::vector<Pos> at = findHead(img, d, 0, 20, o.colormap);
+  ASSERT_EQ(at.size(), 1u);
+  // Only the 1-pixel frame sits left of the cells.
+  EXPECT_EQ(inkIn(img, 0, at[0].y, at[0].x - 1, at[0].y + 120), 0);
+}
+
+TEST(RenderBare, NonFiniteWeightsGetTheirOwnColourAndMissingLogitsMeanNoMask) {
+  Tensor3 w(1, 2, 2, 0.25f);
+  w.at(0, 1, 0) = std::numeric_limits<float>::quiet_NaN();
+  ExportData e;
+  e.weights = &w;  // no logits: nothing is masked
+  ExportOptions o;
+  o.bare = true;
+  o.cell = 2;
+  const Image img = renderExport(e, o);
+  EXPECT_EQ(img.pixel(1, 3), kNonFiniteColor);
+  EXPECT_EQ(img.pixel(3, 3), colormapLookup(ColormapId::Viridis, 0.25f));
+  o.stage = ExportStage::Scores;  // scores need the logits
+  EXPECT_THROW(renderExport(e, o), InputError);
+}
+
 TEST(RenderGrid, EveryHeadHasItsOwnPanel) {
   const int H = 5;
   const Hand d = handMade(H, 4, 6);
