@@ -107,6 +107,8 @@ struct ComputeState {
 
 struct Timing {
   double setInputsMs = 0, softmaxMs = 0, displayMs = 0, uploadMs = 0, renderMs = 0;
+  double computeMs = 0;     // frame boundary: updateCompute
+  double uiMs = 0;          // building the ImGui frame (panels)
   double frameMs = 0;       // exponential average of whole frames
   double lastFrameMs = 0;
 };

@@ -119,8 +119,12 @@ void applyStyle(float scale) {
   st.FramePadding = ImVec2(6, 3);
   st.ItemSpacing = ImVec2(7, 5);
   ImVec4* c = st.Colors;
-  c[ImGuiCol_WindowBg] = ImVec4(0.105f, 0.108f, 0.125f, 1);
-  c[ImGuiCol_ChildBg] = ImVec4(0.125f, 0.128f, 0.148f, 1);
+  // The window and panel backgrounds are the glClear colour: on a software rasterizer
+  // (llvmpipe) every full-window layer costs milliseconds, so none is drawn.
+  c[ImGuiCol_WindowBg] = ImVec4(0, 0, 0, 0);
+  c[ImGuiCol_ChildBg] = ImVec4(0, 0, 0, 0);
+  c[ImGuiCol_PopupBg] = ImVec4(0.13f, 0.135f, 0.155f, 0.98f);
+  c[ImGuiCol_Border] = ImVec4(0.26f, 0.27f, 0.31f, 1);
   c[ImGuiCol_MenuBarBg] = ImVec4(0.085f, 0.088f, 0.10f, 1);
   c[ImGuiCol_Header] = ImVec4(0.20f, 0.24f, 0.32f, 1);
   c[ImGuiCol_HeaderHovered] = ImVec4(0.26f, 0.32f, 0.44f, 1);
@@ -173,7 +177,7 @@ void drawLayout(App& app) {
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(6 * sc, 4 * sc));
   const ImGuiWindowFlags rootFlags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
                                      ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_MenuBar |
-                                     ImGuiWindowFlags_NoBringToFrontOnFocus;
+                                     ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoBackground;
   ImGui::Begin("attnviz", nullptr, rootFlags);
   ImGui::PopStyleVar();
   drawMenuBar(s);
@@ -266,7 +270,9 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   const auto t0 = Clock::now();
   glfwPollEvents();
   if (glfwWindowShouldClose(app.window)) s.ui.quit = true;
+  const auto tc = Clock::now();
   frameBoundary(app);
+  s.timing.computeMs = msSince(tc);
   const bool computed = s.timing.softmaxMs >= 0 && s.compute.weightsVersion;  // for the budget below
   const std::uint64_t versionBefore = s.compute.weightsVersion;
 
@@ -278,6 +284,7 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
     io.MouseDown[0] = mouse->down;
   }
   ImGui::NewFrame();
+  const auto tu = Clock::now();
   try {
     if (!io.WantTextInput || io.KeyCtrl) {
       if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) s.ui.requestOpenDialog = true;
@@ -290,10 +297,11 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
     reportError(s, e.what());
   }
   ImGui::Render();
+  s.timing.uiMs = msSince(tu);
   int fbw = 0, fbh = 0;
   glfwGetFramebufferSize(app.window, &fbw, &fbh);
   glViewport(0, 0, fbw, fbh);
-  glClearColor(0.08f, 0.08f, 0.09f, 1.0f);
+  glClearColor(0.118f, 0.121f, 0.140f, 1.0f);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
   glFinish();
@@ -352,7 +360,7 @@ void reportTiming(App& app) {
   std::printf("timing: setInputs (12 heads, T=1024, d_k=%d): %.1f ms\n", sc.dHead, s.timing.setInputsMs);
   // Let every thumbnail catch up, then drag.
   for (int k = 0; k < 40; ++k) runFrame(app, nullptr, true);
-  std::vector<double> drag, softmax;
+  std::vector<double> drag, softmax, compute, ui, upload, render;
   const int n = 90;
   for (int k = 0; k < n; ++k) {
     const double u = double(k % 30) / 29.0;
@@ -361,10 +369,17 @@ void reportTiming(App& app) {
     markParamsDirty(s);  // what the slider does on a change
     drag.push_back(runFrame(app, nullptr, true));
     softmax.push_back(s.timing.softmaxMs);
+    compute.push_back(s.timing.computeMs);
+    ui.push_back(s.timing.uiMs);
+    upload.push_back(s.timing.uploadMs);
+    render.push_back(s.timing.renderMs);
   }
   std::printf("timing: temperature drag T=1024 H=12: slider-to-frame median %.2f ms, p90 %.2f ms, max %.2f ms "
               "(softmax of the shown head median %.2f ms; %d frames)\n",
               median(drag), percentile(drag, 0.9), percentile(drag, 1.0), median(softmax), n);
+  std::printf("timing:   medians: engine + view matrix %.2f ms (softmax %.2f), panels %.2f ms (of which texture "
+              "upload %.2f, heatmap draw %.2f); the rest is ImGui's draw + glFinish\n",
+              median(compute), median(softmax), median(ui), median(upload), median(render));
   std::vector<double> idle;
   for (int k = 0; k < 60; ++k) idle.push_back(runFrame(app, nullptr, true));
   std::printf("timing: idle frame T=1024 H=12: median %.2f ms\n", median(idle));
@@ -558,6 +573,10 @@ int runGui(int argc, char** argv) {
           glfwGetFramebufferSize(app.window, &fbw, &fbh);
           saveScreenshot(o.screenshot, fbw, fbh);
           std::printf("screenshot: %s (%dx%d)\n", o.screenshot.c_str(), fbw, fbh);
+          const auto& g2 = s.view.geometry;
+          std::printf("geometry: x0=%.2f y0=%.2f w=%.2f h=%.2f cell=%.5f rows=%d cols=%d panX=%.4f panY=%.4f\n", g2.x0,
+                      g2.y0, g2.w, g2.h, g2.cellPx, s.display.rows, s.display.cols, s.view.panX, s.view.panY);
+          std::fflush(stdout);
         }
       }
     }

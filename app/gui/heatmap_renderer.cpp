@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <cstdio>
+#include <cstdlib>
 
 namespace attnviz::gui {
 
@@ -228,10 +230,11 @@ void* HeatmapRenderer::render(const Target& t) {
   } else {
     glUseProgram(program_);
     glActiveTexture(GL_TEXTURE0);
-    // The pyramid level whose blocks are at most one pixel wide.
+    // The pyramid level whose blocks are at least as wide as a pixel: a pixel then touches at
+    // most 2 x 2 texels, and their max covers every cell under it (and a little around it).
     int level = 0;
     if (t.cellsPerPixel > 1.0f)
-      level = std::min(int(levels_.size()) - 1, int(std::floor(std::log2(t.cellsPerPixel))));
+      level = std::min(int(levels_.size()) - 1, int(std::ceil(std::log2(t.cellsPerPixel) - 1e-4f)));
     glBindTexture(GL_TEXTURE_2D, levels_[level].id());
     glActiveTexture(GL_TEXTURE1);
     glBindTexture(GL_TEXTURE_2D, colormaps_[int(t.colormap)].id());

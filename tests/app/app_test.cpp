@@ -1,0 +1,228 @@
+// App tests: the real attnviz binary runs a scripted number of frames under Xvfb, saves what it
+// drew, and these tests decode the PNG and look at the pixels of known cells. The expected
+// colours come from the colormap table and the masked colours of colormap.h, never from the
+// app's own output.
+#include "attnviz/colormap.h"
+
+#include <gtest/gtest.h>
+#include <stb_image.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using attnviz::RGBA8;
+
+struct Geometry {
+  float x0 = 0, y0 = 0, w = 0, h = 0, cell = 0, panX = 0, panY = 0;
+  int rows = 0, cols = 0;
+  bool valid = false;
+};
+
+struct Shot {
+  int rc = -1;
+  std::string out;
+  int width = 0, height = 0;
+  std::vector<unsigned char> rgba;
+  Geometry g;
+
+  RGBA8 pixel(int x, int y) const {
+    const unsigned char* p = &rgba[(std::size_t(y) * width + x) * 4];
+    return RGBA8{p[0], p[1], p[2], p[3]};
+  }
+  // Centre pixel of cell (i, j) of the heatmap.
+  RGBA8 cell(int i, int j) const {
+    const int x = int(std::floor(g.x0 + (j + 0.5f - g.panX) * g.cell));
+    const int y = int(std::floor(g.y0 + (i + 0.5f - g.panY) * g.cell));
+    return pixel(x, y);
+  }
+};
+
+std::string tempPath(const std::string& name) {
+  return ::testing::TempDir() + "attnviz_app_" + name;
+}
+
+// Runs attnviz under Xvfb with `args` and returns its output and decoded screenshot.
+Shot runApp(const std::string& name, const std::string& args, int frames = 6) {
+  Shot s;
+  const std::string png = tempPath(name + ".png");
+  std::remove(png.c_str());
+  const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1280x800x24\" " + ATTNVIZ_BIN +
+                          " --size 1280x800 --frames " + std::to_string(frames) + " --screenshot " + png + " " +
+                          args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return s;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) s.out += buf;
+  const int status = pclose(p);
+  s.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  int n = 0;
+  unsigned char* data = stbi_load(png.c_str(), &s.width, &s.height, &n, 4);
+  if (data) {
+    s.rgba.assign(data, data + std::size_t(s.width) * s.height * 4);
+    stbi_image_free(data);
+  }
+  const auto at = s.out.find("geometry:");
+  if (at != std::string::npos) {
+    s.g.valid = std::sscanf(s.out.c_str() + at,
+                            "geometry: x0=%f y0=%f w=%f h=%f cell=%f rows=%d cols=%d panX=%f panY=%f", &s.g.x0,
+                            &s.g.y0, &s.g.w, &s.g.h, &s.g.cell, &s.g.rows, &s.g.cols, &s.g.panX,
+                            &s.g.panY) == 9;
+  }
+  return s;
+}
+
+std::string scene(const char* file) { return std::string(ATTNVIZ_SCENES) + "/" + file; }
+
+bool isMasked(RGBA8 c) { return c == attnviz::kMaskedColor || c == attnviz::kMaskedHatchColor; }
+
+// Index of `c` in a colormap table, or -1 when it is not one of its entries.
+int tableIndex(attnviz::ColormapId id, RGBA8 c) {
+  const auto& t = attnviz::colormapTable(id);
+  for (int k = 0; k < attnviz::kColormapSize; ++k)
+    if (t[k].r == c.r && t[k].g == c.g && t[k].b == c.b) return k;
+  return -1;
+}
+
+bool near(RGBA8 a, RGBA8 b, int tol) {
+  return std::abs(a.r - b.r) <= tol && std::abs(a.g - b.g) <= tol && std::abs(a.b - b.b) <= tol;
+}
+
+#define ASSERT_RAN(shot)                                                      \
+  ASSERT_EQ((shot).rc, 0) << (shot).out;                                      \
+  ASSERT_GT((shot).width, 0) << "no screenshot decoded\n" << (shot).out;      \
+  ASSERT_TRUE((shot).g.valid) << "no geometry line\n" << (shot).out
+
+TEST(AppCausal, CellsAboveTheDiagonalHaveTheMaskedColourAndTheDiagonalDoesNot) {
+  const Shot s = runApp("causal", "--scene " + scene("03-causal-triangle.json"));
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, 13);
+  ASSERT_EQ(s.g.cols, 13);
+  ASSERT_GE(s.g.cell, 8.0f) << "cells too small to test at this window size";
+  for (int i = 0; i < s.g.rows; ++i) {
+    for (int j = 0; j < s.g.cols; ++j) {
+      const RGBA8 c = s.cell(i, j);
+      if (j > i) {
+        EXPECT_TRUE(isMasked(c)) << "cell (" << i << ", " << j << ") above the diagonal is "
+                                 << int(c.r) << "," << int(c.g) << "," << int(c.b);
+      } else {
+        EXPECT_FALSE(isMasked(c)) << "allowed cell (" << i << ", " << j << ") looks masked";
+        EXPECT_GE(tableIndex(attnviz::ColormapId::Viridis, c), 0)
+            << "allowed cell (" << i << ", " << j << ") is not a viridis colour";
+      }
+    }
+  }
+  // Row 0 sees only key 0, so its weight there is exactly 1: the top of the table.
+  EXPECT_EQ(tableIndex(attnviz::ColormapId::Viridis, s.cell(0, 0)), 255);
+}
+
+// Spread of colormap indices along row i (max - min), every cell a viridis colour.
+int rowSpread(const Shot& s, int i) {
+  int lo = 256, hi = -1;
+  for (int j = 0; j < s.g.cols; ++j) {
+    const int k = tableIndex(attnviz::ColormapId::Viridis, s.cell(i, j));
+    EXPECT_GE(k, 0) << "cell (" << i << ", " << j << ") is not a viridis colour";
+    lo = std::min(lo, k);
+    hi = std::max(hi, k);
+  }
+  return hi - lo;
+}
+
+TEST(AppTemperature, RaisingTheTemperatureFlattensARow) {
+  const Shot cold = runApp("cold", "--scene " + scene("06-temperature.json") + " --temperature 0.05");
+  const Shot hot = runApp("hot", "--scene " + scene("06-temperature.json") + " --temperature 20");
+  ASSERT_RAN(cold);
+  ASSERT_RAN(hot);
+  ASSERT_EQ(cold.g.cols, hot.g.cols);
+  const int row = 6;
+  const int spreadCold = rowSpread(cold, row), spreadHot = rowSpread(hot, row);
+  // Near argmax one key takes almost everything; near uniform every key gets about 1/T.
+  EXPECT_GE(spreadCold, 200) << "at tau = 0.05 the row should be close to one-hot";
+  EXPECT_LE(spreadHot, 16) << "at tau = 20 the row should be close to uniform";
+}
+
+TEST(AppSelection, SelectingARowHighlightsIt) {
+  const RGBA8 highlight{255, 170, 30, 255};
+  const Shot plain = runApp("unselected", "--scene " + scene("03-causal-triangle.json"));
+  const Shot sel = runApp("selected", "--scene " + scene("03-causal-triangle.json") + " --select-row 5");
+  ASSERT_RAN(plain);
+  ASSERT_RAN(sel);
+  // The outline runs along the top edge of row 5, across the matrix.
+  const int rowTop = int(std::floor(sel.g.y0 + 5 * sel.g.cell));
+  auto edgeHasHighlight = [&](const Shot& s) {
+    int hits = 0;
+    for (int x = int(s.g.x0) + 4; x < int(s.g.x0 + s.g.w) - 4; x += 7) {
+      bool found = false;
+      for (int y = rowTop - 3; y <= rowTop + 1 && !found; ++y) found = near(s.pixel(x, y), highlight, 24);
+      hits += found ? 1 : 0;
+    }
+    return hits;
+  };
+  const int samples = int((sel.g.w - 8) / 7);
+  EXPECT_GE(edgeHasHighlight(sel), samples - 1) << "row 5 is not outlined";
+  EXPECT_EQ(edgeHasHighlight(plain), 0) << "a row is outlined with nothing selected";
+}
+
+TEST(AppSelection, ClickingACellSelectsItsRowThroughImGuiInput) {
+  const RGBA8 highlight{255, 170, 30, 255};
+  const Shot s = runApp("click", "--scene " + scene("03-causal-triangle.json") + " --click-cell 7,2", 8);
+  ASSERT_RAN(s);
+  const int rowTop = int(std::floor(s.g.y0 + 7 * s.g.cell));
+  const int x = int(s.g.x0 + s.g.w * 0.5f);
+  bool found = false;
+  for (int y = rowTop - 3; y <= rowTop + 1 && !found; ++y) found = near(s.pixel(x, y), highlight, 24);
+  EXPECT_TRUE(found) << "clicking cell (7, 2) did not outline row 7";
+}
+
+TEST(AppHover, HoveringACellShowsItsIndicesTokensAndWeights) {
+  const Shot s = runApp("hover", "--scene " + scene("03-causal-triangle.json") + " --hover-cell 3,2");
+  ASSERT_RAN(s);
+  // "once upon a time ...": query 3 is "time", key 2 is "a".
+  EXPECT_NE(s.out.find("hover: i=3 j=2"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("row i = 3   query 'time'"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("column j = 2   key 'a'"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("weight = "), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("row sum = 1.000000"), std::string::npos) << s.out;
+}
+
+TEST(AppHover, HoveringAMaskedCellSaysItIsMaskedWithZeroWeight) {
+  const Shot s = runApp("hover-masked", "--scene " + scene("03-causal-triangle.json") + " --hover-cell 2,9");
+  ASSERT_RAN(s);
+  EXPECT_NE(s.out.find("hover: i=2 j=9"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("logit = -inf (masked)"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("weight = 0.000000"), std::string::npos) << s.out;
+}
+
+TEST(AppLevelOfDetail, ZoomedOutAStrongKeyIsNotAveragedAway) {
+  // 1500 tokens in about 600 pixels: each pixel covers 2-3 cells along each axis. Head 1 of the
+  // default scene is the first-token archetype: nearly all weight on key 0, a one-cell column.
+  const Shot s = runApp("lod", "--tokens 1500 --head 1 --heads 2", 6);
+  ASSERT_RAN(s);
+  ASSERT_LT(s.g.cell, 0.6f) << "not zoomed out";
+  int bright = 0, rows = 0;
+  const int x = int(s.g.x0);  // the pixel column holding key 0
+  for (int y = int(s.g.y0) + 2; y < int(s.g.y0 + s.g.h) - 2; y += 3) {
+    const int k = tableIndex(attnviz::ColormapId::Viridis, s.pixel(x, y));
+    ++rows;
+    bright += k >= 128 ? 1 : 0;
+  }
+  // An average over 2-3 keys would at most halve the colour index; the max keeps it high.
+  EXPECT_GE(bright, rows * 9 / 10) << bright << " of " << rows << " pixel rows show key 0 bright";
+}
+
+TEST(AppErrors, ABrokenSceneFileIsReportedInOneLineNamingIt) {
+  const std::string bad = tempPath("broken.json");
+  std::ofstream(bad) << "{ \"title\": \"x\", \"heads\": ";
+  const Shot s = runApp("broken", "--scene " + bad, 2);
+  EXPECT_EQ(s.rc, 1) << s.out;
+  EXPECT_NE(s.out.find(bad), std::string::npos) << s.out;
+  EXPECT_EQ(s.width, 0) << "a screenshot was written despite the error";
+}
+
+}  // namespace
