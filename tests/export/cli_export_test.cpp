@@ -37,11 +37,12 @@ AttentionParams causal() {
   return p;
 }
 
-TEST(CliExportBare, CausalRowZeroIsAtTheTopAndEveryCellMatchesTheReference) {
+void bareCausalCase(const std::string& backend) {
   TempDir dir;
   const Inputs in = writeInputs(dir, 2, 7, 7, 8, 11);
   const CliRun r = runExport(qkv(in) + std::vector<std::string>{"--mask", "causal", "--head", "1", "--bare",
-                                                                "--cell", "6", "--png", dir / "a.png"},
+                                                                "--cell", "6", "--backend", backend,
+                                                                "--png", dir / "a.png"},
                              dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const Image img = decodePng(dir / "a.png");
@@ -62,6 +63,13 @@ TEST(CliExportBare, CausalRowZeroIsAtTheTopAndEveryCellMatchesTheReference) {
   EXPECT_EQ(img.pixel(6 * 6 + 3, 3), kMaskedColor);
   EXPECT_NE(img.pixel(3, 6 * 6 + 3), kMaskedColor);
 }
+
+TEST(CliExportBare, CausalRowZeroIsAtTheTopAndEveryCellMatchesTheReference) { bareCausalCase("cpu"); }
+
+#ifdef ATTNVIZ_EXPORT_TEST_GPU
+// The GPU engine on a headless EGL context (Mesa llvmpipe without a GPU): no skipping.
+TEST(CliExportBare, GpuBackendGivesTheSameCellsHeadless) { bareCausalCase("gpu"); }
+#endif
 
 TEST(CliExportBare, CrossShapeIsExactlyTkCellsWideAndTqCellsTall) {
   TempDir dir;
