@@ -261,7 +261,9 @@ class CpuEngine final : public AttentionEngine {
   void softmaxBlock(const AttentionParams& p, const std::vector<float>& slopes, int h, int r0,
                     int r1) {
     const Dims& d = res_.dims;
-    thread_local std::vector<float> logits, scratch;
+    // Aligned scratch: the vectorised reductions then split the row the same way in every
+    // thread and every run, so results are bit-for-bit reproducible.
+    thread_local std::vector<float, Eigen::aligned_allocator<float>> logits, scratch;
     logits.resize(std::size_t(d.Tk));
     scratch.resize(std::size_t(d.Tk));
     for (int i = r0; i < r1; ++i) {
