@@ -611,7 +611,8 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
       const double fixedH = double(t.box.height()) - cell * perCellH + 2.0 * pad;
       double c = (opt.targetWidth - fixedW) / perCellW;
       c = std::min(c, (opt.targetWidth * 1.5 - fixedH) / perCellH);
-      const int next = std::max(1, int(std::floor(c)));
+      // Past ~96 px a cell only makes a few tokens look enormous.
+      const int next = std::clamp(int(std::floor(c)), 1, 96);
       if (next == cell) break;
       cell = next;
     }

@@ -67,6 +67,16 @@ std::u32string decodeUtf8(std::string_view s) {
   return out;
 }
 
+namespace {
+// Control characters (a token's newline or tab) take no space and draw nothing.
+std::u32string printable(std::string_view s) {
+  std::u32string cps = decodeUtf8(s);
+  cps.erase(std::remove_if(cps.begin(), cps.end(), [](char32_t c) { return c < 0x20 || c == 0x7F; }),
+            cps.end());
+  return cps;
+}
+}  // namespace
+
 std::vector<std::string> defaultFontPaths() {
   std::vector<std::string> paths;
   // An explicit choice is the only candidate, so ATTNVIZ_FONT=none selects the built-in font.
@@ -218,7 +228,7 @@ int Font::descent(float px) const {
 }
 
 float Font::measure(std::string_view utf8, float px) const {
-  const std::u32string cps = decodeUtf8(utf8);
+  const std::u32string cps = printable(utf8);
   if (!impl_->primary) {
     float w = 0;
     for (char32_t cp : cps) {
@@ -245,7 +255,7 @@ TextMask Font::render(std::string_view utf8, float px) const {
   TextMask m;
   m.ascent = ascent(px);
   m.height = m.ascent + descent(px);
-  const std::u32string cps = decodeUtf8(utf8);
+  const std::u32string cps = printable(utf8);
 
   if (!impl_->primary) {
     // Rasterise stb_easy_font's axis-aligned quads with exact area coverage.
