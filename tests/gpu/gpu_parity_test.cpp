@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <ostream>
 #include <random>
@@ -18,15 +19,24 @@ using gputest::withinParity;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+using MaskSetup = std::function<void(MaskSpec&, int H, int Tq, int Tk)>;
+
 struct Case {
   std::string name;
   int H, Tq, Tk, dk, dv;
   AttentionParams params;
+  MaskSetup setup;  // builds the mask when the test runs (custom matrices can be large)
+
+  AttentionParams build(int Tq_, int Tk_) const {
+    AttentionParams p = params;
+    if (setup) setup(p.mask, H, Tq_, Tk_);
+    return p;
+  }
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name << " (H " << c.H << ", T_q " << c.Tq << ", T_k " << c.Tk << ", d_k " << c.dk
-      << ", d_v " << c.dv << ", mask " << describeMask(c.params.mask) << ", tau "
+      << ", d_v " << c.dv << ", mask " << describeMask(c.build(1, 1).mask) << ", tau "
       << c.params.temperature << ")";
 }
 
@@ -66,8 +76,9 @@ AttentionParams params(float tau = 1.0f) {
 
 std::vector<Case> cases() {
   std::vector<Case> c;
-  auto add = [&](std::string name, int H, int Tq, int Tk, int dk, int dv, AttentionParams p) {
-    c.push_back({std::move(name), H, Tq, Tk, dk, dv, std::move(p)});
+  auto add = [&](std::string name, int H, int Tq, int Tk, int dk, int dv, AttentionParams p,
+                 MaskSetup setup = {}) {
+    c.push_back({std::move(name), H, Tq, Tk, dk, dv, std::move(p), std::move(setup)});
   };
   // Sizes that are not multiples of the 64-wide tiles or the 256-wide softmax workgroup.
   for (int T : {1, 7, 33, 129}) {
@@ -79,6 +90,7 @@ std::vector<Case> cases() {
   add("Plain_H12_T129_d128", 12, 129, 129, 128, 128, params());
   add("Plain_H1_T1000_d64", 1, 1000, 1000, 64, 64, params());
   add("Plain_H12_T1000_d16", 12, 1000, 1000, 16, 16, params());
+  add("Plain_H12_T1000_d128", 12, 1000, 1000, 128, 128, params());
   add("DkDiffersFromDv_H3_T129_dk128_dv16", 3, 129, 129, 128, 16, params());
 
   // T_q != T_k: bottom-right alignment of the causal mask.
@@ -90,14 +102,13 @@ std::vector<Case> cases() {
     add("CausalMoreQueriesThanKeys_H1_Tq129_Tk7_d16", 1, 129, 7, 16, 16, p);  // masked rows
     add("CausalCross_H1_Tq33_Tk1000_d128", 1, 33, 1000, 128, 128, p);
     add("Causal_H1_T1000_d64", 1, 1000, 1000, 64, 64, p);
+    add("CausalMoreQueriesThanKeys_H12_Tq1000_Tk129_d64", 12, 1000, 129, 64, 64, p);
   }
 
   // Each mask kind alone (H = 12, T = 129).
   auto maskCase = [&](const std::string& name, auto setup, int H = 12, int Tq = 129,
                       int Tk = 129, int d = 64) {
-    AttentionParams p = params();
-    setup(p.mask, H, Tq, Tk);
-    add(name, H, Tq, Tk, d, d, p);
+    add(name, H, Tq, Tk, d, d, params(), setup);
   };
   maskCase("Causal", [](MaskSpec& m, int, int, int) { m.causal = true; });
   maskCase("Window4", [](MaskSpec& m, int, int, int) { m.window = 4; });
@@ -156,6 +167,13 @@ std::vector<Case> cases() {
     m.causal = true;
     m.alibi = true;
   }, 1, 1000, 1000, 64);
+  maskCase("CausalWindowAlibiCustomAllow_H12_T1000", [](MaskSpec& m, int H, int Tq, int Tk) {
+    m.causal = true;
+    m.window = 100;
+    m.alibi = true;
+    m.customKind = MaskSpec::Custom::Allow;
+    m.custom = allowMask(H, Tq, Tk, 17);
+  }, 12, 1000, 1000, 64);
   maskCase("WindowSinkPad_T1000_d128", [](MaskSpec& m, int, int, int) {
     m.window = 64;
     m.sink = 4;
@@ -227,15 +245,16 @@ TEST_P(GpuParity, MatchesCpuEngine) {
   const Tensor3 v = seeded(tc.H, tc.Tk, tc.dv, seed + 2);
 
   auto cpu = makeCpuEngine();
-  cpu->run(q, k, v, tc.params);
+  const AttentionParams params = tc.build(tc.Tq, tc.Tk);
+  cpu->run(q, k, v, params);
   const AttentionResult& want = cpu->result();
-  gpu->run(q, k, v, tc.params);
+  gpu->run(q, k, v, params);
   const AttentionResult& got = gpu->result();
 
   EXPECT_TRUE(withinParity("scaled", got.scaled, want.scaled));
   EXPECT_TRUE(withinParity("weights", got.weights, want.weights));
   EXPECT_TRUE(withinParity("output", got.output, want.output));
-  EXPECT_TRUE(maskedCellsAreZero(got.weights, tc.params));
+  EXPECT_TRUE(maskedCellsAreZero(got.weights, params));
   expectRowStatsMatch(got, want);
   EXPECT_EQ(got.fullyMaskedRows(), want.fullyMaskedRows());
 }

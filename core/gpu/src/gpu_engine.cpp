@@ -179,7 +179,7 @@ class GpuEngineImpl final : public GpuEngine {
         dispatchTiles(colGroups, ceilDiv(rows, tileRows_));
       }
     }
-    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback
   }
 
   void softmax(const AttentionParams& p, const std::vector<int>& heads) override {
@@ -228,7 +228,7 @@ class GpuEngineImpl final : public GpuEngine {
         glDispatchCompute(GLuint(rows), 1, 1);
       }
     }
-    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback
     weightsReady_ = true;
   }
 
@@ -252,7 +252,7 @@ class GpuEngineImpl final : public GpuEngine {
         dispatchTiles(colGroups, ceilDiv(rows, tileRows_));
       }
     }
-    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT | GL_BUFFER_UPDATE_BARRIER_BIT);
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback
   }
 
   const AttentionResult& result(unsigned stages) override {
