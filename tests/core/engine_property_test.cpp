@@ -111,6 +111,28 @@ TEST(EngineProperties, TemperatureNearZeroSplitsExactTiesEvenly) {
     EXPECT_NEAR(w.at(0, 0, j), (j == 1 || j == 3 || j == 4) ? 1.0 / 3.0 : 0.0, 1e-6) << j;
 }
 
+// tau = 1e-38 is finite and > 0, so it is valid; S / tau overflows float. The limit tau -> 0 is
+// still a one-hot row at the argmax, never NaN.
+TEST(EngineProperties, TinyTemperatureThatOverflowsFloatStillGivesOneHotRows) {
+  const Tensor3 q = integerTensor(1, 5, 4, 70), k = integerTensor(1, 5, 4, 71),
+                v = ref::randomTensor(1, 5, 3, 72);
+  const ref::Result scores = ref::attention(q, k, v, causalParams(1.0f));
+  auto engine = makeCpuEngine();
+  engine->run(q, k, v, causalParams(1e-38f));
+  const AttentionResult& r = engine->result();
+  for (int i = 0; i < 5; ++i) {
+    double best = -ref::kInf;
+    for (int j = 0; j <= i; ++j) best = std::max(best, scores.l(0, i, j));
+    int ties = 0;
+    for (int j = 0; j <= i; ++j) ties += scores.l(0, i, j) == best;
+    for (int j = 0; j < 5; ++j) {
+      const double want = (j <= i && scores.l(0, i, j) == best) ? 1.0 / ties : 0.0;
+      EXPECT_NEAR(r.weights.at(0, i, j), want, 1e-6) << i << "," << j;
+    }
+    for (int c = 0; c < 3; ++c) EXPECT_TRUE(std::isfinite(r.output.at(0, i, c))) << i << "," << c;
+  }
+}
+
 TEST(EngineProperties, LargeTemperatureGivesUniformWeightsOverAllowedKeys) {
   const Tensor3 q = ref::randomTensor(2, 12, 16, 11), k = ref::randomTensor(2, 12, 16, 12),
                 v = ref::randomTensor(2, 12, 16, 13);
@@ -243,6 +265,34 @@ TEST(EngineProperties, CausalWindowSmallerThanOffsetLeavesNoRowEmpty) {
     EXPECT_EQ(r.weights.at(0, i, i), 1.0f);
     for (int c = 0; c < 4; ++c) EXPECT_NEAR(r.output.at(0, i, c), v.at(0, i, c), 1e-6);
   }
+}
+
+// DESIGN.md allows -inf in a float mask; +inf is not a bias. It must be refused as bad input or
+// give finite weights, never NaN rows.
+TEST(EngineProperties, PositiveInfinityInAFloatMaskIsRefusedOrHarmless) {
+  const Tensor3 q = ref::randomTensor(1, 3, 4, 73), k = ref::randomTensor(1, 3, 4, 74),
+                v = ref::randomTensor(1, 3, 4, 75);
+  AttentionParams p;
+  p.mask.customKind = MaskSpec::Custom::Bias;
+  p.mask.custom = Tensor3(1, 3, 3, 0.0f);
+  p.mask.custom.at(0, 1, 2) = std::numeric_limits<float>::infinity();
+  auto engine = makeCpuEngine();
+  try {
+    engine->run(q, k, v, p);
+  } catch (const InputError&) {
+    return;  // refused: fine
+  }
+  for (float x : engine->result().weights.data) EXPECT_FALSE(std::isnan(x));
+  for (float x : engine->result().output.data) EXPECT_FALSE(std::isnan(x));
+}
+
+TEST(EngineProperties, HugeWindowBehavesLikeNoWindow) {
+  const Tensor3 q = ref::randomTensor(2, 6, 8, 76), k = ref::randomTensor(2, 9, 8, 77),
+                v = ref::randomTensor(2, 9, 8, 78);
+  AttentionParams p = causalParams();
+  p.mask.window = std::numeric_limits<int>::max();
+  p.mask.prefix = std::numeric_limits<int>::max();
+  testing::expectEngineMatchesReference(q, k, v, p);
 }
 
 TEST(EngineProperties, RowStatsMatchReference) {
