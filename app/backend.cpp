@@ -16,7 +16,15 @@ std::unique_ptr<AttentionEngine> createHeadlessEngine(const std::string& backend
   }
 #ifdef ATTNVIZ_HAVE_GPU
   try {
-    return makeGpuEngineHeadless();
+    std::unique_ptr<GpuEngine> gpu = makeGpuEngineHeadless();
+    const std::string r = gpu->renderer();
+    const bool software = r.find("llvmpipe") != std::string::npos ||
+                          r.find("softpipe") != std::string::npos ||
+                          r.find("SwiftShader") != std::string::npos;
+    // As in the GUI: on a software rasterizer the CPU engine is several times faster.
+    if (backend == "gpu" || !software) return gpu;
+    note = "GL renderer is software (" + r + "): using the CPU, which is faster; --backend gpu forces the GPU";
+    return makeCpuEngine();
   } catch (const std::runtime_error& e) {
     if (backend == "gpu") throw InputError(std::string("--backend gpu: ") + e.what());
     note = std::string("GPU backend unavailable (") + e.what() + "); using the CPU";
