@@ -286,6 +286,22 @@ TEST(EngineProperties, PositiveInfinityInAFloatMaskIsRefusedOrHarmless) {
   for (float x : engine->result().output.data) EXPECT_FALSE(std::isnan(x));
 }
 
+// Finite inputs whose dot products overflow float32: the engine must report it (InputError) or
+// still give finite rows; silently writing NaN weights is what the contract forbids.
+TEST(EngineProperties, ScoresThatOverflowFloatAreReportedOrFinite) {
+  Tensor3 q(1, 2, 4, 1e20f), k(1, 3, 4, 1e20f);
+  const Tensor3 v = ref::randomTensor(1, 3, 4, 79);
+  k.at(0, 1, 0) = -1e20f;
+  auto engine = makeCpuEngine();
+  try {
+    engine->run(q, k, v, AttentionParams{});
+  } catch (const InputError&) {
+    return;
+  }
+  for (float x : engine->result().weights.data) EXPECT_FALSE(std::isnan(x));
+  for (float x : engine->result().output.data) EXPECT_FALSE(std::isnan(x));
+}
+
 TEST(EngineProperties, HugeWindowBehavesLikeNoWindow) {
   const Tensor3 q = ref::randomTensor(2, 6, 8, 76), k = ref::randomTensor(2, 9, 8, 77),
                 v = ref::randomTensor(2, 9, 8, 78);
