@@ -97,6 +97,7 @@ struct ComputeState {
   // temperature change never recomputes it.
   std::vector<float> biasMask;
   int biasMaskHead = -1;
+  std::uint64_t biasMaskVersion = 0;  // bumped whenever biasMask is rebuilt
   bool biasMaskValid = false;
   bool anyBias = false;  // ALiBi or a float custom mask: b_ij is not all zero
   std::uint64_t weightsVersion = 0;  // bumped when any head's weights change
@@ -155,6 +156,7 @@ struct AppState {
   HeatmapRenderer* renderer = nullptr;
   std::string configDir;
   bool displayDirty = true;  // rebuild `display` from the engine this frame
+  bool computedThisFrame = false;  // a softmax ran this frame: defer cosmetic work
 
   const Dims dims() const;
   int heads() const { return scene.inputs.q.heads; }

@@ -50,6 +50,7 @@ void buildBiasMask(AppState& s, int h) {
   }
   c.biasMaskHead = h;
   c.biasMaskValid = true;
+  ++c.biasMaskVersion;
 }
 
 void ensureBiasMask(AppState& s, int h) {

@@ -43,7 +43,7 @@ double msSince(Clock::time_point t0) {
 struct Options {
   std::string scenePositional, scene;
   int frames = -1;
-  std::string screenshot;
+  std::string screenshot, exportPath;
   std::string size = "1600x960";
   std::optional<float> temperature;
   std::optional<int> selectRow, head;
@@ -271,7 +271,9 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   glfwPollEvents();
   if (glfwWindowShouldClose(app.window)) s.ui.quit = true;
   const auto tc = Clock::now();
+  const std::uint64_t before = s.compute.weightsVersion;
   frameBoundary(app);
+  s.computedThisFrame = s.compute.weightsVersion != before;
   s.timing.computeMs = msSince(tc);
   const bool computed = s.timing.softmaxMs >= 0 && s.compute.weightsVersion;  // for the budget below
   const std::uint64_t versionBefore = s.compute.weightsVersion;
@@ -421,6 +423,7 @@ int runGui(int argc, char** argv) {
   cli.add_option("--scene", o.scene, "scene JSON to open");
   cli.add_option("--frames", o.frames, "run this many frames, then exit");
   cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG");
+  cli.add_option("--export", o.exportPath, "after the last frame, export the heatmap PNG as Ctrl+S would");
   cli.add_option("--size", o.size, "window size WxH")->capture_default_str();
   cli.add_option("--temperature", o.temperature, "softmax temperature (> 0)");
   cli.add_option("--select-row", o.selectRow, "select this query row");
@@ -577,6 +580,11 @@ int runGui(int argc, char** argv) {
           std::printf("geometry: x0=%.2f y0=%.2f w=%.2f h=%.2f cell=%.5f rows=%d cols=%d panX=%.4f panY=%.4f\n", g2.x0,
                       g2.y0, g2.w, g2.h, g2.cellPx, s.display.rows, s.display.cols, s.view.panX, s.view.panY);
           std::fflush(stdout);
+        }
+        if (!o.exportPath.empty() && o.frames > 0 && frame == o.frames - 1) {
+          s.exporter.colormap = s.view.weightColormap;
+          s.exporter.stage = s.view.stage == ViewStage::Weights ? 0 : 1;
+          std::printf("exported: %s\n", exportPng(s, o.exportPath).c_str());
         }
       }
     }

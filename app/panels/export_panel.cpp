@@ -40,6 +40,33 @@ std::string defaultExportName(const AppState& s) {
 
 }  // namespace
 
+std::string exportPng(AppState& s, const std::string& path) {
+  const ExportState& e = s.exporter;
+  refreshStaleHeads(s, 1e9);  // every head current
+  const AttentionResult& r = *s.compute.result;
+  const Tensor3 logits = computeLogits(r.scaled, s.compute.params);
+  ExportData data;
+  data.weights = &r.weights;
+  data.logits = &logits;
+  data.queryTokens = s.scene.inputs.queryTokens;
+  data.keyTokens = s.scene.inputs.keyTokens;
+  char tau[48];
+  std::snprintf(tau, sizeof tau, ", \xcf\x84 = %g", s.compute.params.temperature);
+  data.description = describeMask(s.compute.params.mask) + tau;
+  ExportOptions opt;
+  opt.stage = e.stage == 0 ? ExportStage::Weights : ExportStage::Scores;
+  opt.head = e.allHeads ? -1 : s.view.head;
+  opt.cell = e.cell;
+  opt.colormap = e.stage == 0 ? e.colormap : ColormapId::Diverging;
+  opt.labels = e.labels;
+  const Image img = renderExport(data, opt);
+  writePng(path, img);
+  std::error_code ec;
+  const std::string abs = std::filesystem::absolute(path, ec).string();
+  notify(s, "Exported " + std::to_string(img.width) + "\xc3\x97" + std::to_string(img.height) + " PNG to " + abs, 10);
+  return abs;
+}
+
 bool drawExportPopup(AppState& s) {
   ExportState& e = s.exporter;
   if (e.requestOpen) {
@@ -72,29 +99,9 @@ bool drawExportPopup(AppState& s) {
     if (ImGui::InputText("file", e.path, sizeof e.path)) e.pathEdited = true;
     if (ImGui::Button("Export", ImVec2(120 * s.ui.uiScale, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter))) {
       try {
-        refreshStaleHeads(s, 1e9);
-        const AttentionResult& r = *s.compute.result;
-        const Tensor3 logits = computeLogits(r.scaled, s.compute.params);
-        ExportData data;
-        data.weights = &r.weights;
-        data.logits = &logits;
-        data.queryTokens = s.scene.inputs.queryTokens;
-        data.keyTokens = s.scene.inputs.keyTokens;
-        char tau[48];
-        std::snprintf(tau, sizeof tau, ", \xcf\x84 = %g", s.compute.params.temperature);
-        data.description = describeMask(s.compute.params.mask) + tau;
-        ExportOptions opt;
-        opt.stage = e.stage == 0 ? ExportStage::Weights : ExportStage::Scores;
-        opt.head = e.allHeads ? -1 : s.view.head;
-        opt.cell = e.cell;
-        opt.colormap = e.stage == 0 ? e.colormap : ColormapId::Diverging;
-        opt.labels = e.labels;
-        const Image img = renderExport(data, opt);
-        writePng(e.path, img);
-        std::error_code ec;
-        const std::string abs = std::filesystem::absolute(e.path, ec).string();
-        notify(s, "Exported " + std::to_string(img.width) + "\xc3\x97" + std::to_string(img.height) + " PNG to " + abs);
+        const std::string abs = exportPng(s, e.path);
         exported = true;
+        (void)abs;
         ImGui::CloseCurrentPopup();
       } catch (const std::exception& ex) {
         s.ui.error = std::string("Export failed: ") + ex.what();

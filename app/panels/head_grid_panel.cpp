@@ -78,7 +78,8 @@ bool drawHeadGridPanel(AppState& s) {
     else
       ver = s.compute.headVersion[h];
     ver = ver * 16 + cmKey;
-    if (fresh && img.version != ver) {
+    // While a slider is moving (a softmax ran this frame) thumbnails wait for a quiet frame.
+    if (fresh && img.version != ver && (!s.computedThisFrame || !img.tex.id())) {
       std::vector<std::uint8_t> px;
       int w = 0, hh = 0;
       std::vector<int> heads;

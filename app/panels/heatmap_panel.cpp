@@ -7,6 +7,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -140,7 +141,7 @@ bool drawHeatmapPanel(AppState& s) {
     rowLabelW = std::max(rowLabelW, ImGui::CalcTextSize(shortLabel(s.scene.inputs.queryTokens[i]).c_str()).x);
   for (int j = 0; j < d.cols; ++j) colLabelH = std::max(colLabelH, ImGui::CalcTextSize(colLabel(s, j).c_str()).x);
   const float colIndexW = ImGui::CalcTextSize(std::to_string(d.cols - 1).c_str()).x;
-  rowLabelW = std::min(rowLabelW, 130 * sc) + indexW + 12 * sc;
+  rowLabelW = std::min(rowLabelW, 130 * sc) + indexW + 18 * sc;
   colLabelH = std::min(colLabelH, 120 * sc) + colIndexW + 12 * sc;
   const bool showSums = d.isWeights;
   const float stripW = showSums ? 44 * sc : 0;
@@ -169,7 +170,9 @@ bool drawHeatmapPanel(AppState& s) {
   const ImVec2 p1(p0.x + visW, p0.y + visH);
 
   // The matrix itself.
+  const auto tUpload = std::chrono::steady_clock::now();
   s.renderer->upload(d);
+  const auto tRender = std::chrono::steady_clock::now();
   HeatmapRenderer::Target t;
   const float fbScale = io.DisplayFramebufferScale.x > 0 ? io.DisplayFramebufferScale.x : 1.0f;
   t.width = int(std::lround(visW * fbScale));
@@ -181,6 +184,9 @@ bool drawHeatmapPanel(AppState& s) {
   t.mapping = currentMapping(s);
   t.grid = v.showGrid;
   void* tex = s.renderer->render(t);
+  const auto tDone = std::chrono::steady_clock::now();
+  s.timing.uploadMs = std::chrono::duration<double, std::milli>(tRender - tUpload).count();
+  s.timing.renderMs = std::chrono::duration<double, std::milli>(tDone - tRender).count();
   if (tex) dl->AddImage(tex, p0, p1, ImVec2(0, 1), ImVec2(1, 0));
   v.geometry = {true, p0.x, p0.y, visW, visH, cellPx};
 
@@ -266,8 +272,8 @@ bool drawHeatmapPanel(AppState& s) {
     const float tw = ImGui::CalcTextSize(tok.c_str()).x;
     const bool hi = i == v.selectedRow;
     const ImU32 col = hi ? kHighlight : (i == v.hoverRow ? kTitle : kLabel);
-    dl->AddText(ImVec2(p0.x - 6 * sc - tw, y), col, tok.c_str());
-    dl->AddText(ImVec2(p0.x - 10 * sc - tw - ImGui::CalcTextSize(idx.c_str()).x, y), hi ? kHighlight : kIndex, idx.c_str());
+    dl->AddText(ImVec2(p0.x - 12 * sc - tw, y), col, tok.c_str());
+    dl->AddText(ImVec2(p0.x - 16 * sc - tw - ImGui::CalcTextSize(idx.c_str()).x, y), hi ? kHighlight : kIndex, idx.c_str());
   }
   if (v.selectedRow >= r0 && v.selectedRow < r1) {
     const float y = rowY(v.selectedRow + 0.5f);

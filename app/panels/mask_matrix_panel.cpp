@@ -23,7 +23,7 @@ bool drawMaskMatrixPanel(AppState& s) {
   const int step = std::max(1, int(std::ceil(std::max(Tq, Tk) / double(maxSide))));
   const int w = (Tk + step - 1) / step, h = (Tq + step - 1) / step;
   RgbaImage& img = s.renderer->image("mask-matrix");
-  const std::uint64_t ver = s.display.version * 4 + std::uint64_t(c.biasMaskHead);
+  const std::uint64_t ver = c.biasMaskVersion * 2 + (s.scene.paintEnabled ? 1 : 0);
   if (img.version != ver) {
     std::vector<std::uint8_t> px(std::size_t(w) * h * 4, 255);
     const bool painted = !s.scene.painted.empty() && s.scene.paintEnabled;

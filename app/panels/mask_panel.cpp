@@ -37,7 +37,7 @@ bool drawMaskPanel(AppState& s) {
   MaskSpec& m = s.scene.scene.params.mask;
   const int Tk = std::max(1, s.tk());
 
-  if (s.scene.scene.mode == Mode::Causal) {
+  if (s.scene.scene.mode == Mode::Causal || s.scene.scene.mode == Mode::Decode) {
     bool implied = true;
     ImGui::BeginDisabled();
     ImGui::Checkbox("causal (the mode implies it)", &implied);

@@ -20,6 +20,9 @@ bool drawRowInspectorPanel(AppState& s); // row_inspector_panel.cpp: the selecte
 bool drawMaskMatrixPanel(AppState& s);   // mask_matrix_panel.cpp: allowed(i, j) as a small matrix
 bool drawStatusBar(AppState& s);         // status_bar_panel.cpp: backend, renderer, timings
 bool drawExportPopup(AppState& s);       // export_panel.cpp: PNG export (Ctrl+S)
+// The export itself (export_panel.cpp): writes `path` with s.exporter's options, returns the
+// absolute path. Throws what renderExport/writePng throw.
+std::string exportPng(AppState& s, const std::string& path);
 bool drawFileDialogs(AppState& s);       // file_dialog_panel.cpp: open (Ctrl+O) / save scene
 bool drawErrorPopup(AppState& s);        // error_popup_panel.cpp: errors caught at the frame
 

@@ -43,7 +43,7 @@ bool drawScenePanel(AppState& s) {
 
   int mode = int(sc.mode);
   const char* modes[] = {"self", "causal", "cross", "decode"};
-  ImGui::SetNextItemWidth(-ImGui::GetFontSize() * 3);
+  ImGui::SetNextItemWidth(-ImGui::GetFontSize() * 4.5f);
   if (ImGui::Combo("Mode", &mode, modes, 4)) {
     sc.mode = Mode(mode);
     inputs = true;

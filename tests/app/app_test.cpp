@@ -226,3 +226,22 @@ TEST(AppErrors, ABrokenSceneFileIsReportedInOneLineNamingIt) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(AppExport, ExportingFromTheAppWritesALabelledPngAndSaysWhere) {
+  const std::string out = tempPath("export.png");
+  std::remove(out.c_str());
+  const Shot s = runApp("export-run", "--scene " + scene("03-causal-triangle.json") + " --export " + out, 3);
+  ASSERT_EQ(s.rc, 0) << s.out;
+  EXPECT_NE(s.out.find("exported: " + out), std::string::npos) << s.out;
+  int w = 0, h = 0, n = 0;
+  unsigned char* data = stbi_load(out.c_str(), &w, &h, &n, 4);
+  ASSERT_NE(data, nullptr) << "export did not write a PNG";
+  stbi_image_free(data);
+  // 13 x 13 cells plus labels, title and colour bar: wider and taller than the bare grid.
+  EXPECT_GT(w, 13 * 8);
+  EXPECT_GT(h, 13 * 8);
+}
+
+}  // namespace
