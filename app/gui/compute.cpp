@@ -331,6 +331,7 @@ void updateCompute(AppState& s) {
       sc.paintedRows = sc.paintedCols = 0;
     }
   }
+  if (!c.haveInputs) return;  // nothing valid yet (the first scene failed to build)
   if (sc.paramsDirty) {
     AttentionParams p = currentParams(s);
     validateParams(p, s.heads(), s.tq(), s.tk());

@@ -50,6 +50,7 @@ struct Options {
   std::string hoverCell, clickCell;
   std::string stage, colormap, backend = "auto";
   bool wrongAxis = false;
+  bool paint = false;
   bool reportTiming = false;
   float zoom = 0;
   int syntheticTokens = 0;
@@ -434,6 +435,7 @@ int runGui(int argc, char** argv) {
   cli.add_option("--colormap", o.colormap, "weights colormap: viridis | magma | gray | diverging");
   cli.add_option("--backend", o.backend, "cpu | gpu | auto")->capture_default_str();
   cli.add_flag("--wrong-axis", o.wrongAxis, "softmax over the wrong axis (teaching)");
+  cli.add_flag("--paint", o.paint, "start in mask-painting mode (a click blocks a cell)");
   cli.add_option("--zoom", o.zoom, "initial zoom (1 = fit)");
   cli.add_option("--tokens", o.syntheticTokens, "repeat the scene's text to this many tokens");
   cli.add_option("--heads", o.heads, "number of heads");
@@ -482,6 +484,7 @@ int runGui(int argc, char** argv) {
     if (o.selectRow) s.view.selectedRow = *o.selectRow;
     if (o.head) s.view.head = *o.head;
     if (o.wrongAxis) s.view.wrongAxis = true;
+    if (o.paint) s.view.paintMode = true;
     if (o.zoom > 0) s.view.zoom = o.zoom;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "attnviz: %s\n", e.what());

@@ -98,6 +98,7 @@ void drawColourBar(AppState& s, ImDrawList* dl, ImVec2 p0, float w, float h, con
   for (auto [t, v] : ticks) {
     const float y = p0.y + h - t * h;
     dl->AddLine(ImVec2(p0.x + w, y), ImVec2(p0.x + w + 4, y), kLabel);
+    if (std::fabs(v) < 1e-6f * std::max(1.0f, std::fabs(m.hi - m.lo))) v = 0.0f;  // no "-0.00"
     const std::string label = std::fabs(v) >= 1000 || (std::fabs(v) < 0.01f && v != 0) ? fmt("%.0e", v) : fmt("%.2f", v);
     dl->AddText(ImVec2(p0.x + w + 6, y - ImGui::GetFontSize() * 0.5f), kLabel, label.c_str());
   }
@@ -265,8 +266,17 @@ bool drawHeatmapPanel(AppState& s) {
 
   // Row labels (queries) on the left: "index token", right-aligned.
   dl->PushClipRect(ImVec2(origin.x, p0.y - lineH), ImVec2(p0.x, p1.y + lineH), true);
-  for (int i = (r0 / rowStep) * rowStep; i < r1; i += rowStep) {
+  // Every rowStep-th label, plus the selected and hovered rows (on a backing so they read
+  // cleanly over their thinned-out neighbours).
+  std::vector<int> rowsToLabel;
+  for (int i = (r0 / rowStep) * rowStep; i < r1; i += rowStep) rowsToLabel.push_back(i);
+  for (int extra : {v.hoverRow, v.selectedRow})
+    if (extra >= r0 && extra < r1 && extra % rowStep != 0) rowsToLabel.push_back(extra);
+  for (std::size_t n = 0; n < rowsToLabel.size(); ++n) {
+    const int i = rowsToLabel[n];
     const float y = rowY(i + 0.5f) - lineH * 0.5f;
+    if (i % rowStep != 0)
+      dl->AddRectFilled(ImVec2(origin.x + lineH + 6 * sc, y - 1), ImVec2(p0.x - 1, y + lineH + 1), IM_COL32(30, 31, 36, 255));
     const std::string tok = shortLabel(s.scene.inputs.queryTokens[i]);
     const std::string idx = std::to_string(i);
     const float tw = ImGui::CalcTextSize(tok.c_str()).x;

@@ -51,9 +51,9 @@ bool drawRowInspectorPanel(AppState& s) {
   }
   int allowed = 0;
   for (int j = 0; j < Tk; ++j) allowed += std::isinf(logitAt(r.scaled, s.compute.params, s.compute.slopes, h, i, j)) ? 0 : 1;
-  ImGui::Text("sum = %.6f   entropy = %.3f nats (max ln %d = %.3f)", st.sum, st.entropy, allowed,
-              std::log(std::max(1, allowed)));
-  ImGui::TextDisabled("effective number of keys e^H = %.2f", std::exp(st.entropy));
+  ImGui::Text("sum = %.6f   entropy H = %.3f nats", st.sum, st.entropy);
+  ImGui::TextDisabled("at most ln %d = %.3f;  effective keys e^H = %.2f", allowed, std::log(std::max(1, allowed)),
+                      std::exp(st.entropy));
 
   // Keys by weight.
   std::vector<int> order(Tk);

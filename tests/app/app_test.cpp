@@ -245,3 +245,52 @@ TEST(AppExport, ExportingFromTheAppWritesALabelledPngAndSaysWhere) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(AppErrors, ASceneWithNoTokensShowsAnErrorInsteadOfCrashing) {
+  const std::string empty = tempPath("empty.json");
+  std::ofstream(empty) << "{\"title\": \"empty\", \"query_text\": \"   \", \"mode\": \"causal\", \"heads\": 2}";
+  const Shot s = runApp("empty", "--scene " + empty, 4);
+  EXPECT_EQ(s.rc, 0) << s.out;
+  EXPECT_NE(s.out.find("query text has no tokens"), std::string::npos) << s.out;
+  EXPECT_GT(s.width, 0) << "the app did not keep running to draw a frame";
+}
+
+}  // namespace
+
+namespace {
+
+TEST(AppMask, PaintingACellWithTheMouseMasksIt) {
+  const Shot before = runApp("paint-before", "--scene " + scene("01-rows-sum-to-one.json"));
+  const Shot after = runApp("paint-after", "--scene " + scene("01-rows-sum-to-one.json") + " --paint --click-cell 6,3", 8);
+  ASSERT_RAN(before);
+  ASSERT_RAN(after);
+  EXPECT_FALSE(isMasked(before.cell(6, 3))) << "self-attention with no mask: nothing is masked";
+  EXPECT_TRUE(isMasked(after.cell(6, 3))) << "the painted cell (6, 3) is not drawn masked";
+  EXPECT_FALSE(isMasked(after.cell(6, 4))) << "its neighbour was painted too";
+  EXPECT_FALSE(isMasked(after.cell(5, 3))) << "its neighbour was painted too";
+}
+
+TEST(AppWrongAxis, RowSumsStopBeingOneWhenTheSoftmaxRunsOverQueries) {
+  // The row-sum strip sits 8 px right of the matrix and is 44 px wide; sample near its right
+  // edge, clear of the printed sum.
+  const RGBA8 good{70, 165, 95, 255};
+  const Shot right = runApp("axis-right", "--scene " + scene("03-causal-triangle.json"));
+  const Shot wrong = runApp("axis-wrong", "--scene " + scene("03-causal-triangle.json") + " --wrong-axis");
+  ASSERT_RAN(right);
+  ASSERT_RAN(wrong);
+  auto strip = [](const Shot& s, int i) {
+    return s.pixel(int(s.g.x0 + s.g.w + 8 + 41), int(s.g.y0 + (i + 0.5f) * s.g.cell));
+  };
+  int rightGood = 0, wrongGood = 0;
+  for (int i = 0; i < right.g.rows; ++i) {
+    rightGood += strip(right, i) == good ? 1 : 0;
+    wrongGood += strip(wrong, i) == good ? 1 : 0;
+  }
+  EXPECT_EQ(rightGood, right.g.rows) << "every row of a softmax over keys sums to 1";
+  // Over queries, only a row whose sum happens to land on 1 stays green; most do not.
+  EXPECT_LE(wrongGood, 2) << "rows still sum to 1 with the softmax over the wrong axis";
+}
+
+}  // namespace
