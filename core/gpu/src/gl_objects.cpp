@@ -28,8 +28,8 @@ std::string oneLine(const std::string& log) {
 }
 
 GlBuffer::GlBuffer(std::size_t bytes, const char* what) {
-  while (glGetError() != GL_NO_ERROR) {
-  }
+  for (int i = 0; i < 32 && glGetError() != GL_NO_ERROR; ++i) {
+  }  // clear earlier errors so that the check below sees this allocation's
   glGenBuffers(1, &id_);
   glBindBuffer(GL_SHADER_STORAGE_BUFFER, id_);
   // A zero-sized store is legal; keep at least 16 bytes so the buffer can always be bound.

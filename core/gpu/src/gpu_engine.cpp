@@ -138,6 +138,11 @@ class GpuEngineImpl final : public GpuEngine {
       throw InputError("GPU backend: d_k or d_v exceeds GL_MAX_SHADER_STORAGE_BLOCK_SIZE");
     }
     const std::size_t hq = std::size_t(d.H) * std::size_t(d.Tq);
+    // Until every buffer is in place the engine holds no inputs: a failed allocation leaves it
+    // refusing softmax()/output() rather than reading buffers of the old shape.
+    dims_ = Dims{};
+    weightsReady_ = false;
+    res_ = AttentionResult{};
     ensure(q_, q.size() * 4, "Q");
     ensure(k_, k.size() * 4, "K");
     ensure(v_, v.size() * 4, "V");
@@ -149,8 +154,6 @@ class GpuEngineImpl final : public GpuEngine {
     k_.upload(k.data.data(), k.size() * 4);
     v_.upload(v.data.data(), v.size() * 4);
     dims_ = d;
-    weightsReady_ = false;
-    res_ = AttentionResult{};
     res_.dims = d;
 
     // Row tiles: a tile of S (rows x T_k) must fit one binding, and its rows one dispatch.
