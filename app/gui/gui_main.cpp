@@ -43,7 +43,7 @@ double msSince(Clock::time_point t0) {
 struct Options {
   std::string scenePositional, scene;
   int frames = -1;
-  std::string screenshot, exportPath;
+  std::string screenshot, exportPath, saveScenePath;
   std::string size = "1600x960";
   std::optional<float> temperature;
   std::optional<int> selectRow, head;
@@ -82,6 +82,7 @@ struct App {
   AppState s;
   std::unique_ptr<HeatmapRenderer> renderer = std::make_unique<HeatmapRenderer>();
   std::string iniPath;
+  std::string shownTitle;  // the window title's scene title
   bool interactive = true;
 };
 
@@ -182,6 +183,10 @@ void drawLayout(App& app) {
   ImGui::Begin("attnviz", nullptr, rootFlags);
   ImGui::PopStyleVar();
   drawMenuBar(s);
+  if (s.scene.scene.title != app.shownTitle) {
+    app.shownTitle = s.scene.scene.title;
+    glfwSetWindowTitle(app.window, ("attnviz \xe2\x80\x94 " + app.shownTitle).c_str());
+  }
 
   const float statusH = ImGui::GetFrameHeight() + 4 * sc;
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -425,6 +430,7 @@ int runGui(int argc, char** argv) {
   cli.add_option("--frames", o.frames, "run this many frames, then exit");
   cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG");
   cli.add_option("--export", o.exportPath, "after the last frame, export the heatmap PNG as Ctrl+S would");
+  cli.add_option("--save-scene", o.saveScenePath, "after the last frame, save the scene and view as JSON");
   cli.add_option("--size", o.size, "window size WxH")->capture_default_str();
   cli.add_option("--temperature", o.temperature, "softmax temperature (> 0)");
   cli.add_option("--select-row", o.selectRow, "select this query row");
@@ -583,6 +589,10 @@ int runGui(int argc, char** argv) {
           std::printf("geometry: x0=%.2f y0=%.2f w=%.2f h=%.2f cell=%.5f rows=%d cols=%d panX=%.4f panY=%.4f\n", g2.x0,
                       g2.y0, g2.w, g2.h, g2.cellPx, s.display.rows, s.display.cols, s.view.panX, s.view.panY);
           std::fflush(stdout);
+        }
+        if (!o.saveScenePath.empty() && o.frames > 0 && frame == o.frames - 1) {
+          saveSceneFrom(s, o.saveScenePath);
+          std::printf("saved scene: %s\n", o.saveScenePath.c_str());
         }
         if (!o.exportPath.empty() && o.frames > 0 && frame == o.frames - 1) {
           s.exporter.colormap = s.view.weightColormap;

@@ -292,8 +292,13 @@ bool drawHeatmapPanel(AppState& s) {
   dl->PopClipRect();
   // Column labels (keys) on top, reading upwards: "index token".
   dl->PushClipRect(ImVec2(p0.x - lineH, origin.y), ImVec2(p1.x + lineH, p0.y), true);
-  for (int j = (c0 / colStep) * colStep; j < c1; j += colStep) {
+  std::vector<int> colsToLabel;
+  for (int j = (c0 / colStep) * colStep; j < c1; j += colStep) colsToLabel.push_back(j);
+  if (v.hoverCol >= c0 && v.hoverCol < c1 && v.hoverCol % colStep != 0) colsToLabel.push_back(v.hoverCol);
+  for (int j : colsToLabel) {
     const float x = colX(j + 0.5f) - lineH * 0.5f;
+    if (j % colStep != 0)
+      dl->AddRectFilled(ImVec2(x - 1, origin.y + lineH + 4 * sc), ImVec2(x + lineH + 1, p0.y - 1), IM_COL32(30, 31, 36, 255));
     const std::string idx = std::to_string(j);
     const std::string tok = colLabel(s, j);
     const float iw = ImGui::CalcTextSize(idx.c_str()).x;

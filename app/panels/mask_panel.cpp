@@ -65,8 +65,8 @@ bool drawMaskPanel(AppState& s) {
              "Right or middle drag still pans.");
   const bool painted = !s.scene.painted.empty();
   if (painted) {
-    ImGui::SameLine();
-    if (ImGui::Checkbox("apply", &s.scene.paintEnabled)) {
+    ImGui::Indent();
+    if (ImGui::Checkbox("apply painted cells", &s.scene.paintEnabled)) {
       markParamsDirty(s);
       changed = true;
     }
@@ -75,6 +75,7 @@ bool drawMaskPanel(AppState& s) {
       clearPaint(s);
       changed = true;
     }
+    ImGui::Unindent();
   }
 
   const AttentionParams& p = s.compute.params;

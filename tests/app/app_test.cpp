@@ -294,3 +294,26 @@ TEST(AppWrongAxis, RowSumsStopBeingOneWhenTheSoftmaxRunsOverQueries) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(AppScenes, ASavedSceneReopensWithItsViewAndPaintedMask) {
+  const std::string saved = tempPath("roundtrip.json");
+  std::remove(saved.c_str());
+  const Shot first = runApp("save", "--scene " + scene("03-causal-triangle.json") +
+                                        " --select-row 4 --paint --click-cell 6,2 --save-scene " + saved, 8);
+  ASSERT_RAN(first);
+  ASSERT_TRUE(isMasked(first.cell(6, 2)));
+  const Shot again = runApp("reopen", "--scene " + saved);
+  ASSERT_RAN(again);
+  EXPECT_TRUE(isMasked(again.cell(6, 2))) << "the painted cell did not survive save and load";
+  EXPECT_FALSE(isMasked(again.cell(6, 1)));
+  // Row 4 is still selected: its top edge is outlined.
+  const int rowTop = int(std::floor(again.g.y0 + 4 * again.g.cell));
+  bool found = false;
+  for (int y = rowTop - 3; y <= rowTop + 1 && !found; ++y)
+    found = near(again.pixel(int(again.g.x0 + again.g.w * 0.5f), y), RGBA8{255, 170, 30, 255}, 24);
+  EXPECT_TRUE(found) << "the selected row did not survive save and load";
+}
+
+}  // namespace
