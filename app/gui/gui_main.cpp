@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -35,6 +36,10 @@ namespace {
 
 using namespace attnviz::gui;
 using Clock = std::chrono::steady_clock;
+
+// Ctrl+C or a polite kill closes the window normally, so settings and imgui.ini are saved.
+volatile std::sig_atomic_t gStopRequested = 0;
+void onStopSignal(int) { gStopRequested = 1; }
 
 double msSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -83,6 +88,7 @@ struct App {
   std::unique_ptr<HeatmapRenderer> renderer = std::make_unique<HeatmapRenderer>();
   std::string iniPath;
   std::string shownTitle;  // the window title's scene title
+  int quietFrames = 0;     // frames since the last input event (interactive runs only)
   bool interactive = true;
 };
 
@@ -274,8 +280,19 @@ void frameBoundary(App& app) {
 double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   AppState& s = app.s;
   const auto t0 = Clock::now();
-  glfwPollEvents();
-  if (glfwWindowShouldClose(app.window)) s.ui.quit = true;
+  // An app left open should not burn a core: once nothing has happened for a few frames (and
+  // no thumbnail is waiting), sleep until an event arrives or half a second passes.
+  bool stale = false;
+  for (auto f : s.compute.headFresh) stale |= !f;
+  if (app.interactive && app.quietFrames > 10 && !stale && !ImGui::GetIO().WantTextInput) {
+    glfwWaitEventsTimeout(0.5);
+    if (msSince(t0) < 490.0) app.quietFrames = 0;  // woken by an event
+  } else {
+    glfwPollEvents();
+  }
+  ++app.quietFrames;
+  if (ImGui::IsAnyMouseDown()) app.quietFrames = 0;
+  if (glfwWindowShouldClose(app.window) || gStopRequested) s.ui.quit = true;
   const auto tc = Clock::now();
   const std::uint64_t before = s.compute.weightsVersion;
   frameBoundary(app);
@@ -500,12 +517,15 @@ int runGui(int argc, char** argv) {
     return 1;
   }
 
+  std::signal(SIGINT, onStopSignal);
+  std::signal(SIGTERM, onStopSignal);
   glfwSetErrorCallback([](int code, const char* desc) { std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, desc); });
   if (!glfwInit()) {
     std::fprintf(stderr, "attnviz: cannot open a window (no display?). Headless use: attnviz export / compute\n");
     return 1;
   }
   const bool scripted = o.frames > 0 || o.reportTiming;
+  app.interactive = !scripted;
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 4);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
