@@ -405,6 +405,18 @@ void reportTiming(App& app) {
   std::printf("timing:   medians: engine + view matrix %.2f ms (softmax %.2f), panels %.2f ms (of which texture "
               "upload %.2f, heatmap draw %.2f); the rest is ImGui's draw + glFinish\n",
               median(compute), median(softmax), median(ui), median(upload), median(render));
+  std::vector<double> maskDrag, maskCompute;
+  for (int k = 0; k < 40; ++k) {
+    s.scene.scene.params.mask.window = 8 + (k * 37) % 400;  // what the window slider does
+    markParamsDirty(s);
+    maskDrag.push_back(runFrame(app, nullptr, true));
+    maskCompute.push_back(s.timing.computeMs);
+  }
+  s.scene.scene.params.mask.window = 0;
+  markParamsDirty(s);
+  std::printf("timing: window-mask drag T=1024 H=12: slider-to-frame median %.2f ms, p90 %.2f ms "
+              "(engine + mask + view matrix median %.2f ms; %d frames)\n",
+              median(maskDrag), percentile(maskDrag, 0.9), median(maskCompute), int(maskDrag.size()));
   std::vector<double> idle;
   for (int k = 0; k < 60; ++k) idle.push_back(runFrame(app, nullptr, true));
   std::printf("timing: idle frame T=1024 H=12: median %.2f ms\n", median(idle));

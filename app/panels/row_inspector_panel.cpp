@@ -66,8 +66,28 @@ bool drawRowInspectorPanel(AppState& s) {
   const int nBars = all ? Tk : std::min(Tk, 24);
   if (!all) {
     std::partial_sort(order.begin(), order.begin() + nBars, order.end(), [&](int a, int b) { return w[a] > w[b]; });
-    ImGui::TextDisabled("The %d largest of %d keys:", nBars, Tk);
-    ImGui::PlotHistogram("##dist", w, Tk, 0, nullptr, 0.0f, std::max(st.max, 1e-6f), ImVec2(-1, 40 * sc));
+    // Every key at once: one bar per pixel column, the max over the keys it covers.
+    ImDrawList* dl0 = ImGui::GetWindowDrawList();
+    const ImVec2 q = ImGui::GetCursorScreenPos();
+    const float W = std::max(40.0f, ImGui::GetContentRegionAvail().x), Hh = 44 * sc;
+    dl0->AddRectFilled(q, ImVec2(q.x + W, q.y + Hh), IM_COL32(24, 25, 30, 255));
+    const int px = int(W);
+    for (int x = 0; x < px; ++x) {
+      const int j0 = int(std::floor(double(x) * Tk / px)), j1 = std::max(j0 + 1, int(std::floor(double(x + 1) * Tk / px)));
+      float m = 0.0f;
+      for (int j = j0; j < std::min(j1, Tk); ++j) m = std::max(m, w[j]);
+      const float hgt = Hh * m / std::max(st.max, 1e-6f);
+      if (hgt > 0.5f)
+        dl0->AddRectFilled(ImVec2(q.x + x, q.y + Hh - hgt), ImVec2(q.x + x + 1, q.y + Hh),
+                           colormapU32(s.view.weightColormap, m / std::max(st.max, 1e-6f)));
+    }
+    dl0->AddRect(q, ImVec2(q.x + W, q.y + Hh), IM_COL32(80, 82, 90, 255));
+    ImGui::InvisibleButton("##dist", ImVec2(W, Hh));
+    if (ImGui::IsItemHovered()) {
+      const int j = std::clamp(int((ImGui::GetIO().MousePos.x - q.x) / W * Tk), 0, Tk - 1);
+      ImGui::SetTooltip("key %d '%s': %.4f", j, keys[j].c_str(), w[j]);
+    }
+    ImGui::TextDisabled("all %d keys (max per pixel); the %d largest:", Tk, nBars);
   }
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float lineH = ImGui::GetTextLineHeight();
