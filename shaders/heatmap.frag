@@ -1,9 +1,10 @@
 // attnviz heatmap: colours one screen pixel of the attention matrix.
 //
 // uValues is one level of a max pyramid of the [rows, cols] matrix (row 0 = query 0): level L
-// holds the max over 2^L x 2^L blocks of cells, and the renderer binds the level whose blocks
-// are just below one pixel, so when a pixel covers several cells the value shown is their
-// maximum: a single strong key is never averaged away. -inf marks a masked cell; max() lets
+// holds the max over 2^L x 2^L blocks of cells, and the renderer binds the smallest level whose
+// blocks are at least one pixel wide, so when a pixel covers several cells the value shown is
+// the max over them (and at most one block around them): a single strong key is never
+// averaged away. -inf marks a masked cell; max() lets
 // any allowed cell win over masked ones, so a block is masked only when all of it is.
 // uColormap is the 256-texel table shared with the colour bar and the PNG export, read with
 // index round(clamp(t, 0, 1) * 255) exactly like attnviz::colormapIndex().
@@ -42,15 +43,15 @@ float mapValue(float v) {
 bool isMasked(float v) { return isinf(v) && v < 0.0; }
 
 float fetchMax(vec2 c0, vec2 c1) {
-  // Texels of the bound level that the cell range [c0, c1) touches: at most 3 per axis,
-  // because a texel spans at least half of what a pixel covers.
+  // Texels of the bound level that the cell range [c0, c1) touches: at most 2 per axis,
+  // because a texel spans at least what a pixel covers.
   ivec2 lvlSize = textureSize(uValues, 0);
   ivec2 t0 = clamp(ivec2(floor(c0)) >> uLevel, ivec2(0), lvlSize - 1);
   ivec2 t1 = clamp(ivec2(ceil(c1) - 1.0) >> uLevel, ivec2(0), lvlSize - 1);
   float m = -1.0 / 0.0;
   bool nan = false;
-  for (int y = t0.y; y <= min(t1.y, t0.y + 3); ++y) {
-    for (int x = t0.x; x <= min(t1.x, t0.x + 3); ++x) {
+  for (int y = t0.y; y <= min(t1.y, t0.y + 1); ++y) {
+    for (int x = t0.x; x <= min(t1.x, t0.x + 1); ++x) {
       float v = texelFetch(uValues, ivec2(x, y), 0).r;
       if (isnan(v)) nan = true;
       m = max(m, v);
