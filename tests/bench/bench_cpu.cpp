@@ -18,7 +18,10 @@
 //   allocated once, as the engine's do after its first run.
 // * Memcpy floor: the bytes of S (read) and A (written), 12 x 1024 x 1024 floats each way, split
 //   into the same number of threads. The re-softmax also writes row statistics (negligible).
-// Times are wall-clock (UseRealTime): the engine's work happens on several threads.
+// "Time" is wall-clock (UseRealTime; the rates use it): the engine's work happens on several
+// threads. "CPU" is the CPU time of the whole process, all threads together
+// (MeasureProcessCPUTime): on a shared machine, where other jobs steal the cores, the ratio of
+// CPU times is the steadier comparison of work done.
 #include "attnviz/engine.h"
 #include "attnviz/mask.h"
 #include "attnviz/tensor.h"
@@ -187,7 +190,12 @@ void BM_MemcpySingleThread_12x1024(benchmark::State& state) {
 }
 
 #define ATTNVIZ_BENCH(fn) \
-  BENCHMARK(fn)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(kRepetitions)->ReportAggregatesOnly(true)
+  BENCHMARK(fn)                                                                                 \
+      ->Unit(benchmark::kMillisecond)                                                          \
+      ->UseRealTime()                                                                          \
+      ->MeasureProcessCPUTime()                                                                \
+      ->Repetitions(kRepetitions)                                                              \
+      ->ReportAggregatesOnly(true)
 
 ATTNVIZ_BENCH(BM_MHA_12x1024x64);
 ATTNVIZ_BENCH(BM_GemmFloor_12x1024x64);
