@@ -115,7 +115,8 @@ bool drawHeadGridPanel(AppState& s) {
     const Archetype a = average ? Archetype::Random
                                 : (h < int(s.scene.scene.archetypes.size()) ? s.scene.scene.archetypes[h]
                                                                              : all[h % all.size()]);
-    const std::string name = average ? "average" : std::string(archetypeName(a));
+    const bool fromFiles = !s.scene.scene.qPath.empty();
+    const std::string name = average ? "average" : fromFiles ? "(file)" : std::string(archetypeName(a));
     if (ImGui::IsItemHovered() && img.tex.id()) {
       ImGui::BeginTooltip();
       if (average)

@@ -63,7 +63,7 @@ bool drawScenePanel(AppState& s) {
   ImGui::SetNextItemWidth(w);
   if (ImGui::SliderInt("Heads", &sc.heads, 1, 16)) inputs = true;
   ImGui::SetNextItemWidth(w);
-  if (ImGui::SliderInt("d_k", &sc.dHead, 2, 128)) inputs = true;
+  if (ImGui::SliderInt("d_k", &sc.dHead, 4, 256)) inputs = true;
   helpMarker("Width of each head's queries and keys (and values). Scores are divided by \xe2\x88\x9a" "d_k.");
   ImGui::SetNextItemWidth(w);
   int seed = int(sc.seed);

@@ -317,3 +317,43 @@ TEST(AppScenes, ASavedSceneReopensWithItsViewAndPaintedMask) {
 }
 
 }  // namespace
+
+namespace {
+
+// A float32 .npy of shape [rows, cols] (C order), written by hand: no helper from the project.
+void writeNpy(const std::string& path, int rows, int cols, const std::vector<float>& data) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  out.write("\x93NUMPY\x01\x00", 8);
+  const unsigned short len = static_cast<unsigned short>(header.size());
+  out.put(char(len & 0xff));
+  out.put(char(len >> 8));
+  out << header;
+  out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size() * sizeof(float)));
+}
+
+TEST(AppScenes, TensorsFromNpyFilesDriveTheHeatmap) {
+  // Q = K = 10 I (T = 4, d = 4): s_ii = 100 / sqrt(4) = 50 and s_ij = 0, so each row's weight
+  // is e^50 / (e^50 + 3) on the diagonal (1 to float precision) and about 6e-22 elsewhere.
+  const int T = 4;
+  std::vector<float> eye(T * T, 0.0f), v(T * T, 0.0f);
+  for (int i = 0; i < T; ++i) eye[i * T + i] = 10.0f, v[i * T + i] = 1.0f;
+  writeNpy(tempPath("q.npy"), T, T, eye);
+  writeNpy(tempPath("k.npy"), T, T, eye);
+  writeNpy(tempPath("v.npy"), T, T, v);
+  const std::string sc = tempPath("files.json");
+  std::ofstream(sc) << "{\"title\": \"from files\", \"query_text\": \"w x y z\", \"mode\": \"self\", \"heads\": 1,"
+                       " \"tensors\": {\"q\": \"attnviz_app_q.npy\", \"k\": \"attnviz_app_k.npy\","
+                       " \"v\": \"attnviz_app_v.npy\"}}";
+  const Shot s = runApp("files", "--scene " + sc);
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, T);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j)
+      EXPECT_EQ(tableIndex(attnviz::ColormapId::Viridis, s.cell(i, j)), i == j ? 255 : 0) << i << "," << j;
+}
+
+}  // namespace
