@@ -197,9 +197,21 @@ void drawLayout(App& app) {
   const float statusH = ImGui::GetFrameHeight() + 4 * sc;
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float bodyH = avail.y - statusH - ImGui::GetStyle().ItemSpacing.y;
-  const float leftW = std::round(std::clamp(avail.x * 0.2f, 250 * sc, 330 * sc));
-  const float rightW = std::round(std::clamp(avail.x * 0.22f, 260 * sc, 380 * sc));
-  const float centreW = avail.x - leftW - rightW - 2 * ImGui::GetStyle().ItemSpacing.x;
+  const float autoLeft = std::clamp(avail.x * 0.2f, 250 * sc, 330 * sc);
+  const float autoRight = std::clamp(avail.x * 0.22f, 260 * sc, 380 * sc);
+  const float leftW = std::round(std::clamp(s.ui.leftWidth > 0 ? s.ui.leftWidth * sc : autoLeft, 180 * sc, avail.x * 0.4f));
+  const float rightW = std::round(std::clamp(s.ui.rightWidth > 0 ? s.ui.rightWidth * sc : autoRight, 180 * sc, avail.x * 0.4f));
+  const float gap = ImGui::GetStyle().ItemSpacing.x;
+  const float centreW = avail.x - leftW - rightW - 2 * gap;
+  // A draggable gap between two panels; `width` grows by `sign` times the drag.
+  auto splitter = [&](const char* id, float& width, float current, float sign) {
+    ImGui::SameLine(0, 0);
+    ImGui::InvisibleButton(id, ImVec2(gap, bodyH));
+    if (ImGui::IsItemHovered() || ImGui::IsItemActive()) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
+    if (ImGui::IsItemActive()) width = (current + sign * ImGui::GetIO().MouseDelta.x) / sc;
+    if (ImGui::IsItemHovered() && ImGui::IsMouseDoubleClicked(0)) width = 0;  // back to automatic
+    ImGui::SameLine(0, 0);
+  };
 
   // Left: the controls.
   ImGui::BeginChild("controls", ImVec2(leftW, bodyH), true);
@@ -212,7 +224,7 @@ void drawLayout(App& app) {
   ImGui::EndChild();
 
   // Centre: stage bar, title line and the heatmap.
-  ImGui::SameLine();
+  splitter("##split-left", s.ui.leftWidth, leftW, 1.0f);
   ImGui::BeginChild("centre", ImVec2(centreW, bodyH), true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   drawStageBar(s);
   {
@@ -231,7 +243,7 @@ void drawLayout(App& app) {
   ImGui::EndChild();
 
   // Right: heads, the selected row, the mask.
-  ImGui::SameLine();
+  splitter("##split-right", s.ui.rightWidth, rightW, -1.0f);
   ImGui::BeginChild("side", ImVec2(rightW, bodyH), true);
   if (ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen)) drawHeadGridPanel(s);
   if (ImGui::CollapsingHeader("Row inspector", ImGuiTreeNodeFlags_DefaultOpen)) drawRowInspectorPanel(s);
@@ -567,7 +579,7 @@ int runGui(int argc, char** argv) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
-  io.ConfigFlags |= ImGuiConfigFlags_NavEnableKeyboard;
+  // Arrow keys belong to the heatmap (rows and heads), not to ImGui's keyboard navigation.
   app.iniPath = s.configDir.empty() || scripted ? "" : s.configDir + "/imgui.ini";
   io.IniFilename = app.iniPath.empty() ? nullptr : app.iniPath.c_str();
   loadFonts(s.ui.uiScale);

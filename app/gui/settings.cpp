@@ -43,6 +43,8 @@ void loadSettings(AppState& s) {
       if (auto c = colormapFromName(j["scoreColormap"].get<std::string>())) s.view.scoreColormap = *c;
     if (j.contains("showGrid")) s.view.showGrid = j["showGrid"].get<bool>();
     if (j.contains("browseDir")) s.ui.browseDir = j["browseDir"].get<std::string>();
+    if (j.contains("leftWidth")) s.ui.leftWidth = j["leftWidth"].get<float>();
+    if (j.contains("rightWidth")) s.ui.rightWidth = j["rightWidth"].get<float>();
   } catch (const json::exception&) {
     // A damaged settings file is ignored and rewritten on exit.
   }
@@ -55,6 +57,8 @@ void saveSettings(const AppState& s) {
       {"scoreColormap", colormapName(s.view.scoreColormap)},
       {"showGrid", s.view.showGrid},
       {"browseDir", s.ui.browseDir},
+      {"leftWidth", s.ui.leftWidth},
+      {"rightWidth", s.ui.rightWidth},
   };
   try {
     writeFileAtomic(s.configDir + "/settings.json", j.dump(2) + "\n");

@@ -249,6 +249,16 @@ bool drawHeatmapPanel(AppState& s) {
       v.selectedRow = std::min(d.rows - 1, v.selectedRow + 1), changed = true;
     if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_UpArrow)))
       v.selectedRow = std::max(0, v.selectedRow - 1), changed = true;
+    const int H = s.heads();
+    const bool left = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow));
+    const bool right = ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow));
+    if ((left || right) && H > 0) {
+      v.head = (v.head + (right ? 1 : H - 1)) % H;
+      v.headAverage = false;
+      s.displayDirty = true;
+      changed = true;
+    }
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home))) resetView(s);
   }
 
   // Overlays on the matrix, clipped to it.

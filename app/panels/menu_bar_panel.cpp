@@ -48,7 +48,9 @@ bool drawMenuBar(AppState& s) {
     ImGui::TextUnformatted("A mask adds \xe2\x88\x92\xe2\x88\x9e before the softmax (hatched cells).");
     ImGui::Separator();
     ImGui::TextDisabled("Click a row: inspect it.   Wheel: zoom.   Drag: pan.");
-    ImGui::TextDisabled("Up/Down: move the selected row.   Ctrl+O open, Ctrl+S export.");
+    ImGui::TextDisabled("Up/Down: selected row.   Left/Right: head.   Home: reset view.");
+    ImGui::TextDisabled("Ctrl+O open, Ctrl+S export PNG, Ctrl+Q quit.");
+    ImGui::TextDisabled("Paint mode: drag blocks cells, Shift+drag unblocks.");
     ImGui::TextDisabled("Drop .json scenes or .npy tensors on the window.");
     ImGui::EndMenu();
   }
