@@ -139,6 +139,7 @@ struct UiState {
   char npyRole = 0;                  // chosen role for npyRolePath, applied at the frame boundary
   std::string npyRolePath;
   float uiScale = 1.0f;
+  float tauSlider[4] = {0, 0, 0, 0};  // screen rect of the temperature slider (scripted drags)
   float leftWidth = 0, rightWidth = 0;  // side panels in unscaled pixels; 0 = automatic
   bool showHelp = false;
   bool printHover = false;       // --hover-cell: print the tooltip of the hovered cell

@@ -191,6 +191,10 @@ void HeatmapRenderer::upload(const DisplayMatrix& m) {
   rows_ = m.rows;
 }
 
+void HeatmapRenderer::refresh() {
+  if (haveLast_ && renderedVersion_ != uploadedVersion_) render(last_);
+}
+
 bool HeatmapRenderer::Target::operator==(const Target& o) const {
   return width == o.width && height == o.height && originX == o.originX && originY == o.originY &&
          cellsPerPixel == o.cellsPerPixel && colormap == o.colormap && mapping.lo == o.mapping.lo &&

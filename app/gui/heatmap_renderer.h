@@ -75,6 +75,10 @@ class HeatmapRenderer {
   // ImGui::Image, with uv0 = (0, 1) and uv1 = (1, 0) (GL textures are bottom-up).
   void* render(const Target& t);
 
+  // Draws again with the last target when the matrix changed since (a slider moved after the
+  // heatmap was laid out this frame), so the frame being built already shows the new values.
+  void refresh();
+
   RgbaImage& image(const std::string& key) { return images_[key]; }
   int maxTextureSize() const { return maxTextureSize_; }
 

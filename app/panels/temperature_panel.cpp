@@ -13,6 +13,8 @@ bool drawTemperaturePanel(AppState& s) {
     if (!(tau > 0.0f)) tau = 0.05f;
     changed = true;
   }
+  const ImVec2 r0 = ImGui::GetItemRectMin(), r1 = ImGui::GetItemRectMax();
+  s.ui.tauSlider[0] = r0.x, s.ui.tauSlider[1] = r0.y, s.ui.tauSlider[2] = r1.x, s.ui.tauSlider[3] = r1.y;
   const struct { const char* label; float value; const char* tip; } presets[] = {
       {"0.05", 0.05f, "Near argmax: each row puts almost all its weight on its best key."},
       {"1", 1.0f, "The usual softmax."},
