@@ -410,6 +410,10 @@ bool drawHeatmapPanel(AppState& s) {
     for (int k = 0; k < n; ++k) ImGui::TextUnformatted(lines[k]);
     if (v.stage != ViewStage::Weights && d.columnsAreKeys)
       ImGui::TextDisabled("shown (%s) = %g", stageLabel(v.stage), ci.shown);
+    else if (v.stage == ViewStage::Weights && v.wrongAxis)
+      ImGui::TextColored(ImVec4(1, 0.62f, 0.45f, 1), "shown: normalised over queries (wrong axis) = %.6f", ci.shown);
+    else if (v.stage == ViewStage::Weights && v.headAverage)
+      ImGui::TextDisabled("shown: average over heads = %.6f", ci.shown);
     ImGui::TextDisabled("click: select row   wheel: zoom   drag: pan");
     ImGui::EndTooltip();
     if (s.ui.printHover) {

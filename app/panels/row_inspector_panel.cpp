@@ -45,8 +45,10 @@ bool drawRowInspectorPanel(AppState& s) {
 
   ImGui::Text("Query %d: '%s'   (head %d)", i, s.scene.inputs.queryTokens[i].c_str(), h);
   if (st.fullyMasked) {
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1),
-                       "Fully masked: no key is allowed, so every weight is 0 and the output is 0.");
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.45f, 0.38f, 1));
+    ImGui::TextWrapped("Fully masked: the mask allows no key for this query, so every weight is 0 and "
+                       "its output is the zero vector. (PyTorch's softmax would give NaN here.)");
+    ImGui::PopStyleColor();
     return false;
   }
   int allowed = 0;
