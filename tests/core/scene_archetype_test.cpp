@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <map>
+#include <typeinfo>
 
 namespace attnviz {
 namespace {
@@ -244,6 +245,21 @@ TEST(SceneJson, WrongFieldTypeIsRefusedNamingTheField) {
     const std::string m = e.what();
     EXPECT_NE(m.find("s.json"), std::string::npos) << m;
     EXPECT_NE(m.find("heads"), std::string::npos) << m;
+  }
+}
+
+// Found by tests/fuzz/fuzz_scene.cpp: a number too large for a double made nlohmann throw its own
+// out_of_range, which escaped sceneFromJson (the app would crash instead of saying why).
+TEST(SceneJson, NumberTooLargeForADoubleIsRefusedAsBadInput) {
+  for (const char* text : {"1e400", "{\"heads\": 1e400}", "{\"temperature\": -1e999}"}) {
+    try {
+      sceneFromJson(text, "big.json");
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("big.json"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << text << ": escaped as " << typeid(e).name() << ": " << e.what();
+    }
   }
 }
 
