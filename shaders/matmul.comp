@@ -4,19 +4,13 @@
 //                                         (scores: S = Q K^T / sqrt(d_k)), else B = [K, N]
 //                                         (output: O = A V).
 // Each workgroup stages a BM x BK slab of A and a BK x BN slab of B in shared memory and each
-// of its 16 x 16 invocations accumulates a TM x TN block of C in registers. Sizes need not be
+// of its WG_X x WG_Y invocations accumulates a 4 x 4 block of C in four vec4 registers (no
+// arrays: a CPU rasterizer would spill indexed arrays to memory). Sizes need not be
 // multiples of the tile: loads outside the matrix read 0 and stores outside are skipped.
 // The host prepends `#version 430 core` and, for the scores, `#define B_TRANSPOSED 1`.
 // Offsets are in floats from the start of each bound range (ranges start at aligned offsets).
 
-// The host may predefine the tile shape (e.g. smaller workgroups for a CPU rasterizer);
-// BM = WG_Y * TM and BN = WG_X * TN must hold.
-#ifndef TM
-#define TM 4
-#endif
-#ifndef TN
-#define TN 4
-#endif
+// The host may predefine the workgroup shape and the k step (e.g. for a CPU rasterizer).
 #ifndef WG_X
 #define WG_X 16
 #endif
@@ -26,8 +20,8 @@
 #ifndef BK
 #define BK 16
 #endif
-#define BM (WG_Y * TM)
-#define BN (WG_X * TN)
+#define BM (WG_Y * 4)
+#define BN (WG_X * 4)
 
 layout(local_size_x = WG_X, local_size_y = WG_Y) in;
 
@@ -47,6 +41,17 @@ layout(location = 6) uniform int uCOff;
 shared float tileA[BK][BM + 1];
 shared float tileB[BK][BN + 1];
 
+// Row gr of this invocation's 4 x 4 block: columns gc0, gc0 + WG_X, gc0 + 2 WG_X, gc0 + 3 WG_X.
+void storeRow(int gr, int gc0, vec4 v) {
+  if (gr >= uM) return;
+  v *= uScale;
+  const int base = uCOff + gr * uN;
+  if (gc0 < uN) c[base + gc0] = v.x;
+  if (gc0 + WG_X < uN) c[base + gc0 + WG_X] = v.y;
+  if (gc0 + 2 * WG_X < uN) c[base + gc0 + 2 * WG_X] = v.z;
+  if (gc0 + 3 * WG_X < uN) c[base + gc0 + 3 * WG_X] = v.w;
+}
+
 void main() {
   const int tx = int(gl_LocalInvocationID.x);
   const int ty = int(gl_LocalInvocationID.y);
@@ -54,9 +59,9 @@ void main() {
   const int row0 = int(gl_WorkGroupID.y) * BM;
   const int col0 = int(gl_WorkGroupID.x) * BN;
 
-  float acc[TM][TN];
-  for (int m = 0; m < TM; ++m)
-    for (int n = 0; n < TN; ++n) acc[m][n] = 0.0;
+  // acc_m holds rows ty + m WG_Y, columns tx + n WG_X for n = 0..3 (strided, so that the
+  // invocations of a row read consecutive shared-memory words).
+  vec4 acc0 = vec4(0.0), acc1 = vec4(0.0), acc2 = vec4(0.0), acc3 = vec4(0.0);
 
   for (int k0 = 0; k0 < uK; k0 += BK) {
     // A slab: consecutive invocations read consecutive k of one row (row-major A).
@@ -82,21 +87,21 @@ void main() {
 #endif
     barrier();
     for (int kk = 0; kk < BK; ++kk) {
-      float ra[TM], rb[TN];
-      for (int m = 0; m < TM; ++m) ra[m] = tileA[kk][ty + m * WG_Y];
-      for (int n = 0; n < TN; ++n) rb[n] = tileB[kk][tx + n * WG_X];
-      for (int m = 0; m < TM; ++m)
-        for (int n = 0; n < TN; ++n) acc[m][n] += ra[m] * rb[n];
+      const vec4 ra = vec4(tileA[kk][ty], tileA[kk][ty + WG_Y], tileA[kk][ty + 2 * WG_Y],
+                           tileA[kk][ty + 3 * WG_Y]);
+      const vec4 rb = vec4(tileB[kk][tx], tileB[kk][tx + WG_X], tileB[kk][tx + 2 * WG_X],
+                           tileB[kk][tx + 3 * WG_X]);
+      acc0 += ra.x * rb;
+      acc1 += ra.y * rb;
+      acc2 += ra.z * rb;
+      acc3 += ra.w * rb;
     }
     barrier();
   }
 
-  for (int m = 0; m < TM; ++m) {
-    const int gr = row0 + ty + m * WG_Y;
-    if (gr >= uM) continue;
-    for (int n = 0; n < TN; ++n) {
-      const int gc = col0 + tx + n * WG_X;
-      if (gc < uN) c[uCOff + gr * uN + gc] = acc[m][n] * uScale;
-    }
-  }
+  const int gc0 = col0 + tx;
+  storeRow(row0 + ty, gc0, acc0);
+  storeRow(row0 + ty + WG_Y, gc0, acc1);
+  storeRow(row0 + ty + 2 * WG_Y, gc0, acc2);
+  storeRow(row0 + ty + 3 * WG_Y, gc0, acc3);
 }

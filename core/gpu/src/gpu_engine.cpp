@@ -23,13 +23,12 @@ constexpr int kMaxGroups = 65535;    // the minimum GL guarantees per dispatch d
 // Bound ranges are capped so that every in-range float index fits a GLSL int.
 constexpr std::size_t kMaxBindBytes = std::size_t{1} << 30;
 
-// Workgroup and register-tile shape of matmul.comp: a workgroup of WG_X x WG_Y invocations
-// computes a (WG_Y * TM) x (WG_X * TN) tile of C, stepping through K by BK.
+// Workgroup shape of matmul.comp: WG_X x WG_Y invocations, each computing a 4 x 4 block, make
+// a (4 WG_Y) x (4 WG_X) tile of C; K is consumed BK at a time.
 struct MatmulShape {
-  int wgX, wgY, tm, tn, bk;
+  int wgX, wgY, bk;
   std::string defines() const {
     return "#define WG_X " + std::to_string(wgX) + "\n#define WG_Y " + std::to_string(wgY) +
-           "\n#define TM " + std::to_string(tm) + "\n#define TN " + std::to_string(tn) +
            "\n#define BK " + std::to_string(bk) + "\n";
   }
 };
@@ -78,17 +77,18 @@ class GpuEngineImpl final : public GpuEngine {
     glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, 1, &groups);
     maxGroupsY_ = std::max(1, std::min(groups, kMaxGroups));
 
-    // Kernel shapes: GPUs get wide workgroups; a CPU rasterizer (llvmpipe) runs each
-    // workgroup on one core in 8-lane SIMD and pays for every barrier by switching between
-    // coroutines, so it gets one-vector workgroups (measured: about 3x faster GEMMs and 8x
-    // faster softmax than the GPU shapes on llvmpipe).
+    // Kernel shapes. A CPU rasterizer (llvmpipe) runs a workgroup on one core in 8-lane SIMD
+    // chunks and switches between the chunks at every barrier, so its softmax gets one-vector
+    // workgroups (measured 5-8x faster than 256 there); GPUs get 256. The GEMM tile showed no
+    // reliable winner over 16 x 16 on llvmpipe, so both use it. ATTNVIZ_GPU_MATMUL and
+    // ATTNVIZ_GPU_SOFTMAX_WG override them for tuning on new hardware.
     const bool cpuRasterizer = renderer_.find("llvmpipe") != std::string::npos ||
                                renderer_.find("softpipe") != std::string::npos;
-    MatmulShape mm = cpuRasterizer ? MatmulShape{8, 1, 8, 1, 32} : MatmulShape{16, 16, 4, 4, 16};
-    if (const char* e = std::getenv("ATTNVIZ_GPU_MATMUL"); e && *e) {  // "WG_X,WG_Y,TM,TN,BK"
-      if (std::sscanf(e, "%d,%d,%d,%d,%d", &mm.wgX, &mm.wgY, &mm.tm, &mm.tn, &mm.bk) != 5 ||
-          mm.wgX < 1 || mm.wgY < 1 || mm.tm < 1 || mm.tn < 1 || mm.bk < 1) {
-        throw std::runtime_error("ATTNVIZ_GPU_MATMUL must be WG_X,WG_Y,TM,TN,BK, got '" +
+    MatmulShape mm{16, 16, 16};
+    if (const char* e = std::getenv("ATTNVIZ_GPU_MATMUL"); e && *e) {  // "WG_X,WG_Y,BK"
+      if (std::sscanf(e, "%d,%d,%d", &mm.wgX, &mm.wgY, &mm.bk) != 3 || mm.wgX < 1 ||
+          mm.wgY < 1 || mm.bk < 1) {
+        throw std::runtime_error("ATTNVIZ_GPU_MATMUL must be WG_X,WG_Y,BK, got '" +
                                  std::string(e) + "'");
       }
     }
@@ -100,8 +100,8 @@ class GpuEngineImpl final : public GpuEngine {
     outputProg_ = GlProgram::compute("matmul.comp", mm.defines());
     softmaxProg_ =
         GlProgram::compute("softmax.comp", "#define WG " + std::to_string(softmaxWg) + "\n");
-    tileRows_ = mm.wgY * mm.tm;
-    tileCols_ = mm.wgX * mm.tn;
+    tileRows_ = 4 * mm.wgY;
+    tileCols_ = 4 * mm.wgX;
     dummy_ = GlBuffer(16, "placeholder buffer");
   }
 
@@ -182,7 +182,7 @@ class GpuEngineImpl final : public GpuEngine {
         dispatchTiles(colGroups, ceilDiv(rows, tileRows_));
       }
     }
-    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers may be shaders, copies or readback
   }
 
   void softmax(const AttentionParams& p, const std::vector<int>& heads) override {
@@ -231,7 +231,7 @@ class GpuEngineImpl final : public GpuEngine {
         glDispatchCompute(GLuint(rows), 1, 1);
       }
     }
-    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers may be shaders, copies or readback
     weightsReady_ = true;
   }
 
@@ -255,7 +255,7 @@ class GpuEngineImpl final : public GpuEngine {
         dispatchTiles(colGroups, ceilDiv(rows, tileRows_));
       }
     }
-    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers may be shaders, copies or readback
   }
 
   const AttentionResult& result(unsigned stages) override {
