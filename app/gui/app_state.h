@@ -104,6 +104,7 @@ struct ComputeState {
   std::vector<std::uint64_t> headVersion;  // per head, for thumbnails
   // Host copy of the engine's stages, refreshed after every compute (one GPU readback).
   const AttentionResult* result = nullptr;
+  bool scaledFetched = false;  // S is read back once per setInputs, never per softmax
 };
 
 struct Timing {

@@ -74,7 +74,10 @@ void computeHeads(AppState& s, const std::vector<int>& heads) {
     }
   }
   ++c.weightsVersion;
-  c.result = &c.engine->result(kStageAll);
+  // S only changes with the inputs; after the first read only what the softmax changed comes
+  // back (for the GPU backend this is the whole readback cost).
+  c.result = &c.engine->result(c.scaledFetched ? (kStageWeights | kStageOutput | kStageRows) : kStageAll);
+  c.scaledFetched = true;
 }
 
 bool allFresh(const AppState& s) {
@@ -318,6 +321,7 @@ void updateCompute(AppState& s) {
     c.headVersion.resize(H, 0);
     c.haveInputs = true;
     c.result = nullptr;
+    c.scaledFetched = false;
     c.biasMaskValid = false;
     s.timing.setInputsMs = msSince(t0);
     sc.inputsDirty = false;

@@ -635,6 +635,7 @@ int runGui(int argc, char** argv) {
     s.renderer = app.renderer.get();
     chooseEngine(app, o.backend);
     if (!s.compute.backendNote.empty()) std::fprintf(stderr, "attnviz: %s\n", s.compute.backendNote.c_str());
+    if (scripted) std::printf("backend: %s\n", s.compute.backend.c_str());
 
     if (o.reportTiming) {
       reportTiming(app);
