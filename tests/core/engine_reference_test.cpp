@@ -260,6 +260,38 @@ TEST(EngineVsReference, HighTemperatureMatches) {
   check(make(2, 15, 15, 16, 16), params({}, 4.0f));
 }
 
+// A seeded sweep of random configurations: sizes (odd ones included), every mask kind on or off,
+// custom bool or bias masks shared or per head, ALiBi, temperatures from 0.1 to 10.
+TEST(EngineVsReference, TwoHundredRandomConfigurationsMatch) {
+  std::mt19937 gen(2026);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen); };
+  for (int n = 0; n < 200; ++n) {
+    const int H = pick(1, 6), Tq = pick(1, 40), Tk = pick(1, 70), dk = pick(1, 33), dv = pick(1, 17);
+    MaskSpec m;
+    m.causal = pick(0, 1);
+    m.window = pick(0, 2) ? 0 : pick(1, 8);
+    m.prefix = pick(0, 3) ? 0 : pick(1, 5);
+    m.sink = pick(0, 3) ? 0 : pick(1, 3);
+    m.pad = pick(0, 3) ? 0 : pick(1, Tk);
+    m.alibi = pick(0, 2) == 0;
+    const int custom = pick(0, 4);
+    if (custom == 1 || custom == 2) {
+      m.customKind = MaskSpec::Custom::Allow;
+      m.custom = randomBoolMask(custom == 1 ? 1 : H, Tq, Tk, gen());
+    } else if (custom == 3) {
+      m.customKind = MaskSpec::Custom::Bias;
+      m.custom = ref::randomTensor(pick(0, 1) ? 1 : H, Tq, Tk, gen(), 1.5f);
+      if (pick(0, 1)) m.custom.data[gen() % m.custom.size()] = -std::numeric_limits<float>::infinity();
+    }
+    const float tau = std::pow(10.0f, std::uniform_real_distribution<float>(-1.0f, 1.0f)(gen));
+    SCOPED_TRACE(::testing::Message() << "config " << n << ": H " << H << " Tq " << Tq << " Tk " << Tk
+                                      << " dk " << dk << " dv " << dv << " " << describeMask(m)
+                                      << " custom " << custom << " tau " << tau);
+    check(make(H, Tq, Tk, dk, dv, 100 + n), params(m, tau));
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
 TEST(AlibiSlopes, PowerOfTwoHeadsFollowThePaper) {
   for (int H : {1, 2, 4, 8, 16, 32}) {
     const std::vector<float> got = alibiSlopes(H);
