@@ -557,6 +557,27 @@ TEST(EngineDeterminism, ResultsDoNotDependOnEarlierRunsOfOtherSizes) {
   EXPECT_EQ(differing, 0) << "of 30 repeated runs on identical inputs";
 }
 
+TEST(EngineInfo, SoftmaxOrOutputBeforeAnyInputsDoesNotCrash) {
+  auto engine = makeCpuEngine();
+  try {
+    engine->softmax(AttentionParams{});
+    engine->output();
+  } catch (const std::exception&) {
+    // refusing is fine; crashing is not
+  }
+  EXPECT_TRUE(engine->result().weights.empty());
+}
+
+TEST(EngineInfo, HeadOutOfRangeIsRefused) {
+  Fixture3 in;
+  auto engine = makeCpuEngine();
+  engine->setInputs(in.q, in.k, in.v);
+  EXPECT_ANY_THROW(engine->softmax(AttentionParams{}, {4}));
+  EXPECT_ANY_THROW(engine->softmax(AttentionParams{}, {-1}));
+}
+
+TEST(EngineInfo, AlibiSlopesForZeroHeadsAreEmpty) { EXPECT_TRUE(alibiSlopes(0).empty()); }
+
 TEST(EngineInfo, CpuEngineNameMentionsCpuAndThreadCountIsPositive) {
   EXPECT_NE(makeCpuEngine()->name().find("CPU"), std::string::npos);
   EXPECT_GE(cpuThreads(), 1);
