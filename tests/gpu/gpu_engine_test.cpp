@@ -125,6 +125,33 @@ TEST(GpuEngine, TilesQueryRowsWhenAHeadExceedsTheStorageBlockLimit) {
   }
 }
 
+TEST(GpuEngine, OtherKernelShapesGiveTheSameResults) {
+  // llvmpipe gets 8-wide softmax workgroups; GPUs get 256 (a deeper shared-memory reduction).
+  // Run the GPU shapes here too, with a non-square GEMM tile, so CI covers them.
+  ScopedEnv wg("ATTNVIZ_GPU_SOFTMAX_WG", "256");
+  ScopedEnv mm("ATTNVIZ_GPU_MATMUL", "8,4,32");
+  ATTNVIZ_GPU_ENGINE_OR_SKIP(gpu);
+  const Inputs in = seededInputs(3, 300, 517, 72, 15);
+  AttentionParams p;
+  p.mask.causal = true;
+  p.mask.window = 200;
+  p.mask.sink = 3;
+  p.mask.alibi = true;
+  p.temperature = 0.5f;
+  gpu->run(in.q, in.k, in.v, p);
+  auto cpu = makeCpuEngine();
+  cpu->run(in.q, in.k, in.v, p);
+  EXPECT_TRUE(withinParity("scaled", gpu->result().scaled, cpu->result().scaled));
+  EXPECT_TRUE(withinParity("weights", gpu->result().weights, cpu->result().weights));
+  EXPECT_TRUE(withinParity("output", gpu->result().output, cpu->result().output));
+  const AttentionResult& g = gpu->result();
+  const AttentionResult& c = cpu->result();
+  for (std::size_t r = 0; r < c.rows.size(); ++r) {
+    ASSERT_EQ(g.rows[r].argmax, c.rows[r].argmax) << "row " << r;
+    ASSERT_NEAR(g.rows[r].entropy, c.rows[r].entropy, 1e-4) << "row " << r;
+  }
+}
+
 TEST(GpuEngine, RefusesAKeyRowLargerThanTheStorageBlockLimit) {
   ScopedEnv limit("ATTNVIZ_GPU_MAX_BIND_BYTES", "8192");
   ATTNVIZ_GPU_ENGINE_OR_SKIP(gpu);

@@ -6,7 +6,13 @@
 // Buffers (std430, float32, row-major, all heads contiguous):
 //   scaled  S: [H, T_q, T_k]    weights A: [H, T_q, T_k]    output O: [H, T_q, d_v]
 // Sizes beyond GL_MAX_SHADER_STORAGE_BLOCK_SIZE are processed head by head and, within a head,
-// in tiles of query rows; only a single key row (T_k floats) must fit one binding.
+// in tiles of query rows; one row of scores (T_k floats) and one head of K or V must each fit
+// one binding, or setInputs() throws InputError naming the limit.
+//
+// Environment: ATTNVIZ_SHADER_DIR (load shaders/*.comp from a folder, read when the engine is
+// built), ATTNVIZ_EGL_PLATFORM (see makeGpuEngineHeadless), and for tuning and tests
+// ATTNVIZ_GPU_MATMUL="WG_X,WG_Y,BK", ATTNVIZ_GPU_SOFTMAX_WG=<power of two> and
+// ATTNVIZ_GPU_MAX_BIND_BYTES=<n> (pretend the SSBO binding limit is n bytes).
 #pragma once
 
 #include "attnviz/engine.h"
