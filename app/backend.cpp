@@ -23,7 +23,8 @@ std::unique_ptr<AttentionEngine> createHeadlessEngine(const std::string& backend
                           r.find("SwiftShader") != std::string::npos;
     // As in the GUI: on a software rasterizer the CPU engine is several times faster.
     if (backend == "gpu" || !software) return gpu;
-    note = "GL renderer is software (" + r + "): using the CPU, which is faster; --backend gpu forces the GPU";
+    note = "GL renderer is software (" + r +
+           "): using the CPU, which is faster; --backend gpu forces the GPU";
     return makeCpuEngine();
   } catch (const std::runtime_error& e) {
     if (backend == "gpu") throw InputError(std::string("--backend gpu: ") + e.what());

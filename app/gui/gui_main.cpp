@@ -139,7 +139,7 @@ void applyStyle(float scale) {
   c[ImGuiCol_FrameBg] = ImVec4(0.17f, 0.18f, 0.21f, 1);
   c[ImGuiCol_Button] = ImVec4(0.20f, 0.23f, 0.30f, 1);
   c[ImGuiCol_ButtonActive] = ImVec4(0.85f, 0.52f, 0.10f, 1);
-  c[ImGuiCol_SliderGrab] = ImVec4(0.90f, 0.60f, 0.15f, 1);
+  c[ImGuiCol_SliderGrab] = ImVec4(0.90f, 0.60f, 0.15f, 0.55f);
   c[ImGuiCol_SliderGrabActive] = ImVec4(1.0f, 0.70f, 0.25f, 1);
   c[ImGuiCol_CheckMark] = ImVec4(1.0f, 0.68f, 0.20f, 1);
   st.ScaleAllSizes(scale);
