@@ -12,8 +12,6 @@
 //   BM_GpuReadbackWeights  result(kStageWeights): the [H, T, T] weights to host memory
 // ATTNVIZ_BENCH_LARGE=1 adds 32 heads x T=8192 (17 GiB of GPU buffers: for real GPUs only).
 #define GL_GLEXT_PROTOTYPES 1
-#include "attnviz/gpu_engine.h"
-
 #include <GL/glcorearb.h>
 #include <benchmark/benchmark.h>
 
@@ -23,6 +21,8 @@
 #include <memory>
 #include <random>
 #include <string>
+
+#include "attnviz/gpu_engine.h"
 
 namespace {
 
@@ -71,18 +71,18 @@ void setAttentionCounters(benchmark::State& state, const Shape& s) {
 }
 
 void setSoftmaxCounters(benchmark::State& state, double floats) {
-  state.counters["GB/s"] = benchmark::Counter(2.0 * floats * 4.0 * 1e-9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(2.0 * floats * 4.0 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] =
       benchmark::Counter(5.0 * floats * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-#define GPU_OR_SKIP(state, var)             \
-  std::string why_;                         \
-  GpuEngine* var = engine(why_);            \
-  if (var == nullptr) {                     \
-    (state).SkipWithError(why_.c_str());    \
-    return;                                 \
+#define GPU_OR_SKIP(state, var)          \
+  std::string why_;                      \
+  GpuEngine* var = engine(why_);         \
+  if (var == nullptr) {                  \
+    (state).SkipWithError(why_.c_str()); \
+    return;                              \
   }
 
 // Full MHA: upload Q, K, V, S = QK^T/sqrt(d), causal softmax, O = AV; to glFinish.

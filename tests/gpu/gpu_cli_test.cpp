@@ -1,8 +1,4 @@
 // attnviz GPU tests: `attnviz compute --backend gpu` writes what `--backend cpu` writes.
-#include "gpu_test_util.h"
-
-#include "attnviz/npy.h"
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include "attnviz/npy.h"
+#include "gpu_test_util.h"
 
 namespace attnviz {
 namespace {
@@ -28,8 +27,8 @@ struct CliRun {
 // Runs `attnviz <args>` through the shell with `env` prefixed; captures stderr.
 CliRun runCli(const std::string& env, const std::string& args, const fs::path& dir) {
   const fs::path errFile = dir / "stderr.txt";
-  const std::string cmd = env + " '" ATTNVIZ_BINARY "' " + args + " >/dev/null 2>'" +
-                          errFile.string() + "'";
+  const std::string cmd =
+      env + " '" ATTNVIZ_BINARY "' " + args + " >/dev/null 2>'" + errFile.string() + "'";
   CliRun r;
   const int raw = std::system(cmd.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -43,14 +42,15 @@ CliRun runCli(const std::string& env, const std::string& args, const fs::path& d
 class GpuCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("attnviz_gpu_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("attnviz_gpu_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
     saveNpy((dir_ / "q.npy").string(), ref::randomTensor(3, 33, 16, 21));
     saveNpy((dir_ / "k.npy").string(), ref::randomTensor(3, 40, 16, 22));
     saveNpy((dir_ / "v.npy").string(), ref::randomTensor(3, 40, 24, 23));
-    io_ = "--q '" + (dir_ / "q.npy").string() + "' --k '" + (dir_ / "k.npy").string() +
-          "' --v '" + (dir_ / "v.npy").string() + "'";
+    io_ = "--q '" + (dir_ / "q.npy").string() + "' --k '" + (dir_ / "k.npy").string() + "' --v '" +
+          (dir_ / "v.npy").string() + "'";
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string outArgs(const std::string& tag) const {
@@ -94,8 +94,8 @@ TEST_F(GpuCli, ComputeWithBackendGpuWritesWhatTheCpuWrites) {
 
 TEST_F(GpuCli, BackendGpuWithoutAContextFailsWithOneLineAndExitStatus1) {
   // An invalid platform choice makes the headless context impossible on any machine.
-  const CliRun r = runCli("ATTNVIZ_EGL_PLATFORM=none",
-                       "compute " + io_ + " --backend gpu" + outArgs("x"), dir_);
+  const CliRun r =
+      runCli("ATTNVIZ_EGL_PLATFORM=none", "compute " + io_ + " --backend gpu" + outArgs("x"), dir_);
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("--backend gpu"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -104,7 +104,7 @@ TEST_F(GpuCli, BackendGpuWithoutAContextFailsWithOneLineAndExitStatus1) {
 
 TEST_F(GpuCli, BackendAutoFallsBackToTheCpuAndSaysSo) {
   const CliRun r = runCli("ATTNVIZ_EGL_PLATFORM=none",
-                       "compute " + io_ + " --backend auto" + outArgs("auto"), dir_);
+                          "compute " + io_ + " --backend auto" + outArgs("auto"), dir_);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("using the CPU"), std::string::npos) << r.err;
   const CliRun cpu = runCli("", "compute " + io_ + " --backend cpu" + outArgs("cpu"), dir_);

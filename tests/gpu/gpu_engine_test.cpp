@@ -1,10 +1,9 @@
 // attnviz GPU tests: the engine's behaviour beyond a single run: re-softmax from cached scores,
 // per-head work, tiling past the SSBO limit, readback on request, and clear failures.
-#include "gpu_test_util.h"
-
 #include <EGL/egl.h>
 #include <EGL/eglext.h>
 #include <GL/glcorearb.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -12,7 +11,7 @@
 #include <limits>
 #include <thread>
 
-#include <unistd.h>
+#include "gpu_test_util.h"
 
 namespace attnviz {
 namespace {
@@ -214,8 +213,8 @@ TEST(GpuEngine, ABrokenShaderNamesTheFileAndTheCompilerMessageOnOneLine) {
   {
     ATTNVIZ_GPU_ENGINE_OR_SKIP(probe);  // a context must exist for the compiler to run
   }
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("attnviz_badshader_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("attnviz_badshader_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "softmax.comp") << "layout(local_size_x = WG) in;\nvoid main() { nope(); }\n";
   ScopedEnv shaders("ATTNVIZ_SHADER_DIR", dir.string());
@@ -237,11 +236,15 @@ TEST(GpuEngine, OnCurrentContextRunsOnTheCallersOwnContext) {
   // window would be) and the engine uses it without switching contexts.
   auto getDisplay = reinterpret_cast<PFNEGLGETPLATFORMDISPLAYEXTPROC>(
       eglGetProcAddress("eglGetPlatformDisplayEXT"));
-  EGLDisplay dpy = getDisplay ? getDisplay(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY,
-                                           nullptr)
-                              : EGL_NO_DISPLAY;
-  const EGLint attribs[] = {EGL_CONTEXT_MAJOR_VERSION, 4, EGL_CONTEXT_MINOR_VERSION, 3,
-                            EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT,
+  EGLDisplay dpy = getDisplay
+                       ? getDisplay(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, nullptr)
+                       : EGL_NO_DISPLAY;
+  const EGLint attribs[] = {EGL_CONTEXT_MAJOR_VERSION,
+                            4,
+                            EGL_CONTEXT_MINOR_VERSION,
+                            3,
+                            EGL_CONTEXT_OPENGL_PROFILE_MASK,
+                            EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT,
                             EGL_NONE};
   EGLContext ctx = EGL_NO_CONTEXT;
   if (dpy != EGL_NO_DISPLAY && eglInitialize(dpy, nullptr, nullptr) && eglBindAPI(EGL_OPENGL_API)) {

@@ -1,8 +1,6 @@
 // attnviz GPU tests: the same seeded inputs through the CPU engine and the GPU engine.
 // NMSE <= 1e-7 and max abs error <= 1e-5 on the weights and the outputs; masked weights must
 // be exactly 0 on the GPU (checked against the reference mask rule, not the CPU); row stats agree.
-#include "gpu_test_util.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -11,6 +9,8 @@
 #include <random>
 #include <utility>
 #include <vector>
+
+#include "gpu_test_util.h"
 
 namespace attnviz {
 namespace {
@@ -63,8 +63,7 @@ Tensor3 biasMask(int heads, int Tq, int Tk, std::uint32_t seed) {
   std::bernoulli_distribution blocked(0.2);
   for (int h = 0; h < heads; ++h)
     for (int i = 0; i < Tq; ++i)
-      for (int j = 0; j < Tk; ++j)
-        m.at(h, i, j) = (i == Tq / 2 || blocked(gen)) ? -kInf : n(gen);
+      for (int j = 0; j < Tk; ++j) m.at(h, i, j) = (i == Tq / 2 || blocked(gen)) ? -kInf : n(gen);
   return m;
 }
 
@@ -106,10 +105,8 @@ std::vector<Case> cases() {
   }
 
   // Each mask kind alone (H = 12, T = 129).
-  auto maskCase = [&](const std::string& name, auto setup, int H = 12, int Tq = 129,
-                      int Tk = 129, int d = 64) {
-    add(name, H, Tq, Tk, d, d, params(), setup);
-  };
+  auto maskCase = [&](const std::string& name, auto setup, int H = 12, int Tq = 129, int Tk = 129,
+                      int d = 64) { add(name, H, Tq, Tk, d, d, params(), setup); };
   maskCase("Causal", [](MaskSpec& m, int, int, int) { m.causal = true; });
   maskCase("Window4", [](MaskSpec& m, int, int, int) { m.window = 4; });
   maskCase("Prefix5", [](MaskSpec& m, int, int, int) { m.prefix = 5; });
@@ -117,7 +114,8 @@ std::vector<Case> cases() {
   maskCase("Pad10", [](MaskSpec& m, int, int, int) { m.pad = 10; });
   maskCase("PadAllKeys_FullyMasked", [](MaskSpec& m, int, int, int Tk) { m.pad = Tk; });
   maskCase("Alibi_H12", [](MaskSpec& m, int, int, int) { m.alibi = true; });
-  maskCase("Alibi_H8", [](MaskSpec& m, int, int, int) { m.alibi = true; }, 8);
+  maskCase(
+      "Alibi_H8", [](MaskSpec& m, int, int, int) { m.alibi = true; }, 8);
   maskCase("CustomAllowShared", [](MaskSpec& m, int, int Tq, int Tk) {
     m.customKind = MaskSpec::Custom::Allow;
     m.custom = allowMask(1, Tq, Tk, 11);
@@ -130,10 +128,13 @@ std::vector<Case> cases() {
     m.customKind = MaskSpec::Custom::Bias;
     m.custom = biasMask(1, Tq, Tk, 13);
   });
-  maskCase("CustomBiasPerHead_CrossTq33Tk129", [](MaskSpec& m, int H, int Tq, int Tk) {
-    m.customKind = MaskSpec::Custom::Bias;
-    m.custom = biasMask(H, Tq, Tk, 14);
-  }, 12, 33, 129);
+  maskCase(
+      "CustomBiasPerHead_CrossTq33Tk129",
+      [](MaskSpec& m, int H, int Tq, int Tk) {
+        m.customKind = MaskSpec::Custom::Bias;
+        m.custom = biasMask(H, Tq, Tk, 14);
+      },
+      12, 33, 129);
 
   // Combinations.
   maskCase("CausalWindowSink", [](MaskSpec& m, int, int, int) {
@@ -153,32 +154,44 @@ std::vector<Case> cases() {
     m.customKind = MaskSpec::Custom::Bias;
     m.custom = biasMask(1, Tq, Tk, 15);
   });
-  maskCase("EverythingCross_Tq33_Tk129", [](MaskSpec& m, int H, int Tq, int Tk) {
-    m.causal = true;
-    m.window = 9;
-    m.prefix = 4;
-    m.sink = 2;
-    m.pad = 5;
-    m.alibi = true;
-    m.customKind = MaskSpec::Custom::Allow;
-    m.custom = allowMask(H, Tq, Tk, 16);
-  }, 12, 33, 129);
-  maskCase("CausalAlibi_T1000", [](MaskSpec& m, int, int, int) {
-    m.causal = true;
-    m.alibi = true;
-  }, 1, 1000, 1000, 64);
-  maskCase("CausalWindowAlibiCustomAllow_H12_T1000", [](MaskSpec& m, int H, int Tq, int Tk) {
-    m.causal = true;
-    m.window = 100;
-    m.alibi = true;
-    m.customKind = MaskSpec::Custom::Allow;
-    m.custom = allowMask(H, Tq, Tk, 17);
-  }, 12, 1000, 1000, 64);
-  maskCase("WindowSinkPad_T1000_d128", [](MaskSpec& m, int, int, int) {
-    m.window = 64;
-    m.sink = 4;
-    m.pad = 100;
-  }, 1, 1000, 1000, 128);
+  maskCase(
+      "EverythingCross_Tq33_Tk129",
+      [](MaskSpec& m, int H, int Tq, int Tk) {
+        m.causal = true;
+        m.window = 9;
+        m.prefix = 4;
+        m.sink = 2;
+        m.pad = 5;
+        m.alibi = true;
+        m.customKind = MaskSpec::Custom::Allow;
+        m.custom = allowMask(H, Tq, Tk, 16);
+      },
+      12, 33, 129);
+  maskCase(
+      "CausalAlibi_T1000",
+      [](MaskSpec& m, int, int, int) {
+        m.causal = true;
+        m.alibi = true;
+      },
+      1, 1000, 1000, 64);
+  maskCase(
+      "CausalWindowAlibiCustomAllow_H12_T1000",
+      [](MaskSpec& m, int H, int Tq, int Tk) {
+        m.causal = true;
+        m.window = 100;
+        m.alibi = true;
+        m.customKind = MaskSpec::Custom::Allow;
+        m.custom = allowMask(H, Tq, Tk, 17);
+      },
+      12, 1000, 1000, 64);
+  maskCase(
+      "WindowSinkPad_T1000_d128",
+      [](MaskSpec& m, int, int, int) {
+        m.window = 64;
+        m.sink = 4;
+        m.pad = 100;
+      },
+      1, 1000, 1000, 128);
 
   // Temperature.
   const std::pair<float, const char*> taus[] = {{0.1f, "0_1"}, {1.0f, "1"}, {10.0f, "10"}};
@@ -202,8 +215,8 @@ std::vector<Case> cases() {
           masked = masked || m.custom.at(m.custom.heads == 1 ? 0 : h, i, j) == -kInf;
         }
         if (masked && w.at(h, i, j) != 0.0f) {
-          return ::testing::AssertionFailure() << "masked weight [" << h << ", " << i << ", " << j
-                                               << "] = " << w.at(h, i, j);
+          return ::testing::AssertionFailure()
+                 << "masked weight [" << h << ", " << i << ", " << j << "] = " << w.at(h, i, j);
         }
       }
   return ::testing::AssertionSuccess();
@@ -260,7 +273,9 @@ TEST_P(GpuParity, MatchesCpuEngine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, GpuParity, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace attnviz

@@ -2,16 +2,16 @@
 // test-backend-ops does (normalized mean squared error plus a max-abs bound).
 #pragma once
 
-#include "attnviz/engine.h"
-#include "attnviz/gpu_engine.h"
-#include "tests/reference.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
+
+#include "attnviz/engine.h"
+#include "attnviz/gpu_engine.h"
+#include "tests/reference.h"
 
 namespace attnviz::gputest {
 
@@ -36,17 +36,17 @@ inline void tryMakeEngine(std::unique_ptr<GpuEngine>& out, std::string& why) {
 
 // Declares `var` as a headless GPU engine. Without a context the test FAILS when
 // ATTNVIZ_REQUIRE_GPU=1 (CI) and is skipped otherwise, with the reason either way.
-#define ATTNVIZ_GPU_ENGINE_OR_SKIP(var)                                                  \
-  std::unique_ptr<::attnviz::GpuEngine> var;                                             \
-  do {                                                                                   \
-    std::string why_;                                                                    \
-    ::attnviz::gputest::tryMakeEngine(var, why_);                                        \
-    if (!var) {                                                                          \
-      if (::attnviz::gputest::gpuRequired()) {                                           \
-        FAIL() << "no GPU engine and ATTNVIZ_REQUIRE_GPU=1: " << why_;                   \
-      }                                                                                  \
-      GTEST_SKIP() << "no GPU engine: " << why_;                                         \
-    }                                                                                    \
+#define ATTNVIZ_GPU_ENGINE_OR_SKIP(var)                                \
+  std::unique_ptr<::attnviz::GpuEngine> var;                           \
+  do {                                                                 \
+    std::string why_;                                                  \
+    ::attnviz::gputest::tryMakeEngine(var, why_);                      \
+    if (!var) {                                                        \
+      if (::attnviz::gputest::gpuRequired()) {                         \
+        FAIL() << "no GPU engine and ATTNVIZ_REQUIRE_GPU=1: " << why_; \
+      }                                                                \
+      GTEST_SKIP() << "no GPU engine: " << why_;                       \
+    }                                                                  \
   } while (0)
 
 namespace attnviz::gputest {

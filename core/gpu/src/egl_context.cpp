@@ -23,18 +23,30 @@ bool hasExtension(const char* list, const char* name) {
 
 std::string eglErrorName(EGLint e) {
   switch (e) {
-    case EGL_SUCCESS: return "EGL_SUCCESS";
-    case EGL_NOT_INITIALIZED: return "EGL_NOT_INITIALIZED";
-    case EGL_BAD_ACCESS: return "EGL_BAD_ACCESS";
-    case EGL_BAD_ALLOC: return "EGL_BAD_ALLOC";
-    case EGL_BAD_ATTRIBUTE: return "EGL_BAD_ATTRIBUTE";
-    case EGL_BAD_CONFIG: return "EGL_BAD_CONFIG";
-    case EGL_BAD_CONTEXT: return "EGL_BAD_CONTEXT";
-    case EGL_BAD_DISPLAY: return "EGL_BAD_DISPLAY";
-    case EGL_BAD_MATCH: return "EGL_BAD_MATCH";
-    case EGL_BAD_PARAMETER: return "EGL_BAD_PARAMETER";
-    case EGL_BAD_SURFACE: return "EGL_BAD_SURFACE";
-    default: return "EGL error " + std::to_string(e);
+    case EGL_SUCCESS:
+      return "EGL_SUCCESS";
+    case EGL_NOT_INITIALIZED:
+      return "EGL_NOT_INITIALIZED";
+    case EGL_BAD_ACCESS:
+      return "EGL_BAD_ACCESS";
+    case EGL_BAD_ALLOC:
+      return "EGL_BAD_ALLOC";
+    case EGL_BAD_ATTRIBUTE:
+      return "EGL_BAD_ATTRIBUTE";
+    case EGL_BAD_CONFIG:
+      return "EGL_BAD_CONFIG";
+    case EGL_BAD_CONTEXT:
+      return "EGL_BAD_CONTEXT";
+    case EGL_BAD_DISPLAY:
+      return "EGL_BAD_DISPLAY";
+    case EGL_BAD_MATCH:
+      return "EGL_BAD_MATCH";
+    case EGL_BAD_PARAMETER:
+      return "EGL_BAD_PARAMETER";
+    case EGL_BAD_SURFACE:
+      return "EGL_BAD_SURFACE";
+    default:
+      return "EGL error " + std::to_string(e);
   }
 }
 
@@ -53,9 +65,13 @@ std::string tryDisplay(EGLDisplay dpy, Attempt& out) {
   }
   if (!eglBindAPI(EGL_OPENGL_API)) return "desktop OpenGL is not supported by this EGL";
   const char* ext = eglQueryString(dpy, EGL_EXTENSIONS);
-  const EGLint ctxAttribs[] = {EGL_CONTEXT_MAJOR_VERSION, 4, EGL_CONTEXT_MINOR_VERSION, 3,
+  const EGLint ctxAttribs[] = {EGL_CONTEXT_MAJOR_VERSION,
+                               4,
+                               EGL_CONTEXT_MINOR_VERSION,
+                               3,
                                EGL_CONTEXT_OPENGL_PROFILE_MASK,
-                               EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT, EGL_NONE};
+                               EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT,
+                               EGL_NONE};
   const bool surfaceless = hasExtension(ext, "EGL_KHR_surfaceless_context");
   EGLConfig config = EGL_NO_CONFIG_KHR;
   if (!hasExtension(ext, "EGL_KHR_no_config_context") || !surfaceless) {
@@ -117,8 +133,8 @@ std::unique_ptr<EglContext> EglContext::create() {
     if (!hasExtension(clientExt, "EGL_MESA_platform_surfaceless")) {
       note("surfaceless", "EGL_MESA_platform_surfaceless missing");
     } else {
-      EGLDisplay dpy = getPlatformDisplay(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY,
-                                          nullptr);
+      EGLDisplay dpy =
+          getPlatformDisplay(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, nullptr);
       if (std::string why = tryDisplay(dpy, got); why.empty()) {
         platform = "surfaceless";
       } else {
@@ -128,8 +144,8 @@ std::unique_ptr<EglContext> EglContext::create() {
   }
 
   if (got.context == EGL_NO_CONTEXT && (only.empty() || only == "device")) {
-    auto queryDevices = reinterpret_cast<PFNEGLQUERYDEVICESEXTPROC>(
-        eglGetProcAddress("eglQueryDevicesEXT"));
+    auto queryDevices =
+        reinterpret_cast<PFNEGLQUERYDEVICESEXTPROC>(eglGetProcAddress("eglQueryDevicesEXT"));
     auto queryDeviceString = reinterpret_cast<PFNEGLQUERYDEVICESTRINGEXTPROC>(
         eglGetProcAddress("eglQueryDeviceStringEXT"));
     if (!hasExtension(clientExt, "EGL_EXT_platform_device") || queryDevices == nullptr) {

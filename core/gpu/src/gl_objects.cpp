@@ -1,10 +1,10 @@
 #include "gl_objects.h"
 
-#include "attnviz/shader_source.h"
-
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
+
+#include "attnviz/shader_source.h"
 
 namespace attnviz::gpu {
 

@@ -46,8 +46,7 @@ class GlProgram {
  public:
   GlProgram() = default;
   ~GlProgram() { reset(); }
-  GlProgram(GlProgram&& o) noexcept
-      : id_(std::exchange(o.id_, 0u)), label_(std::move(o.label_)) {}
+  GlProgram(GlProgram&& o) noexcept : id_(std::exchange(o.id_, 0u)), label_(std::move(o.label_)) {}
   GlProgram& operator=(GlProgram&& o) noexcept {
     if (this != &o) {
       reset();

@@ -2,15 +2,15 @@
 // shaders/matmul.comp and shaders/softmax.comp for the kernels.
 #include "attnviz/gpu_engine.h"
 
-#include "egl_context.h"
-#include "gl_objects.h"
-
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+
+#include "egl_context.h"
+#include "gl_objects.h"
 
 namespace attnviz {
 
@@ -19,7 +19,7 @@ namespace {
 using gpu::GlBuffer;
 using gpu::GlProgram;
 
-constexpr int kMaxGroups = 65535;    // the minimum GL guarantees per dispatch dimension
+constexpr int kMaxGroups = 65535;  // the minimum GL guarantees per dispatch dimension
 // Bound ranges are capped so that every in-range float index fits a GLSL int.
 constexpr std::size_t kMaxBindBytes = std::size_t{1} << 30;
 
@@ -86,10 +86,10 @@ class GpuEngineImpl final : public GpuEngine {
                                renderer_.find("softpipe") != std::string::npos;
     MatmulShape mm{16, 16, 16};
     if (const char* e = std::getenv("ATTNVIZ_GPU_MATMUL"); e && *e) {  // "WG_X,WG_Y,BK"
-      if (std::sscanf(e, "%d,%d,%d", &mm.wgX, &mm.wgY, &mm.bk) != 3 || mm.wgX < 1 ||
-          mm.wgY < 1 || mm.bk < 1) {
-        throw std::runtime_error("ATTNVIZ_GPU_MATMUL must be WG_X,WG_Y,BK, got '" +
-                                 std::string(e) + "'");
+      if (std::sscanf(e, "%d,%d,%d", &mm.wgX, &mm.wgY, &mm.bk) != 3 || mm.wgX < 1 || mm.wgY < 1 ||
+          mm.bk < 1) {
+        throw std::runtime_error("ATTNVIZ_GPU_MATMUL must be WG_X,WG_Y,BK, got '" + std::string(e) +
+                                 "'");
       }
     }
     const int softmaxWg = envInt("ATTNVIZ_GPU_SOFTMAX_WG", cpuRasterizer ? 8 : 256);
@@ -182,7 +182,8 @@ class GpuEngineImpl final : public GpuEngine {
         dispatchTiles(colGroups, ceilDiv(rows, tileRows_));
       }
     }
-    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers may be shaders, copies or readback
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers
+                                           // may be shaders, copies or readback
   }
 
   void softmax(const AttentionParams& p, const std::vector<int>& heads) override {
@@ -231,7 +232,8 @@ class GpuEngineImpl final : public GpuEngine {
         glDispatchCompute(GLuint(rows), 1, 1);
       }
     }
-    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers may be shaders, copies or readback
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers
+                                           // may be shaders, copies or readback
     weightsReady_ = true;
   }
 
@@ -255,7 +257,8 @@ class GpuEngineImpl final : public GpuEngine {
         dispatchTiles(colGroups, ceilDiv(rows, tileRows_));
       }
     }
-    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers may be shaders, copies or readback
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers
+                                           // may be shaders, copies or readback
   }
 
   const AttentionResult& result(unsigned stages) override {

@@ -15,10 +15,10 @@
 // ATTNVIZ_GPU_MAX_BIND_BYTES=<n> (pretend the SSBO binding limit is n bytes).
 #pragma once
 
-#include "attnviz/engine.h"
-
 #include <memory>
 #include <string>
+
+#include "attnviz/engine.h"
 
 namespace attnviz {
 
