@@ -48,7 +48,7 @@ double msSince(Clock::time_point t0) {
 struct Options {
   std::string scenePositional, scene;
   int frames = -1;
-  std::string screenshot, exportPath, saveScenePath;
+  std::string screenshot, exportPath, saveScenePath, popup;
   std::string size = "1600x960";
   std::optional<float> temperature;
   std::optional<int> selectRow, head;
@@ -514,6 +514,7 @@ int runGui(int argc, char** argv) {
   cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG");
   cli.add_option("--export", o.exportPath, "after the last frame, export the heatmap PNG as Ctrl+S would");
   cli.add_option("--save-scene", o.saveScenePath, "after the last frame, save the scene and view as JSON");
+  cli.add_option("--popup", o.popup, "open a dialog at start: open | save | export (for screenshots)");
   cli.add_option("--size", o.size, "window size WxH")->capture_default_str();
   cli.add_option("--temperature", o.temperature, "softmax temperature (> 0)");
   cli.add_option("--select-row", o.selectRow, "select this query row");
@@ -574,6 +575,10 @@ int runGui(int argc, char** argv) {
     if (o.head) s.view.head = *o.head;
     if (o.wrongAxis) s.view.wrongAxis = true;
     if (o.paint) s.view.paintMode = true;
+    if (o.popup == "open") s.ui.requestOpenDialog = true;
+    else if (o.popup == "save") s.ui.requestSaveDialog = true;
+    else if (o.popup == "export") s.exporter.requestOpen = true;
+    else if (!o.popup.empty()) throw UsageError("--popup: expected open, save or export, got '" + o.popup + "'");
     if (o.zoom > 0) s.view.zoom = o.zoom;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "attnviz: %s\n", e.what());

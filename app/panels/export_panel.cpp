@@ -97,6 +97,10 @@ bool drawExportPopup(AppState& s) {
     if (!e.pathEdited) std::snprintf(e.path, sizeof e.path, "%s", defaultExportName(s).c_str());
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 26);
     if (ImGui::InputText("file", e.path, sizeof e.path)) e.pathEdited = true;
+    {
+      std::error_code ec;
+      ImGui::TextDisabled("writes %s", std::filesystem::absolute(e.path, ec).string().c_str());
+    }
     if (ImGui::Button("Export", ImVec2(120 * s.ui.uiScale, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter))) {
       try {
         const std::string abs = exportPng(s, e.path);
