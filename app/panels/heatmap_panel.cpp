@@ -172,7 +172,13 @@ bool drawHeatmapPanel(AppState& s) {
 
   // The matrix itself.
   const auto tUpload = std::chrono::steady_clock::now();
-  s.renderer->upload(d);
+  try {
+    s.renderer->upload(d);
+  } catch (const std::exception& e) {
+    // Larger than this GL's textures: say so here, once, instead of failing every frame.
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "Cannot display: %s", e.what());
+    return false;
+  }
   const auto tRender = std::chrono::steady_clock::now();
   HeatmapRenderer::Target t;
   const float fbScale = io.DisplayFramebufferScale.x > 0 ? io.DisplayFramebufferScale.x : 1.0f;
