@@ -182,8 +182,8 @@ class GpuEngineImpl final : public GpuEngine {
         dispatchTiles(colGroups, ceilDiv(rows, tileRows_));
       }
     }
-    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers
-                                           // may be shaders, copies or readback
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback
+    glUseProgram(0);                       // leave a shared (GUI) context as it was
   }
 
   void softmax(const AttentionParams& p, const std::vector<int>& heads) override {
@@ -232,8 +232,8 @@ class GpuEngineImpl final : public GpuEngine {
         glDispatchCompute(GLuint(rows), 1, 1);
       }
     }
-    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers
-                                           // may be shaders, copies or readback
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback
+    glUseProgram(0);                       // leave a shared (GUI) context as it was
     weightsReady_ = true;
   }
 
@@ -257,8 +257,8 @@ class GpuEngineImpl final : public GpuEngine {
         dispatchTiles(colGroups, ceilDiv(rows, tileRows_));
       }
     }
-    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback  // readers
-                                           // may be shaders, copies or readback
+    glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback
+    glUseProgram(0);                       // leave a shared (GUI) context as it was
   }
 
   const AttentionResult& result(unsigned stages) override {
