@@ -50,22 +50,11 @@ RowMask rowMask(const MaskSpec& m, int i, int Tq, int Tk) {
   return r;
 }
 
-// Which keys of one row are masked: the structural ranges, plus (when `scan`) whatever a custom
-// matrix removed, which needs a scan of the row.
-struct RowMasking {
-  int ranges[3][2];  // half-open [begin, end) ranges, possibly empty
-  bool scan = false;
-  bool any() const {
-    return scan || ranges[0][0] < ranges[0][1] || ranges[1][0] < ranges[1][1] ||
-           ranges[2][0] < ranges[2][1];
-  }
-};
-
-// Fills `logits` (length Tk) for row i of head h from the scaled scores, -inf where masked.
-RowMasking rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h,
+// Fills `logits` (length Tk) for row i of head h with the biased scores S + b, -inf where
+// masked. The temperature is applied later, after the row maximum is subtracted.
+void rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h,
                      int i, int Tq, int Tk) {
   const MaskSpec& m = p.mask;
-  const float invTau = 1.0f / p.temperature;
   ArrayMap L(logits, Tk);
   const float* custom = nullptr;
   if (m.customKind != MaskSpec::Custom::None) {
@@ -75,27 +64,23 @@ RowMasking rowLogits(const float* s, float* logits, const AttentionParams& p, fl
     const float pos = static_cast<float>(queryPosition(i, Tq, Tk));
     for (int j = 0; j < Tk; ++j) logits[j] = s[j] - slope * std::fabs(pos - static_cast<float>(j));
     if (m.customKind == MaskSpec::Custom::Bias) L += ConstArrayMap(custom, Tk);
-    L *= invTau;
   } else if (m.customKind == MaskSpec::Custom::Bias) {
-    L = (ConstArrayMap(s, Tk) + ConstArrayMap(custom, Tk)) * invTau;
+    L = ConstArrayMap(s, Tk) + ConstArrayMap(custom, Tk);
   } else {
-    L = ConstArrayMap(s, Tk) * invTau;
+    L = ConstArrayMap(s, Tk);
   }
   // Outside [lo, hi] only the prefix/sink keys survive; everything past the limit is padding.
   const RowMask r = rowMask(m, i, Tq, Tk);
-  RowMasking out{{{r.prefixEnd, std::min(r.lo, Tk)},
-                  {std::max(r.hi + 1, r.prefixEnd), Tk},
-                  {r.limit, Tk}},
-                 custom != nullptr};
-  for (auto& range : out.ranges) {
-    range[0] = std::clamp(range[0], 0, Tk);
-    range[1] = std::clamp(range[1], range[0], Tk);
-    std::fill(logits + range[0], logits + range[1], kNegInf);
+  const int ranges[3][2] = {{r.prefixEnd, std::min(r.lo, Tk)},
+                            {std::max(r.hi + 1, r.prefixEnd), Tk},
+                            {r.limit, Tk}};
+  for (const auto& range : ranges) {
+    const int begin = std::clamp(range[0], 0, Tk);
+    std::fill(logits + begin, logits + std::clamp(range[1], begin, Tk), kNegInf);
   }
   if (custom && m.customKind == MaskSpec::Custom::Allow) {
     for (int j = 0; j < Tk; ++j) logits[j] = custom[j] == 0.0f ? kNegInf : logits[j];
   }
-  return out;
 }
 
 // First index holding `value`, scanning 16 keys at a time so the common case stays vectorised.
@@ -111,12 +96,23 @@ int firstIndexOf(const float* l, int Tk, float value) {
   return 0;
 }
 
-// Softmax of one row of logits into `weights`; returns the row's facts. Overwrites masked
-// logits with 0; `scratch` holds Tk floats. Each pass is a vectorised loop over one
+// Divides a row by tau; a tau so small that 1/tau overflows divides instead of multiplying.
+void applyTemperature(float* row, int Tk, float tau) {
+  const float inv = 1.0f / tau;
+  if (std::isfinite(inv)) {
+    ArrayMap(row, Tk) *= inv;
+  } else {
+    ArrayMap(row, Tk) /= tau;
+  }
+}
+
+// Softmax over keys of (z - max z) / tau, from the biased scores z (-inf where masked), into
+// `weights`; returns the row's facts. Subtracting the maximum before dividing by tau keeps tiny
+// temperatures finite: the top key gets exp(0) and the others exp(-gap/tau), which may be 0.
+// Overwrites `z`; `scratch` holds Tk floats. Each pass is a vectorised loop over one
 // cache-resident row; only the final write of the weights goes to memory.
-RowStats rowSoftmax(float* logits, float* scratch, float* weights, int Tk,
-                    const RowMasking& masking) {
-  ArrayMap L(logits, Tk);
+RowStats rowSoftmax(float* z, float* scratch, float* weights, int Tk, float tau) {
+  ArrayMap L(z, Tk);
   ArrayMap E(scratch, Tk);
   RowStats st;
   const float mx = Tk > 0 ? L.maxCoeff() : kNegInf;
@@ -125,26 +121,22 @@ RowStats rowSoftmax(float* logits, float* scratch, float* weights, int Tk,
     st.fullyMasked = true;
     return st;
   }
-  st.argmax = firstIndexOf(logits, Tk, mx);
-  E = (L - mx).exp();
-  // A clamped vector exp turns -inf into a tiny positive number: masked keys must be exactly
-  // 0. Zeroing the logit too keeps 0 * -inf out of the entropy sum.
-  for (const auto& range : masking.ranges) {
-    std::fill(scratch + range[0], scratch + range[1], 0.0f);
-    std::fill(logits + range[0], logits + range[1], 0.0f);
-  }
-  if (masking.scan) {
-    for (int j = 0; j < Tk; ++j) {
-      const bool masked = logits[j] == kNegInf;
-      scratch[j] = masked ? 0.0f : scratch[j];
-      logits[j] = masked ? 0.0f : logits[j];
-    }
+  st.argmax = firstIndexOf(z, Tk, mx);
+  L -= mx;
+  applyTemperature(z, Tk, tau);
+  E = L.exp();
+  // A clamped vector exp turns -inf into a tiny positive number: masked keys (and keys whose
+  // gap underflowed) must be exactly 0. Zeroing the logit too keeps 0 * -inf out of the entropy.
+  for (int j = 0; j < Tk; ++j) {
+    const bool zero = z[j] == kNegInf;
+    scratch[j] = zero ? 0.0f : scratch[j];
+    z[j] = zero ? 0.0f : z[j];
   }
   const float sum = E.sum();
   const float inv = 1.0f / sum;
   ArrayMap(weights, Tk) = E * inv;
-  // Entropy: -sum a log a, with log a = (l - mx) - log(sum); masked keys have a = 0 and l = 0.
-  st.entropy = std::max(0.0f, std::log(sum) - (E * (L - mx)).sum() * inv);
+  // Entropy: -sum a log a, with log a = (z - mx) / tau - log(sum).
+  st.entropy = std::max(0.0f, std::log(sum) - (E * L).sum() * inv);
   st.sum = sum * inv;
   st.max = weights[st.argmax];
   return st;
@@ -254,8 +246,13 @@ class CpuEngine final : public AttentionEngine {
     const Dims& d = res_.dims;
     const float scale = 1.0f / std::sqrt(static_cast<float>(d.dk));
     MapRM S = res_.scaled.mat(h);
-    S.middleRows(r0, r1 - r0).noalias() =
-        scale * (q_.mat(h).middleRows(r0, r1 - r0) * k_.mat(h).transpose());
+    auto block = S.middleRows(r0, r1 - r0);
+    block.noalias() = scale * (q_.mat(h).middleRows(r0, r1 - r0) * k_.mat(h).transpose());
+    // Checked while the block is still in cache: finite inputs can still overflow float32.
+    if (!std::isfinite((block.array() * 0.0f).sum())) {  // 0 * inf and 0 * NaN are NaN
+      throw InputError("Q K^T overflows float32 in head " + std::to_string(h) +
+                       " (inputs too large; rescale Q or K)");
+    }
   }
 
   void softmaxBlock(const AttentionParams& p, const std::vector<float>& slopes, int h, int r0,
@@ -267,10 +264,9 @@ class CpuEngine final : public AttentionEngine {
     logits.resize(std::size_t(d.Tk));
     scratch.resize(std::size_t(d.Tk));
     for (int i = r0; i < r1; ++i) {
-      const RowMasking masked =
-          rowLogits(&res_.scaled.at(h, i, 0), logits.data(), p, slopes[h], h, i, d.Tq, d.Tk);
+      rowLogits(&res_.scaled.at(h, i, 0), logits.data(), p, slopes[h], h, i, d.Tq, d.Tk);
       res_.rows[std::size_t(h) * d.Tq + i] =
-          rowSoftmax(logits.data(), scratch.data(), &res_.weights.at(h, i, 0), d.Tk, masked);
+          rowSoftmax(logits.data(), scratch.data(), &res_.weights.at(h, i, 0), d.Tk, p.temperature);
     }
   }
 
@@ -341,7 +337,9 @@ Tensor3 computeLogits(const Tensor3& scaled, const AttentionParams& p) {
   const std::vector<float> slopes = alibiSlopes(H);
   detail::parallelFor(H, [&](int h) {
     for (int i = 0; i < Tq; ++i) {
-      rowLogits(scaled.head(h) + std::size_t(i) * Tk, &out.at(h, i, 0), p, slopes[h], h, i, Tq, Tk);
+      float* row = &out.at(h, i, 0);
+      rowLogits(scaled.head(h) + std::size_t(i) * Tk, row, p, slopes[h], h, i, Tq, Tk);
+      applyTemperature(row, Tk, p.temperature);
     }
   });
   return out;
@@ -357,7 +355,7 @@ float logitAt(const Tensor3& scaled, const AttentionParams& p, const std::vector
   if (p.mask.customKind == MaskSpec::Custom::Bias) {
     x += p.mask.custom.at(p.mask.custom.heads == 1 ? 0 : h, i, j);
   }
-  return x * (1.0f / p.temperature);
+  return x / p.temperature;
 }
 
 std::unique_ptr<AttentionEngine> makeCpuEngine() { return std::make_unique<CpuEngine>(); }

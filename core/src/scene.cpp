@@ -325,6 +325,8 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
     throw InputError(name + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+  } catch (const json::exception& e) {
+    throw InputError(name + ": not valid JSON (" + e.what() + ")");  // e.g. a number overflow
   }
   if (!j.is_object()) throw InputError(name + ": a scene must be a JSON object");
   Scene s;
