@@ -157,9 +157,13 @@ void HeatmapRenderer::upload(const DisplayMatrix& m) {
     cols_ = rows_ = 0;
     return;
   }
-  if (m.cols > maxTextureSize_ || m.rows > maxTextureSize_)
-    throw InputError("matrix " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
-                     " is larger than this GL's texture limit " + std::to_string(maxTextureSize_));
+  error_.clear();
+  if (m.cols > maxTextureSize_ || m.rows > maxTextureSize_) {
+    error_ = "matrix " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
+             " is larger than this GL's texture limit " + std::to_string(maxTextureSize_);
+    cols_ = rows_ = 0;
+    return;
+  }
   const auto levels = maxPyramid(m.values, m.cols, m.rows);
   const bool reallocate = levels_.size() != levels.size() || m.cols != cols_ || m.rows != rows_;
   if (reallocate) {

@@ -59,8 +59,10 @@ class HeatmapRenderer {
   // The 256x1 texture of one colormap (NEAREST): the colour bar draws it.
   void* colormapId(ColormapId id) const;
 
-  // Uploads the matrix and its max pyramid when its version changed.
+  // Uploads the matrix and its max pyramid when its version changed. A matrix beyond the GL
+  // texture limit is not uploaded; error() then says why (empty otherwise).
   void upload(const DisplayMatrix& m);
+  const std::string& error() const { return error_; }
 
   struct Target {
     int width = 0, height = 0;         // pixels
@@ -95,6 +97,7 @@ class HeatmapRenderer {
   Target last_;
   bool haveLast_ = false;
   int maxTextureSize_ = 0;
+  std::string error_;
   std::map<std::string, RgbaImage> images_;
 };
 

@@ -172,11 +172,10 @@ bool drawHeatmapPanel(AppState& s) {
 
   // The matrix itself.
   const auto tUpload = std::chrono::steady_clock::now();
-  try {
-    s.renderer->upload(d);
-  } catch (const std::exception& e) {
-    // Larger than this GL's textures: say so here, once, instead of failing every frame.
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "Cannot display: %s", e.what());
+  s.renderer->upload(d);
+  if (!s.renderer->error().empty()) {
+    // Larger than this GL's textures: said here, in place of the matrix.
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "Cannot display: %s", s.renderer->error().c_str());
     return false;
   }
   const auto tRender = std::chrono::steady_clock::now();
