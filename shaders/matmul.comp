@@ -7,7 +7,8 @@
 // of its WG_X x WG_Y invocations accumulates a 4 x 4 block of C in four vec4 registers (no
 // arrays: a CPU rasterizer would spill indexed arrays to memory). Sizes need not be
 // multiples of the tile: loads outside the matrix read 0 and stores outside are skipped.
-// The host prepends `#version 430 core` and, for the scores, `#define B_TRANSPOSED 1`.
+// The host prepends `#version 430 core` and, for the scores, `#define B_TRANSPOSED 1` and
+// `#define CHECK_FINITE 1` (flag per head when Q K^T overflows float32, as the CPU refuses it).
 // Offsets are in floats from the start of each bound range (ranges start at aligned offsets).
 
 // The host may predefine the workgroup shape and the k step (e.g. for a CPU rasterizer).
@@ -28,6 +29,11 @@ layout(local_size_x = WG_X, local_size_y = WG_Y) in;
 layout(std430, binding = 0) readonly buffer MatA { float a[]; };
 layout(std430, binding = 1) readonly buffer MatB { float b[]; };
 layout(std430, binding = 2) writeonly buffer MatC { float c[]; };
+#ifdef CHECK_FINITE
+// Set to 1 when any element written is not finite (finite inputs can overflow float32).
+layout(std430, binding = 3) buffer Overflow { uint overflowed[]; };
+layout(location = 7) uniform int uFlag;  // index into overflowed[] (the head)
+#endif
 
 layout(location = 0) uniform int uM;
 layout(location = 1) uniform int uN;
@@ -45,6 +51,9 @@ shared float tileB[BK][BN + 1];
 void storeRow(int gr, int gc0, vec4 v) {
   if (gr >= uM) return;
   v *= uScale;
+#ifdef CHECK_FINITE
+  if (any(isinf(v)) || any(isnan(v))) atomicOr(overflowed[uFlag], 1u);
+#endif
   const int base = uCOff + gr * uN;
   if (gc0 < uN) c[base + gc0] = v.x;
   if (gc0 + WG_X < uN) c[base + gc0 + WG_X] = v.y;

@@ -2,8 +2,10 @@
 //
 //   L_ij = (S_ij + b_ij) / tau, exactly -inf where masked      (DESIGN.md)
 //   A_ij = exp(L_ij - max_j L) / sum_j exp(L_ij - max_j L)
-// Pass 1 writes L into A and reduces the row max (ties -> lowest key) in shared memory; pass 2
-// turns A into exp(L - max) and reduces its sum and the entropy's dot product; pass 3
+// computed as the CPU engine does: z = S + b, then exp((z - max z) / tau), so that a tiny tau
+// stays finite (the top key gets exp(0), the others exp(-gap / tau), possibly 0).
+// Pass 1 writes z into A and reduces the row max (ties -> lowest key) in shared memory; pass 2
+// turns A into exp((z - max) / tau) and reduces its sum and the entropy's dot product; pass 3
 // normalizes and reduces the row's weight sum. Each invocation touches only its own columns (j = lid, lid + WG, ...)
 // across the passes, so A needs no barrier between them. A row whose max is -inf is fully
 // masked: its weights are zeros and its stats say so.
@@ -26,7 +28,9 @@ layout(location = 3) uniform int uSOff;
 layout(location = 4) uniform int uWOff;
 layout(location = 5) uniform int uCOff;
 layout(location = 6) uniform int uROff;
-layout(location = 7) uniform float uInvTau;  // 1 / tau
+layout(location = 7) uniform float uInvTau;  // 1 / tau, when finite
+layout(location = 16) uniform float uTau;
+layout(location = 17) uniform int uDivide;   // 1 when 1 / tau overflows: divide by tau instead
 layout(location = 8) uniform int uCausal;     // 0 / 1
 layout(location = 9) uniform int uWindow;     // 0 = off
 layout(location = 10) uniform int uPrefix;    // 0 = off
@@ -42,7 +46,7 @@ shared int redI[WG];
 
 const float kNegInf = uintBitsToFloat(0xff800000u);
 
-// The logit of key j for query i (position p), or -inf when masked.
+// The biased score z = S + b of key j for query i (position p), or -inf when masked.
 float logit(int base, int j, int p) {
   bool ok = true;
   if (uCausal != 0) ok = j <= p;
@@ -54,11 +58,11 @@ float logit(int base, int j, int p) {
   if (uCustom != 0) cv = cm[uCOff + base + j];
   if (uCustom == 1 && cv == 0.0) ok = false;
   if (!ok) return kNegInf;
-  // Same order of operations as the CPU engine: ALiBi, then the float mask, then 1/tau.
-  float l = s[uSOff + base + j];
-  if (uAlibi != 0) l -= uSlope * float(abs(p - j));
-  if (uCustom == 2) l += cv;
-  return l * uInvTau;
+  // Same order of operations as the CPU engine: ALiBi, then the float mask.
+  float z = s[uSOff + base + j];
+  if (uAlibi != 0) z -= uSlope * float(abs(p - j));
+  if (uCustom == 2) z += cv;
+  return z;
 }
 
 void main() {
@@ -69,7 +73,7 @@ void main() {
   const int base = local * uTk;
   const int wbase = uWOff + base;
 
-  // Pass 1: logits, row max and its first index.
+  // Pass 1: biased scores, row max and its first index.
   float m = kNegInf;
   int arg = -1;
   for (int j = lid; j < uTk; j += WG) {
@@ -110,14 +114,17 @@ void main() {
     return;
   }
 
-  // Pass 2: e = exp(L - max), its sum, and sum e (L - max) for the entropy.
+  // Pass 2: t = (z - max) / tau, e = exp(t), its sum, and sum e t for the entropy.
   float sum = 0.0, dot = 0.0;
   for (int j = lid; j < uTk; j += WG) {
-    const float l = w[wbase + j];
+    const float z = w[wbase + j];
+    const float t = (uDivide != 0) ? (z - rowMax) / uTau : (z - rowMax) * uInvTau;
     float e = 0.0;
-    if (l != kNegInf) {  // exp(-inf) must be exactly 0, which a clamped exp need not give
-      e = exp(l - rowMax);
-      dot += e * (l - rowMax);
+    // Masked keys, and gaps that overflow to -inf at a tiny tau, must weigh exactly 0 (a
+    // clamped exp need not give 0), and must stay out of the entropy (0 * -inf).
+    if (t != kNegInf) {
+      e = exp(t);
+      dot += e * t;
     }
     w[wbase + j] = e;
     sum += e;
@@ -134,7 +141,7 @@ void main() {
   }
   const float total = redF[0];
   const float inv = 1.0 / total;
-  // -sum a log a = log(total) - sum a (L - max), with a = e / total.
+  // -sum a log a = log(total) - sum a t, with a = e / total and t = L - max L.
   const float entropy = max(0.0, log(total) - redG[0] * inv);
   barrier();
 

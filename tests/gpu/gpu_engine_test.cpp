@@ -5,6 +5,7 @@
 #include <GL/glcorearb.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -149,6 +150,53 @@ TEST(GpuEngine, OtherKernelShapesGiveTheSameResults) {
     ASSERT_EQ(g.rows[r].argmax, c.rows[r].argmax) << "row " << r;
     ASSERT_NEAR(g.rows[r].entropy, c.rows[r].entropy, 1e-4) << "row " << r;
   }
+}
+
+TEST(GpuEngine, TinyTemperaturesStayOneHotAsOnTheCpu) {
+  ATTNVIZ_GPU_ENGINE_OR_SKIP(gpu);
+  const Inputs in = seededInputs(2, 33, 40, 16, 16);
+  auto cpu = makeCpuEngine();
+  // 1e-30: 1/tau is finite but every gap / tau overflows; 1e-45 (denormal): 1/tau is inf.
+  for (float tau : {1e-30f, 1e-45f}) {
+    AttentionParams p;
+    p.mask.causal = true;
+    p.temperature = tau;
+    gpu->run(in.q, in.k, in.v, p);
+    cpu->run(in.q, in.k, in.v, p);
+    const AttentionResult& g = gpu->result();
+    const AttentionResult& c = cpu->result();
+    EXPECT_TRUE(withinParity("weights", g.weights, c.weights)) << "tau " << tau;
+    EXPECT_TRUE(withinParity("output", g.output, c.output)) << "tau " << tau;
+    for (std::size_t r = 0; r < c.rows.size(); ++r) {
+      ASSERT_EQ(g.rows[r].argmax, c.rows[r].argmax) << "tau " << tau << " row " << r;
+      ASSERT_NEAR(g.rows[r].entropy, c.rows[r].entropy, 1e-4) << "tau " << tau << " row " << r;
+    }
+    {  // independent of the CPU: each row is one-hot at its largest score
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < 33; ++i) {
+          const RowStats& st = g.row(h, i);
+          ASSERT_FALSE(std::isnan(g.weights.at(h, i, 0)));
+          EXPECT_EQ(g.weights.at(h, i, st.argmax), 1.0f) << "tau " << tau;
+        }
+    }
+  }
+}
+
+TEST(GpuEngine, RefusesScoresThatOverflowFloatNamingTheHead) {
+  ATTNVIZ_GPU_ENGINE_OR_SKIP(gpu);
+  Inputs in = seededInputs(3, 5, 6, 4, 17);
+  for (float& x : in.q.data) x = 1e20f;
+  for (int t = 0; t < 6 * 4; ++t) in.k.data[2 * 6 * 4 + t] = 1e20f;  // head 2 only: 4e40/2
+  for (int t = 0; t < 6 * 4; ++t) in.k.data[t] = 1e-20f;             // head 0 stays finite
+  for (int t = 0; t < 6 * 4; ++t) in.k.data[6 * 4 + t] = 1e-20f;     // head 1 stays finite
+  try {
+    gpu->setInputs(in.q, in.k, in.v);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("overflows float32 in head 2"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(gpu->softmax(AttentionParams{}), InputError);  // holds no inputs now
 }
 
 TEST(GpuEngine, RefusesAKeyRowLargerThanTheStorageBlockLimit) {

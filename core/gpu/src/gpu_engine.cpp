@@ -97,7 +97,8 @@ class GpuEngineImpl final : public GpuEngine {
     if (softmaxWg < 1 || (softmaxWg & (softmaxWg - 1)) != 0) {
       throw std::runtime_error("ATTNVIZ_GPU_SOFTMAX_WG must be a power of two");
     }
-    scoresProg_ = GlProgram::compute("matmul.comp", "#define B_TRANSPOSED 1\n" + mm.defines());
+    scoresProg_ = GlProgram::compute(
+        "matmul.comp", "#define B_TRANSPOSED 1\n#define CHECK_FINITE 1\n" + mm.defines());
     outputProg_ = GlProgram::compute("matmul.comp", mm.defines());
     softmaxProg_ =
         GlProgram::compute("softmax.comp", "#define WG " + std::to_string(softmaxWg) + "\n");
@@ -151,6 +152,12 @@ class GpuEngineImpl final : public GpuEngine {
     ensure(w_, hq * std::size_t(d.Tk) * 4, "the weights A");
     ensure(o_, hq * std::size_t(d.dv) * 4, "the output O");
     ensure(rows_, hq * 16, "the row stats");
+    ensure(overflow_, std::size_t(d.H) * 4, "the overflow flags");
+    const GLuint zero = 0;
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, overflow_.id());
+    glClearBufferSubData(GL_SHADER_STORAGE_BUFFER, GL_R32UI, 0, GLsizeiptr(d.H) * 4, GL_RED_INTEGER,
+                         GL_UNSIGNED_INT, &zero);
+    glBindBuffer(GL_SHADER_STORAGE_BUFFER, 0);
     q_.upload(q.data.data(), q.size() * 4);
     k_.upload(k.data.data(), k.size() * 4);
     v_.upload(v.data.data(), v.size() * 4);
@@ -171,9 +178,11 @@ class GpuEngineImpl final : public GpuEngine {
     glUniform1i(2, d.dk);
     glUniform1f(3, scale);
     const int colGroups = ceilDiv(d.Tk, tileCols_);
+    glBindBufferBase(GL_SHADER_STORAGE_BUFFER, 3, overflow_.id());
     for (int h = 0; h < d.H; ++h) {
       const int kOff = bind(1, k_, std::size_t(h) * d.Tk * d.dk, std::size_t(d.Tk) * d.dk);
       glUniform1i(5, kOff);
+      glUniform1i(7, h);
       for (int r0 = 0; r0 < d.Tq; r0 += rowTile_) {
         const int rows = std::min(rowTile_, d.Tq - r0);
         const std::size_t qRow = std::size_t(h) * d.Tq + r0;
@@ -185,6 +194,19 @@ class GpuEngineImpl final : public GpuEngine {
     }
     glMemoryBarrier(GL_ALL_BARRIER_BITS);  // readers may be shaders, copies or readback
     glUseProgram(0);                       // leave a shared (GUI) context as it was
+
+    // Finite inputs can still overflow float32 in Q K^T; refuse as the CPU engine does. This
+    // reads back H flags, so setInputs() waits for the GEMM.
+    std::vector<std::uint32_t> flags(std::size_t(d.H));
+    overflow_.download(flags.data(), flags.size() * 4);
+    for (int h = 0; h < d.H; ++h) {
+      if (flags[std::size_t(h)] != 0) {
+        dims_ = Dims{};
+        res_ = AttentionResult{};
+        throw InputError("Q K^T overflows float32 in head " + std::to_string(h) +
+                         " (inputs too large; rescale Q or K)");
+      }
+    }
   }
 
   void softmax(const AttentionParams& p, const std::vector<int>& heads) override {
@@ -205,7 +227,12 @@ class GpuEngineImpl final : public GpuEngine {
     glUseProgram(softmaxProg_.id());
     glUniform1i(0, d.Tq);
     glUniform1i(1, d.Tk);
-    glUniform1f(7, 1.0f / p.temperature);
+    // As the CPU: multiply by 1/tau unless it overflows, then divide by tau.
+    const float invTau = 1.0f / p.temperature;
+    const bool divide = !std::isfinite(invTau);
+    glUniform1f(7, divide ? 1.0f : invTau);
+    glUniform1f(16, p.temperature);
+    glUniform1i(17, divide ? 1 : 0);
     glUniform1i(8, m.causal ? 1 : 0);
     glUniform1i(9, m.window);
     glUniform1i(10, m.prefix);
@@ -352,6 +379,7 @@ class GpuEngineImpl final : public GpuEngine {
   GlBuffer o_;          // [H,T_q,d_v]
   GlBuffer rows_;       // [H*T_q, 4]
   GlBuffer custom_;     // [1 or H, T_q, T_k]
+  GlBuffer overflow_;   // [H] uint: Q K^T overflowed in that head
   Dims dims_;
   int rowTile_ = 1;
   int tileRows_ = 64, tileCols_ = 64;  // BM, BN of matmul.comp as compiled
