@@ -6,7 +6,7 @@
 // stays finite (the top key gets exp(0), the others exp(-gap / tau), possibly 0).
 // Pass 1 writes z into A and reduces the row max (ties -> lowest key) in shared memory; pass 2
 // turns A into exp((z - max) / tau) and reduces its sum and the entropy's dot product; pass 3
-// normalizes and reduces the row's weight sum. Each invocation touches only its own columns (j = lid, lid + WG, ...)
+// normalizes. Each invocation touches only its own columns (j = lid, lid + WG, ...)
 // across the passes, so A needs no barrier between them. A row whose max is -inf is fully
 // masked: its weights are zeros and its stats say so.
 //
@@ -143,24 +143,12 @@ void main() {
   const float inv = 1.0 / total;
   // -sum a log a = log(total) - sum a t, with a = e / total and t = L - max L.
   const float entropy = max(0.0, log(total) - redG[0] * inv);
-  barrier();
 
-  // Pass 3: normalize and reduce the weight sum.
-  float wsum = 0.0;
-  for (int j = lid; j < uTk; j += WG) {
-    const float a = w[wbase + j] * inv;
-    w[wbase + j] = a;
-    wsum += a;
-  }
-  redF[lid] = wsum;
-  barrier();
-  for (int stride = WG / 2; stride > 0; stride >>= 1) {
-    if (lid < stride) redF[lid] += redF[lid + stride];
-    barrier();
-  }
+  // Pass 3: normalize.
+  for (int j = lid; j < uTk; j += WG) w[wbase + j] *= inv;
   if (lid == 0) {
     const int r = uROff + 4 * local;
-    rs[r + 0] = redF[0];
+    rs[r + 0] = total * inv;  // the row's weight sum, as the CPU reports it
     rs[r + 1] = inv;  // exp(0) / total: the weight at the argmax
     rs[r + 2] = intBitsToFloat(rowArg);
     rs[r + 3] = entropy;
