@@ -83,13 +83,15 @@ void rowLogits(const float* s, float* logits, const AttentionParams& p, float sl
   }
 }
 
-// First index holding `value`, scanning 16 keys at a time so the common case stays vectorised.
+// First index holding `value` (present in the row), scanning 64 keys at a time with a
+// branch-free count so the common case stays vectorised.
 int firstIndexOf(const float* l, int Tk, float value) {
   int j = 0;
-  for (; j + 16 <= Tk; j += 16) {
-    bool hit = false;
-    for (int t = 0; t < 16; ++t) hit |= l[j + t] == value;
-    if (hit) break;
+  for (; j + 64 <= Tk; j += 64) {
+    int hits = 0;
+#pragma omp simd reduction(+ : hits)
+    for (int t = 0; t < 64; ++t) hits += l[j + t] == value;
+    if (hits) break;
   }
   for (; j < Tk; ++j)
     if (l[j] == value) return j;
@@ -109,34 +111,34 @@ void applyTemperature(float* row, int Tk, float tau) {
 // Softmax over keys of (z - max z) / tau, from the biased scores z (-inf where masked), into
 // `weights`; returns the row's facts. Subtracting the maximum before dividing by tau keeps tiny
 // temperatures finite: the top key gets exp(0) and the others exp(-gap/tau), which may be 0.
-// Overwrites `z`; `scratch` holds Tk floats. Each pass is a vectorised loop over one
-// cache-resident row; only the final write of the weights goes to memory.
+// `scratch` holds Tk floats. Five vectorised passes over one cache-resident row (max, argmax,
+// exp, sum with entropy, normalise); only the weights go out to memory.
 RowStats rowSoftmax(float* z, float* scratch, float* weights, int Tk, float tau) {
-  ArrayMap L(z, Tk);
-  ArrayMap E(scratch, Tk);
   RowStats st;
+  const ArrayMap L(z, Tk);
   const float mx = Tk > 0 ? L.maxCoeff() : kNegInf;
   if (mx == kNegInf) {
-    ArrayMap(weights, Tk).setZero();
+    std::fill(weights, weights + Tk, 0.0f);
     st.fullyMasked = true;
     return st;
   }
   st.argmax = firstIndexOf(z, Tk, mx);
-  L -= mx;
-  applyTemperature(z, Tk, tau);
-  E = L.exp();
-  // A clamped vector exp turns -inf into a tiny positive number: masked keys (and keys whose
-  // gap underflowed) must be exactly 0. Zeroing the logit too keeps 0 * -inf out of the entropy.
-  for (int j = 0; j < Tk; ++j) {
-    const bool zero = z[j] == kNegInf;
-    scratch[j] = zero ? 0.0f : scratch[j];
-    z[j] = zero ? 0.0f : z[j];
+  // exp(-inf) is exactly 0 (the engine tests hold the vector exp to that), so masked keys, and
+  // keys whose gap underflows, get weight 0 with no extra pass.
+  const float invTau = 1.0f / tau;
+  if (std::isfinite(invTau)) {
+    ArrayMap(scratch, Tk) = ((L - mx) * invTau).exp();
+  } else {
+    ArrayMap(scratch, Tk) = ((L - mx) / tau).exp();
   }
+  const ArrayMap E(scratch, Tk);
   const float sum = E.sum();
+  // Entropy: -sum a log a, with log a = (z - mx) / tau - log(sum). A masked key has a = 0 and
+  // z = -inf; clamping the gap to the lowest float makes its term 0 instead of 0 * -inf.
+  const float dot = (E * (L - mx).cwiseMax(std::numeric_limits<float>::lowest())).sum();
   const float inv = 1.0f / sum;
   ArrayMap(weights, Tk) = E * inv;
-  // Entropy: -sum a log a, with log a = (z - mx) / tau - log(sum).
-  st.entropy = std::max(0.0f, std::log(sum) - (E * L).sum() * inv);
+  st.entropy = std::max(0.0f, std::log(sum) - dot * inv / tau);
   st.sum = sum * inv;
   st.max = weights[st.argmax];
   return st;
