@@ -58,4 +58,18 @@ ATTNVIZ_BENCH_LARGE=$large "$build/tests/bench/attnviz_bench" --benchmark_filter
   --benchmark_repetitions=$reps --benchmark_report_aggregates_only=true \
   --benchmark_out="$out/bench_gpu.json" --benchmark_out_format=json | tee "$out/bench_gpu.txt"
 
+if [ "$dry" != 1 ]; then
+  # Tuning data for the kernel shapes (the defaults were chosen without a GPU at hand).
+  echo "== kernel shapes (full MHA and re-softmax at 12 x 1024 and 32 x 8192)"
+  for mm in 8,8,16 16,16,16 16,16,8 16,8,16 8,8,32; do
+    for wg in 128 256 512; do
+      echo "-- ATTNVIZ_GPU_MATMUL=$mm ATTNVIZ_GPU_SOFTMAX_WG=$wg"
+      ATTNVIZ_GPU_MATMUL=$mm ATTNVIZ_GPU_SOFTMAX_WG=$wg ATTNVIZ_BENCH_LARGE=1 \
+        "$build/tests/bench/attnviz_bench" \
+        --benchmark_filter='BM_Gpu(FullMha|ReSoftmax)/H:(12/T:1024|32/T:8192)/' 2>&1 \
+        | grep '^BM_' || true
+    done
+  done | tee "$out/shapes.txt"
+fi
+
 echo "== done: logs in $out"

@@ -127,9 +127,9 @@ TEST(GpuEngine, TilesQueryRowsWhenAHeadExceedsTheStorageBlockLimit) {
 
 TEST(GpuEngine, OtherKernelShapesGiveTheSameResults) {
   // llvmpipe gets 8-wide softmax workgroups; GPUs get 256 (a deeper shared-memory reduction).
-  // Run the GPU shapes here too, with a non-square GEMM tile, so CI covers them.
+  // Run the GPU defaults (256-wide rows, 16 x 16 GEMM workgroups) here too, so CI covers them.
   ScopedEnv wg("ATTNVIZ_GPU_SOFTMAX_WG", "256");
-  ScopedEnv mm("ATTNVIZ_GPU_MATMUL", "8,4,32");
+  ScopedEnv mm("ATTNVIZ_GPU_MATMUL", "16,16,16");
   ATTNVIZ_GPU_ENGINE_OR_SKIP(gpu);
   const Inputs in = seededInputs(3, 300, 517, 72, 15);
   AttentionParams p;
