@@ -18,11 +18,8 @@ std::unique_ptr<AttentionEngine> createHeadlessEngine(const std::string& backend
   try {
     std::unique_ptr<GpuEngine> gpu = makeGpuEngineHeadless();
     const std::string r = gpu->renderer();
-    const bool software = r.find("llvmpipe") != std::string::npos ||
-                          r.find("softpipe") != std::string::npos ||
-                          r.find("SwiftShader") != std::string::npos;
-    // As in the GUI: on a software rasterizer the CPU engine is several times faster.
-    if (backend == "gpu" || !software) return gpu;
+    // As in the GUI: on a software rasterizer the CPU engine is many times faster.
+    if (backend == "gpu" || !isSoftwareRenderer(r)) return gpu;
     note = "GL renderer is software (" + r +
            "): using the CPU, which is faster; --backend gpu forces the GPU";
     return makeCpuEngine();

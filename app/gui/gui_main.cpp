@@ -155,8 +155,7 @@ void chooseEngine(App& app, const std::string& backend) {
     throw UsageError("--backend: expected cpu, gpu or auto, got '" + backend + "'");
 #if ATTNVIZ_HAVE_GPU
   const std::string r = c.glRenderer;
-  const bool software = r.find("llvmpipe") != std::string::npos || r.find("softpipe") != std::string::npos ||
-                        r.find("SwiftShader") != std::string::npos;
+  const bool software = isSoftwareRenderer(r);
   if (backend == "gpu" || (backend == "auto" && !software)) {
     try {
       auto gpu = makeGpuEngineOnCurrentContext();

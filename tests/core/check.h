@@ -3,6 +3,7 @@
 
 #include "attnviz/engine.h"
 #include "reference.h"
+#include "run_binary.h"
 
 #include <gtest/gtest.h>
 
@@ -86,13 +87,6 @@ inline void expectEngineMatchesReference(const Tensor3& q, const Tensor3& k, con
   engine->run(q, k, v, p);
   const AttentionResult& got = engine->result();
   expectMatchesReference(got, ref::attention(q, k, v, p));
-}
-
-inline std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
 }
 
 }  // namespace attnviz::testing

@@ -1,52 +1,17 @@
-// attnviz core tests: running the real `attnviz` binary (ATTNVIZ_BINARY) and reading what it left.
+// attnviz core tests: running `attnviz compute` and friends through the real binary.
 #pragma once
 
 #include "check.h"
+#include "run_binary.h"
 
-#include <gtest/gtest.h>
-#include <sys/wait.h>
-
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 namespace attnviz::testing {
 
-struct CliRun {
-  int exitCode = -1;
-  std::string out, err;
-};
-
-inline std::string shellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs `attnviz <args>` with stdout and stderr captured into files of `dir`.
 inline CliRun runAttnviz(const std::vector<std::string>& args, const std::filesystem::path& dir) {
-  std::string cmd = shellQuote(ATTNVIZ_BINARY);
-  for (const std::string& a : args) cmd += " " + shellQuote(a);
-  const std::string o = (dir / "cli_stdout.txt").string(), e = (dir / "cli_stderr.txt").string();
-  cmd += " >" + shellQuote(o) + " 2>" + shellQuote(e);
-  const int status = std::system(cmd.c_str());
-  CliRun r;
-  if (WIFEXITED(status)) r.exitCode = WEXITSTATUS(status);
-  else r.exitCode = 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  r.out = slurp(o);
-  r.err = slurp(e);
-  std::filesystem::remove(o);
-  std::filesystem::remove(e);
-  return r;
-}
-
-// Lines of text without a trailing empty line.
-inline int lineCount(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  if (!s.empty() && s.back() != '\n') ++n;
-  return n;
+  return runBinary(args, dir);
 }
 
 }  // namespace attnviz::testing

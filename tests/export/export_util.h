@@ -3,6 +3,7 @@
 
 #include "attnviz/colormap.h"
 #include "attnviz/raster.h"
+#include "run_binary.h"
 
 #include <gtest/gtest.h>
 #include <stb_image.h>
@@ -38,13 +39,6 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
-inline std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Decodes a PNG with stb_image into RGBA; an empty image when it does not decode.
 inline Image decodePng(const std::string& path) {
   Image img;
@@ -57,36 +51,14 @@ inline Image decodePng(const std::string& path) {
   return img;
 }
 
-struct CliRun {
-  int exitCode = -1;
-  std::string out, err;
-};
-
-inline std::string shellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using testing::CliRun;
+using testing::lineCount;
+using testing::slurp;
 
 // Runs `attnviz export <args>` with no display at all (DISPLAY and WAYLAND_DISPLAY unset).
-inline CliRun runExport(const std::vector<std::string>& args, const TempDir& dir) {
-  std::string cmd = "env -u DISPLAY -u WAYLAND_DISPLAY " + shellQuote(ATTNVIZ_BINARY) + " export";
-  for (const std::string& a : args) cmd += " " + shellQuote(a);
-  const std::string o = dir / "stdout.txt", e = dir / "stderr.txt";
-  cmd += " >" + shellQuote(o) + " 2>" + shellQuote(e);
-  const int status = std::system(cmd.c_str());
-  CliRun r;
-  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  r.out = slurp(o);
-  r.err = slurp(e);
-  return r;
-}
-
-inline int lineCount(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  if (!s.empty() && s.back() != '\n') ++n;
-  return n;
+inline CliRun runExport(std::vector<std::string> args, const TempDir& dir) {
+  args.insert(args.begin(), "export");
+  return testing::runBinary(args, dir.path, "env -u DISPLAY -u WAYLAND_DISPLAY");
 }
 
 // Table entries a value t may land on: round(t * 255), plus the neighbour when t * 255 sits so

@@ -83,8 +83,7 @@ class GpuEngineImpl final : public GpuEngine {
     // 8-wide softmax rows (5-8x faster than 256 there) and 8 x 8 GEMM workgroups with BK 32
     // (about 1.5x faster than 16 x 16). GPUs get 256-wide rows and the classic 16 x 16 x (8 x 8)
     // SGEMM tile. ATTNVIZ_GPU_MATMUL and ATTNVIZ_GPU_SOFTMAX_WG override them for tuning.
-    const bool cpuRasterizer = renderer_.find("llvmpipe") != std::string::npos ||
-                               renderer_.find("softpipe") != std::string::npos;
+    const bool cpuRasterizer = isSoftwareRenderer(renderer_);
     MatmulShape mm = cpuRasterizer ? MatmulShape{8, 8, 32} : MatmulShape{16, 16, 16};
     if (const char* e = std::getenv("ATTNVIZ_GPU_MATMUL"); e && *e) {  // "WG_X,WG_Y,BK"
       if (std::sscanf(e, "%d,%d,%d", &mm.wgX, &mm.wgY, &mm.bk) != 3 || mm.wgX < 1 || mm.wgY < 1 ||
@@ -396,6 +395,11 @@ std::unique_ptr<GpuEngine> makeGpuEngineOnCurrentContext() {
 std::unique_ptr<GpuEngine> makeGpuEngineHeadless() {
   auto ctx = gpu::EglContext::create();
   return std::make_unique<GpuEngineImpl>(std::move(ctx));
+}
+
+bool isSoftwareRenderer(const std::string& r) {
+  return r.find("llvmpipe") != std::string::npos || r.find("softpipe") != std::string::npos ||
+         r.find("SwiftShader") != std::string::npos;
 }
 
 }  // namespace attnviz

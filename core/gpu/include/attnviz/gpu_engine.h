@@ -32,6 +32,10 @@ class GpuEngine : public AttentionEngine {
   virtual unsigned weightsBuffer() const = 0;
 };
 
+// Whether a GL renderer string names a CPU rasterizer (llvmpipe, softpipe, SwiftShader), where
+// the Eigen engine is faster than compute shaders.
+bool isSoftwareRenderer(const std::string& renderer);
+
 // Builds the engine on the calling thread's current GL context (the GUI's GLFW context). Needs
 // GL >= 4.3. Throws std::runtime_error with a one-line reason (no 4.3 context; shader <name>
 // failed: <log>).
