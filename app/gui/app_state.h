@@ -84,6 +84,21 @@ struct ViewState {
   } geometry;
 };
 
+// Heatmap axis labels, shortened and measured once per token list and font size rather than
+// every frame: one entry per row ([rows]) or column ([cols]) of the display matrix.
+struct AxisLabels {
+  std::vector<std::string> text;
+  std::vector<float> width;  // pixels at the cached font size
+  float maxWidth = 0;
+};
+struct LabelCache {
+  std::uint64_t inputsVersion = ~std::uint64_t{0};  // ComputeState::inputsVersion it was built for
+  float fontSize = 0;
+  bool columnsAreKeys = true;
+  int rows = -1, cols = -1;
+  AxisLabels rowLabels, colLabels;
+};
+
 struct ComputeState {
   std::unique_ptr<AttentionEngine> engine;
   std::string backend;      // engine->name()
@@ -93,6 +108,7 @@ struct ComputeState {
   std::vector<float> slopes;            // ALiBi slopes for H heads
   std::vector<std::uint8_t> headFresh;  // softmax + output current for head h
   bool haveInputs = false;
+  std::uint64_t inputsVersion = 0;  // bumped on every setInputs (new tokens, Q, K, V)
   // Cached b_ij (or -inf when masked) for one head: [T_q * T_k]. Independent of tau, so a
   // temperature change never recomputes it.
   std::vector<float> biasMask;
@@ -153,6 +169,7 @@ struct AppState {
   ComputeState compute;
   ViewState view;
   DisplayMatrix display;
+  LabelCache labels;
   ExportState exporter;
   UiState ui;
   Timing timing;

@@ -320,6 +320,7 @@ void updateCompute(AppState& s) {
     c.headFresh.assign(H, 0);
     c.headVersion.resize(H, 0);
     c.haveInputs = true;
+    ++c.inputsVersion;
     c.result = nullptr;
     c.scaledFetched = false;
     c.biasMaskValid = false;

@@ -36,9 +36,41 @@ std::string shortLabel(const std::string& s, std::size_t maxChars = 14) {
   return s;
 }
 
-std::string colLabel(const AppState& s, int j) {
-  if (s.display.columnsAreKeys) return shortLabel(s.scene.inputs.keyTokens[j]);
-  return "d" + std::to_string(j);
+// Shortens and measures n labels; label(k) gives the full text of label k.
+template <class Label>
+void measureLabels(AxisLabels& out, int n, Label label) {
+  out.text.resize(n);
+  out.width.resize(n);
+  out.maxWidth = 0;
+  for (int k = 0; k < n; ++k) {
+    out.text[k] = shortLabel(label(k));
+    out.width[k] = ImGui::CalcTextSize(out.text[k].c_str()).x;
+    out.maxWidth = std::max(out.maxWidth, out.width[k]);
+  }
+}
+
+// The axis labels of the display matrix, rebuilt only when the tokens, the columns' meaning or
+// the font size changed.
+const LabelCache& axisLabels(AppState& s) {
+  LabelCache& c = s.labels;
+  const DisplayMatrix& d = s.display;
+  const float fontSize = ImGui::GetFontSize();
+  if (c.inputsVersion == s.compute.inputsVersion && c.fontSize == fontSize && c.rows == d.rows &&
+      c.cols == d.cols && c.columnsAreKeys == d.columnsAreKeys)
+    return c;
+  const auto& q = s.scene.inputs.queryTokens;
+  const auto& k = s.scene.inputs.keyTokens;
+  measureLabels(c.rowLabels, d.rows, [&](int i) { return i < int(q.size()) ? q[i] : std::string(); });
+  if (d.columnsAreKeys)
+    measureLabels(c.colLabels, d.cols, [&](int j) { return j < int(k.size()) ? k[j] : std::string(); });
+  else
+    measureLabels(c.colLabels, d.cols, [](int j) { return "d" + std::to_string(j); });
+  c.inputsVersion = s.compute.inputsVersion;
+  c.fontSize = fontSize;
+  c.rows = d.rows;
+  c.cols = d.cols;
+  c.columnsAreKeys = d.columnsAreKeys;
+  return c;
 }
 
 // Colour of a sum cell: green at 1, red as it moves away; grey when the row is fully masked.
@@ -136,11 +168,9 @@ bool drawHeatmapPanel(AppState& s) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
 
   // Margins: label widths over every row and column, so they do not jump while panning.
-  float rowLabelW = 0, colLabelH = 0;
+  const LabelCache& labels = axisLabels(s);
+  float rowLabelW = labels.rowLabels.maxWidth, colLabelH = labels.colLabels.maxWidth;
   const float indexW = ImGui::CalcTextSize(std::to_string(d.rows - 1).c_str()).x;
-  for (int i = 0; i < d.rows; ++i)
-    rowLabelW = std::max(rowLabelW, ImGui::CalcTextSize(shortLabel(s.scene.inputs.queryTokens[i]).c_str()).x);
-  for (int j = 0; j < d.cols; ++j) colLabelH = std::max(colLabelH, ImGui::CalcTextSize(colLabel(s, j).c_str()).x);
   const float colIndexW = ImGui::CalcTextSize(std::to_string(d.cols - 1).c_str()).x;
   rowLabelW = std::min(rowLabelW, 130 * sc) + indexW + 18 * sc;
   colLabelH = std::min(colLabelH, 120 * sc) + colIndexW + 12 * sc;
@@ -292,9 +322,9 @@ bool drawHeatmapPanel(AppState& s) {
     const float y = rowY(i + 0.5f) - lineH * 0.5f;
     if (i % rowStep != 0)
       dl->AddRectFilled(ImVec2(origin.x + lineH + 6 * sc, y - 1), ImVec2(p0.x - 1, y + lineH + 1), IM_COL32(30, 31, 36, 255));
-    const std::string tok = shortLabel(s.scene.inputs.queryTokens[i]);
+    const std::string& tok = labels.rowLabels.text[i];
     const std::string idx = std::to_string(i);
-    const float tw = ImGui::CalcTextSize(tok.c_str()).x;
+    const float tw = labels.rowLabels.width[i];
     const bool hi = i == v.selectedRow;
     const ImU32 col = hi ? kHighlight : (i == v.hoverRow ? kTitle : kLabel);
     dl->AddText(ImVec2(p0.x - 12 * sc - tw, y), col, tok.c_str());
@@ -315,7 +345,7 @@ bool drawHeatmapPanel(AppState& s) {
     if (j % colStep != 0)
       dl->AddRectFilled(ImVec2(x - 1, origin.y + lineH + 4 * sc), ImVec2(x + lineH + 1, p0.y - 1), IM_COL32(30, 31, 36, 255));
     const std::string idx = std::to_string(j);
-    const std::string tok = colLabel(s, j);
+    const std::string& tok = labels.colLabels.text[j];
     const float iw = ImGui::CalcTextSize(idx.c_str()).x;
     const ImU32 col = j == v.hoverCol ? kTitle : kLabel;
     addVerticalText(dl, x, p0.y - 4 * sc, kIndex, idx.c_str());
