@@ -150,6 +150,8 @@ struct UiState {
   bool requestOpenDialog = false;
   bool requestSaveDialog = false;
   std::string browseDir;   // open/save dialog folder
+  std::vector<std::string> presets;  // assets/scenes/*.json, scanned once and while the menu is open
+  bool presetsScanned = false;
   char fileName[1024] = "";
   std::vector<std::string> dropped;  // files dropped on the window, handled next frame
   std::string npyPending;            // a dropped .npy waiting for "use as Q/K/V/mask"

@@ -77,4 +77,12 @@ std::vector<std::string> presetFiles() {
   return out;
 }
 
+const std::vector<std::string>& cachedPresetFiles(AppState& s, bool rescan) {
+  if (rescan || !s.ui.presetsScanned) {
+    s.ui.presets = presetFiles();
+    s.ui.presetsScanned = true;
+  }
+  return s.ui.presets;
+}
+
 }  // namespace attnviz::gui

@@ -27,7 +27,7 @@ bool drawMenuBar(AppState& s) {
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Presets")) {
-    const auto files = presetFiles();
+    const auto& files = cachedPresetFiles(s, true);  // picks up files added meanwhile
     if (files.empty()) ImGui::TextDisabled("assets/scenes not found");
     for (const auto& f : files)
       if (ImGui::MenuItem(std::filesystem::path(f).stem().string().c_str())) {

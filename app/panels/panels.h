@@ -26,7 +26,7 @@ std::string exportPng(AppState& s, const std::string& path);
 bool drawFileDialogs(AppState& s);       // file_dialog_panel.cpp: open (Ctrl+O) / save scene
 bool drawErrorPopup(AppState& s);        // error_popup_panel.cpp: errors caught at the frame
 
-// Shared drawing helpers (panel_util.cpp).
+// Shared drawing helpers (gui/ui_util.cpp).
 void helpMarker(const char* text);
 // Draws text rotated 90 degrees counter-clockwise (reading bottom to top), its bottom-left
 // corner at `pos` going up.
@@ -36,5 +36,8 @@ unsigned int colormapU32(ColormapId id, float t);
 // Where the assets/scenes folder is, or "" when not found.
 std::string presetDirectory();
 std::vector<std::string> presetFiles();
+// presetFiles() kept in s.ui: scanned on first use and again when `rescan` is set, so the
+// panels do not walk the file system every frame.
+const std::vector<std::string>& cachedPresetFiles(AppState& s, bool rescan = false);
 
 }  // namespace attnviz::gui

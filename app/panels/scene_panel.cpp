@@ -26,7 +26,7 @@ bool drawScenePanel(AppState& s) {
   const float sc1 = s.ui.uiScale;
 
   // Presets: one per teaching point.
-  const auto presets = presetFiles();
+  const auto& presets = cachedPresetFiles(s);
   if (!presets.empty()) {
     const std::string current = std::filesystem::path(s.scene.path).filename().string();
     ImGui::SetNextItemWidth(-1);
