@@ -50,29 +50,40 @@ void RgbaImage::set(const std::vector<std::uint8_t>& rgba, int w, int h) {
   glBindTexture(GL_TEXTURE_2D, 0);
 }
 
-std::vector<std::vector<float>> maxPyramid(const std::vector<float>& level0, int cols, int rows) {
-  std::vector<std::vector<float>> levels;
-  levels.push_back(level0);
-  int w = cols, h = rows;
+void maxPyramidLevels(const float* level0, int cols, int rows, std::vector<std::vector<float>>& upper) {
+  std::size_t count = 0;
+  for (int w = cols, h = rows; w > 1 || h > 1; w = (w + 1) / 2, h = (h + 1) / 2) ++count;
+  upper.resize(count);
   auto vmax = [](float a, float b) { return (std::isnan(a) || std::isnan(b)) ? a + b : (a > b ? a : b); };
-  while (w > 1 || h > 1) {
+  const float* src = level0;
+  int w = cols, h = rows;
+  for (std::size_t l = 0; l < count; ++l) {
     const int nw = (w + 1) / 2, nh = (h + 1) / 2;
-    const std::vector<float>& src = levels.back();
-    std::vector<float> dst(std::size_t(nw) * nh);
+    std::vector<float>& dst = upper[l];
+    dst.resize(std::size_t(nw) * nh);
     for (int y = 0; y < nh; ++y) {
       const int y0 = 2 * y, y1 = std::min(2 * y + 1, h - 1);
-      const float* r0 = src.data() + std::size_t(y0) * w;
-      const float* r1 = src.data() + std::size_t(y1) * w;
+      const float* r0 = src + std::size_t(y0) * w;
+      const float* r1 = src + std::size_t(y1) * w;
       float* out = dst.data() + std::size_t(y) * nw;
       for (int x = 0; x < nw; ++x) {
         const int x0 = 2 * x, x1 = std::min(2 * x + 1, w - 1);
         out[x] = vmax(vmax(r0[x0], r0[x1]), vmax(r1[x0], r1[x1]));
       }
     }
-    levels.push_back(std::move(dst));
+    src = dst.data();
     w = nw;
     h = nh;
   }
+}
+
+std::vector<std::vector<float>> maxPyramid(const std::vector<float>& level0, int cols, int rows) {
+  std::vector<std::vector<float>> upper;
+  maxPyramidLevels(level0.data(), cols, rows, upper);
+  std::vector<std::vector<float>> levels;
+  levels.reserve(upper.size() + 1);
+  levels.push_back(level0);
+  for (auto& l : upper) levels.push_back(std::move(l));
   return levels;
 }
 
@@ -164,16 +175,18 @@ void HeatmapRenderer::upload(const DisplayMatrix& m) {
     cols_ = rows_ = 0;
     return;
   }
-  const auto levels = maxPyramid(m.values, m.cols, m.rows);
-  const bool reallocate = levels_.size() != levels.size() || m.cols != cols_ || m.rows != rows_;
+  // Level 0 is the matrix itself; the levels above reuse their buffers from the last upload.
+  maxPyramidLevels(m.values.data(), m.cols, m.rows, pyramid_);
+  const std::size_t levelCount = pyramid_.size() + 1;
+  auto levelData = [&](std::size_t l) { return l == 0 ? m.values.data() : pyramid_[l - 1].data(); };
+  const bool reallocate = levels_.size() != levelCount || m.cols != cols_ || m.rows != rows_;
   if (reallocate) {
     levels_.clear();
-    levels_.resize(levels.size());
-    levelSizes_.clear();
+    levels_.resize(levelCount);
   }
   glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
   int w = m.cols, h = m.rows;
-  for (std::size_t l = 0; l < levels.size(); ++l) {
+  for (std::size_t l = 0; l < levelCount; ++l) {
     if (reallocate) {
       levels_[l].create();
       glBindTexture(GL_TEXTURE_2D, levels_[l].id());
@@ -181,11 +194,10 @@ void HeatmapRenderer::upload(const DisplayMatrix& m) {
       glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
       glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_BASE_LEVEL, 0);
       glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAX_LEVEL, 0);
-      glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, w, h, 0, GL_RED, GL_FLOAT, levels[l].data());
-      levelSizes_.push_back({w, h});
+      glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, w, h, 0, GL_RED, GL_FLOAT, levelData(l));
     } else {
       glBindTexture(GL_TEXTURE_2D, levels_[l].id());
-      glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h, GL_RED, GL_FLOAT, levels[l].data());
+      glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h, GL_RED, GL_FLOAT, levelData(l));
     }
     w = (w + 1) / 2;
     h = (h + 1) / 2;

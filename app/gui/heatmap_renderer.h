@@ -44,6 +44,9 @@ struct RgbaImage {
 // The max pyramid of a [rows, cols] matrix: level L holds the max over 2^L x 2^L blocks.
 // NaN wins over everything so that it is never hidden. Exposed for tests of the reduction.
 std::vector<std::vector<float>> maxPyramid(const std::vector<float>& level0, int cols, int rows);
+// The same levels from 1 up, into `upper` (upper[0] is level 1), reusing its buffers: what the
+// renderer calls on every upload, so level 0 is never copied.
+void maxPyramidLevels(const float* level0, int cols, int rows, std::vector<std::vector<float>>& upper);
 
 class HeatmapRenderer {
  public:
@@ -87,7 +90,7 @@ class HeatmapRenderer {
  private:
   GLuint program_ = 0, vao_ = 0, fbo_ = 0;
   std::vector<GlTexture> levels_;  // the max pyramid, one texture per level
-  std::vector<std::pair<int, int>> levelSizes_;
+  std::vector<std::vector<float>> pyramid_;  // levels 1.. on the host, kept between uploads
   GlTexture target_;
   std::array<GlTexture, 4> colormaps_;
   int cols_ = 0, rows_ = 0;

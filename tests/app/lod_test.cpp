@@ -59,4 +59,30 @@ TEST(MaxPyramid, ABlockIsMaskedOnlyWhenAllOfItIsAndNaNIsNeverHidden) {
   EXPECT_TRUE(std::isnan(ln.back()[0])) << "a NaN must reach the top so it shows as non-finite";
 }
 
+TEST(MaxPyramid, ReusedLevelBuffersHoldOnlyTheNewMatrixAfterAShapeChange) {
+  // The renderer keeps its level buffers between uploads: a larger matrix first, then a
+  // smaller one of another shape, must leave exactly the smaller one's block maxima.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<std::vector<float>> upper;
+  for (auto [cols, rows] : {std::pair{67, 45}, std::pair{9, 20}, std::pair{1, 1}, std::pair{3, 2}}) {
+    std::vector<float> m(std::size_t(cols) * rows);
+    for (float& v : m) v = u(rng) < 0.2f ? -std::numeric_limits<float>::infinity() : u(rng);
+    attnviz::gui::maxPyramidLevels(m.data(), cols, rows, upper);
+    int w = cols, h = rows, levels = 1;
+    while (w > 1 || h > 1) w = (w + 1) / 2, h = (h + 1) / 2, ++levels;
+    ASSERT_EQ(upper.size(), std::size_t(levels - 1)) << cols << "x" << rows;
+    w = cols, h = rows;
+    for (std::size_t l = 0; l < upper.size(); ++l) {
+      w = (w + 1) / 2;
+      h = (h + 1) / 2;
+      ASSERT_EQ(upper[l].size(), std::size_t(w) * h) << cols << "x" << rows << " level " << l + 1;
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x)
+          ASSERT_EQ(upper[l][std::size_t(y) * w + x], naiveBlockMax(m, cols, rows, int(l + 1), x, y))
+              << cols << "x" << rows << " level " << l + 1 << " texel " << x << "," << y;
+    }
+  }
+}
+
 }  // namespace
