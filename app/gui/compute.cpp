@@ -57,6 +57,8 @@ void ensureBiasMask(AppState& s, int h) {
   if (!s.compute.biasMaskValid || s.compute.biasMaskHead != h) buildBiasMask(s, h);
 }
 
+// Softmax and output for `heads` (empty = all). The host copy is left to fetchResult, so a
+// batch of heads costs one GPU readback, not one per head.
 void computeHeads(AppState& s, const std::vector<int>& heads) {
   ComputeState& c = s.compute;
   c.engine->softmax(c.params, heads);
@@ -74,6 +76,10 @@ void computeHeads(AppState& s, const std::vector<int>& heads) {
     }
   }
   ++c.weightsVersion;
+}
+
+void fetchResult(AppState& s) {
+  ComputeState& c = s.compute;
   // S only changes with the inputs; after the first read only what the softmax changed comes
   // back (for the GPU backend this is the whole readback cost).
   c.result = &c.engine->result(c.scaledFetched ? (kStageWeights | kStageOutput | kStageRows) : kStageAll);
@@ -349,17 +355,23 @@ void updateCompute(AppState& s) {
       computeHeads(s, {});
     else
       computeHeads(s, {s.shownHead()});
+    fetchResult(s);
     s.timing.softmaxMs = msSince(t0);
     sc.paramsDirty = false;
     s.displayDirty = true;
   }
+  bool ran = false;
   const int shown = s.shownHead();
   if (shown >= 0 && shown < int(c.headFresh.size()) && !c.headFresh[shown]) {
     computeHeads(s, {shown});
-    s.displayDirty = true;
+    ran = true;
   }
   if (s.view.headAverage && !allFresh(s)) {
     computeHeads(s, {});
+    ran = true;
+  }
+  if (ran) {
+    fetchResult(s);
     s.displayDirty = true;
   }
   if (s.displayDirty) {
@@ -372,11 +384,14 @@ void refreshStaleHeads(AppState& s, double budgetMs) {
   ComputeState& c = s.compute;
   if (!c.haveInputs) return;
   const auto t0 = Clock::now();
+  bool ran = false;
   for (int h = 0; h < int(c.headFresh.size()); ++h) {
     if (c.headFresh[h]) continue;
     computeHeads(s, {h});
+    ran = true;
     if (msSince(t0) > budgetMs) break;
   }
+  if (ran) fetchResult(s);
 }
 
 CellInfo cellInfo(const AppState& s, int i, int j) {
