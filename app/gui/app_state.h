@@ -71,7 +71,6 @@ struct ViewState {
   bool showGrid = true;
   int selectedRow = -1;
   int hoverRow = -1, hoverCol = -1;  // this frame; -1 when the mouse is elsewhere
-  int previewHead = -1;              // head grid hover: shown until the mouse leaves
   // Pan and zoom: zoom 1 fits the whole matrix; pan is the top-left visible cell.
   float zoom = 1.0f;
   float panX = 0.0f, panY = 0.0f;
@@ -187,7 +186,7 @@ struct AppState {
   ColormapId activeColormap() const {
     return stageIsScore(view.stage) ? view.scoreColormap : view.weightColormap;
   }
-  int shownHead() const { return view.previewHead >= 0 ? view.previewHead : view.head; }
+  int shownHead() const { return view.head; }
 };
 
 // compute.cpp: runs the engine as the caching rule says, and builds `display`.

@@ -184,13 +184,11 @@ void buildDisplay(AppState& s) {
   d.rowFullyMasked.assign(d.rows, 0);
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;
   for (int i = 0; i < d.rows; ++i) {
-    bool anyAllowed = false;
     const float* row = d.values.data() + std::size_t(i) * d.cols;
     double sum = 0;
     for (int j = 0; j < d.cols; ++j) {
       const float v = row[j];
       if (v == kNegInf) continue;
-      anyAllowed = true;
       if (std::isfinite(v)) {
         sum += v;
         d.colSums[j] += v;
@@ -208,7 +206,6 @@ void buildDisplay(AppState& s) {
     } else {
       d.rowFullyMasked[i] = r.row(h, i).fullyMasked;
     }
-    (void)anyAllowed;
   }
   if (lo > hi) lo = hi = 0.0f;
   d.minFinite = lo;
@@ -335,7 +332,6 @@ void updateCompute(AppState& s) {
     sc.paramsDirty = true;
     // Keep the view inside the new shape.
     s.view.head = std::clamp(s.view.head, 0, H - 1);
-    if (s.view.previewHead >= H) s.view.previewHead = -1;
     if (s.view.selectedRow >= s.tq()) s.view.selectedRow = s.tq() - 1;
     if (sc.paintedRows != s.tq() || sc.paintedCols != s.tk()) {
       sc.painted.clear();

@@ -309,7 +309,6 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   frameBoundary(app);
   s.computedThisFrame = s.compute.weightsVersion != before;
   s.timing.computeMs = msSince(tc);
-  const bool computed = s.timing.softmaxMs >= 0 && s.compute.weightsVersion;  // for the budget below
   const std::uint64_t versionBefore = s.compute.weightsVersion;
 
   ImGui_ImplOpenGL3_NewFrame();
@@ -355,7 +354,6 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   glFinish();
   const double ms = msSince(t0);
   // Thumbnails of the other heads catch up when this frame did not already run a softmax.
-  (void)computed;
   const bool busy = s.compute.weightsVersion != versionBefore;
   if (!busy) {
     try {

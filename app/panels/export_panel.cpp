@@ -103,9 +103,8 @@ bool drawExportPopup(AppState& s) {
     }
     if (ImGui::Button("Export", ImVec2(120 * s.ui.uiScale, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter))) {
       try {
-        const std::string abs = exportPng(s, e.path);
+        exportPng(s, e.path);
         exported = true;
-        (void)abs;
         ImGui::CloseCurrentPopup();
       } catch (const std::exception& ex) {
         s.ui.error = std::string("Export failed: ") + ex.what();

@@ -107,15 +107,12 @@ std::string fmt(const char* f, double v) {
 }
 
 void drawColourBar(AppState& s, ImDrawList* dl, ImVec2 p0, float w, float h, const ValueMapping& m) {
-  ImGuiIO& io = ImGui::GetIO();
-  (void)io;
   const ColormapId cm = s.activeColormap();
   // The bar is the colormap texture itself, t = 1 at the top.
   dl->AddImageQuad(s.renderer->colormapId(cm), p0, ImVec2(p0.x + w, p0.y), ImVec2(p0.x + w, p0.y + h),
                    ImVec2(p0.x, p0.y + h), ImVec2(1, 0.5f), ImVec2(1, 0.5f), ImVec2(0, 0.5f),
                    ImVec2(0, 0.5f));
   dl->AddRect(p0, ImVec2(p0.x + w, p0.y + h), IM_COL32(90, 92, 100, 255));
-  std::vector<std::pair<float, float>> ticks;  // (t, value)
   // Ticks: evenly spaced in t, labelled with the value that maps there (mapValue inverted).
   for (int k = 0; k <= 4; ++k) {
     const float t = k / 4.0f;
@@ -125,9 +122,7 @@ void drawColourBar(AppState& s, ImDrawList* dl, ImVec2 p0, float w, float h, con
       const float f = std::max(m.logFloor, 1e-12f);
       lin = std::exp(std::log(f) * (1.0f - t));
     }
-    ticks.push_back({t, m.lo + (m.hi - m.lo) * lin});
-  }
-  for (auto [t, v] : ticks) {
+    float v = m.lo + (m.hi - m.lo) * lin;
     const float y = p0.y + h - t * h;
     dl->AddLine(ImVec2(p0.x + w, y), ImVec2(p0.x + w + 4, y), kLabel);
     if (std::fabs(v) < 1e-6f * std::max(1.0f, std::fabs(m.hi - m.lo))) v = 0.0f;  // no "-0.00"

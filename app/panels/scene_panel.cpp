@@ -23,7 +23,6 @@ const char* kModeHelp =
 bool drawScenePanel(AppState& s) {
   bool inputs = false;
   Scene& sc = s.scene.scene;
-  const float sc1 = s.ui.uiScale;
 
   // Presets: one per teaching point.
   const auto& presets = cachedPresetFiles(s);
@@ -112,7 +111,6 @@ bool drawScenePanel(AppState& s) {
   ImGui::Spacing();
   ImGui::TextDisabled("Q (%d\xc3\x97%d) \xc2\xb7 K\xe1\xb5\x80 (%d\xc3\x97%d) = S (%d\xc3\x97%d)", d.Tq, d.dk, d.dk, d.Tk, d.Tq, d.Tk);
   ImGui::TextDisabled("A (%d\xc3\x97%d) \xc2\xb7 V (%d\xc3\x97%d) = O (%d\xc3\x97%d)   \xc3\x97 %d heads", d.Tq, d.Tk, d.Tk, d.dv, d.Tq, d.dv, d.H);
-  (void)sc1;
   if (inputs) markInputsDirty(s);
   return inputs;
 }
