@@ -37,6 +37,8 @@ struct DisplayMatrix {
   std::vector<float> rowSums;         // [rows] sums of the shown weights (weights stages)
   std::vector<float> colSums;         // [cols]
   std::vector<std::uint8_t> rowFullyMasked;  // [rows]
+  int fullyMaskedRows = 0;       // how many entries of rowFullyMasked are set
+  int firstFullyMaskedRow = -1;  // the first of them; -1 when none
   float minFinite = 0.0f, maxFinite = 0.0f;
   bool columnsAreKeys = true;         // false for the output stage (columns are value dims)
   bool isWeights = false;             // rows are distributions (sum strip makes sense)
@@ -204,6 +206,11 @@ struct CellInfo {
   bool masked = false;
 };
 CellInfo cellInfo(const AppState& s, int i, int j);
+// Whether every head's softmax and output are current (no thumbnail waiting).
+bool allHeadsFresh(const AppState& s);
+// Head h's archetype: the scene's entry, or the default cycle through allArchetypes() for
+// heads it does not list.
+Archetype headArchetype(const Scene& scene, int h);
 // Applies effectiveParams plus the painted mask.
 AttentionParams currentParams(const AppState& s);
 void clearPaint(AppState& s);

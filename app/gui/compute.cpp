@@ -86,12 +86,6 @@ void fetchResult(AppState& s) {
   c.scaledFetched = true;
 }
 
-bool allFresh(const AppState& s) {
-  for (auto f : s.compute.headFresh)
-    if (!f) return false;
-  return true;
-}
-
 // Softmax over the query axis (the teaching mistake): every column sums to 1.
 void wrongAxisSoftmax(const float* scaled, const float* biasMask, float tau, int Tq, int Tk,
                       std::vector<float>& out) {
@@ -182,6 +176,8 @@ void buildDisplay(AppState& s) {
   d.rowSums.assign(d.rows, 0.0f);
   d.colSums.assign(d.cols, 0.0f);
   d.rowFullyMasked.assign(d.rows, 0);
+  d.fullyMaskedRows = 0;
+  d.firstFullyMaskedRow = -1;
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;
   for (int i = 0; i < d.rows; ++i) {
     const float* row = d.values.data() + std::size_t(i) * d.cols;
@@ -205,6 +201,10 @@ void buildDisplay(AppState& s) {
       d.rowFullyMasked[i] = !allowed;
     } else {
       d.rowFullyMasked[i] = r.row(h, i).fullyMasked;
+    }
+    if (d.rowFullyMasked[i]) {
+      if (d.firstFullyMaskedRow < 0) d.firstFullyMaskedRow = i;
+      ++d.fullyMaskedRows;
     }
   }
   if (lo > hi) lo = hi = 0.0f;
@@ -263,6 +263,18 @@ ViewStage stageFromKey(const std::string& key) {
 
 const Dims AppState::dims() const {
   return compute.engine && compute.haveInputs ? compute.engine->dims() : Dims{};
+}
+
+bool allHeadsFresh(const AppState& s) {
+  for (auto f : s.compute.headFresh)
+    if (!f) return false;
+  return true;
+}
+
+Archetype headArchetype(const Scene& scene, int h) {
+  if (h >= 0 && h < int(scene.archetypes.size())) return scene.archetypes[h];
+  const auto all = allArchetypes();
+  return all[std::size_t(h) % all.size()];
 }
 
 void markInputsDirty(AppState& s) { s.scene.inputsDirty = true; }
@@ -362,7 +374,7 @@ void updateCompute(AppState& s) {
     computeHeads(s, {shown});
     ran = true;
   }
-  if (s.view.headAverage && !allFresh(s)) {
+  if (s.view.headAverage && !allHeadsFresh(s)) {
     computeHeads(s, {});
     ran = true;
   }

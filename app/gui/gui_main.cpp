@@ -227,9 +227,8 @@ void drawLayout(App& app) {
   ImGui::BeginChild("centre", ImVec2(centreW, bodyH), true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   drawStageBar(s);
   {
-    const auto all = allArchetypes();
     const int h = s.view.head;
-    const Archetype a = h < int(s.scene.scene.archetypes.size()) ? s.scene.scene.archetypes[h] : all[h % all.size()];
+    const Archetype a = headArchetype(s.scene.scene, h);
     std::string who = s.view.headAverage && s.view.stage == ViewStage::Weights
                           ? "average of " + std::to_string(s.heads()) + " heads"
                           : "head " + std::to_string(h) + " (" + archetypeName(a) + ")";
@@ -293,8 +292,7 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   const auto t0 = Clock::now();
   // An app left open should not burn a core: once nothing has happened for a few frames (and
   // no thumbnail is waiting), sleep until an event arrives or half a second passes.
-  bool stale = false;
-  for (auto f : s.compute.headFresh) stale |= !f;
+  const bool stale = !allHeadsFresh(s);
   if (app.interactive && app.quietFrames > 10 && !stale && !ImGui::GetIO().WantTextInput) {
     glfwWaitEventsTimeout(0.5);
     if (msSince(t0) < 490.0) app.quietFrames = 0;  // woken by an event

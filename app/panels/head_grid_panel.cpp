@@ -59,7 +59,6 @@ bool drawHeadGridPanel(AppState& s) {
   const int maxSide = std::max(16, int(side));
   const float aspect = float(s.tq()) / float(s.tk());
   const float tileH = std::max(8.0f, std::min(side, side * aspect));
-  const auto all = allArchetypes();
   const std::uint64_t cmKey = std::uint64_t(s.view.weightColormap) + (s.view.autoRange ? 8 : 0);
 
   bool allFresh = true;
@@ -112,9 +111,7 @@ bool drawHeadGridPanel(AppState& s) {
       s.displayDirty = true;
       changed = true;
     }
-    const Archetype a = average ? Archetype::Random
-                                : (h < int(s.scene.scene.archetypes.size()) ? s.scene.scene.archetypes[h]
-                                                                             : all[h % all.size()]);
+    const Archetype a = average ? Archetype::Random : headArchetype(s.scene.scene, h);
     const bool fromFiles = !s.scene.scene.qPath.empty();
     const std::string name = average ? "average" : fromFiles ? "(file)" : std::string(archetypeName(a));
     if (ImGui::IsItemHovered() && img.tex.id()) {

@@ -66,8 +66,7 @@ bool drawMaskMatrixPanel(AppState& s) {
   ImGui::TextColored(ImVec4(kMaskedColor.r / 255.f, kMaskedColor.g / 255.f, kMaskedColor.b / 255.f, 1), "\xe2\x96\xa0 masked");
   if (!s.scene.painted.empty()) ImGui::TextColored(ImVec4(0.75f, 0.31f, 0.27f, 1), "\xe2\x96\xa0 painted");
   ImGui::EndGroup();
-  int fully = 0;
-  for (auto f : s.display.rowFullyMasked) fully += f ? 1 : 0;
+  const int fully = s.display.fullyMaskedRows;
   if (fully && s.display.columnsAreKeys)
     ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "%d fully masked row%s", fully, fully == 1 ? "" : "s");
   return false;

@@ -80,12 +80,7 @@ bool drawMaskPanel(AppState& s) {
 
   const AttentionParams& p = s.compute.params;
   ImGui::TextWrapped("Mask: %s", describeMask(p.mask).c_str());
-  int fully = 0, first = -1;
-  for (int i = 0; i < int(s.display.rowFullyMasked.size()); ++i)
-    if (s.display.rowFullyMasked[i]) {
-      if (first < 0) first = i;
-      ++fully;
-    }
+  const int fully = s.display.fullyMaskedRows, first = s.display.firstFullyMaskedRow;
   if (fully > 0 && s.display.columnsAreKeys) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.38f, 1.0f));
     ImGui::TextWrapped("%d fully masked row%s (first: row %d). Such a row has no key to attend to: "

@@ -90,12 +90,12 @@ bool drawScenePanel(AppState& s) {
     const auto all = allArchetypes();
     for (int h = 0; h < sc.heads; ++h) {
       ImGui::PushID(h);
-      Archetype a = h < int(sc.archetypes.size()) ? sc.archetypes[h] : all[h % all.size()];
+      const Archetype a = headArchetype(sc, h);
       ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
       if (ImGui::BeginCombo(("head " + std::to_string(h)).c_str(), archetypeName(a))) {
         for (Archetype c : all)
           if (ImGui::Selectable(archetypeName(c), c == a)) {
-            while (int(sc.archetypes.size()) < sc.heads) sc.archetypes.push_back(all[sc.archetypes.size() % all.size()]);
+            while (int(sc.archetypes.size()) < sc.heads) sc.archetypes.push_back(headArchetype(sc, int(sc.archetypes.size())));
             sc.archetypes[h] = c;
             inputs = true;
           }
