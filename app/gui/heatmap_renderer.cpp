@@ -30,16 +30,50 @@ GLuint GlTexture::create() {
   return id_;
 }
 
+namespace {
+
+GLuint compile(GLenum type, const std::string& name) {
+  const std::string src = shaderSource(name);
+  const char* parts[2] = {"#version 330 core\n", src.c_str()};
+  GLuint sh = glCreateShader(type);
+  glShaderSource(sh, 2, parts, nullptr);
+  glCompileShader(sh);
+  GLint ok = 0;
+  glGetShaderiv(sh, GL_COMPILE_STATUS, &ok);
+  if (!ok) {
+    char log[4096] = {};
+    glGetShaderInfoLog(sh, sizeof log, nullptr, log);
+    glDeleteShader(sh);
+    throw std::runtime_error(name + ": compile failed: " + log);
+  }
+  return sh;
+}
+
+void setColor(GLuint prog, const char* name, RGBA8 c) {
+  glUniform4f(glGetUniformLocation(prog, name), c.r / 255.0f, c.g / 255.0f, c.b / 255.0f, c.a / 255.0f);
+}
+
+// A fresh single-level texture (NEAREST, clamped) of w x h texels from `data` (may be null),
+// left bound to GL_TEXTURE_2D.
+void allocateTexture(GlTexture& tex, GLenum internalFormat, int w, int h, GLenum format, GLenum type,
+                     const void* data) {
+  tex.create();
+  glBindTexture(GL_TEXTURE_2D, tex.id());
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_BASE_LEVEL, 0);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAX_LEVEL, 0);
+  glTexImage2D(GL_TEXTURE_2D, 0, GLint(internalFormat), w, h, 0, format, type, data);
+}
+
+}  // namespace
+
 void RgbaImage::set(const std::vector<std::uint8_t>& rgba, int w, int h) {
   if (!tex.id() || w != width || h != height) {
-    tex.create();
-    glBindTexture(GL_TEXTURE_2D, tex.id());
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
     glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
-    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, w, h, 0, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
+    allocateTexture(tex, GL_RGBA8, w, h, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
     width = w;
     height = h;
   } else {
@@ -87,31 +121,6 @@ std::vector<std::vector<float>> maxPyramid(const std::vector<float>& level0, int
   return levels;
 }
 
-namespace {
-
-GLuint compile(GLenum type, const std::string& name) {
-  const std::string src = shaderSource(name);
-  const char* parts[2] = {"#version 330 core\n", src.c_str()};
-  GLuint sh = glCreateShader(type);
-  glShaderSource(sh, 2, parts, nullptr);
-  glCompileShader(sh);
-  GLint ok = 0;
-  glGetShaderiv(sh, GL_COMPILE_STATUS, &ok);
-  if (!ok) {
-    char log[4096] = {};
-    glGetShaderInfoLog(sh, sizeof log, nullptr, log);
-    glDeleteShader(sh);
-    throw std::runtime_error(name + ": compile failed: " + log);
-  }
-  return sh;
-}
-
-void setColor(GLuint prog, const char* name, RGBA8 c) {
-  glUniform4f(glGetUniformLocation(prog, name), c.r / 255.0f, c.g / 255.0f, c.b / 255.0f, c.a / 255.0f);
-}
-
-}  // namespace
-
 HeatmapRenderer::~HeatmapRenderer() {
   if (program_) glDeleteProgram(program_);
   if (vao_) glDeleteVertexArrays(1, &vao_);
@@ -145,14 +154,8 @@ void HeatmapRenderer::init() {
   glGetIntegerv(GL_MAX_TEXTURE_SIZE, &maxTextureSize_);
   for (int k = 0; k < 4; ++k) {
     const ColormapTable& table = colormapTable(ColormapId(k));
-    GLuint id = colormaps_[k].create();
-    glBindTexture(GL_TEXTURE_2D, id);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
     glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
-    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, kColormapSize, 1, 0, GL_RGBA, GL_UNSIGNED_BYTE, table.data());
+    allocateTexture(colormaps_[k], GL_RGBA8, kColormapSize, 1, GL_RGBA, GL_UNSIGNED_BYTE, table.data());
   }
   glBindTexture(GL_TEXTURE_2D, 0);
 }
@@ -188,13 +191,7 @@ void HeatmapRenderer::upload(const DisplayMatrix& m) {
   int w = m.cols, h = m.rows;
   for (std::size_t l = 0; l < levelCount; ++l) {
     if (reallocate) {
-      levels_[l].create();
-      glBindTexture(GL_TEXTURE_2D, levels_[l].id());
-      glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
-      glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
-      glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_BASE_LEVEL, 0);
-      glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAX_LEVEL, 0);
-      glTexImage2D(GL_TEXTURE_2D, 0, GL_R32F, w, h, 0, GL_RED, GL_FLOAT, levelData(l));
+      allocateTexture(levels_[l], GL_R32F, w, h, GL_RED, GL_FLOAT, levelData(l));
     } else {
       glBindTexture(GL_TEXTURE_2D, levels_[l].id());
       glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h, GL_RED, GL_FLOAT, levelData(l));
@@ -223,13 +220,7 @@ void* HeatmapRenderer::render(const Target& t) {
   if (haveLast_ && last_ == t && renderedVersion_ == uploadedVersion_)
     return reinterpret_cast<void*>(std::uintptr_t(target_.id()));
   if (!target_.id() || t.width != targetW_ || t.height != targetH_) {
-    target_.create();
-    glBindTexture(GL_TEXTURE_2D, target_.id());
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
-    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
-    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, t.width, t.height, 0, GL_RGBA, GL_UNSIGNED_BYTE, nullptr);
+    allocateTexture(target_, GL_RGBA8, t.width, t.height, GL_RGBA, GL_UNSIGNED_BYTE, nullptr);
     glBindTexture(GL_TEXTURE_2D, 0);
     targetW_ = t.width;
     targetH_ = t.height;
