@@ -232,5 +232,7 @@ void saveSettings(const AppState& s);
 double nowSeconds();
 // Short notice in the status bar.
 void notify(AppState& s, const std::string& text, double seconds = 6.0);
+// An error for the modal popup (drawErrorPopup), also printed as one line on stderr.
+void reportError(AppState& s, const std::string& what);
 
 }  // namespace attnviz::gui

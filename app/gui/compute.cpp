@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace attnviz::gui {
@@ -434,6 +435,12 @@ double nowSeconds() {
 void notify(AppState& s, const std::string& text, double seconds) {
   s.ui.notice = text;
   s.ui.noticeUntil = nowSeconds() + seconds;
+}
+
+void reportError(AppState& s, const std::string& what) {
+  s.ui.error = what;
+  s.ui.errorPending = true;
+  std::fprintf(stderr, "attnviz: %s\n", what.c_str());
 }
 
 }  // namespace attnviz::gui

@@ -259,12 +259,6 @@ void drawLayout(App& app) {
   ImGui::End();
 }
 
-void reportError(AppState& s, const std::string& what) {
-  s.ui.error = what;
-  s.ui.errorPending = true;
-  std::fprintf(stderr, "attnviz: %s\n", what.c_str());
-}
-
 // Work that may throw runs here, between frames, never inside a Begin/End pair.
 void frameBoundary(App& app) {
   AppState& s = app.s;

@@ -38,10 +38,9 @@ void addVerticalText(ImDrawList* dl, float x, float yBottom, unsigned int colour
   dl->PopClipRect();
 }
 
-unsigned int colormapU32(ColormapId id, float t) {
-  const RGBA8 c = colormapTable(id)[colormapIndex(t)];
-  return IM_COL32(c.r, c.g, c.b, c.a);
-}
+unsigned int rgbaU32(RGBA8 c) { return IM_COL32(c.r, c.g, c.b, c.a); }
+
+unsigned int colormapU32(ColormapId id, float t) { return rgbaU32(colormapTable(id)[colormapIndex(t)]); }
 
 std::string presetDirectory() {
   namespace fs = std::filesystem;

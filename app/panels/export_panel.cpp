@@ -107,8 +107,7 @@ bool drawExportPopup(AppState& s) {
         exported = true;
         ImGui::CloseCurrentPopup();
       } catch (const std::exception& ex) {
-        s.ui.error = std::string("Export failed: ") + ex.what();
-        s.ui.errorPending = true;
+        reportError(s, std::string("Export failed: ") + ex.what());
         ImGui::CloseCurrentPopup();
       }
     }

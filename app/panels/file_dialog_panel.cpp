@@ -109,8 +109,7 @@ bool drawFileDialogs(AppState& s) {
         saveSceneFrom(s, path);
         notify(s, "Saved scene to " + fs::absolute(path, ec).string());
       } catch (const std::exception& e) {
-        s.ui.error = e.what();
-        s.ui.errorPending = true;
+        reportError(s, e.what());
       }
     }
     ImGui::SameLine();

@@ -134,10 +134,10 @@ void drawColourBar(AppState& s, ImDrawList* dl, ImVec2 p0, float w, float h, con
   const float sw = w, sh = ImGui::GetFontSize();
   dl->PushClipRect(ImVec2(p0.x, sy), ImVec2(p0.x + sw, sy + sh), true);
   dl->AddRectFilled(ImVec2(p0.x, sy), ImVec2(p0.x + sw, sy + sh),
-                    IM_COL32(kMaskedColor.r, kMaskedColor.g, kMaskedColor.b, 255));
+                    rgbaU32(kMaskedColor));
   for (float x = -sh; x < sw; x += 8)
     dl->AddLine(ImVec2(p0.x + x, sy + sh), ImVec2(p0.x + x + sh, sy),
-                IM_COL32(kMaskedHatchColor.r, kMaskedHatchColor.g, kMaskedHatchColor.b, 255), 3.0f);
+                rgbaU32(kMaskedHatchColor), 3.0f);
   dl->PopClipRect();
   dl->AddText(ImVec2(p0.x + w + 6, sy), kLabel, "masked");
 }

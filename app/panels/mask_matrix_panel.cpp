@@ -63,7 +63,7 @@ bool drawMaskMatrixPanel(AppState& s) {
   ImGui::TextDisabled("%d \xc3\x97 %d", Tq, Tk);
   ImGui::TextDisabled("head %d", c.biasMaskHead);
   ImGui::TextColored(ImVec4(0.89f, 0.89f, 0.92f, 1), "\xe2\x96\xa0 allowed");
-  ImGui::TextColored(ImVec4(kMaskedColor.r / 255.f, kMaskedColor.g / 255.f, kMaskedColor.b / 255.f, 1), "\xe2\x96\xa0 masked");
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(rgbaU32(kMaskedColor)), "\xe2\x96\xa0 masked");
   if (!s.scene.painted.empty()) ImGui::TextColored(ImVec4(0.75f, 0.31f, 0.27f, 1), "\xe2\x96\xa0 painted");
   ImGui::EndGroup();
   const int fully = s.display.fullyMaskedRows;

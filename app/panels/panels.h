@@ -31,6 +31,8 @@ void helpMarker(const char* text);
 // Draws text rotated 90 degrees counter-clockwise (reading bottom to top), its bottom-left
 // corner at `pos` going up.
 void addVerticalText(ImDrawList* dl, float x, float yBottom, unsigned int colour, const char* text);
+// An RGBA8 colour (colormap.h) as ImGui's packed u32.
+unsigned int rgbaU32(RGBA8 c);
 // A colour from the colormap table as ImGui's packed u32.
 unsigned int colormapU32(ColormapId id, float t);
 // Where the assets/scenes folder is, or "" when not found.

@@ -105,7 +105,7 @@ bool drawRowInspectorPanel(AppState& s) {
     const float bw = barMax * w[j] / std::max(st.max, 1e-6f);
     const ImVec2 b0(p.x + labelW, p.y + 2), b1(p.x + labelW + std::max(1.0f, bw), p.y + lineH - 2);
     if (masked)
-      dl->AddRectFilled(b0, ImVec2(b0.x + 6, b1.y), IM_COL32(kMaskedColor.r, kMaskedColor.g, kMaskedColor.b, 255));
+      dl->AddRectFilled(b0, ImVec2(b0.x + 6, b1.y), rgbaU32(kMaskedColor));
     else
       dl->AddRectFilled(b0, b1, colormapU32(s.view.weightColormap, w[j] / std::max(st.max, 1e-6f)));
     char val[32];
