@@ -43,6 +43,15 @@ struct DisplayMatrix {
   bool columnsAreKeys = true;         // false for the output stage (columns are value dims)
   bool isWeights = false;             // rows are distributions (sum strip makes sense)
   std::uint64_t version = 0;          // bumped on every change; the renderer re-uploads
+  // What it was built from. updateCompute rebuilds it whenever the current view or the shown
+  // weights differ from this, so a panel that changes the view needs no flag of its own.
+  struct Source {
+    std::uint64_t weights = ~std::uint64_t{0};  // headVersion of the head, or weightsVersion (average)
+    int head = -1;
+    int stage = -1;
+    bool headAverage = false, wrongAxis = false;
+    bool operator==(const Source&) const = default;
+  } source;
 };
 
 struct SceneState {
@@ -178,7 +187,6 @@ struct AppState {
   Timing timing;
   HeatmapRenderer* renderer = nullptr;
   std::string configDir;
-  bool displayDirty = true;  // rebuild `display` from the engine this frame
   bool computedThisFrame = false;  // a softmax ran this frame: defer cosmetic work
 
   const Dims dims() const;

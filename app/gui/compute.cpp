@@ -113,6 +113,20 @@ void wrongAxisSoftmax(const float* scaled, const float* biasMask, float tau, int
     }
 }
 
+// The view and the weights `display` must be built from now.
+DisplayMatrix::Source displaySource(const AppState& s) {
+  const ComputeState& c = s.compute;
+  const int h = s.shownHead();
+  DisplayMatrix::Source src;
+  src.weights = s.view.headAverage ? c.weightsVersion
+                                   : (h >= 0 && h < int(c.headVersion.size()) ? c.headVersion[h] : 0);
+  src.head = h;
+  src.stage = int(s.view.stage);
+  src.headAverage = s.view.headAverage;
+  src.wrongAxis = s.view.wrongAxis;
+  return src;
+}
+
 void buildDisplay(AppState& s) {
   const auto t0 = Clock::now();
   ComputeState& c = s.compute;
@@ -211,6 +225,7 @@ void buildDisplay(AppState& s) {
   if (lo > hi) lo = hi = 0.0f;
   d.minFinite = lo;
   d.maxFinite = hi;
+  d.source = displaySource(s);
   ++d.version;
   s.timing.displayMs = msSince(t0);
 }
@@ -367,7 +382,6 @@ void updateCompute(AppState& s) {
     fetchResult(s);
     s.timing.softmaxMs = msSince(t0);
     sc.paramsDirty = false;
-    s.displayDirty = true;
   }
   bool ran = false;
   const int shown = s.shownHead();
@@ -379,14 +393,8 @@ void updateCompute(AppState& s) {
     computeHeads(s, {});
     ran = true;
   }
-  if (ran) {
-    fetchResult(s);
-    s.displayDirty = true;
-  }
-  if (s.displayDirty) {
-    buildDisplay(s);
-    s.displayDirty = false;
-  }
+  if (ran) fetchResult(s);
+  if (c.result && !(s.display.source == displaySource(s))) buildDisplay(s);
 }
 
 void refreshStaleHeads(AppState& s, double budgetMs) {

@@ -108,7 +108,6 @@ bool drawHeadGridPanel(AppState& s) {
         s.view.headAverage = false;
         s.view.head = h;
       }
-      s.displayDirty = true;
       changed = true;
     }
     const Archetype a = average ? Archetype::Random : headArchetype(s.scene.scene, h);

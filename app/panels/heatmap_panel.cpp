@@ -285,7 +285,6 @@ bool drawHeatmapPanel(AppState& s) {
     if ((left || right) && H > 0) {
       v.head = (v.head + (right ? 1 : H - 1)) % H;
       v.headAverage = false;
-      s.displayDirty = true;
       changed = true;
     }
     if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home))) resetView(s);

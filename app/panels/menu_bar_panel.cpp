@@ -39,7 +39,7 @@ bool drawMenuBar(AppState& s) {
   if (ImGui::BeginMenu("View")) {
     if (ImGui::MenuItem("Reset zoom and pan", "middle double-click")) resetView(s);
     ImGui::MenuItem("Grid lines", nullptr, &s.view.showGrid);
-    if (ImGui::MenuItem("Softmax over the wrong axis", nullptr, &s.view.wrongAxis)) s.displayDirty = true;
+    ImGui::MenuItem("Softmax over the wrong axis", nullptr, &s.view.wrongAxis);
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Help")) {

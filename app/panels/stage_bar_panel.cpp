@@ -20,7 +20,6 @@ bool drawStageBar(AppState& s) {
     if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
     if (ImGui::Button(stageLabel(st))) {
       s.view.stage = st;
-      s.displayDirty = true;
       changed = true;
     }
     if (on) ImGui::PopStyleColor();

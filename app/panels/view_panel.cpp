@@ -63,10 +63,7 @@ bool drawViewPanel(AppState& s) {
   helpMarker("Weights: map [0, largest weight] instead of [0, 1].");
   ImGui::SameLine();
   changed |= ImGui::Checkbox("Grid", &v.showGrid);
-  if (ImGui::Checkbox("Average of heads", &v.headAverage)) {
-    s.displayDirty = true;
-    changed = true;
-  }
+  changed |= ImGui::Checkbox("Average of heads", &v.headAverage);
   if (ImGui::Button("Reset view")) {
     resetView(s);
     changed = true;
@@ -77,7 +74,6 @@ bool drawViewPanel(AppState& s) {
   ImGui::Separator();
   if (ImGui::Checkbox("Softmax over the wrong axis", &v.wrongAxis)) {
     if (v.wrongAxis) v.stage = ViewStage::Weights;
-    s.displayDirty = true;
     changed = true;
   }
   if (v.wrongAxis) {
