@@ -676,8 +676,7 @@ int runGui(int argc, char** argv) {
           std::printf("saved scene: %s\n", o.saveScenePath.c_str());
         }
         if (!o.exportPath.empty() && o.frames > 0 && frame == o.frames - 1) {
-          s.exporter.colormap = s.view.weightColormap;
-          s.exporter.stage = s.view.stage == ViewStage::Weights ? 0 : 1;
+          exportOptionsFromView(s);
           std::printf("exported: %s\n", exportPng(s, o.exportPath).c_str());
         }
       }

@@ -67,12 +67,16 @@ std::string exportPng(AppState& s, const std::string& path) {
   return abs;
 }
 
+void exportOptionsFromView(AppState& s) {
+  s.exporter.colormap = s.view.weightColormap;
+  s.exporter.stage = s.view.stage == ViewStage::Weights ? 0 : 1;
+}
+
 bool drawExportPopup(AppState& s) {
   ExportState& e = s.exporter;
   if (e.requestOpen) {
     e.requestOpen = false;
-    e.colormap = s.view.weightColormap;
-    e.stage = s.view.stage == ViewStage::Weights ? 0 : 1;
+    exportOptionsFromView(s);
     e.pathEdited = false;
     ImGui::OpenPopup("Export PNG");
   }

@@ -23,6 +23,8 @@ bool drawExportPopup(AppState& s);       // export_panel.cpp: PNG export (Ctrl+S
 // The export itself (export_panel.cpp): writes `path` with s.exporter's options, returns the
 // absolute path. Throws what renderExport/writePng throw.
 std::string exportPng(AppState& s, const std::string& path);
+// Starts s.exporter from the view: its weights colormap, and weights or scores by its stage.
+void exportOptionsFromView(AppState& s);
 bool drawFileDialogs(AppState& s);       // file_dialog_panel.cpp: open (Ctrl+O) / save scene
 bool drawErrorPopup(AppState& s);        // error_popup_panel.cpp: errors caught at the frame
 
