@@ -360,17 +360,14 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   return ms;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, std::size_t(p * (v.size() - 1) + 0.5))];
 }
+
+// The element at index n / 2 of the sorted values, as percentile(v, 0.5) picks it.
+double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
 
 std::string repeatedText(const std::string& base, int n) {
   auto toks = tokenize(base);
