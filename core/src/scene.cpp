@@ -75,9 +75,9 @@ Layout layoutFor(int dModel) {
 
 double frequency(int m, int dPos) { return std::pow(10000.0, -2.0 * m / dPos); }
 
-// X [T, dModel] for tokens at positions 0..T-1.
+// X [T, dModel] for tokens at positions 0, step, 2 step, ...
 MatrixRM tokenVectors(const std::vector<std::string>& tokens, const Layout& L, int dModel,
-                      std::uint32_t seed) {
+                      std::uint32_t seed, double step = 1.0) {
   MatrixRM X = MatrixRM::Zero(static_cast<int>(tokens.size()), dModel);
   for (int t = 0; t < X.rows(); ++t) {
     Rng rng{fnv1a(tokens[t], seed)};
@@ -88,7 +88,7 @@ MatrixRM tokenVectors(const std::vector<std::string>& tokens, const Layout& L, i
     }
     X.row(t).head(L.dTok) /= static_cast<float>(std::sqrt(std::max(norm, 1e-12)));
     for (int m = 0; m < L.dPos / 2; ++m) {
-      const double a = t * frequency(m, L.dPos);
+      const double a = t * step * frequency(m, L.dPos);
       X(t, L.dTok + 2 * m) = static_cast<float>(std::sin(a));
       X(t, L.dTok + 2 * m + 1) = static_cast<float>(std::cos(a));
     }
@@ -273,7 +273,13 @@ SceneInputs buildSceneInputs(const Scene& s) {
     Xq = Xk.bottomRows(1);
     in.queryTokens = {keys.back()};
   } else {
-    Xq = tokenVectors(tokens, L, s.dModel, s.seed);
+    // Cross-attention: the query sequence is spread evenly over the key sequence's positions,
+    // so positional heads (local-window, previous-token) show a monotone alignment band, as
+    // between a sentence and its translation.
+    const double step = s.mode == Mode::Cross && tokens.size() > 1
+                            ? double(keys.size() - 1) / double(tokens.size() - 1)
+                            : 1.0;
+    Xq = tokenVectors(tokens, L, s.dModel, s.seed, step);
     Xk = s.mode == Mode::Cross ? tokenVectors(keys, L, s.dModel, s.seed) : Xq;
     in.queryTokens = tokens;
   }
