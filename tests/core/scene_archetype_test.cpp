@@ -174,6 +174,19 @@ TEST(SceneArchetypes, CrossModeUsesTheSecondTokenList) {
   EXPECT_EQ(in.v.rows, 5);
 }
 
+TEST(SceneArchetypes, CrossModeLocalWindowHeadAlignsQueriesMonotonicallyOverTheKeys) {
+  Scene s = sceneWith(Archetype::LocalWindow, Mode::Cross, "le chat noir etait assis");
+  s.keyText = "the black cat was sitting on the mat near the door .";
+  const Ran x = runScene(s);
+  ASSERT_EQ(x.r.dims.Tq, 5);
+  ASSERT_EQ(x.r.dims.Tk, 12);
+  // The first query looks at the start of the key sequence, the last at its end, and the
+  // strongest key never moves backwards in between.
+  EXPECT_LE(x.r.row(0, 0).argmax, 1);
+  EXPECT_GE(x.r.row(0, 4).argmax, 10);
+  for (int i = 1; i < 5; ++i) EXPECT_GT(x.r.row(0, i).argmax, x.r.row(0, i - 1).argmax) << i;
+}
+
 TEST(SceneArchetypes, DecodeModeHasOneQueryOverTheCache) {
   Scene s = sceneWith(Archetype::Broad, Mode::Decode);
   const SceneInputs in = buildSceneInputs(s);
