@@ -146,6 +146,28 @@ bool drawRowInspectorPanel(AppState& s) {
   ImGui::SameLine(140 * sc);
   vectorStrip(O, dv, scale, stripW, lineH * 0.8f);
   ImGui::TextDisabled("(%d value dimensions, colour = sign and size)", dv);
+
+  // The block output of a synthetic scene: every head's o_i side by side, then W_o.
+  const Tensor3& wo = s.scene.inputs.wo;
+  if (!wo.empty() && wo.rows == r.dims.H * dv) {
+    ImGui::Spacing();
+    ImGui::TextUnformatted("Block output  concat_h(o_i) \xc2\xb7 W_o  (all heads)");
+    if (!allHeadsFresh(s)) {
+      ImGui::TextDisabled("(waiting for the other heads)");
+    } else {
+      Tensor3 heads(r.dims.H, 1, dv);
+      for (int hh = 0; hh < r.dims.H; ++hh)
+        std::copy_n(r.output.head(hh) + std::size_t(i) * dv, dv, heads.head(hh));
+      const Tensor3 y = blockOutput(heads, wo);  // [1, 1, d_model]
+      float yScale = 1e-6f;
+      for (float x : y.data) yScale = std::max(yScale, std::fabs(x));
+      ImGui::Text("= y%d", i);
+      ImGui::SameLine(140 * sc);
+      vectorStrip(y.data.data(), y.cols, yScale, stripW, lineH * 0.8f);
+      ImGui::TextDisabled("(%d heads \xc3\x97 %d values \xe2\x86\x92 W_o \xe2\x86\x92 %d dims)", r.dims.H,
+                          dv, y.cols);
+    }
+  }
   return false;
 }
 
