@@ -236,6 +236,7 @@ void drawLayout(App& app) {
     ImGui::Text("%s  \xc2\xb7  \xcf\x84 = %.3g  \xc2\xb7  mask: %s", who.c_str(), s.compute.params.temperature,
                 describeMask(s.compute.params.mask).c_str());
   }
+  drawLessonPanel(s);
   ImGui::Spacing();
   drawHeatmapPanel(s);
   ImGui::EndChild();

@@ -14,6 +14,7 @@ bool drawTemperaturePanel(AppState& s);  // temperature_panel.cpp: log slider 0.
 bool drawMaskPanel(AppState& s);         // mask_panel.cpp: causal, window, prefix, sink, pad, ALiBi, paint
 bool drawViewPanel(AppState& s);         // view_panel.cpp: colormaps, scale, wrong-axis toggle
 bool drawStageBar(AppState& s);          // stage_bar_panel.cpp: QKᵀ ... A·V
+bool drawLessonPanel(AppState& s);       // lesson_panel.cpp: the scene's notes
 bool drawHeatmapPanel(AppState& s);      // heatmap_panel.cpp: the matrix, labels, strips, colour bar
 bool drawHeadGridPanel(AppState& s);     // head_grid_panel.cpp: thumbnails + average
 bool drawRowInspectorPanel(AppState& s); // row_inspector_panel.cpp: the selected query's row

@@ -209,6 +209,12 @@ std::vector<Archetype> allArchetypes() {
 Scene defaultScene() {
   Scene s;
   s.title = "Six head archetypes on one sentence";
+  s.notes =
+      "Each row is one query token and shows how it splits its attention over the keys "
+      "(columns); every row sums to 1. The six heads differ only in W_q and W_k, yet each "
+      "pattern comes out of the real product Q K^T: the previous token, the first token, "
+      "repeats of the same word, a local window, an even spread, and noise. Click the "
+      "thumbnails on the right to compare them.";
   s.queryText = "the cat sat on the mat because the mat was warm and the cat was tired";
   s.mode = Mode::Causal;
   s.heads = 6;
@@ -337,6 +343,7 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
   if (!j.is_object()) throw InputError(name + ": a scene must be a JSON object");
   Scene s;
   s.title = field<std::string>(j, "title", s.title, name);
+  s.notes = field<std::string>(j, "notes", s.notes, name);
   s.queryText = field<std::string>(j, "query_text", s.queryText, name);
   s.keyText = field<std::string>(j, "key_text", s.keyText, name);
   try {
@@ -424,6 +431,7 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
 std::string sceneToJson(const Scene& s) {
   json j;
   j["title"] = s.title;
+  if (!s.notes.empty()) j["notes"] = s.notes;
   j["query_text"] = s.queryText;
   if (!s.keyText.empty()) j["key_text"] = s.keyText;
   j["mode"] = modeName(s.mode);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <typeinfo>
 
@@ -219,6 +220,7 @@ TEST(SceneText, TokenizeSplitsOnAnyWhitespace) {
 TEST(SceneJson, RoundTripKeepsEverySetting) {
   Scene s = defaultScene();
   s.title = "t";
+  s.notes = "what the scene teaches";
   s.queryText = "x y z";
   s.keyText = "u v";
   s.mode = Mode::Cross;
@@ -230,6 +232,7 @@ TEST(SceneJson, RoundTripKeepsEverySetting) {
   s.params.mask.alibi = true;
   const Scene t = sceneFromJson(sceneToJson(s), "mem.json");
   EXPECT_EQ(t.title, s.title);
+  EXPECT_EQ(t.notes, s.notes);
   EXPECT_EQ(t.queryText, s.queryText);
   EXPECT_EQ(t.keyText, s.keyText);
   EXPECT_EQ(t.mode, s.mode);
@@ -239,6 +242,18 @@ TEST(SceneJson, RoundTripKeepsEverySetting) {
   EXPECT_EQ(t.params.temperature, 0.5f);
   EXPECT_EQ(t.params.mask.window, 2);
   EXPECT_TRUE(t.params.mask.alibi);
+}
+
+TEST(SceneJson, EveryPresetLoadsAndSaysWhatItTeaches) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(ATTNVIZ_TEST_DATA_DIR) + "/../assets/scenes")) {
+    if (e.path().extension() != ".json") continue;
+    const Scene s = loadScene(e.path().string());
+    EXPECT_FALSE(s.notes.empty()) << e.path();
+    EXPECT_NO_THROW(buildSceneInputs(s)) << e.path();
+    ++n;
+  }
+  EXPECT_GE(n, 8);
 }
 
 TEST(SceneJson, MalformedJsonIsRefusedNamingTheFile) {

@@ -23,6 +23,7 @@ std::vector<Archetype> allArchetypes();
 
 struct Scene {
   std::string title = "attnviz";
+  std::string notes;      // what this scene shows, in a few sentences (shown above the heatmap)
   std::string queryText;  // whitespace-separated tokens
   std::string keyText;    // cross mode only: the key/value sequence
   Mode mode = Mode::Causal;
