@@ -539,17 +539,15 @@ int runGui(int argc, char** argv) {
     click = parseCell(o.clickCell, "--click-cell");
     if (o.temperature && !(*o.temperature > 0.0f && std::isfinite(*o.temperature)))
       throw UsageError("--temperature: must be a finite number > 0");
-    if (!o.stage.empty()) s.view.stage = stageFromKey(o.stage);
-    if (!o.colormap.empty()) {
-      auto c = colormapFromName(o.colormap);
-      if (!c) throw UsageError("--colormap: expected viridis, magma, gray or diverging, got '" + o.colormap + "'");
-      s.view.weightColormap = *c;
-    }
+    // Validated here; applied after the settings and the scene's own view are loaded.
+    const ViewStage stage = o.stage.empty() ? ViewStage::Weights : stageFromKey(o.stage);
+    const std::optional<ColormapId> colormap = colormapFromName(o.colormap);
+    if (!o.colormap.empty() && !colormap)
+      throw UsageError("--colormap: expected viridis, magma, gray or diverging, got '" + o.colormap + "'");
     if (!o.scenePositional.empty() && !o.scene.empty()) throw UsageError("give the scene either positionally or with --scene, not both");
     const std::string scenePath = o.scene.empty() ? o.scenePositional : o.scene;
     s.configDir = configDirectory();
     loadSettings(s);
-    if (!o.colormap.empty()) s.view.weightColormap = *colormapFromName(o.colormap);
     if (!scenePath.empty()) {
       loadSceneInto(s, scenePath);
     } else {
@@ -560,6 +558,8 @@ int runGui(int argc, char** argv) {
     if (o.temperature) s.scene.scene.params.temperature = *o.temperature;
     if (o.selectRow) s.view.selectedRow = *o.selectRow;
     if (o.head) s.view.head = *o.head;
+    if (!o.stage.empty()) s.view.stage = stage;
+    if (colormap) s.view.weightColormap = *colormap;
     if (o.wrongAxis) s.view.wrongAxis = true;
     if (o.paint) s.view.paintMode = true;
     if (o.popup == "open") s.ui.requestOpenDialog = true;
