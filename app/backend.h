@@ -12,6 +12,7 @@ namespace attnviz::app {
 // throws InputError with the reason. auto: the GPU when it starts on a hardware renderer,
 // otherwise the CPU with `note` saying why (no context, a shader failed, or a software
 // renderer such as llvmpipe, where the CPU is faster). Throws UsageError for any other name.
-std::unique_ptr<AttentionEngine> createHeadlessEngine(const std::string& backend, std::string& note);
+std::unique_ptr<AttentionEngine> createHeadlessEngine(const std::string& backend,
+                                                      std::string& note);
 
 }  // namespace attnviz::app

@@ -8,8 +8,9 @@
 namespace attnviz::app {
 
 void addAttentionOptions(CLI::App& app, AttentionCliOptions& o) {
-  app.add_option("--mask", o.masks,
-                 "causal | window:W | prefix:P | sink:S | pad:N (repeatable; combined as in DESIGN.md)")
+  app.add_option(
+         "--mask", o.masks,
+         "causal | window:W | prefix:P | sink:S | pad:N (repeatable; combined as in DESIGN.md)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--mask-file", o.maskFile,

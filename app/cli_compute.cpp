@@ -54,10 +54,12 @@ int runCompute(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     engine->run(Q, K, V, params);
     const AttentionResult& r = engine->result(kStageAll);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (const int n = r.fullyMaskedRows(); n > 0) {
-      std::fprintf(stderr,
-                   "attnviz compute: note: %d fully masked row(s): their weights and outputs are 0\n", n);
+      std::fprintf(
+          stderr,
+          "attnviz compute: note: %d fully masked row(s): their weights and outputs are 0\n", n);
     }
     // 2-D inputs give 2-D outputs; 3-D inputs keep the head axis.
     const bool as2d = ndim == 2 && d.H == 1;

@@ -80,9 +80,11 @@ int runExport(int argc, char** argv) {
       ->check(CLI::IsMember({"weights", "scores"}));
   app.add_flag("--bare", bare, "only the cells: T_k*PX x T_q*PX pixels, row 0 at the top");
   app.add_option("--cell", cell, "pixels per cell (default: fit --width)");
-  app.add_option("--width", width, "target page width in pixels when --cell is not given (default 1200)");
-  app.add_option("--colormap", colormap,
-                 "viridis | magma | gray | diverging (default: viridis for weights, diverging for scores)");
+  app.add_option("--width", width,
+                 "target page width in pixels when --cell is not given (default 1200)");
+  app.add_option(
+      "--colormap", colormap,
+      "viridis | magma | gray | diverging (default: viridis for weights, diverging for scores)");
   app.add_option("--title", title, "title text instead of the generated one");
   app.add_flag("--no-labels", noLabels, "no token labels or axis titles");
   app.add_option("--columns", columns, "panels per row with --head all (default: by shape)");
@@ -103,18 +105,20 @@ int runExport(int argc, char** argv) {
       if (!id) {
         std::string names;
         for (const auto& n : colormapNames()) names += (names.empty() ? "" : ", ") + n;
-        throw UsageError("--colormap: unknown colormap '" + colormap + "' (expected one of " + names + ")");
+        throw UsageError("--colormap: unknown colormap '" + colormap + "' (expected one of " +
+                         names + ")");
       }
       eo.colormap = *id;
     }
     if (app.count("--cell") && cell < 1)
-      throw UsageError("--cell: expected a whole number of pixels >= 1, got " + std::to_string(cell));
+      throw UsageError("--cell: expected a whole number of pixels >= 1, got " +
+                       std::to_string(cell));
     if (app.count("--width") && width < 1)
-      throw UsageError("--width: expected a whole number of pixels >= 1, got " + std::to_string(width));
+      throw UsageError("--width: expected a whole number of pixels >= 1, got " +
+                       std::to_string(width));
     if (app.count("--columns") && columns < 1)
       throw UsageError("--columns: expected a number >= 1, got " + std::to_string(columns));
-    if (bare && headIndex < 0)
-      throw UsageError("--bare draws one head; pick it with --head N");
+    if (bare && headIndex < 0) throw UsageError("--bare draws one head; pick it with --head N");
     eo.head = headIndex;
     eo.bare = bare;
     eo.cell = cell;
@@ -139,7 +143,8 @@ int runExport(int argc, char** argv) {
     const Dims d = validateInputs(Q, K, V);
     if (headIndex >= d.H)
       throw UsageError("--head " + std::to_string(headIndex) + ": out of range, the input has " +
-                       std::to_string(d.H) + (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
+                       std::to_string(d.H) +
+                       (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
 
     AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
     if (scene) {
@@ -158,16 +163,18 @@ int runExport(int argc, char** argv) {
       else
         engine->softmax(params);
     }
-    const AttentionResult& r =
-        engine->result(eo.stage == ExportStage::Weights ? (kStageScaled | kStageWeights) : kStageScaled);
+    const AttentionResult& r = engine->result(
+        eo.stage == ExportStage::Weights ? (kStageScaled | kStageWeights) : kStageScaled);
     const Tensor3 logits = computeLogits(r.scaled, params);
     data.weights = &r.weights;
     data.logits = &logits;
 
     std::string desc;
     // The causal mode shows as "mask: causal"; the other modes name themselves.
-    if (scene && scene->mode != Mode::Causal) desc = std::string(modeName(scene->mode)) + " \xC2\xB7 ";
-    desc += "mask: " + describeMask(params.mask) + " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
+    if (scene && scene->mode != Mode::Causal)
+      desc = std::string(modeName(scene->mode)) + " \xC2\xB7 ";
+    desc += "mask: " + describeMask(params.mask) +
+            " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
     data.description = desc;
 
     const Image img = renderExport(data, eo);

@@ -5,12 +5,15 @@
 #include <cstring>
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "compute") == 0) return attnviz::app::runCompute(argc - 1, argv + 1);
-  if (argc >= 2 && std::strcmp(argv[1], "export") == 0) return attnviz::app::runExport(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "compute") == 0)
+    return attnviz::app::runCompute(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "export") == 0)
+    return attnviz::app::runExport(argc - 1, argv + 1);
 #ifdef ATTNVIZ_HAVE_GUI
   return attnviz::app::runGui(argc, argv);
 #else
-  std::fprintf(stderr, "attnviz: this build has no GUI; use `attnviz compute` or `attnviz export`\n");
+  std::fprintf(stderr,
+               "attnviz: this build has no GUI; use `attnviz compute` or `attnviz export`\n");
   return 2;
 #endif
 }

@@ -24,29 +24,30 @@ class HeatmapRenderer;
 // What the heatmap shows for the current head. Score stages use a diverging colormap.
 enum class ViewStage { RawScores, Scaled, Biased, Logits, Weights, Output };
 constexpr int kStageCount = 6;
-const char* stageLabel(ViewStage s);     // e.g. "QKᵀ"
-const char* stageKey(ViewStage s);       // stable name for files: "qk", "scaled", ...
-const char* stageFormula(ViewStage s);   // one line: what the value of cell (i, j) is
-bool stageIsScore(ViewStage s);          // signed values: diverging colormap, centred on 0
+const char* stageLabel(ViewStage s);             // e.g. "QKᵀ"
+const char* stageKey(ViewStage s);               // stable name for files: "qk", "scaled", ...
+const char* stageFormula(ViewStage s);           // one line: what the value of cell (i, j) is
+bool stageIsScore(ViewStage s);                  // signed values: diverging colormap, centred on 0
 ViewStage stageFromKey(const std::string& key);  // throws UsageError
 
 // One matrix ready for the heatmap.
 struct DisplayMatrix {
   int rows = 0, cols = 0;
-  std::vector<float> values;          // [rows, cols] row-major; -inf = masked cell
-  std::vector<float> rowSums;         // [rows] sums of the shown weights (weights stages)
-  std::vector<float> colSums;         // [cols]
+  std::vector<float> values;                 // [rows, cols] row-major; -inf = masked cell
+  std::vector<float> rowSums;                // [rows] sums of the shown weights (weights stages)
+  std::vector<float> colSums;                // [cols]
   std::vector<std::uint8_t> rowFullyMasked;  // [rows]
-  int fullyMaskedRows = 0;       // how many entries of rowFullyMasked are set
-  int firstFullyMaskedRow = -1;  // the first of them; -1 when none
+  int fullyMaskedRows = 0;                   // how many entries of rowFullyMasked are set
+  int firstFullyMaskedRow = -1;              // the first of them; -1 when none
   float minFinite = 0.0f, maxFinite = 0.0f;
-  bool columnsAreKeys = true;         // false for the output stage (columns are value dims)
-  bool isWeights = false;             // rows are distributions (sum strip makes sense)
-  std::uint64_t version = 0;          // bumped on every change; the renderer re-uploads
+  bool columnsAreKeys = true;  // false for the output stage (columns are value dims)
+  bool isWeights = false;      // rows are distributions (sum strip makes sense)
+  std::uint64_t version = 0;   // bumped on every change; the renderer re-uploads
   // What it was built from. updateCompute rebuilds it whenever the current view or the shown
   // weights differ from this, so a panel that changes the view needs no flag of its own.
   struct Source {
-    std::uint64_t weights = ~std::uint64_t{0};  // headVersion of the head, or weightsVersion (average)
+    std::uint64_t weights =
+        ~std::uint64_t{0};  // headVersion of the head, or weightsVersion (average)
     int head = -1;
     int stage = -1;
     bool headAverage = false, wrongAxis = false;
@@ -111,10 +112,10 @@ struct LabelCache {
 
 struct ComputeState {
   std::unique_ptr<AttentionEngine> engine;
-  std::string backend;      // engine->name()
-  std::string backendNote;  // why the GPU is not used, when it is not
-  std::string glRenderer;   // GL_RENDERER of the window's context
-  AttentionParams params;   // effective parameters of the last softmax
+  std::string backend;                  // engine->name()
+  std::string backendNote;              // why the GPU is not used, when it is not
+  std::string glRenderer;               // GL_RENDERER of the window's context
+  AttentionParams params;               // effective parameters of the last softmax
   std::vector<float> slopes;            // ALiBi slopes for H heads
   std::vector<std::uint8_t> headFresh;  // softmax + output current for head h
   bool haveInputs = false;
@@ -125,8 +126,8 @@ struct ComputeState {
   int biasMaskHead = -1;
   std::uint64_t biasMaskVersion = 0;  // bumped whenever biasMask is rebuilt
   bool biasMaskValid = false;
-  bool anyBias = false;  // ALiBi or a float custom mask: b_ij is not all zero
-  std::uint64_t weightsVersion = 0;  // bumped when any head's weights change
+  bool anyBias = false;                    // ALiBi or a float custom mask: b_ij is not all zero
+  std::uint64_t weightsVersion = 0;        // bumped when any head's weights change
   std::vector<std::uint64_t> headVersion;  // per head, for thumbnails
   // Host copy of the engine's stages, refreshed after every compute (one GPU readback).
   const AttentionResult* result = nullptr;
@@ -135,9 +136,9 @@ struct ComputeState {
 
 struct Timing {
   double setInputsMs = 0, softmaxMs = 0, displayMs = 0, uploadMs = 0, renderMs = 0;
-  double computeMs = 0;     // frame boundary: updateCompute
-  double uiMs = 0;          // building the ImGui frame (panels)
-  double frameMs = 0;       // exponential average of whole frames
+  double computeMs = 0;  // frame boundary: updateCompute
+  double uiMs = 0;       // building the ImGui frame (panels)
+  double frameMs = 0;    // exponential average of whole frames
   double lastFrameMs = 0;
 };
 
@@ -153,14 +154,15 @@ struct ExportState {
 };
 
 struct UiState {
-  std::string error;       // shown in a modal popup, then cleared
+  std::string error;  // shown in a modal popup, then cleared
   bool errorPending = false;
   std::string notice;      // short confirmation in the status bar
   double noticeUntil = 0;  // glfwGetTime() until which it shows
   bool requestOpenDialog = false;
   bool requestSaveDialog = false;
-  std::string browseDir;   // open/save dialog folder
-  std::vector<std::string> presets;  // assets/scenes/*.json, scanned once and while the menu is open
+  std::string browseDir;  // open/save dialog folder
+  std::vector<std::string>
+      presets;  // assets/scenes/*.json, scanned once and while the menu is open
   bool presetsScanned = false;
   char fileName[1024] = "";
   std::vector<std::string> dropped;  // files dropped on the window, handled next frame
@@ -168,10 +170,10 @@ struct UiState {
   char npyRole = 0;                  // chosen role for npyRolePath, applied at the frame boundary
   std::string npyRolePath;
   float uiScale = 1.0f;
-  float tauSlider[4] = {0, 0, 0, 0};  // screen rect of the temperature slider (scripted drags)
+  float tauSlider[4] = {0, 0, 0, 0};    // screen rect of the temperature slider (scripted drags)
   float leftWidth = 0, rightWidth = 0;  // side panels in unscaled pixels; 0 = automatic
   bool showHelp = false;
-  bool printHover = false;       // --hover-cell: print the tooltip of the hovered cell
+  bool printHover = false;  // --hover-cell: print the tooltip of the hovered cell
   std::string lastHoverPrinted;
   bool quit = false;
 };

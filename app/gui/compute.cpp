@@ -24,9 +24,9 @@ double msSince(Clock::time_point t0) {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 bool sameMask(const MaskSpec& a, const MaskSpec& b) {
-  return a.causal == b.causal && a.window == b.window && a.prefix == b.prefix &&
-         a.sink == b.sink && a.pad == b.pad && a.alibi == b.alibi &&
-         a.customKind == b.customKind && a.custom.sameShape(b.custom) && a.custom.data == b.custom.data;
+  return a.causal == b.causal && a.window == b.window && a.prefix == b.prefix && a.sink == b.sink &&
+         a.pad == b.pad && a.alibi == b.alibi && a.customKind == b.customKind &&
+         a.custom.sameShape(b.custom) && a.custom.data == b.custom.data;
 }
 
 // b_ij, or -inf where masked, for one head. Depends on the mask only, never on tau.
@@ -83,7 +83,8 @@ void fetchResult(AppState& s) {
   ComputeState& c = s.compute;
   // S only changes with the inputs; after the first read only what the softmax changed comes
   // back (for the GPU backend this is the whole readback cost).
-  c.result = &c.engine->result(c.scaledFetched ? (kStageWeights | kStageOutput | kStageRows) : kStageAll);
+  c.result =
+      &c.engine->result(c.scaledFetched ? (kStageWeights | kStageOutput | kStageRows) : kStageAll);
   c.scaledFetched = true;
 }
 
@@ -118,8 +119,9 @@ DisplayMatrix::Source displaySource(const AppState& s) {
   const ComputeState& c = s.compute;
   const int h = s.shownHead();
   DisplayMatrix::Source src;
-  src.weights = s.view.headAverage ? c.weightsVersion
-                                   : (h >= 0 && h < int(c.headVersion.size()) ? c.headVersion[h] : 0);
+  src.weights = s.view.headAverage
+                    ? c.weightsVersion
+                    : (h >= 0 && h < int(c.headVersion.size()) ? c.headVersion[h] : 0);
   src.head = h;
   src.stage = int(s.view.stage);
   src.headAverage = s.view.headAverage;
@@ -234,36 +236,58 @@ void buildDisplay(AppState& s) {
 
 const char* stageLabel(ViewStage s) {
   switch (s) {
-    case ViewStage::RawScores: return "QK\xe1\xb5\x80";
-    case ViewStage::Scaled: return "\xc3\xb7\xe2\x88\x9a" "d";
-    case ViewStage::Biased: return "+ bias & mask";
-    case ViewStage::Logits: return "\xc3\xb7 \xcf\x84";
-    case ViewStage::Weights: return "softmax";
-    case ViewStage::Output: return "A\xc2\xb7V";
+    case ViewStage::RawScores:
+      return "QK\xe1\xb5\x80";
+    case ViewStage::Scaled:
+      return "\xc3\xb7\xe2\x88\x9a"
+             "d";
+    case ViewStage::Biased:
+      return "+ bias & mask";
+    case ViewStage::Logits:
+      return "\xc3\xb7 \xcf\x84";
+    case ViewStage::Weights:
+      return "softmax";
+    case ViewStage::Output:
+      return "A\xc2\xb7V";
   }
   return "?";
 }
 
 const char* stageKey(ViewStage s) {
   switch (s) {
-    case ViewStage::RawScores: return "qk";
-    case ViewStage::Scaled: return "scaled";
-    case ViewStage::Biased: return "biased";
-    case ViewStage::Logits: return "logits";
-    case ViewStage::Weights: return "weights";
-    case ViewStage::Output: return "output";
+    case ViewStage::RawScores:
+      return "qk";
+    case ViewStage::Scaled:
+      return "scaled";
+    case ViewStage::Biased:
+      return "biased";
+    case ViewStage::Logits:
+      return "logits";
+    case ViewStage::Weights:
+      return "weights";
+    case ViewStage::Output:
+      return "output";
   }
   return "weights";
 }
 
 const char* stageFormula(ViewStage s) {
   switch (s) {
-    case ViewStage::RawScores: return "cell (i, j) = q_i \xc2\xb7 k_j   (raw dot product, no scaling)";
-    case ViewStage::Scaled: return "cell (i, j) = q_i \xc2\xb7 k_j / \xe2\x88\x9a" "d_k";
-    case ViewStage::Biased: return "cell (i, j) = q_i \xc2\xb7 k_j / \xe2\x88\x9a" "d_k + b_ij   (masked = \xe2\x88\x92\xe2\x88\x9e)";
-    case ViewStage::Logits: return "cell (i, j) = L_ij = (q_i \xc2\xb7 k_j / \xe2\x88\x9a" "d_k + b_ij) / \xcf\x84";
-    case ViewStage::Weights: return "row i = softmax over the keys j of L(i, j): every row sums to 1";
-    case ViewStage::Output: return "row i = o_i = \xce\xa3_j A_ij v_j   (columns are value dimensions)";
+    case ViewStage::RawScores:
+      return "cell (i, j) = q_i \xc2\xb7 k_j   (raw dot product, no scaling)";
+    case ViewStage::Scaled:
+      return "cell (i, j) = q_i \xc2\xb7 k_j / \xe2\x88\x9a"
+             "d_k";
+    case ViewStage::Biased:
+      return "cell (i, j) = q_i \xc2\xb7 k_j / \xe2\x88\x9a"
+             "d_k + b_ij   (masked = \xe2\x88\x92\xe2\x88\x9e)";
+    case ViewStage::Logits:
+      return "cell (i, j) = L_ij = (q_i \xc2\xb7 k_j / \xe2\x88\x9a"
+             "d_k + b_ij) / \xcf\x84";
+    case ViewStage::Weights:
+      return "row i = softmax over the keys j of L(i, j): every row sums to 1";
+    case ViewStage::Output:
+      return "row i = o_i = \xce\xa3_j A_ij v_j   (columns are value dimensions)";
   }
   return "";
 }
@@ -273,8 +297,8 @@ bool stageIsScore(ViewStage s) { return s != ViewStage::Weights; }
 ViewStage stageFromKey(const std::string& key) {
   for (int k = 0; k < kStageCount; ++k)
     if (key == stageKey(ViewStage(k))) return ViewStage(k);
-  throw UsageError("--stage: expected qk, scaled, biased, logits, weights or output, got '" +
-                   key + "'");
+  throw UsageError("--stage: expected qk, scaled, biased, logits, weights or output, got '" + key +
+                   "'");
 }
 
 const Dims AppState::dims() const {

@@ -71,7 +71,8 @@ CellArg parseCell(const std::string& text, const char* option) {
   CellArg c;
   if (text.empty()) return c;
   if (std::sscanf(text.c_str(), "%d,%d", &c.i, &c.j) != 2 || c.i < 0 || c.j < 0)
-    throw UsageError(std::string(option) + ": expected I,J (two non-negative integers), got '" + text + "'");
+    throw UsageError(std::string(option) + ": expected I,J (two non-negative integers), got '" +
+                     text + "'");
   return c;
 }
 
@@ -101,15 +102,17 @@ void loadFonts(float scale) {
   ImGuiIO& io = ImGui::GetIO();
   // Latin-1 and Extended, Greek, Cyrillic, phonetic superscripts (ᵀ), punctuation, sub- and
   // superscripts, arrows, mathematical operators, box drawing and geometric shapes.
-  static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x1D00, 0x1DBF,
-                                   0x1E00, 0x1EFF, 0x2000, 0x206F, 0x2070, 0x209F, 0x20A0, 0x20CF,
-                                   0x2100, 0x214F, 0x2190, 0x21FF, 0x2200, 0x22FF, 0x2500, 0x25FF,
-                                   0x2C60, 0x2C7F, 0};
+  static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x1D00,
+                                   0x1DBF, 0x1E00, 0x1EFF, 0x2000, 0x206F, 0x2070, 0x209F,
+                                   0x20A0, 0x20CF, 0x2100, 0x214F, 0x2190, 0x21FF, 0x2200,
+                                   0x22FF, 0x2500, 0x25FF, 0x2C60, 0x2C7F, 0};
   const char* path = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
   ImFontConfig cfg;
   cfg.OversampleH = 2;
   cfg.OversampleV = 1;
-  if (std::filesystem::exists(path) && io.Fonts->AddFontFromFileTTF(path, std::round(15.0f * scale), &cfg, ranges)) return;
+  if (std::filesystem::exists(path) &&
+      io.Fonts->AddFontFromFileTTF(path, std::round(15.0f * scale), &cfg, ranges))
+    return;
   ImFontConfig def;
   def.SizePixels = std::round(13.0f * scale);
   io.Fonts->AddFontDefault(&def);
@@ -166,7 +169,8 @@ void chooseEngine(App& app, const std::string& backend) {
       c.backendNote = std::string("GPU backend failed, using the CPU: ") + e.what();
     }
   } else if (backend == "auto") {
-    c.backendNote = "GL renderer is software (" + r + "): the CPU engine is faster; --backend gpu forces the GPU";
+    c.backendNote = "GL renderer is software (" + r +
+                    "): the CPU engine is faster; --backend gpu forces the GPU";
   }
 #else
   if (backend != "cpu") c.backendNote = "this build has no GPU backend; using the CPU";
@@ -184,7 +188,8 @@ void drawLayout(App& app) {
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(6 * sc, 4 * sc));
   const ImGuiWindowFlags rootFlags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
                                      ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_MenuBar |
-                                     ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoBackground;
+                                     ImGuiWindowFlags_NoBringToFrontOnFocus |
+                                     ImGuiWindowFlags_NoBackground;
   ImGui::Begin("attnviz", nullptr, rootFlags);
   ImGui::PopStyleVar();
   drawMenuBar(s);
@@ -198,15 +203,18 @@ void drawLayout(App& app) {
   const float bodyH = avail.y - statusH - ImGui::GetStyle().ItemSpacing.y;
   const float autoLeft = std::clamp(avail.x * 0.2f, 250 * sc, 330 * sc);
   const float autoRight = std::clamp(avail.x * 0.22f, 260 * sc, 380 * sc);
-  const float leftW = std::round(std::clamp(s.ui.leftWidth > 0 ? s.ui.leftWidth * sc : autoLeft, 180 * sc, avail.x * 0.4f));
-  const float rightW = std::round(std::clamp(s.ui.rightWidth > 0 ? s.ui.rightWidth * sc : autoRight, 180 * sc, avail.x * 0.4f));
+  const float leftW = std::round(
+      std::clamp(s.ui.leftWidth > 0 ? s.ui.leftWidth * sc : autoLeft, 180 * sc, avail.x * 0.4f));
+  const float rightW = std::round(
+      std::clamp(s.ui.rightWidth > 0 ? s.ui.rightWidth * sc : autoRight, 180 * sc, avail.x * 0.4f));
   const float gap = ImGui::GetStyle().ItemSpacing.x;
   const float centreW = avail.x - leftW - rightW - 2 * gap;
   // A draggable gap between two panels; `width` grows by `sign` times the drag.
   auto splitter = [&](const char* id, float& width, float current, float sign) {
     ImGui::SameLine(0, 0);
     ImGui::InvisibleButton(id, ImVec2(gap, bodyH));
-    if (ImGui::IsItemHovered() || ImGui::IsItemActive()) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
+    if (ImGui::IsItemHovered() || ImGui::IsItemActive())
+      ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
     if (ImGui::IsItemActive()) width = (current + sign * ImGui::GetIO().MouseDelta.x) / sc;
     if (ImGui::IsItemHovered() && ImGui::IsMouseDoubleClicked(0)) width = 0;  // back to automatic
     ImGui::SameLine(0, 0);
@@ -215,16 +223,19 @@ void drawLayout(App& app) {
   // Left: the controls.
   ImGui::BeginChild("controls", ImVec2(leftW, bodyH), true);
   if (ImGui::CollapsingHeader("Scene", ImGuiTreeNodeFlags_DefaultOpen)) drawScenePanel(s);
-  if (ImGui::CollapsingHeader("Temperature", ImGuiTreeNodeFlags_DefaultOpen)) drawTemperaturePanel(s);
+  if (ImGui::CollapsingHeader("Temperature", ImGuiTreeNodeFlags_DefaultOpen))
+    drawTemperaturePanel(s);
   if (ImGui::CollapsingHeader("Mask", ImGuiTreeNodeFlags_DefaultOpen)) drawMaskPanel(s);
   if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) drawViewPanel(s);
   ImGui::Spacing();
-  if (ImGui::Button("Export PNG\xe2\x80\xa6  (Ctrl+S)", ImVec2(-1, 0))) s.exporter.requestOpen = true;
+  if (ImGui::Button("Export PNG\xe2\x80\xa6  (Ctrl+S)", ImVec2(-1, 0)))
+    s.exporter.requestOpen = true;
   ImGui::EndChild();
 
   // Centre: stage bar, title line and the heatmap.
   splitter("##split-left", s.ui.leftWidth, leftW, 1.0f);
-  ImGui::BeginChild("centre", ImVec2(centreW, bodyH), true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImGui::BeginChild("centre", ImVec2(centreW, bodyH), true,
+                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   drawStageBar(s);
   {
     const int h = s.view.head;
@@ -233,8 +244,8 @@ void drawLayout(App& app) {
                           ? "average of " + std::to_string(s.heads()) + " heads"
                           : "head " + std::to_string(h) + " (" + archetypeName(a) + ")";
     if (s.scene.scene.qPath.size()) who = "head " + std::to_string(h) + " (from files)";
-    ImGui::Text("%s  \xc2\xb7  \xcf\x84 = %.3g  \xc2\xb7  mask: %s", who.c_str(), s.compute.params.temperature,
-                describeMask(s.compute.params.mask).c_str());
+    ImGui::Text("%s  \xc2\xb7  \xcf\x84 = %.3g  \xc2\xb7  mask: %s", who.c_str(),
+                s.compute.params.temperature, describeMask(s.compute.params.mask).c_str());
   }
   drawLessonPanel(s);
   ImGui::Spacing();
@@ -245,8 +256,10 @@ void drawLayout(App& app) {
   splitter("##split-right", s.ui.rightWidth, rightW, -1.0f);
   ImGui::BeginChild("side", ImVec2(rightW, bodyH), true);
   if (ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen)) drawHeadGridPanel(s);
-  if (ImGui::CollapsingHeader("Row inspector", ImGuiTreeNodeFlags_DefaultOpen)) drawRowInspectorPanel(s);
-  if (ImGui::CollapsingHeader("Mask matrix", ImGuiTreeNodeFlags_DefaultOpen)) drawMaskMatrixPanel(s);
+  if (ImGui::CollapsingHeader("Row inspector", ImGuiTreeNodeFlags_DefaultOpen))
+    drawRowInspectorPanel(s);
+  if (ImGui::CollapsingHeader("Mask matrix", ImGuiTreeNodeFlags_DefaultOpen))
+    drawMaskMatrixPanel(s);
   ImGui::EndChild();
 
   ImGui::BeginChild("status", ImVec2(0, statusH), false, ImGuiWindowFlags_NoScrollbar);
@@ -393,14 +406,16 @@ void reportTiming(App& app) {
   s.view.selectedRow = 512;
   markInputsDirty(s);
   for (int k = 0; k < 5; ++k) runFrame(app, nullptr, true);
-  std::printf("timing: setInputs (12 heads, T=1024, d_k=%d): %.1f ms\n", sc.dHead, s.timing.setInputsMs);
+  std::printf("timing: setInputs (12 heads, T=1024, d_k=%d): %.1f ms\n", sc.dHead,
+              s.timing.setInputsMs);
   // Let every thumbnail catch up, then drag.
   for (int k = 0; k < 40; ++k) runFrame(app, nullptr, true);
   std::vector<double> drag, softmax, compute, ui, upload, render;
   const int n = 90;
   for (int k = 0; k < n; ++k) {
     const double u = double(k % 30) / 29.0;
-    const double logTau = std::log(0.05) + (std::log(20.0) - std::log(0.05)) * (k / 30 % 2 ? 1 - u : u);
+    const double logTau =
+        std::log(0.05) + (std::log(20.0) - std::log(0.05)) * (k / 30 % 2 ? 1 - u : u);
     s.scene.scene.params.temperature = float(std::exp(logTau));
     markParamsDirty(s);  // what the slider does on a change
     drag.push_back(runFrame(app, nullptr, true));
@@ -410,12 +425,16 @@ void reportTiming(App& app) {
     upload.push_back(s.timing.uploadMs);
     render.push_back(s.timing.renderMs);
   }
-  std::printf("timing: temperature drag T=1024 H=12: slider-to-frame median %.2f ms, p90 %.2f ms, max %.2f ms "
-              "(softmax of the shown head median %.2f ms; %d frames)\n",
-              median(drag), percentile(drag, 0.9), percentile(drag, 1.0), median(softmax), n);
-  std::printf("timing:   medians: engine + view matrix %.2f ms (softmax %.2f), panels %.2f ms (of which texture "
-              "upload %.2f, heatmap draw %.2f); the rest is ImGui's draw + glFinish\n",
-              median(compute), median(softmax), median(ui), median(upload), median(render));
+  std::printf(
+      "timing: temperature drag T=1024 H=12: slider-to-frame median %.2f ms, p90 %.2f ms, max %.2f "
+      "ms "
+      "(softmax of the shown head median %.2f ms; %d frames)\n",
+      median(drag), percentile(drag, 0.9), percentile(drag, 1.0), median(softmax), n);
+  std::printf(
+      "timing:   medians: engine + view matrix %.2f ms (softmax %.2f), panels %.2f ms (of which "
+      "texture "
+      "upload %.2f, heatmap draw %.2f); the rest is ImGui's draw + glFinish\n",
+      median(compute), median(softmax), median(ui), median(upload), median(render));
   // The same through ImGui's input: press on the temperature slider and drag it end to end.
   std::vector<double> real;
   std::vector<float> taus;
@@ -442,10 +461,12 @@ void reportTiming(App& app) {
     m.down = false;
     runFrame(app, &m, true);
   }
-  std::printf("timing: real slider drag (ImGui input) T=1024 H=12: %d frames changed tau (%.3g .. %.3g), "
-              "input-to-frame median %.2f ms, p90 %.2f ms\n",
-              int(real.size()), taus.empty() ? 0.0 : *std::min_element(taus.begin(), taus.end()),
-              taus.empty() ? 0.0 : *std::max_element(taus.begin(), taus.end()), median(real), percentile(real, 0.9));
+  std::printf(
+      "timing: real slider drag (ImGui input) T=1024 H=12: %d frames changed tau (%.3g .. %.3g), "
+      "input-to-frame median %.2f ms, p90 %.2f ms\n",
+      int(real.size()), taus.empty() ? 0.0 : *std::min_element(taus.begin(), taus.end()),
+      taus.empty() ? 0.0 : *std::max_element(taus.begin(), taus.end()), median(real),
+      percentile(real, 0.9));
   std::vector<double> maskDrag, maskCompute;
   for (int k = 0; k < 40; ++k) {
     s.scene.scene.params.mask.window = 8 + (k * 37) % 400;  // what the window slider does
@@ -455,9 +476,10 @@ void reportTiming(App& app) {
   }
   s.scene.scene.params.mask.window = 0;
   markParamsDirty(s);
-  std::printf("timing: window-mask drag T=1024 H=12: slider-to-frame median %.2f ms, p90 %.2f ms "
-              "(engine + mask + view matrix median %.2f ms; %d frames)\n",
-              median(maskDrag), percentile(maskDrag, 0.9), median(maskCompute), int(maskDrag.size()));
+  std::printf(
+      "timing: window-mask drag T=1024 H=12: slider-to-frame median %.2f ms, p90 %.2f ms "
+      "(engine + mask + view matrix median %.2f ms; %d frames)\n",
+      median(maskDrag), percentile(maskDrag, 0.9), median(maskCompute), int(maskDrag.size()));
   std::vector<double> idle;
   for (int k = 0; k < 60; ++k) idle.push_back(runFrame(app, nullptr, true));
   std::printf("timing: idle frame T=1024 H=12: median %.2f ms\n", median(idle));
@@ -484,9 +506,12 @@ void reportTiming(App& app) {
     s.view.panY = 100.0f + float(k) * 17.25f;
     pan.push_back(runFrame(app, nullptr, true));
   }
-  std::printf("timing: pan T=4096 H=1 at zoom 4: median %.2f ms, p90 %.2f ms (%d frames); fit-to-window frames median %.2f ms\n",
-              median(pan), percentile(pan, 0.9), int(pan.size()), median(fit));
-  std::printf("timing: GL renderer %s, backend %s\n", s.compute.glRenderer.c_str(), s.compute.backend.c_str());
+  std::printf(
+      "timing: pan T=4096 H=1 at zoom 4: median %.2f ms, p90 %.2f ms (%d frames); fit-to-window "
+      "frames median %.2f ms\n",
+      median(pan), percentile(pan, 0.9), int(pan.size()), median(fit));
+  std::printf("timing: GL renderer %s, backend %s\n", s.compute.glRenderer.c_str(),
+              s.compute.backend.c_str());
   std::fflush(stdout);
 }
 
@@ -495,13 +520,17 @@ void reportTiming(App& app) {
 int runGui(int argc, char** argv) {
   Options o;
   CLI::App cli{"attnviz: see, change and export multi-head attention"};
-  cli.add_option("scene_file", o.scenePositional, "scene JSON to open (default: the built-in scene)");
+  cli.add_option("scene_file", o.scenePositional,
+                 "scene JSON to open (default: the built-in scene)");
   cli.add_option("--scene", o.scene, "scene JSON to open");
   cli.add_option("--frames", o.frames, "run this many frames, then exit");
   cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG");
-  cli.add_option("--export", o.exportPath, "after the last frame, export the heatmap PNG as Ctrl+S would");
-  cli.add_option("--save-scene", o.saveScenePath, "after the last frame, save the scene and view as JSON");
-  cli.add_option("--popup", o.popup, "open a dialog at start: open | save | export (for screenshots)");
+  cli.add_option("--export", o.exportPath,
+                 "after the last frame, export the heatmap PNG as Ctrl+S would");
+  cli.add_option("--save-scene", o.saveScenePath,
+                 "after the last frame, save the scene and view as JSON");
+  cli.add_option("--popup", o.popup,
+                 "open a dialog at start: open | save | export (for screenshots)");
   cli.add_option("--size", o.size, "window size WxH")->capture_default_str();
   cli.add_option("--temperature", o.temperature, "softmax temperature (> 0)");
   cli.add_option("--select-row", o.selectRow, "select this query row");
@@ -517,8 +546,9 @@ int runGui(int argc, char** argv) {
   cli.add_option("--tokens", o.syntheticTokens, "repeat the scene's text to this many tokens");
   cli.add_option("--heads", o.heads, "number of heads");
   cli.add_option("--ui-scale", o.uiScale, "UI scale (default: the monitor's content scale)");
-  cli.add_flag("--report-timing", o.reportTiming,
-               "print frame times of a scripted temperature drag (T=1024, 12 heads) and a pan (T=4096)");
+  cli.add_flag(
+      "--report-timing", o.reportTiming,
+      "print frame times of a scripted temperature drag (T=1024, 12 heads) and a pan (T=4096)");
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -533,7 +563,8 @@ int runGui(int argc, char** argv) {
   int winW = 1600, winH = 960;
   CellArg hover, click;
   try {
-    if (std::sscanf(o.size.c_str(), "%dx%d", &winW, &winH) != 2 || winW < 320 || winH < 240 || winW > 16384 || winH > 16384)
+    if (std::sscanf(o.size.c_str(), "%dx%d", &winW, &winH) != 2 || winW < 320 || winH < 240 ||
+        winW > 16384 || winH > 16384)
       throw UsageError("--size: expected WxH (at least 320x240), got '" + o.size + "'");
     hover = parseCell(o.hoverCell, "--hover-cell");
     click = parseCell(o.clickCell, "--click-cell");
@@ -543,8 +574,10 @@ int runGui(int argc, char** argv) {
     const ViewStage stage = o.stage.empty() ? ViewStage::Weights : stageFromKey(o.stage);
     const std::optional<ColormapId> colormap = colormapFromName(o.colormap);
     if (!o.colormap.empty() && !colormap)
-      throw UsageError("--colormap: expected viridis, magma, gray or diverging, got '" + o.colormap + "'");
-    if (!o.scenePositional.empty() && !o.scene.empty()) throw UsageError("give the scene either positionally or with --scene, not both");
+      throw UsageError("--colormap: expected viridis, magma, gray or diverging, got '" +
+                       o.colormap + "'");
+    if (!o.scenePositional.empty() && !o.scene.empty())
+      throw UsageError("give the scene either positionally or with --scene, not both");
     const std::string scenePath = o.scene.empty() ? o.scenePositional : o.scene;
     s.configDir = configDirectory();
     loadSettings(s);
@@ -553,7 +586,8 @@ int runGui(int argc, char** argv) {
     } else {
       s.scene.scene = defaultScene();
     }
-    if (o.syntheticTokens > 0) s.scene.scene.queryText = repeatedText(s.scene.scene.queryText, o.syntheticTokens);
+    if (o.syntheticTokens > 0)
+      s.scene.scene.queryText = repeatedText(s.scene.scene.queryText, o.syntheticTokens);
     if (o.heads > 0) s.scene.scene.heads = o.heads;
     if (o.temperature) s.scene.scene.params.temperature = *o.temperature;
     if (o.selectRow) s.view.selectedRow = *o.selectRow;
@@ -562,10 +596,14 @@ int runGui(int argc, char** argv) {
     if (colormap) s.view.weightColormap = *colormap;
     if (o.wrongAxis) s.view.wrongAxis = true;
     if (o.paint) s.view.paintMode = true;
-    if (o.popup == "open") s.ui.requestOpenDialog = true;
-    else if (o.popup == "save") s.ui.requestSaveDialog = true;
-    else if (o.popup == "export") s.exporter.requestOpen = true;
-    else if (!o.popup.empty()) throw UsageError("--popup: expected open, save or export, got '" + o.popup + "'");
+    if (o.popup == "open")
+      s.ui.requestOpenDialog = true;
+    else if (o.popup == "save")
+      s.ui.requestSaveDialog = true;
+    else if (o.popup == "export")
+      s.exporter.requestOpen = true;
+    else if (!o.popup.empty())
+      throw UsageError("--popup: expected open, save or export, got '" + o.popup + "'");
     if (o.zoom > 0) s.view.zoom = o.zoom;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "attnviz: %s\n", e.what());
@@ -577,9 +615,13 @@ int runGui(int argc, char** argv) {
 
   std::signal(SIGINT, onStopSignal);
   std::signal(SIGTERM, onStopSignal);
-  glfwSetErrorCallback([](int code, const char* desc) { std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, desc); });
+  glfwSetErrorCallback([](int code, const char* desc) {
+    std::fprintf(stderr, "attnviz: GLFW error %d: %s\n", code, desc);
+  });
   if (!glfwInit()) {
-    std::fprintf(stderr, "attnviz: cannot open a window (no display?). Headless use: attnviz export / compute\n");
+    std::fprintf(
+        stderr,
+        "attnviz: cannot open a window (no display?). Headless use: attnviz export / compute\n");
     return 1;
   }
   const bool scripted = o.frames > 0 || o.reportTiming;
@@ -626,7 +668,8 @@ int runGui(int argc, char** argv) {
     app.renderer->init();
     s.renderer = app.renderer.get();
     chooseEngine(app, o.backend);
-    if (!s.compute.backendNote.empty()) std::fprintf(stderr, "attnviz: %s\n", s.compute.backendNote.c_str());
+    if (!s.compute.backendNote.empty())
+      std::fprintf(stderr, "attnviz: %s\n", s.compute.backendNote.c_str());
     if (scripted) std::printf("backend: %s\n", s.compute.backend.c_str());
 
     if (o.reportTiming) {
@@ -665,8 +708,11 @@ int runGui(int argc, char** argv) {
           saveScreenshot(o.screenshot, fbw, fbh);
           std::printf("screenshot: %s (%dx%d)\n", o.screenshot.c_str(), fbw, fbh);
           const auto& g2 = s.view.geometry;
-          std::printf("geometry: x0=%.2f y0=%.2f w=%.2f h=%.2f cell=%.5f rows=%d cols=%d panX=%.4f panY=%.4f\n", g2.x0,
-                      g2.y0, g2.w, g2.h, g2.cellPx, s.display.rows, s.display.cols, s.view.panX, s.view.panY);
+          std::printf(
+              "geometry: x0=%.2f y0=%.2f w=%.2f h=%.2f cell=%.5f rows=%d cols=%d panX=%.4f "
+              "panY=%.4f\n",
+              g2.x0, g2.y0, g2.w, g2.h, g2.cellPx, s.display.rows, s.display.cols, s.view.panX,
+              s.view.panY);
           std::fflush(stdout);
         }
         if (!o.saveScenePath.empty() && o.frames > 0 && frame == o.frames - 1) {

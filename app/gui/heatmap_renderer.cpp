@@ -50,13 +50,14 @@ GLuint compile(GLenum type, const std::string& name) {
 }
 
 void setColor(GLuint prog, const char* name, RGBA8 c) {
-  glUniform4f(glGetUniformLocation(prog, name), c.r / 255.0f, c.g / 255.0f, c.b / 255.0f, c.a / 255.0f);
+  glUniform4f(glGetUniformLocation(prog, name), c.r / 255.0f, c.g / 255.0f, c.b / 255.0f,
+              c.a / 255.0f);
 }
 
 // A fresh single-level texture (NEAREST, clamped) of w x h texels from `data` (may be null),
 // left bound to GL_TEXTURE_2D.
-void allocateTexture(GlTexture& tex, GLenum internalFormat, int w, int h, GLenum format, GLenum type,
-                     const void* data) {
+void allocateTexture(GlTexture& tex, GLenum internalFormat, int w, int h, GLenum format,
+                     GLenum type, const void* data) {
   tex.create();
   glBindTexture(GL_TEXTURE_2D, tex.id());
   glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
@@ -84,11 +85,14 @@ void RgbaImage::set(const std::vector<std::uint8_t>& rgba, int w, int h) {
   glBindTexture(GL_TEXTURE_2D, 0);
 }
 
-void maxPyramidLevels(const float* level0, int cols, int rows, std::vector<std::vector<float>>& upper) {
+void maxPyramidLevels(const float* level0, int cols, int rows,
+                      std::vector<std::vector<float>>& upper) {
   std::size_t count = 0;
   for (int w = cols, h = rows; w > 1 || h > 1; w = (w + 1) / 2, h = (h + 1) / 2) ++count;
   upper.resize(count);
-  auto vmax = [](float a, float b) { return (std::isnan(a) || std::isnan(b)) ? a + b : (a > b ? a : b); };
+  auto vmax = [](float a, float b) {
+    return (std::isnan(a) || std::isnan(b)) ? a + b : (a > b ? a : b);
+  };
   const float* src = level0;
   int w = cols, h = rows;
   for (std::size_t l = 0; l < count; ++l) {
@@ -155,7 +159,8 @@ void HeatmapRenderer::init() {
   for (int k = 0; k < 4; ++k) {
     const ColormapTable& table = colormapTable(ColormapId(k));
     glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
-    allocateTexture(colormaps_[k], GL_RGBA8, kColormapSize, 1, GL_RGBA, GL_UNSIGNED_BYTE, table.data());
+    allocateTexture(colormaps_[k], GL_RGBA8, kColormapSize, 1, GL_RGBA, GL_UNSIGNED_BYTE,
+                    table.data());
   }
   glBindTexture(GL_TEXTURE_2D, 0);
 }
@@ -212,7 +217,8 @@ bool HeatmapRenderer::Target::operator==(const Target& o) const {
   return width == o.width && height == o.height && originX == o.originX && originY == o.originY &&
          cellsPerPixel == o.cellsPerPixel && colormap == o.colormap && mapping.lo == o.mapping.lo &&
          mapping.hi == o.mapping.hi && mapping.scale == o.mapping.scale &&
-         mapping.gamma == o.mapping.gamma && mapping.logFloor == o.mapping.logFloor && grid == o.grid;
+         mapping.gamma == o.mapping.gamma && mapping.logFloor == o.mapping.logFloor &&
+         grid == o.grid;
 }
 
 void* HeatmapRenderer::render(const Target& t) {

@@ -46,7 +46,8 @@ struct RgbaImage {
 std::vector<std::vector<float>> maxPyramid(const std::vector<float>& level0, int cols, int rows);
 // The same levels from 1 up, into `upper` (upper[0] is level 1), reusing its buffers: what the
 // renderer calls on every upload, so level 0 is never copied.
-void maxPyramidLevels(const float* level0, int cols, int rows, std::vector<std::vector<float>>& upper);
+void maxPyramidLevels(const float* level0, int cols, int rows,
+                      std::vector<std::vector<float>>& upper);
 
 class HeatmapRenderer {
  public:
@@ -68,8 +69,8 @@ class HeatmapRenderer {
   const std::string& error() const { return error_; }
 
   struct Target {
-    int width = 0, height = 0;         // pixels
-    float originX = 0, originY = 0;    // matrix (col, row) at the top-left corner
+    int width = 0, height = 0;       // pixels
+    float originX = 0, originY = 0;  // matrix (col, row) at the top-left corner
     float cellsPerPixel = 1;
     ColormapId colormap = ColormapId::Viridis;
     ValueMapping mapping;
@@ -89,7 +90,7 @@ class HeatmapRenderer {
 
  private:
   GLuint program_ = 0, vao_ = 0, fbo_ = 0;
-  std::vector<GlTexture> levels_;  // the max pyramid, one texture per level
+  std::vector<GlTexture> levels_;            // the max pyramid, one texture per level
   std::vector<std::vector<float>> pyramid_;  // levels 1.. on the host, kept between uploads
   GlTexture target_;
   std::array<GlTexture, 4> colormaps_;

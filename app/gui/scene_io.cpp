@@ -35,7 +35,9 @@ void applyViewJson(AppState& s, const std::string& extra, const std::string& nam
       if (auto c = colormapFromName(v["scoreColormap"].get<std::string>())) vs.scoreColormap = *c;
     if (v.contains("scale")) {
       const std::string sc = v["scale"].get<std::string>();
-      vs.scale = sc == "log" ? ColorScale::Log : sc == "gamma" ? ColorScale::Gamma : ColorScale::Linear;
+      vs.scale = sc == "log"     ? ColorScale::Log
+                 : sc == "gamma" ? ColorScale::Gamma
+                                 : ColorScale::Linear;
     }
     if (v.contains("gamma")) vs.gamma = v["gamma"].get<float>();
     if (v.contains("autoRange")) vs.autoRange = v["autoRange"].get<bool>();
@@ -50,7 +52,8 @@ void applyViewJson(AppState& s, const std::string& extra, const std::string& nam
       s.scene.paintedRows = p.at("rows").get<int>();
       s.scene.paintedCols = p.at("cols").get<int>();
       if (s.scene.paintedRows < 0 || s.scene.paintedCols < 0 ||
-          std::size_t(s.scene.paintedRows) * std::size_t(s.scene.paintedCols) > (std::size_t{1} << 26))
+          std::size_t(s.scene.paintedRows) * std::size_t(s.scene.paintedCols) >
+              (std::size_t{1} << 26))
         throw InputError(name + ": view.painted has a bad size");
       s.scene.painted.assign(std::size_t(s.scene.paintedRows) * s.scene.paintedCols, 1);
       for (const json& cell : p.at("blocked")) {
@@ -79,7 +82,9 @@ std::string viewJson(const AppState& s, const std::string& previous) {
       {"stage", stageKey(v.stage)},
       {"weightColormap", colormapName(v.weightColormap)},
       {"scoreColormap", colormapName(v.scoreColormap)},
-      {"scale", v.scale == ColorScale::Log ? "log" : v.scale == ColorScale::Gamma ? "gamma" : "linear"},
+      {"scale", v.scale == ColorScale::Log     ? "log"
+                : v.scale == ColorScale::Gamma ? "gamma"
+                                               : "linear"},
       {"gamma", v.gamma},
       {"autoRange", v.autoRange},
       {"wrongAxis", v.wrongAxis},
@@ -95,7 +100,8 @@ std::string viewJson(const AppState& s, const std::string& previous) {
     for (int i = 0; i < s.scene.paintedRows; ++i)
       for (int jj = 0; jj < s.scene.paintedCols; ++jj)
         if (!s.scene.painted[std::size_t(i) * s.scene.paintedCols + jj]) blocked.push_back({i, jj});
-    view["painted"] = {{"rows", s.scene.paintedRows}, {"cols", s.scene.paintedCols}, {"blocked", blocked}};
+    view["painted"] = {
+        {"rows", s.scene.paintedRows}, {"cols", s.scene.paintedCols}, {"blocked", blocked}};
   }
   return view.dump();
 }
@@ -161,7 +167,10 @@ void useNpyAs(AppState& s, const std::string& path, char role) {
     if (sc.qPath.empty()) missing += " Q";
     if (sc.kPath.empty()) missing += " K";
     if (sc.vPath.empty()) missing += " V";
-    notify(s, std::string(1, char(std::toupper(role))) + " set from " + path + "; still needed:" + missing, 10);
+    notify(s,
+           std::string(1, char(std::toupper(role))) + " set from " + path +
+               "; still needed:" + missing,
+           10);
   }
 }
 

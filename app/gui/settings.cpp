@@ -38,9 +38,11 @@ void loadSettings(AppState& s) {
   try {
     const json j = json::parse(buf.str());
     if (j.contains("weightColormap"))
-      if (auto c = colormapFromName(j["weightColormap"].get<std::string>())) s.view.weightColormap = *c;
+      if (auto c = colormapFromName(j["weightColormap"].get<std::string>()))
+        s.view.weightColormap = *c;
     if (j.contains("scoreColormap"))
-      if (auto c = colormapFromName(j["scoreColormap"].get<std::string>())) s.view.scoreColormap = *c;
+      if (auto c = colormapFromName(j["scoreColormap"].get<std::string>()))
+        s.view.scoreColormap = *c;
     if (j.contains("showGrid")) s.view.showGrid = j["showGrid"].get<bool>();
     if (j.contains("browseDir")) s.ui.browseDir = j["browseDir"].get<std::string>();
     if (j.contains("leftWidth")) s.ui.leftWidth = j["leftWidth"].get<float>();

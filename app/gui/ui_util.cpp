@@ -22,7 +22,8 @@ void helpMarker(const char* text) {
   }
 }
 
-void addVerticalText(ImDrawList* dl, float x, float yBottom, unsigned int colour, const char* text) {
+void addVerticalText(ImDrawList* dl, float x, float yBottom, unsigned int colour,
+                     const char* text) {
   // Lay the text out horizontally at the origin, then rotate its vertices by -90 degrees.
   // Lay out under a huge clip rect: glyphs at the origin must not be culled before rotation.
   // (The rotated glyphs are placed in margins the caller reserved for them.)
@@ -40,7 +41,9 @@ void addVerticalText(ImDrawList* dl, float x, float yBottom, unsigned int colour
 
 unsigned int rgbaU32(RGBA8 c) { return IM_COL32(c.r, c.g, c.b, c.a); }
 
-unsigned int colormapU32(ColormapId id, float t) { return rgbaU32(colormapTable(id)[colormapIndex(t)]); }
+unsigned int colormapU32(ColormapId id, float t) {
+  return rgbaU32(colormapTable(id)[colormapIndex(t)]);
+}
 
 std::string presetDirectory() {
   namespace fs = std::filesystem;

@@ -18,7 +18,8 @@ bool drawErrorPopup(AppState& s) {
     ImGui::TextUnformatted(s.ui.error.c_str());
     ImGui::PopTextWrapPos();
     ImGui::Spacing();
-    if (ImGui::Button("OK", ImVec2(120 * s.ui.uiScale, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter)) ||
+    if (ImGui::Button("OK", ImVec2(120 * s.ui.uiScale, 0)) ||
+        ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter)) ||
         ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) {
       ImGui::CloseCurrentPopup();
       closed = true;

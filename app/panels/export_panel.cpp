@@ -63,7 +63,10 @@ std::string exportPng(AppState& s, const std::string& path) {
   writePng(path, img);
   std::error_code ec;
   const std::string abs = std::filesystem::absolute(path, ec).string();
-  notify(s, "Exported " + std::to_string(img.width) + "\xc3\x97" + std::to_string(img.height) + " PNG to " + abs, 10);
+  notify(s,
+         "Exported " + std::to_string(img.width) + "\xc3\x97" + std::to_string(img.height) +
+             " PNG to " + abs,
+         10);
   return abs;
 }
 
@@ -81,7 +84,8 @@ bool drawExportPopup(AppState& s) {
     ImGui::OpenPopup("Export PNG");
   }
   bool exported = false;
-  ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing,
+                          ImVec2(0.5f, 0.5f));
   if (ImGui::BeginPopupModal("Export PNG", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
     int heads = e.allHeads ? 1 : 0;
     ImGui::RadioButton("current head", &heads, 0);
@@ -105,7 +109,8 @@ bool drawExportPopup(AppState& s) {
       std::error_code ec;
       ImGui::TextDisabled("writes %s", std::filesystem::absolute(e.path, ec).string().c_str());
     }
-    if (ImGui::Button("Export", ImVec2(120 * s.ui.uiScale, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter))) {
+    if (ImGui::Button("Export", ImVec2(120 * s.ui.uiScale, 0)) ||
+        ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter))) {
       try {
         exportPng(s, e.path);
         exported = true;
@@ -116,7 +121,8 @@ bool drawExportPopup(AppState& s) {
       }
     }
     ImGui::SameLine();
-    if (ImGui::Button("Cancel", ImVec2(120 * s.ui.uiScale, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
+    if (ImGui::Button("Cancel", ImVec2(120 * s.ui.uiScale, 0)) ||
+        ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
       ImGui::CloseCurrentPopup();
     ImGui::EndPopup();
   }

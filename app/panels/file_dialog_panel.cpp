@@ -19,7 +19,8 @@ namespace {
 bool folderList(AppState& s, bool saving) {
   std::error_code ec;
   std::vector<fs::directory_entry> dirs, files;
-  for (const auto& e : fs::directory_iterator(s.ui.browseDir, fs::directory_options::skip_permission_denied, ec)) {
+  for (const auto& e :
+       fs::directory_iterator(s.ui.browseDir, fs::directory_options::skip_permission_denied, ec)) {
     const std::string name = e.path().filename().string();
     if (name.empty() || name[0] == '.') continue;
     if (e.is_directory(ec))
@@ -27,17 +28,21 @@ bool folderList(AppState& s, bool saving) {
     else if (e.path().extension() == ".json" || (!saving && e.path().extension() == ".npy"))
       files.push_back(e);
   }
-  auto byName = [](const fs::directory_entry& a, const fs::directory_entry& b) { return a.path().filename() < b.path().filename(); };
+  auto byName = [](const fs::directory_entry& a, const fs::directory_entry& b) {
+    return a.path().filename() < b.path().filename();
+  };
   std::sort(dirs.begin(), dirs.end(), byName);
   std::sort(files.begin(), files.end(), byName);
   bool chosen = false;
   ImGui::BeginChild("##list", ImVec2(ImGui::GetFontSize() * 34, ImGui::GetFontSize() * 16), true);
   if (ImGui::Selectable("..")) s.ui.browseDir = fs::path(s.ui.browseDir).parent_path().string();
   for (const auto& d : dirs)
-    if (ImGui::Selectable((d.path().filename().string() + "/").c_str())) s.ui.browseDir = d.path().string();
+    if (ImGui::Selectable((d.path().filename().string() + "/").c_str()))
+      s.ui.browseDir = d.path().string();
   for (const auto& f : files) {
     const std::string name = f.path().filename().string();
-    if (ImGui::Selectable(name.c_str(), name == s.ui.fileName, ImGuiSelectableFlags_AllowDoubleClick)) {
+    if (ImGui::Selectable(name.c_str(), name == s.ui.fileName,
+                          ImGuiSelectableFlags_AllowDoubleClick)) {
       std::snprintf(s.ui.fileName, sizeof s.ui.fileName, "%s", name.c_str());
       if (ImGui::IsMouseDoubleClicked(0)) chosen = true;
     }
@@ -66,7 +71,8 @@ bool drawFileDialogs(AppState& s) {
     s.ui.requestSaveDialog = false;
     if (!s.scene.path.empty()) {
       s.ui.browseDir = fs::path(s.scene.path).parent_path().string();
-      std::snprintf(s.ui.fileName, sizeof s.ui.fileName, "%s", fs::path(s.scene.path).filename().string().c_str());
+      std::snprintf(s.ui.fileName, sizeof s.ui.fileName, "%s",
+                    fs::path(s.scene.path).filename().string().c_str());
     } else {
       std::snprintf(s.ui.fileName, sizeof s.ui.fileName, "scene.json");
     }
@@ -80,7 +86,8 @@ bool drawFileDialogs(AppState& s) {
     ImGui::TextDisabled("%s", s.ui.browseDir.c_str());
     const bool dbl = folderList(s, false);
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 34);
-    const bool enter = ImGui::InputText("##name", s.ui.fileName, sizeof s.ui.fileName, ImGuiInputTextFlags_EnterReturnsTrue);
+    const bool enter = ImGui::InputText("##name", s.ui.fileName, sizeof s.ui.fileName,
+                                        ImGuiInputTextFlags_EnterReturnsTrue);
     if (ImGui::Button("Open") || dbl || enter) {
       const std::string path = chosenPath(s);
       ImGui::CloseCurrentPopup();
@@ -92,7 +99,8 @@ bool drawFileDialogs(AppState& s) {
       }
     }
     ImGui::SameLine();
-    if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) ImGui::CloseCurrentPopup();
+    if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
+      ImGui::CloseCurrentPopup();
     ImGui::EndPopup();
   }
   ImGui::SetNextWindowPos(centre, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
@@ -100,7 +108,8 @@ bool drawFileDialogs(AppState& s) {
     ImGui::TextDisabled("%s", s.ui.browseDir.c_str());
     folderList(s, true);
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 34);
-    const bool enter = ImGui::InputText("##name", s.ui.fileName, sizeof s.ui.fileName, ImGuiInputTextFlags_EnterReturnsTrue);
+    const bool enter = ImGui::InputText("##name", s.ui.fileName, sizeof s.ui.fileName,
+                                        ImGuiInputTextFlags_EnterReturnsTrue);
     if (ImGui::Button("Save") || enter) {
       std::string path = chosenPath(s);
       if (fs::path(path).extension() != ".json") path += ".json";
@@ -113,14 +122,20 @@ bool drawFileDialogs(AppState& s) {
       }
     }
     ImGui::SameLine();
-    if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) ImGui::CloseCurrentPopup();
+    if (ImGui::Button("Cancel") || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
+      ImGui::CloseCurrentPopup();
     ImGui::EndPopup();
   }
   ImGui::SetNextWindowPos(centre, ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
   if (ImGui::BeginPopupModal("Use .npy as", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
     ImGui::Text("%s", s.ui.npyPending.c_str());
-    ImGui::TextDisabled("2-D [T, d] is one head; 3-D [H, T, d]. A mask is [T_q, T_k] (bool: may attend; float: bias).");
-    const struct { const char* label; char role; } roles[] = {{"Q", 'q'}, {"K", 'k'}, {"V", 'v'}, {"mask", 'm'}};
+    ImGui::TextDisabled(
+        "2-D [T, d] is one head; 3-D [H, T, d]. A mask is [T_q, T_k] (bool: may attend; float: "
+        "bias).");
+    const struct {
+      const char* label;
+      char role;
+    } roles[] = {{"Q", 'q'}, {"K", 'k'}, {"V", 'v'}, {"mask", 'm'}};
     for (const auto& r : roles) {
       if (ImGui::Button(r.label, ImVec2(80 * s.ui.uiScale, 0))) {
         const std::string path = s.ui.npyPending;

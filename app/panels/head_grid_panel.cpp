@@ -35,7 +35,8 @@ void thumbnailPixels(const AppState& s, const std::vector<int>& heads, int maxSi
           m = std::max(m, sum * inv);
         }
       RGBA8 c;
-      const int ci = std::min(Tq - 1, by * step + step / 2), cj = std::min(Tk - 1, bx * step + step / 2);
+      const int ci = std::min(Tq - 1, by * step + step / 2),
+                cj = std::min(Tk - 1, bx * step + step / 2);
       if (m == 0.0f && !maskAllowed(s.compute.params.mask, heads[0], ci, cj, Tq, Tk))
         c = kMaskedColor;
       else
@@ -92,14 +93,18 @@ bool drawHeadGridPanel(AppState& s) {
     }
     const ImVec2 p = ImGui::GetCursorScreenPos();
     const ImVec2 size(side, tileH);
-    if (img.tex.id()) ImGui::GetWindowDrawList()->AddImage(img.imguiId(), p, ImVec2(p.x + side, p.y + tileH));
+    if (img.tex.id())
+      ImGui::GetWindowDrawList()->AddImage(img.imguiId(), p, ImVec2(p.x + side, p.y + tileH));
     if (!fresh)
-      ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + side, p.y + tileH), IM_COL32(20, 20, 24, 150));
+      ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + side, p.y + tileH),
+                                                IM_COL32(20, 20, 24, 150));
     ImGui::InvisibleButton("##thumb", size);
     const bool selected = average ? s.view.headAverage : (!s.view.headAverage && s.view.head == h);
     const ImU32 border = selected ? IM_COL32(255, 170, 30, 255)
-                                  : (ImGui::IsItemHovered() ? IM_COL32(220, 220, 230, 255) : IM_COL32(70, 72, 80, 255));
-    ImGui::GetWindowDrawList()->AddRect(ImVec2(p.x - 1, p.y - 1), ImVec2(p.x + side + 1, p.y + tileH + 1), border, 0, 0,
+                                  : (ImGui::IsItemHovered() ? IM_COL32(220, 220, 230, 255)
+                                                            : IM_COL32(70, 72, 80, 255));
+    ImGui::GetWindowDrawList()->AddRect(ImVec2(p.x - 1, p.y - 1),
+                                        ImVec2(p.x + side + 1, p.y + tileH + 1), border, 0, 0,
                                         selected ? 2.0f : 1.0f);
     if (ImGui::IsItemClicked()) {
       if (average) {
@@ -112,7 +117,9 @@ bool drawHeadGridPanel(AppState& s) {
     }
     const Archetype a = average ? Archetype::Random : headArchetype(s.scene.scene, h);
     const bool fromFiles = !s.scene.scene.qPath.empty();
-    const std::string name = average ? "average" : fromFiles ? "(file)" : std::string(archetypeName(a));
+    const std::string name = average     ? "average"
+                             : fromFiles ? "(file)"
+                                         : std::string(archetypeName(a));
     if (ImGui::IsItemHovered() && img.tex.id()) {
       ImGui::BeginTooltip();
       if (average)

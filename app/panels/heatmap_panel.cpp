@@ -60,9 +60,11 @@ const LabelCache& axisLabels(AppState& s) {
     return c;
   const auto& q = s.scene.inputs.queryTokens;
   const auto& k = s.scene.inputs.keyTokens;
-  measureLabels(c.rowLabels, d.rows, [&](int i) { return i < int(q.size()) ? q[i] : std::string(); });
+  measureLabels(c.rowLabels, d.rows,
+                [&](int i) { return i < int(q.size()) ? q[i] : std::string(); });
   if (d.columnsAreKeys)
-    measureLabels(c.colLabels, d.cols, [&](int j) { return j < int(k.size()) ? k[j] : std::string(); });
+    measureLabels(c.colLabels, d.cols,
+                  [&](int j) { return j < int(k.size()) ? k[j] : std::string(); });
   else
     measureLabels(c.colLabels, d.cols, [](int j) { return "d" + std::to_string(j); });
   c.inputsVersion = s.compute.inputsVersion;
@@ -79,7 +81,8 @@ ImU32 sumColour(float sum, bool fullyMasked) {
   const float err = std::min(1.0f, std::fabs(sum - 1.0f) * 4.0f);
   if (err < 2e-3f) return kSumGood;
   const float a = 0.35f + 0.65f * err;
-  return IM_COL32(int(70 + (215 - 70) * a), int(165 + (70 - 165) * a), int(95 + (60 - 95) * a), 255);
+  return IM_COL32(int(70 + (215 - 70) * a), int(165 + (70 - 165) * a), int(95 + (60 - 95) * a),
+                  255);
 }
 
 ValueMapping currentMapping(const AppState& s) {
@@ -106,12 +109,13 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-void drawColourBar(AppState& s, ImDrawList* dl, ImVec2 p0, float w, float h, const ValueMapping& m) {
+void drawColourBar(AppState& s, ImDrawList* dl, ImVec2 p0, float w, float h,
+                   const ValueMapping& m) {
   const ColormapId cm = s.activeColormap();
   // The bar is the colormap texture itself, t = 1 at the top.
-  dl->AddImageQuad(s.renderer->colormapId(cm), p0, ImVec2(p0.x + w, p0.y), ImVec2(p0.x + w, p0.y + h),
-                   ImVec2(p0.x, p0.y + h), ImVec2(1, 0.5f), ImVec2(1, 0.5f), ImVec2(0, 0.5f),
-                   ImVec2(0, 0.5f));
+  dl->AddImageQuad(s.renderer->colormapId(cm), p0, ImVec2(p0.x + w, p0.y),
+                   ImVec2(p0.x + w, p0.y + h), ImVec2(p0.x, p0.y + h), ImVec2(1, 0.5f),
+                   ImVec2(1, 0.5f), ImVec2(0, 0.5f), ImVec2(0, 0.5f));
   dl->AddRect(p0, ImVec2(p0.x + w, p0.y + h), IM_COL32(90, 92, 100, 255));
   // Ticks: evenly spaced in t, labelled with the value that maps there (mapValue inverted).
   for (int k = 0; k <= 4; ++k) {
@@ -126,18 +130,18 @@ void drawColourBar(AppState& s, ImDrawList* dl, ImVec2 p0, float w, float h, con
     const float y = p0.y + h - t * h;
     dl->AddLine(ImVec2(p0.x + w, y), ImVec2(p0.x + w + 4, y), kLabel);
     if (std::fabs(v) < 1e-6f * std::max(1.0f, std::fabs(m.hi - m.lo))) v = 0.0f;  // no "-0.00"
-    const std::string label = std::fabs(v) >= 1000 || (std::fabs(v) < 0.01f && v != 0) ? fmt("%.0e", v) : fmt("%.2f", v);
+    const std::string label =
+        std::fabs(v) >= 1000 || (std::fabs(v) < 0.01f && v != 0) ? fmt("%.0e", v) : fmt("%.2f", v);
     dl->AddText(ImVec2(p0.x + w + 6, y - ImGui::GetFontSize() * 0.5f), kLabel, label.c_str());
   }
   // The masked swatch, hatched like the heatmap.
   const float sy = p0.y + h + 10;
   const float sw = w, sh = ImGui::GetFontSize();
   dl->PushClipRect(ImVec2(p0.x, sy), ImVec2(p0.x + sw, sy + sh), true);
-  dl->AddRectFilled(ImVec2(p0.x, sy), ImVec2(p0.x + sw, sy + sh),
-                    rgbaU32(kMaskedColor));
+  dl->AddRectFilled(ImVec2(p0.x, sy), ImVec2(p0.x + sw, sy + sh), rgbaU32(kMaskedColor));
   for (float x = -sh; x < sw; x += 8)
-    dl->AddLine(ImVec2(p0.x + x, sy + sh), ImVec2(p0.x + x + sh, sy),
-                rgbaU32(kMaskedHatchColor), 3.0f);
+    dl->AddLine(ImVec2(p0.x + x, sy + sh), ImVec2(p0.x + x + sh, sy), rgbaU32(kMaskedHatchColor),
+                3.0f);
   dl->PopClipRect();
   dl->AddText(ImVec2(p0.x + w + 6, sy), kLabel, "masked");
 }
@@ -200,7 +204,8 @@ bool drawHeatmapPanel(AppState& s) {
   s.renderer->upload(d);
   if (!s.renderer->error().empty()) {
     // Larger than this GL's textures: said here, in place of the matrix.
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "Cannot display: %s", s.renderer->error().c_str());
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "Cannot display: %s",
+                       s.renderer->error().c_str());
     return false;
   }
   const auto tRender = std::chrono::steady_clock::now();
@@ -246,8 +251,8 @@ bool drawHeatmapPanel(AppState& s) {
       v.hoverRow = int(cy);
     }
     if (io.MouseWheel != 0.0f) {
-      const float newZoom = std::clamp(v.zoom * std::pow(1.25f, io.MouseWheel), 1.0f,
-                                       std::max(1.0f, 160 * sc / fit));
+      const float newZoom =
+          std::clamp(v.zoom * std::pow(1.25f, io.MouseWheel), 1.0f, std::max(1.0f, 160 * sc / fit));
       const float newCell = fit * newZoom;
       v.panX = cx - (io.MousePos.x - p0.x) / newCell;
       v.panY = cy - (io.MousePos.y - p0.y) / newCell;
@@ -255,9 +260,10 @@ bool drawHeatmapPanel(AppState& s) {
       changed = true;
     }
   }
-  const bool panDrag = active && (ImGui::IsMouseDragging(ImGuiMouseButton_Middle) ||
-                                  ImGui::IsMouseDragging(ImGuiMouseButton_Right) ||
-                                  (!v.paintMode && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 3.0f)));
+  const bool panDrag =
+      active && (ImGui::IsMouseDragging(ImGuiMouseButton_Middle) ||
+                 ImGui::IsMouseDragging(ImGuiMouseButton_Right) ||
+                 (!v.paintMode && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 3.0f)));
   if (panDrag) {
     v.panX -= io.MouseDelta.x / cellPx;
     v.panY -= io.MouseDelta.y / cellPx;
@@ -295,11 +301,13 @@ bool drawHeatmapPanel(AppState& s) {
   if (v.selectedRow >= 0 && v.selectedRow < d.rows) {
     const float y0 = rowY(float(v.selectedRow)), y1 = rowY(float(v.selectedRow + 1));
     const float th = std::max(2.0f, std::min(3.0f * sc, cellPx * 0.25f));
-    dl->AddRect(ImVec2(p0.x, y0 - th * 0.5f), ImVec2(p1.x, std::max(y1, y0 + 1) + th * 0.5f), kHighlight, 0, 0, th);
+    dl->AddRect(ImVec2(p0.x, y0 - th * 0.5f), ImVec2(p1.x, std::max(y1, y0 + 1) + th * 0.5f),
+                kHighlight, 0, 0, th);
   }
   if (v.hoverRow >= 0 && cellPx >= 4) {
     dl->AddRect(ImVec2(colX(float(v.hoverCol)), rowY(float(v.hoverRow))),
-                ImVec2(colX(float(v.hoverCol + 1)), rowY(float(v.hoverRow + 1))), kHover, 0, 0, 1.5f);
+                ImVec2(colX(float(v.hoverCol + 1)), rowY(float(v.hoverRow + 1))), kHover, 0, 0,
+                1.5f);
   }
   dl->PopClipRect();
 
@@ -315,29 +323,34 @@ bool drawHeatmapPanel(AppState& s) {
     const int i = rowsToLabel[n];
     const float y = rowY(i + 0.5f) - lineH * 0.5f;
     if (i % rowStep != 0)
-      dl->AddRectFilled(ImVec2(origin.x + lineH + 6 * sc, y - 1), ImVec2(p0.x - 1, y + lineH + 1), IM_COL32(30, 31, 36, 255));
+      dl->AddRectFilled(ImVec2(origin.x + lineH + 6 * sc, y - 1), ImVec2(p0.x - 1, y + lineH + 1),
+                        IM_COL32(30, 31, 36, 255));
     const std::string& tok = labels.rowLabels.text[i];
     const std::string idx = std::to_string(i);
     const float tw = labels.rowLabels.width[i];
     const bool hi = i == v.selectedRow;
     const ImU32 col = hi ? kHighlight : (i == v.hoverRow ? kTitle : kLabel);
     dl->AddText(ImVec2(p0.x - 12 * sc - tw, y), col, tok.c_str());
-    dl->AddText(ImVec2(p0.x - 16 * sc - tw - ImGui::CalcTextSize(idx.c_str()).x, y), hi ? kHighlight : kIndex, idx.c_str());
+    dl->AddText(ImVec2(p0.x - 16 * sc - tw - ImGui::CalcTextSize(idx.c_str()).x, y),
+                hi ? kHighlight : kIndex, idx.c_str());
   }
   if (v.selectedRow >= r0 && v.selectedRow < r1) {
     const float y = rowY(v.selectedRow + 0.5f);
-    dl->AddTriangleFilled(ImVec2(p0.x - 4, y), ImVec2(p0.x - 1 - 5 * sc, y - 4 * sc), ImVec2(p0.x - 1 - 5 * sc, y + 4 * sc), kHighlight);
+    dl->AddTriangleFilled(ImVec2(p0.x - 4, y), ImVec2(p0.x - 1 - 5 * sc, y - 4 * sc),
+                          ImVec2(p0.x - 1 - 5 * sc, y + 4 * sc), kHighlight);
   }
   dl->PopClipRect();
   // Column labels (keys) on top, reading upwards: "index token".
   dl->PushClipRect(ImVec2(p0.x - lineH, origin.y), ImVec2(p1.x + lineH, p0.y), true);
   std::vector<int> colsToLabel;
   for (int j = (c0 / colStep) * colStep; j < c1; j += colStep) colsToLabel.push_back(j);
-  if (v.hoverCol >= c0 && v.hoverCol < c1 && v.hoverCol % colStep != 0) colsToLabel.push_back(v.hoverCol);
+  if (v.hoverCol >= c0 && v.hoverCol < c1 && v.hoverCol % colStep != 0)
+    colsToLabel.push_back(v.hoverCol);
   for (int j : colsToLabel) {
     const float x = colX(j + 0.5f) - lineH * 0.5f;
     if (j % colStep != 0)
-      dl->AddRectFilled(ImVec2(x - 1, origin.y + lineH + 4 * sc), ImVec2(x + lineH + 1, p0.y - 1), IM_COL32(30, 31, 36, 255));
+      dl->AddRectFilled(ImVec2(x - 1, origin.y + lineH + 4 * sc), ImVec2(x + lineH + 1, p0.y - 1),
+                        IM_COL32(30, 31, 36, 255));
     const std::string idx = std::to_string(j);
     const std::string& tok = labels.colLabels.text[j];
     const float iw = ImGui::CalcTextSize(idx.c_str()).x;
@@ -348,7 +361,8 @@ bool drawHeatmapPanel(AppState& s) {
   dl->PopClipRect();
 
   // Axis titles.
-  const char* keysTitle = d.columnsAreKeys ? "Keys (columns)   j \xe2\x86\x92" : "Value dimensions (columns)";
+  const char* keysTitle =
+      d.columnsAreKeys ? "Keys (columns)   j \xe2\x86\x92" : "Value dimensions (columns)";
   const float ktw = ImGui::CalcTextSize(keysTitle).x;
   dl->AddText(ImVec2(p0.x + std::max(0.0f, (visW - ktw) * 0.5f), origin.y), kTitle, keysTitle);
   const char* queriesTitle = "\xe2\x86\x90 i   Queries (rows)";
@@ -366,21 +380,25 @@ bool drawHeatmapPanel(AppState& s) {
         const ImU32 col = sumColour(d.rowSums[i], d.rowFullyMasked[i]);
         dl->AddRectFilled(ImVec2(sx0, rowY(float(i))), ImVec2(sx1, rowY(float(i + 1))), col);
         if (cellPx >= lineH + 2) {
-          const std::string txt = d.rowFullyMasked[i] ? "0 \xe2\x88\x85" : fmt("%.2f", d.rowSums[i]);
-          dl->AddText(ImVec2(sx0 + 4, rowY(i + 0.5f) - lineH * 0.5f), IM_COL32(255, 255, 255, 255), txt.c_str());
+          const std::string txt =
+              d.rowFullyMasked[i] ? "0 \xe2\x88\x85" : fmt("%.2f", d.rowSums[i]);
+          dl->AddText(ImVec2(sx0 + 4, rowY(i + 0.5f) - lineH * 0.5f), IM_COL32(255, 255, 255, 255),
+                      txt.c_str());
         }
       }
     } else {
       // Several rows per pixel: show the worst row of each pixel.
       for (float y = 0; y < visH; y += 1.0f) {
-        const int a = int(v.panY + y / cellPx), b = std::min(d.rows, int(v.panY + (y + 1) / cellPx) + 1);
+        const int a = int(v.panY + y / cellPx),
+                  b = std::min(d.rows, int(v.panY + (y + 1) / cellPx) + 1);
         float worst = 1.0f;
         bool masked = false;
         for (int i = a; i < b; ++i) {
           masked |= d.rowFullyMasked[i] != 0;
           if (std::fabs(d.rowSums[i] - 1.0f) > std::fabs(worst - 1.0f)) worst = d.rowSums[i];
         }
-        dl->AddRectFilled(ImVec2(sx0, p0.y + y), ImVec2(sx1, p0.y + y + 1), sumColour(worst, masked));
+        dl->AddRectFilled(ImVec2(sx0, p0.y + y), ImVec2(sx1, p0.y + y + 1),
+                          sumColour(worst, masked));
       }
     }
     dl->PopClipRect();
@@ -389,11 +407,14 @@ bool drawHeatmapPanel(AppState& s) {
       if (i >= 0 && i < d.rows) {
         ImGui::BeginTooltip();
         if (d.rowFullyMasked[i])
-          ImGui::Text("Row %d is fully masked: no key is allowed, so its weights are all 0\n"
-                      "and its output is 0 (PyTorch would give NaN here).", i);
+          ImGui::Text(
+              "Row %d is fully masked: no key is allowed, so its weights are all 0\n"
+              "and its output is 0 (PyTorch would give NaN here).",
+              i);
         else
           ImGui::Text("Row %d sums to %.6f", i, d.rowSums[i]);
-        if (v.wrongAxis) ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "Wrong axis: rows no longer sum to 1.");
+        if (v.wrongAxis)
+          ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "Wrong axis: rows no longer sum to 1.");
         ImGui::EndTooltip();
       }
     }
@@ -406,11 +427,13 @@ bool drawHeatmapPanel(AppState& s) {
     dl->PushClipRect(ImVec2(p0.x, sy0), ImVec2(p1.x, sy1), true);
     for (int j = c0; j < c1; ++j) {
       const float sum = d.colSums[j];
-      dl->AddRectFilled(ImVec2(colX(float(j)), sy0), ImVec2(std::max(colX(float(j + 1)), colX(float(j)) + 1), sy1),
+      dl->AddRectFilled(ImVec2(colX(float(j)), sy0),
+                        ImVec2(std::max(colX(float(j + 1)), colX(float(j)) + 1), sy1),
                         sumColour(sum, false));
     }
     dl->PopClipRect();
-    dl->AddText(ImVec2(p0.x, sy1 + 2), kTitle, "\xce\xa3 column: each column sums to 1 here (the wrong axis)");
+    dl->AddText(ImVec2(p0.x, sy1 + 2), kTitle,
+                "\xce\xa3 column: each column sums to 1 here (the wrong axis)");
   }
 
   // Colour bar with ticks and the masked swatch.
@@ -425,13 +448,17 @@ bool drawHeatmapPanel(AppState& s) {
     std::snprintf(lines[n++], 256, "row i = %d   query '%s'", ci.i, ci.queryToken.c_str());
     if (d.columnsAreKeys) {
       std::snprintf(lines[n++], 256, "column j = %d   key '%s'", ci.j, ci.keyToken.c_str());
-      std::snprintf(lines[n++], 256, "scaled score q\xc2\xb7k/\xe2\x88\x9a" "d = %.4f", ci.scaled);
+      std::snprintf(lines[n++], 256,
+                    "scaled score q\xc2\xb7k/\xe2\x88\x9a"
+                    "d = %.4f",
+                    ci.scaled);
       if (ci.masked)
         std::snprintf(lines[n++], 256, "logit = -inf (masked)");
       else
         std::snprintf(lines[n++], 256, "logit (s + b)/\xcf\x84 = %.4f", ci.logit);
       std::snprintf(lines[n++], 256, "weight = %.6f", ci.weight);
-      std::snprintf(lines[n++], 256, "row sum = %.6f%s", ci.rowSum, d.rowFullyMasked[ci.i] ? " (fully masked row)" : "");
+      std::snprintf(lines[n++], 256, "row sum = %.6f%s", ci.rowSum,
+                    d.rowFullyMasked[ci.i] ? " (fully masked row)" : "");
     } else {
       std::snprintf(lines[n++], 256, "value dim %d: o = %.4f", ci.j, ci.shown);
     }
@@ -440,7 +467,8 @@ bool drawHeatmapPanel(AppState& s) {
     if (v.stage != ViewStage::Weights && d.columnsAreKeys)
       ImGui::TextDisabled("shown (%s) = %g", stageLabel(v.stage), ci.shown);
     else if (v.stage == ViewStage::Weights && v.wrongAxis)
-      ImGui::TextColored(ImVec4(1, 0.62f, 0.45f, 1), "shown: normalised over queries (wrong axis) = %.6f", ci.shown);
+      ImGui::TextColored(ImVec4(1, 0.62f, 0.45f, 1),
+                         "shown: normalised over queries (wrong axis) = %.6f", ci.shown);
     else if (v.stage == ViewStage::Weights && v.headAverage)
       ImGui::TextDisabled("shown: average over heads = %.6f", ci.shown);
     ImGui::TextDisabled("click: select row   wheel: zoom   drag: pan");

@@ -48,7 +48,8 @@ bool drawMaskMatrixPanel(AppState& s) {
   const ImVec2 p = ImGui::GetCursorScreenPos();
   ImGui::Image(img.imguiId(), ImVec2(cell * w, cell * h));
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddRect(ImVec2(p.x - 1, p.y - 1), ImVec2(p.x + cell * w + 1, p.y + cell * h + 1), IM_COL32(90, 92, 100, 255));
+  dl->AddRect(ImVec2(p.x - 1, p.y - 1), ImVec2(p.x + cell * w + 1, p.y + cell * h + 1),
+              IM_COL32(90, 92, 100, 255));
   if (ImGui::IsItemHovered()) {
     const int j = int((ImGui::GetIO().MousePos.x - p.x) / cell) * step;
     const int i = int((ImGui::GetIO().MousePos.y - p.y) / cell) * step;
@@ -64,11 +65,13 @@ bool drawMaskMatrixPanel(AppState& s) {
   ImGui::TextDisabled("head %d", c.biasMaskHead);
   ImGui::TextColored(ImVec4(0.89f, 0.89f, 0.92f, 1), "\xe2\x96\xa0 allowed");
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(rgbaU32(kMaskedColor)), "\xe2\x96\xa0 masked");
-  if (!s.scene.painted.empty()) ImGui::TextColored(ImVec4(0.75f, 0.31f, 0.27f, 1), "\xe2\x96\xa0 painted");
+  if (!s.scene.painted.empty())
+    ImGui::TextColored(ImVec4(0.75f, 0.31f, 0.27f, 1), "\xe2\x96\xa0 painted");
   ImGui::EndGroup();
   const int fully = s.display.fullyMaskedRows;
   if (fully && s.display.columnsAreKeys)
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "%d fully masked row%s", fully, fully == 1 ? "" : "s");
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "%d fully masked row%s", fully,
+                       fully == 1 ? "" : "s");
   return false;
 }
 

@@ -45,24 +45,32 @@ bool drawMaskPanel(AppState& s) {
   } else if (ImGui::Checkbox("causal", &m.causal)) {
     changed = true;
   }
-  helpMarker("Query i may attend to key j only when j \xe2\x89\xa4 p\xe1\xb5\xa2 = i + (T_k \xe2\x88\x92 T_q): "
-             "itself and the past.");
-  changed |= countControl("window W", m.window, Tk, 4,
-                          "Sliding window (Mistral): only the last W keys up to p\xe1\xb5\xa2, itself included.");
-  changed |= countControl("prefix P", m.prefix, Tk, 2,
-                          "Prefix-LM: the first P keys are visible to every query (added to the causal/window set).");
+  helpMarker(
+      "Query i may attend to key j only when j \xe2\x89\xa4 p\xe1\xb5\xa2 = i + (T_k \xe2\x88\x92 "
+      "T_q): "
+      "itself and the past.");
+  changed |= countControl(
+      "window W", m.window, Tk, 4,
+      "Sliding window (Mistral): only the last W keys up to p\xe1\xb5\xa2, itself included.");
+  changed |= countControl(
+      "prefix P", m.prefix, Tk, 2,
+      "Prefix-LM: the first P keys are visible to every query (added to the causal/window set).");
   changed |= countControl("sink S", m.sink, Tk, 1,
                           "Attention sink (StreamingLLM): the first S keys are always visible.");
-  changed |= countControl("pad N", m.pad, Tk, 1,
-                          "Key padding: the last N keys are padding and never attended. Rows may become fully masked.");
+  changed |= countControl(
+      "pad N", m.pad, Tk, 1,
+      "Key padding: the last N keys are padding and never attended. Rows may become fully masked.");
   if (ImGui::Checkbox("ALiBi", &m.alibi)) changed = true;
-  helpMarker("Adds b = \xe2\x88\x92m\xe2\x82\x95\xc2\xb7|p\xe1\xb5\xa2 \xe2\x88\x92 j| with a different slope m\xe2\x82\x95 per head: "
-             "far keys get a penalty, so heads differ in how local they are.");
+  helpMarker(
+      "Adds b = \xe2\x88\x92m\xe2\x82\x95\xc2\xb7|p\xe1\xb5\xa2 \xe2\x88\x92 j| with a different "
+      "slope m\xe2\x82\x95 per head: "
+      "far keys get a penalty, so heads differ in how local they are.");
 
   ImGui::Separator();
   if (ImGui::Checkbox("Paint mask cells", &s.view.paintMode)) changed = true;
-  helpMarker("Click-drag on the heatmap to block cells (a custom mask). Hold Shift to un-block. "
-             "Right or middle drag still pans.");
+  helpMarker(
+      "Click-drag on the heatmap to block cells (a custom mask). Hold Shift to un-block. "
+      "Right or middle drag still pans.");
   const bool painted = !s.scene.painted.empty();
   if (painted) {
     ImGui::Indent();
@@ -83,9 +91,10 @@ bool drawMaskPanel(AppState& s) {
   const int fully = s.display.fullyMaskedRows, first = s.display.firstFullyMaskedRow;
   if (fully > 0 && s.display.columnsAreKeys) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.38f, 1.0f));
-    ImGui::TextWrapped("%d fully masked row%s (first: row %d). Such a row has no key to attend to: "
-                       "its weights are all 0 and its output is 0 (PyTorch gives NaN).",
-                       fully, fully == 1 ? "" : "s", first);
+    ImGui::TextWrapped(
+        "%d fully masked row%s (first: row %d). Such a row has no key to attend to: "
+        "its weights are all 0 and its output is 0 (PyTorch gives NaN).",
+        fully, fully == 1 ? "" : "s", first);
     ImGui::PopStyleColor();
   }
   if (changed) markParamsDirty(s);

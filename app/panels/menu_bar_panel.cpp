@@ -45,7 +45,8 @@ bool drawMenuBar(AppState& s) {
   if (ImGui::BeginMenu("Help")) {
     ImGui::TextUnformatted("Rows are queries, columns are keys: row i is query i's");
     ImGui::TextUnformatted("probability distribution over the keys, so it sums to 1.");
-    ImGui::TextUnformatted("A mask adds \xe2\x88\x92\xe2\x88\x9e before the softmax (hatched cells).");
+    ImGui::TextUnformatted(
+        "A mask adds \xe2\x88\x92\xe2\x88\x9e before the softmax (hatched cells).");
     ImGui::Separator();
     ImGui::TextDisabled("Click a row: inspect it.   Wheel: zoom.   Drag: pan.");
     ImGui::TextDisabled("Up/Down: selected row.   Left/Right: head.   Home: reset view.");

@@ -8,26 +8,26 @@ struct ImDrawList;
 
 namespace attnviz::gui {
 
-bool drawMenuBar(AppState& s);           // menu_bar_panel.cpp
-bool drawScenePanel(AppState& s);        // scene_panel.cpp: text, mode, heads, d_k, seed, archetypes
+bool drawMenuBar(AppState& s);     // menu_bar_panel.cpp
+bool drawScenePanel(AppState& s);  // scene_panel.cpp: text, mode, heads, d_k, seed, archetypes
 bool drawTemperaturePanel(AppState& s);  // temperature_panel.cpp: log slider 0.05..20
-bool drawMaskPanel(AppState& s);         // mask_panel.cpp: causal, window, prefix, sink, pad, ALiBi, paint
-bool drawViewPanel(AppState& s);         // view_panel.cpp: colormaps, scale, wrong-axis toggle
-bool drawStageBar(AppState& s);          // stage_bar_panel.cpp: QKᵀ ... A·V
-bool drawLessonPanel(AppState& s);       // lesson_panel.cpp: the scene's notes
-bool drawHeatmapPanel(AppState& s);      // heatmap_panel.cpp: the matrix, labels, strips, colour bar
-bool drawHeadGridPanel(AppState& s);     // head_grid_panel.cpp: thumbnails + average
-bool drawRowInspectorPanel(AppState& s); // row_inspector_panel.cpp: the selected query's row
-bool drawMaskMatrixPanel(AppState& s);   // mask_matrix_panel.cpp: allowed(i, j) as a small matrix
-bool drawStatusBar(AppState& s);         // status_bar_panel.cpp: backend, renderer, timings
-bool drawExportPopup(AppState& s);       // export_panel.cpp: PNG export (Ctrl+S)
+bool drawMaskPanel(AppState& s);  // mask_panel.cpp: causal, window, prefix, sink, pad, ALiBi, paint
+bool drawViewPanel(AppState& s);  // view_panel.cpp: colormaps, scale, wrong-axis toggle
+bool drawStageBar(AppState& s);   // stage_bar_panel.cpp: QKᵀ ... A·V
+bool drawLessonPanel(AppState& s);    // lesson_panel.cpp: the scene's notes
+bool drawHeatmapPanel(AppState& s);   // heatmap_panel.cpp: the matrix, labels, strips, colour bar
+bool drawHeadGridPanel(AppState& s);  // head_grid_panel.cpp: thumbnails + average
+bool drawRowInspectorPanel(AppState& s);  // row_inspector_panel.cpp: the selected query's row
+bool drawMaskMatrixPanel(AppState& s);    // mask_matrix_panel.cpp: allowed(i, j) as a small matrix
+bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings
+bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG export (Ctrl+S)
 // The export itself (export_panel.cpp): writes `path` with s.exporter's options, returns the
 // absolute path. Throws what renderExport/writePng throw.
 std::string exportPng(AppState& s, const std::string& path);
 // Starts s.exporter from the view: its weights colormap, and weights or scores by its stage.
 void exportOptionsFromView(AppState& s);
-bool drawFileDialogs(AppState& s);       // file_dialog_panel.cpp: open (Ctrl+O) / save scene
-bool drawErrorPopup(AppState& s);        // error_popup_panel.cpp: errors caught at the frame
+bool drawFileDialogs(AppState& s);  // file_dialog_panel.cpp: open (Ctrl+O) / save scene
+bool drawErrorPopup(AppState& s);   // error_popup_panel.cpp: errors caught at the frame
 
 // Shared drawing helpers (gui/ui_util.cpp).
 void helpMarker(const char* text);

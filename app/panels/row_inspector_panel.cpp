@@ -46,28 +46,32 @@ bool drawRowInspectorPanel(AppState& s) {
   ImGui::Text("Query %d: '%s'   (head %d)", i, s.scene.inputs.queryTokens[i].c_str(), h);
   if (st.fullyMasked) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.45f, 0.38f, 1));
-    ImGui::TextWrapped("Fully masked: the mask allows no key for this query, so every weight is 0 and "
-                       "its output is the zero vector. (PyTorch's softmax would give NaN here.)");
+    ImGui::TextWrapped(
+        "Fully masked: the mask allows no key for this query, so every weight is 0 and "
+        "its output is the zero vector. (PyTorch's softmax would give NaN here.)");
     ImGui::PopStyleColor();
     return false;
   }
   int allowed = 0;
-  for (int j = 0; j < Tk; ++j) allowed += std::isinf(logitAt(r.scaled, s.compute.params, s.compute.slopes, h, i, j)) ? 0 : 1;
+  for (int j = 0; j < Tk; ++j)
+    allowed += std::isinf(logitAt(r.scaled, s.compute.params, s.compute.slopes, h, i, j)) ? 0 : 1;
   ImGui::Text("sum = %.6f   entropy H = %.3f nats", st.sum, st.entropy);
-  ImGui::TextDisabled("at most ln %d = %.3f;  effective keys e^H = %.2f", allowed, std::log(std::max(1, allowed)),
-                      std::exp(st.entropy));
+  ImGui::TextDisabled("at most ln %d = %.3f;  effective keys e^H = %.2f", allowed,
+                      std::log(std::max(1, allowed)), std::exp(st.entropy));
 
   // Keys by weight.
   std::vector<int> order(Tk);
   std::iota(order.begin(), order.end(), 0);
   const int topN = std::min(Tk, 5);
-  std::partial_sort(order.begin(), order.begin() + topN, order.end(), [&](int a, int b) { return w[a] > w[b]; });
+  std::partial_sort(order.begin(), order.begin() + topN, order.end(),
+                    [&](int a, int b) { return w[a] > w[b]; });
 
   // Distribution over keys: one bar per key (all keys when few; the top 24 otherwise).
   const bool all = Tk <= 24;
   const int nBars = all ? Tk : std::min(Tk, 24);
   if (!all) {
-    std::partial_sort(order.begin(), order.begin() + nBars, order.end(), [&](int a, int b) { return w[a] > w[b]; });
+    std::partial_sort(order.begin(), order.begin() + nBars, order.end(),
+                      [&](int a, int b) { return w[a] > w[b]; });
     // Every key at once: one bar per pixel column, the max over the keys it covers.
     ImDrawList* dl0 = ImGui::GetWindowDrawList();
     const ImVec2 q = ImGui::GetCursorScreenPos();
@@ -75,7 +79,8 @@ bool drawRowInspectorPanel(AppState& s) {
     dl0->AddRectFilled(q, ImVec2(q.x + W, q.y + Hh), IM_COL32(24, 25, 30, 255));
     const int px = int(W);
     for (int x = 0; x < px; ++x) {
-      const int j0 = int(std::floor(double(x) * Tk / px)), j1 = std::max(j0 + 1, int(std::floor(double(x + 1) * Tk / px)));
+      const int j0 = int(std::floor(double(x) * Tk / px)),
+                j1 = std::max(j0 + 1, int(std::floor(double(x + 1) * Tk / px)));
       float m = 0.0f;
       for (int j = j0; j < std::min(j1, Tk); ++j) m = std::max(m, w[j]);
       const float hgt = Hh * m / std::max(st.max, 1e-6f);
@@ -101,7 +106,8 @@ bool drawRowInspectorPanel(AppState& s) {
     std::string label = std::to_string(j) + " " + keys[j];
     while (label.size() > 2 && ImGui::CalcTextSize(label.c_str()).x > labelW - 6) label.pop_back();
     const bool masked = std::isinf(logitAt(r.scaled, s.compute.params, s.compute.slopes, h, i, j));
-    dl->AddText(p, masked ? IM_COL32(110, 112, 120, 255) : IM_COL32(210, 212, 220, 255), label.c_str());
+    dl->AddText(p, masked ? IM_COL32(110, 112, 120, 255) : IM_COL32(210, 212, 220, 255),
+                label.c_str());
     const float bw = barMax * w[j] / std::max(st.max, 1e-6f);
     const ImVec2 b0(p.x + labelW, p.y + 2), b1(p.x + labelW + std::max(1.0f, bw), p.y + lineH - 2);
     if (masked)
@@ -131,7 +137,8 @@ bool drawRowInspectorPanel(AppState& s) {
   float scale = 1e-6f;
   for (int k = 0; k < dv; ++k) scale = std::max(scale, std::fabs(O[k]));
   for (int k = 0; k < std::min(3, topN); ++k)
-    for (int c = 0; c < dv; ++c) scale = std::max(scale, std::fabs(V[std::size_t(order[k]) * dv + c]));
+    for (int c = 0; c < dv; ++c)
+      scale = std::max(scale, std::fabs(V[std::size_t(order[k]) * dv + c]));
   const float stripW = std::max(40.0f, ImGui::GetContentRegionAvail().x - 150 * sc);
   float rest = 1.0f;
   for (int k = 0; k < std::min(3, topN); ++k) {
@@ -141,7 +148,9 @@ bool drawRowInspectorPanel(AppState& s) {
     ImGui::SameLine(140 * sc);
     vectorStrip(V + std::size_t(j) * dv, dv, scale, stripW, lineH * 0.8f);
   }
-  if (Tk > 3) ImGui::TextDisabled("+ %d more keys with total weight %.3f", Tk - std::min(3, topN), std::max(0.0f, rest));
+  if (Tk > 3)
+    ImGui::TextDisabled("+ %d more keys with total weight %.3f", Tk - std::min(3, topN),
+                        std::max(0.0f, rest));
   ImGui::Text("= o%d", i);
   ImGui::SameLine(140 * sc);
   vectorStrip(O, dv, scale, stripW, lineH * 0.8f);
@@ -164,8 +173,8 @@ bool drawRowInspectorPanel(AppState& s) {
       ImGui::Text("= y%d", i);
       ImGui::SameLine(140 * sc);
       vectorStrip(y.data.data(), y.cols, yScale, stripW, lineH * 0.8f);
-      ImGui::TextDisabled("(%d heads \xc3\x97 %d values \xe2\x86\x92 W_o \xe2\x86\x92 %d dims)", r.dims.H,
-                          dv, y.cols);
+      ImGui::TextDisabled("(%d heads \xc3\x97 %d values \xe2\x86\x92 W_o \xe2\x86\x92 %d dims)",
+                          r.dims.H, dv, y.cols);
     }
   }
   return false;

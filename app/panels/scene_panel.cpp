@@ -50,11 +50,13 @@ bool drawScenePanel(AppState& s) {
   helpMarker(kModeHelp);
 
   ImGui::TextUnformatted(sc.mode == Mode::Cross ? "Query text (target)" : "Text");
-  if (ImGui::InputTextMultiline("##qtext", &sc.queryText, ImVec2(-1, ImGui::GetTextLineHeight() * 3.4f)))
+  if (ImGui::InputTextMultiline("##qtext", &sc.queryText,
+                                ImVec2(-1, ImGui::GetTextLineHeight() * 3.4f)))
     inputs = true;
   if (sc.mode == Mode::Cross) {
     ImGui::TextUnformatted("Key / value text (source)");
-    if (ImGui::InputTextMultiline("##ktext", &sc.keyText, ImVec2(-1, ImGui::GetTextLineHeight() * 3.4f)))
+    if (ImGui::InputTextMultiline("##ktext", &sc.keyText,
+                                  ImVec2(-1, ImGui::GetTextLineHeight() * 3.4f)))
       inputs = true;
   }
 
@@ -63,7 +65,9 @@ bool drawScenePanel(AppState& s) {
   if (ImGui::SliderInt("Heads", &sc.heads, 1, 16)) inputs = true;
   ImGui::SetNextItemWidth(w);
   if (ImGui::SliderInt("d_k", &sc.dHead, 4, 256)) inputs = true;
-  helpMarker("Width of each head's queries and keys (and values). Scores are divided by \xe2\x88\x9a" "d_k.");
+  helpMarker(
+      "Width of each head's queries and keys (and values). Scores are divided by \xe2\x88\x9a"
+      "d_k.");
   ImGui::SetNextItemWidth(w);
   int seed = int(sc.seed);
   if (ImGui::InputInt("Seed", &seed)) {
@@ -71,7 +75,9 @@ bool drawScenePanel(AppState& s) {
     inputs = true;
   }
   ImGui::SetNextItemWidth(w);
-  if (ImGui::SliderFloat("Sharpness", &sc.sharpness, 0.1f, 4.0f, "%.2f", ImGuiSliderFlags_Logarithmic)) inputs = true;
+  if (ImGui::SliderFloat("Sharpness", &sc.sharpness, 0.1f, 4.0f, "%.2f",
+                         ImGuiSliderFlags_Logarithmic))
+    inputs = true;
   helpMarker("Scales how strongly each archetype's pattern shows in Q\xc2\xb7K\xe1\xb5\x80.");
 
   if (sc.mode == Mode::Decode) {
@@ -82,8 +88,9 @@ bool drawScenePanel(AppState& s) {
       sc.decodeStep = step >= total ? -1 : step;
       inputs = true;
     }
-    helpMarker("Decoding one token at a time: the newest token is the single query row, and the keys "
-               "are every token so far (the KV cache). Drag to grow the cache.");
+    helpMarker(
+        "Decoding one token at a time: the newest token is the single query row, and the keys "
+        "are every token so far (the KV cache). Drag to grow the cache.");
   }
 
   if (ImGui::TreeNode("Head archetypes")) {
@@ -95,7 +102,8 @@ bool drawScenePanel(AppState& s) {
       if (ImGui::BeginCombo(("head " + std::to_string(h)).c_str(), archetypeName(a))) {
         for (Archetype c : all)
           if (ImGui::Selectable(archetypeName(c), c == a)) {
-            while (int(sc.archetypes.size()) < sc.heads) sc.archetypes.push_back(headArchetype(sc, int(sc.archetypes.size())));
+            while (int(sc.archetypes.size()) < sc.heads)
+              sc.archetypes.push_back(headArchetype(sc, int(sc.archetypes.size())));
             sc.archetypes[h] = c;
             inputs = true;
           }
@@ -109,8 +117,11 @@ bool drawScenePanel(AppState& s) {
   // Shape readout: the convention in one line.
   const Dims d = s.dims();
   ImGui::Spacing();
-  ImGui::TextDisabled("Q (%d\xc3\x97%d) \xc2\xb7 K\xe1\xb5\x80 (%d\xc3\x97%d) = S (%d\xc3\x97%d)", d.Tq, d.dk, d.dk, d.Tk, d.Tq, d.Tk);
-  ImGui::TextDisabled("A (%d\xc3\x97%d) \xc2\xb7 V (%d\xc3\x97%d) = O (%d\xc3\x97%d)   \xc3\x97 %d heads", d.Tq, d.Tk, d.Tk, d.dv, d.Tq, d.dv, d.H);
+  ImGui::TextDisabled("Q (%d\xc3\x97%d) \xc2\xb7 K\xe1\xb5\x80 (%d\xc3\x97%d) = S (%d\xc3\x97%d)",
+                      d.Tq, d.dk, d.dk, d.Tk, d.Tq, d.Tk);
+  ImGui::TextDisabled(
+      "A (%d\xc3\x97%d) \xc2\xb7 V (%d\xc3\x97%d) = O (%d\xc3\x97%d)   \xc3\x97 %d heads", d.Tq,
+      d.Tk, d.Tk, d.dv, d.Tq, d.dv, d.H);
   if (inputs) markInputsDirty(s);
   return inputs;
 }

@@ -26,8 +26,9 @@ bool drawStageBar(AppState& s) {
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stageFormula(st));
   }
   if (s.view.wrongAxis && s.view.stage == ViewStage::Weights)
-    ImGui::TextColored(ImVec4(1.0f, 0.62f, 0.45f, 1.0f),
-                       "WRONG AXIS (teaching): column j = softmax over the queries i, so rows no longer sum to 1");
+    ImGui::TextColored(
+        ImVec4(1.0f, 0.62f, 0.45f, 1.0f),
+        "WRONG AXIS (teaching): column j = softmax over the queries i, so rows no longer sum to 1");
   else
     ImGui::TextDisabled("%s", stageFormula(s.view.stage));
   return changed;

@@ -23,7 +23,8 @@ bool colormapCombo(const char* label, ColormapId& id) {
       ImDrawList* dl = ImGui::GetWindowDrawList();
       const float w = h * 4;
       for (int x = 0; x < int(w); ++x)
-        dl->AddRectFilled(ImVec2(p.x + x, p.y + 2), ImVec2(p.x + x + 1, p.y + h - 2), colormapU32(c, x / (w - 1)));
+        dl->AddRectFilled(ImVec2(p.x + x, p.y + 2), ImVec2(p.x + x + 1, p.y + h - 2),
+                          colormapU32(c, x / (w - 1)));
       dl->AddText(ImVec2(p.x + w + 8, p.y), ImGui::GetColorU32(ImGuiCol_Text), colormapName(c));
       ImGui::PopID();
     }
@@ -49,15 +50,17 @@ bool drawViewPanel(AppState& s) {
     v.scale = ColorScale(scale);
     changed = true;
   }
-  helpMarker("How weights map to colour. Log and gamma lift the small weights of long rows; the "
-             "score stages always use a linear scale centred on 0.");
+  helpMarker(
+      "How weights map to colour. Log and gamma lift the small weights of long rows; the "
+      "score stages always use a linear scale centred on 0.");
   if (v.scale == ColorScale::Gamma) {
     ImGui::SetNextItemWidth(w);
     changed |= ImGui::SliderFloat("Gamma", &v.gamma, 0.1f, 2.0f, "%.2f");
   }
   if (v.scale == ColorScale::Log) {
     ImGui::SetNextItemWidth(w);
-    changed |= ImGui::SliderFloat("Floor", &v.logFloor, 1e-6f, 0.1f, "%.0e", ImGuiSliderFlags_Logarithmic);
+    changed |=
+        ImGui::SliderFloat("Floor", &v.logFloor, 1e-6f, 0.1f, "%.0e", ImGuiSliderFlags_Logarithmic);
   }
   changed |= ImGui::Checkbox("Auto range", &v.autoRange);
   helpMarker("Weights: map [0, largest weight] instead of [0, 1].");
@@ -80,10 +83,14 @@ bool drawViewPanel(AppState& s) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.62f, 0.45f, 1.0f));
     ImGui::TextWrapped(
         "This normalises each COLUMN (over the queries), so columns sum to 1 and rows do not. "
-        "That answers \"how is key j shared among the queries\", which is not what attention needs: "
-        "query i mixes the value rows with its own weights, so its weights must form a distribution "
-        "over the keys. With columns normalised, a query's output is no longer an average of values: "
-        "it can be scaled far up or down, and in a causal mask the early keys (seen by many queries) "
+        "That answers \"how is key j shared among the queries\", which is not what attention "
+        "needs: "
+        "query i mixes the value rows with its own weights, so its weights must form a "
+        "distribution "
+        "over the keys. With columns normalised, a query's output is no longer an average of "
+        "values: "
+        "it can be scaled far up or down, and in a causal mask the early keys (seen by many "
+        "queries) "
         "get diluted while late keys get full weight from the one query that sees them. "
         "Check the row-sum strip on the right.");
     ImGui::PopStyleColor();

@@ -30,18 +30,24 @@ ColormapTable fromAnchors(std::initializer_list<unsigned> hex) {
 }  // namespace
 
 const ColormapTable& colormapTable(ColormapId id) {
-  static const ColormapTable viridis = fromAnchors({0x440154, 0x482878, 0x3e4989, 0x31688e, 0x26828e,
-                                                    0x1f9e89, 0x35b779, 0x6ece58, 0xb5de2b, 0xfde725});
-  static const ColormapTable magma = fromAnchors({0x000004, 0x180f3d, 0x440f76, 0x721f81, 0x9e2f7f,
-                                                  0xcd4071, 0xf1605d, 0xfd9668, 0xfeca8d, 0xfcfdbf});
+  static const ColormapTable viridis =
+      fromAnchors({0x440154, 0x482878, 0x3e4989, 0x31688e, 0x26828e, 0x1f9e89, 0x35b779, 0x6ece58,
+                   0xb5de2b, 0xfde725});
+  static const ColormapTable magma =
+      fromAnchors({0x000004, 0x180f3d, 0x440f76, 0x721f81, 0x9e2f7f, 0xcd4071, 0xf1605d, 0xfd9668,
+                   0xfeca8d, 0xfcfdbf});
   static const ColormapTable gray = fromAnchors({0x000000, 0xffffff});
-  static const ColormapTable diverging = fromAnchors({0x3b4cc0, 0x6282ea, 0x8db0fe, 0xb8d0f9, 0xdddcdc,
-                                                      0xf5c4ac, 0xf49a7b, 0xde604d, 0xb40426});
+  static const ColormapTable diverging = fromAnchors(
+      {0x3b4cc0, 0x6282ea, 0x8db0fe, 0xb8d0f9, 0xdddcdc, 0xf5c4ac, 0xf49a7b, 0xde604d, 0xb40426});
   switch (id) {
-    case ColormapId::Viridis: return viridis;
-    case ColormapId::Magma: return magma;
-    case ColormapId::Gray: return gray;
-    case ColormapId::Diverging: return diverging;
+    case ColormapId::Viridis:
+      return viridis;
+    case ColormapId::Magma:
+      return magma;
+    case ColormapId::Gray:
+      return gray;
+    case ColormapId::Diverging:
+      return diverging;
   }
   return viridis;
 }
@@ -64,10 +70,14 @@ std::optional<ColormapId> colormapFromName(const std::string& name) {
 
 const char* colormapName(ColormapId id) {
   switch (id) {
-    case ColormapId::Viridis: return "viridis";
-    case ColormapId::Magma: return "magma";
-    case ColormapId::Gray: return "gray";
-    case ColormapId::Diverging: return "diverging";
+    case ColormapId::Viridis:
+      return "viridis";
+    case ColormapId::Magma:
+      return "magma";
+    case ColormapId::Gray:
+      return "gray";
+    case ColormapId::Diverging:
+      return "diverging";
   }
   return "viridis";
 }
@@ -80,8 +90,10 @@ float mapValue(const ValueMapping& m, float v) {
   float lin = span > 0.0f ? (v - m.lo) / span : 0.5f;
   lin = std::clamp(lin, 0.0f, 1.0f);
   switch (m.scale) {
-    case ColorScale::Linear: return lin;
-    case ColorScale::Gamma: return std::pow(lin, m.gamma);
+    case ColorScale::Linear:
+      return lin;
+    case ColorScale::Gamma:
+      return std::pow(lin, m.gamma);
     case ColorScale::Log: {
       const float floor = std::max(m.logFloor, 1e-12f);
       const float x = std::max(lin, floor);

@@ -52,8 +52,8 @@ RowMask rowMask(const MaskSpec& m, int i, int Tq, int Tk) {
 
 // Fills `logits` (length Tk) for row i of head h with the biased scores S + b, -inf where
 // masked. The temperature is applied later, after the row maximum is subtracted.
-void rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h,
-                     int i, int Tq, int Tk) {
+void rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h, int i,
+               int Tq, int Tk) {
   const MaskSpec& m = p.mask;
   ArrayMap L(logits, Tk);
   const float* custom = nullptr;
@@ -71,9 +71,8 @@ void rowLogits(const float* s, float* logits, const AttentionParams& p, float sl
   }
   // Outside [lo, hi] only the prefix/sink keys survive; everything past the limit is padding.
   const RowMask r = rowMask(m, i, Tq, Tk);
-  const int ranges[3][2] = {{r.prefixEnd, std::min(r.lo, Tk)},
-                            {std::max(r.hi + 1, r.prefixEnd), Tk},
-                            {r.limit, Tk}};
+  const int ranges[3][2] = {
+      {r.prefixEnd, std::min(r.lo, Tk)}, {std::max(r.hi + 1, r.prefixEnd), Tk}, {r.limit, Tk}};
   for (const auto& range : ranges) {
     const int begin = std::clamp(range[0], 0, Tk);
     std::fill(logits + begin, logits + std::clamp(range[1], begin, Tk), kNegInf);

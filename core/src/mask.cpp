@@ -18,8 +18,8 @@ int parseCount(const std::string& text, const std::string& kind, int minimum) {
     used = 0;
   }
   if (used != value.size() || value.empty() || n < minimum || n > std::numeric_limits<int>::max()) {
-    throw UsageError("--mask " + text + ": expected " + kind + ":N with N an integer >= " +
-                     std::to_string(minimum));
+    throw UsageError("--mask " + text + ": expected " + kind +
+                     ":N with N an integer >= " + std::to_string(minimum));
   }
   return static_cast<int>(n);
 }
@@ -40,8 +40,7 @@ void parseMaskOption(const std::string& text, MaskSpec& spec) {
   } else if (startsWith(text, "pad:")) {
     spec.pad = parseCount(text, "pad", 0);
   } else {
-    throw UsageError("--mask " + text +
-                     ": expected causal, window:W, prefix:P, sink:S or pad:N");
+    throw UsageError("--mask " + text + ": expected causal, window:W, prefix:P, sink:S or pad:N");
   }
 }
 

@@ -103,7 +103,8 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowB
   const std::string fortran = headerValue(header, "fortran_order", name);
   const std::string shapeText = headerValue(header, "shape", name);
   if (fortran != "False") {
-    fail(name, "Fortran-order arrays are not supported (save with C order, e.g. np.ascontiguousarray)");
+    fail(name,
+         "Fortran-order arrays are not supported (save with C order, e.g. np.ascontiguousarray)");
   }
   NpyArray out;
   out.shape = parseShape(shapeText, name);
@@ -117,7 +118,8 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowB
   } else if (allowBool && (descr == "|b1" || descr == "|u1")) {
     type = B1, itemSize = 1;
   } else if (descr == ">f4" || descr == ">f8") {
-    fail(name, "big-endian data (" + descr + ") is not supported; use little-endian float32/float64");
+    fail(name,
+         "big-endian data (" + descr + ") is not supported; use little-endian float32/float64");
   } else {
     fail(name, "unsupported dtype '" + descr + "'; expected float32 or float64" +
                    std::string(allowBool ? ", bool or uint8" : ""));
@@ -145,9 +147,15 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowB
   const unsigned char* p = b + dataOffset;
   for (unsigned long long n = 0; n < count; ++n) {
     switch (type) {
-      case F4: out.data[n] = readLE<float>(p + 4 * n); break;
-      case F8: out.data[n] = static_cast<float>(readLE<double>(p + 8 * n)); break;
-      case B1: out.data[n] = p[n] != 0 ? 1.0f : 0.0f; break;
+      case F4:
+        out.data[n] = readLE<float>(p + 4 * n);
+        break;
+      case F8:
+        out.data[n] = static_cast<float>(readLE<double>(p + 8 * n));
+        break;
+      case B1:
+        out.data[n] = p[n] != 0 ? 1.0f : 0.0f;
+        break;
     }
   }
   return out;
@@ -206,7 +214,8 @@ MaskFile loadMaskNpy(const std::string& path) {
 }
 
 std::string npyBytes(const Tensor3& t, bool as2d) {
-  if (as2d && t.heads != 1) throw InputError("cannot write a " + t.shapeString() + " tensor as 2-D");
+  if (as2d && t.heads != 1)
+    throw InputError("cannot write a " + t.shapeString() + " tensor as 2-D");
   std::ostringstream dict;
   dict << "{'descr': '<f4', 'fortran_order': False, 'shape': (";
   if (as2d) {

@@ -31,9 +31,9 @@ RGBA8 Image::pixel(int x, int y) const {
 namespace {
 
 constexpr RGBA8 kPaper{255, 255, 255, 255};
-constexpr RGBA8 kInk{30, 30, 30, 255};        // titles and labels
-constexpr RGBA8 kSoftInk{70, 70, 70, 255};    // tick labels
-constexpr RGBA8 kLine{40, 40, 40, 255};       // frames and ticks
+constexpr RGBA8 kInk{30, 30, 30, 255};      // titles and labels
+constexpr RGBA8 kSoftInk{70, 70, 70, 255};  // tick labels
+constexpr RGBA8 kLine{40, 40, 40, 255};     // frames and ticks
 
 // ---------------------------------------------------------------------------------------------
 // Pixels
@@ -128,9 +128,8 @@ struct Canvas {
   }
   void text(const TextMask& m, long x, long y, RGBA8 c, Rot r) {
     const long w = rotW(m, r), h = rotH(m, r);
-    op(x, y, w, h, [m, x, y, c, r](Image& im, long ox, long oy) {
-      drawText(im, m, ox + x, oy + y, c, r);
-    });
+    op(x, y, w, h,
+       [m, x, y, c, r](Image& im, long ox, long oy) { drawText(im, m, ox + x, oy + y, c, r); });
   }
   void append(const Canvas& o, long dx, long dy) {
     if (!o.box.empty()) box.add(o.box.x0 + dx, o.box.y0 + dy, o.box.width(), o.box.height());
@@ -145,8 +144,8 @@ struct Canvas {
 // The built-in font draws ASCII only: spell the few symbols the titles use.
 std::string fitText(const Font& font, const std::string& s) {
   static const std::pair<const char*, const char*> subs[] = {
-      {"\xC2\xB7", "|"}, {"\xCF\x84", "tau"}, {"\xE2\x88\x92", "-"}, {"\xE2\x80\xA6", "..."},
-      {"\xE2\x80\x94", "-"}, {"\xC3\x97", "x"}};
+      {"\xC2\xB7", "|"},       {"\xCF\x84", "tau"},   {"\xE2\x88\x92", "-"},
+      {"\xE2\x80\xA6", "..."}, {"\xE2\x80\x94", "-"}, {"\xC3\x97", "x"}};
   std::string out = s;
   for (const auto& [from, to] : subs) {
     const char32_t cp = decodeUtf8(from)[0];
@@ -205,7 +204,7 @@ std::vector<double> niceTicks(double lo, double hi, int maxCount, double& stepOu
 // The figure
 
 struct Sizes {
-  float fs;         // base text size in pixels
+  float fs;  // base text size in pixels
   float title, axis, panel, label, tick;
   int pad, gap, tickLen, barW;
 };
@@ -434,9 +433,10 @@ Canvas buildFigure(const FigureSpec& f, int cell, float fs) {
   }
   const long heatW = long(src.Tk) * cell, heatH = long(src.Tq) * cell;
   // How far a panel without key labels reaches above its heatmap (its title).
-  const long titleExtent =
-      grid ? -buildPanel(src, f.heads[0], 1, *f.labels, font, sz, false, false, panelTitle(f.heads[0])).box.y0
-           : 0;
+  const long titleExtent = grid ? -buildPanel(src, f.heads[0], 1, *f.labels, font, sz, false, false,
+                                              panelTitle(f.heads[0]))
+                                       .box.y0
+                                : 0;
   const long pitchX = heatW + sz.pad + sz.gap, pitchY = heatH + sz.gap * 2 + titleExtent;
   for (std::size_t k = 0; k < panels.size(); ++k) {
     const long r = long(k) / cols, col = long(k) % cols;
@@ -454,15 +454,15 @@ Canvas buildFigure(const FigureSpec& f, int cell, float fs) {
     TextMask q = font.render("Queries", sz.axis);
     const long spanH = spanBottom - heatTop;
     if (q.width <= spanH) {
-      fig.text(q, grids.x0 - sz.gap * 2 - q.height, heatTop + spanH / 2 - q.width / 2,
-               kInk, Rot::Up);
+      fig.text(q, grids.x0 - sz.gap * 2 - q.height, heatTop + spanH / 2 - q.width / 2, kInk,
+               Rot::Up);
     } else {
-      fig.text(q, grids.x0 - sz.gap * 3 - q.width, heatTop + heatH / 2 - q.height / 2,
-               kInk, Rot::None);
+      fig.text(q, grids.x0 - sz.gap * 3 - q.width, heatTop + heatH / 2 - q.height / 2, kInk,
+               Rot::None);
     }
     TextMask k = font.render("Keys", sz.axis);
-    fig.text(k, (heatLeft + spanRight) / 2 - k.width / 2,
-             grids.y0 - sz.gap * 2 - k.height, kInk, Rot::None);
+    fig.text(k, (heatLeft + spanRight) / 2 - k.width / 2, grids.y0 - sz.gap * 2 - k.height, kInk,
+             Rot::None);
   }
 
   // Colour bar: beside the grid when the span is tall enough, else under it.
@@ -470,9 +470,11 @@ Canvas buildFigure(const FigureSpec& f, int cell, float fs) {
   const long spanH = spanBottom - heatTop;
   const bool vertical = spanH - legendH >= long(fs * 7);
   if (vertical) {
-    const long len = grid ? std::max<long>(long(fs * 10), std::min<long>(spanH - legendH, long(fs * 22)))
-                          : spanH - legendH;
-    Canvas bar = buildColorBar(src, font, sz, std::min(len, spanH - legendH), true, f.anyMasked, cell);
+    const long len =
+        grid ? std::max<long>(long(fs * 10), std::min<long>(spanH - legendH, long(fs * 22)))
+             : spanH - legendH;
+    Canvas bar =
+        buildColorBar(src, font, sz, std::min(len, spanH - legendH), true, f.anyMasked, cell);
     fig.append(bar, grids.x1 + sz.pad, heatTop);
   } else {
     const long len = std::clamp<long>(spanRight - heatLeft, long(fs * 14), long(fs * 26));
@@ -512,7 +514,8 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
   const int H = values->heads, Tq = values->rows, Tk = values->cols;
   if (opt.head < -1 || opt.head >= H)
     throw UsageError("head " + std::to_string(opt.head) + " is out of range: the input has " +
-                     std::to_string(H) + (H == 1 ? " head (0)" : " heads (0.." + std::to_string(H - 1) + ")"));
+                     std::to_string(H) +
+                     (H == 1 ? " head (0)" : " heads (0.." + std::to_string(H - 1) + ")"));
   if (opt.cell < 0 || opt.cell > opt.maxSide)
     throw UsageError("cell size " + std::to_string(opt.cell) + " is out of range (1.." +
                      std::to_string(opt.maxSide) + " pixels)");
@@ -543,7 +546,8 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
       throw UsageError("a bare export draws one head; choose one with --head N");
     const int cell = opt.cell > 0 ? opt.cell : std::max(1, opt.targetWidth / Tk);
     const long long w = (long long)Tk * cell, hgt = (long long)Tq * cell;
-    if (w > opt.maxSide || hgt > opt.maxSide) refuseSize(w, hgt, opt.maxSide, "use a smaller --cell");
+    if (w > opt.maxSide || hgt > opt.maxSide)
+      refuseSize(w, hgt, opt.maxSide, "use a smaller --cell");
     Image img;
     img.width = int(w), img.height = int(hgt);
     img.rgba.assign(std::size_t(w) * std::size_t(hgt) * 4, 255);
@@ -556,10 +560,10 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
   Labels labels;
   for (int i = 0; i < Tq; ++i)
     labels.rows.push_back(i < int(data.queryTokens.size()) ? truncateLabel(data.queryTokens[i], 14)
-                                                          : std::to_string(i));
+                                                           : std::to_string(i));
   for (int j = 0; j < Tk; ++j)
     labels.cols.push_back(j < int(data.keyTokens.size()) ? truncateLabel(data.keyTokens[j], 14)
-                                                        : std::to_string(j));
+                                                         : std::to_string(j));
 
   int columns = opt.gridColumns;
   if (heads.size() > 1 && columns <= 0) {
@@ -568,7 +572,8 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     double best = 1e9;
     for (int c = 1; c <= int(heads.size()); ++c) {
       const int r = (int(heads.size()) + c - 1) / c;
-      const double score = std::fabs(std::log((c * pw) / (r * ph) / 1.5)) + 0.05 * (c * r - int(heads.size()));
+      const double score =
+          std::fabs(std::log((c * pw) / (r * ph) / 1.5)) + 0.05 * (c * r - int(heads.size()));
       if (score < best) best = score, columns = c;
     }
   }
@@ -586,7 +591,8 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
   const auto checkHeat = [&](long long cell) {
     const long long w = (long long)Tk * cell * columns, h = (long long)Tq * cell * rowsOfPanels;
     if (w > opt.maxSide || h > opt.maxSide)
-      refuseSize(w, h, opt.maxSide, opt.cell > 0 ? "use a smaller --cell" : "too many tokens to draw");
+      refuseSize(w, h, opt.maxSide,
+                 opt.cell > 0 ? "use a smaller --cell" : "too many tokens to draw");
   };
 
   int cell = opt.cell;
@@ -603,7 +609,8 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     const double perCellW = double(Tk) * columns, perCellH = double(Tq) * rowsOfPanels;
     const long pad = std::lround(fs * 1.1f);
     cell = int(std::clamp<long long>(
-        std::min<long long>(opt.maxSide / (long long)perCellW, opt.maxSide / (long long)perCellH), 1, 8));
+        std::min<long long>(opt.maxSide / (long long)perCellW, opt.maxSide / (long long)perCellH),
+        1, 8));
     for (int pass = 0; pass < 3; ++pass) {
       checkHeat(cell);
       const Canvas t = buildFigure(spec, cell, fs);
@@ -631,7 +638,8 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
   }
   const long long W = fig.box.width() + 2LL * pad, Hgt = fig.box.height() + 2LL * pad;
   if (W > opt.maxSide || Hgt > opt.maxSide)
-    refuseSize(W, Hgt, opt.maxSide, opt.cell > 0 ? "use a smaller --cell" : "use a smaller --width");
+    refuseSize(W, Hgt, opt.maxSide,
+               opt.cell > 0 ? "use a smaller --cell" : "use a smaller --width");
 
   Image img;
   img.width = int(W), img.height = int(Hgt);

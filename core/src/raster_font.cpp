@@ -71,8 +71,9 @@ namespace {
 // Control characters (a token's newline or tab) take no space and draw nothing.
 std::u32string printable(std::string_view s) {
   std::u32string cps = decodeUtf8(s);
-  cps.erase(std::remove_if(cps.begin(), cps.end(), [](char32_t c) { return c < 0x20 || c == 0x7F; }),
-            cps.end());
+  cps.erase(
+      std::remove_if(cps.begin(), cps.end(), [](char32_t c) { return c < 0x20 || c == 0x7F; }),
+      cps.end());
   return cps;
 }
 }  // namespace
@@ -210,7 +211,9 @@ Font& Font::operator=(Font&&) noexcept = default;
 Font Font::builtin() { return Font(std::vector<std::string>{""}); }
 
 bool Font::isFallback() const { return !impl_->primary; }
-const std::string& Font::path() const { return impl_->primary ? impl_->primary->path : impl_->noPath; }
+const std::string& Font::path() const {
+  return impl_->primary ? impl_->primary->path : impl_->noPath;
+}
 
 bool Font::hasGlyph(char32_t cp) const {
   if (!impl_->primary) return cp >= 0x20 && cp <= 0x7E;
@@ -242,7 +245,8 @@ float Font::measure(std::string_view utf8, float px) const {
   for (char32_t cp : cps) {
     const Impl::Glyph g = impl_->resolve(cp);
     const float s = g.face->scale(px);
-    if (prev.face == g.face) pen += s * float(stbtt_GetGlyphKernAdvance(&g.face->info, prev.index, g.index));
+    if (prev.face == g.face)
+      pen += s * float(stbtt_GetGlyphKernAdvance(&g.face->info, prev.index, g.index));
     int adv = 0, lsb = 0;
     stbtt_GetGlyphHMetrics(&g.face->info, g.index, &adv, &lsb);
     pen += s * float(adv);
@@ -265,7 +269,8 @@ TextMask Font::render(std::string_view utf8, float px) const {
     m.width = std::max(1, int(std::ceil(measure(utf8, px))) + 1);
     m.alpha.assign(std::size_t(m.width) * m.height, 0);
     std::vector<char> vbuf(ascii.size() * 400 + 64);
-    const int quads = stb_easy_font_print(0, 0, ascii.data(), nullptr, vbuf.data(), int(vbuf.size()));
+    const int quads =
+        stb_easy_font_print(0, 0, ascii.data(), nullptr, vbuf.data(), int(vbuf.size()));
     // Glyph tops sit at y = 0 in stb_easy_font; shift so its baseline (y = 7) meets ours.
     const float dy = float(m.ascent) - 7.0f * s;
     std::vector<float> cover(m.alpha.size(), 0.0f);
@@ -273,8 +278,10 @@ TextMask Font::render(std::string_view utf8, float px) const {
       const float* v0 = reinterpret_cast<const float*>(vbuf.data() + q * 64);
       const float* v2 = reinterpret_cast<const float*>(vbuf.data() + q * 64 + 32);
       const float qx0 = v0[0] * s, qy0 = v0[1] * s + dy, qx1 = v2[0] * s, qy1 = v2[1] * s + dy;
-      const int px0 = std::max(0, int(std::floor(qx0))), px1 = std::min(m.width, int(std::ceil(qx1)));
-      const int py0 = std::max(0, int(std::floor(qy0))), py1 = std::min(m.height, int(std::ceil(qy1)));
+      const int px0 = std::max(0, int(std::floor(qx0))),
+                px1 = std::min(m.width, int(std::ceil(qx1)));
+      const int py0 = std::max(0, int(std::floor(qy0))),
+                py1 = std::min(m.height, int(std::ceil(qy1)));
       for (int y = py0; y < py1; ++y) {
         const float oy = std::min(qy1, float(y + 1)) - std::max(qy0, float(y));
         if (oy <= 0) continue;
@@ -302,7 +309,8 @@ TextMask Font::render(std::string_view utf8, float px) const {
   for (char32_t cp : cps) {
     const Impl::Glyph gl = impl_->resolve(cp);
     const float s = gl.face->scale(px);
-    if (prev.face == gl.face) pen += s * float(stbtt_GetGlyphKernAdvance(&gl.face->info, prev.index, gl.index));
+    if (prev.face == gl.face)
+      pen += s * float(stbtt_GetGlyphKernAdvance(&gl.face->info, prev.index, gl.index));
     const GlyphBitmap& g = gl.face->glyph(gl.index, px);
     const int x = int(std::lround(pen)) + g.x0;
     placed.push_back({&g, x});

@@ -37,9 +37,8 @@ struct NameTable {
   int value;
 };
 constexpr NameTable kModes[] = {{"self", 0}, {"causal", 1}, {"cross", 2}, {"decode", 3}};
-constexpr NameTable kArchetypes[] = {{"previous-token", 0}, {"first-token", 1},
-                                     {"same-token", 2},     {"local-window", 3},
-                                     {"broad", 4},          {"random", 5}};
+constexpr NameTable kArchetypes[] = {{"previous-token", 0}, {"first-token", 1}, {"same-token", 2},
+                                     {"local-window", 3},   {"broad", 4},       {"random", 5}};
 
 // splitmix64: a small, well-mixed, platform-independent generator.
 struct Rng {
@@ -137,9 +136,15 @@ void archetypeWeights(Archetype a, const Layout& L, int dModel, int dk, float sh
     }
   };
   switch (a) {
-    case Archetype::PreviousToken: setPositional(4.0, true, false); break;
-    case Archetype::FirstToken: setPositional(3.0, false, true); break;
-    case Archetype::LocalWindow: setPositional(1.2, false, false); break;
+    case Archetype::PreviousToken:
+      setPositional(4.0, true, false);
+      break;
+    case Archetype::FirstToken:
+      setPositional(3.0, false, true);
+      break;
+    case Archetype::LocalWindow:
+      setPositional(1.2, false, false);
+      break;
     case Archetype::SameToken: {
       const double c = std::sqrt(7.0 * rootD * sharpness);
       for (int t = 0; t < std::min(L.dTok, dk); ++t) {
@@ -179,7 +184,8 @@ T field(const json& j, const char* key, T fallback, const std::string& name) {
   }
 }
 
-int intField(const json& j, const char* key, int fallback, int lo, int hi, const std::string& name) {
+int intField(const json& j, const char* key, int fallback, int lo, int hi,
+             const std::string& name) {
   if (j.contains(key) && !j.at(key).is_number_integer()) {
     throw InputError(name + ": field '" + key + "' must be an integer");
   }
@@ -301,8 +307,8 @@ SceneInputs buildSceneInputs(const Scene& s) {
   in.v = Tensor3(H, Tk, dk);
   const std::vector<Archetype> all = allArchetypes();
   for (int h = 0; h < H; ++h) {
-    const Archetype a = h < static_cast<int>(s.archetypes.size()) ? s.archetypes[h]
-                                                                  : all[h % all.size()];
+    const Archetype a =
+        h < static_cast<int>(s.archetypes.size()) ? s.archetypes[h] : all[h % all.size()];
     Rng rng{(std::uint64_t(s.seed) << 20) ^ (std::uint64_t(h) * 0x9e3779b9ULL) ^ 0xa77e11ULL};
     MatrixRM Wq, Wk;
     archetypeWeights(a, L, s.dModel, dk, s.sharpness, rng, Wq, Wk);
@@ -354,7 +360,8 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
   s.heads = intField(j, "heads", s.heads, 1, 64, name);
   s.dModel = intField(j, "d_model", s.dModel, 24, 1024, name);
   s.dHead = intField(j, "d_head", s.dHead, 4, 256, name);
-  s.seed = static_cast<std::uint32_t>(intField(j, "seed", static_cast<int>(s.seed), 0, 2147483647, name));
+  s.seed = static_cast<std::uint32_t>(
+      intField(j, "seed", static_cast<int>(s.seed), 0, 2147483647, name));
   s.decodeStep = intField(j, "decode_step", s.decodeStep, -1, kMaxTokens, name);
   s.sharpness = field<float>(j, "sharpness", s.sharpness, name);
   if (!std::isfinite(s.sharpness) || s.sharpness <= 0.0f || s.sharpness > 100.0f) {
@@ -406,7 +413,8 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
           throw InputError(name + ": mask.custom.data must hold numbers (null = -inf)");
         }
       }
-      const std::size_t n = checkedElementCount(shape[0], shape[1], shape[2], name + ": mask.custom");
+      const std::size_t n =
+          checkedElementCount(shape[0], shape[1], shape[2], name + ": mask.custom");
       if (data.size() != n) {
         throw InputError(name + ": mask.custom.data has " + std::to_string(data.size()) +
                          " values, shape needs " + std::to_string(n));

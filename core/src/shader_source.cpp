@@ -38,7 +38,8 @@ std::string shaderSource(const std::string& name) {
 
 std::vector<std::string> embeddedShaderNames() {
   std::vector<std::string> names;
-  for (std::size_t i = 0; i < embedded::kFileCount; ++i) names.emplace_back(embedded::kFiles[i].name);
+  for (std::size_t i = 0; i < embedded::kFileCount; ++i)
+    names.emplace_back(embedded::kFiles[i].name);
   return names;
 }
 

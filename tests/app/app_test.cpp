@@ -53,9 +53,9 @@ Shot runApp(const std::string& name, const std::string& args, int frames = 6) {
   Shot s;
   const std::string png = tempPath(name + ".png");
   std::remove(png.c_str());
-  const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1280x800x24\" " + ATTNVIZ_BIN +
-                          " --size 1280x800 --frames " + std::to_string(frames) + " --screenshot " + png + " " +
-                          args + " 2>&1";
+  const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1280x800x24\" " +
+                          ATTNVIZ_BIN + " --size 1280x800 --frames " + std::to_string(frames) +
+                          " --screenshot " + png + " " + args + " 2>&1";
   // xvfb-run -a can race with another test starting a server at the same moment; such a
   // failure is the harness's, not the app's, so it is retried.
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -76,10 +76,11 @@ Shot runApp(const std::string& name, const std::string& args, int frames = 6) {
   }
   const auto at = s.out.find("geometry:");
   if (at != std::string::npos) {
-    s.g.valid = std::sscanf(s.out.c_str() + at,
-                            "geometry: x0=%f y0=%f w=%f h=%f cell=%f rows=%d cols=%d panX=%f panY=%f", &s.g.x0,
-                            &s.g.y0, &s.g.w, &s.g.h, &s.g.cell, &s.g.rows, &s.g.cols, &s.g.panX,
-                            &s.g.panY) == 9;
+    s.g.valid =
+        std::sscanf(s.out.c_str() + at,
+                    "geometry: x0=%f y0=%f w=%f h=%f cell=%f rows=%d cols=%d panX=%f panY=%f",
+                    &s.g.x0, &s.g.y0, &s.g.w, &s.g.h, &s.g.cell, &s.g.rows, &s.g.cols, &s.g.panX,
+                    &s.g.panY) == 9;
   }
   return s;
 }
@@ -100,9 +101,9 @@ bool near(RGBA8 a, RGBA8 b, int tol) {
   return std::abs(a.r - b.r) <= tol && std::abs(a.g - b.g) <= tol && std::abs(a.b - b.b) <= tol;
 }
 
-#define ASSERT_RAN(shot)                                                      \
-  ASSERT_EQ((shot).rc, 0) << (shot).out;                                      \
-  ASSERT_GT((shot).width, 0) << "no screenshot decoded\n" << (shot).out;      \
+#define ASSERT_RAN(shot)                                                 \
+  ASSERT_EQ((shot).rc, 0) << (shot).out;                                 \
+  ASSERT_GT((shot).width, 0) << "no screenshot decoded\n" << (shot).out; \
   ASSERT_TRUE((shot).g.valid) << "no geometry line\n" << (shot).out
 
 TEST(AppCausal, CellsAboveTheDiagonalHaveTheMaskedColourAndTheDiagonalDoesNot) {
@@ -141,7 +142,8 @@ int rowSpread(const Shot& s, int i) {
 }
 
 TEST(AppTemperature, RaisingTheTemperatureFlattensARow) {
-  const Shot cold = runApp("cold", "--scene " + scene("06-temperature.json") + " --temperature 0.05");
+  const Shot cold =
+      runApp("cold", "--scene " + scene("06-temperature.json") + " --temperature 0.05");
   const Shot hot = runApp("hot", "--scene " + scene("06-temperature.json") + " --temperature 20");
   ASSERT_RAN(cold);
   ASSERT_RAN(hot);
@@ -156,7 +158,8 @@ TEST(AppTemperature, RaisingTheTemperatureFlattensARow) {
 TEST(AppSelection, SelectingARowHighlightsIt) {
   const RGBA8 highlight{255, 170, 30, 255};
   const Shot plain = runApp("unselected", "--scene " + scene("03-causal-triangle.json"));
-  const Shot sel = runApp("selected", "--scene " + scene("03-causal-triangle.json") + " --select-row 5");
+  const Shot sel =
+      runApp("selected", "--scene " + scene("03-causal-triangle.json") + " --select-row 5");
   ASSERT_RAN(plain);
   ASSERT_RAN(sel);
   // The outline runs along the top edge of row 5, across the matrix.
@@ -165,7 +168,8 @@ TEST(AppSelection, SelectingARowHighlightsIt) {
     int hits = 0;
     for (int x = int(s.g.x0) + 4; x < int(s.g.x0 + s.g.w) - 4; x += 7) {
       bool found = false;
-      for (int y = rowTop - 3; y <= rowTop + 1 && !found; ++y) found = near(s.pixel(x, y), highlight, 24);
+      for (int y = rowTop - 3; y <= rowTop + 1 && !found; ++y)
+        found = near(s.pixel(x, y), highlight, 24);
       hits += found ? 1 : 0;
     }
     return hits;
@@ -177,17 +181,20 @@ TEST(AppSelection, SelectingARowHighlightsIt) {
 
 TEST(AppSelection, ClickingACellSelectsItsRowThroughImGuiInput) {
   const RGBA8 highlight{255, 170, 30, 255};
-  const Shot s = runApp("click", "--scene " + scene("03-causal-triangle.json") + " --click-cell 7,2", 8);
+  const Shot s =
+      runApp("click", "--scene " + scene("03-causal-triangle.json") + " --click-cell 7,2", 8);
   ASSERT_RAN(s);
   const int rowTop = int(std::floor(s.g.y0 + 7 * s.g.cell));
   const int x = int(s.g.x0 + s.g.w * 0.5f);
   bool found = false;
-  for (int y = rowTop - 3; y <= rowTop + 1 && !found; ++y) found = near(s.pixel(x, y), highlight, 24);
+  for (int y = rowTop - 3; y <= rowTop + 1 && !found; ++y)
+    found = near(s.pixel(x, y), highlight, 24);
   EXPECT_TRUE(found) << "clicking cell (7, 2) did not outline row 7";
 }
 
 TEST(AppHover, HoveringACellShowsItsIndicesTokensAndWeights) {
-  const Shot s = runApp("hover", "--scene " + scene("03-causal-triangle.json") + " --hover-cell 3,2");
+  const Shot s =
+      runApp("hover", "--scene " + scene("03-causal-triangle.json") + " --hover-cell 3,2");
   ASSERT_RAN(s);
   // "once upon a time ...": query 3 is "time", key 2 is "a".
   EXPECT_NE(s.out.find("hover: i=3 j=2"), std::string::npos) << s.out;
@@ -198,7 +205,8 @@ TEST(AppHover, HoveringACellShowsItsIndicesTokensAndWeights) {
 }
 
 TEST(AppHover, HoveringAMaskedCellSaysItIsMaskedWithZeroWeight) {
-  const Shot s = runApp("hover-masked", "--scene " + scene("03-causal-triangle.json") + " --hover-cell 2,9");
+  const Shot s =
+      runApp("hover-masked", "--scene " + scene("03-causal-triangle.json") + " --hover-cell 2,9");
   ASSERT_RAN(s);
   EXPECT_NE(s.out.find("hover: i=2 j=9"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("logit = -inf (masked)"), std::string::npos) << s.out;
@@ -238,7 +246,8 @@ namespace {
 TEST(AppExport, ExportingFromTheAppWritesALabelledPngAndSaysWhere) {
   const std::string out = tempPath("export.png");
   std::remove(out.c_str());
-  const Shot s = runApp("export-run", "--scene " + scene("03-causal-triangle.json") + " --export " + out, 3);
+  const Shot s =
+      runApp("export-run", "--scene " + scene("03-causal-triangle.json") + " --export " + out, 3);
   ASSERT_EQ(s.rc, 0) << s.out;
   EXPECT_NE(s.out.find("exported: " + out), std::string::npos) << s.out;
   int w = 0, h = 0, n = 0;
@@ -256,7 +265,8 @@ namespace {
 
 TEST(AppErrors, ASceneWithNoTokensShowsAnErrorInsteadOfCrashing) {
   const std::string empty = tempPath("empty.json");
-  std::ofstream(empty) << "{\"title\": \"empty\", \"query_text\": \"   \", \"mode\": \"causal\", \"heads\": 2}";
+  std::ofstream(empty)
+      << "{\"title\": \"empty\", \"query_text\": \"   \", \"mode\": \"causal\", \"heads\": 2}";
   const Shot s = runApp("empty", "--scene " + empty, 4);
   EXPECT_EQ(s.rc, 0) << s.out;
   EXPECT_NE(s.out.find("query text has no tokens"), std::string::npos) << s.out;
@@ -269,7 +279,9 @@ namespace {
 
 TEST(AppMask, PaintingACellWithTheMouseMasksIt) {
   const Shot before = runApp("paint-before", "--scene " + scene("01-rows-sum-to-one.json"));
-  const Shot after = runApp("paint-after", "--scene " + scene("01-rows-sum-to-one.json") + " --paint --click-cell 6,3", 8);
+  const Shot after =
+      runApp("paint-after",
+             "--scene " + scene("01-rows-sum-to-one.json") + " --paint --click-cell 6,3", 8);
   ASSERT_RAN(before);
   ASSERT_RAN(after);
   EXPECT_FALSE(isMasked(before.cell(6, 3))) << "self-attention with no mask: nothing is masked";
@@ -283,7 +295,8 @@ TEST(AppWrongAxis, RowSumsStopBeingOneWhenTheSoftmaxRunsOverQueries) {
   // edge, clear of the printed sum.
   const RGBA8 good{70, 165, 95, 255};
   const Shot right = runApp("axis-right", "--scene " + scene("03-causal-triangle.json"));
-  const Shot wrong = runApp("axis-wrong", "--scene " + scene("03-causal-triangle.json") + " --wrong-axis");
+  const Shot wrong =
+      runApp("axis-wrong", "--scene " + scene("03-causal-triangle.json") + " --wrong-axis");
   ASSERT_RAN(right);
   ASSERT_RAN(wrong);
   auto strip = [](const Shot& s, int i) {
@@ -306,8 +319,10 @@ namespace {
 TEST(AppScenes, ASavedSceneReopensWithItsViewAndPaintedMask) {
   const std::string saved = tempPath("roundtrip.json");
   std::remove(saved.c_str());
-  const Shot first = runApp("save", "--scene " + scene("03-causal-triangle.json") +
-                                        " --select-row 4 --paint --click-cell 6,2 --save-scene " + saved, 8);
+  const Shot first = runApp("save",
+                            "--scene " + scene("03-causal-triangle.json") +
+                                " --select-row 4 --paint --click-cell 6,2 --save-scene " + saved,
+                            8);
   ASSERT_RAN(first);
   ASSERT_TRUE(isMasked(first.cell(6, 2)));
   const Shot again = runApp("reopen", "--scene " + saved);
@@ -328,8 +343,8 @@ namespace {
 
 // A float32 .npy of shape [rows, cols] (C order), written by hand: no helper from the project.
 void writeNpy(const std::string& path, int rows, int cols, const std::vector<float>& data) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
-                       std::to_string(cols) + "), }";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::ofstream out(path, std::ios::binary);
@@ -338,7 +353,8 @@ void writeNpy(const std::string& path, int rows, int cols, const std::vector<flo
   out.put(char(len & 0xff));
   out.put(char(len >> 8));
   out << header;
-  out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size() * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(data.data()),
+            std::streamsize(data.size() * sizeof(float)));
 }
 
 TEST(AppScenes, TensorsFromNpyFilesDriveTheHeatmap) {
@@ -351,7 +367,8 @@ TEST(AppScenes, TensorsFromNpyFilesDriveTheHeatmap) {
   writeNpy(tempPath("k.npy"), T, T, eye);
   writeNpy(tempPath("v.npy"), T, T, v);
   const std::string sc = tempPath("files.json");
-  std::ofstream(sc) << "{\"title\": \"from files\", \"query_text\": \"w x y z\", \"mode\": \"self\", \"heads\": 1,"
+  std::ofstream(sc) << "{\"title\": \"from files\", \"query_text\": \"w x y z\", \"mode\": "
+                       "\"self\", \"heads\": 1,"
                        " \"tensors\": {\"q\": \"attnviz_app_q.npy\", \"k\": \"attnviz_app_k.npy\","
                        " \"v\": \"attnviz_app_v.npy\"}}";
   const Shot s = runApp("files", "--scene " + sc);
@@ -359,7 +376,8 @@ TEST(AppScenes, TensorsFromNpyFilesDriveTheHeatmap) {
   ASSERT_EQ(s.g.rows, T);
   for (int i = 0; i < T; ++i)
     for (int j = 0; j < T; ++j)
-      EXPECT_EQ(tableIndex(attnviz::ColormapId::Viridis, s.cell(i, j)), i == j ? 255 : 0) << i << "," << j;
+      EXPECT_EQ(tableIndex(attnviz::ColormapId::Viridis, s.cell(i, j)), i == j ? 255 : 0)
+          << i << "," << j;
 }
 
 }  // namespace
@@ -373,7 +391,8 @@ double numberAfter(const std::string& text, const std::string& key) {
 }
 
 TEST(AppBackends, TheGpuBackendOnTheWindowsContextAgreesWithTheCpuInTheTooltip) {
-  const std::string args = "--scene " + scene("07-sliding-window.json") + " --hover-cell 9,7 --temperature 0.7";
+  const std::string args =
+      "--scene " + scene("07-sliding-window.json") + " --hover-cell 9,7 --temperature 0.7";
   const Shot gpu = runApp("backend-gpu", args + " --backend gpu");
   const Shot cpu = runApp("backend-cpu", args + " --backend cpu");
   ASSERT_RAN(gpu);
@@ -381,8 +400,12 @@ TEST(AppBackends, TheGpuBackendOnTheWindowsContextAgreesWithTheCpuInTheTooltip) 
   EXPECT_NE(gpu.out.find("backend: GPU"), std::string::npos) << gpu.out;
   EXPECT_NE(cpu.out.find("backend: CPU"), std::string::npos) << cpu.out;
   const double wg = numberAfter(gpu.out, "weight = "), wc = numberAfter(cpu.out, "weight = ");
-  const double sg = numberAfter(gpu.out, "scaled score q\xc2\xb7k/\xe2\x88\x9a" "d = "),
-               sc = numberAfter(cpu.out, "scaled score q\xc2\xb7k/\xe2\x88\x9a" "d = ");
+  const double sg = numberAfter(gpu.out,
+                                "scaled score q\xc2\xb7k/\xe2\x88\x9a"
+                                "d = "),
+               sc = numberAfter(cpu.out,
+                                "scaled score q\xc2\xb7k/\xe2\x88\x9a"
+                                "d = ");
   ASSERT_FALSE(std::isnan(wg)) << gpu.out;
   ASSERT_FALSE(std::isnan(wc)) << cpu.out;
   EXPECT_GT(wc, 0.0) << "the hovered cell should be inside the window";

@@ -17,14 +17,16 @@ float naiveBlockMax(const std::vector<float>& m, int cols, int rows, int level, 
   const int b = 1 << level;
   float best = -std::numeric_limits<float>::infinity();
   for (int y = ty * b; y < std::min(rows, (ty + 1) * b); ++y)
-    for (int x = tx * b; x < std::min(cols, (tx + 1) * b); ++x) best = std::max(best, m[std::size_t(y) * cols + x]);
+    for (int x = tx * b; x < std::min(cols, (tx + 1) * b); ++x)
+      best = std::max(best, m[std::size_t(y) * cols + x]);
   return best;
 }
 
 TEST(MaxPyramid, EveryLevelHoldsTheMaxOfItsBlockForOddShapes) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  for (auto [cols, rows] : {std::pair{37, 23}, std::pair{1, 9}, std::pair{64, 1}, std::pair{129, 130}}) {
+  for (auto [cols, rows] :
+       {std::pair{37, 23}, std::pair{1, 9}, std::pair{64, 1}, std::pair{129, 130}}) {
     std::vector<float> m(std::size_t(cols) * rows);
     for (float& v : m) v = u(rng) < 0.3f ? -std::numeric_limits<float>::infinity() : u(rng);
     const auto levels = maxPyramid(m, cols, rows);
@@ -65,7 +67,8 @@ TEST(MaxPyramid, ReusedLevelBuffersHoldOnlyTheNewMatrixAfterAShapeChange) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
   std::vector<std::vector<float>> upper;
-  for (auto [cols, rows] : {std::pair{67, 45}, std::pair{9, 20}, std::pair{1, 1}, std::pair{3, 2}}) {
+  for (auto [cols, rows] :
+       {std::pair{67, 45}, std::pair{9, 20}, std::pair{1, 1}, std::pair{3, 2}}) {
     std::vector<float> m(std::size_t(cols) * rows);
     for (float& v : m) v = u(rng) < 0.2f ? -std::numeric_limits<float>::infinity() : u(rng);
     attnviz::gui::maxPyramidLevels(m.data(), cols, rows, upper);
@@ -79,7 +82,8 @@ TEST(MaxPyramid, ReusedLevelBuffersHoldOnlyTheNewMatrixAfterAShapeChange) {
       ASSERT_EQ(upper[l].size(), std::size_t(w) * h) << cols << "x" << rows << " level " << l + 1;
       for (int y = 0; y < h; ++y)
         for (int x = 0; x < w; ++x)
-          ASSERT_EQ(upper[l][std::size_t(y) * w + x], naiveBlockMax(m, cols, rows, int(l + 1), x, y))
+          ASSERT_EQ(upper[l][std::size_t(y) * w + x],
+                    naiveBlockMax(m, cols, rows, int(l + 1), x, y))
               << cols << "x" << rows << " level " << l + 1 << " texel " << x << "," << y;
     }
   }

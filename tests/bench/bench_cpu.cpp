@@ -67,12 +67,13 @@ double attentionFlops(int H, int Tq, int Tk, int dk, int dv) {
 
 void setAttentionCounters(benchmark::State& state, int H, int T, int d) {
   state.counters["GFLOP"] = benchmark::Counter(attentionFlops(H, T, T, d, d) * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+                                               benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = attnviz::cpuThreads();
 }
 
 void runMha(benchmark::State& state, int H, int T, int d) {
-  const Tensor3 q = randomTensor(H, T, d, 1), k = randomTensor(H, T, d, 2), v = randomTensor(H, T, d, 3);
+  const Tensor3 q = randomTensor(H, T, d, 1), k = randomTensor(H, T, d, 2),
+                v = randomTensor(H, T, d, 3);
   AttentionParams p;  // no mask: the two GEMMs cover every (i, j), as in the floor
   auto engine = attnviz::makeCpuEngine();
   engine->run(q, k, v, p);  // warm: buffers allocated
@@ -85,7 +86,8 @@ void runMha(benchmark::State& state, int H, int T, int d) {
 }
 
 void runGemmFloor(benchmark::State& state, int H, int T, int d) {
-  const Tensor3 q = randomTensor(H, T, d, 1), k = randomTensor(H, T, d, 2), v = randomTensor(H, T, d, 3);
+  const Tensor3 q = randomTensor(H, T, d, 1), k = randomTensor(H, T, d, 2),
+                v = randomTensor(H, T, d, 3);
   Tensor3 s(H, T, T), a = randomTensor(H, T, T, 4), o(H, T, d);
   const float scale = 1.0f / std::sqrt(float(d));
   const int threads = attnviz::cpuThreads();
@@ -108,7 +110,8 @@ void runGemmFloor(benchmark::State& state, int H, int T, int d) {
     for (const Item& it : perThread[t]) {
       const int n = it.r1 - it.r0;
       MapRM S = s.mat(it.h), O = o.mat(it.h);
-      S.middleRows(it.r0, n).noalias() = scale * (q.mat(it.h).middleRows(it.r0, n) * k.mat(it.h).transpose());
+      S.middleRows(it.r0, n).noalias() =
+          scale * (q.mat(it.h).middleRows(it.r0, n) * k.mat(it.h).transpose());
       O.middleRows(it.r0, n).noalias() = a.mat(it.h).middleRows(it.r0, n) * v.mat(it.h);
     }
   };
@@ -130,10 +133,10 @@ void BM_GemmFloor_1x4096x64(benchmark::State& state) { runGemmFloor(state, 1, 40
 void setSoftmaxCounters(benchmark::State& state, std::size_t floats) {
   // Bytes moved to and from memory at minimum: read S, write A.
   state.counters["GB"] = benchmark::Counter(2.0 * floats * sizeof(float) * 1e-9,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+                                            benchmark::Counter::kIsIterationInvariantRate);
   // ~5 flops per element (scale, subtract max, exp counted as 1, sum, normalise): indicative.
-  state.counters["GFLOP"] = benchmark::Counter(5.0 * floats * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP"] =
+      benchmark::Counter(5.0 * floats * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = attnviz::cpuThreads();
 }
 
@@ -189,12 +192,12 @@ void BM_MemcpySingleThread_12x1024(benchmark::State& state) {
   setSoftmaxCounters(state, n);
 }
 
-#define ATTNVIZ_BENCH(fn) \
-  BENCHMARK(fn)                                                                                 \
-      ->Unit(benchmark::kMillisecond)                                                          \
-      ->UseRealTime()                                                                          \
-      ->MeasureProcessCPUTime()                                                                \
-      ->Repetitions(kRepetitions)                                                              \
+#define ATTNVIZ_BENCH(fn)             \
+  BENCHMARK(fn)                       \
+      ->Unit(benchmark::kMillisecond) \
+      ->UseRealTime()                 \
+      ->MeasureProcessCPUTime()       \
+      ->Repetitions(kRepetitions)     \
       ->ReportAggregatesOnly(true)
 
 ATTNVIZ_BENCH(BM_MHA_12x1024x64);

@@ -36,8 +36,8 @@ inline void expectMatchesReference(const AttentionResult& got, const ref::Result
         if (!got.scaled.empty()) {
           if (!ref::close(got.scaled.data[idx], want.scaled[idx], kAbs, kRel)) {
             ++bad;
-            ADD_FAILURE() << "scaled[" << h << "," << i << "," << j << "] = " << got.scaled.data[idx]
-                          << ", reference " << want.scaled[idx];
+            ADD_FAILURE() << "scaled[" << h << "," << i << "," << j
+                          << "] = " << got.scaled.data[idx] << ", reference " << want.scaled[idx];
           }
         }
         const float a = got.weights.data[idx];

@@ -23,7 +23,8 @@ class ComputeCli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir = fs::temp_directory_path() /
-          ("attnviz_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+          ("attnviz_cli_" +
+           std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir);
     fs::create_directories(dir);
     q = ref::randomTensor(3, 6, 8, 1);
@@ -56,10 +57,10 @@ class ComputeCli : public ::testing::Test {
 };
 
 TEST_F(ComputeCli, WritesWeightsOutputAndScoresMatchingTheReference) {
-  const CliRun r = runAttnviz(with({"--mask", "causal", "--mask", "window:4", "--alibi", "--temperature",
-                                    "0.7", "--weights", path("a.npy"), "--out", path("o.npy"), "--scores",
-                                    path("s.npy")}),
-                              dir);
+  const CliRun r = runAttnviz(
+      with({"--mask", "causal", "--mask", "window:4", "--alibi", "--temperature", "0.7",
+            "--weights", path("a.npy"), "--out", path("o.npy"), "--scores", path("s.npy")}),
+      dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   AttentionParams p;
   p.mask.causal = true;
@@ -75,9 +76,11 @@ TEST_F(ComputeCli, WritesWeightsOutputAndScoresMatchingTheReference) {
   ASSERT_EQ(s.shape, (std::vector<long long>{3, 6, 9}));
   for (std::size_t x = 0; x < a.size(); ++x) {
     EXPECT_TRUE(ref::close(a.data[x], want.weights[x])) << x;
-    EXPECT_TRUE(ref::close(s.data[x], want.logits[x])) << x << ": " << s.data[x] << " vs " << want.logits[x];
+    EXPECT_TRUE(ref::close(s.data[x], want.logits[x]))
+        << x << ": " << s.data[x] << " vs " << want.logits[x];
   }
-  for (std::size_t x = 0; x < o.size(); ++x) EXPECT_TRUE(ref::close(o.data[x], want.output[x])) << x;
+  for (std::size_t x = 0; x < o.size(); ++x)
+    EXPECT_TRUE(ref::close(o.data[x], want.output[x])) << x;
 }
 
 TEST_F(ComputeCli, BoolMaskFileMeansMayAttend) {
@@ -91,7 +94,8 @@ TEST_F(ComputeCli, BoolMaskFileMeansMayAttend) {
   dict += '\n';
   std::ofstream(path("m.npy"), std::ios::binary)
       << std::string("\x93NUMPY\x01\x00", 8) << char(dict.size()) << char(0) << dict << raw;
-  const CliRun r = runAttnviz(with({"--mask-file", path("m.npy"), "--weights", path("a.npy")}), dir);
+  const CliRun r =
+      runAttnviz(with({"--mask-file", path("m.npy"), "--weights", path("a.npy")}), dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const Tensor3 a = loadMaskNpy(path("a.npy")).values;
   for (int h = 0; h < 3; ++h)
@@ -125,28 +129,36 @@ TEST_F(ComputeCli, UnknownBackendIsBadUsage) {
 }
 
 TEST_F(ComputeCli, MissingInputFileIsBadInputNamingIt) {
-  expectFailure(runAttnviz({"compute", "--q", path("absent.npy"), "--k", path("k.npy"), "--v", path("v.npy")}, dir),
-                1, "absent.npy");
+  expectFailure(
+      runAttnviz({"compute", "--q", path("absent.npy"), "--k", path("k.npy"), "--v", path("v.npy")},
+                 dir),
+      1, "absent.npy");
 }
 
 TEST_F(ComputeCli, MismatchedShapesAreBadInput) {
   saveNpy(path("k7.npy"), ref::randomTensor(3, 9, 7, 4));
-  expectFailure(runAttnviz({"compute", "--q", path("q.npy"), "--k", path("k7.npy"), "--v", path("v.npy")}, dir),
-                1, "");
+  expectFailure(
+      runAttnviz({"compute", "--q", path("q.npy"), "--k", path("k7.npy"), "--v", path("v.npy")},
+                 dir),
+      1, "");
 }
 
 TEST_F(ComputeCli, NaNInAnInputIsBadInputNamingTheFile) {
   Tensor3 bad = v;
   bad.at(1, 2, 3) = std::numeric_limits<float>::quiet_NaN();
   saveNpy(path("vnan.npy"), bad);
-  expectFailure(runAttnviz({"compute", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("vnan.npy")}, dir),
-                1, "vnan.npy");
+  expectFailure(
+      runAttnviz({"compute", "--q", path("q.npy"), "--k", path("k.npy"), "--v", path("vnan.npy")},
+                 dir),
+      1, "vnan.npy");
 }
 
 TEST_F(ComputeCli, CorruptInputFileIsBadInputNamingTheFile) {
   std::ofstream(path("junk.npy"), std::ios::binary) << "this is not a numpy file";
-  expectFailure(runAttnviz({"compute", "--q", path("junk.npy"), "--k", path("k.npy"), "--v", path("v.npy")}, dir),
-                1, "junk.npy");
+  expectFailure(
+      runAttnviz({"compute", "--q", path("junk.npy"), "--k", path("k.npy"), "--v", path("v.npy")},
+                 dir),
+      1, "junk.npy");
 }
 
 TEST_F(ComputeCli, MaskFileOfWrongShapeIsBadInputNamingTheFile) {
@@ -172,8 +184,8 @@ TEST_F(ComputeCli, ExistingOutputIsUntouchedAfterAFailure) {
   std::ofstream(path("o.npy"), std::ios::binary) << old;
   std::ofstream(path("a.npy"), std::ios::binary) << old;
   saveNpy(path("k7.npy"), ref::randomTensor(3, 9, 7, 4));
-  const CliRun r = runAttnviz({"compute", "--q", path("q.npy"), "--k", path("k7.npy"), "--v", path("v.npy"),
-                               "--weights", path("a.npy"), "--out", path("o.npy")},
+  const CliRun r = runAttnviz({"compute", "--q", path("q.npy"), "--k", path("k7.npy"), "--v",
+                               path("v.npy"), "--weights", path("a.npy"), "--out", path("o.npy")},
                               dir);
   EXPECT_EQ(r.exitCode, 1) << r.err;
   EXPECT_EQ(testing::slurp(path("o.npy")), old);
@@ -194,12 +206,13 @@ TEST_F(ComputeCli, FailedWriteLeavesNoTemporaryFileBehind) {
 }
 
 TEST_F(ComputeCli, TwoDimensionalInputsGiveOneHeadResults) {
-  Tensor3 q2 = ref::randomTensor(1, 4, 6, 5), k2 = ref::randomTensor(1, 7, 6, 6), v2 = ref::randomTensor(1, 7, 3, 7);
+  Tensor3 q2 = ref::randomTensor(1, 4, 6, 5), k2 = ref::randomTensor(1, 7, 6, 6),
+          v2 = ref::randomTensor(1, 7, 3, 7);
   saveNpy(path("q2.npy"), q2, true);
   saveNpy(path("k2.npy"), k2, true);
   saveNpy(path("v2.npy"), v2, true);
-  const CliRun r = runAttnviz({"compute", "--q", path("q2.npy"), "--k", path("k2.npy"), "--v", path("v2.npy"),
-                               "--out", path("o.npy")},
+  const CliRun r = runAttnviz({"compute", "--q", path("q2.npy"), "--k", path("k2.npy"), "--v",
+                               path("v2.npy"), "--out", path("o.npy")},
                               dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const NpyArray o = readNpy(path("o.npy"));
@@ -207,7 +220,8 @@ TEST_F(ComputeCli, TwoDimensionalInputsGiveOneHeadResults) {
   ASSERT_EQ(o.data.size(), want.output.size());
   EXPECT_EQ(o.shape.back(), 3);
   EXPECT_EQ(o.shape[o.shape.size() - 2], 4);
-  for (std::size_t x = 0; x < o.data.size(); ++x) EXPECT_TRUE(ref::close(o.data[x], want.output[x]));
+  for (std::size_t x = 0; x < o.data.size(); ++x)
+    EXPECT_TRUE(ref::close(o.data[x], want.output[x]));
 }
 
 TEST_F(ComputeCli, GpuBackendEitherWorksOrSaysWhyInOneLine) {
@@ -215,7 +229,8 @@ TEST_F(ComputeCli, GpuBackendEitherWorksOrSaysWhyInOneLine) {
   if (r.exitCode == 0) {
     const Tensor3 a = loadMaskNpy(path("a.npy")).values;
     const ref::Result want = ref::attention(q, k, v, AttentionParams{});
-    for (std::size_t x = 0; x < a.size(); ++x) EXPECT_TRUE(ref::close(a.data[x], want.weights[x])) << x;
+    for (std::size_t x = 0; x < a.size(); ++x)
+      EXPECT_TRUE(ref::close(a.data[x], want.weights[x])) << x;
   } else {
     expectFailure(r, 1, "");
   }

@@ -35,8 +35,8 @@ Tensor3 integerTensor(int H, int rows, int cols, std::uint32_t seed) {
 }
 
 TEST(EngineProperties, UnmaskedRowsSumToOneWithinOneMillionth) {
-  const Tensor3 q = ref::randomTensor(3, 64, 32, 1, 3.0f), k = ref::randomTensor(3, 257, 32, 2, 3.0f),
-                v = ref::randomTensor(3, 257, 32, 3);
+  const Tensor3 q = ref::randomTensor(3, 64, 32, 1, 3.0f),
+                k = ref::randomTensor(3, 257, 32, 2, 3.0f), v = ref::randomTensor(3, 257, 32, 3);
   AttentionParams p;
   p.mask.causal = true;
   p.mask.window = 100;
@@ -52,8 +52,8 @@ TEST(EngineProperties, UnmaskedRowsSumToOneWithinOneMillionth) {
 }
 
 TEST(EngineProperties, MaskedEntriesAreExactlyZero) {
-  const Tensor3 q = ref::randomTensor(2, 20, 16, 4, 4.0f), k = ref::randomTensor(2, 30, 16, 5, 4.0f),
-                v = ref::randomTensor(2, 30, 16, 6);
+  const Tensor3 q = ref::randomTensor(2, 20, 16, 4, 4.0f),
+                k = ref::randomTensor(2, 30, 16, 5, 4.0f), v = ref::randomTensor(2, 30, 16, 6);
   AttentionParams p;
   p.mask.causal = true;
   p.mask.window = 6;
@@ -312,8 +312,8 @@ TEST(EngineProperties, HugeWindowBehavesLikeNoWindow) {
 }
 
 TEST(EngineProperties, RowStatsMatchReference) {
-  const Tensor3 q = ref::randomTensor(3, 16, 16, 30, 2.0f), k = ref::randomTensor(3, 20, 16, 31, 2.0f),
-                v = ref::randomTensor(3, 20, 4, 32);
+  const Tensor3 q = ref::randomTensor(3, 16, 16, 30, 2.0f),
+                k = ref::randomTensor(3, 20, 16, 31, 2.0f), v = ref::randomTensor(3, 20, 4, 32);
   AttentionParams p = causalParams(0.9f);
   p.mask.alibi = true;
   auto engine = makeCpuEngine();
@@ -424,7 +424,8 @@ TEST(CachingRule, SoftmaxOfOneHeadTouchesOnlyThatHead) {
   const std::size_t hw = after.weights.headStride(), ho = after.output.headStride();
   for (int h = 0; h < 4; ++h) {
     if (h == 2) continue;
-    EXPECT_TRUE(std::equal(after.weights.head(h), after.weights.head(h) + hw, before.weights.head(h)))
+    EXPECT_TRUE(
+        std::equal(after.weights.head(h), after.weights.head(h) + hw, before.weights.head(h)))
         << "weights of head " << h << " changed";
     EXPECT_TRUE(std::equal(after.output.head(h), after.output.head(h) + ho, before.output.head(h)))
         << "output of head " << h << " changed";
@@ -551,7 +552,8 @@ TEST(EngineDeterminism, ResultsDoNotDependOnEarlierRunsOfOtherSizes) {
     const AttentionResult& got = e->result();
     bool same = got.weights.data == want.weights.data && got.output.data == want.output.data;
     for (std::size_t x = 0; x < got.rows.size(); ++x)
-      same = same && got.rows[x].entropy == want.rows[x].entropy && got.rows[x].sum == want.rows[x].sum;
+      same = same && got.rows[x].entropy == want.rows[x].entropy &&
+             got.rows[x].sum == want.rows[x].sum;
     differing += !same;
   }
   EXPECT_EQ(differing, 0) << "of 30 repeated runs on identical inputs";

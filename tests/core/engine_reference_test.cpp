@@ -34,7 +34,9 @@ AttentionParams params(MaskSpec m = {}, float tau = 1.0f) {
   return p;
 }
 
-TEST(EngineVsReference, SelfAttentionWithoutMaskMatches) { check(make(4, 17, 17, 32, 32), params()); }
+TEST(EngineVsReference, SelfAttentionWithoutMaskMatches) {
+  check(make(4, 17, 17, 32, 32), params());
+}
 
 TEST(EngineVsReference, CausalSelfAttentionMatches) {
   MaskSpec m;
@@ -266,7 +268,8 @@ TEST(EngineVsReference, TwoHundredRandomConfigurationsMatch) {
   std::mt19937 gen(2026);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen); };
   for (int n = 0; n < 200; ++n) {
-    const int H = pick(1, 6), Tq = pick(1, 40), Tk = pick(1, 70), dk = pick(1, 33), dv = pick(1, 17);
+    const int H = pick(1, 6), Tq = pick(1, 40), Tk = pick(1, 70), dk = pick(1, 33),
+              dv = pick(1, 17);
     MaskSpec m;
     m.causal = pick(0, 1);
     m.window = pick(0, 2) ? 0 : pick(1, 8);
@@ -281,12 +284,13 @@ TEST(EngineVsReference, TwoHundredRandomConfigurationsMatch) {
     } else if (custom == 3) {
       m.customKind = MaskSpec::Custom::Bias;
       m.custom = ref::randomTensor(pick(0, 1) ? 1 : H, Tq, Tk, gen(), 1.5f);
-      if (pick(0, 1)) m.custom.data[gen() % m.custom.size()] = -std::numeric_limits<float>::infinity();
+      if (pick(0, 1))
+        m.custom.data[gen() % m.custom.size()] = -std::numeric_limits<float>::infinity();
     }
     const float tau = std::pow(10.0f, std::uniform_real_distribution<float>(-1.0f, 1.0f)(gen));
-    SCOPED_TRACE(::testing::Message() << "config " << n << ": H " << H << " Tq " << Tq << " Tk " << Tk
-                                      << " dk " << dk << " dv " << dv << " " << describeMask(m)
-                                      << " custom " << custom << " tau " << tau);
+    SCOPED_TRACE(::testing::Message() << "config " << n << ": H " << H << " Tq " << Tq << " Tk "
+                                      << Tk << " dk " << dk << " dv " << dv << " "
+                                      << describeMask(m) << " custom " << custom << " tau " << tau);
     check(make(H, Tq, Tk, dk, dv, 100 + n), params(m, tau));
     if (::testing::Test::HasFailure()) break;
   }

@@ -20,12 +20,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kCases = {
-    "self",    "self_2d",     "causal",      "cross",     "cross_causal",
-    "decode",  "window",      "padding",     "prefix",    "sink_window",
-    "alibi8",  "alibi6",      "temperature", "fully_masked", "bias_per_head"};
+const std::vector<std::string> kCases = {"self",         "self_2d",      "causal",       "cross",
+                                         "cross_causal", "decode",       "window",       "padding",
+                                         "prefix",       "sink_window",  "alibi8",       "alibi6",
+                                         "temperature",  "fully_masked", "bias_per_head"};
 
-fs::path caseDir(const std::string& name) { return fs::path(ATTNVIZ_TEST_DATA_DIR) / "fixtures" / name; }
+fs::path caseDir(const std::string& name) {
+  return fs::path(ATTNVIZ_TEST_DATA_DIR) / "fixtures" / name;
+}
 
 std::vector<std::string> caseArgs(const std::string& name) {
   std::ifstream f(caseDir(name) / "args.txt");
@@ -89,7 +91,8 @@ class Fixture : public ::testing::TestWithParam<std::string> {};
 TEST_P(Fixture, LibraryMatchesPyTorch) {
   const std::string name = GetParam();
   const fs::path d = caseDir(name);
-  const Tensor3 q = loadTensorNpy((d / "q.npy").string()), k = loadTensorNpy((d / "k.npy").string()),
+  const Tensor3 q = loadTensorNpy((d / "q.npy").string()),
+                k = loadTensorNpy((d / "k.npy").string()),
                 v = loadTensorNpy((d / "v.npy").string());
   const AttentionParams p = paramsFromArgs(name);
   auto engine = makeCpuEngine();
@@ -107,17 +110,28 @@ TEST_P(Fixture, CommandLineMatchesPyTorch) {
   const fs::path tmp = fs::temp_directory_path() / ("attnviz_fixture_cli_" + name);
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  std::vector<std::string> args = {"compute", "--q", (d / "q.npy").string(), "--k", (d / "k.npy").string(),
-                                   "--v", (d / "v.npy").string(), "--scores", (tmp / "s.npy").string(),
-                                   "--weights", (tmp / "a.npy").string(), "--out", (tmp / "o.npy").string()};
+  std::vector<std::string> args = {"compute",
+                                   "--q",
+                                   (d / "q.npy").string(),
+                                   "--k",
+                                   (d / "k.npy").string(),
+                                   "--v",
+                                   (d / "v.npy").string(),
+                                   "--scores",
+                                   (tmp / "s.npy").string(),
+                                   "--weights",
+                                   (tmp / "a.npy").string(),
+                                   "--out",
+                                   (tmp / "o.npy").string()};
   for (std::string a : caseArgs(name)) {
     if (a == "mask.npy") a = (d / "mask.npy").string();
     args.push_back(a);
   }
   const testing::CliRun run = testing::runAttnviz(args, tmp);
   ASSERT_EQ(run.exitCode, 0) << run.err;
-  for (const auto& [mine, theirs] : {std::pair{"a.npy", "weights.npy"}, std::pair{"o.npy", "out.npy"},
-                                     std::pair{"s.npy", "scores.npy"}}) {
+  for (const auto& [mine, theirs] :
+       {std::pair{"a.npy", "weights.npy"}, std::pair{"o.npy", "out.npy"},
+        std::pair{"s.npy", "scores.npy"}}) {
     const NpyArray got = readNpy((tmp / mine).string());
     expectCloseToFixture(got.data, got.shape, (d / theirs).string());
   }
@@ -129,7 +143,8 @@ INSTANTIATE_TEST_SUITE_P(PyTorchGolden, Fixture, ::testing::ValuesIn(kCases),
 
 TEST(PyTorchGolden, FullyMaskedFixtureRowIsFlagged) {
   const fs::path d = caseDir("fully_masked");
-  const Tensor3 q = loadTensorNpy((d / "q.npy").string()), k = loadTensorNpy((d / "k.npy").string()),
+  const Tensor3 q = loadTensorNpy((d / "q.npy").string()),
+                k = loadTensorNpy((d / "k.npy").string()),
                 v = loadTensorNpy((d / "v.npy").string());
   auto engine = makeCpuEngine();
   engine->run(q, k, v, paramsFromArgs("fully_masked"));

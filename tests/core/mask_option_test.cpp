@@ -29,8 +29,9 @@ TEST(MaskOption, DefaultSpecIsNeutral) {
 }
 
 TEST(MaskOption, MalformedValuesAreUsageErrors) {
-  for (const char* bad : {"", "diagonal", "window", "window:", "window:abc", "window:0", "window:-3",
-                          "window:2x", "causal:1", "pad:", "prefix:-1", "sink:1.5", "Causal"}) {
+  for (const char* bad :
+       {"", "diagonal", "window", "window:", "window:abc", "window:0", "window:-3", "window:2x",
+        "causal:1", "pad:", "prefix:-1", "sink:1.5", "Causal"}) {
     MaskSpec m;
     EXPECT_THROW(parseMaskOption(bad, m), UsageError) << "'" << bad << "'";
   }

@@ -58,7 +58,8 @@ class NpyFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     dir = fs::temp_directory_path() /
-          ("attnviz_npy_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+          ("attnviz_npy_" +
+           std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir);
     fs::create_directories(dir);
   }

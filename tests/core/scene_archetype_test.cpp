@@ -97,7 +97,8 @@ TEST(SceneArchetypes, LocalWindowHeadWeightDecaysWithDistance) {
     for (int i = d; i < T; ++i, ++n) mean[d] += x.r.weights.at(0, i, i - d);
     mean[d] /= n;
   }
-  for (int d = 0; d < 3; ++d) EXPECT_GT(mean[d], mean[d + 1]) << "distance " << d << " vs " << d + 1;
+  for (int d = 0; d < 3; ++d)
+    EXPECT_GT(mean[d], mean[d + 1]) << "distance " << d << " vs " << d + 1;
   for (int d = 4; d < T; ++d) EXPECT_LT(mean[d], mean[3]) << "distance " << d;
   EXPECT_GT(mean[0] + mean[1], 0.8);
   // Per row: the nearest keys outweigh the far ones.
@@ -207,7 +208,8 @@ TEST(SceneArchetypes, BlockOutputIsConcatenatedHeadsTimesWo) {
     for (int c = 0; c < D; ++c) {
       double acc = 0;
       for (int h = 0; h < 2; ++h)
-        for (int e = 0; e < dv; ++e) acc += double(x.r.output.at(h, i, e)) * x.in.wo.at(0, h * dv + e, c);
+        for (int e = 0; e < dv; ++e)
+          acc += double(x.r.output.at(h, i, e)) * x.in.wo.at(0, h * dv + e, c);
       EXPECT_TRUE(ref::close(block.at(0, i, c), acc)) << i << "," << c;
     }
 }
@@ -246,7 +248,8 @@ TEST(SceneJson, RoundTripKeepsEverySetting) {
 
 TEST(SceneJson, EveryPresetLoadsAndSaysWhatItTeaches) {
   int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(ATTNVIZ_TEST_DATA_DIR) + "/../assets/scenes")) {
+  for (const auto& e : std::filesystem::directory_iterator(std::string(ATTNVIZ_TEST_DATA_DIR) +
+                                                           "/../assets/scenes")) {
     if (e.path().extension() != ".json") continue;
     const Scene s = loadScene(e.path().string());
     EXPECT_FALSE(s.notes.empty()) << e.path();

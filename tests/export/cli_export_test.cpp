@@ -14,8 +14,12 @@ struct Inputs {
 };
 
 Inputs writeInputs(const TempDir& dir, int H, int Tq, int Tk, int d, std::uint32_t seed) {
-  Inputs in{ref::randomTensor(H, Tq, d, seed), ref::randomTensor(H, Tk, d, seed + 1),
-            ref::randomTensor(H, Tk, d, seed + 2), dir / "q.npy", dir / "k.npy", dir / "v.npy"};
+  Inputs in{ref::randomTensor(H, Tq, d, seed),
+            ref::randomTensor(H, Tk, d, seed + 1),
+            ref::randomTensor(H, Tk, d, seed + 2),
+            dir / "q.npy",
+            dir / "k.npy",
+            dir / "v.npy"};
   saveNpy(in.qPath, in.q);
   saveNpy(in.kPath, in.k);
   saveNpy(in.vPath, in.v);
@@ -40,10 +44,10 @@ AttentionParams causal() {
 void bareCausalCase(const std::string& backend) {
   TempDir dir;
   const Inputs in = writeInputs(dir, 2, 7, 7, 8, 11);
-  const CliRun r = runExport(qkv(in) + std::vector<std::string>{"--mask", "causal", "--head", "1", "--bare",
-                                                                "--cell", "6", "--backend", backend,
-                                                                "--png", dir / "a.png"},
-                             dir);
+  const CliRun r = runExport(
+      qkv(in) + std::vector<std::string>{"--mask", "causal", "--head", "1", "--bare", "--cell", "6",
+                                         "--backend", backend, "--png", dir / "a.png"},
+      dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const Image img = decodePng(dir / "a.png");
   ASSERT_EQ(img.width, 7 * 6);
@@ -55,7 +59,8 @@ void bareCausalCase(const std::string& backend) {
       if (j > i)
         EXPECT_EQ(got, kMaskedColor) << "cell (" << i << ", " << j << ")";
       else
-        EXPECT_TRUE(oneOf(got, colorsFor(ColormapId::Viridis, want.w(1, i, j)))) << "cell (" << i << ", " << j << ")";
+        EXPECT_TRUE(oneOf(got, colorsFor(ColormapId::Viridis, want.w(1, i, j))))
+            << "cell (" << i << ", " << j << ")";
     }
   // The asymmetry that fixes the orientation: query 0 sees only key 0 (weight 1, top-left), the
   // top-right cell is masked, the bottom-left one is not.
@@ -64,7 +69,9 @@ void bareCausalCase(const std::string& backend) {
   EXPECT_NE(img.pixel(3, 6 * 6 + 3), kMaskedColor);
 }
 
-TEST(CliExportBare, CausalRowZeroIsAtTheTopAndEveryCellMatchesTheReference) { bareCausalCase("cpu"); }
+TEST(CliExportBare, CausalRowZeroIsAtTheTopAndEveryCellMatchesTheReference) {
+  bareCausalCase("cpu");
+}
 
 #ifdef ATTNVIZ_EXPORT_TEST_GPU
 // The GPU engine on a headless EGL context (Mesa llvmpipe without a GPU): no skipping.
@@ -74,7 +81,8 @@ TEST(CliExportBare, GpuBackendGivesTheSameCellsHeadless) { bareCausalCase("gpu")
 TEST(CliExportBare, CrossShapeIsExactlyTkCellsWideAndTqCellsTall) {
   TempDir dir;
   const Inputs in = writeInputs(dir, 1, 5, 12, 4, 3);
-  const CliRun r = runExport(qkv(in) + std::vector<std::string>{"--bare", "--cell", "4", "--png", dir / "a.png"}, dir);
+  const CliRun r = runExport(
+      qkv(in) + std::vector<std::string>{"--bare", "--cell", "4", "--png", dir / "a.png"}, dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const Image img = decodePng(dir / "a.png");
   EXPECT_EQ(img.width, 12 * 4);
@@ -82,16 +90,17 @@ TEST(CliExportBare, CrossShapeIsExactlyTkCellsWideAndTqCellsTall) {
   const ref::Result want = ref::attention(in.q, in.k, in.v, AttentionParams{});
   for (int i = 0; i < 5; ++i)
     for (int j = 0; j < 12; ++j)
-      EXPECT_TRUE(oneOf(img.pixel(j * 4 + 2, i * 4 + 2), colorsFor(ColormapId::Viridis, want.w(0, i, j))));
+      EXPECT_TRUE(
+          oneOf(img.pixel(j * 4 + 2, i * 4 + 2), colorsFor(ColormapId::Viridis, want.w(0, i, j))));
 }
 
 TEST(CliExportBare, ScoresAreLogitsOnADivergingScaleWithMaskedCellsApart) {
   TempDir dir;
   const Inputs in = writeInputs(dir, 1, 6, 9, 8, 5);
-  const CliRun r = runExport(qkv(in) + std::vector<std::string>{"--mask", "window:3", "--temperature", "0.7",
-                                                                "--stage", "scores", "--bare", "--cell",
-                                                                "5", "--png", dir / "s.png"},
-                             dir);
+  const CliRun r = runExport(
+      qkv(in) + std::vector<std::string>{"--mask", "window:3", "--temperature", "0.7", "--stage",
+                                         "scores", "--bare", "--cell", "5", "--png", dir / "s.png"},
+      dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const Image img = decodePng(dir / "s.png");
   ASSERT_EQ(img.width, 45);
@@ -112,7 +121,8 @@ TEST(CliExportBare, ScoresAreLogitsOnADivergingScaleWithMaskedCellsApart) {
         ++masked;
         EXPECT_EQ(got, kMaskedColor);
       } else {
-        EXPECT_TRUE(oneOf(got, colorsFor(ColormapId::Diverging, (l + m) / (2 * m)))) << i << "," << j;
+        EXPECT_TRUE(oneOf(got, colorsFor(ColormapId::Diverging, (l + m) / (2 * m))))
+            << i << "," << j;
       }
     }
   EXPECT_GT(masked, 0);
@@ -120,16 +130,18 @@ TEST(CliExportBare, ScoresAreLogitsOnADivergingScaleWithMaskedCellsApart) {
 
 // Locates the heatmap of head h by the reference colours and checks the margins around it.
 void expectLabelled(const Image& img, const ref::Result& want, int h, int cell) {
-  const std::vector<Pos> at = findHeatmaps(img, want.Tq, want.Tk, cell, [&](int i, int j, const RGBA8& c) {
-    if (std::isinf(want.l(h, i, j))) return c == kMaskedColor || c == kMaskedHatchColor;
-    return oneOf(c, colorsFor(ColormapId::Viridis, want.w(h, i, j)));
-  });
+  const std::vector<Pos> at =
+      findHeatmaps(img, want.Tq, want.Tk, cell, [&](int i, int j, const RGBA8& c) {
+        if (std::isinf(want.l(h, i, j))) return c == kMaskedColor || c == kMaskedHatchColor;
+        return oneOf(c, colorsFor(ColormapId::Viridis, want.w(h, i, j)));
+      });
   ASSERT_EQ(at.size(), 1u) << "heatmap of head " << h << " not found exactly once";
   const int x0 = at[0].x, y0 = at[0].y, w = want.Tk * cell, hh = want.Tq * cell;
   EXPECT_GT(inkIn(img, 0, y0, x0 - 2, y0 + hh), 20) << "no query labels";
   EXPECT_GT(inkIn(img, x0, y0 - 40, x0 + w, y0 - 2), 20) << "no key labels";
   EXPECT_GT(inkIn(img, 0, 0, img.width, y0 - 40), 20) << "no title";
-  EXPECT_GT(inkIn(img, x0 + w + 2, 0, img.width, img.height) + inkIn(img, 0, y0 + hh + 2, img.width, img.height),
+  EXPECT_GT(inkIn(img, x0 + w + 2, 0, img.width, img.height) +
+                inkIn(img, 0, y0 + hh + 2, img.width, img.height),
             200)
       << "no colour bar";
 }
@@ -137,7 +149,8 @@ void expectLabelled(const Image& img, const ref::Result& want, int h, int cell) 
 void labelledCase(int Tq, int Tk, const std::vector<std::string>& extra, const AttentionParams& p) {
   TempDir dir;
   const Inputs in = writeInputs(dir, 1, Tq, Tk, 8, 21);
-  const CliRun r = runExport(qkv(in) + extra + std::vector<std::string>{"--cell", "18", "--png", dir / "l.png"}, dir);
+  const CliRun r = runExport(
+      qkv(in) + extra + std::vector<std::string>{"--cell", "18", "--png", dir / "l.png"}, dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const Image img = decodePng(dir / "l.png");
   ASSERT_GT(img.width, 0);
@@ -159,9 +172,10 @@ TEST(CliExportLabelled, DecodeOneRowHasHeatmapLabelsAndColourBar) {
 TEST(CliExportGrid, HeadAllDrawsOnePanelPerHead) {
   TempDir dir;
   const Inputs in = writeInputs(dir, 3, 6, 6, 8, 31);
-  const CliRun r = runExport(qkv(in) + std::vector<std::string>{"--mask", "causal", "--head", "all", "--cell",
-                                                                "14", "--png", dir / "g.png"},
-                             dir);
+  const CliRun r =
+      runExport(qkv(in) + std::vector<std::string>{"--mask", "causal", "--head", "all", "--cell",
+                                                   "14", "--png", dir / "g.png"},
+                dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const Image img = decodePng(dir / "g.png");
   const ref::Result want = ref::attention(in.q, in.k, in.v, causal());
@@ -174,7 +188,8 @@ TEST(CliExportScene, SceneWithTokensExportsWithinTheTargetWidth) {
     std::ofstream(dir / "s.json") << R"({"query_text": "Le chat \u00e9tait l\u00e0",
       "key_text": "The cat was there today", "mode": "cross", "heads": 4})";
   }
-  const CliRun r = runExport({"--scene", dir / "s.json", "--head", "all", "--width", "1000", "--png", dir / "s.png"}, dir);
+  const CliRun r = runExport(
+      {"--scene", dir / "s.json", "--head", "all", "--width", "1000", "--png", dir / "s.png"}, dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const Image img = decodePng(dir / "s.png");
   EXPECT_LE(img.width, 1000);
@@ -197,7 +212,8 @@ Refusal refuse(const std::vector<std::string>& args, const TempDir& dir) {
 TEST(CliExportErrors, UnknownColormapIsBadUsage) {
   TempDir dir;
   const Inputs in = writeInputs(dir, 1, 3, 3, 4, 1);
-  const Refusal f = refuse(qkv(in) + std::vector<std::string>{"--colormap", "rainbow", "--png", dir / "x.png"}, dir);
+  const Refusal f = refuse(
+      qkv(in) + std::vector<std::string>{"--colormap", "rainbow", "--png", dir / "x.png"}, dir);
   EXPECT_EQ(f.code, 2);
   EXPECT_NE(f.err.find("rainbow"), std::string::npos) << f.err;
 }
@@ -205,7 +221,8 @@ TEST(CliExportErrors, UnknownColormapIsBadUsage) {
 TEST(CliExportErrors, HeadOutOfRangeIsBadUsage) {
   TempDir dir;
   const Inputs in = writeInputs(dir, 2, 3, 3, 4, 1);
-  Refusal f = refuse(qkv(in) + std::vector<std::string>{"--head", "2", "--png", dir / "x.png"}, dir);
+  Refusal f =
+      refuse(qkv(in) + std::vector<std::string>{"--head", "2", "--png", dir / "x.png"}, dir);
   EXPECT_EQ(f.code, 2);
   EXPECT_NE(f.err.find("head"), std::string::npos) << f.err;
   f = refuse(qkv(in) + std::vector<std::string>{"--head", "first", "--png", dir / "x.png"}, dir);
@@ -224,7 +241,8 @@ TEST(CliExportErrors, UnwritablePathIsBadInputNamingThePath) {
 TEST(CliExportErrors, OversizeImageIsRefusedWithTheLimit) {
   TempDir dir;
   const Inputs in = writeInputs(dir, 1, 4, 8, 4, 1);
-  const Refusal f = refuse(qkv(in) + std::vector<std::string>{"--bare", "--cell", "3000", "--png", dir / "x.png"}, dir);
+  const Refusal f = refuse(
+      qkv(in) + std::vector<std::string>{"--bare", "--cell", "3000", "--png", dir / "x.png"}, dir);
   EXPECT_EQ(f.code, 2);
   EXPECT_NE(f.err.find("16384"), std::string::npos) << f.err;
 }
@@ -233,7 +251,8 @@ TEST(CliExportErrors, MissingInputFileIsBadInputNamingTheFile) {
   TempDir dir;
   const Inputs in = writeInputs(dir, 1, 3, 3, 4, 1);
   const std::string missing = dir / "missing.npy";
-  const Refusal f = refuse({"--q", missing, "--k", in.kPath, "--v", in.vPath, "--png", dir / "x.png"}, dir);
+  const Refusal f =
+      refuse({"--q", missing, "--k", in.kPath, "--v", in.vPath, "--png", dir / "x.png"}, dir);
   EXPECT_EQ(f.code, 1);
   EXPECT_NE(f.err.find("missing.npy"), std::string::npos) << f.err;
 }
@@ -243,7 +262,10 @@ TEST(CliExportErrors, NoInputsOrNoPngIsBadUsage) {
   EXPECT_EQ(refuse({"--png", dir / "x.png"}, dir).code, 2);
   const Inputs in = writeInputs(dir, 1, 3, 3, 4, 1);
   EXPECT_EQ(refuse(qkv(in), dir).code, 2);
-  EXPECT_EQ(refuse(qkv(in) + std::vector<std::string>{"--stage", "logits", "--png", dir / "x.png"}, dir).code, 2);
+  EXPECT_EQ(
+      refuse(qkv(in) + std::vector<std::string>{"--stage", "logits", "--png", dir / "x.png"}, dir)
+          .code,
+      2);
 }
 
 TEST(CliExportErrors, AnExistingFileIsUntouchedByAFailedExportAndReplacedByAGoodOne) {

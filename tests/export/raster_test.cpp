@@ -81,7 +81,8 @@ TEST(RenderBare, ScoresMapLinearlyFromMinusToPlusTheLargestFiniteLogit) {
   double m = 0;
   for (int i = 0; i < 5; ++i)
     for (int j = 0; j < 5; ++j)
-      if (std::isfinite(d.logits.at(1, i, j))) m = std::max(m, std::fabs(double(d.logits.at(1, i, j))));
+      if (std::isfinite(d.logits.at(1, i, j)))
+        m = std::max(m, std::fabs(double(d.logits.at(1, i, j))));
   for (int i = 0; i < 5; ++i)
     for (int j = 0; j < 5; ++j) {
       const double l = d.logits.at(1, i, j);
@@ -89,7 +90,8 @@ TEST(RenderBare, ScoresMapLinearlyFromMinusToPlusTheLargestFiniteLogit) {
       if (std::isinf(l))
         EXPECT_EQ(got, kMaskedColor);
       else
-        EXPECT_TRUE(oneOf(got, colorsFor(ColormapId::Diverging, (l + m) / (2 * m)))) << i << "," << j;
+        EXPECT_TRUE(oneOf(got, colorsFor(ColormapId::Diverging, (l + m) / (2 * m))))
+            << i << "," << j;
     }
 }
 
@@ -282,8 +284,8 @@ TEST(WritePng, DecodesToTheSamePixels) {
   TempDir dir;
   Image img;
   img.width = 3, img.height = 2;
-  img.rgba = {255, 0, 0, 255, 0, 255, 0, 255, 0, 0, 255, 255,
-              1, 2, 3, 255, 250, 251, 252, 255, 9, 8, 7, 255};
+  img.rgba = {255, 0, 0, 255, 0,   255, 0,   255, 0, 0, 255, 255,
+              1,   2, 3, 255, 250, 251, 252, 255, 9, 8, 7,   255};
   writePng(dir / "a.png", img);
   const Image back = decodePng(dir / "a.png");
   ASSERT_EQ(back.width, 3);
@@ -302,7 +304,8 @@ TEST(WritePng, UnwritablePathThrowsInputErrorAndLeavesNoFile) {
 TEST(FileName, SaysWhichHeadStageAndSceneWithOnlySafeCharacters) {
   ExportOptions o;
   o.head = 3;
-  EXPECT_EQ(defaultExportFileName("Causal demo: \"The cat\" / v2", o), "attnviz_causal-demo-the-cat-v2_head3_weights.png");
+  EXPECT_EQ(defaultExportFileName("Causal demo: \"The cat\" / v2", o),
+            "attnviz_causal-demo-the-cat-v2_head3_weights.png");
   o.head = -1;
   o.stage = ExportStage::Scores;
   EXPECT_EQ(defaultExportFileName("", o), "attnviz_all-heads_scores.png");
@@ -312,7 +315,8 @@ TEST(FileName, SaysWhichHeadStageAndSceneWithOnlySafeCharacters) {
 }
 
 TEST(Text, Utf8DecodesAndReplacesMalformedBytes) {
-  EXPECT_EQ(decodeUtf8("a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"), (std::u32string{U'a', 0xE9, 0x20AC, 0x1F600}));
+  EXPECT_EQ(decodeUtf8("a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"),
+            (std::u32string{U'a', 0xE9, 0x20AC, 0x1F600}));
   EXPECT_EQ(decodeUtf8("\xFFx"), (std::u32string{0xFFFD, U'x'}));
   EXPECT_EQ(decodeUtf8("\xC3"), (std::u32string{0xFFFD}));
   EXPECT_EQ(decodeUtf8("\xC0\xAF"), (std::u32string{0xFFFD}));  // overlong '/'

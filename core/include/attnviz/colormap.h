@@ -22,7 +22,7 @@ using ColormapTable = std::array<RGBA8, kColormapSize>;
 
 // Masked cells (logit -inf) and non-finite values have colours of their own, outside every
 // table, so a masked cell never looks like a zero weight.
-constexpr RGBA8 kMaskedColor{92, 96, 108, 255};     // slate grey, drawn hatched where possible
+constexpr RGBA8 kMaskedColor{92, 96, 108, 255};      // slate grey, drawn hatched where possible
 constexpr RGBA8 kMaskedHatchColor{62, 65, 75, 255};  // second colour of the hatch
 constexpr RGBA8 kNonFiniteColor{255, 0, 255, 255};   // magenta: NaN should never be seen
 
@@ -43,8 +43,8 @@ enum class ColorScale { Linear, Log, Gamma };
 struct ValueMapping {
   float lo = 0.0f, hi = 1.0f;  // value range; for Diverging the centre is (lo + hi) / 2
   ColorScale scale = ColorScale::Linear;
-  float gamma = 0.5f;          // for Gamma: t = lin^gamma
-  float logFloor = 1e-4f;      // for Log: values below map to 0
+  float gamma = 0.5f;      // for Gamma: t = lin^gamma
+  float logFloor = 1e-4f;  // for Log: values below map to 0
 };
 float mapValue(const ValueMapping& m, float v);
 

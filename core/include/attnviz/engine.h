@@ -65,8 +65,7 @@ class AttentionEngine {
   virtual void output(const std::vector<int>& heads = {}) = 0;
 
   // setInputs + softmax + output for every head; a backend may fuse them.
-  virtual void run(const Tensor3& q, const Tensor3& k, const Tensor3& v,
-                   const AttentionParams& p);
+  virtual void run(const Tensor3& q, const Tensor3& k, const Tensor3& v, const AttentionParams& p);
 
   // Host copies of the stages in `stages` (a mask of Stage bits). The CPU returns its own
   // buffers; the GPU reads back what was asked for.

@@ -16,7 +16,7 @@ namespace attnviz {
 // An 8-bit coverage mask of rendered text: row 0 at the top, the baseline at y = ascent.
 struct TextMask {
   int width = 0, height = 0;
-  int ascent = 0;  // pixels from the top row to the baseline
+  int ascent = 0;                   // pixels from the top row to the baseline
   std::vector<std::uint8_t> alpha;  // width * height
   std::uint8_t at(int x, int y) const { return alpha[std::size_t(y) * width + x]; }
 };

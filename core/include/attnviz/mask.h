@@ -1,8 +1,10 @@
 // attnviz core: attention masks, ALiBi and the parameters of the softmax stage.
 //
 // The combination rule (DESIGN.md), with p_i = i + (T_k - T_q) the position of query i:
-//   allowed(i,j) = [ (causal(i,j) AND window(i,j)) OR prefix(j) OR sink(j) ] AND NOT pad(j) AND custom(i,j)
-// A disabled term takes its neutral value: true for causal, window, custom; false for prefix, sink, pad.
+//   allowed(i,j) = [ (causal(i,j) AND window(i,j)) OR prefix(j) OR sink(j) ] AND NOT pad(j) AND
+//   custom(i,j)
+// A disabled term takes its neutral value: true for causal, window, custom; false for prefix, sink,
+// pad.
 #pragma once
 
 #include "attnviz/tensor.h"

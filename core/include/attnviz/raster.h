@@ -20,25 +20,25 @@ enum class ExportStage { Weights, Scores };
 
 struct ExportOptions {
   ExportStage stage = ExportStage::Weights;
-  int head = 0;             // -1: every head as a grid of panels
-  bool bare = false;        // only the cells: exactly T_k*cell x T_q*cell pixels, row 0 at the top
-  int cell = 0;             // pixels per cell; 0 = chosen from targetWidth
-  int targetWidth = 1200;   // used when cell == 0
+  int head = 0;            // -1: every head as a grid of panels
+  bool bare = false;       // only the cells: exactly T_k*cell x T_q*cell pixels, row 0 at the top
+  int cell = 0;            // pixels per cell; 0 = chosen from targetWidth
+  int targetWidth = 1200;  // used when cell == 0
   ColormapId colormap = ColormapId::Viridis;
-  bool labels = true;       // token labels and axis titles (ignored when bare)
-  std::string title;        // overrides the generated title when not empty
-  int maxSide = 16384;      // refuse (UsageError) images larger than this on a side
+  bool labels = true;   // token labels and axis titles (ignored when bare)
+  std::string title;    // overrides the generated title when not empty
+  int maxSide = 16384;  // refuse (UsageError) images larger than this on a side
   // TrueType font for the text; empty = $ATTNVIZ_FONT, then DejaVu Sans, then the built-in
   // stroke font. A path that does not load also falls back to the built-in font.
   std::string fontPath;
-  int gridColumns = 0;      // panels per row when head == -1; 0 = chosen from the shape
+  int gridColumns = 0;  // panels per row when head == -1; 0 = chosen from the shape
 };
 
 struct ExportData {
   const Tensor3* weights = nullptr;  // [H, T_q, T_k]
   const Tensor3* logits = nullptr;   // [H, T_q, T_k]; -inf marks masked cells (required)
   std::vector<std::string> queryTokens, keyTokens;  // may be empty: indices are used
-  std::string description;  // e.g. "causal + window:4, tau = 1" for titles
+  std::string description;                          // e.g. "causal + window:4, tau = 1" for titles
 };
 
 // Renders the figure. Throws UsageError for a head out of range, --bare with every head, or an

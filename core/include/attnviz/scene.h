@@ -50,7 +50,7 @@ std::vector<std::string> tokenize(const std::string& text);
 // JSON (nlohmann) round trip. Throws InputError naming `name` and the bad field.
 Scene sceneFromJson(const std::string& json, const std::string& name);
 std::string sceneToJson(const Scene& s);
-Scene loadScene(const std::string& path);              // resolves tensor paths against its folder
+Scene loadScene(const std::string& path);               // resolves tensor paths against its folder
 void saveScene(const std::string& path, const Scene&);  // atomic
 
 // The full synthetic multi-head attention block for a scene:
@@ -58,12 +58,12 @@ void saveScene(const std::string& path, const Scene&);  // atomic
 struct SceneInputs {
   std::vector<std::string> queryTokens;  // T_q labels
   std::vector<std::string> keyTokens;    // T_k labels
-  Tensor3 xq;  // [1, T_q, dModel]
-  Tensor3 xk;  // [1, T_k, dModel]
-  Tensor3 q;   // [H, T_q, d_k]
-  Tensor3 k;   // [H, T_k, d_k]
-  Tensor3 v;   // [H, T_k, d_v]
-  Tensor3 wo;  // [1, H*d_v, dModel]
+  Tensor3 xq;                            // [1, T_q, dModel]
+  Tensor3 xk;                            // [1, T_k, dModel]
+  Tensor3 q;                             // [H, T_q, d_k]
+  Tensor3 k;                             // [H, T_k, d_k]
+  Tensor3 v;                             // [H, T_k, d_v]
+  Tensor3 wo;                            // [1, H*d_v, dModel]
 };
 
 // Builds tokens and Q, K, V (synthetic, or from the scene's .npy paths). Deterministic in the
