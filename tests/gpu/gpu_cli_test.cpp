@@ -1,5 +1,4 @@
 // attnviz GPU tests: `attnviz compute --backend gpu` writes what `--backend cpu` writes.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include "attnviz/npy.h"
 #include "gpu_test_util.h"
+#include "tests/run_binary.h"
 
 namespace attnviz {
 namespace {
@@ -19,24 +19,17 @@ namespace {
 namespace fs = std::filesystem;
 using gputest::withinParity;
 
-struct CliRun {
-  int status = -1;
-  std::string err;
-};
+using Args = std::vector<std::string>;
+using testing::CliRun;
 
-// Runs `attnviz <args>` through the shell with `env` prefixed; captures stderr.
-CliRun runCli(const std::string& env, const std::string& args, const fs::path& dir) {
-  const fs::path errFile = dir / "stderr.txt";
-  const std::string cmd =
-      env + " '" ATTNVIZ_BINARY "' " + args + " >/dev/null 2>'" + errFile.string() + "'";
-  CliRun r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream in(errFile);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.err = ss.str();
-  return r;
+Args operator+(Args a, const Args& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Runs `attnviz compute <args>` with `env` prefixed (e.g. "ATTNVIZ_EGL_PLATFORM=none").
+CliRun runCompute(const std::string& env, const Args& args, const fs::path& dir) {
+  return testing::runBinary(Args{"compute"} + args, dir, env.empty() ? "" : "env " + env);
 }
 
 class GpuCli : public ::testing::Test {
@@ -49,14 +42,14 @@ class GpuCli : public ::testing::Test {
     saveNpy((dir_ / "q.npy").string(), ref::randomTensor(3, 33, 16, 21));
     saveNpy((dir_ / "k.npy").string(), ref::randomTensor(3, 40, 16, 22));
     saveNpy((dir_ / "v.npy").string(), ref::randomTensor(3, 40, 24, 23));
-    io_ = "--q '" + (dir_ / "q.npy").string() + "' --k '" + (dir_ / "k.npy").string() + "' --v '" +
-          (dir_ / "v.npy").string() + "'";
+    io_ = {"--q", (dir_ / "q.npy").string(), "--k", (dir_ / "k.npy").string(),
+           "--v", (dir_ / "v.npy").string()};
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::string outArgs(const std::string& tag) const {
-    return " --weights '" + (dir_ / (tag + "_a.npy")).string() + "' --out '" +
-           (dir_ / (tag + "_o.npy")).string() + "' --scores '" +
-           (dir_ / (tag + "_s.npy")).string() + "'";
+  Args outArgs(const std::string& tag) const {
+    return {"--weights", (dir_ / (tag + "_a.npy")).string(),
+            "--out",     (dir_ / (tag + "_o.npy")).string(),
+            "--scores",  (dir_ / (tag + "_s.npy")).string()};
   }
   Tensor3 load(const std::string& name) const {
     const NpyArray a = readNpy((dir_ / name).string());
@@ -65,18 +58,18 @@ class GpuCli : public ::testing::Test {
     return t;
   }
   fs::path dir_;
-  std::string io_;
+  Args io_;
 };
 
 TEST_F(GpuCli, ComputeWithBackendGpuWritesWhatTheCpuWrites) {
   {
     ATTNVIZ_GPU_ENGINE_OR_SKIP(probe);  // fails or skips here when this machine has no context
   }
-  const std::string opts = " --mask causal --mask sink:2 --alibi --temperature 0.5";
-  const CliRun cpu = runCli("", "compute " + io_ + opts + " --backend cpu" + outArgs("cpu"), dir_);
-  ASSERT_EQ(cpu.status, 0) << cpu.err;
-  const CliRun gpu = runCli("", "compute " + io_ + opts + " --backend gpu" + outArgs("gpu"), dir_);
-  ASSERT_EQ(gpu.status, 0) << gpu.err;
+  const Args opts{"--mask", "causal", "--mask", "sink:2", "--alibi", "--temperature", "0.5"};
+  const CliRun cpu = runCompute("", io_ + opts + Args{"--backend", "cpu"} + outArgs("cpu"), dir_);
+  ASSERT_EQ(cpu.exitCode, 0) << cpu.err;
+  const CliRun gpu = runCompute("", io_ + opts + Args{"--backend", "gpu"} + outArgs("gpu"), dir_);
+  ASSERT_EQ(gpu.exitCode, 0) << gpu.err;
   EXPECT_TRUE(withinParity("weights", load("gpu_a.npy"), load("cpu_a.npy")));
   EXPECT_TRUE(withinParity("output", load("gpu_o.npy"), load("cpu_o.npy")));
   // The logits carry -inf where masked: compare the finite ones and the -inf pattern.
@@ -95,20 +88,20 @@ TEST_F(GpuCli, ComputeWithBackendGpuWritesWhatTheCpuWrites) {
 TEST_F(GpuCli, BackendGpuWithoutAContextFailsWithOneLineAndExitStatus1) {
   // An invalid platform choice makes the headless context impossible on any machine.
   const CliRun r =
-      runCli("ATTNVIZ_EGL_PLATFORM=none", "compute " + io_ + " --backend gpu" + outArgs("x"), dir_);
-  EXPECT_EQ(r.status, 1) << r.err;
+      runCompute("ATTNVIZ_EGL_PLATFORM=none", io_ + Args{"--backend", "gpu"} + outArgs("x"), dir_);
+  EXPECT_EQ(r.exitCode, 1) << r.err;
   EXPECT_NE(r.err.find("--backend gpu"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "x_a.npy"));
 }
 
 TEST_F(GpuCli, BackendAutoFallsBackToTheCpuAndSaysSo) {
-  const CliRun r = runCli("ATTNVIZ_EGL_PLATFORM=none",
-                          "compute " + io_ + " --backend auto" + outArgs("auto"), dir_);
-  ASSERT_EQ(r.status, 0) << r.err;
+  const CliRun r = runCompute("ATTNVIZ_EGL_PLATFORM=none",
+                              io_ + Args{"--backend", "auto"} + outArgs("auto"), dir_);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.err.find("using the CPU"), std::string::npos) << r.err;
-  const CliRun cpu = runCli("", "compute " + io_ + " --backend cpu" + outArgs("cpu"), dir_);
-  ASSERT_EQ(cpu.status, 0) << cpu.err;
+  const CliRun cpu = runCompute("", io_ + Args{"--backend", "cpu"} + outArgs("cpu"), dir_);
+  ASSERT_EQ(cpu.exitCode, 0) << cpu.err;
   // The CPU engine's sums may differ by an ulp between processes (Eigen peels unaligned heads
   // of its reductions by address), so compare within the parity bound rather than bitwise.
   EXPECT_TRUE(withinParity("weights", load("auto_a.npy"), load("cpu_a.npy")));
