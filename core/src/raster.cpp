@@ -239,12 +239,91 @@ struct Source {
     if (masked(h, i, j)) return kMaskedColor;
     const float v = values->at(h, i, j);
     if (!std::isfinite(v)) return kNonFiniteColor;
+    return finiteColor(v);
+  }
+  RGBA8 finiteColor(float v) const {
     if (stage == ExportStage::Weights) return colormapLookup(cmap, v);
     ValueMapping m;
     m.lo = -range, m.hi = range;
     return colormapLookup(cmap, mapValue(m, v));
   }
 };
+
+// How cells land on pixels. Exact: square cells of `cell` pixels. Max-pooled: one pixel per
+// block of `poolK` keys (cell 1) and, on the query axis, either one pixel per block of `poolQ`
+// queries or, when that axis is not pooled, `cellQ` pixels per query. Block x covers keys
+// [x * poolK, min((x + 1) * poolK, T_k)), so only the last block of an axis may be short.
+struct Grid {
+  int cell = 1;  // pixels per key block (and per query block unless cellQ is set)
+  int poolK = 1, poolQ = 1;
+  int cellQ = 0;  // pixels per query block; 0 = cell
+  int rowPx() const { return cellQ > 0 ? cellQ : cell; }
+  bool pooled() const { return poolK > 1 || poolQ > 1; }
+  long width(int Tk) const { return long((Tk + poolK - 1) / poolK) * cell; }
+  long height(int Tq) const { return long((Tq + poolQ - 1) / poolQ) * rowPx(); }
+  long keyX(int j) const { return long(j / poolK) * cell; }       // left pixel of key j
+  long queryY(int i) const { return long(i / poolQ) * rowPx(); }  // top pixel of query i
+  double keyPixels() const { return double(cell) / poolK; }       // pixels per key
+  double queryPixels() const { return double(rowPx()) / poolQ; }
+  bool operator==(const Grid& o) const {
+    return cell == o.cell && poolK == o.poolK && poolQ == o.poolQ && rowPx() == o.rowPx();
+  }
+};
+
+// Head h max-pooled into one pixel per poolK x poolQ block, top-left at (x, y). A pixel shows the
+// largest value among the block's unmasked cells (the strongest weight or logit is never averaged
+// away), kNonFiniteColor when any unmasked cell is NaN or infinite, and kMaskedColor only when
+// every cell of the block is masked.
+DrawFn pooledHeatmapOp(const Source& src, int h, long x, long y, const Grid& g) {
+  const int poolK = g.poolK, poolQ = g.poolQ, cw = g.cell, ch = g.rowPx();
+  return [src, h, x, y, poolK, poolQ, cw, ch](Image& im, long ox, long oy) {
+    const int W = (src.Tk + poolK - 1) / poolK, Hp = (src.Tq + poolQ - 1) / poolQ;
+    enum : unsigned char { kNone, kValue, kBad };
+    std::vector<float> best(std::size_t(W), 0.0f);
+    std::vector<unsigned char> state(std::size_t(W), kNone);
+    for (int py = 0; py < Hp; ++py) {
+      std::fill(state.begin(), state.end(), kNone);
+      const int i1 = std::min(src.Tq, (py + 1) * poolQ);
+      for (int i = py * poolQ; i < i1; ++i)
+        for (int px = 0; px < W; ++px) {
+          const int j1 = std::min(src.Tk, (px + 1) * poolK);
+          float& b = best[std::size_t(px)];
+          unsigned char& st = state[std::size_t(px)];
+          for (int j = px * poolK; j < j1; ++j) {
+            if (src.masked(h, i, j)) continue;
+            const float v = src.values->at(h, i, j);
+            if (!std::isfinite(v)) {
+              st = kBad;
+            } else if (st == kNone) {
+              b = v, st = kValue;
+            } else if (st == kValue && v > b) {
+              b = v;
+            }
+          }
+        }
+      for (int px = 0; px < W; ++px) {
+        const unsigned char st = state[std::size_t(px)];
+        const RGBA8 c = st == kNone  ? kMaskedColor
+                        : st == kBad ? kNonFiniteColor
+                                     : src.finiteColor(best[std::size_t(px)]);
+        fillRect(im, ox + x + long(px) * cw, oy + y + long(py) * ch, cw, ch, c);
+      }
+    }
+  };
+}
+
+// Singular or plural: "1 query", "4 queries".
+std::string countOf(int n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string poolCaption(const Grid& g) {
+  if (g.poolQ == 1) return "max-pooled over keys: 1 px = " + countOf(g.poolK, "key", "keys");
+  if (g.poolK == 1)
+    return "max-pooled over queries: 1 px = " + countOf(g.poolQ, "query", "queries");
+  return "max-pooled: 1 px = " + countOf(g.poolK, "key", "keys") + " \xC3\x97 " +
+         countOf(g.poolQ, "query", "queries");
+}
 
 // Cells of head h at (x, y), `cell` pixels each. Hatching only where labelled cells are big
 // enough to show it.
@@ -262,8 +341,9 @@ DrawFn heatmapOp(const Source& src, int h, long x, long y, int cell, bool hatch)
   };
 }
 
-// The smallest step in 1, 2, 5, 10, 20, 50, ... with step * cell >= need.
-int labelStep(double need, int cell) {
+// The smallest step in 1, 2, 5, 10, 20, 50, ... with step * cell >= need (cell: pixels per
+// token, below 1 when max-pooled).
+int labelStep(double need, double cell) {
   for (long base = 1;; base *= 10)
     for (int f : {1, 2, 5})
       if (double(base * f) * cell >= need) return int(base * f);
@@ -274,24 +354,28 @@ struct Labels {
 };
 
 // One head's panel with its heatmap's top-left at (0, 0): labels, ticks, optional panel title.
-Canvas buildPanel(const Source& src, int h, int cell, const Labels& labels, const Font& font,
-                  const Sizes& sz, bool rowLabels, bool colLabels, const std::string& panelTitle) {
+Canvas buildPanel(const Source& src, int h, const Grid& grid, const Labels& labels,
+                  const Font& font, const Sizes& sz, bool rowLabels, bool colLabels,
+                  const std::string& panelTitle) {
   Canvas c;
-  const long heatW = long(src.Tk) * cell, heatH = long(src.Tq) * cell;
-  c.op(0, 0, heatW, heatH, heatmapOp(src, h, 0, 0, cell, true));
+  const int cell = grid.cell;
+  const long heatW = grid.width(src.Tk), heatH = grid.height(src.Tq);
+  c.op(0, 0, heatW, heatH,
+       grid.pooled() ? pooledHeatmapOp(src, h, 0, 0, grid) : heatmapOp(src, h, 0, 0, cell, true));
   c.frame(0, 0, heatW, heatH, kLine);
 
   long topExtent = 1;  // how far above the heatmap things reach
   if (rowLabels || colLabels) {
     // Labels shrink with the cells down to a floor, then thin out.
-    const float px = std::clamp(float(cell) * 0.8f, std::max(8.0f, sz.fs * 0.6f), sz.label);
+    const float px = std::clamp(float(std::min(cell, grid.rowPx())) * 0.8f,
+                                std::max(8.0f, sz.fs * 0.6f), sz.label);
     const int asc = font.ascent(px), line = font.lineHeight(px);
     const int capMid = int(std::lround(asc * 0.36f));  // baseline to the middle of capitals
 
-    const int rowStep = labelStep(line * 1.1, cell);
+    const int rowStep = labelStep(line * 1.1, grid.queryPixels());
     for (int i = 0; rowLabels && i < src.Tq; i += rowStep) {
       TextMask m = font.render(fitText(font, labels.rows[i]), px);
-      const long cy = long(i) * cell + cell / 2;
+      const long cy = grid.queryY(i) + grid.rowPx() / 2;
       const long right = rowStep > 1 ? -sz.tickLen - sz.gap : -sz.gap;
       if (rowStep > 1) c.rect(-sz.tickLen, cy, sz.tickLen, 1, kLine);
       c.text(m, right - m.width, cy + capMid - asc, kInk, Rot::None);
@@ -301,11 +385,11 @@ Canvas buildPanel(const Source& src, int h, int cell, const Labels& labels, cons
     float widest = 0;
     for (const auto& s : labels.cols) widest = std::max(widest, font.measure(fitText(font, s), px));
     const bool flat = widest + 4 <= cell;
-    const int colStep = flat ? 1 : labelStep(line * 1.1, cell);
+    const int colStep = flat ? 1 : labelStep(line * 1.1, grid.keyPixels());
     const long bottom = colStep > 1 ? -sz.tickLen - sz.gap : -sz.gap;
     for (int j = 0; colLabels && j < src.Tk; j += colStep) {
       TextMask m = font.render(fitText(font, labels.cols[j]), px);
-      const long cx = long(j) * cell + cell / 2;
+      const long cx = grid.keyX(j) + cell / 2;
       if (colStep > 1) c.rect(cx, -sz.tickLen, 1, sz.tickLen, kLine);
       if (flat) {
         c.text(m, cx - m.width / 2, bottom - m.height, kInk, Rot::None);
@@ -409,7 +493,8 @@ Canvas buildColorBar(const Source& src, const Font& font, const Sizes& sz, long 
   return c;
 }
 
-Canvas buildFigure(const FigureSpec& f, int cell, float fs) {
+Canvas buildFigure(const FigureSpec& f, const Grid& g, float fs) {
+  const int cell = g.cell;
   const Font& font = *f.font;
   const Sizes sz = sizesFor(fs);
   const Source& src = *f.src;
@@ -425,16 +510,15 @@ Canvas buildFigure(const FigureSpec& f, int cell, float fs) {
   Box u;
   for (std::size_t k = 0; k < f.heads.size(); ++k) {
     const bool firstCol = k % cols == 0, firstRow = k < std::size_t(cols);
-    panels.push_back(buildPanel(src, f.heads[k], cell, *f.labels, font, sz,
-                                f.showLabels && firstCol, f.showLabels && firstRow,
-                                panelTitle(f.heads[k])));
+    panels.push_back(buildPanel(src, f.heads[k], g, *f.labels, font, sz, f.showLabels && firstCol,
+                                f.showLabels && firstRow, panelTitle(f.heads[k])));
     const Box& b = panels.back().box;
     u.add(b.x0, b.y0, b.width(), b.height());
   }
-  const long heatW = long(src.Tk) * cell, heatH = long(src.Tq) * cell;
+  const long heatW = g.width(src.Tk), heatH = g.height(src.Tq);
   // How far a panel without key labels reaches above its heatmap (its title).
-  const long titleExtent = grid ? -buildPanel(src, f.heads[0], 1, *f.labels, font, sz, false, false,
-                                              panelTitle(f.heads[0]))
+  const long titleExtent = grid ? -buildPanel(src, f.heads[0], Grid{}, *f.labels, font, sz, false,
+                                              false, panelTitle(f.heads[0]))
                                        .box.y0
                                 : 0;
   const long pitchX = heatW + sz.pad + sz.gap, pitchY = heatH + sz.gap * 2 + titleExtent;
@@ -482,6 +566,12 @@ Canvas buildFigure(const FigureSpec& f, int cell, float fs) {
     // Start under the first heatmap, further right if the bar title (left of the bar) would
     // stick out past the row labels.
     fig.append(bar, std::max(heatLeft, grids.x0 - bar.box.x0), grids.y1 + sz.pad);
+  }
+
+  // Max-pooled heatmaps say so under the figure, whatever the title.
+  if (g.pooled()) {
+    TextMask cap = font.render(fitText(font, poolCaption(g)), sz.tick);
+    fig.text(cap, heatLeft, fig.box.y1 + sz.gap * 2, kSoftInk, Rot::None);
   }
 
   if (!f.title.empty()) {
@@ -597,6 +687,7 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
 
   int cell = opt.cell;
   float fs;
+  bool pool = false;  // max-pool the cells: they cannot get a pixel each within the target
   if (cell > 0) {
     checkHeat(cell);
     const double pageW = double(Tk) * cell * columns;
@@ -612,28 +703,80 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
         std::min<long long>(opt.maxSide / (long long)perCellW, opt.maxSide / (long long)perCellH),
         1, 8));
     for (int pass = 0; pass < 3; ++pass) {
-      checkHeat(cell);
-      const Canvas t = buildFigure(spec, cell, fs);
+      if (perCellW * cell > opt.maxSide || perCellH * cell > opt.maxSide) {
+        pool = true;  // not even one pixel a cell fits on the page
+        break;
+      }
+      const Canvas t = buildFigure(spec, Grid{cell}, fs);
       const double fixedW = double(t.box.width()) - cell * perCellW + 2.0 * pad;
       const double fixedH = double(t.box.height()) - cell * perCellH + 2.0 * pad;
       double c = (opt.targetWidth - fixedW) / perCellW;
       c = std::min(c, (opt.targetWidth * 1.5 - fixedH) / perCellH);
+      if (c < 1) {
+        pool = true;
+        break;
+      }
       // Past ~96 px a cell only makes a few tokens look enormous.
       const int next = std::clamp(int(std::floor(c)), 1, 96);
       if (next == cell) break;
       cell = next;
     }
-    checkHeat(cell);
+    if (!pool) checkHeat(cell);
   }
 
-  Canvas fig = buildFigure(spec, cell, fs);
   const long pad = std::lround(fs * 1.1f);
-  if (opt.cell == 0) {
-    // Never wider than asked while a smaller cell can help.
-    while (cell > 1 && fig.box.width() + 2 * pad > opt.targetWidth) {
-      const long over = fig.box.width() + 2 * pad - opt.targetWidth;
-      cell = std::max(1, cell - int((over + long(Tk) * columns - 1) / (long(Tk) * columns)));
-      fig = buildFigure(spec, cell, fs);
+  Grid grid{cell};
+  Canvas fig;
+  if (!pool) {
+    fig = buildFigure(spec, grid, fs);
+    if (opt.cell == 0) {
+      // Never wider than asked while a smaller cell can help.
+      while (cell > 1 && fig.box.width() + 2 * pad > opt.targetWidth) {
+        const long over = fig.box.width() + 2 * pad - opt.targetWidth;
+        cell = std::max(1, cell - int((over + long(Tk) * columns - 1) / (long(Tk) * columns)));
+        grid = Grid{cell};
+        fig = buildFigure(spec, grid, fs);
+      }
+      // One pixel a cell is still too wide: pool instead.
+      pool = fig.box.width() + 2 * pad > opt.targetWidth;
+    }
+  }
+  if (pool) {
+    // Max-pooled: one pixel per block of cells. Blocks are square (f keys x f queries, the
+    // smallest f that fits), so the heatmap keeps the matrix's shape as exact cells do; an axis
+    // that would shrink to a sliver of under 8 pixels (a decode row, a short prompt) is not
+    // pooled, and its queries get taller pixels. The margins come from a trial layout, as above.
+    grid = Grid{};
+    for (int pass = 0; pass < 3; ++pass) {
+      const Canvas t = buildFigure(spec, grid, fs);
+      const double fixedW = double(t.box.width()) - double(grid.width(Tk)) * columns + 2.0 * pad;
+      const double fixedH =
+          double(t.box.height()) - double(grid.height(Tq)) * rowsOfPanels + 2.0 * pad;
+      const double availW = std::max(1.0, (opt.targetWidth - fixedW) / columns);
+      const double availH = std::max(1.0, (opt.targetWidth * 1.5 - fixedH) / rowsOfPanels);
+      const double c = std::min(availW / Tk, availH / Tq);
+      const int f = std::max(1, int(std::ceil(1.0 / c - 1e-9)));
+      Grid next;
+      next.poolK = (Tk + f - 1) / f < 8 ? 1 : f;
+      next.poolQ = (Tq + f - 1) / f < 8 ? 1 : f;
+      // Queries that need no pooling get taller pixels: up to 24 px each, and no taller in all
+      // than a quarter of the pooled width.
+      if (next.poolQ == 1 && next.poolK > 1) {
+        const double pooledW = double(next.width(Tk));
+        next.cellQ = int(std::clamp(
+            std::floor(std::min({availH, std::max(double(Tq), pooledW / 4)}) / Tq), 1.0, 24.0));
+      }
+      if (next == grid) break;
+      grid = next;
+    }
+    fig = buildFigure(spec, grid, fs);
+    // Never wider than asked: coarser key blocks until it fits (or one pixel is left).
+    while (fig.box.width() + 2 * pad > opt.targetWidth && grid.width(Tk) > 1) {
+      const long w = grid.width(Tk);
+      const bool square = grid.poolQ == grid.poolK;
+      while (grid.width(Tk) == w) ++grid.poolK;
+      if (square) grid.poolQ = grid.poolK;
+      fig = buildFigure(spec, grid, fs);
     }
   }
   const long long W = fig.box.width() + 2LL * pad, Hgt = fig.box.height() + 2LL * pad;

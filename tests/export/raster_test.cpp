@@ -128,14 +128,17 @@ TEST(RenderLimits, OversizeCellIsRefusedWithTheLimitInTheMessage) {
   }
 }
 
-TEST(RenderLimits, TooManyTokensForAnyCellIsRefusedNotAllocated) {
+TEST(RenderLimits, TooManyTokensForAnyCellIsRefusedWhenBareOrExplicitElsePooled) {
   Tensor3 w(1, 1, 20000, 0.5f), l(1, 1, 20000, 0.0f);
   ExportData e;
   e.weights = &w;
   e.logits = &l;
-  ExportOptions o;  // auto cell from the default width: at least 1 px per key
+  ExportOptions o;  // auto cell, labelled: max-pooled within the default width
+  EXPECT_LE(renderExport(e, o).width, o.targetWidth);
+  o.cell = 1;  // exact cells asked for: 20000 px is over the limit
   EXPECT_THROW(renderExport(e, o), UsageError);
-  o.bare = true;
+  o.cell = 0;
+  o.bare = true;  // bare is always at least 1 px a cell
   EXPECT_THROW(renderExport(e, o), UsageError);
 }
 

@@ -47,6 +47,12 @@ struct ExportData {
 // [-m, m] with m the largest finite |logit| among the drawn heads, so 0 sits at the centre.
 // Masked cells (logit -inf) are kMaskedColor (hatched with kMaskedHatchColor when labelled and
 // cells are large enough); non-finite values are kNonFiniteColor.
+// Labelled with cell == 0: when the cells cannot get a pixel each within targetWidth (or the
+// heatmap would pass 1.5 widths in height), the heatmap is max-pooled: one pixel per f x f block
+// (an axis under 8 pixels is not pooled), showing the largest unmasked value of the block
+// (weights: max weight; scores: max finite logit), kNonFiniteColor if any unmasked cell is NaN
+// or infinite, kMaskedColor only when every cell is masked; a caption under the figure says
+// "max-pooled: 1 px = f keys x f queries". Bare exports and an explicit cell never pool.
 Image renderExport(const ExportData& data, const ExportOptions& opt);
 
 // A file name that says what the figure is, for the GUI's save dialog:
