@@ -81,7 +81,8 @@ int runExport(int argc, char** argv) {
   app.add_flag("--bare", bare, "only the cells: T_k*PX x T_q*PX pixels, row 0 at the top");
   app.add_option("--cell", cell, "pixels per cell (default: fit --width)");
   app.add_option("--width", width,
-                 "target page width in pixels when --cell is not given (default 1200)");
+                 "target page width in pixels when --cell is not given (default 1200); too "
+                 "many tokens for a pixel each are max-pooled to fit");
   app.add_option(
       "--colormap", colormap,
       "viridis | magma | gray | diverging (default: viridis for weights, diverging for scores)");
