@@ -63,6 +63,7 @@ struct SceneState {
   bool inputsDirty = true;
   // Temperature, a mask or ALiBi changed: softmax only, from the cached scores.
   bool paramsDirty = true;
+  bool maskDirty = true;  // with paramsDirty: the mask changed too, not only the temperature
   // Cells painted on the heatmap: [rows * cols], 1 = may attend. Empty when nothing is painted.
   std::vector<std::uint8_t> painted;
   int paintedRows = 0, paintedCols = 0;
@@ -204,6 +205,8 @@ struct AppState {
 // compute.cpp: runs the engine as the caching rule says, and builds `display`.
 void markInputsDirty(AppState& s);
 void markParamsDirty(AppState& s);
+// Only the temperature changed: the softmax re-runs with the mask it already has.
+void markTemperatureDirty(AppState& s);
 // Once per frame, before the panels. Throws what the core throws (InputError etc.).
 void updateCompute(AppState& s);
 // A few heads whose weights are stale (thumbnails); call when the frame has time left.

@@ -318,7 +318,11 @@ Archetype headArchetype(const Scene& scene, int h) {
 }
 
 void markInputsDirty(AppState& s) { s.scene.inputsDirty = true; }
-void markParamsDirty(AppState& s) { s.scene.paramsDirty = true; }
+void markParamsDirty(AppState& s) {
+  s.scene.paramsDirty = true;
+  s.scene.maskDirty = true;
+}
+void markTemperatureDirty(AppState& s) { s.scene.paramsDirty = true; }
 
 AttentionParams currentParams(const AppState& s) {
   AttentionParams p = effectiveParams(s.scene.scene);
@@ -381,7 +385,7 @@ void updateCompute(AppState& s) {
     c.biasMaskValid = false;
     s.timing.setInputsMs = msSince(t0);
     sc.inputsDirty = false;
-    sc.paramsDirty = true;
+    markParamsDirty(s);
     // Keep the view inside the new shape.
     s.view.head = std::clamp(s.view.head, 0, H - 1);
     if (s.view.selectedRow >= s.tq()) s.view.selectedRow = s.tq() - 1;
@@ -392,10 +396,19 @@ void updateCompute(AppState& s) {
   }
   if (!c.haveInputs) return;  // nothing valid yet (the first scene failed to build)
   if (sc.paramsDirty) {
-    AttentionParams p = currentParams(s);
-    validateParams(p, s.heads(), s.tq(), s.tk());
-    if (!sameMask(p.mask, c.params.mask)) c.biasMaskValid = false;
-    c.params = std::move(p);
+    if (sc.maskDirty) {
+      AttentionParams p = currentParams(s);
+      validateParams(p, s.heads(), s.tq(), s.tk());
+      if (!sameMask(p.mask, c.params.mask)) c.biasMaskValid = false;
+      c.params = std::move(p);
+      sc.maskDirty = false;
+    } else {
+      // A temperature step: the mask, painted cells included, is reused as it is.
+      AttentionParams p;
+      p.temperature = sc.scene.params.temperature;
+      validateParams(p, s.heads(), s.tq(), s.tk());
+      c.params.temperature = p.temperature;
+    }
     std::fill(c.headFresh.begin(), c.headFresh.end(), 0);
     const auto t0 = Clock::now();
     // The head on screen first; every head when the average is shown.

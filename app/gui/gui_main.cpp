@@ -417,7 +417,7 @@ void reportTiming(App& app) {
     const double logTau =
         std::log(0.05) + (std::log(20.0) - std::log(0.05)) * (k / 30 % 2 ? 1 - u : u);
     s.scene.scene.params.temperature = float(std::exp(logTau));
-    markParamsDirty(s);  // what the slider does on a change
+    markTemperatureDirty(s);  // what the slider does on a change
     drag.push_back(runFrame(app, nullptr, true));
     softmax.push_back(s.timing.softmaxMs);
     compute.push_back(s.timing.computeMs);

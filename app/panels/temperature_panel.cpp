@@ -38,7 +38,7 @@ bool drawTemperaturePanel(AppState& s) {
   helpMarker(
       "Dividing the logits by a temperature sharpens (\xcf\x84 < 1) or flattens (\xcf\x84 > 1) "
       "every row. Only the softmax is recomputed from the cached scores: no matrix product.");
-  if (changed) markParamsDirty(s);
+  if (changed) markTemperatureDirty(s);
   return changed;
 }
 
