@@ -1,18 +1,24 @@
 #include "cli_common.h"
 
+#include "attnviz/mask_expr.h"
 #include "attnviz/npy.h"
 
+#include <cmath>
 #include <cstdio>
 #include <new>
 
 namespace attnviz::app {
 
 void addAttentionOptions(CLI::App& app, AttentionCliOptions& o) {
-  app.add_option(
-         "--mask", o.masks,
-         "causal | window:W | prefix:P | sink:S | pad:N (repeatable; combined as in DESIGN.md)")
+  app.add_option("--mask", o.masks,
+                 "causal | window:W | prefix:P | sink:S | pad:N | chunk:C | doc:0,0,1,1,... "
+                 "(repeatable; combined as in DESIGN.md)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--mask-expr", o.maskExpr,
+                 "mask_mod expression over q k i h Tq Tk doc_q doc_k; nonzero = may attend "
+                 "(e.g. 'k <= q && q - k < 128')");
+  app.add_option("--softcap", o.softcap, "logit softcap c > 0: s -> c tanh(s / c) (Gemma 2)");
   app.add_option("--mask-file", o.maskFile,
                  ".npy [T_q,T_k] or [H,T_q,T_k]: bool/uint8 = may attend, float = additive bias");
   app.add_flag("--alibi", o.alibi, "add ALiBi biases");
@@ -20,9 +26,60 @@ void addAttentionOptions(CLI::App& app, AttentionCliOptions& o) {
   app.add_option("--backend", o.backend, "cpu | gpu | auto");
 }
 
-AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk) {
+AttentionParams checkAttentionUsage(const AttentionCliOptions& o) {
   AttentionParams p;
   for (const std::string& m : o.masks) parseMaskOption(m, p.mask);
+  if (!o.maskExpr.empty()) {
+    try {
+      MaskExpr e(o.maskExpr);
+    } catch (const UsageError& e) {
+      throw UsageError("--mask-expr '" + o.maskExpr + "': " + e.what());
+    }
+    p.mask.expr = o.maskExpr;
+  }
+  if (!o.softcap.empty()) {
+    std::size_t used = 0;
+    double c = 0.0;
+    try {
+      c = std::stod(o.softcap, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != o.softcap.size() || !std::isfinite(c) || c <= 0.0 || c > 3.0e38) {
+      throw UsageError("--softcap " + o.softcap + ": expected a finite number c > 0");
+    }
+    p.mask.softcap = static_cast<float>(c);
+  }
+  return p;
+}
+
+void addBlocksOption(CLI::App& app, std::string& blocks) {
+  app.add_option("--blocks", blocks,
+                 "block sparsity for tiles of B x B (or BrxBc): prints the empty / partial / full "
+                 "tile counts and the work of a tiled kernel relative to dense");
+}
+
+std::vector<BlockSparsity> classifyEveryHead(const AttentionParams& p, int H, int Tq, int Tk,
+                                             BlockSize size) {
+  std::vector<BlockSparsity> out;
+  for (int h = 0; h < H; ++h) out.push_back(classifyBlocks(p.mask, H, h, Tq, Tk, size));
+  return out;
+}
+
+void printBlockCounts(const std::vector<BlockSparsity>& perHead) {
+  bool same = true;
+  for (const BlockSparsity& b : perHead) same = same && b.kinds == perHead.front().kinds;
+  if (same && !perHead.empty()) {
+    std::printf("%s%s\n", perHead.size() > 1 ? "every head: " : "",
+                describeBlocks(perHead.front()).c_str());
+    return;
+  }
+  for (std::size_t h = 0; h < perHead.size(); ++h)
+    std::printf("head %zu: %s\n", h, describeBlocks(perHead[h]).c_str());
+}
+
+AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk) {
+  AttentionParams p = checkAttentionUsage(o);
   p.mask.alibi = o.alibi;
   p.temperature = static_cast<float>(o.temperature);
   if (!o.maskFile.empty()) {

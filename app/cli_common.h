@@ -1,6 +1,7 @@
 // attnviz app: option handling shared by the headless subcommands.
 #pragma once
 
+#include "attnviz/blocks.h"
 #include "attnviz/mask.h"
 
 #include <CLI/CLI.hpp>
@@ -11,9 +12,11 @@
 
 namespace attnviz::app {
 
-// --mask (repeatable), --mask-file, --alibi, --temperature, --backend.
+// --mask (repeatable), --mask-expr, --softcap, --mask-file, --alibi, --temperature, --backend.
 struct AttentionCliOptions {
   std::vector<std::string> masks;
+  std::string maskExpr;
+  std::string softcap;  // text, parsed by checkAttentionUsage (so "0" is refused, not "off")
   std::string maskFile;
   bool alibi = false;
   double temperature = 1.0;
@@ -21,6 +24,20 @@ struct AttentionCliOptions {
 };
 
 void addAttentionOptions(CLI::App& app, AttentionCliOptions& o);
+
+// The checks that need no input file: --mask values, the expression compiles, --softcap is a
+// number > 0. Returns the mask terms they give. Throws UsageError.
+AttentionParams checkAttentionUsage(const AttentionCliOptions& o);
+
+// --blocks B or BrxBc: the tile size of the block-sparsity counts (and the export overlay).
+void addBlocksOption(CLI::App& app, std::string& blocks);
+
+// The tiles of every head's mask.
+std::vector<BlockSparsity> classifyEveryHead(const AttentionParams& p, int H, int Tq, int Tk,
+                                             BlockSize size);
+
+// One line per head "head h: blocks ...", or one line for every head when they agree.
+void printBlockCounts(const std::vector<BlockSparsity>& perHead);
 
 // Turns the options into engine parameters for [H, T_q, T_k] scores. Throws UsageError for a
 // malformed --mask, InputError for a bad mask file, wrong mask shape or temperature <= 0.

@@ -32,7 +32,7 @@ void printSummary(const AttentionResult& r, const std::string& backend, double m
 
 int runCompute(int argc, char** argv) {
   CLI::App app{"Multi-head attention on Q, K, V from .npy files", "compute"};
-  std::string q, k, v, scores, weights, out;
+  std::string q, k, v, scores, weights, out, blocks;
   AttentionCliOptions opts;
   app.add_option("--q", q, "queries [T_q, d_k] or [H, T_q, d_k]")->required();
   app.add_option("--k", k, "keys [T_k, d_k] or [H, T_k, d_k]")->required();
@@ -41,9 +41,13 @@ int runCompute(int argc, char** argv) {
   app.add_option("--scores", scores, "write the logits L (-inf where masked)");
   app.add_option("--weights", weights, "write the weights A");
   app.add_option("--out", out, "write the output O");
+  addBlocksOption(app, blocks);
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("compute", [&] {
+    // Bad usage is refused before any file is read.
+    checkAttentionUsage(opts);
+    const BlockSize blockSize = blocks.empty() ? BlockSize{} : parseBlockSize(blocks);
     int ndim = 3;
     const Tensor3 Q = loadTensorNpy(q, &ndim), K = loadTensorNpy(k), V = loadTensorNpy(v);
     const Dims d = validateInputs(Q, K, V);
@@ -67,6 +71,7 @@ int runCompute(int argc, char** argv) {
     if (!weights.empty()) saveNpy(weights, r.weights, as2d);
     if (!out.empty()) saveNpy(out, r.output, as2d);
     if (scores.empty() && weights.empty() && out.empty()) printSummary(r, engine->name(), ms);
+    if (!blocks.empty()) printBlockCounts(classifyEveryHead(params, d.H, d.Tq, d.Tk, blockSize));
     return 0;
   });
 }

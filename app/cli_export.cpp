@@ -50,6 +50,10 @@ AttentionParams mergeParams(const AttentionParams& scene, const AttentionParams&
   if (c.prefix > 0) p.mask.prefix = c.prefix;
   if (c.sink > 0) p.mask.sink = c.sink;
   if (c.pad > 0) p.mask.pad = c.pad;
+  if (c.chunk > 0) p.mask.chunk = c.chunk;
+  if (!c.docs.empty()) p.mask.docs = c.docs;
+  if (!c.expr.empty()) p.mask.expr = c.expr;
+  if (c.softcap > 0.0f) p.mask.softcap = c.softcap;
   p.mask.alibi = p.mask.alibi || c.alibi;
   if (c.customKind != MaskSpec::Custom::None) {
     p.mask.customKind = c.customKind;
@@ -63,7 +67,7 @@ AttentionParams mergeParams(const AttentionParams& scene, const AttentionParams&
 
 int runExport(int argc, char** argv) {
   CLI::App app{"Export an attention heatmap as a PNG (no display needed)", "export"};
-  std::string scenePath, q, k, v, png, head = "0", stage = "weights", colormap, title;
+  std::string scenePath, q, k, v, png, head = "0", stage = "weights", colormap, title, blocks;
   int cell = 0, width = 0, columns = 0;
   bool bare = false, noLabels = false;
   AttentionCliOptions opts;
@@ -89,6 +93,7 @@ int runExport(int argc, char** argv) {
   app.add_option("--title", title, "title text instead of the generated one");
   app.add_flag("--no-labels", noLabels, "no token labels or axis titles");
   app.add_option("--columns", columns, "panels per row with --head all (default: by shape)");
+  addBlocksOption(app, blocks);
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("export", [&] {
@@ -97,6 +102,8 @@ int runExport(int argc, char** argv) {
     if (!fromScene && (q.empty() || k.empty() || v.empty()))
       throw UsageError("give --scene SCENE.json, or all three of --q, --k and --v");
     const int headIndex = parseHead(head);
+    checkAttentionUsage(opts);
+    const BlockSize blockSize = blocks.empty() ? BlockSize{} : parseBlockSize(blocks);
     ExportOptions eo;
     eo.stage = stage == "scores" ? ExportStage::Scores : ExportStage::Weights;
     if (colormap.empty()) {
@@ -176,6 +183,15 @@ int runExport(int argc, char** argv) {
       desc = std::string(modeName(scene->mode)) + " \xC2\xB7 ";
     desc += "mask: " + describeMask(params.mask) +
             " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
+    if (!blocks.empty()) {
+      data.blocks = classifyEveryHead(params, d.H, d.Tq, d.Tk, blockSize);
+      printBlockCounts(data.blocks);
+      char work[64];
+      const BlockSparsity& b = data.blocks[std::size_t(std::max(headIndex, 0))];
+      std::snprintf(work, sizeof work, " \xC2\xB7 %dx%d tiles: %.0f%% of dense work", b.size.rows,
+                    b.size.cols, 100.0 * b.workFraction());
+      desc += work;
+    }
     data.description = desc;
 
     const Image img = renderExport(data, eo);

@@ -52,10 +52,16 @@ RowMask rowMask(const MaskSpec& m, int i, int Tq, int Tk) {
 
 // Fills `logits` (length Tk) for row i of head h with the biased scores S + b, -inf where
 // masked. The temperature is applied later, after the row maximum is subtracted.
-void rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h, int i,
-               int Tq, int Tk) {
+void rowLogits(const float* scaled, float* logits, const AttentionParams& p, const ExprGrid* grid,
+               float slope, int h, int i, int Tq, int Tk) {
   const MaskSpec& m = p.mask;
   ArrayMap L(logits, Tk);
+  // Softcap first: every later step reads the capped score c tanh(s / c).
+  const float* s = scaled;
+  if (m.softcap > 0.0f) {
+    for (int j = 0; j < Tk; ++j) logits[j] = softcapScore(scaled[j], m.softcap);
+    s = logits;
+  }
   const float* custom = nullptr;
   if (m.customKind != MaskSpec::Custom::None) {
     custom = m.custom.head(m.custom.heads == 1 ? 0 : h) + std::size_t(i) * Tk;
@@ -79,6 +85,22 @@ void rowLogits(const float* s, float* logits, const AttentionParams& p, float sl
   }
   if (custom && m.customKind == MaskSpec::Custom::Allow) {
     for (int j = 0; j < Tk; ++j) logits[j] = custom[j] == 0.0f ? kNegInf : logits[j];
+  }
+  // The and-terms: the query's chunk, its document, the expression.
+  const int pos = queryPosition(i, Tq, Tk);
+  if (m.chunk > 0) {
+    const int c0 = pos >= 0 ? pos / m.chunk * m.chunk : Tk;  // a position before the keys: none
+    std::fill(logits, logits + std::clamp(c0, 0, Tk), kNegInf);
+    const int c1 = c0 >= Tk ? Tk : std::min<long long>(Tk, (long long)c0 + m.chunk);
+    std::fill(logits + std::clamp(c1, 0, Tk), logits + Tk, kNegInf);
+  }
+  if (!m.docs.empty()) {
+    const int d = pos >= 0 && pos < Tk ? m.docs[std::size_t(pos)] : -1;
+    for (int j = 0; j < Tk; ++j) logits[j] = m.docs[std::size_t(j)] == d ? logits[j] : kNegInf;
+  }
+  if (grid) {
+    const std::uint8_t* e = grid->row(h, i);
+    for (int j = 0; j < Tk; ++j) logits[j] = e[j] ? logits[j] : kNegInf;
   }
 }
 
@@ -166,9 +188,10 @@ class CpuEngine final : public AttentionEngine {
     validateParams(p, d.H, d.Tq, d.Tk);
     const std::vector<int> hs = resolve(heads);
     const std::vector<float> slopes = alibiSlopes(d.H);
+    const ExprGrid* grid = exprGrid(p.mask, d.H, d.Tq, d.Tk);
     detail::parallelFor(taskCount(hs), [&](int t) {
       const auto [h, r0, r1] = task(hs, t);
-      softmaxBlock(p, slopes, h, r0, r1);
+      softmaxBlock(p, grid, slopes, h, r0, r1);
     });
   }
 
@@ -189,11 +212,12 @@ class CpuEngine final : public AttentionEngine {
     v_ = v;
     allocate(d);
     const std::vector<float> slopes = alibiSlopes(d.H);
+    const ExprGrid* grid = exprGrid(p.mask, d.H, d.Tq, d.Tk);
     // Fused per block: the block of S is still in cache when the softmax and A V read it.
     detail::parallelFor(taskCount(allHeads()), [&](int t) {
       const auto [h, r0, r1] = task(allHeads(), t);
       scoresBlock(h, r0, r1);
-      softmaxBlock(p, slopes, h, r0, r1);
+      softmaxBlock(p, grid, slopes, h, r0, r1);
       outputBlock(h, r0, r1);
     });
   }
@@ -256,8 +280,8 @@ class CpuEngine final : public AttentionEngine {
     }
   }
 
-  void softmaxBlock(const AttentionParams& p, const std::vector<float>& slopes, int h, int r0,
-                    int r1) {
+  void softmaxBlock(const AttentionParams& p, const ExprGrid* grid,
+                    const std::vector<float>& slopes, int h, int r0, int r1) {
     const Dims& d = res_.dims;
     // Aligned scratch: the vectorised reductions then split the row the same way in every
     // thread and every run, so results are bit-for-bit reproducible.
@@ -265,7 +289,7 @@ class CpuEngine final : public AttentionEngine {
     logits.resize(std::size_t(d.Tk));
     scratch.resize(std::size_t(d.Tk));
     for (int i = r0; i < r1; ++i) {
-      rowLogits(&res_.scaled.at(h, i, 0), logits.data(), p, slopes[h], h, i, d.Tq, d.Tk);
+      rowLogits(&res_.scaled.at(h, i, 0), logits.data(), p, grid, slopes[h], h, i, d.Tq, d.Tk);
       res_.rows[std::size_t(h) * d.Tq + i] =
           rowSoftmax(logits.data(), scratch.data(), &res_.weights.at(h, i, 0), d.Tk, p.temperature);
     }
@@ -336,10 +360,11 @@ Tensor3 computeLogits(const Tensor3& scaled, const AttentionParams& p) {
   validateParams(p, H, Tq, Tk);
   Tensor3 out(H, Tq, Tk);
   const std::vector<float> slopes = alibiSlopes(H);
+  const ExprGrid* grid = exprGrid(p.mask, H, Tq, Tk);
   detail::parallelFor(H, [&](int h) {
     for (int i = 0; i < Tq; ++i) {
       float* row = &out.at(h, i, 0);
-      rowLogits(scaled.head(h) + std::size_t(i) * Tk, row, p, slopes[h], h, i, Tq, Tk);
+      rowLogits(scaled.head(h) + std::size_t(i) * Tk, row, p, grid, slopes[h], h, i, Tq, Tk);
       applyTemperature(row, Tk, p.temperature);
     }
   });
@@ -351,7 +376,7 @@ float logitAt(const Tensor3& scaled, const AttentionParams& p, const std::vector
   const int Tq = scaled.rows, Tk = scaled.cols;
   if (!maskAllowed(p.mask, h, i, j, Tq, Tk)) return kNegInf;
   const float slope = h < static_cast<int>(slopes.size()) ? slopes[h] : 0.0f;
-  float x = scaled.at(h, i, j);
+  float x = softcapScore(scaled.at(h, i, j), p.mask.softcap);
   if (p.mask.alibi) x -= slope * std::fabs(static_cast<float>(queryPosition(i, Tq, Tk) - j));
   if (p.mask.customKind == MaskSpec::Custom::Bias) {
     x += p.mask.custom.at(p.mask.custom.heads == 1 ? 0 : h, i, j);

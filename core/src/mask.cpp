@@ -1,6 +1,10 @@
 #include "attnviz/mask.h"
 
+#include "attnviz/mask_expr.h"
+
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -26,6 +30,14 @@ int parseCount(const std::string& text, const std::string& kind, int minimum) {
 
 bool startsWith(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 
+// floor(a / b) for b > 0, also for negative a (a query position before the keys).
+int floorDiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// The document of a position: -1 (none) outside the key sequence.
+int docOf(const std::vector<int>& docs, int pos) {
+  return pos >= 0 && pos < static_cast<int>(docs.size()) ? docs[std::size_t(pos)] : -1;
+}
+
 }  // namespace
 
 void parseMaskOption(const std::string& text, MaskSpec& spec) {
@@ -39,9 +51,76 @@ void parseMaskOption(const std::string& text, MaskSpec& spec) {
     spec.sink = parseCount(text, "sink", 0);
   } else if (startsWith(text, "pad:")) {
     spec.pad = parseCount(text, "pad", 0);
+  } else if (startsWith(text, "chunk:")) {
+    spec.chunk = parseCount(text, "chunk", 1);
+  } else if (startsWith(text, "doc:")) {
+    try {
+      spec.docs = parseDocIds(text.substr(4));
+    } catch (const UsageError& e) {
+      throw UsageError("--mask doc: " + std::string(e.what()));
+    }
   } else {
-    throw UsageError("--mask " + text + ": expected causal, window:W, prefix:P, sink:S or pad:N");
+    throw UsageError("--mask " + text +
+                     ": expected causal, window:W, prefix:P, sink:S, pad:N, chunk:C or "
+                     "doc:ID,ID,...");
   }
+}
+
+std::vector<int> parseDocIds(const std::string& text) {
+  std::vector<int> ids;
+  std::size_t pos = 0;
+  while (true) {
+    std::size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(pos, end - pos);
+    const auto first = item.find_first_not_of(' ');
+    const auto last = item.find_last_not_of(' ');
+    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    std::size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 0 || v > std::numeric_limits<int>::max()) {
+      throw UsageError("expected document ids as integers >= 0 separated by commas, got '" +
+                       item + "' at id " + std::to_string(ids.size()));
+    }
+    ids.push_back(static_cast<int>(v));
+    if (end == text.size()) break;
+    pos = end + 1;
+  }
+  return ids;
+}
+
+std::string formatDocIds(const std::vector<int>& docs) {
+  std::string s;
+  for (std::size_t n = 0; n < docs.size(); ++n) s += (n ? "," : "") + std::to_string(docs[n]);
+  return s;
+}
+
+const ExprGrid* exprGrid(const MaskSpec& m, int H, int Tq, int Tk) {
+  if (m.expr.empty()) return nullptr;
+  const ExprGrid* g = m.exprCache.get();
+  if (g && g->text == m.expr && g->Tq == Tq && g->Tk == Tk && (g->heads == 1 || g->heads >= H) &&
+      (!g->usesDocs || g->docs == m.docs)) {
+    return g;
+  }
+  const MaskExpr e(m.expr);
+  auto grid = std::make_shared<ExprGrid>();
+  grid->text = m.expr;
+  grid->heads = e.usesHead() ? std::max(H, 1) : 1;
+  grid->Tq = Tq;
+  grid->Tk = Tk;
+  grid->usesDocs = e.usesDocs();
+  if (grid->usesDocs) grid->docs = m.docs;
+  grid->allowed.resize(std::size_t(grid->heads) * Tq * Tk);
+  for (int h = 0; h < grid->heads; ++h) {
+    e.evaluate(h, Tq, Tk, m.docs, grid->allowed.data() + std::size_t(h) * Tq * Tk);
+  }
+  m.exprCache = std::move(grid);
+  return m.exprCache.get();
 }
 
 std::string describeMask(const MaskSpec& m) {
@@ -56,6 +135,18 @@ std::string describeMask(const MaskSpec& m) {
   if (m.prefix > 0) add("prefix:" + std::to_string(m.prefix));
   if (m.sink > 0) add("sink:" + std::to_string(m.sink));
   if (m.pad > 0) add("pad:" + std::to_string(m.pad));
+  if (m.chunk > 0) add("chunk:" + std::to_string(m.chunk));
+  if (!m.docs.empty()) {
+    int n = 0;
+    for (std::size_t k = 0; k < m.docs.size(); ++k) n += k == 0 || m.docs[k] != m.docs[k - 1];
+    add("doc (" + std::to_string(n) + (n == 1 ? " run)" : " runs)"));
+  }
+  if (!m.expr.empty()) add("expr: " + m.expr);
+  if (m.softcap > 0.0f) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "softcap %g", double(m.softcap));
+    add(buf);
+  }
   if (m.alibi) add("ALiBi");
   if (m.customKind == MaskSpec::Custom::Allow) add("custom mask");
   if (m.customKind == MaskSpec::Custom::Bias) add("custom bias");
@@ -70,8 +161,23 @@ void validateParams(const AttentionParams& p, int H, int Tq, int Tk) {
     throw InputError(s.str());
   }
   const MaskSpec& m = p.mask;
-  if (m.window < 0 || m.prefix < 0 || m.sink < 0 || m.pad < 0) {
+  if (m.window < 0 || m.prefix < 0 || m.sink < 0 || m.pad < 0 || m.chunk < 0) {
     throw InputError("mask parameters must be >= 0");
+  }
+  if (!std::isfinite(m.softcap) || m.softcap < 0.0f) {
+    throw UsageError("softcap must be a finite number > 0 (0 = off)");
+  }
+  if (!m.docs.empty() && static_cast<int>(m.docs.size()) != Tk) {
+    throw UsageError("--mask doc: " + std::to_string(m.docs.size()) +
+                     " document ids given, but there are " + std::to_string(Tk) +
+                     " key positions (one id per key)");
+  }
+  if (!m.expr.empty()) {
+    try {
+      exprGrid(m, H, Tq, Tk);
+    } catch (const UsageError& e) {
+      throw UsageError("--mask-expr '" + m.expr + "': " + e.what());
+    }
   }
   if (m.customKind != MaskSpec::Custom::None) {
     const Tensor3& c = m.custom;
@@ -111,21 +217,59 @@ std::vector<float> alibiSlopes(int H) {
   return out;
 }
 
-bool maskAllowed(const MaskSpec& m, int h, int i, int j, int Tq, int Tk) {
-  const int p = queryPosition(i, Tq, Tk);
+namespace {
+
+// The terms of one query row that do not depend on the key.
+struct RowTerms {
+  int p = 0;                          // the query's position
+  const float* custom = nullptr;      // the custom matrix's row, if any
+  const std::uint8_t* expr = nullptr;  // the expression grid's row, if any
+  int docQ = 0, chunkQ = 0;
+};
+
+RowTerms rowTerms(const MaskSpec& m, const ExprGrid* grid, int h, int i, int Tq, int Tk) {
+  RowTerms r;
+  r.p = queryPosition(i, Tq, Tk);
+  if (m.customKind != MaskSpec::Custom::None) {
+    r.custom = m.custom.head(m.custom.heads == 1 ? 0 : h) + std::size_t(i) * Tk;
+  }
+  if (grid) r.expr = grid->row(h, i);
+  if (!m.docs.empty()) r.docQ = docOf(m.docs, r.p);
+  if (m.chunk > 0) r.chunkQ = floorDiv(r.p, m.chunk);
+  return r;
+}
+
+// DESIGN.md's combination rule for key j.
+bool cellAllowed(const MaskSpec& m, const RowTerms& r, int j, int Tk) {
+  const int p = r.p;
   const bool causal = !m.causal || j <= p;
   const bool window = m.window <= 0 || (j > p - m.window && j <= p);
   const bool prefix = m.prefix > 0 && j < m.prefix;
   const bool sink = m.sink > 0 && j < m.sink;
   const bool pad = m.pad > 0 && j >= Tk - m.pad;
   bool custom = true;
-  if (m.customKind != MaskSpec::Custom::None) {
-    const int ch = m.custom.heads == 1 ? 0 : h;
-    const float v = m.custom.at(ch, i, j);
-    custom = m.customKind == MaskSpec::Custom::Allow ? v != 0.0f
-                                                     : v != -std::numeric_limits<float>::infinity();
+  if (r.custom) {
+    custom = m.customKind == MaskSpec::Custom::Allow
+                 ? r.custom[j] != 0.0f
+                 : r.custom[j] != -std::numeric_limits<float>::infinity();
   }
-  return ((causal && window) || prefix || sink) && !pad && custom;
+  const bool chunk = m.chunk <= 0 || floorDiv(j, m.chunk) == r.chunkQ;
+  const bool doc = m.docs.empty() || (r.docQ >= 0 && docOf(m.docs, j) == r.docQ);
+  const bool expr = !r.expr || r.expr[j] != 0;
+  return ((causal && window) || prefix || sink) && !pad && custom && chunk && doc && expr;
+}
+
+}  // namespace
+
+bool maskAllowed(const MaskSpec& m, int h, int i, int j, int Tq, int Tk) {
+  const ExprGrid* grid = m.expr.empty() ? nullptr : exprGrid(m, h + 1, Tq, Tk);
+  return cellAllowed(m, rowTerms(m, grid, h, i, Tq, Tk), j, Tk);
+}
+
+void allowedRow(const MaskSpec& m, const ExprGrid* grid, int h, int i, int Tq, int Tk,
+                std::uint8_t* out) {
+  const RowTerms r = rowTerms(m, grid, h, i, Tq, Tk);
+  for (int j = 0; j < Tk; ++j) out[j] = cellAllowed(m, r, j, Tk) ? 1 : 0;
 }
 
 float maskBias(const MaskSpec& m, const std::vector<float>& slopes, int h, int i, int j, int Tq,

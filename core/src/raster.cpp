@@ -231,6 +231,7 @@ struct Source {
   ColormapId cmap;
   float range;  // scores: m of [-m, m]
   int Tq, Tk;
+  const std::vector<BlockSparsity>* blocks = nullptr;  // overlay per head, if any
 
   bool masked(int h, int i, int j) const {
     return logits && logits->at(h, i, j) == -std::numeric_limits<float>::infinity();
@@ -312,6 +313,25 @@ DrawFn pooledHeatmapOp(const Source& src, int h, long x, long y, const Grid& g) 
   };
 }
 
+// The block-sparsity overlay of one head at (x, y): each tile outlined, 1 pixel inside its
+// cells, in its kind's colour.
+DrawFn blocksOp(const BlockSparsity& b, long x, long y, const Grid& g, int Tq, int Tk) {
+  return [b, x, y, g, Tq, Tk](Image& im, long ox, long oy) {
+    for (int r = 0; r < b.tileRows; ++r)
+      for (int c = 0; c < b.tileCols; ++c) {
+        const int i0 = r * b.size.rows, i1 = std::min(Tq, i0 + b.size.rows);
+        const int j0 = c * b.size.cols, j1 = std::min(Tk, j0 + b.size.cols);
+        const long x0 = ox + x + g.keyX(j0), x1 = ox + x + g.keyX(j1 - 1) + g.cell;
+        const long y0 = oy + y + g.queryY(i0), y1 = oy + y + g.queryY(i1 - 1) + g.rowPx();
+        const RGBA8 col = blockColor(b.at(r, c));
+        fillRect(im, x0, y0, x1 - x0, 1, col);
+        fillRect(im, x0, y1 - 1, x1 - x0, 1, col);
+        fillRect(im, x0, y0, 1, y1 - y0, col);
+        fillRect(im, x1 - 1, y0, 1, y1 - y0, col);
+      }
+  };
+}
+
 // Singular or plural: "1 query", "4 queries".
 std::string countOf(int n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -362,6 +382,8 @@ Canvas buildPanel(const Source& src, int h, const Grid& grid, const Labels& labe
   const long heatW = grid.width(src.Tk), heatH = grid.height(src.Tq);
   c.op(0, 0, heatW, heatH,
        grid.pooled() ? pooledHeatmapOp(src, h, 0, 0, grid) : heatmapOp(src, h, 0, 0, cell, true));
+  if (src.blocks && h < int(src.blocks->size()))
+    c.op(0, 0, heatW, heatH, blocksOp((*src.blocks)[std::size_t(h)], 0, 0, grid, src.Tq, src.Tk));
   c.frame(0, 0, heatW, heatH, kLine);
 
   long topExtent = 1;  // how far above the heatmap things reach
@@ -620,6 +642,12 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     for (int h = 0; h < H; ++h) heads.push_back(h);
 
   Source src{values, data.logits, opt.stage, opt.colormap, 1.0f, Tq, Tk};
+  if (!data.blocks.empty()) {
+    if (int(data.blocks.size()) != H)
+      throw InputError("export: block overlay for " + std::to_string(data.blocks.size()) +
+                       " heads, the data has " + std::to_string(H));
+    src.blocks = &data.blocks;
+  }
   bool anyMasked = false;
   float m = 0;
   for (int h : heads)
@@ -642,6 +670,11 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     img.width = int(w), img.height = int(hgt);
     img.rgba.assign(std::size_t(w) * std::size_t(hgt) * 4, 255);
     heatmapOp(src, heads[0], 0, 0, cell, false)(img, 0, 0);
+    if (src.blocks) {
+      Grid g;
+      g.cell = cell;
+      blocksOp(data.blocks[std::size_t(heads[0])], 0, 0, g, Tq, Tk)(img, 0, 0);
+    }
     return img;
   }
 

@@ -1,6 +1,7 @@
 // attnviz core: the CPU heatmap rasterizer behind PNG export (no GL, no window).
 #pragma once
 
+#include "attnviz/blocks.h"
 #include "attnviz/colormap.h"
 #include "attnviz/tensor.h"
 
@@ -39,6 +40,9 @@ struct ExportData {
   const Tensor3* logits = nullptr;   // [H, T_q, T_k]; -inf marks masked cells (required)
   std::vector<std::string> queryTokens, keyTokens;  // may be empty: indices are used
   std::string description;                          // e.g. "causal + window:4, tau = 1" for titles
+  // Block-sparsity overlay, one per head (empty: none). Each tile is outlined, inside its cells,
+  // in blockColor(kind); bare exports get it too.
+  std::vector<BlockSparsity> blocks;
 };
 
 // Renders the figure. Throws UsageError for a head out of range, --bare with every head, or an
