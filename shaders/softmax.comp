@@ -1,6 +1,7 @@
 // attnviz: bias, mask, temperature and a numerically stable softmax, one workgroup per query row.
 //
-//   L_ij = (S_ij + b_ij) / tau, exactly -inf where masked      (DESIGN.md)
+//   L_ij = (cap(S_ij) + b_ij) / tau, exactly -inf where masked      (DESIGN.md)
+// with cap(s) = c tanh(s / c) when a softcap c is set, else s.
 //   A_ij = exp(L_ij - max_j L) / sum_j exp(L_ij - max_j L)
 // computed as the CPU engine does: z = S + b, then exp((z - max z) / tau), so that a tiny tau
 // stays finite (the top key gets exp(0), the others exp(-gap / tau), possibly 0).
@@ -20,6 +21,8 @@ layout(std430, binding = 0) readonly buffer Scaled { float s[]; };    // rows of
 layout(std430, binding = 1) buffer Weights { float w[]; };            // rows of [T_q, T_k]
 layout(std430, binding = 2) readonly buffer Custom { float cm[]; };   // rows of [T_q, T_k]
 layout(std430, binding = 3) writeonly buffer Rows { float rs[]; };    // 4 per row
+layout(std430, binding = 4) readonly buffer Docs { int docs[]; };     // a document id per key
+layout(std430, binding = 5) readonly buffer Expr { float em[]; };     // rows of [T_q, T_k], 0/1
 
 layout(location = 0) uniform int uTq;
 layout(location = 1) uniform int uTk;
@@ -39,6 +42,11 @@ layout(location = 12) uniform int uPad;       // 0 = off
 layout(location = 13) uniform int uAlibi;     // 0 / 1
 layout(location = 14) uniform float uSlope;   // this head's ALiBi slope m_h
 layout(location = 15) uniform int uCustom;    // 0 none, 1 allow (nonzero = may attend), 2 bias
+layout(location = 18) uniform int uChunk;     // C, 0 = off: floor(j / C) == floor(p / C)
+layout(location = 19) uniform float uSoftcap; // c, 0 = off
+layout(location = 20) uniform int uDoc;       // 0 / 1: docs[p] == docs[j]
+layout(location = 21) uniform int uExpr;      // 0 / 1: the expression's grid, em != 0
+layout(location = 22) uniform int uEOff;
 
 shared float redF[WG];
 shared float redG[WG];
@@ -57,9 +65,15 @@ float logit(int base, int j, int p) {
   float cv = 0.0;
   if (uCustom != 0) cv = cm[uCOff + base + j];
   if (uCustom == 1 && cv == 0.0) ok = false;
+  // The and-terms. A query position before the keys (T_q > T_k) has no chunk and no document.
+  if (uChunk > 0) ok = ok && p >= 0 && (j / uChunk) == (p / uChunk);
+  if (uDoc != 0) ok = ok && p >= 0 && docs[j] == docs[p];
+  if (uExpr != 0) ok = ok && em[uEOff + base + j] != 0.0;
   if (!ok) return kNegInf;
-  // Same order of operations as the CPU engine: ALiBi, then the float mask.
+  // Same order of operations as the CPU engine: softcap, ALiBi, then the float mask.
   float z = s[uSOff + base + j];
+  // tanh is exactly +-1 in float32 past |x| = 9.1; the clamp keeps exp-based tanh finite.
+  if (uSoftcap > 0.0) z = uSoftcap * tanh(clamp(z / uSoftcap, -15.0, 15.0));
   if (uAlibi != 0) z -= uSlope * float(abs(p - j));
   if (uCustom == 2) z += cv;
   return z;

@@ -7,6 +7,10 @@
 //   O_i  = sum_j A_ij v_j
 //   p_i  = i + (T_k - T_q)   (bottom-right alignment of the queries)
 //   allowed(i,j) = [ (causal AND window) OR prefix OR sink ] AND NOT pad AND custom
+//                  AND chunk AND doc AND expr
+//   chunk: floor(j / C) == floor(p_i / C); doc: doc(p_i) == doc(j) (a position outside the keys
+//   has no document); expr: the test supplies the predicate the expression text stands for.
+//   softcap c: the scaled score s becomes c tanh(s / c) before bias, mask and tau.
 // ALiBi slopes follow the recipe published with the ALiBi paper (Press et al., get_slopes):
 // a geometric sequence starting at 2^(-8/n) for n a power of two; otherwise the slopes of the
 // closest lower power of two followed by every other slope of twice that power.
@@ -21,7 +25,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <stdexcept>
 #include <random>
 #include <vector>
 
@@ -51,7 +57,11 @@ inline std::vector<double> alibiSlopes(int n) {
 
 // --- the mask rule --------------------------------------------------------------------------
 
-inline bool allowed(const MaskSpec& m, int h, int i, int j, int Tq, int Tk) {
+// What a mask expression means, written in C++ by the test: (h, i, j, T_q, T_k) -> may attend.
+using ExprRef = std::function<bool(int h, int i, int j, int Tq, int Tk)>;
+
+inline bool allowed(const MaskSpec& m, int h, int i, int j, int Tq, int Tk,
+                    const ExprRef& expr = {}) {
   const long long p = (long long)i + (Tk - Tq);
   const bool causal = m.causal ? (j <= p) : true;
   const bool window = m.window > 0 ? (p - m.window < j && j <= p) : true;
@@ -63,7 +73,16 @@ inline bool allowed(const MaskSpec& m, int h, int i, int j, int Tq, int Tk) {
     const int ch = m.custom.heads == 1 ? 0 : h;
     custom = m.custom.at(ch, i, j) != 0.0f;
   }
-  return ((causal && window) || prefix || sink) && !pad && custom;
+  const bool chunk =
+      m.chunk > 0 ? std::floor(double(j) / m.chunk) == std::floor(double(p) / m.chunk) : true;
+  bool doc = true;
+  if (!m.docs.empty()) doc = p >= 0 && p < Tk && m.docs.at(std::size_t(p)) == m.docs.at(std::size_t(j));
+  bool ex = true;
+  if (!m.expr.empty()) {
+    if (!expr) throw std::logic_error("reference: the mask has an expression but no ExprRef");
+    ex = expr(h, i, j, Tq, Tk);
+  }
+  return ((causal && window) || prefix || sink) && !pad && custom && chunk && doc && ex;
 }
 
 inline double bias(const MaskSpec& m, const std::vector<double>& slopes, int h, int i, int j,
@@ -102,7 +121,7 @@ struct Result {
 };
 
 inline Result attention(const Tensor3& q, const Tensor3& k, const Tensor3& v,
-                        const AttentionParams& p) {
+                        const AttentionParams& p, const ExprRef& expr = {}) {
   Result r;
   r.H = q.heads;
   r.Tq = q.rows;
@@ -125,8 +144,11 @@ inline Result attention(const Tensor3& q, const Tensor3& k, const Tensor3& v,
         for (int c = 0; c < dk; ++c) dot += double(q.at(h, i, c)) * double(k.at(h, j, c));
         const double s = dot / std::sqrt(double(dk));
         r.scaled[base + j] = s;
+        const double c = p.mask.softcap;
+        const double capped = c > 0 ? c * std::tanh(s / c) : s;
         double l = -kInf;
-        if (allowed(p.mask, h, i, j, Tq, Tk)) l = (s + bias(p.mask, slopes, h, i, j, Tq, Tk)) / tau;
+        if (allowed(p.mask, h, i, j, Tq, Tk, expr))
+          l = (capped + bias(p.mask, slopes, h, i, j, Tq, Tk)) / tau;
         r.logits[base + j] = l;
         if (l > mx) mx = l;
       }

@@ -2,6 +2,7 @@
 // NMSE <= 1e-7 and max abs error <= 1e-5 on the weights and the outputs; masked weights must
 // be exactly 0 on the GPU (checked against the reference mask rule, not the CPU); row stats agree.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -26,6 +27,7 @@ struct Case {
   int H, Tq, Tk, dk, dv;
   AttentionParams params;
   MaskSetup setup;  // builds the mask when the test runs (custom matrices can be large)
+  ref::ExprRef expr = {};  // what the mask's expression means, for the masked-cell check
 
   AttentionParams build(int Tq_, int Tk_) const {
     AttentionParams p = params;
@@ -67,6 +69,19 @@ Tensor3 biasMask(int heads, int Tq, int Tk, std::uint32_t seed) {
   return m;
 }
 
+// Document ids in runs of random length (1..20), seeded.
+std::vector<int> docRuns(int Tk, std::uint32_t seed) {
+  std::vector<int> d(static_cast<std::size_t>(Tk));
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> len(1, 20);
+  int doc = 0, left = len(gen);
+  for (int j = 0; j < Tk; ++j) {
+    if (left-- == 0) ++doc, left = len(gen) - 1;
+    d[std::size_t(j)] = doc;
+  }
+  return d;
+}
+
 AttentionParams params(float tau = 1.0f) {
   AttentionParams p;
   p.temperature = tau;
@@ -76,8 +91,9 @@ AttentionParams params(float tau = 1.0f) {
 std::vector<Case> cases() {
   std::vector<Case> c;
   auto add = [&](std::string name, int H, int Tq, int Tk, int dk, int dv, AttentionParams p,
-                 MaskSetup setup = {}) {
-    c.push_back({std::move(name), H, Tq, Tk, dk, dv, std::move(p), std::move(setup)});
+                 MaskSetup setup = {}, ref::ExprRef expr = {}) {
+    c.push_back(
+        {std::move(name), H, Tq, Tk, dk, dv, std::move(p), std::move(setup), std::move(expr)});
   };
   // Sizes that are not multiples of the 64-wide tiles or the 256-wide softmax workgroup.
   for (int T : {1, 7, 33, 129}) {
@@ -193,6 +209,71 @@ std::vector<Case> cases() {
       },
       1, 1000, 1000, 128);
 
+  // Round 2 kinds: chunk, documents, expressions, softcap; alone, across T_q != T_k (query
+  // positions before the keys when T_q > T_k), and combined with the others.
+  maskCase("Chunk16", [](MaskSpec& m, int, int, int) { m.chunk = 16; });
+  maskCase("ChunkCausal7_Cross_Tq33_Tk129", [](MaskSpec& m, int, int, int) {
+    m.chunk = 7;
+    m.causal = true;
+  }, 12, 33, 129);
+  maskCase("Chunk5_MoreQueriesThanKeys_Tq129_Tk33", [](MaskSpec& m, int, int, int) { m.chunk = 5; },
+           3, 129, 33);
+  maskCase("DocRuns", [](MaskSpec& m, int, int, int Tk) { m.docs = docRuns(Tk, 21); });
+  maskCase("DocCausalPad_Cross_Tq33_Tk129", [](MaskSpec& m, int, int, int Tk) {
+    m.docs = docRuns(Tk, 22);
+    m.causal = true;
+    m.pad = 6;
+  }, 12, 33, 129);
+  maskCase("Doc_MoreQueriesThanKeys_Tq129_Tk33",
+           [](MaskSpec& m, int, int, int Tk) { m.docs = docRuns(Tk, 23); }, 3, 129, 33);
+  add("ExprEvenDistance_H12_T129_d64", 12, 129, 129, 64, 64, params(),
+      [](MaskSpec& m, int, int, int) { m.expr = "(q - k) % 2 == 0"; },
+      [](int, int i, int j, int Tq, int Tk) { return ((i + Tk - Tq) - j) % 2 == 0; });
+  add("ExprPerHeadWindow_H12_T129_d64", 12, 129, 129, 64, 64, params(),
+      [](MaskSpec& m, int, int, int) { m.expr = "k <= q && q - k < 4 * (h + 1)"; },
+      [](int h, int i, int j, int Tq, int Tk) {
+        const int p = i + Tk - Tq;
+        return j <= p && p - j < 4 * (h + 1);
+      });
+  add("ExprDocCausal_Cross_H4_Tq33_Tk129_d64", 4, 33, 129, 64, 64, params(),
+      [](MaskSpec& m, int, int, int Tk) {
+        m.docs = docRuns(Tk, 24);
+        m.expr = "doc_q % 2 == 0 && doc_k <= doc_q && k <= q";
+      },
+      [](int, int i, int j, int Tq, int Tk) {
+        const std::vector<int> d = docRuns(Tk, 24);
+        const int p = i + Tk - Tq;
+        return d[std::size_t(p)] % 2 == 0 && d[std::size_t(j)] <= d[std::size_t(p)] && j <= p;
+      });
+  add("ExprGlobalPlusWindow_H1_T1000_d64", 1, 1000, 1000, 64, 64, params(),
+      [](MaskSpec& m, int, int, int) { m.expr = "k < 4 || q < 4 || abs(q - k) < 32"; },
+      [](int, int i, int j, int, int) { return j < 4 || i < 4 || std::abs(i - j) < 32; });
+  maskCase("Softcap5", [](MaskSpec& m, int, int, int) { m.softcap = 5.0f; });
+  maskCase("SoftcapHalfCausalAlibi", [](MaskSpec& m, int, int, int) {
+    m.softcap = 0.5f;
+    m.causal = true;
+    m.alibi = true;
+  });
+  {
+    AttentionParams p = params(0.1f);
+    p.mask.softcap = 2.0f;
+    p.mask.causal = true;
+    add("SoftcapTau0_1_H12_T129_d64", 12, 129, 129, 64, 64, p);
+  }
+  add("EveryNewKind_Cross_H12_Tq33_Tk129_d64", 12, 33, 129, 64, 64, params(),
+      [](MaskSpec& m, int, int, int Tk) {
+        m.causal = true;
+        m.window = 40;
+        m.prefix = 3;
+        m.pad = 4;
+        m.chunk = 32;
+        m.docs = docRuns(Tk, 25);
+        m.expr = "k % 3 != 1";
+        m.softcap = 3.0f;
+        m.alibi = true;
+      },
+      [](int, int, int j, int, int) { return j % 3 != 1; });
+
   // Temperature.
   const std::pair<float, const char*> taus[] = {{0.1f, "0_1"}, {1.0f, "1"}, {10.0f, "10"}};
   for (const auto& [tau, label] : taus) {
@@ -205,12 +286,13 @@ std::vector<Case> cases() {
 }
 
 // Every masked cell must be exactly 0 on the GPU: checked against the reference mask rule.
-::testing::AssertionResult maskedCellsAreZero(const Tensor3& w, const AttentionParams& p) {
+::testing::AssertionResult maskedCellsAreZero(const Tensor3& w, const AttentionParams& p,
+                                              const ref::ExprRef& expr) {
   const MaskSpec& m = p.mask;
   for (int h = 0; h < w.heads; ++h)
     for (int i = 0; i < w.rows; ++i)
       for (int j = 0; j < w.cols; ++j) {
-        bool masked = !ref::allowed(m, h, i, j, w.rows, w.cols);
+        bool masked = !ref::allowed(m, h, i, j, w.rows, w.cols, expr);
         if (m.customKind == MaskSpec::Custom::Bias) {
           masked = masked || m.custom.at(m.custom.heads == 1 ? 0 : h, i, j) == -kInf;
         }
@@ -267,7 +349,7 @@ TEST_P(GpuParity, MatchesCpuEngine) {
   EXPECT_TRUE(withinParity("scaled", got.scaled, want.scaled));
   EXPECT_TRUE(withinParity("weights", got.weights, want.weights));
   EXPECT_TRUE(withinParity("output", got.output, want.output));
-  EXPECT_TRUE(maskedCellsAreZero(got.weights, params));
+  EXPECT_TRUE(maskedCellsAreZero(got.weights, params, tc.expr));
   expectRowStatsMatch(got, want);
   EXPECT_EQ(got.fullyMaskedRows(), want.fullyMaskedRows());
 }

@@ -222,6 +222,18 @@ class GpuEngineImpl final : public GpuEngine {
       custom_.upload(m.custom.data.data(), m.custom.size() * 4);
     }
     const std::vector<float> slopes = m.alibi ? alibiSlopes(d.H) : std::vector<float>{};
+    // Documents: one id per key. The expression: its grid as 0/1 floats, uploaded when it changes.
+    if (!m.docs.empty()) {
+      ensure(docs_, m.docs.size() * 4, "the document ids");
+      docs_.upload(m.docs.data(), m.docs.size() * 4);
+    }
+    const ExprGrid* grid = exprGrid(m, d.H, d.Tq, d.Tk);
+    if (grid && grid != exprUploaded_.get()) {
+      const std::vector<float> cells(grid->allowed.begin(), grid->allowed.end());
+      ensure(expr_, cells.size() * 4, "the expression mask");
+      expr_.upload(cells.data(), cells.size() * 4);
+      exprUploaded_ = m.exprCache;
+    }
 
     glUseProgram(softmaxProg_.id());
     glUniform1i(0, d.Tq);
@@ -239,6 +251,15 @@ class GpuEngineImpl final : public GpuEngine {
     glUniform1i(12, m.pad);
     glUniform1i(13, m.alibi ? 1 : 0);
     glUniform1i(15, customKind);
+    glUniform1i(18, m.chunk);
+    glUniform1f(19, m.softcap);
+    glUniform1i(20, m.docs.empty() ? 0 : 1);
+    glUniform1i(21, grid ? 1 : 0);
+    if (!m.docs.empty()) {
+      glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 4, docs_.id(), 0, GLsizeiptr(m.docs.size() * 4));
+    } else {
+      glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 4, dummy_.id(), 0, 16);
+    }
     for (int h : headList(heads)) {
       glUniform1f(14, m.alibi ? slopes[std::size_t(h)] : 0.0f);
       const int ch = (customKind != 0 && m.custom.heads > 1) ? h : 0;
@@ -254,6 +275,13 @@ class GpuEngineImpl final : public GpuEngine {
         } else {
           glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 2, dummy_.id(), 0, 16);
           glUniform1i(5, 0);
+        }
+        if (grid) {
+          const int eh = grid->heads == 1 ? 0 : h;
+          glUniform1i(22, bind(5, expr_, (std::size_t(eh) * d.Tq + r0) * d.Tk, n));
+        } else {
+          glBindBufferRange(GL_SHADER_STORAGE_BUFFER, 5, dummy_.id(), 0, 16);
+          glUniform1i(22, 0);
         }
         glUniform1i(6, bind(3, rows_, row * 4, std::size_t(rows) * 4));
         glDispatchCompute(GLuint(rows), 1, 1);
@@ -378,6 +406,9 @@ class GpuEngineImpl final : public GpuEngine {
   GlBuffer o_;          // [H,T_q,d_v]
   GlBuffer rows_;       // [H*T_q, 4]
   GlBuffer custom_;     // [1 or H, T_q, T_k]
+  GlBuffer docs_;       // [T_k] int: document ids
+  GlBuffer expr_;       // [1 or H, T_q, T_k] 0/1: the expression's grid
+  std::shared_ptr<const ExprGrid> exprUploaded_;  // the grid expr_ holds
   GlBuffer overflow_;   // [H] uint: Q K^T overflowed in that head
   Dims dims_;
   int rowTile_ = 1;
