@@ -287,5 +287,66 @@ TEST(CliExportErrors, AnExistingFileIsUntouchedByAFailedExportAndReplacedByAGood
   EXPECT_EQ(files, 1);
 }
 
+// --blocks: every tile outlined, inside its cells, in its kind's colour; the kind counted here
+// cell by cell with the reference rule. The cells inside the outline keep their colours.
+TEST(CliExportBlocks, OverlayOutlinesEachTileInTheColourOfABruteForceKind) {
+  TempDir dir;
+  const Inputs in = writeInputs(dir, 1, 12, 12, 8, 31);
+  const CliRun r = runExport(
+      qkv(in) + std::vector<std::string>{"--mask", "causal", "--mask", "chunk:8", "--bare",
+                                         "--cell", "4", "--blocks", "4", "--png", dir / "b.png"},
+      dir);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("blocks 4x4: 9 tiles"), std::string::npos) << r.out;
+  const Image img = decodePng(dir / "b.png");
+  ASSERT_EQ(img.width, 48);
+  MaskSpec m;
+  m.causal = true;
+  m.chunk = 8;
+  int kinds[3] = {0, 0, 0};
+  for (int tr = 0; tr < 3; ++tr)
+    for (int tc = 0; tc < 3; ++tc) {
+      int yes = 0;
+      for (int i = tr * 4; i < tr * 4 + 4; ++i)
+        for (int j = tc * 4; j < tc * 4 + 4; ++j) yes += ref::allowed(m, 0, i, j, 12, 12);
+      const BlockKind want = yes == 0 ? BlockKind::Empty : yes == 16 ? BlockKind::Full
+                                                                     : BlockKind::Partial;
+      ++kinds[int(want)];
+      const int x0 = tc * 16, y0 = tr * 16;
+      for (const auto& [x, y] : {std::pair{x0, y0}, std::pair{x0 + 15, y0 + 15},
+                                 std::pair{x0 + 7, y0}, std::pair{x0, y0 + 9}})
+        EXPECT_EQ(img.pixel(x, y), blockColor(want)) << "tile (" << tr << ", " << tc << ")";
+      // The centre of the tile's second cell on the diagonal is a cell colour, not overlay.
+      const int i = tr * 4 + 1, j = tc * 4 + 1;
+      if (!ref::allowed(m, 0, i, j, 12, 12))
+        EXPECT_EQ(img.pixel(j * 4 + 2, i * 4 + 2), kMaskedColor) << i << "," << j;
+    }
+  EXPECT_GT(kinds[int(BlockKind::Empty)], 0);
+  EXPECT_GT(kinds[int(BlockKind::Partial)], 0);
+  EXPECT_GT(kinds[int(BlockKind::Full)], 0);
+}
+
+TEST(CliExportBlocks, LabelledFigureWithOverlayAndNewKinds) {
+  TempDir dir;
+  const Inputs in = writeInputs(dir, 2, 20, 20, 8, 32);
+  const CliRun r = runExport(
+      qkv(in) + std::vector<std::string>{"--mask", "doc:0,0,0,0,0,1,1,1,1,1,1,1,2,2,2,2,2,2,2,2",
+                                         "--mask-expr", "k <= q", "--softcap", "3", "--head",
+                                         "all", "--blocks", "8", "--png", dir / "c.png"},
+      dir);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("blocks 8x8"), std::string::npos) << r.out;
+  EXPECT_GT(decodePng(dir / "c.png").width, 0);
+}
+
+TEST(CliExportBlocks, BadBlockSizeIsBadUsageBeforeReadingInputs) {
+  TempDir dir;
+  const CliRun r = runExport({"--q", dir / "missing.npy", "--k", dir / "missing.npy", "--v",
+                              dir / "missing.npy", "--blocks", "8x", "--png", dir / "d.png"},
+                             dir);
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_NE(r.err.find("--blocks 8x"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace attnviz::exporttest
