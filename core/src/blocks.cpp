@@ -95,9 +95,10 @@ BlockSparsity classifyBlocks(const MaskSpec& m, int H, int h, int Tq, int Tk, Bl
 std::string describeBlocks(const BlockSparsity& b) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "blocks %dx%d: %lld tiles, %lld empty, %lld partial, %lld full; a tiled kernel "
+                "blocks %dx%d: %lld %s, %lld empty, %lld partial, %lld full; a tiled kernel "
                 "does %.1f%% of the dense work",
-                b.size.rows, b.size.cols, b.total(), b.empty, b.partial, b.full,
+                b.size.rows, b.size.cols, b.total(), b.total() == 1 ? "tile" : "tiles", b.empty,
+                b.partial, b.full,
                 100.0 * b.workFraction());
   return buf;
 }

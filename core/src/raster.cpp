@@ -597,9 +597,33 @@ Canvas buildFigure(const FigureSpec& f, const Grid& g, float fs) {
   }
 
   if (!f.title.empty()) {
-    TextMask t = font.render(fitText(font, f.title), sz.title);
+    // A title wider than the figure breaks at its " · " separators, so that a long description
+    // (a mask expression, the block counts) never widens the page and shrinks the heatmap.
+    const std::string sep = " \xC2\xB7 ";
+    std::vector<std::string> lines;
+    const double maxW = std::max<double>(double(fig.box.width()), 240.0);
+    std::string cur;
+    for (std::size_t pos = 0; pos <= f.title.size();) {
+      std::size_t end = f.title.find(sep, pos);
+      if (end == std::string::npos) end = f.title.size();
+      const std::string part = f.title.substr(pos, end - pos);
+      const std::string joined = cur.empty() ? part : cur + sep + part;
+      if (!cur.empty() && font.measure(fitText(font, joined), sz.title) > maxW) {
+        lines.push_back(cur);
+        cur = part;
+      } else {
+        cur = joined;
+      }
+      pos = end + sep.size();
+    }
+    lines.push_back(cur);
     const long cx = (fig.box.x0 + fig.box.x1) / 2;
-    fig.text(t, cx - t.width / 2, fig.box.y0 - sz.pad - t.height, kInk, Rot::None);
+    long bottom = fig.box.y0 - sz.pad;
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+      TextMask t = font.render(fitText(font, *it), sz.title);
+      fig.text(t, cx - t.width / 2, bottom - t.height, kInk, Rot::None);
+      bottom -= t.height + sz.gap / 2;
+    }
   }
   return fig;
 }

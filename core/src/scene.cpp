@@ -13,7 +13,10 @@
 // R is the rotation taking each (sin wj, cos wj) pair to (sin w(j+1), cos w(j+1)).
 #include "attnviz/scene.h"
 
+#include "attnviz/mask_expr.h"
+
 #include "attnviz/fileio.h"
+#include "attnviz/mask_expr.h"
 #include "attnviz/engine.h"
 #include "attnviz/npy.h"
 
@@ -395,6 +398,23 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
     k.sink = intField(m, "sink", 0, 0, 1 << 30, name);
     k.pad = intField(m, "pad", 0, 0, 1 << 30, name);
     k.alibi = field<bool>(m, "alibi", false, name);
+    k.chunk = intField(m, "chunk", 0, 0, 1 << 30, name);
+    for (const long long d : field<std::vector<long long>>(m, "docs", {}, name)) {
+      if (d < 0 || d > (1 << 30)) throw InputError(name + ": mask.docs must hold ids >= 0");
+      k.docs.push_back(static_cast<int>(d));
+    }
+    k.expr = field<std::string>(m, "expr", "", name);
+    if (!k.expr.empty()) {
+      try {
+        MaskExpr check(k.expr);
+      } catch (const UsageError& e) {
+        throw InputError(name + ": mask.expr '" + k.expr + "': " + e.what());
+      }
+    }
+    k.softcap = field<float>(m, "softcap", 0.0f, name);
+    if (!std::isfinite(k.softcap) || k.softcap < 0.0f) {
+      throw InputError(name + ": mask.softcap must be a number >= 0 (0 = off)");
+    }
     if (m.contains("custom") && !m.at("custom").is_null()) {
       const json& c = m.at("custom");
       const std::string kind = field<std::string>(c, "kind", "allow", name);
@@ -456,6 +476,10 @@ std::string sceneToJson(const Scene& s) {
   const MaskSpec& m = s.params.mask;
   json mask = {{"causal", m.causal}, {"window", m.window}, {"prefix", m.prefix},
                {"sink", m.sink},     {"pad", m.pad},       {"alibi", m.alibi}};
+  if (m.chunk > 0) mask["chunk"] = m.chunk;
+  if (!m.docs.empty()) mask["docs"] = m.docs;
+  if (!m.expr.empty()) mask["expr"] = m.expr;
+  if (m.softcap > 0.0f) mask["softcap"] = m.softcap;
   if (m.customKind != MaskSpec::Custom::None) {
     json data = json::array();
     for (float v : m.custom.data) {

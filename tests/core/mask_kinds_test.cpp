@@ -5,6 +5,7 @@
 #include "attnviz/engine.h"
 #include "attnviz/mask.h"
 #include "attnviz/mask_expr.h"
+#include "attnviz/scene.h"
 #include "check.h"
 #include "reference.h"
 
@@ -415,6 +416,38 @@ TEST(MaskKinds, DocumentListOfTheWrongLengthAndBadSoftcapAreUsageErrors) {
   EXPECT_THROW(validateParams(c, 1, 4, 4), UsageError);
   c.mask.softcap = std::nanf("");
   EXPECT_THROW(validateParams(c, 1, 4, 4), UsageError);
+}
+
+// --- scenes ------------------------------------------------------------------------------------
+
+TEST(MaskKinds, SceneFilesCarryChunkDocumentsExpressionAndSoftcap) {
+  const Scene s = sceneFromJson(
+      R"({"query_text": "a b c d", "mask": {"causal": true, "chunk": 2, "docs": [0, 0, 1, 1],
+          "expr": "k != 1", "softcap": 7.5}})",
+      "s.json");
+  const MaskSpec& m = s.params.mask;
+  EXPECT_EQ(m.chunk, 2);
+  EXPECT_EQ(m.docs, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(m.expr, "k != 1");
+  EXPECT_EQ(m.softcap, 7.5f);
+  const Scene t = sceneFromJson(sceneToJson(s), "t.json");
+  EXPECT_EQ(t.params.mask.chunk, 2);
+  EXPECT_EQ(t.params.mask.docs, m.docs);
+  EXPECT_EQ(t.params.mask.expr, m.expr);
+  EXPECT_EQ(t.params.mask.softcap, 7.5f);
+}
+
+TEST(MaskKinds, SceneWithABadExpressionOrSoftcapIsBadInputNamingTheFile) {
+  for (const char* text : {R"({"mask": {"expr": "q >= key"}})", R"({"mask": {"expr": "q >="}})",
+                           R"({"mask": {"softcap": -1}})", R"({"mask": {"docs": [0, -1]}})",
+                           R"({"mask": {"chunk": -3}})"}) {
+    try {
+      sceneFromJson(text, "bad.json");
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.json"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
