@@ -21,7 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (small && s.qPath.empty() && s.kPath.empty() && s.vPath.empty()) {
       const attnviz::SceneInputs in = attnviz::buildSceneInputs(s);
       auto engine = attnviz::makeCpuEngine();
-      engine->run(in.q, in.k, in.v, attnviz::effectiveParams(s));
+      try {
+        engine->run(in.q, in.k, in.v, attnviz::effectiveParams(s));
+      } catch (const attnviz::UsageError&) {
+        // A mask that does not fit these tokens (mask.docs of another length): refused, as
+        // validateParams says, not a loader failure.
+      }
     }
   } catch (const attnviz::InputError&) {
   }
