@@ -94,6 +94,24 @@ std::vector<int> parseDocIds(const std::string& text) {
   return ids;
 }
 
+std::vector<int> resizeDocIds(const std::vector<int>& docs, int Tk) {
+  std::vector<int> out(docs.begin(), docs.begin() + std::min<std::size_t>(docs.size(), std::size_t(std::max(Tk, 0))));
+  while (static_cast<int>(out.size()) < Tk) out.push_back(out.empty() ? 0 : out.back());
+  return out;
+}
+
+std::vector<int> toggleDocBoundary(const std::vector<int>& docs, int Tk, int j) {
+  const std::vector<int> d = resizeDocIds(docs, Tk);
+  std::vector<int> out(d.size());
+  int id = 0;
+  for (int x = 0; x < Tk; ++x) {
+    const bool boundary = x > 0 && d[std::size_t(x)] != d[std::size_t(x - 1)];
+    if (x > 0 && (boundary != (x == j))) ++id;
+    out[std::size_t(x)] = id;
+  }
+  return out;
+}
+
 std::string formatDocIds(const std::vector<int>& docs) {
   std::string s;
   for (std::size_t n = 0; n < docs.size(); ++n) s += (n ? "," : "") + std::to_string(docs[n]);

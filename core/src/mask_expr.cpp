@@ -68,6 +68,19 @@ const std::vector<std::string>& maskExprVariables() {
   return names;
 }
 
+const std::vector<MaskExprPreset>& maskExprPresets() {
+  static const std::vector<MaskExprPreset> presets = {
+      {"Sliding window (W = 8)", "k <= q && q - k < 8"},
+      {"Prefix-LM (prefix of 4)", "k <= q || k < 4"},
+      {"Chunked causal (C = 8, Llama 4)", "k // 8 == q // 8 && k <= q"},
+      {"Document-causal (packed)", "doc_q == doc_k && k <= q"},
+      {"Dilated window (every 2nd key, W = 16)", "k <= q && q - k < 16 && (q - k) % 2 == 0"},
+      {"Global tokens (2) plus a window (4)", "k < 2 || q < 2 || abs(q - k) < 4"},
+      {"Even distance: (q - k) % 2 == 0", "(q - k) % 2 == 0"},
+  };
+  return presets;
+}
+
 MaskExpr::MaskExpr(const std::string& text) : text_(text) {
   const auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
   if (std::all_of(text.begin(), text.end(), blank)) throw UsageError("the expression is empty");

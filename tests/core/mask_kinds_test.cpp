@@ -450,5 +450,30 @@ TEST(MaskKinds, SceneWithABadExpressionOrSoftcapIsBadInputNamingTheFile) {
   }
 }
 
+TEST(MaskExpr, EveryPresetCompilesAndAllowsSomeButNotAllCells) {
+  ASSERT_EQ(maskExprPresets().size(), 7u);
+  const std::vector<int> docs = docRuns(32, 4);
+  for (const MaskExprPreset& p : maskExprPresets()) {
+    const MaskExpr e(p.text);
+    std::vector<std::uint8_t> cells(32 * 32);
+    e.evaluate(0, 32, 32, docs, cells.data());
+    int n = 0;
+    for (std::uint8_t c : cells) n += c;
+    EXPECT_GT(n, 0) << p.label;
+    EXPECT_LT(n, 32 * 32) << p.label;
+  }
+}
+
+TEST(MaskKinds, DocumentBoundariesToggleAndResize) {
+  // Naive expectations written out by hand.
+  EXPECT_EQ(toggleDocBoundary({}, 5, 2), (std::vector<int>{0, 0, 1, 1, 1}));
+  EXPECT_EQ(toggleDocBoundary({0, 0, 1, 1, 1}, 5, 4), (std::vector<int>{0, 0, 1, 1, 2}));
+  EXPECT_EQ(toggleDocBoundary({0, 0, 1, 1, 2}, 5, 2), (std::vector<int>{0, 0, 0, 0, 1}));
+  EXPECT_EQ(toggleDocBoundary({7, 7, 3, 3}, 4, 0), (std::vector<int>{0, 0, 1, 1}));  // no-op
+  EXPECT_EQ(resizeDocIds({0, 1}, 4), (std::vector<int>{0, 1, 1, 1}));
+  EXPECT_EQ(resizeDocIds({0, 1, 2}, 2), (std::vector<int>{0, 1}));
+  EXPECT_EQ(resizeDocIds({}, 3), (std::vector<int>{0, 0, 0}));
+}
+
 }  // namespace
 }  // namespace attnviz

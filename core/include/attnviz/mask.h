@@ -91,6 +91,15 @@ void parseMaskOption(const std::string& text, MaskSpec& spec);
 // Parses a document-id list "0,0,1,1,2" (integers, commas, optional spaces). Throws UsageError.
 std::vector<int> parseDocIds(const std::string& text);
 
+// Document ids edited as boundaries (the GUI's clicks on the key axis): adds a boundary before
+// key j (1 <= j < T_k) when there is none, removes it when there is. The result numbers the runs
+// 0, 1, 2, ... (an id reused by two separate runs becomes two documents). Empty docs start as one
+// document of T_k positions.
+std::vector<int> toggleDocBoundary(const std::vector<int>& docs, int Tk, int j);
+
+// Fits ids to T_k positions (when the text changes): cut, or extended with the last id.
+std::vector<int> resizeDocIds(const std::vector<int>& docs, int Tk);
+
 // "0,0,1,1,2": the inverse of parseDocIds.
 std::string formatDocIds(const std::vector<int>& docs);
 

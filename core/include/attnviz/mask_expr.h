@@ -26,6 +26,15 @@ namespace attnviz {
 // The variable names, in DESIGN.md's order.
 const std::vector<std::string>& maskExprVariables();
 
+// Working examples for the GUI's presets menu: {label, expression}. In order: sliding window,
+// prefix-LM, chunked causal, document-causal, dilated, global tokens plus a window, and the
+// even-distance pattern (q - k) % 2 == 0.
+struct MaskExprPreset {
+  const char* label;
+  const char* text;
+};
+const std::vector<MaskExprPreset>& maskExprPresets();
+
 class MaskExpr {
  public:
   // Compiles `text`. Throws UsageError with the problem ("unknown variable 'x' ...", or muParser's
