@@ -188,8 +188,10 @@ int runExport(int argc, char** argv) {
       printBlockCounts(data.blocks);
       char work[128];
       const BlockSparsity& b = data.blocks[std::size_t(std::max(headIndex, 0))];
-      std::snprintf(work, sizeof work, " \xC2\xB7 %dx%d tiles: %.0f%% of dense work (green full, orange partial, pale skipped)", b.size.rows,
-                    b.size.cols, 100.0 * b.workFraction());
+      std::snprintf(
+          work, sizeof work,
+          " \xC2\xB7 %dx%d tiles: %.0f%% of dense work (green full, orange partial, pale skipped)",
+          b.size.rows, b.size.cols, 100.0 * b.workFraction());
       desc += work;
     }
     data.description = desc;

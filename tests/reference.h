@@ -76,7 +76,8 @@ inline bool allowed(const MaskSpec& m, int h, int i, int j, int Tq, int Tk,
   const bool chunk =
       m.chunk > 0 ? std::floor(double(j) / m.chunk) == std::floor(double(p) / m.chunk) : true;
   bool doc = true;
-  if (!m.docs.empty()) doc = p >= 0 && p < Tk && m.docs.at(std::size_t(p)) == m.docs.at(std::size_t(j));
+  if (!m.docs.empty())
+    doc = p >= 0 && p < Tk && m.docs.at(std::size_t(p)) == m.docs.at(std::size_t(j));
   bool ex = true;
   if (!m.expr.empty()) {
     if (!expr) throw std::logic_error("reference: the mask has an expression but no ExprRef");

@@ -98,8 +98,7 @@ std::string describeBlocks(const BlockSparsity& b) {
                 "blocks %dx%d: %lld %s, %lld empty, %lld partial, %lld full; a tiled kernel "
                 "does %.1f%% of the dense work",
                 b.size.rows, b.size.cols, b.total(), b.total() == 1 ? "tile" : "tiles", b.empty,
-                b.partial, b.full,
-                100.0 * b.workFraction());
+                b.partial, b.full, 100.0 * b.workFraction());
   return buf;
 }
 

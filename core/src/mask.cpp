@@ -84,8 +84,8 @@ std::vector<int> parseDocIds(const std::string& text) {
       used = 0;
     }
     if (item.empty() || used != item.size() || v < 0 || v > std::numeric_limits<int>::max()) {
-      throw UsageError("expected document ids as integers >= 0 separated by commas, got '" +
-                       item + "' at id " + std::to_string(ids.size()));
+      throw UsageError("expected document ids as integers >= 0 separated by commas, got '" + item +
+                       "' at id " + std::to_string(ids.size()));
     }
     ids.push_back(static_cast<int>(v));
     if (end == text.size()) break;
@@ -95,7 +95,8 @@ std::vector<int> parseDocIds(const std::string& text) {
 }
 
 std::vector<int> resizeDocIds(const std::vector<int>& docs, int Tk) {
-  std::vector<int> out(docs.begin(), docs.begin() + std::min<std::size_t>(docs.size(), std::size_t(std::max(Tk, 0))));
+  std::vector<int> out(docs.begin(), docs.begin() + std::min<std::size_t>(
+                                                        docs.size(), std::size_t(std::max(Tk, 0))));
   while (static_cast<int>(out.size()) < Tk) out.push_back(out.empty() ? 0 : out.back());
   return out;
 }
@@ -239,8 +240,8 @@ namespace {
 
 // The terms of one query row that do not depend on the key.
 struct RowTerms {
-  int p = 0;                          // the query's position
-  const float* custom = nullptr;      // the custom matrix's row, if any
+  int p = 0;                           // the query's position
+  const float* custom = nullptr;       // the custom matrix's row, if any
   const std::uint8_t* expr = nullptr;  // the expression grid's row, if any
   int docQ = 0, chunkQ = 0;
 };

@@ -90,8 +90,8 @@ MaskExpr::MaskExpr(const std::string& text) : text_(text) {
     const auto& known = maskExprVariables();
     for (const auto& [name, ptr] : cell.parser.GetUsedVar()) {
       if (std::find(known.begin(), known.end(), name) == known.end()) {
-        throw UsageError("unknown variable '" + name + "' (the variables are " +
-                         joinedVariables() + ")");
+        throw UsageError("unknown variable '" + name + "' (the variables are " + joinedVariables() +
+                         ")");
       }
       if (name == "h") usesHead_ = true;
       if (name == "doc_q" || name == "doc_k") usesDocs_ = true;

@@ -31,8 +31,8 @@ void runExpr(benchmark::State& state, const char* text) {
     benchmark::DoNotOptimize(grid.data());
     benchmark::ClobberMemory();
   }
-  state.counters["Mcells/s"] = benchmark::Counter(double(kT) * kT * state.iterations() / 1e6,
-                                                  benchmark::Counter::kIsRate);
+  state.counters["Mcells/s"] =
+      benchmark::Counter(double(kT) * kT * state.iterations() / 1e6, benchmark::Counter::kIsRate);
 }
 
 void BM_MaskExpr_SlidingGlobal_1024(benchmark::State& s) {
@@ -56,8 +56,8 @@ void BM_CompiledFloor_1024(benchmark::State& state) {
     benchmark::DoNotOptimize(grid.data());
     benchmark::ClobberMemory();
   }
-  state.counters["Mcells/s"] = benchmark::Counter(double(kT) * kT * state.iterations() / 1e6,
-                                                  benchmark::Counter::kIsRate);
+  state.counters["Mcells/s"] =
+      benchmark::Counter(double(kT) * kT * state.iterations() / 1e6, benchmark::Counter::kIsRate);
 }
 
 void BM_BlockSparsity_Causal_1024(benchmark::State& state) {
@@ -69,8 +69,8 @@ void BM_BlockSparsity_Causal_1024(benchmark::State& state) {
   }
 }
 
-#define ATTNVIZ_MASK_BENCH(fn) \
-  BENCHMARK(fn)                     \
+#define ATTNVIZ_MASK_BENCH(fn)        \
+  BENCHMARK(fn)                       \
       ->Unit(benchmark::kMillisecond) \
       ->UseRealTime()                 \
       ->MeasureProcessCPUTime()       \

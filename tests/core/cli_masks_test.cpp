@@ -38,8 +38,8 @@ class MaskCli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir); }
   std::string path(const std::string& name) const { return (dir / name).string(); }
   std::vector<std::string> with(std::vector<std::string> extra) const {
-    std::vector<std::string> a = {"compute", "--q", path("q.npy"), "--k", path("k.npy"),
-                                  "--v",     path("v.npy")};
+    std::vector<std::string> a = {"compute",     "--q", path("q.npy"), "--k",
+                                  path("k.npy"), "--v", path("v.npy")};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -84,8 +84,8 @@ TEST_F(MaskCli, EveryNewKindWritesWeightsAndScoresMatchingTheReference) {
 }
 
 TEST_F(MaskCli, BlocksPrintsTheCountsOfABruteForceCount) {
-  const CliRun r = runAttnviz(with({"--mask", "causal", "--mask", "chunk:6", "--blocks", "4x3"}),
-                              dir);
+  const CliRun r =
+      runAttnviz(with({"--mask", "causal", "--mask", "chunk:6", "--blocks", "4x3"}), dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   // T_q 10, T_k 12 (positions 2..11): tiles of 4 queries x 3 keys, counted here cell by cell.
   MaskSpec m;
@@ -100,8 +100,8 @@ TEST_F(MaskCli, BlocksPrintsTheCountsOfABruteForceCount) {
       (yes == 0 ? empty : yes == all ? full : partial)++;
     }
   char want[160];
-  std::snprintf(want, sizeof want, "blocks 4x3: 12 tiles, %lld empty, %lld partial, %lld full", empty,
-                partial, full);
+  std::snprintf(want, sizeof want, "blocks 4x3: 12 tiles, %lld empty, %lld partial, %lld full",
+                empty, partial, full);
   EXPECT_NE(r.out.find(want), std::string::npos) << r.out << "\nwanted: " << want;
   EXPECT_NE(r.out.find("every head"), std::string::npos) << r.out;
 }

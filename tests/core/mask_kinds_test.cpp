@@ -52,8 +52,8 @@ void expectEngineMatches(const AttentionParams& p, const Shape& s, const ref::Ex
   const Tensor3 logits = computeLogits(engine->result().scaled, p);
   const ref::Result want = ref::attention(q, k, v, p, expr);
   for (std::size_t x = 0; x < logits.size(); ++x) {
-    ASSERT_TRUE(ref::close(logits.data[x], want.logits[x])) << x << ": " << logits.data[x]
-                                                            << " vs " << want.logits[x];
+    ASSERT_TRUE(ref::close(logits.data[x], want.logits[x]))
+        << x << ": " << logits.data[x] << " vs " << want.logits[x];
   }
 }
 
@@ -224,19 +224,23 @@ TEST(MaskExpr, RemainderHeadAndConditionalAgainstNaiveLoops) {
     ref::ExprRef want;
   };
   const Case cases[] = {
-      {"(q - k) % 2 == 0", [](int, int i, int j, int Tq, int Tk) {
+      {"(q - k) % 2 == 0",
+       [](int, int i, int j, int Tq, int Tk) {
          const int d = (i + Tk - Tq) - j;
          return ((d % 2) + 2) % 2 == 0;
        }},
-      {"(k - q) % 3 == 1", [](int, int i, int j, int Tq, int Tk) {  // Python's sign rule
+      {"(k - q) % 3 == 1",
+       [](int, int i, int j, int Tq, int Tk) {  // Python's sign rule
          const int d = j - (i + Tk - Tq);
          return ((d % 3) + 3) % 3 == 1;
        }},
-      {"h % 2 == 0 ? k <= q : k >= q", [](int h, int i, int j, int Tq, int Tk) {
+      {"h % 2 == 0 ? k <= q : k >= q",
+       [](int h, int i, int j, int Tq, int Tk) {
          const int p = i + Tk - Tq;
          return h % 2 == 0 ? j <= p : j >= p;
        }},
-      {"i == 0 || k < 2 || abs(q - k) <= 1", [](int, int i, int j, int Tq, int Tk) {
+      {"i == 0 || k < 2 || abs(q - k) <= 1",
+       [](int, int i, int j, int Tq, int Tk) {
          return i == 0 || j < 2 || std::abs((i + Tk - Tq) - j) <= 1;
        }},
       {"k / 0", [](int, int, int j, int, int) { return j != 0; }},  // inf: nonzero; 0/0 NaN: no
@@ -399,8 +403,8 @@ TEST(MaskKinds, ParsesChunkAndDocumentOptions) {
   EXPECT_EQ(m.chunk, 8);
   EXPECT_EQ(m.docs, (std::vector<int>{0, 0, 1, 1, 2}));
   EXPECT_EQ(formatDocIds(m.docs), "0,0,1,1,2");
-  for (const char* bad : {"chunk:0", "chunk:", "chunk:-2", "doc:", "doc:0,,1", "doc:a", "doc:0,-1",
-                          "doc:1.5"}) {
+  for (const char* bad :
+       {"chunk:0", "chunk:", "chunk:-2", "doc:", "doc:0,,1", "doc:a", "doc:0,-1", "doc:1.5"}) {
     MaskSpec s;
     EXPECT_THROW(parseMaskOption(bad, s), UsageError) << bad;
   }

@@ -309,8 +309,9 @@ TEST(CliExportBlocks, OverlayOutlinesEachTileInTheColourOfABruteForceKind) {
       int yes = 0;
       for (int i = tr * 4; i < tr * 4 + 4; ++i)
         for (int j = tc * 4; j < tc * 4 + 4; ++j) yes += ref::allowed(m, 0, i, j, 12, 12);
-      const BlockKind want = yes == 0 ? BlockKind::Empty : yes == 16 ? BlockKind::Full
-                                                                     : BlockKind::Partial;
+      const BlockKind want = yes == 0    ? BlockKind::Empty
+                             : yes == 16 ? BlockKind::Full
+                                         : BlockKind::Partial;
       ++kinds[int(want)];
       const int x0 = tc * 16, y0 = tr * 16;
       for (const auto& [x, y] : {std::pair{x0, y0}, std::pair{x0 + 15, y0 + 15},
@@ -331,8 +332,8 @@ TEST(CliExportBlocks, LabelledFigureWithOverlayAndNewKinds) {
   const Inputs in = writeInputs(dir, 2, 20, 20, 8, 32);
   const CliRun r = runExport(
       qkv(in) + std::vector<std::string>{"--mask", "doc:0,0,0,0,0,1,1,1,1,1,1,1,2,2,2,2,2,2,2,2",
-                                         "--mask-expr", "k <= q", "--softcap", "3", "--head",
-                                         "all", "--blocks", "8", "--png", dir / "c.png"},
+                                         "--mask-expr", "k <= q", "--softcap", "3", "--head", "all",
+                                         "--blocks", "8", "--png", dir / "c.png"},
       dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_NE(r.out.find("blocks 8x8"), std::string::npos) << r.out;

@@ -26,7 +26,7 @@ struct Case {
   std::string name;
   int H, Tq, Tk, dk, dv;
   AttentionParams params;
-  MaskSetup setup;  // builds the mask when the test runs (custom matrices can be large)
+  MaskSetup setup;         // builds the mask when the test runs (custom matrices can be large)
   ref::ExprRef expr = {};  // what the mask's expression means, for the masked-cell check
 
   AttentionParams build(int Tq_, int Tk_) const {
@@ -212,30 +212,41 @@ std::vector<Case> cases() {
   // Round 2 kinds: chunk, documents, expressions, softcap; alone, across T_q != T_k (query
   // positions before the keys when T_q > T_k), and combined with the others.
   maskCase("Chunk16", [](MaskSpec& m, int, int, int) { m.chunk = 16; });
-  maskCase("ChunkCausal7_Cross_Tq33_Tk129", [](MaskSpec& m, int, int, int) {
-    m.chunk = 7;
-    m.causal = true;
-  }, 12, 33, 129);
-  maskCase("Chunk5_MoreQueriesThanKeys_Tq129_Tk33", [](MaskSpec& m, int, int, int) { m.chunk = 5; },
-           3, 129, 33);
+  maskCase(
+      "ChunkCausal7_Cross_Tq33_Tk129",
+      [](MaskSpec& m, int, int, int) {
+        m.chunk = 7;
+        m.causal = true;
+      },
+      12, 33, 129);
+  maskCase(
+      "Chunk5_MoreQueriesThanKeys_Tq129_Tk33", [](MaskSpec& m, int, int, int) { m.chunk = 5; }, 3,
+      129, 33);
   maskCase("DocRuns", [](MaskSpec& m, int, int, int Tk) { m.docs = docRuns(Tk, 21); });
-  maskCase("DocCausalPad_Cross_Tq33_Tk129", [](MaskSpec& m, int, int, int Tk) {
-    m.docs = docRuns(Tk, 22);
-    m.causal = true;
-    m.pad = 6;
-  }, 12, 33, 129);
-  maskCase("Doc_MoreQueriesThanKeys_Tq129_Tk33",
-           [](MaskSpec& m, int, int, int Tk) { m.docs = docRuns(Tk, 23); }, 3, 129, 33);
-  add("ExprEvenDistance_H12_T129_d64", 12, 129, 129, 64, 64, params(),
+  maskCase(
+      "DocCausalPad_Cross_Tq33_Tk129",
+      [](MaskSpec& m, int, int, int Tk) {
+        m.docs = docRuns(Tk, 22);
+        m.causal = true;
+        m.pad = 6;
+      },
+      12, 33, 129);
+  maskCase(
+      "Doc_MoreQueriesThanKeys_Tq129_Tk33",
+      [](MaskSpec& m, int, int, int Tk) { m.docs = docRuns(Tk, 23); }, 3, 129, 33);
+  add(
+      "ExprEvenDistance_H12_T129_d64", 12, 129, 129, 64, 64, params(),
       [](MaskSpec& m, int, int, int) { m.expr = "(q - k) % 2 == 0"; },
       [](int, int i, int j, int Tq, int Tk) { return ((i + Tk - Tq) - j) % 2 == 0; });
-  add("ExprPerHeadWindow_H12_T129_d64", 12, 129, 129, 64, 64, params(),
+  add(
+      "ExprPerHeadWindow_H12_T129_d64", 12, 129, 129, 64, 64, params(),
       [](MaskSpec& m, int, int, int) { m.expr = "k <= q && q - k < 4 * (h + 1)"; },
       [](int h, int i, int j, int Tq, int Tk) {
         const int p = i + Tk - Tq;
         return j <= p && p - j < 4 * (h + 1);
       });
-  add("ExprDocCausal_Cross_H4_Tq33_Tk129_d64", 4, 33, 129, 64, 64, params(),
+  add(
+      "ExprDocCausal_Cross_H4_Tq33_Tk129_d64", 4, 33, 129, 64, 64, params(),
       [](MaskSpec& m, int, int, int Tk) {
         m.docs = docRuns(Tk, 24);
         m.expr = "doc_q % 2 == 0 && doc_k <= doc_q && k <= q";
@@ -245,7 +256,8 @@ std::vector<Case> cases() {
         const int p = i + Tk - Tq;
         return d[std::size_t(p)] % 2 == 0 && d[std::size_t(j)] <= d[std::size_t(p)] && j <= p;
       });
-  add("ExprGlobalPlusWindow_H1_T1000_d64", 1, 1000, 1000, 64, 64, params(),
+  add(
+      "ExprGlobalPlusWindow_H1_T1000_d64", 1, 1000, 1000, 64, 64, params(),
       [](MaskSpec& m, int, int, int) { m.expr = "k < 4 || q < 4 || abs(q - k) < 32"; },
       [](int, int i, int j, int, int) { return j < 4 || i < 4 || std::abs(i - j) < 32; });
   maskCase("Softcap5", [](MaskSpec& m, int, int, int) { m.softcap = 5.0f; });
@@ -260,7 +272,8 @@ std::vector<Case> cases() {
     p.mask.causal = true;
     add("SoftcapTau0_1_H12_T129_d64", 12, 129, 129, 64, 64, p);
   }
-  add("EveryNewKind_Cross_H12_Tq33_Tk129_d64", 12, 33, 129, 64, 64, params(),
+  add(
+      "EveryNewKind_Cross_H12_Tq33_Tk129_d64", 12, 33, 129, 64, 64, params(),
       [](MaskSpec& m, int, int, int Tk) {
         m.causal = true;
         m.window = 40;

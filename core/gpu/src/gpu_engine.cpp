@@ -401,15 +401,15 @@ class GpuEngineImpl final : public GpuEngine {
   int maxGroupsX_ = kMaxGroups, maxGroupsY_ = kMaxGroups;
   GlProgram scoresProg_, outputProg_, softmaxProg_;
   GlBuffer dummy_;
-  GlBuffer q_, k_, v_;  // [H,T_q,d_k], [H,T_k,d_k], [H,T_k,d_v]
-  GlBuffer s_, w_;      // [H,T_q,T_k]
-  GlBuffer o_;          // [H,T_q,d_v]
-  GlBuffer rows_;       // [H*T_q, 4]
-  GlBuffer custom_;     // [1 or H, T_q, T_k]
-  GlBuffer docs_;       // [T_k] int: document ids
-  GlBuffer expr_;       // [1 or H, T_q, T_k] 0/1: the expression's grid
+  GlBuffer q_, k_, v_;                            // [H,T_q,d_k], [H,T_k,d_k], [H,T_k,d_v]
+  GlBuffer s_, w_;                                // [H,T_q,T_k]
+  GlBuffer o_;                                    // [H,T_q,d_v]
+  GlBuffer rows_;                                 // [H*T_q, 4]
+  GlBuffer custom_;                               // [1 or H, T_q, T_k]
+  GlBuffer docs_;                                 // [T_k] int: document ids
+  GlBuffer expr_;                                 // [1 or H, T_q, T_k] 0/1: the expression's grid
   std::shared_ptr<const ExprGrid> exprUploaded_;  // the grid expr_ holds
-  GlBuffer overflow_;   // [H] uint: Q K^T overflowed in that head
+  GlBuffer overflow_;                             // [H] uint: Q K^T overflowed in that head
   Dims dims_;
   int rowTile_ = 1;
   int tileRows_ = 64, tileCols_ = 64;  // BM, BN of matmul.comp as compiled
