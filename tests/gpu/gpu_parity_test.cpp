@@ -372,5 +372,33 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GpuParity, ::testing::ValuesIn(cases()),
                            return info.param.name;
                          });
 
+// The GUI changes the expression and the documents between softmax calls on one engine: the
+// uploaded grid must follow (a stale grid would keep the first mask).
+TEST(GpuParityMasks, ExpressionAndDocumentsChangeBetweenSoftmaxCalls) {
+  ATTNVIZ_GPU_ENGINE_OR_SKIP(gpu);
+  const Tensor3 q = seeded(3, 40, 16, 71), k = seeded(3, 40, 16, 72), v = seeded(3, 40, 16, 73);
+  auto cpu = makeCpuEngine();
+  gpu->setInputs(q, k, v);
+  cpu->setInputs(q, k, v);
+  AttentionParams p;
+  const std::vector<std::pair<std::string, std::vector<int>>> steps = {
+      {"k <= q", {}},
+      {"k >= q", {}},
+      {"doc_q == doc_k", docRuns(40, 5)},
+      {"doc_q == doc_k", docRuns(40, 6)},
+      {"", docRuns(40, 7)},
+      {"(q - k) % 3 == 0 && h != 1", {}},
+  };
+  for (const auto& [text, docs] : steps) {
+    p.mask.expr = text;
+    p.mask.docs = docs;
+    gpu->softmax(p);
+    cpu->softmax(p);
+    EXPECT_TRUE(withinParity("weights", gpu->result(kStageWeights).weights,
+                             cpu->result(kStageWeights).weights))
+        << "expr '" << text << "'";
+  }
+}
+
 }  // namespace
 }  // namespace attnviz
