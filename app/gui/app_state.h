@@ -10,6 +10,7 @@
 #include "attnviz/colormap.h"
 #include "attnviz/engine.h"
 #include "attnviz/scene.h"
+#include "gui/mask_editor.h"
 
 #include <chrono>
 #include <cstdint>
@@ -187,6 +188,7 @@ struct AppState {
   LabelCache labels;
   ExportState exporter;
   UiState ui;
+  MaskEditorState maskEditor;
   Timing timing;
   HeatmapRenderer* renderer = nullptr;
   std::string configDir;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 
@@ -47,6 +48,12 @@ void applyViewJson(AppState& s, const std::string& extra, const std::string& nam
     if (v.contains("zoom")) vs.zoom = v["zoom"].get<float>();
     if (v.contains("panX")) vs.panX = v["panX"].get<float>();
     if (v.contains("panY")) vs.panY = v["panY"].get<float>();
+    if (v.contains("blocks")) {  // the block-sparsity overlay (mask_kinds_panel.cpp)
+      const json& b = v["blocks"];
+      s.maskEditor.blocksOn = b.value("on", true);
+      s.maskEditor.blockRows = std::clamp(b.value("rows", 128), 1, 1 << 16);
+      s.maskEditor.blockCols = std::clamp(b.value("cols", 128), 1, 1 << 16);
+    }
     if (v.contains("painted")) {
       const json& p = v["painted"];
       s.scene.paintedRows = p.at("rows").get<int>();
@@ -95,6 +102,9 @@ std::string viewJson(const AppState& s, const std::string& previous) {
       {"panY", v.panY},
   };
   for (auto it = mine.begin(); it != mine.end(); ++it) view[it.key()] = it.value();
+  view["blocks"] = {{"on", s.maskEditor.blocksOn},
+                   {"rows", s.maskEditor.blockRows},
+                   {"cols", s.maskEditor.blockCols}};
   if (!s.scene.painted.empty()) {
     json blocked = json::array();
     for (int i = 0; i < s.scene.paintedRows; ++i)

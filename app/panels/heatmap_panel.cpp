@@ -296,6 +296,11 @@ bool drawHeatmapPanel(AppState& s) {
     if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home))) resetView(s);
   }
 
+  // Block tiles and document boundaries (mask_kinds_panel.cpp); a click on the key axis
+  // toggles a document boundary while they are edited.
+  drawMaskOverlays(s, dl);
+  changed |= handleKeyAxisClick(s);
+
   // Overlays on the matrix, clipped to it.
   dl->PushClipRect(p0, p1, true);
   if (v.selectedRow >= 0 && v.selectedRow < d.rows) {

@@ -1,5 +1,7 @@
 // attnviz panel: the masks, combined as DESIGN.md says:
-//   allowed = [(causal AND window) OR prefix OR sink] AND NOT pad AND custom
+//   allowed = [(causal AND window) OR prefix OR sink] AND NOT pad AND custom AND chunk AND doc
+//             AND expr
+// (documents, the expression, softcap and block sparsity: mask_kinds_panel.cpp).
 // Every change re-runs only the softmax.
 #include "panels/panels.h"
 
@@ -60,11 +62,18 @@ bool drawMaskPanel(AppState& s) {
   changed |= countControl(
       "pad N", m.pad, Tk, 1,
       "Key padding: the last N keys are padding and never attended. Rows may become fully masked.");
+  changed |= countControl(
+      "chunk C", m.chunk, Tk, 8,
+      "Chunked local attention (Llama 4): a query sees only keys in its own chunk of C "
+      "positions, âj/Câ = âpáµ¢/Câ. With causal "
+      "it is Llama 4's chunked causal attention.");
   if (ImGui::Checkbox("ALiBi", &m.alibi)) changed = true;
   helpMarker(
       "Adds b = \xe2\x88\x92m\xe2\x82\x95\xc2\xb7|p\xe1\xb5\xa2 \xe2\x88\x92 j| with a different "
       "slope m\xe2\x82\x95 per head: "
       "far keys get a penalty, so heads differ in how local they are.");
+  ImGui::Separator();
+  changed |= drawMaskKindsPanel(s);
 
   ImGui::Separator();
   if (ImGui::Checkbox("Paint mask cells", &s.view.paintMode)) changed = true;

@@ -12,6 +12,14 @@ bool drawMenuBar(AppState& s);     // menu_bar_panel.cpp
 bool drawScenePanel(AppState& s);  // scene_panel.cpp: text, mode, heads, d_k, seed, archetypes
 bool drawTemperaturePanel(AppState& s);  // temperature_panel.cpp: log slider 0.05..20
 bool drawMaskPanel(AppState& s);  // mask_panel.cpp: causal, window, prefix, sink, pad, ALiBi, paint
+// mask_kinds_panel.cpp: documents, expression, softcap and block sparsity (inside the Mask panel);
+// the heatmap's block and document overlays; a click on its key axis toggling a document
+// boundary (returns whether the mask changed); the block counts of the shown head (nullptr when
+// the blocks view is off).
+bool drawMaskKindsPanel(AppState& s);
+void drawMaskOverlays(AppState& s, ImDrawList* dl);
+bool handleKeyAxisClick(AppState& s);
+const BlockSparsity* currentBlocks(AppState& s);
 bool drawViewPanel(AppState& s);  // view_panel.cpp: colormaps, scale, wrong-axis toggle
 bool drawStageBar(AppState& s);   // stage_bar_panel.cpp: QKᵀ ... A·V
 bool drawLessonPanel(AppState& s);    // lesson_panel.cpp: the scene's notes
