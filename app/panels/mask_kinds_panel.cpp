@@ -259,18 +259,23 @@ void drawMaskOverlays(AppState& s, ImDrawList* dl) {
   auto rowY = [&](float r) { return p0.y + (r - v.panY) * cellPx; };
   dl->PushClipRect(p0, p1, true);
   if (const BlockSparsity* b = currentBlocks(s)) {
+    // Each tile outlined inside its own cells by 2-pixel strips on whole pixels, so that
+    // neighbouring tiles' outlines sit side by side and never blend.
     const int Tq = s.tq(), Tk = s.tk();
-    const float inset = cellPx >= 6 ? 1.0f : 0.5f;
+    const float w = 2.0f;
     for (int r = 0; r < b->tileRows; ++r) {
-      const float y0 = rowY(float(r * b->size.rows)),
-                  y1 = rowY(float(std::min(Tq, (r + 1) * b->size.rows)));
+      const float y0 = std::floor(rowY(float(r * b->size.rows)));
+      const float y1 = std::floor(rowY(float(std::min(Tq, (r + 1) * b->size.rows))));
       if (y1 < p0.y || y0 > p1.y) continue;
       for (int c = 0; c < b->tileCols; ++c) {
-        const float x0 = colX(float(c * b->size.cols)),
-                    x1 = colX(float(std::min(Tk, (c + 1) * b->size.cols)));
+        const float x0 = std::floor(colX(float(c * b->size.cols)));
+        const float x1 = std::floor(colX(float(std::min(Tk, (c + 1) * b->size.cols))));
         if (x1 < p0.x || x0 > p1.x) continue;
-        dl->AddRect(ImVec2(x0 + inset, y0 + inset), ImVec2(x1 - inset, y1 - inset),
-                    rgbaU32(blockColor(b->at(r, c))), 0.0f, 0, 2.0f);
+        const ImU32 col = rgbaU32(blockColor(b->at(r, c)));
+        dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y0 + w), col);
+        dl->AddRectFilled(ImVec2(x0, y1 - w), ImVec2(x1, y1), col);
+        dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + w, y1), col);
+        dl->AddRectFilled(ImVec2(x1 - w, y0), ImVec2(x1, y1), col);
       }
     }
   }

@@ -2,6 +2,7 @@
 // drew, and these tests decode the PNG and look at the pixels of known cells. The expected
 // colours come from the colormap table and the masked colours of colormap.h, never from the
 // app's own output.
+#include "attnviz/blocks.h"
 #include "attnviz/colormap.h"
 
 #include <gtest/gtest.h>
@@ -411,6 +412,70 @@ TEST(AppBackends, TheGpuBackendOnTheWindowsContextAgreesWithTheCpuInTheTooltip) 
   EXPECT_GT(wc, 0.0) << "the hovered cell should be inside the window";
   EXPECT_NEAR(wg, wc, 1e-5 + 1e-4 * std::fabs(wc));
   EXPECT_NEAR(sg, sc, 1e-3 + 1e-4 * std::fabs(sc));
+}
+
+// --- round 2 mask presets (issue 12) ---------------------------------------------------------
+
+// Chunked causal (C = 8): a key in an earlier chunk is masked, one in the query's chunk is not.
+TEST(AppMaskPresets, LlamaChunkedAttentionMasksEarlierChunks) {
+  const Shot s = runApp("chunked", "--scene " + scene("09-llama4-chunked-attention.json"));
+  ASSERT_RAN(s);
+  for (int i = 0; i < s.g.rows; ++i)
+    for (int j = 0; j <= i; ++j) {
+      const bool allowed = i / 8 == j / 8;  // the rule, written here
+      EXPECT_EQ(isMasked(s.cell(i, j)), !allowed) << "cell (" << i << ", " << j << ")";
+    }
+}
+
+// Packed documents: the ids in the scene file, the rule doc(i) == doc(j) and j <= i.
+TEST(AppMaskPresets, PackedDocumentsKeepEachDocumentToItself) {
+  const Shot s = runApp("documents", "--scene " + scene("10-packed-documents.json"));
+  ASSERT_RAN(s);
+  // Documents end after each "<eos>" token of the scene's text (tokens 7, 17, 30, 35).
+  auto doc = [](int t) { return (t > 7) + (t > 17) + (t > 30); };
+  for (int i = 0; i < s.g.rows; ++i)
+    for (int j = 0; j <= i; ++j)
+      EXPECT_EQ(isMasked(s.cell(i, j)), doc(i) != doc(j)) << "cell (" << i << ", " << j << ")";
+}
+
+// The blocks overlay: each 32 x 32 tile is outlined in the colour of its kind, counted here from
+// the scene's expression (k < 4 || q - k < 24, with causal) cell by cell.
+TEST(AppMaskPresets, HowSparseDrawsEachTileInTheColourOfItsBruteForceKind) {
+  const Shot s = runApp("blocks", "--scene " + scene("12-how-sparse-is-my-mask.json"));
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, 160);
+  const int B = 32, T = 160;
+  int kinds[3] = {0, 0, 0};
+  for (int r = 0; r < T / B; ++r)
+    for (int c = 0; c < T / B; ++c) {
+      int yes = 0;
+      for (int i = r * B; i < (r + 1) * B; ++i)
+        for (int j = c * B; j < (c + 1) * B; ++j) yes += j <= i && (j < 4 || i - j < 24);
+      const RGBA8 want = yes == 0       ? attnviz::kBlockEmptyColor
+                         : yes == B * B ? attnviz::kBlockFullColor
+                                        : attnviz::kBlockPartialColor;
+      ++kinds[yes == 0 ? 0 : yes == B * B ? 2 : 1];
+      // The middle of the tile's left and top edges: the outline is 2 whole pixels inside the
+      // tile, from the pixel its first cell starts in.
+      const int x0 = int(std::floor(s.g.x0 + (c * B - s.g.panX) * s.g.cell));
+      const int y0 = int(std::floor(s.g.y0 + (r * B - s.g.panY) * s.g.cell));
+      const int mid = int(B * s.g.cell * 0.5f);
+      const RGBA8 left = s.pixel(x0 + 1, y0 + mid);
+      const RGBA8 top = s.pixel(x0 + mid, y0 + 1);
+      EXPECT_TRUE(near(left, want, 24)) << "tile (" << r << ", " << c << ") left edge: " << int(left.r)
+                                        << "," << int(left.g) << "," << int(left.b);
+      EXPECT_TRUE(near(top, want, 24)) << "tile (" << r << ", " << c << ") top edge: " << int(top.r)
+                                       << "," << int(top.g) << "," << int(top.b);
+    }
+  EXPECT_GT(kinds[0], 0);  // the test means something: both kinds occur
+  EXPECT_GT(kinds[1], 0);
+}
+
+TEST(AppMaskPresets, GemmaSoftcapRenders) {
+  const Shot s = runApp("softcap", "--scene " + scene("11-gemma2-softcap.json"));
+  ASSERT_RAN(s);
+  EXPECT_TRUE(isMasked(s.cell(0, 5)));
+  EXPECT_FALSE(isMasked(s.cell(5, 0)));
 }
 
 }  // namespace
