@@ -184,15 +184,8 @@ int runExport(int argc, char** argv) {
     desc += "mask: " + describeMask(params.mask) +
             " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
     if (!blocks.empty()) {
-      data.blocks = classifyEveryHead(params, d.H, d.Tq, d.Tk, blockSize);
-      printBlockCounts(data.blocks);
-      char work[128];
-      const BlockSparsity& b = data.blocks[std::size_t(std::max(headIndex, 0))];
-      std::snprintf(
-          work, sizeof work,
-          " \xC2\xB7 %dx%d tiles: %.0f%% of dense work (green full, orange partial, pale skipped)",
-          b.size.rows, b.size.cols, 100.0 * b.workFraction());
-      desc += work;
+      eo.blocks = classifyEveryHead(params, d.H, d.Tq, d.Tk, blockSize);
+      printBlockCounts(eo.blocks);
     }
     data.description = desc;
 

@@ -595,6 +595,27 @@ Canvas buildFigure(const FigureSpec& f, const Grid& g, float fs) {
     TextMask cap = font.render(fitText(font, poolCaption(g)), sz.tick);
     fig.text(cap, heatLeft, fig.box.y1 + sz.gap * 2, kSoftInk, Rot::None);
   }
+  // The block overlay's meaning and the work it saves, under the figure.
+  if (src.blocks) {
+    double lo = 1.0, hi = 0.0;
+    for (int h : f.heads) {
+      lo = std::min(lo, (*src.blocks)[std::size_t(h)].workFraction());
+      hi = std::max(hi, (*src.blocks)[std::size_t(h)].workFraction());
+    }
+    const BlockSize b = (*src.blocks)[std::size_t(f.heads[0])].size;
+    char line[128];
+    if (hi - lo < 0.0005)
+      std::snprintf(line, sizeof line, "%dx%d tiles: a tiled kernel does %.0f%% of the dense work",
+                    b.rows, b.cols, 100.0 * lo);
+    else
+      std::snprintf(line, sizeof line, "%dx%d tiles: a tiled kernel does %.0f-%.0f%% of the dense work",
+                    b.rows, b.cols, 100.0 * lo, 100.0 * hi);
+    for (const char* text : {static_cast<const char*>(line),
+                             "outlines: green full, orange partial, pale empty (skipped)"}) {
+      TextMask cap = font.render(fitText(font, text), sz.tick);
+      fig.text(cap, heatLeft, fig.box.y1 + sz.gap, kSoftInk, Rot::None);
+    }
+  }
 
   if (!f.title.empty()) {
     // A title wider than the figure breaks at its " · " separators, so that a long description
@@ -666,11 +687,11 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     for (int h = 0; h < H; ++h) heads.push_back(h);
 
   Source src{values, data.logits, opt.stage, opt.colormap, 1.0f, Tq, Tk};
-  if (!data.blocks.empty()) {
-    if (int(data.blocks.size()) != H)
-      throw InputError("export: block overlay for " + std::to_string(data.blocks.size()) +
+  if (!opt.blocks.empty()) {
+    if (int(opt.blocks.size()) != H)
+      throw InputError("export: block overlay for " + std::to_string(opt.blocks.size()) +
                        " heads, the data has " + std::to_string(H));
-    src.blocks = &data.blocks;
+    src.blocks = &opt.blocks;
   }
   bool anyMasked = false;
   float m = 0;
@@ -697,7 +718,7 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     if (src.blocks) {
       Grid g;
       g.cell = cell;
-      blocksOp(data.blocks[std::size_t(heads[0])], 0, 0, g, Tq, Tk)(img, 0, 0);
+      blocksOp(opt.blocks[std::size_t(heads[0])], 0, 0, g, Tq, Tk)(img, 0, 0);
     }
     return img;
   }

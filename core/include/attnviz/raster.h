@@ -33,6 +33,10 @@ struct ExportOptions {
   // stroke font. A path that does not load also falls back to the built-in font.
   std::string fontPath;
   int gridColumns = 0;  // panels per row when head == -1; 0 = chosen from the shape
+  // Block-sparsity overlay, one per head of the data (empty: none). Each tile is outlined,
+  // inside its cells, in blockColor(kind) (bare exports too); a labelled figure says under it
+  // what share of the dense work a tiled kernel does.
+  std::vector<BlockSparsity> blocks;
 };
 
 struct ExportData {
@@ -40,9 +44,6 @@ struct ExportData {
   const Tensor3* logits = nullptr;   // [H, T_q, T_k]; -inf marks masked cells (required)
   std::vector<std::string> queryTokens, keyTokens;  // may be empty: indices are used
   std::string description;                          // e.g. "causal + window:4, tau = 1" for titles
-  // Block-sparsity overlay, one per head (empty: none). Each tile is outlined, inside its cells,
-  // in blockColor(kind); bare exports get it too.
-  std::vector<BlockSparsity> blocks;
 };
 
 // Renders the figure. Throws UsageError for a head out of range, --bare with every head, or an
