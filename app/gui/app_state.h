@@ -23,8 +23,9 @@ namespace attnviz::gui {
 class HeatmapRenderer;
 
 // What the heatmap shows for the current head. Score stages use a diverging colormap.
-enum class ViewStage { RawScores, Scaled, Biased, Logits, Weights, Output };
-constexpr int kStageCount = 6;
+// Capped is the softcap (c tanh(s / c)); the stage bar shows it while a softcap is set.
+enum class ViewStage { RawScores, Scaled, Capped, Biased, Logits, Weights, Output };
+constexpr int kStageCount = 7;
 const char* stageLabel(ViewStage s);             // e.g. "QKᵀ"
 const char* stageKey(ViewStage s);               // stable name for files: "qk", "scaled", ...
 const char* stageFormula(ViewStage s);           // one line: what the value of cell (i, j) is

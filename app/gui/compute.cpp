@@ -142,13 +142,21 @@ void buildDisplay(AppState& s) {
   const float* B = c.biasMask.data();
   const float tau = c.params.temperature;
   const ViewStage stage = s.view.stage;
+  const std::size_t n = std::size_t(Tq) * Tk;
+  // With a softcap, every stage from Capped on starts from c tanh(s / c).
+  thread_local std::vector<float> capped;
+  const float* C = S;
+  if (c.params.mask.softcap > 0.0f) {
+    capped.resize(n);
+    for (std::size_t k = 0; k < n; ++k) capped[k] = softcapScore(S[k], c.params.mask.softcap);
+    C = capped.data();
+  }
 
   d.columnsAreKeys = stage != ViewStage::Output;
   d.isWeights = stage == ViewStage::Weights;
   d.rows = Tq;
   d.cols = d.columnsAreKeys ? Tk : dv;
   d.values.resize(std::size_t(d.rows) * d.cols);
-  const std::size_t n = std::size_t(Tq) * Tk;
   switch (stage) {
     case ViewStage::RawScores: {
       const float root = std::sqrt(float(r.dims.dk));
@@ -158,16 +166,19 @@ void buildDisplay(AppState& s) {
     case ViewStage::Scaled:
       std::copy(S, S + n, d.values.begin());
       break;
+    case ViewStage::Capped:
+      std::copy(C, C + n, d.values.begin());
+      break;
     case ViewStage::Biased:
-      for (std::size_t k = 0; k < n; ++k) d.values[k] = B[k] == kNegInf ? kNegInf : S[k] + B[k];
+      for (std::size_t k = 0; k < n; ++k) d.values[k] = B[k] == kNegInf ? kNegInf : C[k] + B[k];
       break;
     case ViewStage::Logits:
       for (std::size_t k = 0; k < n; ++k)
-        d.values[k] = B[k] == kNegInf ? kNegInf : (S[k] + B[k]) / tau;
+        d.values[k] = B[k] == kNegInf ? kNegInf : (C[k] + B[k]) / tau;
       break;
     case ViewStage::Weights:
       if (s.view.wrongAxis) {
-        wrongAxisSoftmax(S, B, tau, Tq, Tk, d.values);
+        wrongAxisSoftmax(C, B, tau, Tq, Tk, d.values);
       } else if (s.view.headAverage) {
         const int H = s.heads();
         std::fill(d.values.begin(), d.values.end(), 0.0f);
@@ -241,6 +252,8 @@ const char* stageLabel(ViewStage s) {
     case ViewStage::Scaled:
       return "\xc3\xb7\xe2\x88\x9a"
              "d";
+    case ViewStage::Capped:
+      return "softcap";
     case ViewStage::Biased:
       return "+ bias & mask";
     case ViewStage::Logits:
@@ -259,6 +272,8 @@ const char* stageKey(ViewStage s) {
       return "qk";
     case ViewStage::Scaled:
       return "scaled";
+    case ViewStage::Capped:
+      return "capped";
     case ViewStage::Biased:
       return "biased";
     case ViewStage::Logits:
@@ -278,9 +293,12 @@ const char* stageFormula(ViewStage s) {
     case ViewStage::Scaled:
       return "cell (i, j) = q_i \xc2\xb7 k_j / \xe2\x88\x9a"
              "d_k";
+    case ViewStage::Capped:
+      return "cell (i, j) = c \xc2\xb7 tanh(s_ij / c), s_ij = q_i \xc2\xb7 k_j / \xe2\x88\x9a"
+             "d_k   (Gemma 2 softcap: |cell| < c)";
     case ViewStage::Biased:
       return "cell (i, j) = q_i \xc2\xb7 k_j / \xe2\x88\x9a"
-             "d_k + b_ij   (masked = \xe2\x88\x92\xe2\x88\x9e)";
+             "d_k + b_ij   (masked = \xe2\x88\x92\xe2\x88\x9e; softcapped first when set)";
     case ViewStage::Logits:
       return "cell (i, j) = L_ij = (q_i \xc2\xb7 k_j / \xe2\x88\x9a"
              "d_k + b_ij) / \xcf\x84";
@@ -297,7 +315,7 @@ bool stageIsScore(ViewStage s) { return s != ViewStage::Weights; }
 ViewStage stageFromKey(const std::string& key) {
   for (int k = 0; k < kStageCount; ++k)
     if (key == stageKey(ViewStage(k))) return ViewStage(k);
-  throw UsageError("--stage: expected qk, scaled, biased, logits, weights or output, got '" + key +
+  throw UsageError("--stage: expected qk, scaled, capped, biased, logits, weights or output, got '" + key +
                    "'");
 }
 

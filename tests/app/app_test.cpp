@@ -471,11 +471,24 @@ TEST(AppMaskPresets, HowSparseDrawsEachTileInTheColourOfItsBruteForceKind) {
   EXPECT_GT(kinds[1], 0);
 }
 
-TEST(AppMaskPresets, GemmaSoftcapRenders) {
-  const Shot s = runApp("softcap", "--scene " + scene("11-gemma2-softcap.json"));
+// Gemma 2 softcap (c = 20 in the scene): the tooltip's logit is c tanh(s / c) of its scaled score,
+// computed here, for a cell whose score is far past the cap.
+TEST(AppMaskPresets, GemmaSoftcapSaturatesTheLogitAtTheCap) {
+  const Shot s = runApp("softcap", "--scene " + scene("11-gemma2-softcap.json") +
+                                       " --hover-cell 3,2");
   ASSERT_RAN(s);
-  EXPECT_TRUE(isMasked(s.cell(0, 5)));
+  // The scene opens on the softcap stage, which comes before the mask: no cell is hatched.
+  EXPECT_FALSE(isMasked(s.cell(0, 5)));
   EXPECT_FALSE(isMasked(s.cell(5, 0)));
+  const double scaled = numberAfter(s.out,
+                                    "scaled score q\xc2\xb7k/\xe2\x88\x9a"
+                                    "d = ");
+  const double logit = numberAfter(s.out, "logit (s + b)/\xcf\x84 = ");
+  ASSERT_FALSE(std::isnan(scaled)) << s.out;
+  ASSERT_FALSE(std::isnan(logit)) << s.out;
+  EXPECT_GT(std::fabs(scaled), 30.0) << "the test needs a score past the cap";
+  EXPECT_NEAR(logit, 20.0 * std::tanh(scaled / 20.0), 1e-3) << s.out;
+  EXPECT_LT(std::fabs(logit), 20.0);
 }
 
 }  // namespace
