@@ -53,6 +53,7 @@ struct Options {
   std::optional<float> temperature;
   std::optional<int> selectRow, head;
   std::string hoverCell, clickCell;
+  std::optional<std::string> typeMaskExpr;
   std::string stage, colormap, backend = "auto";
   bool wrongAxis = false;
   bool paint = false;
@@ -542,6 +543,9 @@ int runGui(int argc, char** argv) {
   cli.add_option("--backend", o.backend, "cpu | gpu | auto")->capture_default_str();
   cli.add_flag("--wrong-axis", o.wrongAxis, "softmax over the wrong axis (teaching)");
   cli.add_flag("--paint", o.paint, "start in mask-painting mode (a click blocks a cell)");
+  cli.add_option("--type-mask-expr", o.typeMaskExpr,
+                 "type this into the Mask panel's expression field (applied when it compiles, "
+                 "else shown with its error)");
   cli.add_option("--zoom", o.zoom, "initial zoom (1 = fit)");
   cli.add_option("--tokens", o.syntheticTokens, "repeat the scene's text to this many tokens");
   cli.add_option("--heads", o.heads, "number of heads");
@@ -596,6 +600,7 @@ int runGui(int argc, char** argv) {
     if (colormap) s.view.weightColormap = *colormap;
     if (o.wrongAxis) s.view.wrongAxis = true;
     if (o.paint) s.view.paintMode = true;
+    if (o.typeMaskExpr && typeMaskExpression(s, *o.typeMaskExpr)) markParamsDirty(s);
     if (o.popup == "open")
       s.ui.requestOpenDialog = true;
     else if (o.popup == "save")

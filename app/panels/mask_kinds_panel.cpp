@@ -237,6 +237,12 @@ const BlockSparsity* currentBlocks(AppState& s) {
   return e.blocks.total() > 0 ? &e.blocks : nullptr;
 }
 
+bool typeMaskExpression(AppState& s, const std::string& text) {
+  syncFields(s);
+  copyText(s.maskEditor.expr, sizeof s.maskEditor.expr, text);
+  return applyExpression(s);
+}
+
 bool drawMaskKindsPanel(AppState& s) {
   syncFields(s);
   bool changed = documentControls(s);

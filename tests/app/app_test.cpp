@@ -491,4 +491,22 @@ TEST(AppMaskPresets, GemmaSoftcapSaturatesTheLogitAtTheCap) {
   EXPECT_LT(std::fabs(logit), 20.0);
 }
 
+// The expression field: a good expression applies, a bad one leaves the last good mask.
+TEST(AppMaskExpression, ATypedExpressionAppliesAndABadOneKeepsTheLastGoodMask) {
+  const Shot good = runApp("expr-good", "--scene " + scene("09-llama4-chunked-attention.json") +
+                                            " --type-mask-expr \"(q - k) % 2 == 0\"");
+  ASSERT_RAN(good);
+  for (int i = 0; i < good.g.rows; ++i)
+    for (int j = 0; j <= i; ++j) {
+      const bool allowed = i / 8 == j / 8 && (i - j) % 2 == 0;  // chunk:8 + causal + expr
+      EXPECT_EQ(isMasked(good.cell(i, j)), !allowed) << "cell (" << i << ", " << j << ")";
+    }
+  const Shot bad = runApp("expr-bad", "--scene " + scene("09-llama4-chunked-attention.json") +
+                                          " --type-mask-expr \"(q - k) % 2 == kk\"");
+  ASSERT_RAN(bad);
+  for (int i = 0; i < bad.g.rows; ++i)
+    for (int j = 0; j <= i; ++j)
+      EXPECT_EQ(isMasked(bad.cell(i, j)), i / 8 != j / 8) << "cell (" << i << ", " << j << ")";
+}
+
 }  // namespace
