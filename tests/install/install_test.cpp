@@ -4,6 +4,7 @@
 // AppStream metadata that the freedesktop validators accept. Expected pixels come from the scene
 // file and the colormap table, never from a previous run.
 #include "attnviz/colormap.h"
+#include "attnviz/font.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -11,7 +12,9 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -76,6 +79,21 @@ int wordCount(const std::string& s) {
   return n;
 }
 
+struct Geometry {
+  float x0 = 0, y0 = 0, w = 0, h = 0, cell = 0, panX = 0, panY = 0;
+  int rows = 0, cols = 0;
+};
+
+// The heatmap's placement, from the "geometry:" line a scripted GUI run prints.
+bool parseGeometry(const std::string& out, Geometry& g) {
+  const auto at = out.find("geometry:");
+  return at != std::string::npos &&
+         std::sscanf(out.c_str() + at,
+                     "geometry: x0=%f y0=%f w=%f h=%f cell=%f rows=%d cols=%d panX=%f panY=%f",
+                     &g.x0, &g.y0, &g.w, &g.h, &g.cell, &g.rows, &g.cols, &g.panX,
+                     &g.panY) == 9;
+}
+
 class InstalledDeb : public ::testing::Test {
  protected:
   static inline fs::path tmp, root;
@@ -111,6 +129,17 @@ class InstalledDeb : public ::testing::Test {
   static fs::path share() { return root / "usr/share"; }
   static std::string preset() {
     return (share() / "attnviz/scenes/03-causal-triangle.json").string();
+  }
+  // The installed GUI under Xvfb, from /, for a few frames; `env` prefixes the command.
+  static Shell gui(const std::string& scene, const std::string& png, const std::string& env = "") {
+    Shell r;
+    for (int attempt = 0; attempt < 3; ++attempt) {  // xvfb-run -a can race another server
+      r = sh(env + " " + std::string(ATTNVIZ_XVFB_RUN) + " -a -s '-screen 0 1024x768x24' " +
+             q(bin()) + " --scene " + q(scene) + " --size 960x640 --frames 5 --screenshot " +
+             q(png));
+      if (r.out.find("xvfb-run: error") == std::string::npos) break;
+    }
+    return r;
   }
 };
 
@@ -171,29 +200,19 @@ TEST_F(InstalledDeb, ExportsAnInstalledPresetFromRoot) {
 // and its screenshot is the window's size with the preset's causal triangle in the heatmap.
 TEST_F(InstalledDeb, GuiScreenshotFromRootFindsItsData) {
   const std::string png = (tmp / "gui.png").string();
-  Shell r;
-  for (int attempt = 0; attempt < 3; ++attempt) {  // xvfb-run -a can race another server start
-    r = sh(std::string(ATTNVIZ_XVFB_RUN) + " -a -s '-screen 0 1024x768x24' " + q(bin()) +
-           " --scene " + q(preset()) + " --size 960x640 --frames 5 --screenshot " + q(png));
-    if (r.out.find("xvfb-run: error") == std::string::npos) break;
-  }
+  const Shell r = gui(preset(), png);
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("data: " + (share() / "attnviz").string() + "\n"), std::string::npos)
       << r.out;
-  const auto font = r.out.find("font: /");
-  EXPECT_NE(font, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("font: /"), std::string::npos) << r.out;
   const Image im = load(png);
   ASSERT_EQ(im.width, 960);
   ASSERT_EQ(im.height, 640);
   EXPECT_GT(im.distinctColours(), 100);
-  float x0 = 0, y0 = 0, w = 0, h = 0, cell = 0, panX = 0, panY = 0;
-  int rows = 0, cols = 0;
-  const auto at = r.out.find("geometry:");
-  ASSERT_NE(at, std::string::npos) << r.out;
-  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
-                        "geometry: x0=%f y0=%f w=%f h=%f cell=%f rows=%d cols=%d panX=%f panY=%f",
-                        &x0, &y0, &w, &h, &cell, &rows, &cols, &panX, &panY),
-            9);
+  Geometry g;
+  ASSERT_TRUE(parseGeometry(r.out, g)) << r.out;
+  const float x0 = g.x0, y0 = g.y0, cell = g.cell, panX = g.panX, panY = g.panY;
+  const int cols = g.cols;
   auto cellAt = [&](int i, int j) {
     return im.at(int(x0 + (j + 0.5f - panX) * cell), int(y0 + (i + 0.5f - panY) * cell));
   };
@@ -201,6 +220,66 @@ TEST_F(InstalledDeb, GuiScreenshotFromRootFindsItsData) {
   EXPECT_TRUE(masked == attnviz::kMaskedColor || masked == attnviz::kMaskedHatchColor);
   const RGBA8 diag = cellAt(0, 0);
   EXPECT_FALSE(diag == attnviz::kMaskedColor || diag == attnviz::kMaskedHatchColor);
+}
+
+// A CJK token's label in the GUI comes from a fallback face merged into the ImGui atlas. Without
+// one, ImGui draws '?' for each character, so the label of "語語" would look exactly like the
+// label of the token "??". It must not; and with fontconfig limited to the UI face's folder
+// (no CJK anywhere) it must, which shows the comparison can fail.
+TEST_F(InstalledDeb, GuiDrawsCjkLabelsFromAFallbackFont) {
+  const attnviz::FontFile ui = attnviz::matchFont("sans-serif");
+  if (ui.empty() || attnviz::fontForCodepoint(0x8A9E).empty()) {  // 語
+    if (std::getenv("ATTNVIZ_REQUIRE_CJK_FONT")) FAIL() << "no CJK font (fonts-droid-fallback)";
+    GTEST_SKIP() << "no CJK font here (fonts-droid-fallback)";
+  }
+  std::ifstream f(preset());
+  const auto base = nlohmann::json::parse(f);
+  auto sceneWith = [&](const std::string& firstToken, const std::string& name) {
+    auto scene = base;
+    scene["query_text"] = firstToken + " a b c d";
+    scene["heads"] = 1;
+    scene["archetypes"] = {"previous-token"};
+    const std::string path = (tmp / name).string();
+    std::ofstream(path) << scene.dump();
+    return path;
+  };
+  const std::string cjk = sceneWith("\xE8\xAA\x9E\xE8\xAA\x9E", "cjk.json");
+  const std::string marks = sceneWith("??", "marks.json");
+  const std::string conf = (tmp / "fonts.conf").string();
+  std::ofstream(conf) << "<?xml version=\"1.0\"?>\n<fontconfig><dir>"
+                      << fs::path(ui.path).parent_path().string() << "</dir><cachedir>"
+                      << (tmp / "fc-cache").string() << "</cachedir></fontconfig>\n";
+
+  // Row 0's label: 50 x 20 pixels left of the heatmap, centred on row 0, as luminance. The UI
+  // face is pinned, so only the label's glyphs can differ between runs.
+  const std::string pin = "ATTNVIZ_FONT=" + q(ui.path);
+  auto label = [&](const std::string& scene, const std::string& env, const std::string& name) {
+    const std::string png = (tmp / name).string();
+    const Shell r = gui(scene, png, pin + " " + env);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    std::vector<int> lum;
+    Geometry g;
+    const Image im = load(png);
+    if (!parseGeometry(r.out, g) || im.width == 0) return lum;
+    const int mid = int(g.y0 + g.cell / 2);
+    for (int y = mid - 10; y < mid + 10; ++y)
+      for (int x = int(g.x0) - 50; x < int(g.x0); ++x) {
+        const RGBA8 c = im.at(x, y);
+        lum.push_back((c.r + c.g + c.b) / 3);
+      }
+    return lum;
+  };
+  auto differing = [](const std::vector<int>& a, const std::vector<int>& b) {
+    if (a.size() != b.size() || a.empty()) return -1;
+    int n = 0;
+    for (std::size_t k = 0; k < a.size(); ++k) n += std::abs(a[k] - b[k]) > 40;
+    return n;
+  };
+  const auto questionMarks = label(marks, "", "marks.png");
+  const auto withFallback = label(cjk, "", "cjk_all.png");
+  const auto uiFaceOnly = label(cjk, "FONTCONFIG_FILE=" + q(conf), "cjk_ui_only.png");
+  EXPECT_GT(differing(withFallback, questionMarks), 30);
+  EXPECT_EQ(differing(uiFaceOnly, questionMarks), 0);
 }
 
 }  // namespace
