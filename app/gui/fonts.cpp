@@ -52,8 +52,8 @@ void buildAtlas(UiFonts& f) {
   ImFontConfig cfg;
   cfg.OversampleH = 2;
   cfg.OversampleV = 1;
-  if (primary.empty() || !io.Fonts->AddFontFromFileTTF(primary.path.c_str(), f.sizePx, &cfg,
-                                                        kBaseRanges)) {
+  if (primary.empty() ||
+      !io.Fonts->AddFontFromFileTTF(primary.path.c_str(), f.sizePx, &cfg, kBaseRanges)) {
     ImFontConfig def;
     def.SizePixels = std::round(f.sizePx * 13.0f / 15.0f);
     io.Fonts->AddFontDefault(&def);

@@ -76,9 +76,7 @@ FontFile bestFace(const std::string& pattern, char32_t cp) {
 
 FontFile matchFont(const std::string& pattern) { return bestFace(pattern, U'A'); }
 
-FontFile fontForCodepoint(char32_t cp, const std::string& pattern) {
-  return bestFace(pattern, cp);
-}
+FontFile fontForCodepoint(char32_t cp, const std::string& pattern) { return bestFace(pattern, cp); }
 
 std::vector<FontFile> defaultFonts() {
   if (const char* env = std::getenv("ATTNVIZ_FONT"); env && *env) return {{env, 0}};

@@ -167,9 +167,9 @@ struct Font::Impl {
       if (const int g = f->glyphIndex(cp); g != 0) return {f.get(), g};
     if (asked.insert(cp).second) {
       const FontFile found = fontForCodepoint(cp);
-      const bool known = found == primary->file ||
-                         std::any_of(extras.begin(), extras.end(),
-                                     [&](const auto& f) { return f->file == found; });
+      const bool known =
+          found == primary->file || std::any_of(extras.begin(), extras.end(),
+                                                [&](const auto& f) { return f->file == found; });
       if (!found.empty() && !known) {
         auto f = std::make_unique<Face>();
         if (f->load(found)) {

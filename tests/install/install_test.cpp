@@ -90,8 +90,7 @@ bool parseGeometry(const std::string& out, Geometry& g) {
   return at != std::string::npos &&
          std::sscanf(out.c_str() + at,
                      "geometry: x0=%f y0=%f w=%f h=%f cell=%f rows=%d cols=%d panX=%f panY=%f",
-                     &g.x0, &g.y0, &g.w, &g.h, &g.cell, &g.rows, &g.cols, &g.panX,
-                     &g.panY) == 9;
+                     &g.x0, &g.y0, &g.w, &g.h, &g.cell, &g.rows, &g.cols, &g.panX, &g.panY) == 9;
 }
 
 class InstalledDeb : public ::testing::Test {
@@ -108,7 +107,7 @@ class InstalledDeb : public ::testing::Test {
     tmp = t;
     root = tmp / "root";
     const Shell pack = sh(q(ATTNVIZ_CPACK) + " -G DEB --config " + q(ATTNVIZ_CPACK_CONFIG) +
-                        " -B " + q((tmp / "pkg").string()));
+                          " -B " + q((tmp / "pkg").string()));
     fs::path deb;
     for (const auto& e : fs::directory_iterator(tmp / "pkg"))
       if (e.path().extension() == ".deb") deb = e.path();
@@ -164,7 +163,7 @@ TEST_F(InstalledDeb, DesktopEntryAndMetainfoValidate) {
   EXPECT_EQ(d.rc, 0) << d.out;
   EXPECT_EQ(d.out.find("error"), std::string::npos) << d.out;
   const Shell a = sh("appstreamcli validate --no-net " +
-                   q((share() / "metainfo/org.attnviz.attnviz.metainfo.xml")));
+                     q((share() / "metainfo/org.attnviz.attnviz.metainfo.xml")));
   EXPECT_EQ(a.rc, 0) << a.out;
 }
 
@@ -176,7 +175,8 @@ TEST_F(InstalledDeb, ExportsAnInstalledPresetFromRoot) {
   const int T = wordCount(scene.at("query_text").get<std::string>());
   ASSERT_GT(T, 2);
   const std::string png = (tmp / "export.png").string();
-  const Shell r = sh(q(bin()) + " export --scene " + q(preset()) + " --bare --cell 4 --png " + q(png));
+  const Shell r =
+      sh(q(bin()) + " export --scene " + q(preset()) + " --bare --cell 4 --png " + q(png));
   ASSERT_EQ(r.rc, 0) << r.out;
   const Image im = load(png);
   ASSERT_EQ(im.width, 4 * T);
