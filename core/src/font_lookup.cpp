@@ -1,6 +1,7 @@
 // Font discovery through fontconfig: which installed face is the system's sans-serif, and which
 // one has a glyph the chosen face lacks. Shared by the PNG export (raster_font.cpp) and the GUI's
 // ImGui atlas, so both pick the same faces.
+#include "attnviz/data_dir.h"
 #include "attnviz/font.h"
 
 #include <fontconfig/fontconfig.h>
@@ -41,6 +42,9 @@ FontFile bestFace(const std::string& pattern, char32_t cp) {
     // fontconfig's configuration is otherwise never freed (LeakSanitizer reports it); no
     // fontconfig object outlives a lookup, so releasing everything at exit is safe.
     if (ok) std::atexit(FcFini);
+    // Fonts shipped with attnviz (share/attnviz/fonts, when there are any) join the system's.
+    if (const std::string shipped = dataSubdir("fonts"); ok && !shipped.empty())
+      FcConfigAppFontAddDir(nullptr, reinterpret_cast<const FcChar8*>(shipped.c_str()));
   });
   if (!ok) return {};
   FcPattern* pat = FcNameParse(reinterpret_cast<const FcChar8*>(pattern.c_str()));
