@@ -26,7 +26,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 bool sameMask(const MaskSpec& a, const MaskSpec& b) {
   return a.causal == b.causal && a.window == b.window && a.prefix == b.prefix && a.sink == b.sink &&
          a.pad == b.pad && a.alibi == b.alibi && a.customKind == b.customKind &&
-         a.custom.sameShape(b.custom) && a.custom.data == b.custom.data;
+         a.custom.sameShape(b.custom) && a.custom.data == b.custom.data && a.chunk == b.chunk &&
+         a.docs == b.docs && a.expr == b.expr && a.softcap == b.softcap;
 }
 
 // b_ij, or -inf where masked, for one head. Depends on the mask only, never on tau.
@@ -38,10 +39,13 @@ void buildBiasMask(AppState& s, int h) {
   c.anyBias = m.alibi || m.customKind == MaskSpec::Custom::Bias;
   const bool anyMask = m.any();
   if (anyMask) {
+    const ExprGrid* grid = exprGrid(m, s.heads(), Tq, Tk);
+    std::vector<std::uint8_t> allowed(std::size_t(std::max(Tk, 0)));
     for (int i = 0; i < Tq; ++i) {
       float* row = c.biasMask.data() + std::size_t(i) * Tk;
+      allowedRow(m, grid, h, i, Tq, Tk, allowed.data());
       for (int j = 0; j < Tk; ++j) {
-        if (!maskAllowed(m, h, i, j, Tq, Tk)) {
+        if (!allowed[std::size_t(j)]) {
           row[j] = kNegInf;
         } else if (c.anyBias) {
           row[j] = maskBias(m, c.slopes, h, i, j, Tq, Tk);
