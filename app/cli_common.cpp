@@ -2,6 +2,7 @@
 
 #include "attnviz/npy.h"
 
+#include <cmath>
 #include <cstdio>
 #include <new>
 
@@ -20,7 +21,19 @@ void addAttentionOptions(CLI::App& app, AttentionCliOptions& o) {
   app.add_option("--backend", o.backend, "cpu | gpu | auto");
 }
 
+void checkAttentionOptions(const AttentionCliOptions& o) {
+  if (!(o.temperature > 0.0) || !std::isfinite(o.temperature) ||
+      !std::isfinite(static_cast<float>(o.temperature)) || static_cast<float>(o.temperature) <= 0)
+    throw UsageError("--temperature: expected a finite number > 0, got " +
+                     std::to_string(o.temperature));
+  MaskSpec scratch;
+  for (const std::string& m : o.masks) parseMaskOption(m, scratch);
+  if (o.backend != "cpu" && o.backend != "gpu" && o.backend != "auto")
+    throw UsageError("--backend: expected cpu, gpu or auto, got '" + o.backend + "'");
+}
+
 AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk) {
+  checkAttentionOptions(o);
   AttentionParams p;
   for (const std::string& m : o.masks) parseMaskOption(m, p.mask);
   p.mask.alibi = o.alibi;
@@ -36,10 +49,6 @@ AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk)
     }
     p.mask.customKind = f.isBool ? MaskSpec::Custom::Allow : MaskSpec::Custom::Bias;
     p.mask.custom = std::move(f.values);
-  }
-  if (!(o.temperature > 0.0) || !std::isfinite(o.temperature)) {
-    throw InputError("--temperature must be a finite number > 0, got " +
-                     std::to_string(o.temperature));
   }
   validateParams(p, H, Tq, Tk);
   return p;
