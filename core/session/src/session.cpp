@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <utility>
 
 namespace attnviz {
 
@@ -95,6 +96,14 @@ ViewStage stageFromKey(const std::string& key) {
 
 Session::Session(std::unique_ptr<AttentionEngine> engine) : engine_(std::move(engine)) {}
 Session::~Session() = default;
+
+void Session::setEngine(std::unique_ptr<AttentionEngine> engine) {
+  engine_ = std::move(engine);
+  haveInputs_ = false;
+  result_ = nullptr;
+  if (!fromTensors_) pending_ = SceneInputs{};
+  bumpInputs();
+}
 
 // ---- what changed ----------------------------------------------------------------------------
 
@@ -192,6 +201,7 @@ std::string Session::takeNote() { return std::exchange(note_, std::string()); }
 // ---- running ---------------------------------------------------------------------------------
 
 void Session::update() {
+  if (!engine_) return;
   if (requested_.inputs != computed_.inputs) runInputs();
   if (!haveInputs_) return;  // nothing valid yet (the first inputs failed to build)
   if (requested_.params != computed_.params) runParams();
@@ -211,7 +221,7 @@ void Session::update() {
 }
 
 void Session::updateInputs() {
-  if (requested_.inputs != computed_.inputs) runInputs();
+  if (engine_ && requested_.inputs != computed_.inputs) runInputs();
 }
 
 void Session::runInputs() {
@@ -219,7 +229,9 @@ void Session::runInputs() {
   const auto t0 = Clock::now();
   const int oldTq = tq(), oldTk = tk();
   const bool hadInputs = haveInputs_;
-  SceneInputs in = fromTensors_ ? std::move(pending_) : buildSceneInputs(scene_);
+  SceneInputs in = !fromTensors_           ? buildSceneInputs(scene_)
+                   : pending_.q.empty() ? inputs_  // the same tensors on a new engine
+                                        : std::move(pending_);
   pending_ = SceneInputs{};
   engine_->setInputs(in.q, in.k, in.v);
   inputs_ = std::move(in);
@@ -299,8 +311,8 @@ void Session::fetchResult() {
 }
 
 bool Session::refreshStaleHeads(double budgetMs) {
-  if (!haveInputs_) return false;
   update();
+  if (!haveInputs_) return false;
   const auto t0 = Clock::now();
   std::vector<int> stale;
   for (int h = 0; h < heads(); ++h)

@@ -89,6 +89,10 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
+  // Replaces the engine (the GUI sets it once its GL context exists): every stage is stale.
+  // Until a session has an engine, update() does nothing.
+  void setEngine(std::unique_ptr<AttentionEngine> engine);
+  bool hasEngine() const { return engine_ != nullptr; }
   AttentionEngine& engine() { return *engine_; }
   const AttentionEngine& engine() const { return *engine_; }
 
@@ -140,7 +144,7 @@ class Session {
   Generations requested() const { return requested_; }
   Generations computed() const { return computed_; }
   const SceneInputs& inputs() const { return inputs_; }
-  Dims dims() const { return haveInputs_ ? engine_->dims() : Dims{}; }
+  Dims dims() const { return haveInputs_ && engine_ ? engine_->dims() : Dims{}; }
   int heads() const { return dims().H; }
   int tq() const { return dims().Tq; }
   int tk() const { return dims().Tk; }
