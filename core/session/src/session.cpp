@@ -202,7 +202,7 @@ std::string Session::takeNote() { return std::exchange(note_, std::string()); }
 
 void Session::update() {
   if (!engine_) return;
-  if (requested_.inputs != computed_.inputs) runInputs();
+  if (requested_.inputs != computed_.inputs) runInputs(false);
   if (!haveInputs_) return;  // nothing valid yet (the first inputs failed to build)
   if (requested_.params != computed_.params) runParams();
   const int h = shownHead();
@@ -221,10 +221,15 @@ void Session::update() {
 }
 
 void Session::updateInputs() {
-  if (engine_ && requested_.inputs != computed_.inputs) runInputs();
+  if (engine_ && requested_.inputs != computed_.inputs) runInputs(false);
 }
 
-void Session::runInputs() {
+void Session::computeAllHeads() {
+  if (engine_ && requested_.inputs != computed_.inputs) runInputs(true);
+  refreshStaleHeads(-1);
+}
+
+void Session::runInputs(bool fusedRun) {
   computed_.inputs = requested_.inputs;  // a failure is not retried until the next change
   const auto t0 = Clock::now();
   const int oldTq = tq(), oldTk = tk();
@@ -233,7 +238,16 @@ void Session::runInputs() {
                    : pending_.q.empty() ? inputs_  // the same tensors on a new engine
                                         : std::move(pending_);
   pending_ = SceneInputs{};
-  engine_->setInputs(in.q, in.k, in.v);
+  // The first inputs of a session asked for every head: the engine's fused run (GEMMs and
+  // softmax per block of rows), with the parameters as they are now.
+  const bool fused = fusedRun && !hadInputs;
+  AttentionParams fusedParams;
+  if (fused) {
+    fusedParams = fromTensors_ ? scene_.params : effectiveParams(scene_);
+    engine_->run(in.q, in.k, in.v, fusedParams);
+  } else {
+    engine_->setInputs(in.q, in.k, in.v);
+  }
   inputs_ = std::move(in);
   haveInputs_ = true;
   const int H = heads();
@@ -256,6 +270,16 @@ void Session::runInputs() {
   }
   maskStale_ = true;
   if (computed_.params == requested_.params) bumpParams();
+  if (fused) {
+    params_ = std::move(fusedParams);
+    maskStale_ = false;
+    ++maskGeneration_;
+    computed_.params = requested_.params;
+    std::fill(headFresh_.begin(), headFresh_.end(), 1);
+    for (auto& v : headVersion_) ++v;
+    ++weightsVersion_;
+    fetchResult();
+  }
   timing_.setInputsMs = msSince(t0);
 }
 

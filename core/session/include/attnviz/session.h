@@ -136,8 +136,9 @@ class Session {
   // Softmax and output for stale heads (thumbnails) until budgetMs has passed; returns whether
   // any ran. budgetMs < 0: every stale head.
   bool refreshStaleHeads(double budgetMs);
-  // Every head current (export, compute).
-  void computeAllHeads() { refreshStaleHeads(-1); }
+  // Every head current (export, compute). A session's first inputs take the engine's fused
+  // run (AttentionEngine::run) instead of setInputs + softmax.
+  void computeAllHeads();
 
   // ---- results ----------------------------------------------------------------------------
   bool ready() const { return haveInputs_; }
@@ -179,7 +180,7 @@ class Session {
   Image exportImage(const ExportRequest& request);
 
  private:
-  void runInputs();
+  void runInputs(bool fusedRun);
   void runParams();
   void runView();
   void computeHeads(const std::vector<int>& heads);
