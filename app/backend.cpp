@@ -31,9 +31,8 @@ EngineChoice chooseEngine(const std::string& backend, EngineSite site,
     return c;
   }
   try {
-    std::unique_ptr<GpuEngine> gpu = site == EngineSite::Headless
-                                         ? makeGpuEngineHeadless()
-                                         : makeGpuEngineOnCurrentContext();
+    std::unique_ptr<GpuEngine> gpu =
+        site == EngineSite::Headless ? makeGpuEngineHeadless() : makeGpuEngineOnCurrentContext();
     const std::string r = gpu->renderer();
     // As in the GUI: on a software rasterizer the CPU engine is many times faster.
     if (backend == "gpu" || !isSoftwareRenderer(r)) {

@@ -72,8 +72,12 @@ int runExport(int argc, char** argv) {
   sceneOpt->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
   addAttentionOptions(app, opts);
   app.add_option("--png", png, "output PNG (written atomically)")->required();
-  app.add_option("--head", head, "head index, or 'all' for a grid of every head (default: the scene's saved head, else 0)");
-  app.add_option("--stage", stage, "weights (softmax) or scores (logits, -inf where masked); default: the scene's saved stage, else weights")
+  app.add_option(
+      "--head", head,
+      "head index, or 'all' for a grid of every head (default: the scene's saved head, else 0)");
+  app.add_option("--stage", stage,
+                 "weights (softmax) or scores (logits, -inf where masked); default: the scene's "
+                 "saved stage, else weights")
       ->check(CLI::IsMember({"weights", "scores"}));
   app.add_flag("--bare", bare, "only the cells: T_k*PX x T_q*PX pixels, row 0 at the top");
   app.add_option("--cell", cell, "pixels per cell (default: fit --width)");

@@ -79,9 +79,9 @@ struct BackendState {
 
 struct Timing {
   double uploadMs = 0, renderMs = 0;  // the engine's and the view matrix's: session.timing()
-  double computeMs = 0;  // frame boundary: updateCompute
-  double uiMs = 0;       // building the ImGui frame (panels)
-  double frameMs = 0;    // exponential average of whole frames
+  double computeMs = 0;               // frame boundary: updateCompute
+  double uiMs = 0;                    // building the ImGui frame (panels)
+  double frameMs = 0;                 // exponential average of whole frames
   double lastFrameMs = 0;
 };
 

@@ -33,8 +33,7 @@ Archetype headArchetype(const Scene& scene, int h) {
 }
 
 double nowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void notify(AppState& s, const std::string& text, double seconds) {

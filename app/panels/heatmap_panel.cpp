@@ -336,7 +336,6 @@ void drawOverlays(const AppState& s, const HeatmapLayout& L) {
                 1.5f);
   }
   dl->PopClipRect();
-
 }
 
 // Row labels (queries) on the left and column labels (keys) on top, thinned to one every
@@ -396,7 +395,6 @@ void drawAxisLabels(const AppState& s, const HeatmapLayout& L, const LabelCache&
     addVerticalText(dl, x, p0.y - 8 * sc - iw, col, tok.c_str());
   }
   dl->PopClipRect();
-
 }
 
 // "Keys (columns)" above and "Queries (rows)" along the left.
@@ -412,7 +410,6 @@ void drawAxisTitles(const AppState& s, const HeatmapLayout& L) {
   const char* queriesTitle = "\xe2\x86\x90 i   Queries (rows)";
   const float qtw = ImGui::CalcTextSize(queriesTitle).x;
   addVerticalText(dl, origin.x, p0.y + std::max(qtw, (visH + qtw) * 0.5f), kTitle, queriesTitle);
-
 }
 
 // Row-sum strip right of the matrix: every row of the weights sums to 1 (fully masked rows are
@@ -436,8 +433,7 @@ float drawRowSumStrip(const AppState& s, const HeatmapLayout& L) {
       const ImU32 col = sumColour(d.rowSums[i], d.rowFullyMasked[i]);
       dl->AddRectFilled(ImVec2(sx0, rowY(float(i))), ImVec2(sx1, rowY(float(i + 1))), col);
       if (cellPx >= lineH + 2) {
-        const std::string txt =
-            d.rowFullyMasked[i] ? "0 \xe2\x88\x85" : fmt("%.2f", d.rowSums[i]);
+        const std::string txt = d.rowFullyMasked[i] ? "0 \xe2\x88\x85" : fmt("%.2f", d.rowSums[i]);
         dl->AddText(ImVec2(sx0 + 4, rowY(i + 0.5f) - lineH * 0.5f), IM_COL32(255, 255, 255, 255),
                     txt.c_str());
       }
@@ -453,8 +449,7 @@ float drawRowSumStrip(const AppState& s, const HeatmapLayout& L) {
         masked |= d.rowFullyMasked[i] != 0;
         if (std::fabs(d.rowSums[i] - 1.0f) > std::fabs(worst - 1.0f)) worst = d.rowSums[i];
       }
-      dl->AddRectFilled(ImVec2(sx0, p0.y + y), ImVec2(sx1, p0.y + y + 1),
-                        sumColour(worst, masked));
+      dl->AddRectFilled(ImVec2(sx0, p0.y + y), ImVec2(sx1, p0.y + y + 1), sumColour(worst, masked));
     }
   }
   dl->PopClipRect();

@@ -54,7 +54,8 @@ bool drawRowInspectorPanel(AppState& s) {
   }
   int allowed = 0;
   for (int j = 0; j < Tk; ++j)
-    allowed += std::isinf(logitAt(r.scaled, s.session.params(), s.session.slopes(), h, i, j)) ? 0 : 1;
+    allowed +=
+        std::isinf(logitAt(r.scaled, s.session.params(), s.session.slopes(), h, i, j)) ? 0 : 1;
   ImGui::Text("sum = %.6f   entropy H = %.3f nats", st.sum, st.entropy);
   ImGui::TextDisabled("at most ln %d = %.3f;  effective keys e^H = %.2f", allowed,
                       std::log(std::max(1, allowed)), std::exp(st.entropy));
@@ -105,7 +106,8 @@ bool drawRowInspectorPanel(AppState& s) {
     const ImVec2 p = ImGui::GetCursorScreenPos();
     std::string label = std::to_string(j) + " " + keys[j];
     while (label.size() > 2 && ImGui::CalcTextSize(label.c_str()).x > labelW - 6) label.pop_back();
-    const bool masked = std::isinf(logitAt(r.scaled, s.session.params(), s.session.slopes(), h, i, j));
+    const bool masked =
+        std::isinf(logitAt(r.scaled, s.session.params(), s.session.slopes(), h, i, j));
     dl->AddText(p, masked ? IM_COL32(110, 112, 120, 255) : IM_COL32(210, 212, 220, 255),
                 label.c_str());
     const float bw = barMax * w[j] / std::max(st.max, 1e-6f);

@@ -23,7 +23,8 @@ bool drawStatusBar(AppState& s) {
   ImGui::SameLine();
   ImGui::TextDisabled(
       "| QK\xe1\xb5\x80 %.1f ms  softmax %.2f ms  view %.2f ms | frame %.1f ms (%.0f FPS)",
-      st.setInputsMs, st.softmaxMs, st.displayMs, t.frameMs, t.frameMs > 0 ? 1000.0 / t.frameMs : 0.0);
+      st.setInputsMs, st.softmaxMs, st.displayMs, t.frameMs,
+      t.frameMs > 0 ? 1000.0 / t.frameMs : 0.0);
   if (!s.ui.notice.empty() && nowSeconds() < s.ui.noticeUntil) {
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(0.55f, 0.9f, 0.55f, 1), "| %s", s.ui.notice.c_str());

@@ -336,8 +336,8 @@ void biasedScoresHead(const Tensor3& scaled, const AttentionParams& p,
   const int Tq = scaled.rows, Tk = scaled.cols;
   const float slope = h < static_cast<int>(slopes.size()) ? slopes[h] : 0.0f;
   for (int i = 0; i < Tq; ++i) {
-    rowLogits(scaled.head(h) + std::size_t(i) * Tk, out + std::size_t(i) * Tk, p, slope, h, i,
-              Tq, Tk);
+    rowLogits(scaled.head(h) + std::size_t(i) * Tk, out + std::size_t(i) * Tk, p, slope, h, i, Tq,
+              Tk);
   }
 }
 

@@ -470,7 +470,8 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
       for (const json& e : shapeJson)
         shape.push_back(checkedInteger(e, 0, 1 << 30, "mask.custom.shape", name));
       const json dataJson = c.contains("data") ? c.at("data") : json::array();
-      if (!dataJson.is_array()) throw InputError(name + ": field 'mask.custom.data' must be an array");
+      if (!dataJson.is_array())
+        throw InputError(name + ": field 'mask.custom.data' must be an array");
       std::vector<float> data;
       for (const json& e : dataJson) {
         if (e.is_null()) {
@@ -567,7 +568,8 @@ SceneView parseSceneView(const std::string& viewJson, const std::string& name) {
     out = j.at(key).get<bool>();
   };
   auto integer = [&](const char* key, int& out, int lo, int hi) {
-    if (j.contains(key)) out = int(checkedInteger(j.at(key), lo, hi, std::string("view.") + key, name));
+    if (j.contains(key))
+      out = int(checkedInteger(j.at(key), lo, hi, std::string("view.") + key, name));
   };
   auto number = [&](const char* key, float& out) {
     if (j.contains(key)) out = checkedFloat(j.at(key), std::string("view.") + key, name);

@@ -465,7 +465,8 @@ TEST_P(AppExportMatchesCli, GuiExportAndCliExportOfTheSavedSceneAreIdentical) {
   const std::string gui = tempPath(tag + "-gui.png"), cli = tempPath(tag + "-cli.png");
   const std::string saved = tempPath(tag + ".json");
   for (const auto& f : {gui, cli, saved}) std::remove(f.c_str());
-  std::string args = "--scene " + scene(file.c_str()) + " --export " + gui + " --save-scene " + saved;
+  std::string args =
+      "--scene " + scene(file.c_str()) + " --export " + gui + " --save-scene " + saved;
   if (painted) args += " --paint --click-cell 6,3";
   const Shot s = runApp(tag, args, 8);
   ASSERT_RAN(s);
@@ -492,15 +493,16 @@ TEST_P(AppExportMatchesCli, GuiExportAndCliExportOfTheSavedSceneAreIdentical) {
   EXPECT_TRUE(fileBytes(gui) == fileBytes(cli)) << "the PNG files differ";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryPresetAndAPaintedScene, AppExportMatchesCli,
-    ::testing::Values("01-rows-sum-to-one.json", "02-wrong-axis-softmax.json",
-                      "03-causal-triangle.json", "04-cross-attention-5x12.json",
-                      "05-decode-kv-cache.json", "06-temperature.json", "07-sliding-window.json",
-                      "08-alibi.json", "painted"),
-    [](const ::testing::TestParamInfo<std::string>& info) {
-      return info.param == "painted" ? std::string("painted") : "preset" + info.param.substr(0, 2);
-    });
+INSTANTIATE_TEST_SUITE_P(EveryPresetAndAPaintedScene, AppExportMatchesCli,
+                         ::testing::Values("01-rows-sum-to-one.json", "02-wrong-axis-softmax.json",
+                                           "03-causal-triangle.json",
+                                           "04-cross-attention-5x12.json",
+                                           "05-decode-kv-cache.json", "06-temperature.json",
+                                           "07-sliding-window.json", "08-alibi.json", "painted"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param == "painted" ? std::string("painted")
+                                                          : "preset" + info.param.substr(0, 2);
+                         });
 
 // The presets are all there: a new one is covered by the list above or this fails.
 TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {

@@ -276,9 +276,8 @@ TEST(CliExportErrors, AnExistingFileIsUntouchedByAFailedExportAndReplacedByAGood
   refuse(qkv(in) + std::vector<std::string>{"--bare", "--cell", "9000", "--png", out}, dir);
   refuse(qkv(in) + std::vector<std::string>{"--head", "7", "--png", out}, dir);
   refuse(qkv(in) + std::vector<std::string>{"--colormap", "nope", "--png", out}, dir);
-  EXPECT_EQ(refuse(qkv(in) + std::vector<std::string>{"--temperature", "0", "--png", out}, dir)
-                .code,
-            2);
+  EXPECT_EQ(
+      refuse(qkv(in) + std::vector<std::string>{"--temperature", "0", "--png", out}, dir).code, 2);
   EXPECT_EQ(
       refuse(qkv(in) + std::vector<std::string>{"--temperature", "nan", "--png", out}, dir).code,
       2);

@@ -20,8 +20,8 @@
 #if !defined(__SANITIZE_ADDRESS__)
 #define ATTNVIZ_COUNT_THREADS 1
 std::atomic<int> gThreadsCreated{0};
-extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
-                              void* (*start)(void*), void* arg) {
+extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
+                              void* arg) {
   using Create = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
   static const Create real = reinterpret_cast<Create>(dlsym(RTLD_NEXT, "pthread_create"));
   gThreadsCreated.fetch_add(1);
@@ -190,12 +190,24 @@ TEST(Session, EveryStageMatchesTheReference) {
           const bool masked = r.l(h, i, j) == -ref::kInf && v.stage != ViewStage::Output;
           double want = 0;
           switch (v.stage) {
-            case ViewStage::RawScores: want = r.scaled[k] * std::sqrt(double(dk)); break;
-            case ViewStage::Scaled: want = r.scaled[k]; break;
-            case ViewStage::Biased: want = masked ? -ref::kInf : r.logits[k] * p.temperature; break;
-            case ViewStage::Logits: want = r.logits[k]; break;
-            case ViewStage::Weights: want = masked ? -ref::kInf : r.w(h, i, j); break;
-            case ViewStage::Output: want = r.o(h, i, j); break;
+            case ViewStage::RawScores:
+              want = r.scaled[k] * std::sqrt(double(dk));
+              break;
+            case ViewStage::Scaled:
+              want = r.scaled[k];
+              break;
+            case ViewStage::Biased:
+              want = masked ? -ref::kInf : r.logits[k] * p.temperature;
+              break;
+            case ViewStage::Logits:
+              want = r.logits[k];
+              break;
+            case ViewStage::Weights:
+              want = masked ? -ref::kInf : r.w(h, i, j);
+              break;
+            case ViewStage::Output:
+              want = r.o(h, i, j);
+              break;
           }
           ASSERT_TRUE(ref::close(got, want, 1e-4, 1e-4))
               << "stage " << stageKey(v.stage) << " head " << h << " cell (" << i << ", " << j
@@ -248,8 +260,8 @@ TEST(Session, WrongAxisGivesColumnsThatSumToOne) {
         continue;
       }
       const double want = std::exp(r.l(1, i, j) - mx) / z;
-      EXPECT_TRUE(ref::close(got, want, 1e-5, 1e-4)) << i << "," << j << ": " << got << " vs "
-                                                     << want;
+      EXPECT_TRUE(ref::close(got, want, 1e-5, 1e-4))
+          << i << "," << j << ": " << got << " vs " << want;
       colSum += got;
     }
     EXPECT_NEAR(colSum, 1.0, 1e-5) << "column " << j;

@@ -234,7 +234,7 @@ void Session::runInputs(bool fusedRun) {
   const auto t0 = Clock::now();
   const int oldTq = tq(), oldTk = tk();
   const bool hadInputs = haveInputs_;
-  SceneInputs in = !fromTensors_           ? buildSceneInputs(scene_)
+  SceneInputs in = !fromTensors_        ? buildSceneInputs(scene_)
                    : pending_.q.empty() ? inputs_  // the same tensors on a new engine
                                         : std::move(pending_);
   pending_ = SceneInputs{};
@@ -329,8 +329,8 @@ void Session::computeHeads(const std::vector<int>& hs) {
 void Session::fetchResult() {
   // S only changes with the inputs; after the first read only what the softmax changed comes
   // back (for the GPU backend this is the whole readback cost).
-  result_ = &engine_->result(scaledFetched_ ? (kStageWeights | kStageOutput | kStageRows)
-                                            : kStageAll);
+  result_ =
+      &engine_->result(scaledFetched_ ? (kStageWeights | kStageOutput | kStageRows) : kStageAll);
   scaledFetched_ = true;
 }
 
@@ -515,10 +515,10 @@ Image Session::exportImage(const ExportRequest& request) {
   update();
   if (!haveInputs_) throw InputError("nothing to export: the inputs did not build");
   if (request.head >= heads())
-    throw UsageError("--head " + std::to_string(request.head) +
-                     ": out of range, the input has " + std::to_string(heads()) +
-                     (heads() == 1 ? " head (0)"
-                                   : " heads (0.." + std::to_string(heads() - 1) + ")"));
+    throw UsageError(
+        "--head " + std::to_string(request.head) + ": out of range, the input has " +
+        std::to_string(heads()) +
+        (heads() == 1 ? " head (0)" : " heads (0.." + std::to_string(heads() - 1) + ")"));
   if (request.stage == ExportStage::Weights) {
     if (request.head < 0) {
       computeAllHeads();
