@@ -3,6 +3,7 @@
 #include "attnviz/npy.h"
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <new>
 
@@ -22,10 +23,15 @@ void addAttentionOptions(CLI::App& app, AttentionCliOptions& o) {
 }
 
 void checkAttentionOptions(const AttentionCliOptions& o) {
-  if (!(o.temperature > 0.0) || !std::isfinite(o.temperature) ||
-      !std::isfinite(static_cast<float>(o.temperature)) || static_cast<float>(o.temperature) <= 0)
-    throw UsageError("--temperature: expected a finite number > 0, got " +
-                     std::to_string(o.temperature));
+  // Range-checked as a double before it becomes a float (beyond FLT_MAX that is undefined).
+  const bool fits = o.temperature > 0.0 &&
+                    o.temperature <= double(std::numeric_limits<float>::max()) &&
+                    static_cast<float>(o.temperature) > 0.0f;
+  if (!fits) {
+    char got[64];
+    std::snprintf(got, sizeof got, "%g", o.temperature);
+    throw UsageError(std::string("--temperature: expected a finite number > 0, got ") + got);
+  }
   MaskSpec scratch;
   for (const std::string& m : o.masks) parseMaskOption(m, scratch);
   if (o.backend != "cpu" && o.backend != "gpu" && o.backend != "auto")
