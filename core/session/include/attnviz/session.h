@@ -13,9 +13,11 @@
 // A change bumps its stage's counter (and the counters after it); update() brings every stale
 // stage current, doing only the work its stage needs. Only an input change recomputes S.
 //
-// Where a model source with layers comes later, it plugs in as another kind of Source: its
-// inputs stage produces per-layer Q, K, V (and its interventions are parameters), and
-// View::layer picks the layer; the stages and their counters stay as they are.
+// A model source with layers plugs in as another kind of source next to setScene/setTensors:
+// its inputs stage runs the forward pass and yields per-layer Q, K, V (interventions such as
+// ablations are parameters, so they bump the parameters stage), and View gains a layer that
+// picks which layer's matrix is displayed. The stages, their counters and the export path stay
+// as they are.
 #pragma once
 
 #include "attnviz/colormap.h"
