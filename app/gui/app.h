@@ -3,6 +3,7 @@
 #pragma once
 
 #include "gui/app_state.h"
+#include "gui/fonts.h"
 #include "gui/heatmap_renderer.h"
 
 #include <memory>
@@ -25,6 +26,7 @@ struct App {
   std::unique_ptr<HeatmapRenderer> renderer = std::make_unique<HeatmapRenderer>();
   std::string shownTitle;  // the window title's scene title
   int quietFrames = 0;     // frames since the last input event (interactive runs only)
+  UiFonts fonts;           // the atlas, grown with the glyphs the tokens need
   bool interactive = true;
 };
 

@@ -70,6 +70,8 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   s.timing.computeMs = msSince(tc);
   const std::uint64_t versionBefore = s.session.weightsVersion();
 
+  addTokenGlyphs(app.fonts, s.session.inputs().queryTokens, s.session.inputs().keyTokens,
+                 s.session.inputsVersion());
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
   ImGuiIO& io = ImGui::GetIO();

@@ -8,6 +8,8 @@
 #include "gui/window.h"
 #include "panels/panels.h"
 
+#include "attnviz/data_dir.h"
+
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
 
@@ -186,7 +188,7 @@ int runGui(int argc, char** argv) {
   glfwSetDropCallback(app.window, onDrop);
   s.ui.uiScale = o.uiScale > 0 ? o.uiScale : window.contentScale();
   // Arrow keys belong to the heatmap (rows and heads), not to ImGui's keyboard navigation.
-  ImGuiContextGuard imgui(app.window, s.ui.uiScale,
+  ImGuiContextGuard imgui(app.window, app.fonts, s.ui.uiScale,
                           s.configDir.empty() || scripted ? "" : s.configDir + "/imgui.ini");
 
   int rc = 0;
@@ -202,6 +204,9 @@ int runGui(int argc, char** argv) {
     if (!s.backend.backendNote.empty())
       std::fprintf(stderr, "attnviz: %s\n", s.backend.backendNote.c_str());
     if (scripted) std::printf("backend: %s\n", s.backend.backend.c_str());
+    // Where the presets and the UI font came from (install tests check the relocated prefix).
+    if (scripted)
+      std::printf("data: %s\nfont: %s\n", dataDir().c_str(), app.fonts.font->path().c_str());
     if (o.reportTiming)
       reportTiming(app);
     else

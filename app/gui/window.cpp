@@ -1,5 +1,7 @@
-// attnviz GUI: the RAII guards of window.h, the font and the style.
+// attnviz GUI: the RAII guards of window.h and the style.
 #include "gui/window.h"
+
+#include "gui/fonts.h"
 
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -9,31 +11,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 
 namespace attnviz::gui {
 
 namespace {
-
-void loadFonts(float scale) {
-  ImGuiIO& io = ImGui::GetIO();
-  // Latin-1 and Extended, Greek, Cyrillic, phonetic superscripts (ᵀ), punctuation, sub- and
-  // superscripts, arrows, mathematical operators, box drawing and geometric shapes.
-  static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x1D00,
-                                   0x1DBF, 0x1E00, 0x1EFF, 0x2000, 0x206F, 0x2070, 0x209F,
-                                   0x20A0, 0x20CF, 0x2100, 0x214F, 0x2190, 0x21FF, 0x2200,
-                                   0x22FF, 0x2500, 0x25FF, 0x2C60, 0x2C7F, 0};
-  const char* path = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-  ImFontConfig cfg;
-  cfg.OversampleH = 2;
-  cfg.OversampleV = 1;
-  if (std::filesystem::exists(path) &&
-      io.Fonts->AddFontFromFileTTF(path, std::round(15.0f * scale), &cfg, ranges))
-    return;
-  ImFontConfig def;
-  def.SizePixels = std::round(13.0f * scale);
-  io.Fonts->AddFontDefault(&def);
-}
 
 void applyStyle(float scale) {
   ImGui::StyleColorsDark();
@@ -106,13 +87,14 @@ float Window::contentScale() const {
   return std::clamp(std::max(xs, ys), 1.0f, 4.0f);
 }
 
-ImGuiContextGuard::ImGuiContextGuard(GLFWwindow* window, float scale, const std::string& iniPath)
+ImGuiContextGuard::ImGuiContextGuard(GLFWwindow* window, UiFonts& fonts, float scale,
+                                     const std::string& iniPath)
     : iniPath_(iniPath) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
   io.IniFilename = iniPath_.empty() ? nullptr : iniPath_.c_str();
-  loadFonts(scale);
+  loadFonts(fonts, scale);
   applyStyle(scale);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");

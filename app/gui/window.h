@@ -36,11 +36,13 @@ class Window {
   GLFWwindow* window_ = nullptr;
 };
 
-// ImGui's context with the GLFW and OpenGL 3 backends on `window`, fonts and style at `scale`.
-// iniPath empty: no imgui.ini.
+struct UiFonts;
+
+// ImGui's context with the GLFW and OpenGL 3 backends on `window`, fonts (gui/fonts.h) and
+// style at `scale`. iniPath empty: no imgui.ini.
 class ImGuiContextGuard {
  public:
-  ImGuiContextGuard(GLFWwindow* window, float scale, const std::string& iniPath);
+  ImGuiContextGuard(GLFWwindow* window, UiFonts& fonts, float scale, const std::string& iniPath);
   ~ImGuiContextGuard();
   ImGuiContextGuard(const ImGuiContextGuard&) = delete;
   ImGuiContextGuard& operator=(const ImGuiContextGuard&) = delete;
