@@ -26,7 +26,7 @@ struct App {
   std::unique_ptr<HeatmapRenderer> renderer = std::make_unique<HeatmapRenderer>();
   std::string shownTitle;  // the window title's scene title
   int quietFrames = 0;     // frames since the last input event (interactive runs only)
-  UiFonts fonts;           // the atlas, grown with the glyphs the tokens need
+  UiFonts fonts;           // the atlas and the fallback faces merged into it
   bool interactive = true;
 };
 

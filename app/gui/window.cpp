@@ -1,4 +1,4 @@
-// attnviz GUI: the RAII guards of window.h and the style.
+// attnviz GUI: the RAII guards of window.h and the style (the fonts are gui/fonts.cpp).
 #include "gui/window.h"
 
 #include "gui/fonts.h"
@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 namespace attnviz::gui {
 
@@ -87,8 +88,8 @@ float Window::contentScale() const {
   return std::clamp(std::max(xs, ys), 1.0f, 4.0f);
 }
 
-ImGuiContextGuard::ImGuiContextGuard(GLFWwindow* window, UiFonts& fonts, float scale,
-                                     const std::string& iniPath)
+ImGuiContextGuard::ImGuiContextGuard(GLFWwindow* window, float scale, const std::string& iniPath,
+                                     UiFonts& fonts)
     : iniPath_(iniPath) {
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();

@@ -8,6 +8,8 @@ struct GLFWwindow;
 
 namespace attnviz::gui {
 
+struct UiFonts;  // gui/fonts.h
+
 // glfwInit / glfwTerminate. ok() is false when there is no display.
 class GlfwLibrary {
  public:
@@ -36,13 +38,11 @@ class Window {
   GLFWwindow* window_ = nullptr;
 };
 
-struct UiFonts;
-
-// ImGui's context with the GLFW and OpenGL 3 backends on `window`, fonts (gui/fonts.h) and
-// style at `scale`. iniPath empty: no imgui.ini.
+// ImGui's context with the GLFW and OpenGL 3 backends on `window`, fonts and style at `scale`.
+// iniPath empty: no imgui.ini.
 class ImGuiContextGuard {
  public:
-  ImGuiContextGuard(GLFWwindow* window, UiFonts& fonts, float scale, const std::string& iniPath);
+  ImGuiContextGuard(GLFWwindow* window, float scale, const std::string& iniPath, UiFonts& fonts);
   ~ImGuiContextGuard();
   ImGuiContextGuard(const ImGuiContextGuard&) = delete;
   ImGuiContextGuard& operator=(const ImGuiContextGuard&) = delete;
