@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <new>
 
 namespace attnviz::app {
@@ -26,7 +27,11 @@ void addAttentionOptions(CLI::App& app, AttentionCliOptions& o) {
   app.add_option("--backend", o.backend, "cpu | gpu | auto");
 }
 
-AttentionParams checkAttentionUsage(const AttentionCliOptions& o) {
+namespace {
+
+// The mask terms the options give that need no input file: --mask values, the expression
+// (it must compile), --softcap (a number > 0). Throws UsageError.
+AttentionParams maskTermsFromOptions(const AttentionCliOptions& o) {
   AttentionParams p;
   for (const std::string& m : o.masks) parseMaskOption(m, p.mask);
   if (!o.maskExpr.empty()) {
@@ -51,6 +56,23 @@ AttentionParams checkAttentionUsage(const AttentionCliOptions& o) {
     p.mask.softcap = static_cast<float>(c);
   }
   return p;
+}
+
+}  // namespace
+
+void checkAttentionOptions(const AttentionCliOptions& o) {
+  // Range-checked as a double before it becomes a float (beyond FLT_MAX that is undefined).
+  const bool fits = o.temperature > 0.0 &&
+                    o.temperature <= double(std::numeric_limits<float>::max()) &&
+                    static_cast<float>(o.temperature) > 0.0f;
+  if (!fits) {
+    char got[64];
+    std::snprintf(got, sizeof got, "%g", o.temperature);
+    throw UsageError(std::string("--temperature: expected a finite number > 0, got ") + got);
+  }
+  maskTermsFromOptions(o);
+  if (o.backend != "cpu" && o.backend != "gpu" && o.backend != "auto")
+    throw UsageError("--backend: expected cpu, gpu or auto, got '" + o.backend + "'");
 }
 
 void addBlocksOption(CLI::App& app, std::string& blocks) {
@@ -79,7 +101,8 @@ void printBlockCounts(const std::vector<BlockSparsity>& perHead) {
 }
 
 AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk) {
-  AttentionParams p = checkAttentionUsage(o);
+  checkAttentionOptions(o);
+  AttentionParams p = maskTermsFromOptions(o);
   p.mask.alibi = o.alibi;
   p.temperature = static_cast<float>(o.temperature);
   if (!o.maskFile.empty()) {
@@ -93,10 +116,6 @@ AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk)
     }
     p.mask.customKind = f.isBool ? MaskSpec::Custom::Allow : MaskSpec::Custom::Bias;
     p.mask.custom = std::move(f.values);
-  }
-  if (!(o.temperature > 0.0) || !std::isfinite(o.temperature)) {
-    throw InputError("--temperature must be a finite number > 0, got " +
-                     std::to_string(o.temperature));
   }
   validateParams(p, H, Tq, Tk);
   return p;

@@ -25,9 +25,10 @@ struct AttentionCliOptions {
 
 void addAttentionOptions(CLI::App& app, AttentionCliOptions& o);
 
-// The checks that need no input file: --mask values, the expression compiles, --softcap is a
-// number > 0. Returns the mask terms they give. Throws UsageError.
-AttentionParams checkAttentionUsage(const AttentionCliOptions& o);
+// Refuses bad option values before any file is read: a --temperature that is not a finite
+// number > 0, a malformed --mask, an expression that does not compile, a --softcap that is not a
+// number > 0, an unknown --backend. Throws UsageError (exit 2).
+void checkAttentionOptions(const AttentionCliOptions& o);
 
 // --blocks B or BrxBc: the tile size of the block-sparsity counts (and the export overlay).
 void addBlocksOption(CLI::App& app, std::string& blocks);
@@ -40,7 +41,7 @@ std::vector<BlockSparsity> classifyEveryHead(const AttentionParams& p, int H, in
 void printBlockCounts(const std::vector<BlockSparsity>& perHead);
 
 // Turns the options into engine parameters for [H, T_q, T_k] scores. Throws UsageError for a
-// malformed --mask, InputError for a bad mask file, wrong mask shape or temperature <= 0.
+// bad option value (checkAttentionOptions), InputError for a bad mask file or its shape.
 AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk);
 
 // Parses argv; on a CLI11 error prints one line and returns 2, on --help prints help and

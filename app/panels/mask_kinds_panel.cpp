@@ -22,11 +22,11 @@ namespace attnviz::gui {
 namespace {
 
 // The one place that knows where the state keeps the mask and its results.
-MaskSpec& editedMask(AppState& s) { return s.scene.scene.params.mask; }
-const AttentionParams& shownParams(const AppState& s) { return s.compute.params; }
-std::uint64_t weightsVersion(const AppState& s) { return s.compute.weightsVersion; }
-bool columnsAreKeys(const AppState& s) { return s.display.columnsAreKeys; }
-void maskChanged(AppState& s) { markParamsDirty(s); }
+MaskSpec& editedMask(AppState& s) { return s.session.editScene().params.mask; }
+const AttentionParams& shownParams(const AppState& s) { return s.session.params(); }
+std::uint64_t weightsVersion(const AppState& s) { return s.session.weightsVersion(); }
+bool columnsAreKeys(const AppState& s) { return s.display().columnsAreKeys; }
+void maskChanged(AppState& s) { s.session.touchMask(); }
 
 const ImVec4 kErrorText(1.0f, 0.45f, 0.38f, 1.0f);
 

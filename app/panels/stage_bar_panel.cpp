@@ -12,7 +12,7 @@ bool drawStageBar(AppState& s) {
   for (int k = 0; k < kStageCount; ++k) {
     const ViewStage st = ViewStage(k);
     // The softcap is a stage of its own while one is set (Gemma 2).
-    if (st == ViewStage::Capped && !(s.compute.params.mask.softcap > 0.0f)) continue;
+    if (st == ViewStage::Capped && !(s.sceneData().params.mask.softcap > 0.0f)) continue;
     ImGui::SameLine();
     if (k > 0) {
       ImGui::TextDisabled("\xe2\x86\x92");
