@@ -194,7 +194,8 @@ int runGui(int argc, char** argv) {
   s.ui.uiScale = o.uiScale > 0 ? o.uiScale : window.contentScale();
   // Arrow keys belong to the heatmap (rows and heads), not to ImGui's keyboard navigation.
   ImGuiContextGuard imgui(app.window, s.ui.uiScale,
-                          s.configDir.empty() || scripted ? "" : s.configDir + "/imgui.ini", app.fonts);
+                          s.configDir.empty() || scripted ? "" : s.configDir + "/imgui.ini",
+                          app.fonts);
 
   int rc = 0;
   try {

@@ -24,8 +24,8 @@ struct MaskEditorState {
   // Block sparsity: the overlay on the heatmap and the counts under the mask.
   bool blocksOn = false;
   int blockRows = 128, blockCols = 128;
-  BlockSparsity blocks;    // of the shown head
-  std::string blocksKey;   // what `blocks` was computed for
+  BlockSparsity blocks;   // of the shown head
+  std::string blocksKey;  // what `blocks` was computed for
   std::string blocksError;
 };
 

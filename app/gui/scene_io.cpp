@@ -70,8 +70,8 @@ std::string viewJson(const AppState& s, const std::string& previous) {
   };
   for (auto it = mine.begin(); it != mine.end(); ++it) view[it.key()] = it.value();
   view["blocks"] = {{"on", s.maskEditor.blocksOn},
-                   {"rows", s.maskEditor.blockRows},
-                   {"cols", s.maskEditor.blockCols}};
+                    {"rows", s.maskEditor.blockRows},
+                    {"cols", s.maskEditor.blockCols}};
   view.erase("painted");  // painted cells are the scene's custom mask now
   return view.dump();
 }

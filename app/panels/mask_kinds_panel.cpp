@@ -160,7 +160,8 @@ bool softcapControls(AppState& s) {
   }
   helpMarker(
       "Gemma 2: each scaled score s becomes c\xc2\xb7tanh(s / c) before the bias, the mask and "
-      "\xcf\x84. Small scores pass; large ones saturate at \xc2\xb1" "c. Watch it on the "
+      "\xcf\x84. Small scores pass; large ones saturate at \xc2\xb1"
+      "c. Watch it on the "
       "'cap' stage.");
   if (on) {
     ImGui::SameLine(ImGui::GetFontSize() * 8.5f);
@@ -201,8 +202,8 @@ void blockControls(AppState& s) {
     if (!e.blocksError.empty()) ImGui::TextColored(kErrorText, "%s", e.blocksError.c_str());
     return;
   }
-  ImGui::Text("%lld tiles: %lld empty, %lld partial, %lld full", b->total(), b->empty,
-              b->partial, b->full);
+  ImGui::Text("%lld tiles: %lld empty, %lld partial, %lld full", b->total(), b->empty, b->partial,
+              b->full);
   ImGui::Text("a tiled kernel does %.1f%% of the dense work", 100.0 * b->workFraction());
   ImGui::ProgressBar(float(b->workFraction()), ImVec2(-1, 0), "");
 }
@@ -218,11 +219,9 @@ const BlockSparsity* currentBlocks(AppState& s) {
   // Recomputed when the mask, the shape, the head or the tile size change; a custom matrix is
   // followed through the weights version (it can be painted without changing its description).
   char key[160];
-  std::snprintf(key, sizeof key, "%d %d %d %d %d %d %llu|", Tq, Tk, H, h, e.blockRows,
-                e.blockCols,
-                p.mask.customKind != MaskSpec::Custom::None
-                    ? (unsigned long long)weightsVersion(s)
-                    : 0ull);
+  std::snprintf(
+      key, sizeof key, "%d %d %d %d %d %d %llu|", Tq, Tk, H, h, e.blockRows, e.blockCols,
+      p.mask.customKind != MaskSpec::Custom::None ? (unsigned long long)weightsVersion(s) : 0ull);
   const std::string k = key + describeMask(p.mask) + "|" + formatDocIds(p.mask.docs);
   if (k != e.blocksKey) {
     e.blocksKey = k;

@@ -22,8 +22,8 @@ bool handleKeyAxisClick(AppState& s);
 const BlockSparsity* currentBlocks(AppState& s);
 // Puts `text` in the expression field as if typed; returns whether the mask changed.
 bool typeMaskExpression(AppState& s, const std::string& text);
-bool drawViewPanel(AppState& s);  // view_panel.cpp: colormaps, scale, wrong-axis toggle
-bool drawStageBar(AppState& s);   // stage_bar_panel.cpp: QKᵀ ... A·V
+bool drawViewPanel(AppState& s);      // view_panel.cpp: colormaps, scale, wrong-axis toggle
+bool drawStageBar(AppState& s);       // stage_bar_panel.cpp: QKᵀ ... A·V
 bool drawLessonPanel(AppState& s);    // lesson_panel.cpp: the scene's notes
 bool drawHeatmapPanel(AppState& s);   // heatmap_panel.cpp: the matrix, labels, strips, colour bar
 bool drawHeadGridPanel(AppState& s);  // head_grid_panel.cpp: thumbnails + average

@@ -361,8 +361,8 @@ void biasedScoresHead(const Tensor3& scaled, const AttentionParams& p,
   const float slope = h < static_cast<int>(slopes.size()) ? slopes[h] : 0.0f;
   const ExprGrid* grid = exprGrid(p.mask, h + 1, Tq, Tk);
   for (int i = 0; i < Tq; ++i) {
-    rowLogits(scaled.head(h) + std::size_t(i) * Tk, out + std::size_t(i) * Tk, p, grid, slope, h,
-              i, Tq, Tk);
+    rowLogits(scaled.head(h) + std::size_t(i) * Tk, out + std::size_t(i) * Tk, p, grid, slope, h, i,
+              Tq, Tk);
   }
 }
 

@@ -608,8 +608,9 @@ Canvas buildFigure(const FigureSpec& f, const Grid& g, float fs) {
       std::snprintf(line, sizeof line, "%dx%d tiles: a tiled kernel does %.0f%% of the dense work",
                     b.rows, b.cols, 100.0 * lo);
     else
-      std::snprintf(line, sizeof line, "%dx%d tiles: a tiled kernel does %.0f-%.0f%% of the dense work",
-                    b.rows, b.cols, 100.0 * lo, 100.0 * hi);
+      std::snprintf(line, sizeof line,
+                    "%dx%d tiles: a tiled kernel does %.0f-%.0f%% of the dense work", b.rows,
+                    b.cols, 100.0 * lo, 100.0 * hi);
     for (const char* text : {static_cast<const char*>(line),
                              "outlines: green full, orange partial, pale empty (skipped)"}) {
       TextMask cap = font.render(fitText(font, text), sz.tick);

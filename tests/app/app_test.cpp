@@ -465,8 +465,9 @@ TEST(AppMaskPresets, HowSparseDrawsEachTileInTheColourOfItsBruteForceKind) {
       const int mid = int(B * s.g.cell * 0.5f);
       const RGBA8 left = s.pixel(x0 + 1, y0 + mid);
       const RGBA8 top = s.pixel(x0 + mid, y0 + 1);
-      EXPECT_TRUE(near(left, want, 24)) << "tile (" << r << ", " << c << ") left edge: " << int(left.r)
-                                        << "," << int(left.g) << "," << int(left.b);
+      EXPECT_TRUE(near(left, want, 24))
+          << "tile (" << r << ", " << c << ") left edge: " << int(left.r) << "," << int(left.g)
+          << "," << int(left.b);
       EXPECT_TRUE(near(top, want, 24)) << "tile (" << r << ", " << c << ") top edge: " << int(top.r)
                                        << "," << int(top.g) << "," << int(top.b);
     }
@@ -477,8 +478,8 @@ TEST(AppMaskPresets, HowSparseDrawsEachTileInTheColourOfItsBruteForceKind) {
 // Gemma 2 softcap (c = 20 in the scene): the tooltip's logit is c tanh(s / c) of its scaled score,
 // computed here, for a cell whose score is far past the cap.
 TEST(AppMaskPresets, GemmaSoftcapSaturatesTheLogitAtTheCap) {
-  const Shot s = runApp("softcap", "--scene " + scene("11-gemma2-softcap.json") +
-                                       " --hover-cell 3,2");
+  const Shot s =
+      runApp("softcap", "--scene " + scene("11-gemma2-softcap.json") + " --hover-cell 3,2");
   ASSERT_RAN(s);
   // The scene opens on the softcap stage, which comes before the mask: no cell is hatched.
   EXPECT_FALSE(isMasked(s.cell(0, 5)));
@@ -589,19 +590,17 @@ TEST_P(AppExportMatchesCli, GuiExportAndCliExportOfTheSavedSceneAreIdentical) {
   EXPECT_TRUE(fileBytes(gui) == fileBytes(cli)) << "the PNG files differ";
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryPresetAndAPaintedScene, AppExportMatchesCli,
-                         ::testing::Values("01-rows-sum-to-one.json", "02-wrong-axis-softmax.json",
-                                           "03-causal-triangle.json",
-                                           "04-cross-attention-5x12.json",
-                                           "05-decode-kv-cache.json", "06-temperature.json",
-                                           "07-sliding-window.json", "08-alibi.json",
-                                           "09-llama4-chunked-attention.json",
-                                           "10-packed-documents.json", "11-gemma2-softcap.json",
-                                           "12-how-sparse-is-my-mask.json", "painted"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "painted" ? std::string("painted")
-                                                          : "preset" + info.param.substr(0, 2);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    EveryPresetAndAPaintedScene, AppExportMatchesCli,
+    ::testing::Values("01-rows-sum-to-one.json", "02-wrong-axis-softmax.json",
+                      "03-causal-triangle.json", "04-cross-attention-5x12.json",
+                      "05-decode-kv-cache.json", "06-temperature.json", "07-sliding-window.json",
+                      "08-alibi.json", "09-llama4-chunked-attention.json",
+                      "10-packed-documents.json", "11-gemma2-softcap.json",
+                      "12-how-sparse-is-my-mask.json", "painted"),
+    [](const ::testing::TestParamInfo<std::string>& info) {
+      return info.param == "painted" ? std::string("painted") : "preset" + info.param.substr(0, 2);
+    });
 
 // The presets are all there: a new one is covered by the list above or this fails.
 TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {

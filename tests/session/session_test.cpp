@@ -158,7 +158,12 @@ TEST(Session, GenerationsFollowTheStages) {
   EXPECT_EQ(s.computed().view, s.requested().view);
 }
 
-TEST(Session, EveryStageMatchesTheReference) {
+// Round 2 kinds: softcap 2 (the Capped stage and every later one start from c tanh(s / c)),
+// chunk, documents and an expression (its meaning written here for the reference).
+class SessionStages : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SessionStages, EveryStageMatchesTheReference) {
+  const bool round2 = GetParam();
   Fixture f;
   Session& s = *f.session;
   Scene sc = smallScene();
@@ -166,11 +171,20 @@ TEST(Session, EveryStageMatchesTheReference) {
   sc.params.mask.alibi = true;
   sc.params.mask.window = 4;
   sc.params.mask.sink = 1;
+  ref::ExprRef expr;
+  if (round2) {
+    sc.params.mask.window = 0;
+    sc.params.mask.softcap = 2.0f;
+    sc.params.mask.chunk = 6;
+    sc.params.mask.docs = {0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1};
+    sc.params.mask.expr = "(q - k) % 3 != 1";
+    expr = [](int, int i, int j, int Tq, int Tk) { return (((i + Tk - Tq) - j) % 3 + 3) % 3 != 1; };
+  }
   s.setScene(sc);
   s.update();
   const AttentionParams p = effectiveParams(sc);
   ASSERT_TRUE(p.mask.causal);
-  const ref::Result r = reference(s, p);
+  const ref::Result r = ref::attention(s.inputs().q, s.inputs().k, s.inputs().v, p, expr);
   const int dk = s.inputs().q.cols;
   const int Tq = s.tq(), Tk = s.tk();
   for (int h = 0; h < s.heads(); ++h) {
@@ -198,9 +212,8 @@ TEST(Session, EveryStageMatchesTheReference) {
               want = r.scaled[k];
               break;
             case ViewStage::Capped:  // c tanh(s / c); the scene has no cap, so s itself
-              want = p.mask.softcap > 0
-                         ? p.mask.softcap * std::tanh(r.scaled[k] / p.mask.softcap)
-                         : r.scaled[k];
+              want = p.mask.softcap > 0 ? p.mask.softcap * std::tanh(r.scaled[k] / p.mask.softcap)
+                                        : r.scaled[k];
               break;
             case ViewStage::Biased:
               want = masked ? -ref::kInf : r.logits[k] * p.temperature;
@@ -236,6 +249,12 @@ TEST(Session, EveryStageMatchesTheReference) {
   for (std::size_t k = 0; k < L.size(); ++k)
     ASSERT_TRUE(ref::close(L.data[k], r.logits[k], 1e-4, 1e-4)) << k;
 }
+
+INSTANTIATE_TEST_SUITE_P(Session, SessionStages, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("SoftcapChunkDocsExpr")
+                                             : std::string("WindowSinkAlibi");
+                         });
 
 TEST(Session, WrongAxisGivesColumnsThatSumToOne) {
   Fixture f;

@@ -97,8 +97,8 @@ bool stageIsScore(ViewStage s) { return s != ViewStage::Weights; }
 ViewStage stageFromKey(const std::string& key) {
   for (int k = 0; k < kStageCount; ++k)
     if (key == stageKey(ViewStage(k))) return ViewStage(k);
-  throw UsageError("--stage: expected qk, scaled, capped, biased, logits, weights or output, got '" + key +
-                   "'");
+  throw UsageError(
+      "--stage: expected qk, scaled, capped, biased, logits, weights or output, got '" + key + "'");
 }
 
 Session::Session(std::unique_ptr<AttentionEngine> engine) : engine_(std::move(engine)) {}
