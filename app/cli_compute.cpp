@@ -4,9 +4,11 @@
 #include "cli_common.h"
 
 #include "attnviz/npy.h"
+#include "attnviz/streaming.h"
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 namespace attnviz::app {
 
@@ -46,27 +48,48 @@ int runCompute(int argc, char** argv) {
   return guarded("compute", [&] {
     int ndim = 3;
     const Tensor3 Q = loadTensorNpy(q, &ndim), K = loadTensorNpy(k), V = loadTensorNpy(v);
-    const Dims d = validateInputs(Q, K, V);
-    const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+    // 2-D inputs give 2-D outputs; 3-D inputs keep the head axis.
+    const bool as2d = ndim == 2 && Q.heads == 1;
+    const auto noteMasked = [](int n) {
+      if (n > 0)
+        std::fprintf(
+            stderr,
+            "attnviz compute: note: %d fully masked row(s): their weights and outputs are 0\n", n);
+    };
+    // Only the output asked for: stream it on the CPU, never holding S or A.
+    const bool onlyOutput = !out.empty() && scores.empty() && weights.empty();
+    std::optional<Dims> dims;
+    if (!onlyOutput) dims = validateInputs(Q, K, V);  // bad input before any backend starts
     std::string note;
-    auto engine = createHeadlessEngine(opts.backend, note);
-    if (!note.empty()) std::fprintf(stderr, "attnviz compute: %s\n", note.c_str());
+    std::unique_ptr<AttentionEngine> engine;
+    if (!onlyOutput || opts.backend != "cpu") {
+      engine = createHeadlessEngine(opts.backend, note);
+      if (!note.empty()) std::fprintf(stderr, "attnviz compute: %s\n", note.c_str());
+    }
+    if (onlyOutput && (!engine || engine->name().rfind("CPU", 0) == 0)) {
+      const AttentionParams params = buildParams(opts, Q.heads, Q.rows, K.rows);
+      int masked = 0;
+      const Tensor3 O = streamOutput(Q, K, V, params, {}, &masked);
+      noteMasked(masked);
+      saveNpy(out, O, as2d);
+      return 0;
+    }
+    const Dims d = dims ? *dims : validateInputs(Q, K, V);
+    const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
     const auto t0 = std::chrono::steady_clock::now();
     engine->run(Q, K, V, params);
-    const AttentionResult& r = engine->result(kStageAll);
+    const unsigned stages = (scores.empty() ? 0u : unsigned(kStageScaled)) |
+                            (weights.empty() ? 0u : unsigned(kStageWeights)) |
+                            (out.empty() ? 0u : unsigned(kStageOutput)) | kStageRows;
+    const bool summary = scores.empty() && weights.empty() && out.empty();
+    const AttentionResult& r = engine->result(summary ? unsigned(kStageAll) : stages);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (const int n = r.fullyMaskedRows(); n > 0) {
-      std::fprintf(
-          stderr,
-          "attnviz compute: note: %d fully masked row(s): their weights and outputs are 0\n", n);
-    }
-    // 2-D inputs give 2-D outputs; 3-D inputs keep the head axis.
-    const bool as2d = ndim == 2 && d.H == 1;
+    noteMasked(r.fullyMaskedRows());
     if (!scores.empty()) saveNpy(scores, computeLogits(r.scaled, params), as2d);
     if (!weights.empty()) saveNpy(weights, r.weights, as2d);
     if (!out.empty()) saveNpy(out, r.output, as2d);
-    if (scores.empty() && weights.empty() && out.empty()) printSummary(r, engine->name(), ms);
+    if (summary) printSummary(r, engine->name(), ms);
     return 0;
   });
 }

@@ -22,6 +22,8 @@ using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 
 void checkFinite(const Tensor3& t, const char* name) {
+  if (Eigen::Map<const Eigen::ArrayXf>(t.data.data(), Eigen::Index(t.data.size())).allFinite())
+    return;  // the common case, vectorised; otherwise find the first bad value for the message
   for (std::size_t n = 0; n < t.data.size(); ++n) {
     if (!std::isfinite(t.data[n])) {
       const std::size_t perHead = t.headStride();
