@@ -3,12 +3,14 @@
 #include "backend.h"
 #include "cli.h"
 #include "cli_common.h"
+#include "cli_progress.h"
 
 #include "attnviz/colormap.h"
 #include "attnviz/engine.h"
 #include "attnviz/npy.h"
 #include "attnviz/raster.h"
 #include "attnviz/scene.h"
+#include "attnviz/streamed_export.h"
 
 #include <cmath>
 #include <cstdio>
@@ -141,11 +143,41 @@ int runExport(int argc, char** argv) {
     } else {
       Q = loadTensorNpy(q), K = loadTensorNpy(k), V = loadTensorNpy(v);
     }
+    const auto describe = [&](const AttentionParams& params) {
+      std::string desc;
+      // The causal mode shows as "mask: causal"; the other modes name themselves.
+      if (scene && scene->mode != Mode::Causal)
+        desc = std::string(modeName(scene->mode)) + " \xC2\xB7 ";
+      return desc + "mask: " + describeMask(params.mask) +
+             " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
+    };
+    const auto checkHead = [&](int H) {
+      if (headIndex >= H)
+        throw UsageError("--head " + std::to_string(headIndex) + ": out of range, the input has " +
+                         std::to_string(H) +
+                         (H == 1 ? " head (0)" : " heads (0.." + std::to_string(H - 1) + ")"));
+    };
+
+    // Long inputs: the weights are streamed block by block and pooled as the figure is drawn,
+    // never held whole (a progress bar on stderr when it is a terminal).
+    if (!fromScene && exportShouldStream(Dims{Q.heads, Q.rows, K.rows, Q.cols, V.cols}, eo,
+                                         exportStreamBudget())) {
+      checkHead(Q.heads);
+      const AttentionParams params = buildParams(opts, Q.heads, Q.rows, K.rows);
+      data.description = describe(params);
+      Image img;
+      {
+        ProgressBar bar("attnviz export");  // its line ends before "wrote" is printed
+        img = renderStreamedExport(Q, K, V, params, data, eo, [&](int h, double f) {
+          bar.update("streaming head " + std::to_string(h), f);
+        });
+      }
+      writePng(png, img);
+      std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+      return 0;
+    }
     const Dims d = validateInputs(Q, K, V);
-    if (headIndex >= d.H)
-      throw UsageError("--head " + std::to_string(headIndex) + ": out of range, the input has " +
-                       std::to_string(d.H) +
-                       (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
+    checkHead(d.H);
 
     AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
     if (scene) {
@@ -170,13 +202,7 @@ int runExport(int argc, char** argv) {
     data.weights = &r.weights;
     data.logits = &logits;
 
-    std::string desc;
-    // The causal mode shows as "mask: causal"; the other modes name themselves.
-    if (scene && scene->mode != Mode::Causal)
-      desc = std::string(modeName(scene->mode)) + " \xC2\xB7 ";
-    desc += "mask: " + describeMask(params.mask) +
-            " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
-    data.description = desc;
+    data.description = describe(params);
 
     const Image img = renderExport(data, eo);
     writePng(png, img);

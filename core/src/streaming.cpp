@@ -26,21 +26,27 @@ float rescaleFactor(float mOld, float mNew, float tau) {
   return std::exp(std::isfinite(invTau) ? (mOld - mNew) * invTau : (mOld - mNew) / tau);
 }
 
-// Reports progress as tasks finish, one call at a time.
+// Reports progress as tasks finish, one call at a time, in tiles computed (a causal block near
+// the end has many more tiles than one at the start, so counting blocks would stall the bar).
 class Progress {
  public:
-  Progress(const std::function<void(double)>& fn, int total) : fn_(fn), total_(total) {}
-  void done() {
-    const int n = ++finished_;
+  // tilesOf(t): the tiles task t computes; asked for only when there is someone to tell.
+  Progress(const std::function<void(double)>& fn, int tasks,
+           const std::function<long(int)>& tilesOf)
+      : fn_(fn) {
+    if (fn_)
+      for (int t = 0; t < tasks; ++t) total_ += tilesOf(t);
+  }
+  void done(long tiles) {
     if (!fn_) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    fn_(double(n) / total_);
+    finished_ += tiles;
+    fn_(total_ > 0 ? double(finished_) / double(total_) : 1.0);
   }
 
  private:
   const std::function<void(double)>& fn_;
-  int total_;
-  std::atomic<int> finished_{0};
+  long total_ = 0, finished_ = 0;
   std::mutex mutex_;
 };
 
@@ -74,6 +80,11 @@ struct Sweep {
   bool needed(int j0, int j1) const {
     return std::any_of(spans.begin(), spans.end(),
                        [&](const detail::RowSpan& s) { return s.mayAllow(j0, j1); });
+  }
+  long neededTiles() const {
+    long n = 0;
+    for (int j0 = 0; j0 < Tk; j0 += blockKeys) n += needed(j0, std::min(Tk, j0 + blockKeys));
+    return n;
   }
   // Scores of the tile into the top-left rows() x (j1 - j0) of S, then the biased, masked
   // logits of every row in place.
@@ -111,7 +122,10 @@ Tensor3 streamOutput(const Tensor3& q, const Tensor3& k, const Tensor3& v, const
   const int blocks = (d.Tq + Br - 1) / Br;
   Tensor3 out(d.H, d.Tq, d.dv);
   std::atomic<int> masked{0};
-  Progress progress(opt.progress, d.H * blocks);
+  Progress progress(opt.progress, d.H * blocks, [&](int t) {
+    const int h = t / blocks, i0 = (t % blocks) * Br;
+    return Sweep(q, k, p, slopes[h], h, i0, std::min(d.Tq, i0 + Br), Bc).neededTiles();
+  });
   detail::parallelFor(d.H * blocks, [&](int t) {
     const int h = t / blocks, i0 = (t % blocks) * Br, i1 = std::min(d.Tq, i0 + Br);
     const Sweep sw(q, k, p, slopes[h], h, i0, i1, Bc);
@@ -149,7 +163,7 @@ Tensor3 streamOutput(const Tensor3& q, const Tensor3& k, const Tensor3& v, const
         ++masked;  // fully masked: the output row stays 0
       }
     }
-    progress.done();
+    if (opt.progress) progress.done(sw.neededTiles());
   });
   if (fullyMaskedRows) *fullyMaskedRows = masked;
   return out;
@@ -218,7 +232,9 @@ PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
   const int blocks = (d.Tq + Br - 1) / Br;
   std::vector<PixelRow> firstPart(blocks), lastPart(blocks);
   std::atomic<int> masked{0};
-  Progress progress(opt.progress, blocks);
+  Progress progress(opt.progress, blocks, [&](int t) {
+    return Sweep(q, k, p, slope, head, t * Br, std::min(d.Tq, (t + 1) * Br), Bc).neededTiles();
+  });
   detail::parallelFor(blocks, [&](int t) {
     const Sweep sw(q, k, p, slope, head, t * Br, std::min(d.Tq, (t + 1) * Br), Bc);
     const int br = sw.rows();
@@ -294,7 +310,7 @@ PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
         (y * poolQ < sw.i0 ? firstPart[t] : lastPart[t]) = part;
     }
     masked += int(std::count(m.begin(), m.begin() + br, kNegInf));
-    progress.done();
+    if (opt.progress) progress.done(sw.neededTiles());
   });
   // Pixel rows cut by block boundaries, merged in block order (so the mean is reproducible).
   PixelRow acc;
