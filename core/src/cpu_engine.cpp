@@ -52,6 +52,8 @@ RowSpan rowSpan(const MaskSpec& m, int i, int Tq, int Tk) {
   return r;
 }
 
+bool rowSpanIsExact(const MaskSpec& m) { return m.customKind == MaskSpec::Custom::None; }
+
 void rowLogits(const float* s, float* z, const AttentionParams& p, float slope, int h, int i,
                int Tq, int Tk, int j0, int j1) {
   const MaskSpec& m = p.mask;

@@ -41,6 +41,10 @@ struct RowSpan {
   }
 };
 RowSpan rowSpan(const MaskSpec& m, int i, int Tq, int Tk);
+// Whether rowSpan's set is exactly the allowed set (no term that removes single cells, such as
+// the custom matrix), so that mayAllow answers "is a key of [j0, j1) allowed" exactly. A new
+// and-term of the mask rule must make this false while it is on.
+bool rowSpanIsExact(const MaskSpec& m);
 
 // Throws the engine's InputError for Q K^T overflowing float32 in head h.
 [[noreturn]] void throwScoresOverflow(int h);

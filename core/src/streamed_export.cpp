@@ -37,7 +37,7 @@ Image renderStreamedExport(const Tensor3& q, const Tensor3& k, const Tensor3& v,
   labels.pooled = [&](int head, int poolQ, int poolK) {
     StreamOptions so;
     if (progress) so.progress = [&](double f) { progress(head, f); };
-    return streamPooledWeights(q, k, head, p, poolQ, poolK, so);
+    return streamPooledWeights(q, k, head, p, poolQ, poolK, so, /*withMean=*/false);
   };
   return renderExport(labels, opt);
 }

@@ -12,12 +12,47 @@
 #include <cmath>
 #include <mutex>
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 namespace attnviz {
 
 namespace {
 
 using detail::kNegInf;
 using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
+
+// The largest of n values >= 0 (0 when n == 0), and their sum. The pixel blocks are short (a
+// few to a few dozen keys), too short for the compiler's vector loop with its scalar tail, so
+// with AVX-512 the tail is one masked load.
+float segmentMax(const float* v, int n) {
+#ifdef __AVX512F__
+  __m512 acc = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + 16 <= n; j += 16) acc = _mm512_max_ps(acc, _mm512_loadu_ps(v + j));
+  if (j < n) acc = _mm512_max_ps(acc, _mm512_maskz_loadu_ps(__mmask16((1u << (n - j)) - 1), v + j));
+  return _mm512_reduce_max_ps(acc);
+#else
+  float m = 0.0f;
+  for (int j = 0; j < n; ++j) m = std::max(m, v[j]);
+  return m;
+#endif
+}
+
+float segmentSum(const float* v, int n) {
+#ifdef __AVX512F__
+  __m512 acc = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + 16 <= n; j += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(v + j));
+  if (j < n) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(__mmask16((1u << (n - j)) - 1), v + j));
+  return _mm512_reduce_add_ps(acc);
+#else
+  float s = 0.0f;
+  for (int j = 0; j < n; ++j) s += v[j];
+  return s;
+#endif
+}
 
 // (m_old - m_new) / tau as the engine scales a logit gap, then exp: the online-softmax rescale.
 float rescaleFactor(float mOld, float mNew, float tau) {
@@ -195,7 +230,7 @@ struct PixelRow {
     for (int x = 0; x < pw.width; ++x) {
       const int cells = rows * (std::min(pw.Tk, (x + 1) * pw.poolK) - x * pw.poolK);
       pw.max[pw.at(y, x)] = any[x] ? best[x] : 0.0f;
-      pw.mean[pw.at(y, x)] = sum[x] / float(cells);
+      if (!pw.mean.empty()) pw.mean[pw.at(y, x)] = sum[x] / float(cells);
       pw.masked[pw.at(y, x)] = any[x] ? 0 : 1;
     }
   }
@@ -205,7 +240,7 @@ struct PixelRow {
 
 PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
                                   const AttentionParams& p, int poolQ, int poolK,
-                                  const StreamOptions& opt) {
+                                  const StreamOptions& opt, bool withMean) {
   checkBlocks(opt);
   const Dims d = detail::validateStreamInputs(q, k, nullptr);
   validateParams(p, d.H, d.Tq, d.Tk);
@@ -221,11 +256,12 @@ PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
   pw.height = (d.Tq + poolQ - 1) / poolQ;
   const std::size_t pixels = std::size_t(pw.width) * std::size_t(pw.height);
   pw.max.assign(pixels, 0.0f);
-  pw.mean.assign(pixels, 0.0f);
+  if (withMean) pw.mean.assign(pixels, 0.0f);
   pw.masked.assign(pixels, 1);
 
   const float slope = alibiSlopes(d.H)[head];
   const float tau = p.temperature;
+  const bool exactSpans = detail::rowSpanIsExact(p.mask);
   const int W = pw.width, Br = opt.blockRows, Bc = std::min(opt.blockKeys, d.Tk);
   // Query blocks fall where the engine's do, so each tile's scores are the engine's to the bit;
   // a pixel row cut by a block boundary is pooled in parts and merged in block order after.
@@ -266,22 +302,19 @@ PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
       for (int r = 0; r < br; ++r) {
         if (m[r] == kNegInf) continue;
         const float* z = &S(r, 0);
-        detail::expShifted(z, e.data(), bc, m[r], tau);
+        float* er = e.data();  // aligned, as the engine's scratch row: the vector exp splits alike
+        detail::expShifted(z, er, bc, m[r], tau);
         for (int c = 0; c < bc; c += detail::kSumChunk)
-          l[r] += detail::chunkedSum(e.data() + c, std::min(detail::kSumChunk, bc - c));
+          l[r] += detail::chunkedSum(er + c, std::min(detail::kSumChunk, bc - c));
         for (int x = j0 / poolK; x * poolK < j1; ++x) {
           const int a = std::max(j0, x * poolK) - j0, b = std::min(j1, (x + 1) * poolK) - j0;
-          float mx = 0.0f, sum = 0.0f;
-          bool any = false;
-          for (int j = a; j < b; ++j) {
-            any |= z[j] != kNegInf;
-            mx = std::max(mx, e[j]);
-            sum += e[j];
-          }
           const std::size_t o = std::size_t(r) * W + x;
-          rowMax[o] = std::max(rowMax[o], mx);
-          rowSum[o] += sum;
-          rowAllowed[o] |= any;
+          rowMax[o] = std::max(rowMax[o], segmentMax(er + a, b - a));
+          if (withMean) rowSum[o] += segmentSum(er + a, b - a);
+          if (rowAllowed[o]) continue;
+          rowAllowed[o] = exactSpans ? sw.spans[r].mayAllow(j0 + a, j0 + b)
+                                     : std::any_of(z + a, z + b,
+                                                   [](float v) { return v != kNegInf; });
         }
       }
     }

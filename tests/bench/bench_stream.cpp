@@ -1,10 +1,12 @@
 // Streaming (FlashAttention-tiled) benchmarks and the end-to-end command line, each beside its
 // floor measured in the same run:
 //   StreamOutput_1x32768x64     streamOutput, one head, T = 32768, d = 64, no mask
-//   StreamGemmFloor_1x32768x64  its two GEMMs alone (S_blk = Q_blk K^T / sqrt(d), O_blk = S_blk V)
-//                               per block of 128 query rows, the S block in a reused buffer
-//   StreamPooled_1x32768x64     streamPooledWeights onto 1200 x 1200 pixels (pool 28 x 28)
-//   PooledGemmFloor_1x32768x64  the Q K^T GEMM twice per query block: the two sweeps' GEMMs
+//   StreamGemmFloor_1x32768x64  its two GEMMs alone, tiled as it tiles them (128 x 768):
+//                               S_t = Q_b K_t^T / sqrt(d), O_b += S_t V_t
+//   StreamPooled_1x32768x64     streamPooledWeights onto 1171 x 1171 pixels (pool 28 x 28), the
+//                               max-pool only (what the export draws)
+//   StreamPooledMean_...        the same with the mean-pool too
+//   PooledGemmFloor_1x32768x64  the Q K^T tile GEMM twice: the two sweeps' GEMMs, nothing else
 //   CliComputeOut_12x1024x64    `attnviz compute --q --k --v --out` as a child process: load,
 //                               compute, write; its wall time, and `child_cpu_ms` its CPU time
 //   (compare with MHA_12x1024x64 in bench_cpu.cpp: the engine in process, in the same run)
@@ -94,24 +96,33 @@ void BM_StreamOutput_1x32768x64(benchmark::State& state) {
   setRss(state);
 }
 
-// The GEMMs the streaming output cannot avoid, at their most efficient: whole key range per
-// query block (one large GEMM each instead of tiles).
+// The GEMMs the streaming path cannot avoid, tiled as it tiles them (B_r x B_c = 128 x 768, the
+// tile of scores in cache), with nothing in between: S_t = Q_b K_t^T / sqrt(d), then either
+// O_b += S_t V_t (the output's second GEMM) or S_t = Q_b K_t^T again (the pooled view's second
+// sweep).
 void runGemmFloor(benchmark::State& state, bool secondIsQK) {
   const LongInputs& in = longInputs();
   const float scale = 1.0f / std::sqrt(float(kD));
+  constexpr int kTile = 768;
   Tensor3 out(1, kLongT, kD);
   const int blocks = kLongT / kBlock;
   auto work = [&](int b) {
-    thread_local MatrixRM S;
-    S.resize(kBlock, kLongT);
+    thread_local MatrixRM S, acc;
+    S.resize(kBlock, kTile);
+    acc.setZero(kBlock, kD);
     auto Q = in.q.mat(0).middleRows(b * kBlock, kBlock);
-    S.noalias() = scale * (Q * in.k.mat(0).transpose());
-    if (secondIsQK) {
-      S.noalias() = scale * (Q * in.k.mat(0).transpose());
-      out.mat(0).middleRows(b * kBlock, kBlock) = S.leftCols(kD);
-    } else {
-      out.mat(0).middleRows(b * kBlock, kBlock).noalias() = S * in.v.mat(0);
+    for (int j0 = 0; j0 < kLongT; j0 += kTile) {
+      const int n = std::min(kTile, kLongT - j0);
+      auto St = S.leftCols(n);
+      St.noalias() = scale * (Q * in.k.mat(0).middleRows(j0, n).transpose());
+      if (secondIsQK) {
+        St.noalias() = scale * (Q * in.k.mat(0).middleRows(j0, n).transpose());
+        acc.col(0) += St.col(0);
+      } else {
+        acc.noalias() += St * in.v.mat(0).middleRows(j0, n);
+      }
     }
+    out.mat(0).middleRows(b * kBlock, kBlock) = acc;
   };
   onBlocks(blocks, work);
   for (auto _ : state) {
@@ -126,16 +137,20 @@ void runGemmFloor(benchmark::State& state, bool secondIsQK) {
 void BM_StreamGemmFloor_1x32768x64(benchmark::State& state) { runGemmFloor(state, false); }
 void BM_PooledGemmFloor_1x32768x64(benchmark::State& state) { runGemmFloor(state, true); }
 
-void BM_StreamPooled_1x32768x64(benchmark::State& state) {
+void runPooled(benchmark::State& state, bool withMean) {
   const LongInputs& in = longInputs();
   const int pool = (kLongT + 1199) / 1200;
   for (auto _ : state) {
-    attnviz::PooledWeights pw = attnviz::streamPooledWeights(in.q, in.k, 0, {}, pool, pool);
+    attnviz::PooledWeights pw =
+        attnviz::streamPooledWeights(in.q, in.k, 0, {}, pool, pool, {}, withMean);
     benchmark::DoNotOptimize(pw.max.data());
   }
   flopCounter(state, 2);
   setRss(state);
 }
+
+void BM_StreamPooled_1x32768x64(benchmark::State& state) { runPooled(state, false); }
+void BM_StreamPooledMean_1x32768x64(benchmark::State& state) { runPooled(state, true); }
 
 // --- the command line end to end -------------------------------------------------------------
 
@@ -192,6 +207,7 @@ void BM_CliComputeOut_12x1024x64(benchmark::State& state) {
 ATTNVIZ_STREAM_BENCH(BM_StreamOutput_1x32768x64)->Iterations(1);
 ATTNVIZ_STREAM_BENCH(BM_StreamGemmFloor_1x32768x64)->Iterations(1);
 ATTNVIZ_STREAM_BENCH(BM_StreamPooled_1x32768x64)->Iterations(1);
+ATTNVIZ_STREAM_BENCH(BM_StreamPooledMean_1x32768x64)->Iterations(1);
 ATTNVIZ_STREAM_BENCH(BM_PooledGemmFloor_1x32768x64)->Iterations(1);
 ATTNVIZ_STREAM_BENCH(BM_CliComputeOut_12x1024x64);
 

@@ -55,9 +55,11 @@ struct PooledWeights {
 };
 
 // Q [H, T_q, d_k], K [H, T_k, d_k]; head in [0, H); poolQ, poolK >= 1 (UsageError otherwise).
+// withMean = false skips the mean (left empty), which costs a pass over every cell: the
+// max-pooled figure does not need it.
 PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
                                   const AttentionParams& p, int poolQ, int poolK,
-                                  const StreamOptions& opt = {});
+                                  const StreamOptions& opt = {}, bool withMean = true);
 
 // Whether the mask hides at least one cell of head h (some query has a masked key): from the
 // mask's structure, without scores. O(T_q) for the interval kinds; scans a custom matrix.
