@@ -283,7 +283,7 @@ PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
     m.assign(br, kNegInf);
     l.assign(br, 0.0f);
     rowMax.assign(std::size_t(br) * W, 0.0f);
-    rowSum.assign(std::size_t(br) * W, 0.0f);
+    if (withMean) rowSum.assign(std::size_t(br) * W, 0.0f);
     rowAllowed.assign(std::size_t(br) * W, 0);
 
     // Sweep 1: each row's max logit (as the engine's row max: exact in any order).
@@ -333,7 +333,7 @@ PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
             part.best[x] = part.any[x] ? std::max(part.best[x], w) : w;
             part.any[x] = 1;
           }
-          part.sum[x] += rowSum[o] * inv;
+          if (withMean) part.sum[x] += rowSum[o] * inv;
         }
       }
       const bool whole = y * poolQ >= sw.i0 && std::min(d.Tq, (y + 1) * poolQ) <= sw.i1;

@@ -198,6 +198,18 @@ TEST(StreamPooledWeights, AnyBlockSizeMatchesTheEngineWithinFloatTolerance) {
   }
 }
 
+TEST(StreamPooledWeights, WithoutTheMeanTheMaxPoolIsTheSame) {
+  const Tensor3 q = ref::randomTensor(1, 200, 16, 51), k = ref::randomTensor(1, 333, 16, 52);
+  for (const Case& c : maskCases(1, 200, 333)) {
+    const PooledWeights both = streamPooledWeights(q, k, 0, paramsOf(c), 6, 5);
+    const PooledWeights maxOnly = streamPooledWeights(q, k, 0, paramsOf(c), 6, 5, {}, false);
+    EXPECT_TRUE(maxOnly.mean.empty()) << c.name;
+    EXPECT_EQ(maxOnly.max, both.max) << c.name;
+    EXPECT_EQ(maxOnly.masked, both.masked) << c.name;
+    EXPECT_EQ(maxOnly.fullyMaskedRows, both.fullyMaskedRows) << c.name;
+  }
+}
+
 TEST(StreamLongContext, CausalT4096OutputAndMaxPoolMatchTheMaterialisedEngine) {
   const int T = 4096, d = 64;
   const Tensor3 q = ref::randomTensor(1, T, d, 31), k = ref::randomTensor(1, T, d, 32),
