@@ -4,11 +4,12 @@
 #include "cli_common.h"
 
 #include "attnviz/npy.h"
+#include "attnviz/session.h"
 #include "attnviz/streaming.h"
 
 #include <chrono>
 #include <cstdio>
-#include <optional>
+#include <memory>
 
 namespace attnviz::app {
 
@@ -47,21 +48,20 @@ int runCompute(int argc, char** argv) {
 
   return guarded("compute", [&] {
     int ndim = 3;
-    const Tensor3 Q = loadTensorNpy(q, &ndim), K = loadTensorNpy(k), V = loadTensorNpy(v);
-    // 2-D inputs give 2-D outputs; 3-D inputs keep the head axis.
-    const bool as2d = ndim == 2 && Q.heads == 1;
+    checkAttentionOptions(opts);
+    Tensor3 Q = loadTensorNpy(q, &ndim), K = loadTensorNpy(k), V = loadTensorNpy(v);
     const auto noteMasked = [](int n) {
       if (n > 0)
         std::fprintf(
             stderr,
             "attnviz compute: note: %d fully masked row(s): their weights and outputs are 0\n", n);
     };
-    // Only the output asked for: stream it on the CPU, never holding S or A.
+    // Only the output asked for, on the CPU: stream it (FlashAttention's online softmax, tile
+    // by tile), never allocating S or A.
     const bool onlyOutput = !out.empty() && scores.empty() && weights.empty();
-    std::optional<Dims> dims;
-    if (!onlyOutput) dims = validateInputs(Q, K, V);  // bad input before any backend starts
     std::string note;
     std::unique_ptr<AttentionEngine> engine;
+    if (!onlyOutput) validateInputs(Q, K, V);  // bad input before any backend starts
     if (!onlyOutput || opts.backend != "cpu") {
       engine = createHeadlessEngine(opts.backend, note);
       if (!note.empty()) std::fprintf(stderr, "attnviz compute: %s\n", note.c_str());
@@ -71,25 +71,27 @@ int runCompute(int argc, char** argv) {
       int masked = 0;
       const Tensor3 O = streamOutput(Q, K, V, params, {}, &masked);
       noteMasked(masked);
-      saveNpy(out, O, as2d);
+      saveNpy(out, O, ndim == 2 && O.heads == 1);  // 2-D inputs give 2-D outputs
       return 0;
     }
-    const Dims d = dims ? *dims : validateInputs(Q, K, V);
-    const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+    const Dims d = validateInputs(Q, K, V);
+    AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+    Session session(std::move(engine));
+    session.editScene().params = std::move(params);
+    session.setTensors(std::move(Q), std::move(K), std::move(V));
     const auto t0 = std::chrono::steady_clock::now();
-    engine->run(Q, K, V, params);
-    const unsigned stages = (scores.empty() ? 0u : unsigned(kStageScaled)) |
-                            (weights.empty() ? 0u : unsigned(kStageWeights)) |
-                            (out.empty() ? 0u : unsigned(kStageOutput)) | kStageRows;
-    const bool summary = scores.empty() && weights.empty() && out.empty();
-    const AttentionResult& r = engine->result(summary ? unsigned(kStageAll) : stages);
+    session.computeAllHeads();
+    const AttentionResult& r = session.result();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     noteMasked(r.fullyMaskedRows());
-    if (!scores.empty()) saveNpy(scores, computeLogits(r.scaled, params), as2d);
+    // 2-D inputs give 2-D outputs; 3-D inputs keep the head axis.
+    const bool as2d = ndim == 2 && d.H == 1;
+    if (!scores.empty()) saveNpy(scores, session.logits(), as2d);
     if (!weights.empty()) saveNpy(weights, r.weights, as2d);
     if (!out.empty()) saveNpy(out, r.output, as2d);
-    if (summary) printSummary(r, engine->name(), ms);
+    if (scores.empty() && weights.empty() && out.empty())
+      printSummary(r, session.engine().name(), ms);
     return 0;
   });
 }

@@ -10,8 +10,10 @@
 #include "attnviz/npy.h"
 #include "attnviz/raster.h"
 #include "attnviz/scene.h"
+#include "attnviz/session.h"
 #include "attnviz/streamed_export.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -35,14 +37,9 @@ int parseHead(const std::string& s) {
   return int(v);
 }
 
-std::string formatTemperature(float t) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", double(t));
-  return buf;
-}
-
 // Scene masks first, the command line's on top: a term set on the command line wins, flags
-// combine, and --temperature replaces the scene's when given.
+// combine, and --temperature replaces the scene's when given. (The session adds the causal term
+// of the scene's mode.)
 AttentionParams mergeParams(const AttentionParams& scene, const AttentionParams& cli,
                             bool cliTemperature) {
   AttentionParams p = scene;
@@ -61,6 +58,44 @@ AttentionParams mergeParams(const AttentionParams& scene, const AttentionParams&
   return p;
 }
 
+std::string formatTemperature(float t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", double(t));
+  return buf;
+}
+
+// Long inputs from tensors: a labelled weights figure whose materialised scores would pass the
+// budget (exportStreamBudget) is streamed, the weights pooled block by block as the figure is
+// drawn and never held whole, with a progress bar on stderr when it is a terminal. The same
+// pixels as the session's export, which would materialise S. Returns false when this export
+// is not one to stream.
+bool exportStreamed(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
+                    const AttentionCliOptions& opts, ExportOptions eo, int head,
+                    bool defaultColormap, const std::string& png) {
+  const Dims d{Q.heads, Q.rows, K.rows, Q.cols, V.cols};
+  if (!exportShouldStream(d, eo, exportStreamBudget())) return false;
+  if (head >= d.H)
+    throw UsageError("--head " + std::to_string(head) + ": out of range, the input has " +
+                     std::to_string(d.H) +
+                     (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
+  eo.head = head;
+  if (defaultColormap) eo.colormap = ColormapId::Viridis;  // the weights stage's default
+  const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+  ExportData labels;  // a tensor source: index labels, no mode in the description
+  labels.description = "mask: " + describeMask(params.mask) +
+                       " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
+  Image img;
+  {
+    ProgressBar bar("attnviz export");  // its line ends before "wrote" is printed
+    img = renderStreamedExport(Q, K, V, params, labels, eo, [&](int h, double f) {
+      bar.update("streaming head " + std::to_string(h), f);
+    });
+  }
+  writePng(png, img);
+  std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+  return true;
+}
+
 }  // namespace
 
 int runExport(int argc, char** argv) {
@@ -77,8 +112,12 @@ int runExport(int argc, char** argv) {
   sceneOpt->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
   addAttentionOptions(app, opts);
   app.add_option("--png", png, "output PNG (written atomically)")->required();
-  app.add_option("--head", head, "head index, or 'all' for a grid of every head (default 0)");
-  app.add_option("--stage", stage, "weights (softmax) or scores (logits, -inf where masked)")
+  app.add_option(
+      "--head", head,
+      "head index, or 'all' for a grid of every head (default: the scene's saved head, else 0)");
+  app.add_option("--stage", stage,
+                 "weights (softmax) or scores (logits, -inf where masked); default: the scene's "
+                 "saved stage, else weights")
       ->check(CLI::IsMember({"weights", "scores"}));
   app.add_flag("--bare", bare, "only the cells: T_k*PX x T_q*PX pixels, row 0 at the top");
   app.add_option("--cell", cell, "pixels per cell (default: fit --width)");
@@ -98,12 +137,11 @@ int runExport(int argc, char** argv) {
     const bool fromScene = !scenePath.empty();
     if (!fromScene && (q.empty() || k.empty() || v.empty()))
       throw UsageError("give --scene SCENE.json, or all three of --q, --k and --v");
-    const int headIndex = parseHead(head);
+    const int parsedHead = parseHead(head);
+    checkAttentionOptions(opts);
     ExportOptions eo;
     eo.stage = stage == "scores" ? ExportStage::Scores : ExportStage::Weights;
-    if (colormap.empty()) {
-      eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
-    } else {
+    if (!colormap.empty()) {
       const std::optional<ColormapId> id = colormapFromName(colormap);
       if (!id) {
         std::string names;
@@ -121,8 +159,7 @@ int runExport(int argc, char** argv) {
                        std::to_string(width));
     if (app.count("--columns") && columns < 1)
       throw UsageError("--columns: expected a number >= 1, got " + std::to_string(columns));
-    if (bare && headIndex < 0) throw UsageError("--bare draws one head; pick it with --head N");
-    eo.head = headIndex;
+    if (bare && parsedHead < 0) throw UsageError("--bare draws one head; pick it with --head N");
     eo.bare = bare;
     eo.cell = cell;
     if (width > 0) eo.targetWidth = width;
@@ -130,81 +167,50 @@ int runExport(int argc, char** argv) {
     eo.title = title;
     eo.gridColumns = columns;
 
-    // Inputs.
-    Tensor3 Q, K, V;
-    ExportData data;
-    std::optional<Scene> scene;
-    if (fromScene) {
-      scene = loadScene(scenePath);
-      SceneInputs in = buildSceneInputs(*scene);
-      Q = std::move(in.q), K = std::move(in.k), V = std::move(in.v);
-      data.queryTokens = std::move(in.queryTokens);
-      data.keyTokens = std::move(in.keyTokens);
-    } else {
-      Q = loadTensorNpy(q), K = loadTensorNpy(k), V = loadTensorNpy(v);
-    }
-    const auto describe = [&](const AttentionParams& params) {
-      std::string desc;
-      // The causal mode shows as "mask: causal"; the other modes name themselves.
-      if (scene && scene->mode != Mode::Causal)
-        desc = std::string(modeName(scene->mode)) + " \xC2\xB7 ";
-      return desc + "mask: " + describeMask(params.mask) +
-             " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
-    };
-    const auto checkHead = [&](int H) {
-      if (headIndex >= H)
-        throw UsageError("--head " + std::to_string(headIndex) + ": out of range, the input has " +
-                         std::to_string(H) +
-                         (H == 1 ? " head (0)" : " heads (0.." + std::to_string(H - 1) + ")"));
-    };
-
-    // Long inputs: the weights are streamed block by block and pooled as the figure is drawn,
-    // never held whole (a progress bar on stderr when it is a terminal).
-    if (!fromScene && exportShouldStream(Dims{Q.heads, Q.rows, K.rows, Q.cols, V.cols}, eo,
-                                         exportStreamBudget())) {
-      checkHead(Q.heads);
-      const AttentionParams params = buildParams(opts, Q.heads, Q.rows, K.rows);
-      data.description = describe(params);
-      Image img;
-      {
-        ProgressBar bar("attnviz export");  // its line ends before "wrote" is printed
-        img = renderStreamedExport(Q, K, V, params, data, eo, [&](int h, double f) {
-          bar.update("streaming head " + std::to_string(h), f);
-        });
-      }
-      writePng(png, img);
-      std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
-      return 0;
-    }
-    const Dims d = validateInputs(Q, K, V);
-    checkHead(d.H);
-
-    AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
-    if (scene) {
-      params = mergeParams(effectiveParams(*scene), params, app.count("--temperature") > 0);
-      validateParams(params, d.H, d.Tq, d.Tk);
-    }
-
-    // Compute only what is drawn: the softmax of the chosen head (the logits need S only).
+    // The same session and export path as the GUI's dialog and Ctrl+S.
     std::string note;
-    auto engine = createHeadlessEngine(opts.backend, note);
+    Session session(createHeadlessEngine(opts.backend, note));
     if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
-    engine->setInputs(Q, K, V);
-    if (eo.stage == ExportStage::Weights) {
-      if (headIndex >= 0)
-        engine->softmax(params, {headIndex});
-      else
-        engine->softmax(params);
+    std::optional<SceneView> view;
+    if (fromScene) {
+      Scene scene = loadScene(scenePath);
+      view = parseSceneView(scene.extraJson, scenePath);
+      session.setScene(std::move(scene));
+    } else {
+      Tensor3 Q = loadTensorNpy(q), K = loadTensorNpy(k), V = loadTensorNpy(v);
+      if (exportStreamed(Q, K, V, opts, eo, parsedHead, colormap.empty(), png)) return 0;
+      validateInputs(Q, K, V);
+      session.setTensors(std::move(Q), std::move(K), std::move(V));
     }
-    const AttentionResult& r = engine->result(
-        eo.stage == ExportStage::Weights ? (kStageScaled | kStageWeights) : kStageScaled);
-    const Tensor3 logits = computeLogits(r.scaled, params);
-    data.weights = &r.weights;
-    data.logits = &logits;
+    session.updateInputs();
+    const Dims d = session.dims();
+    // A scene exports as it was shown: its saved head, stage and colormap, unless given here.
+    int headIndex = parsedHead;
+    if (view && !app.count("--head")) headIndex = std::clamp(view->head, 0, d.H - 1);
+    if (view && !app.count("--stage") && !view->stage.empty())
+      eo.stage = view->stage == "weights" ? ExportStage::Weights : ExportStage::Scores;
+    if (colormap.empty()) {
+      eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
+      if (view && eo.stage == ExportStage::Weights)
+        if (const auto id = colormapFromName(view->weightColormap)) eo.colormap = *id;
+    }
+    if (bare && headIndex < 0) throw UsageError("--bare draws one head; pick it with --head N");
+    eo.head = headIndex;
+    if (headIndex >= d.H)
+      throw UsageError("--head " + std::to_string(headIndex) + ": out of range, the input has " +
+                       std::to_string(d.H) +
+                       (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
 
-    data.description = describe(params);
+    // The command line's masks on top of the scene's.
+    const AttentionParams cli = buildParams(opts, d.H, d.Tq, d.Tk);
+    Scene& scene = session.editScene();
+    scene.params = fromScene ? mergeParams(scene.params, cli, app.count("--temperature") > 0) : cli;
+    session.touchMask();
+    View shown;
+    shown.head = std::max(headIndex, 0);
+    session.setView(shown);
 
-    const Image img = renderExport(data, eo);
+    const Image img = session.exportImage(eo);
     writePng(png, img);
     std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
     return 0;
