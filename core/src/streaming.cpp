@@ -279,7 +279,7 @@ PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
     thread_local std::vector<float> m, l, rowMax, rowSum;
     thread_local std::vector<std::uint8_t> rowAllowed;
     if (S.rows() < br || S.cols() != Bc) S.resize(std::max<Eigen::Index>(br, S.rows()), Bc);
-    e.resize(std::size_t(Bc));
+    e.resize(std::size_t(Bc) + 16);  // a masked tail load never reaches past the buffer
     m.assign(br, kNegInf);
     l.assign(br, 0.0f);
     rowMax.assign(std::size_t(br) * W, 0.0f);
