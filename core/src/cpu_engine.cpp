@@ -2,12 +2,15 @@
 // softmax per row, and A V. Work is split into (head, row block) tasks across the cores.
 #include "attnviz/engine.h"
 
+#include "engine_detail.h"
 #include "parallel.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 #include <unistd.h>
 
@@ -15,13 +18,14 @@ namespace attnviz {
 
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int kRowBlock = 128;
+constexpr int kRowBlock = detail::kEngineRowBlock;
 
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 
 void checkFinite(const Tensor3& t, const char* name) {
+  if (Eigen::Map<const Eigen::ArrayXf>(t.data.data(), Eigen::Index(t.data.size())).allFinite())
+    return;  // the common case, vectorised; otherwise find the first bad value for the message
   for (std::size_t n = 0; n < t.data.size(); ++n) {
     if (!std::isfinite(t.data[n])) {
       const std::size_t perHead = t.headStride();
@@ -34,15 +38,15 @@ void checkFinite(const Tensor3& t, const char* name) {
   }
 }
 
-// The allowed key set of one query row is a union of two intervals, cut by the padding limit
-// and the custom matrix: [lo, hi] from causal/window, [0, prefixEnd) from prefix/sink.
-struct RowMask {
-  int lo, hi, prefixEnd, limit;
-};
+using detail::kNegInf;
 
-RowMask rowMask(const MaskSpec& m, int i, int Tq, int Tk) {
+}  // namespace
+
+namespace detail {
+
+RowSpan rowSpan(const MaskSpec& m, int i, int Tq, int Tk) {
   const int p = queryPosition(i, Tq, Tk);
-  RowMask r{0, Tk - 1, 0, Tk};
+  RowSpan r{0, Tk - 1, 0, Tk};
   if (m.causal || m.window > 0) r.hi = std::min(p, Tk - 1);
   if (m.window > 0) r.lo = std::max(0, p - m.window + 1);
   r.prefixEnd = std::min(Tk, std::max(m.prefix, m.sink));
@@ -50,58 +54,102 @@ RowMask rowMask(const MaskSpec& m, int i, int Tq, int Tk) {
   return r;
 }
 
-// Fills `logits` (length Tk) for row i of head h with the biased scores S + b, -inf where
-// masked. The temperature is applied later, after the row maximum is subtracted.
-void rowLogits(const float* scaled, float* logits, const AttentionParams& p, const ExprGrid* grid,
-               float slope, int h, int i, int Tq, int Tk) {
+bool rowSpanIsExact(const MaskSpec& m) {
+  return m.customKind == MaskSpec::Custom::None && m.chunk <= 0 && m.docs.empty() &&
+         m.expr.empty();
+}
+
+void rowLogits(const float* scaled, float* z, const AttentionParams& p, float slope, int h, int i,
+               int Tq, int Tk, int j0, int j1) {
   const MaskSpec& m = p.mask;
-  ArrayMap L(logits, Tk);
-  // Softcap first: every later step reads the capped score c tanh(s / c).
+  const int n = j1 - j0;
+  ArrayMap L(z, n);
+  // Softcap first: every later step reads the capped score c tanh(s / c) (in place is fine).
   const float* s = scaled;
   if (m.softcap > 0.0f) {
-    for (int j = 0; j < Tk; ++j) logits[j] = softcapScore(scaled[j], m.softcap);
-    s = logits;
+    for (int t = 0; t < n; ++t) z[t] = softcapScore(scaled[t], m.softcap);
+    s = z;
   }
   const float* custom = nullptr;
   if (m.customKind != MaskSpec::Custom::None) {
-    custom = m.custom.head(m.custom.heads == 1 ? 0 : h) + std::size_t(i) * Tk;
+    custom = m.custom.head(m.custom.heads == 1 ? 0 : h) + std::size_t(i) * Tk + j0;
   }
   if (m.alibi) {
     const float pos = static_cast<float>(queryPosition(i, Tq, Tk));
-    for (int j = 0; j < Tk; ++j) logits[j] = s[j] - slope * std::fabs(pos - static_cast<float>(j));
-    if (m.customKind == MaskSpec::Custom::Bias) L += ConstArrayMap(custom, Tk);
+    for (int t = 0; t < n; ++t) z[t] = s[t] - slope * std::fabs(pos - static_cast<float>(j0 + t));
+    if (m.customKind == MaskSpec::Custom::Bias) L += ConstArrayMap(custom, n);
   } else if (m.customKind == MaskSpec::Custom::Bias) {
-    L = ConstArrayMap(s, Tk) + ConstArrayMap(custom, Tk);
-  } else {
-    L = ConstArrayMap(s, Tk);
+    L = ConstArrayMap(s, n) + ConstArrayMap(custom, n);
+  } else if (s != z) {
+    L = ConstArrayMap(s, n);
   }
   // Outside [lo, hi] only the prefix/sink keys survive; everything past the limit is padding.
-  const RowMask r = rowMask(m, i, Tq, Tk);
+  const RowSpan r = rowSpan(m, i, Tq, Tk);
   const int ranges[3][2] = {
       {r.prefixEnd, std::min(r.lo, Tk)}, {std::max(r.hi + 1, r.prefixEnd), Tk}, {r.limit, Tk}};
   for (const auto& range : ranges) {
-    const int begin = std::clamp(range[0], 0, Tk);
-    std::fill(logits + begin, logits + std::clamp(range[1], begin, Tk), kNegInf);
+    const int begin = std::clamp(range[0], j0, j1);
+    std::fill(z + (begin - j0), z + (std::clamp(range[1], begin, j1) - j0), kNegInf);
   }
   if (custom && m.customKind == MaskSpec::Custom::Allow) {
-    for (int j = 0; j < Tk; ++j) logits[j] = custom[j] == 0.0f ? kNegInf : logits[j];
+    for (int t = 0; t < n; ++t) z[t] = custom[t] == 0.0f ? kNegInf : z[t];
   }
-  // The and-terms: the query's chunk, its document, the expression.
+  // The and-terms: the query's chunk, its document, the expression (its grid was evaluated by
+  // validateParams, which every caller runs first).
   const int pos = queryPosition(i, Tq, Tk);
   if (m.chunk > 0) {
-    const int c0 = pos >= 0 ? pos / m.chunk * m.chunk : Tk;  // a position before the keys: none
-    std::fill(logits, logits + std::clamp(c0, 0, Tk), kNegInf);
-    const int c1 = c0 >= Tk ? Tk : std::min<long long>(Tk, (long long)c0 + m.chunk);
-    std::fill(logits + std::clamp(c1, 0, Tk), logits + Tk, kNegInf);
+    const long long c0 = pos >= 0 ? (long long)(pos / m.chunk) * m.chunk : Tk;  // before: none
+    const long long c1 = std::min<long long>(Tk, c0 + m.chunk);
+    for (int t = 0; t < n; ++t) {
+      const int j = j0 + t;
+      if (j < c0 || j >= c1) z[t] = kNegInf;
+    }
   }
   if (!m.docs.empty()) {
-    const int d = pos >= 0 && pos < Tk ? m.docs[std::size_t(pos)] : -1;
-    for (int j = 0; j < Tk; ++j) logits[j] = m.docs[std::size_t(j)] == d ? logits[j] : kNegInf;
+    const int d = pos >= 0 && pos < int(m.docs.size()) ? m.docs[std::size_t(pos)] : -1;
+    for (int t = 0; t < n; ++t) {
+      const int j = j0 + t;
+      if (j >= int(m.docs.size()) || m.docs[std::size_t(j)] != d) z[t] = kNegInf;
+    }
   }
-  if (grid) {
-    const std::uint8_t* e = grid->row(h, i);
-    for (int j = 0; j < Tk; ++j) logits[j] = e[j] ? logits[j] : kNegInf;
+  if (!m.expr.empty()) {
+    const ExprGrid* g = m.exprCache.get();
+    if (!g || g->text != m.expr || g->Tq != Tq || g->Tk != Tk || (g->heads != 1 && h >= g->heads))
+      throw std::logic_error("mask expression not evaluated for this shape (validateParams)");
+    const std::uint8_t* e = g->row(h, i) + j0;
+    for (int t = 0; t < n; ++t) z[t] = e[t] ? z[t] : kNegInf;
   }
+}
+
+float chunkedSum(const float* e, int n) {
+  float sum = 0.0f;
+  for (int j = 0; j < n; j += kSumChunk)
+    sum += ConstArrayMap(e + j, std::min(kSumChunk, n - j)).sum();
+  return sum;
+}
+
+void expShifted(const float* z, float* e, int n, float mx, float tau) {
+  const ConstArrayMap L(z, n);
+  const float invTau = 1.0f / tau;
+  if (std::isfinite(invTau)) {
+    ArrayMap(e, n) = ((L - mx) * invTau).exp();
+  } else {
+    ArrayMap(e, n) = ((L - mx) / tau).exp();
+  }
+}
+
+void throwScoresOverflow(int h) {
+  throw InputError("Q K^T overflows float32 in head " + std::to_string(h) +
+                   " (inputs too large; rescale Q or K)");
+}
+
+}  // namespace detail
+
+namespace {
+
+void rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h, int i,
+               int Tq, int Tk) {
+  detail::rowLogits(s, logits, p, slope, h, i, Tq, Tk, 0, Tk);
 }
 
 // First index holding `value` (present in the row), scanning 64 keys at a time with a
@@ -146,14 +194,9 @@ RowStats rowSoftmax(float* z, float* scratch, float* weights, int Tk, float tau)
   st.argmax = firstIndexOf(z, Tk, mx);
   // exp(-inf) is exactly 0 (the engine tests hold the vector exp to that), so masked keys, and
   // keys whose gap underflows, get weight 0 with no extra pass.
-  const float invTau = 1.0f / tau;
-  if (std::isfinite(invTau)) {
-    ArrayMap(scratch, Tk) = ((L - mx) * invTau).exp();
-  } else {
-    ArrayMap(scratch, Tk) = ((L - mx) / tau).exp();
-  }
+  detail::expShifted(z, scratch, Tk, mx, tau);
   const ArrayMap E(scratch, Tk);
-  const float sum = E.sum();
+  const float sum = detail::chunkedSum(scratch, Tk);
   // Entropy: -sum a log a, with log a = (z - mx) / tau - log(sum). A masked key has a = 0 and
   // z = -inf; clamping the gap to the lowest float makes its term 0 instead of 0 * -inf.
   const float dot = (E * (L - mx).cwiseMax(std::numeric_limits<float>::lowest())).sum();
@@ -188,10 +231,9 @@ class CpuEngine final : public AttentionEngine {
     validateParams(p, d.H, d.Tq, d.Tk);
     const std::vector<int> hs = resolve(heads);
     const std::vector<float> slopes = alibiSlopes(d.H);
-    const ExprGrid* grid = exprGrid(p.mask, d.H, d.Tq, d.Tk);
     detail::parallelFor(taskCount(hs), [&](int t) {
       const auto [h, r0, r1] = task(hs, t);
-      softmaxBlock(p, grid, slopes, h, r0, r1);
+      softmaxBlock(p, slopes, h, r0, r1);
     });
   }
 
@@ -212,12 +254,11 @@ class CpuEngine final : public AttentionEngine {
     v_ = v;
     allocate(d);
     const std::vector<float> slopes = alibiSlopes(d.H);
-    const ExprGrid* grid = exprGrid(p.mask, d.H, d.Tq, d.Tk);
     // Fused per block: the block of S is still in cache when the softmax and A V read it.
     detail::parallelFor(taskCount(allHeads()), [&](int t) {
       const auto [h, r0, r1] = task(allHeads(), t);
       scoresBlock(h, r0, r1);
-      softmaxBlock(p, grid, slopes, h, r0, r1);
+      softmaxBlock(p, slopes, h, r0, r1);
       outputBlock(h, r0, r1);
     });
   }
@@ -275,13 +316,12 @@ class CpuEngine final : public AttentionEngine {
     block.noalias() = scale * (q_.mat(h).middleRows(r0, r1 - r0) * k_.mat(h).transpose());
     // Checked while the block is still in cache: finite inputs can still overflow float32.
     if (!std::isfinite((block.array() * 0.0f).sum())) {  // 0 * inf and 0 * NaN are NaN
-      throw InputError("Q K^T overflows float32 in head " + std::to_string(h) +
-                       " (inputs too large; rescale Q or K)");
+      detail::throwScoresOverflow(h);
     }
   }
 
-  void softmaxBlock(const AttentionParams& p, const ExprGrid* grid,
-                    const std::vector<float>& slopes, int h, int r0, int r1) {
+  void softmaxBlock(const AttentionParams& p, const std::vector<float>& slopes, int h, int r0,
+                    int r1) {
     const Dims& d = res_.dims;
     // Aligned scratch: the vectorised reductions then split the row the same way in every
     // thread and every run, so results are bit-for-bit reproducible.
@@ -289,7 +329,7 @@ class CpuEngine final : public AttentionEngine {
     logits.resize(std::size_t(d.Tk));
     scratch.resize(std::size_t(d.Tk));
     for (int i = r0; i < r1; ++i) {
-      rowLogits(&res_.scaled.at(h, i, 0), logits.data(), p, grid, slopes[h], h, i, d.Tq, d.Tk);
+      rowLogits(&res_.scaled.at(h, i, 0), logits.data(), p, slopes[h], h, i, d.Tq, d.Tk);
       res_.rows[std::size_t(h) * d.Tq + i] =
           rowSoftmax(logits.data(), scratch.data(), &res_.weights.at(h, i, 0), d.Tk, p.temperature);
     }
@@ -319,23 +359,40 @@ void AttentionEngine::run(const Tensor3& q, const Tensor3& k, const Tensor3& v,
   output({});
 }
 
-Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
-  if (q.empty() || k.empty() || v.empty()) {
+namespace {
+
+void checkShapes(const Tensor3& q, const Tensor3& k, const Tensor3* v) {
+  const std::string vs = v ? v->shapeString() : "(not used)";
+  if (q.empty() || k.empty() || (v && v->empty())) {
     throw InputError("Q, K and V must be non-empty (got Q " + q.shapeString() + ", K " +
-                     k.shapeString() + ", V " + v.shapeString() + ")");
+                     k.shapeString() + ", V " + vs + ")");
   }
-  if (q.heads != k.heads || q.heads != v.heads) {
+  if (q.heads != k.heads || (v && q.heads != v->heads)) {
     throw InputError("head counts differ: Q " + q.shapeString() + ", K " + k.shapeString() +
-                     ", V " + v.shapeString());
+                     ", V " + vs);
   }
   if (q.cols != k.cols) {
     throw InputError("d_k differs: Q " + q.shapeString() + " and K " + k.shapeString() +
                      " must share the last axis");
   }
-  if (k.rows != v.rows) {
-    throw InputError("T_k differs: K " + k.shapeString() + " and V " + v.shapeString() +
+  if (v && k.rows != v->rows) {
+    throw InputError("T_k differs: K " + k.shapeString() + " and V " + vs +
                      " must have the same number of keys");
   }
+}
+
+}  // namespace
+
+Dims detail::validateStreamInputs(const Tensor3& q, const Tensor3& k, const Tensor3* v) {
+  checkShapes(q, k, v);
+  checkFinite(q, "Q");
+  checkFinite(k, "K");
+  if (v) checkFinite(*v, "V");
+  return Dims{q.heads, q.rows, k.rows, q.cols, v ? v->cols : 0};
+}
+
+Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
+  checkShapes(q, k, &v);
   const std::size_t cells = checkedElementCount(q.heads, q.rows, k.rows, "scores");
   // Scores, weights and (for --scores or export) logits: refuse cleanly rather than let the
   // kernel kill the process when memory runs out.
@@ -349,20 +406,17 @@ Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
       << " GiB of memory allows";
     throw InputError(s.str());
   }
-  checkFinite(q, "Q");
-  checkFinite(k, "K");
-  checkFinite(v, "V");
-  return Dims{q.heads, q.rows, k.rows, q.cols, v.cols};
+  return detail::validateStreamInputs(q, k, &v);
 }
 
 void biasedScoresHead(const Tensor3& scaled, const AttentionParams& p,
                       const std::vector<float>& slopes, int h, float* out) {
   const int Tq = scaled.rows, Tk = scaled.cols;
   const float slope = h < static_cast<int>(slopes.size()) ? slopes[h] : 0.0f;
-  const ExprGrid* grid = exprGrid(p.mask, h + 1, Tq, Tk);
+  exprGrid(p.mask, h + 1, Tq, Tk);  // the expression's cells, when the caller did not validate
   for (int i = 0; i < Tq; ++i) {
-    rowLogits(scaled.head(h) + std::size_t(i) * Tk, out + std::size_t(i) * Tk, p, grid, slope, h, i,
-              Tq, Tk);
+    rowLogits(scaled.head(h) + std::size_t(i) * Tk, out + std::size_t(i) * Tk, p, slope, h, i, Tq,
+              Tk);
   }
 }
 
@@ -385,7 +439,6 @@ Tensor3 computeLogits(const Tensor3& scaled, const AttentionParams& p) {
   validateParams(p, H, Tq, Tk);
   Tensor3 out(H, Tq, Tk);
   const std::vector<float> slopes = alibiSlopes(H);
-  exprGrid(p.mask, H, Tq, Tk);  // evaluated once, before the threads read it
   detail::parallelFor(H, [&](int h) {
     float* head = &out.at(h, 0, 0);
     biasedScoresHead(scaled, p, slopes, h, head);

@@ -4,6 +4,7 @@
 #include "attnviz/tensor.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attnviz {
@@ -19,8 +20,9 @@ struct NpyArray {
 // Parses .npy bytes (version 1.0, 2.0 or 3.0). Accepts little-endian float32/float64 and, when
 // allowBool, bool/uint8; C order only. Throws InputError whose message starts with `name`.
 NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool);
+NpyArray parseNpyView(std::string_view bytes, const std::string& name, bool allowBool);
 
-// Reads a file and parses it.
+// Reads a file (through a read-only mapping where it can) and parses it.
 NpyArray readNpy(const std::string& path, bool allowBool = false);
 
 // A float tensor from a 2-D ([T, d] -> one head) or 3-D ([H, T, d]) file. Rejects NaN/Inf,
