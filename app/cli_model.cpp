@@ -20,7 +20,34 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
   app.add_option("--ablate", o.ablate, "L:H zeroes head H's output in layer L (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  addAttentionOptions(app, o.attention);
+}
+
+AttentionParams layerParams(const ForwardResult& r, int layer) {
+  AttentionParams p;
+  if (const LayerIntervention* li = r.interventions.find(layer)) {
+    p.mask = li->mask;
+    p.temperature = li->temperature;
+  }
+  p.mask.causal = true;
+  return p;
+}
+
+std::string modelName(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  if (const std::size_t at = d.find("models--"); at != std::string::npos) {
+    const std::string rest = d.substr(at + 8);
+    return rest.substr(0, rest.find('/'));
+  }
+  return d.substr(d.find_last_of('/') == std::string::npos ? 0 : d.find_last_of('/') + 1);
+}
+
+std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>& ids) {
+  std::vector<std::string> labels;
+  for (int id : ids)
+    labels.push_back(id <= m.tokenizer().maxId() ? m.tokenizer().label(id)
+                                                 : "#" + std::to_string(id));
+  return labels;
 }
 
 std::vector<int> parseIdList(const std::string& text) {
@@ -54,7 +81,8 @@ void checkLayer(int layer, const Gpt2Config& c) {
   }
 }
 
-ModelRun runModelFromOptions(const ModelCliOptions& o, const CLI::App& app) {
+ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions& attention,
+                             const CLI::App& app) {
   if (app.count("--text") + app.count("--ids") != 1) {
     throw UsageError("give the input as --text TEXT or --ids 1,2,3");
   }
@@ -85,9 +113,9 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const CLI::App& app) {
     iv.ablate(l, h, c);
   }
   const int T = static_cast<int>(ids.size());
-  const AttentionParams p = buildParams(o.attention, c.nHead, T, T);
+  const AttentionParams p = buildParams(attention, c.nHead, T, T);
   if (p.mask.any() || p.temperature != 1.0f) iv.setAll(p.mask, p.temperature, c.nLayer);
-  if (o.attention.backend != "cpu") {
+  if (attention.backend != "cpu") {
     std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
   }
   run.result = run.model->forward(ids, iv);
@@ -97,9 +125,11 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const CLI::App& app) {
 int runModel(int argc, char** argv) {
   CLI::App app{"Run a GPT-2-family model (Hugging Face checkpoint folder) on a text", "model"};
   ModelCliOptions o;
+  AttentionCliOptions attention;
   int layer = -1, topK = 0;
   std::string weights, logits;
   addModelOptions(app, o, true);
+  addAttentionOptions(app, attention);
   app.add_option("--layer", layer, "only this layer's weights: [H, T, T] instead of [L, H, T, T]");
   app.add_option("--weights", weights, "write the attention weights (float32 .npy)");
   app.add_option("--logits", logits, "write the logits [T, V] (float32 .npy)");
@@ -110,7 +140,7 @@ int runModel(int argc, char** argv) {
     if (app.count("--top-k") && topK < 1)
       throw UsageError("--top-k: expected a number >= 1, got " + std::to_string(topK));
     const auto t0 = std::chrono::steady_clock::now();
-    ModelRun run = runModelFromOptions(o, app);
+    ModelRun run = runModelFromOptions(o, attention, app);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const Gpt2Model& m = *run.model;
@@ -137,12 +167,10 @@ int runModel(int argc, char** argv) {
       std::printf("model: %s (%d layers x %d heads, d=%d, vocab %d, %s)\n", m.files().dir.c_str(),
                   c.nLayer, c.nHead, c.nEmbd, c.vocabSize, m.weightsDescription().c_str());
       std::printf("tokens: %lld  forward pass: %.1f ms (load included)\n", T, ms);
-      std::printf("next token after '%s':\n",
-                  m.tokenizer().printable(r.ids.back()).c_str());
+      std::printf("next token after '%s':\n", m.tokenizer().printable(r.ids.back()).c_str());
     }
     for (const TokenProb& t : Gpt2Model::topK(r, quiet ? topK : 5)) {
-      const std::string piece =
-          t.id <= m.tokenizer().maxId() ? m.tokenizer().printable(t.id) : "";
+      const std::string piece = t.id <= m.tokenizer().maxId() ? m.tokenizer().printable(t.id) : "";
       std::printf("%d\t%.6f\t%s\n", t.id, double(t.prob), piece.c_str());
     }
     return 0;

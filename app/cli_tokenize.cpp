@@ -9,9 +9,10 @@
 namespace attnviz::app {
 
 int runTokenize(int argc, char** argv) {
-  CLI::App app{"Tokenize text with a model folder's GPT-2 tokenizer (config.json, vocab.json, "
-               "merges.txt)",
-               "tokenize"};
+  CLI::App app{
+      "Tokenize text with a model folder's GPT-2 tokenizer (config.json, vocab.json, "
+      "merges.txt)",
+      "tokenize"};
   std::string dir, text;
   bool pieces = false;
   app.add_option("--model", dir, "model folder")->required();

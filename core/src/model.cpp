@@ -63,8 +63,8 @@ Gpt2Config loadGpt2Config(const std::string& path) {
   c.nPositions = requireInt(j, path, "n_positions", "n_ctx");
   c.vocabSize = requireInt(j, path, "vocab_size");
   if (c.nEmbd % c.nHead != 0) {
-    throw InputError(path + ": n_embd " + std::to_string(c.nEmbd) +
-                     " is not divisible by n_head " + std::to_string(c.nHead));
+    throw InputError(path + ": n_embd " + std::to_string(c.nEmbd) + " is not divisible by n_head " +
+                     std::to_string(c.nHead));
   }
   c.nInner = 4 * c.nEmbd;
   if (j.contains("n_inner") && !j["n_inner"].is_null()) c.nInner = requireInt(j, path, "n_inner");
@@ -113,7 +113,8 @@ ModelFiles locateModelFiles(const std::string& dirArg, bool needWeights) {
   // The Hugging Face cache: models--NAME/{refs/main, snapshots/<hash>/ -> ../../blobs/...}.
   if (!fs::exists(dir / "config.json", ec) && fs::is_directory(dir / "snapshots", ec)) {
     fs::path snap;
-    const std::string ref = fs::exists(dir / "refs" / "main", ec) ? readFile((dir / "refs" / "main").string()) : "";
+    const std::string ref =
+        fs::exists(dir / "refs" / "main", ec) ? readFile((dir / "refs" / "main").string()) : "";
     const std::string hash = ref.substr(0, ref.find_first_of("\r\n"));
     if (!hash.empty() && fs::is_directory(dir / "snapshots" / hash, ec)) {
       snap = dir / "snapshots" / hash;
@@ -143,8 +144,8 @@ ModelFiles locateModelFiles(const std::string& dirArg, bool needWeights) {
         throw InputError((dir / "pytorch_model.bin").string() +
                          ": attnviz reads model.safetensors, not PyTorch pickles; convert it with "
                          "python3 -c \"from transformers import AutoModelForCausalLM as M; "
-                         "M.from_pretrained('" + f.dir + "').save_pretrained('" + f.dir +
-                         "', safe_serialization=True)\"");
+                         "M.from_pretrained('" +
+                         f.dir + "').save_pretrained('" + f.dir + "', safe_serialization=True)\"");
       }
       if (fs::exists(dir / "model.safetensors.index.json", ec)) {
         throw InputError((dir / "model.safetensors.index.json").string() +
@@ -214,7 +215,7 @@ Gpt2Model::~Gpt2Model() = default;
 namespace {
 
 struct Expected {
-  std::string name;                  // without the "transformer." prefix
+  std::string name;  // without the "transformer." prefix
   std::vector<std::int64_t> shape;
   const float** slot;
   const StTensorInfo* info = nullptr;
@@ -253,13 +254,18 @@ std::unique_ptr<Gpt2Model> Gpt2Model::open(const std::string& dir, const Progres
   for (int l = 0; l < c.nLayer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     Weights::Layer& L = w->layers[l];
-    const std::vector<Expected> layer = {
-        {p + "ln_1.weight", {d}, &L.ln1W},           {p + "ln_1.bias", {d}, &L.ln1B},
-        {p + "attn.c_attn.weight", {d, 3 * d}, &L.attnW}, {p + "attn.c_attn.bias", {3 * d}, &L.attnB},
-        {p + "attn.c_proj.weight", {d, d}, &L.projW}, {p + "attn.c_proj.bias", {d}, &L.projB},
-        {p + "ln_2.weight", {d}, &L.ln2W},           {p + "ln_2.bias", {d}, &L.ln2B},
-        {p + "mlp.c_fc.weight", {d, I}, &L.fcW},     {p + "mlp.c_fc.bias", {I}, &L.fcB},
-        {p + "mlp.c_proj.weight", {I, d}, &L.mlpW},  {p + "mlp.c_proj.bias", {d}, &L.mlpB}};
+    const std::vector<Expected> layer = {{p + "ln_1.weight", {d}, &L.ln1W},
+                                         {p + "ln_1.bias", {d}, &L.ln1B},
+                                         {p + "attn.c_attn.weight", {d, 3 * d}, &L.attnW},
+                                         {p + "attn.c_attn.bias", {3 * d}, &L.attnB},
+                                         {p + "attn.c_proj.weight", {d, d}, &L.projW},
+                                         {p + "attn.c_proj.bias", {d}, &L.projB},
+                                         {p + "ln_2.weight", {d}, &L.ln2W},
+                                         {p + "ln_2.bias", {d}, &L.ln2B},
+                                         {p + "mlp.c_fc.weight", {d, I}, &L.fcW},
+                                         {p + "mlp.c_fc.bias", {I}, &L.fcB},
+                                         {p + "mlp.c_proj.weight", {I, d}, &L.mlpW},
+                                         {p + "mlp.c_proj.bias", {d}, &L.mlpB}};
     want.insert(want.end(), layer.begin(), layer.end());
   }
   // lm_head.weight when the file has one (untied), else the embedding (tied).
@@ -324,8 +330,7 @@ void gpt2Matmul(const MatrixRM& x, const float* W, const float* bias, int k, int
     if (nc <= 0) return;
     out.middleCols(c0, nc).noalias() = x * Wm.middleCols(c0, nc);
     if (bias) {
-      out.middleCols(c0, nc).rowwise() +=
-          Eigen::Map<const Eigen::RowVectorXf>(bias + c0, nc);
+      out.middleCols(c0, nc).rowwise() += Eigen::Map<const Eigen::RowVectorXf>(bias + c0, nc);
     }
   });
 }
@@ -520,9 +525,8 @@ std::vector<TokenProb> Gpt2Model::topK(const ForwardResult& r, int k, int pos) {
   std::vector<int> order(V);
   std::iota(order.begin(), order.end(), 0);
   k = std::clamp(k, 0, V);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-    return row(a) > row(b) || (row(a) == row(b) && a < b);
-  });
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return row(a) > row(b) || (row(a) == row(b) && a < b); });
   std::vector<TokenProb> out;
   for (int i = 0; i < k; ++i) {
     out.push_back({order[i], static_cast<float>(std::exp(double(row(order[i])) - mx) / sum)});

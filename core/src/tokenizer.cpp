@@ -334,7 +334,7 @@ std::string Gpt2Tokenizer::printable(int id) const {
 std::string Gpt2Tokenizer::label(int id) const {
   std::string_view bytes = pieceBytes(id);
   std::string out;
-  if (bytes.size() > 1 && bytes.front() == ' ') {
+  if (!bytes.empty() && bytes.front() == ' ') {
     out = "\u2423";
     bytes.remove_prefix(1);
   }

@@ -50,11 +50,14 @@ const Checkpoint& checkpoint() {
     ck.dir = fs::path(base ? base : fs::temp_directory_path().string()) /
              ("attnviz_gpt2_small_" + std::to_string(::getpid()));
     fs::create_directories(ck.dir);
-    std::ofstream(ck.dir / "config.json")
-        << nlohmann::json{{"model_type", "gpt2"}, {"n_layer", kL},   {"n_head", kH},
-                          {"n_embd", kD},         {"n_positions", kP}, {"vocab_size", kV},
-                          {"activation_function", "gelu_new"}}
-               .dump();
+    std::ofstream(ck.dir / "config.json") << nlohmann::json{
+        {"model_type", "gpt2"},
+        {"n_layer", kL},
+        {"n_head", kH},
+        {"n_embd", kD},
+        {"n_positions", kP},
+        {"vocab_size", kV},
+        {"activation_function", "gelu_new"}}.dump();
     nlohmann::json vocab = nlohmann::json::object();
     std::vector<std::string> alpha;
     for (int b = 0; b < 256; ++b) alpha.push_back(attnviz::gpt2ByteToUnicode(b));
@@ -201,7 +204,8 @@ void Gpt2PeakMemory(benchmark::State& state) {
     ::wait4(pid, &status, 0, &ru);
     state.counters["peak_MB"] = double(ru.ru_maxrss) / 1024.0;
     state.counters["file_MB"] = double(ck.bytes) / (1024.0 * 1024.0);
-    state.counters["over_file_MB"] = (double(ru.ru_maxrss) * 1024.0 - double(ck.bytes)) / (1024.0 * 1024.0);
+    state.counters["over_file_MB"] =
+        (double(ru.ru_maxrss) * 1024.0 - double(ck.bytes)) / (1024.0 * 1024.0);
     state.counters["parent_rss_MB"] = double(before) / 1024.0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) state.SkipWithError("child failed");
   }
@@ -209,7 +213,21 @@ void Gpt2PeakMemory(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(Gpt2Forward_T128)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime()->Repetitions(5)->ReportAggregatesOnly(true);
-BENCHMARK(Gpt2GemmFloor_T128)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime()->Repetitions(5)->ReportAggregatesOnly(true);
-BENCHMARK(Gpt2Open)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(Gpt2Forward_T128)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime()
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+BENCHMARK(Gpt2GemmFloor_T128)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime()
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+BENCHMARK(Gpt2Open)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 BENCHMARK(Gpt2PeakMemory)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);

@@ -22,7 +22,9 @@ struct BrokenModel {
   }
   fs::path file(const char* f) const { return dir / f; }
 
-  nlohmann::json config() const { return nlohmann::json::parse(slurp(file("config.json").string())); }
+  nlohmann::json config() const {
+    return nlohmann::json::parse(slurp(file("config.json").string()));
+  }
   void setConfig(const nlohmann::json& j) const { std::ofstream(file("config.json")) << j.dump(); }
 
   // The safetensors header as JSON, and the data section after it.
@@ -85,7 +87,8 @@ TEST(ModelErrors, OffsetsOutOfRange) {
   BrokenModel m;
   auto h = m.header();
   auto& t = h["transformer.ln_f.bias"];
-  const std::size_t len = t["data_offsets"][1].get<std::size_t>() - t["data_offsets"][0].get<std::size_t>();
+  const std::size_t len =
+      t["data_offsets"][1].get<std::size_t>() - t["data_offsets"][0].get<std::size_t>();
   t["data_offsets"] = {1u << 30, (1u << 30) + len};
   m.setHeader(h);
   expectRefused(m.run(), "model.safetensors", "ln_f.bias");

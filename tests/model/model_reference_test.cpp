@@ -33,7 +33,8 @@ Interventions interventionsOf(const nlohmann::json& c, const Gpt2Config& cfg) {
 
 std::vector<float> allWeights(const ForwardResult& r) {
   std::vector<float> out;
-  for (const auto& l : r.layers) out.insert(out.end(), l.weights.data.begin(), l.weights.data.end());
+  for (const auto& l : r.layers)
+    out.insert(out.end(), l.weights.data.begin(), l.weights.data.end());
   return out;
 }
 
@@ -116,9 +117,9 @@ TEST(ModelReference, TopKIsSortedSoftmaxOfTheLastRow) {
     EXPECT_NEAR(top[i].prob, std::exp(double(r.logits(2, top[i].id)) - mx) / sum, 1e-6);
     if (i) EXPECT_GE(top[i - 1].prob, top[i].prob);
   }
-  EXPECT_EQ(top[0].id, int(std::max_element(r.logits.row(2).data(),
-                                            r.logits.row(2).data() + r.logits.cols()) -
-                           r.logits.row(2).data()));
+  EXPECT_EQ(top[0].id,
+            int(std::max_element(r.logits.row(2).data(), r.logits.row(2).data() + r.logits.cols()) -
+                r.logits.row(2).data()));
 }
 
 // The CLI writes what the reference computed: --weights [L,H,T,T], --layer L [H,T,T], --logits.
@@ -128,10 +129,10 @@ TEST(ModelCli, WeightsAndLogitsFilesMatchTorch) {
   TempDir tmp;
   const std::string w = (tmp.path / "w.npy").string(), z = (tmp.path / "z.npy").string(),
                     w1 = (tmp.path / "w1.npy").string();
-  const CliRun run = runBinary({"model", "--model", dir.string(), "--text",
-                                cases["text"].get<std::string>(), "--ablate", "0:1", "--ablate",
-                                "1:0", "--temperature", "0.5", "--weights", w, "--logits", z},
-                               tmp.path);
+  const CliRun run = runBinary(
+      {"model", "--model", dir.string(), "--text", cases["text"].get<std::string>(), "--ablate",
+       "0:1", "--ablate", "1:0", "--temperature", "0.5", "--weights", w, "--logits", z},
+      tmp.path);
   ASSERT_EQ(run.exitCode, 0) << run.err;
   const NpyArray weights = readNpy(w), logits = readNpy(z);
   const NpyArray wantW = readNpy((dir / "combined_weights.npy").string());
@@ -140,8 +141,8 @@ TEST(ModelCli, WeightsAndLogitsFilesMatchTorch) {
   expectClose(logits.data, readNpy((dir / "combined_logits.npy").string()), 0, kLogitsRel,
               "CLI logits");
 
-  const CliRun one = runBinary({"model", "--model", dir.string(), "--ids",
-                                "5,6,7,8", "--layer", "1", "--weights", w1, "--mask", "window:3"},
+  const CliRun one = runBinary({"model", "--model", dir.string(), "--ids", "5,6,7,8", "--layer",
+                                "1", "--weights", w1, "--mask", "window:3"},
                                tmp.path);
   ASSERT_EQ(one.exitCode, 0) << one.err;
   const NpyArray l1 = readNpy(w1);
@@ -179,7 +180,8 @@ TEST(ModelGpt2Small, RandomCheckpointMatchesTorch) {
   const fs::path blobs = tmp.path / "models--gpt2" / "blobs";
   const fs::path snap = tmp.path / "models--gpt2" / "snapshots" / "0123abcd";
   const fs::path gen = tmp.path / "generated";
-  const std::string cmd = "/usr/bin/python3 " + shellQuote((modelDir() / "make_gpt2_fixtures.py").string()) +
+  const std::string cmd = "/usr/bin/python3 " +
+                          shellQuote((modelDir() / "make_gpt2_fixtures.py").string()) +
                           " --gpt2-small " + shellQuote(gen.string());
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   // The cache layout: blobs named by hash, snapshot entries are relative symlinks, refs/main.

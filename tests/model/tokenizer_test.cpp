@@ -39,10 +39,10 @@ TEST(Tokenizer, MatchesGpt3EncoderOnTheCorpus) {
   ASSERT_EQ(tok.size(), 50257);
   TempDir tmp;
   const std::string out = (tmp.path / "ids.json").string();
-  const std::string cmd = "NODE_PATH=" + shellQuote((fs::path(ATTNVIZ_NPM_DIR) / "node_modules").string()) +
-                          " node " + shellQuote((modelDir() / "gpt3_encoder_reference.js").string()) +
-                          " " + shellQuote((modelDir() / "tokenizer_corpus.json").string()) + " > " +
-                          shellQuote(out);
+  const std::string cmd =
+      "NODE_PATH=" + shellQuote((fs::path(ATTNVIZ_NPM_DIR) / "node_modules").string()) + " node " +
+      shellQuote((modelDir() / "gpt3_encoder_reference.js").string()) + " " +
+      shellQuote((modelDir() / "tokenizer_corpus.json").string()) + " > " + shellQuote(out);
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const auto want = nlohmann::json::parse(slurp(out)).get<std::vector<std::vector<int>>>();
   const std::vector<std::string> texts = corpus();
@@ -65,17 +65,19 @@ std::vector<std::string> split(const std::string& text) {
   return out;
 }
 
-// Worked by hand from the pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// Worked by hand from the pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
+// ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 TEST(Tokenizer, PreTokenizerFollowsThePattern) {
   using V = std::vector<std::string>;
   EXPECT_EQ(split("I'm here"), (V{"I", "'m", " here"}));
-  EXPECT_EQ(split("a  b"), (V{"a", " ", " b"}));             // \s+(?!\S) leaves one space
+  EXPECT_EQ(split("a  b"), (V{"a", " ", " b"}));  // \s+(?!\S) leaves one space
   EXPECT_EQ(split("a   \n b"), (V{"a", "   \n", " b"}));
-  EXPECT_EQ(split("x  "), (V{"x", "  "}));                   // trailing run kept whole
-  EXPECT_EQ(split("\nfoo"), (V{"\n", "foo"}));                // only ' ' joins a word
+  EXPECT_EQ(split("x  "), (V{"x", "  "}));      // trailing run kept whole
+  EXPECT_EQ(split("\nfoo"), (V{"\n", "foo"}));  // only ' ' joins a word
   EXPECT_EQ(split("ab12 34!?"), (V{"ab", "12", " 34", "!?"}));
-  EXPECT_EQ(split("x's 'S"), (V{"x", "'s", " '", "S"}));     // contractions are lower-case
-  EXPECT_EQ(split("caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC"), (V{"caf\xC3\xA9", " \xE6\x97\xA5\xE6\x9C\xAC"}));
+  EXPECT_EQ(split("x's 'S"), (V{"x", "'s", " '", "S"}));  // contractions are lower-case
+  EXPECT_EQ(split("caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC"),
+            (V{"caf\xC3\xA9", " \xE6\x97\xA5\xE6\x9C\xAC"}));
   EXPECT_EQ(split("\xC2\xBD\xE2\x85\xAB"), (V{"\xC2\xBD\xE2\x85\xAB"}));  // No and Nl are numbers
   EXPECT_EQ(split("a\xF0\x9F\x98\x80 b"), (V{"a", "\xF0\x9F\x98\x80", " b"}));
   EXPECT_EQ(split(""), V{});
@@ -109,8 +111,8 @@ TEST(TokenizeCli, PrintsIdsOnOneLineAndPieces) {
   for (int id : cases["ids"]) want += (want.empty() ? "" : " ") + std::to_string(id);
   EXPECT_EQ(run.out, want + "\n");
 
-  const CliRun pieces =
-      runBinary({"tokenize", "--model", dir.string(), "--text", " the cat\n", "--pieces"}, tmp.path);
+  const CliRun pieces = runBinary(
+      {"tokenize", "--model", dir.string(), "--text", " the cat\n", "--pieces"}, tmp.path);
   ASSERT_EQ(pieces.exitCode, 0) << pieces.err;
   EXPECT_EQ(pieces.out, " the\n cat\n\\n\n");
 }
@@ -120,7 +122,8 @@ TEST(TokenizeCli, NeedsNoWeights) {
   TempDir tmp;
   const fs::path src = fixture("f32_prefix_tied_gelu_new");
   for (const char* f : {"config.json", "vocab.json", "merges.txt"}) fs::copy(src / f, tmp.path / f);
-  const CliRun run = runBinary({"tokenize", "--model", tmp.path.string(), "--text", "the"}, tmp.path);
+  const CliRun run =
+      runBinary({"tokenize", "--model", tmp.path.string(), "--text", "the"}, tmp.path);
   EXPECT_EQ(run.exitCode, 0) << run.err;
 }
 

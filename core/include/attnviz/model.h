@@ -30,7 +30,8 @@
 namespace attnviz {
 
 enum class Gpt2Activation {
-  GeluTanh,  // "gelu_new", "gelu_fast", "gelu_pytorch_tanh": 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
+  GeluTanh,  // "gelu_new", "gelu_fast", "gelu_pytorch_tanh": 0.5x(1 + tanh(sqrt(2/pi)(x +
+             // 0.044715x^3)))
   GeluErf,   // "gelu": 0.5x(1 + erf(x / sqrt 2))
   Relu,      // "relu"
 };
@@ -91,9 +92,9 @@ struct Interventions {
 
 // Per layer, what the views read. Shapes with T tokens, H heads, d_h = d / H.
 struct LayerActivations {
-  MatrixRM residualIn;  // [T, d] the residual stream entering the layer (re-runs start here)
-  Tensor3 q, k, v;      // [H, T, d_h]
-  Tensor3 weights;      // [H, T, T] attention weights after the layer's mask and temperature
+  MatrixRM residualIn;         // [T, d] the residual stream entering the layer (re-runs start here)
+  Tensor3 q, k, v;             // [H, T, d_h]
+  Tensor3 weights;             // [H, T, T] attention weights after the layer's mask and temperature
   std::vector<RowStats> rows;  // [H * T] as in AttentionResult
 };
 

@@ -46,9 +46,9 @@ class Gpt2Tokenizer {
   // The bytes of a token sequence joined: the text back.
   std::string decode(const std::vector<int>& ids) const;
 
-  // A one-line, readable label for a token, for axis labels: a leading space shows as U+2423
-  // (open box), a newline as U+21B5, a tab as U+2192, other control bytes and bytes that are not
-  // valid UTF-8 as \xNN.
+  // A one-line, readable label for a token, for axis labels: a leading space (or a lone one) shows
+  // as U+2423 (open box), a newline as U+21B5, a tab as U+2192, other control bytes and bytes that
+  // are not valid UTF-8 as \xNN.
   std::string label(int id) const;
 
   // The piece for `tokenize --pieces`: the decoded bytes on one line, with \n, \r and \t
