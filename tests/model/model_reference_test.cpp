@@ -115,7 +115,9 @@ TEST(ModelReference, TopKIsSortedSoftmaxOfTheLastRow) {
   for (int v = 0; v < r.logits.cols(); ++v) sum += std::exp(double(r.logits(2, v)) - mx);
   for (std::size_t i = 0; i < top.size(); ++i) {
     EXPECT_NEAR(top[i].prob, std::exp(double(r.logits(2, top[i].id)) - mx) / sum, 1e-6);
-    if (i) EXPECT_GE(top[i - 1].prob, top[i].prob);
+    if (i) {
+      EXPECT_GE(top[i - 1].prob, top[i].prob);
+    }
   }
   EXPECT_EQ(top[0].id,
             int(std::max_element(r.logits.row(2).data(), r.logits.row(2).data() + r.logits.cols()) -

@@ -157,7 +157,8 @@ class Gpt2Model {
   std::string weightsDescription_;
   std::unique_ptr<Weights> w_;
 
-  void runLayer(ForwardResult& r, int layer, const Interventions& iv) const;
+  struct Workspace;
+  void runLayer(ForwardResult& r, int layer, const Interventions& iv, Workspace& ws) const;
   void finish(ForwardResult& r) const;
 };
 

@@ -56,14 +56,15 @@ class Gpt2Tokenizer {
   std::string printable(int id) const;
 
   // Number of entries in vocab.json; the largest id + 1 is at most the model's vocab_size.
-  int size() const { return static_cast<int>(pieces_.size()); }
+  int size() const { return static_cast<int>(ids_.size()); }
   int maxId() const { return maxId_; }
   int mergeCount() const { return static_cast<int>(ranks_.size()); }
 
  private:
-  std::unordered_map<std::string, int> ids_;     // raw bytes -> id
-  std::unordered_map<int, std::string> pieces_;  // id -> raw bytes
-  std::unordered_map<std::string, int> ranks_;   // pairKey(a, b) -> merge rank
+  std::unordered_map<std::string, int> ids_;    // raw bytes -> id
+  std::vector<std::string> pieces_;             // id -> raw bytes
+  std::vector<bool> present_;                   // id is in vocab.json
+  std::unordered_map<std::string, int> ranks_;  // pairKey(a, b) -> merge rank
   int maxId_ = -1;
 
   void bpe(std::string_view piece, std::vector<int>& out) const;
