@@ -133,5 +133,17 @@ def npy_bytes(a):
     return b.getvalue()
 
 
+def corpus(root):
+    """Seeds for tests/fuzz/corpus/{npz,dump} (committed; rerun to remake them)."""
+    import shutil
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        write(tmp)
+        for name in ["self.npz", "self_c.npz", "encdec.npz", "bad_nan.npz", "bad_nometa.npz"]:
+            shutil.copy(f"{tmp}/{name}", f"{root}/npz/{name}")
+        for name in ["self.safetensors", "encdec.safetensors", "bad_rowsum.safetensors"]:
+            shutil.copy(f"{tmp}/{name}", f"{root}/dump/{name}")
+
+
 if __name__ == "__main__":
-    {"write": write}[sys.argv[1]](sys.argv[2])
+    {"write": write, "corpus": corpus}[sys.argv[1]](sys.argv[2])
