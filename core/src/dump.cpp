@@ -563,10 +563,12 @@ AttentionResult renormalizeWeights(const Tensor3& weights, const AttentionParams
   r.weights = Tensor3(H, Tq, Tk);
   r.rows.assign(std::size_t(H) * Tq, RowStats{});
   const double tau = params.temperature;
+  const bool identity = params.temperature == 1.0f && !params.mask.any();
   std::vector<double> e(std::size_t(std::max(Tk, 0)));
   for (int h = 0; h < H; ++h) {
     for (int i = 0; i < Tq; ++i) {
       const float* zr = z.head(h) + std::size_t(i) * Tk;
+      const float* w = weights.head(h) + std::size_t(i) * Tk;
       float* out = &r.weights.at(h, i, 0);
       RowStats& st = r.rows[std::size_t(h) * Tq + i];
       float mx = kNegInf;
@@ -579,11 +581,14 @@ AttentionResult renormalizeWeights(const Tensor3& weights, const AttentionParams
         st.fullyMasked = true;
         continue;
       }
+      // No temperature, mask or bias: the weights stay exactly as dumped (a float16 dump's rows
+      // may sum to 1 only within its precision).
       double sum = 0.0;
       for (int j = 0; j < Tk; ++j) {
-        e[j] = zr[j] == kNegInf ? 0.0 : std::exp((double(zr[j]) - mx) / tau);
+        e[j] = identity ? double(w[j]) : zr[j] == kNegInf ? 0.0 : std::exp((double(zr[j]) - mx) / tau);
         sum += e[j];
       }
+      if (identity) sum = 1.0;
       float fsum = 0.0f, fmax = 0.0f;
       double entropy = 0.0;
       for (int j = 0; j < Tk; ++j) {

@@ -81,7 +81,8 @@ void saveDump(const std::string& path, const Dump& dump);
 // evaluated in log space, (log A_ij + b_ij) / tau (row max subtracted first) with -inf where masked,
 // so tiny temperatures stay finite. A weight that is exactly 0 counts as masked. The masks follow
 // the engine's rule (mask.h) with p_i = i + T_k - T_q. Fills dims, weights and rows (row sums,
-// argmax, entropy, fully masked flags); `scaled` holds log A (-inf where A is 0).
+// argmax, entropy, fully masked flags); `scaled` holds log A (-inf where A is 0). With tau = 1 and
+// no mask or bias the weights come back exactly as given (not re-normalised).
 // Throws InputError for parameters the weights cannot express (see validateParams).
 AttentionResult renormalizeWeights(const Tensor3& weights, const AttentionParams& params);
 
