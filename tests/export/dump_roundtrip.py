@@ -98,6 +98,14 @@ def main(outdir):
         attnviz_dump.save(f"{outdir}/hf.safetensors", hf, batch=2, model="hf-like")
         for i, a in enumerate(hf):
             np.save(f"{outdir}/hf.{i}.npy", a[2].numpy())
+        # A list of plain numpy arrays: [H, T_q, T_k] and a one-head [T_q, T_k], with tokens.
+        rng = np.random.default_rng(5)
+        arrays = [rng.dirichlet(np.ones(4), size=(2, 4)).astype(np.float32),
+                  rng.dirichlet(np.ones(4), size=4)]
+        attnviz_dump.save(f"{outdir}/np.safetensors", arrays, tokens=list("abcd"),
+                          names=["first", "second"])
+        np.save(f"{outdir}/np.0.npy", arrays[0])
+        np.save(f"{outdir}/np.1.npy", arrays[1][None].astype(np.float32))
         # The same as float16.
         attnviz_dump.save(f"{outdir}/hf16.safetensors", hf, batch=2, dtype=np.float16)
         for i, a in enumerate(hf):

@@ -84,6 +84,11 @@ TEST_F(DumpRoundTrip, HuggingFaceStyleTupleSavesTheChosenBatchInFloat32AndFloat1
   expectPixelsMatch("hf16", 0, "0", 6, 6);
 }
 
+TEST_F(DumpRoundTrip, ListOfNumpyArraysSavesWithNamesAndOneHeadLayers) {
+  expectPixelsMatch("np", 0, "first", 4, 4);
+  expectPixelsMatch("np", 1, "second", 4, 4);
+}
+
 TEST_F(DumpRoundTrip, CrossLayerLabelsBothTokenListsInALabelledExport) {
   const std::string png = (*dir) / "cross_labelled.png";
   const CliRun r = runExport({"--dump", (*dir) / "transformer.safetensors", "--layer",
