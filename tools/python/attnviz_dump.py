@@ -158,8 +158,9 @@ def _pretty_name(path):
 class Recorder:
     """What capture() saw: one entry per call of an nn.MultiheadAttention, in call order."""
 
-    def __init__(self):
-        self.records = []  # dicts: name, weights [B?, H, T_q, T_k] numpy, cross (bool)
+    def __init__(self, model_name=None):
+        self.records = []  # dicts: path, name, weights [B?, H, T_q, T_k] numpy, cross (bool)
+        self.model_name = model_name  # the captured model's class, unless save() names it
 
     def layers(self, batch=0):
         """(name, axes, [H, T_q, T_k]) per recorded call, axes as in the dump format."""
@@ -200,7 +201,8 @@ class Recorder:
                     key_tokens = _positions(a.shape[2])
                     break
         save(path, [a for _, _, a in layers], tokens=tokens, key_tokens=key_tokens,
-             names=[n for n, _, _ in layers], axes=[x for _, x, _ in layers], model=model,
+             names=[n for n, _, _ in layers], axes=[x for _, x, _ in layers],
+             model=model if model is not None else self.model_name,
              dtype=dtype)
 
 
@@ -213,7 +215,7 @@ def capture(model):
     switched off for the duration. Yields a Recorder."""
     import torch.nn as nn
 
-    rec = Recorder()
+    rec = Recorder(type(model).__name__)
     patched, fastpath = [], []
     for path, module in model.named_modules():
         if isinstance(module, nn.MultiheadAttention):
