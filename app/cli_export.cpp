@@ -94,8 +94,8 @@ int runExport(int argc, char** argv) {
   auto* kOpt = app.add_option("--k", k, "keys [T_k, d_k] or [H, T_k, d_k] (.npy)");
   auto* vOpt = app.add_option("--v", v, "values [T_k, d_v] or [H, T_k, d_v] (.npy)");
   std::string dumpPath, layerName;
-  auto* dumpOpt = app.add_option("--dump", dumpPath,
-                                 "attention dump (.safetensors or .npz; see README, Attention dumps)");
+  auto* dumpOpt = app.add_option(
+      "--dump", dumpPath, "attention dump (.safetensors or .npz; see README, Attention dumps)");
   app.add_option("--layer", layerName, "layer of the dump: index or name (required with --dump)");
   sceneOpt->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
   dumpOpt->excludes(sceneOpt)->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
@@ -121,7 +121,8 @@ int runExport(int argc, char** argv) {
     // Everything that is bad usage is refused before any file is read.
     const bool fromScene = !scenePath.empty(), fromDump = !dumpPath.empty();
     if (!fromScene && !fromDump && (q.empty() || k.empty() || v.empty()))
-      throw UsageError("give --scene SCENE.json, --dump FILE --layer L, or all three of --q, --k and --v");
+      throw UsageError(
+          "give --scene SCENE.json, --dump FILE --layer L, or all three of --q, --k and --v");
     if (fromDump != !layerName.empty())
       throw UsageError(fromDump ? "--dump needs --layer L (an index or a layer name)"
                                 : "--layer goes with --dump");
@@ -220,8 +221,9 @@ int runExport(int argc, char** argv) {
         else
           engine->softmax(params);
       }
-      const AttentionResult& r = engine->result(
-          eo.stage == ExportStage::Weights && !layer ? (kStageScaled | kStageWeights) : kStageScaled);
+      const AttentionResult& r =
+          engine->result(eo.stage == ExportStage::Weights && !layer ? (kStageScaled | kStageWeights)
+                                                                    : kStageScaled);
       logits = computeLogits(r.scaled, params);
       if (!layer) data.weights = &r.weights;
     }

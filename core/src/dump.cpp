@@ -108,8 +108,8 @@ std::string indexString(const Tensor3& t, std::size_t n) {
 void checkFinite(const Tensor3& t, const std::string& file, const std::string& tensor) {
   for (std::size_t n = 0; n < t.data.size(); ++n) {
     if (!std::isfinite(t.data[n])) {
-      fail(file, tensor + ": " + (std::isnan(t.data[n]) ? "NaN" : "Inf") + " at " +
-                     indexString(t, n));
+      fail(file,
+           tensor + ": " + (std::isnan(t.data[n]) ? "NaN" : "Inf") + " at " + indexString(t, n));
     }
   }
 }
@@ -118,7 +118,8 @@ void checkWeights(const Tensor3& w, const std::string& file, const std::string& 
   for (std::size_t n = 0; n < w.data.size(); ++n) {
     const float a = w.data[n];
     if (std::isnan(a)) fail(file, tensor + ": NaN weight at " + indexString(w, n));
-    if (a < 0.0f) fail(file, tensor + ": negative weight " + std::to_string(a) + " at " + indexString(w, n));
+    if (a < 0.0f)
+      fail(file, tensor + ": negative weight " + std::to_string(a) + " at " + indexString(w, n));
     if (std::isinf(a)) fail(file, tensor + ": infinite weight at " + indexString(w, n));
   }
   for (int h = 0; h < w.heads; ++h) {
@@ -138,8 +139,9 @@ void checkWeights(const Tensor3& w, const std::string& file, const std::string& 
 
 Dump buildDump(RawDump&& raw, const std::string& file) {
   if (!raw.hasMetadata) {
-    fail(file, "missing metadata (a dump needs format_version and tokens; see the README, "
-               "\"Attention dumps\")");
+    fail(file,
+         "missing metadata (a dump needs format_version and tokens; see the README, "
+         "\"Attention dumps\")");
   }
   const auto meta = [&](const char* key) -> const std::string* {
     const auto it = raw.metadata.find(key);
@@ -172,8 +174,9 @@ Dump buildDump(RawDump&& raw, const std::string& file) {
   const int L = int(attn.size());
   if (attn.rbegin()->first != L - 1) {
     for (int l = 0; l < L; ++l) {
-      if (!attn.count(l)) fail(file, "attn." + std::to_string(l) + " is missing (layers run to attn." +
-                                         std::to_string(attn.rbegin()->first) + ")");
+      if (!attn.count(l))
+        fail(file, "attn." + std::to_string(l) + " is missing (layers run to attn." +
+                       std::to_string(attn.rbegin()->first) + ")");
     }
   }
   for (const auto& [name, t] : raw.tensors) {
@@ -207,9 +210,12 @@ Dump buildDump(RawDump&& raw, const std::string& file) {
     const Tensor3& w = layer.weights;
     const auto fits = [&](DumpAxes a) {
       switch (a) {
-        case DumpAxes::Self: return w.cols == nq && w.rows <= w.cols;
-        case DumpAxes::Cross: return nk > 0 && w.rows == nq && w.cols == nk;
-        case DumpAxes::KeySelf: return nk > 0 && w.cols == nk && w.rows <= w.cols;
+        case DumpAxes::Self:
+          return w.cols == nq && w.rows <= w.cols;
+        case DumpAxes::Cross:
+          return nk > 0 && w.rows == nq && w.cols == nk;
+        case DumpAxes::KeySelf:
+          return nk > 0 && w.cols == nk && w.rows <= w.cols;
       }
       return false;
     };
@@ -371,7 +377,8 @@ void parseNpzMetadata(const std::string& bytes, const NpyHeader& h, const std::s
     fail(where, "metadata is not a JSON object (save it as np.array(json.dumps(meta)))");
   }
   for (auto it = j.begin(); it != j.end(); ++it) {
-    raw.metadata[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    raw.metadata[it.key()] =
+        it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
   }
   raw.hasMetadata = true;
 }
@@ -414,7 +421,8 @@ RawDump rawFromNpz(const std::string& bytes, const std::string& name) {
     const std::size_t declared = std::size_t(st.size);
     std::string buf(std::min<std::size_t>(declared, 4096), '\0');
     buf.resize(readSome(zf.get(), buf.data(), buf.size(), where));
-    if (buf.size() < 12) fail(where, "entry is cut short (" + std::to_string(buf.size()) + " bytes)");
+    if (buf.size() < 12)
+      fail(where, "entry is cut short (" + std::to_string(buf.size()) + " bytes)");
     const auto byte = [&](int i) { return std::uint32_t(std::uint8_t(buf[i])); };
     const bool v1 = buf[6] == 1;
     const std::size_t headerEnd =
@@ -437,7 +445,8 @@ RawDump rawFromNpz(const std::string& bytes, const std::string& name) {
     if (!isMeta && item == 1) fail(where, "unsupported dtype '" + h.descr + "' for weights");
     unsigned long long count = 1;
     for (long long d : h.shape) {
-      if (d != 0 && count > Tensor3::kMaxElements / std::size_t(d)) fail(where, "shape " + h.shapeText + " is too large");
+      if (d != 0 && count > Tensor3::kMaxElements / std::size_t(d))
+        fail(where, "shape " + h.shapeText + " is too large");
       count *= std::size_t(d);
     }
     const unsigned long long need = h.dataOffset + count * item;
@@ -453,10 +462,12 @@ RawDump rawFromNpz(const std::string& bytes, const std::string& name) {
     buf.resize(need);
     const std::size_t got = have + readSome(zf.get(), buf.data() + have, need - have, where);
     if (got != need) {
-      fail(where, "entry is cut short: " + std::to_string(got) + " of " + std::to_string(need) + " bytes");
+      fail(where,
+           "entry is cut short: " + std::to_string(got) + " of " + std::to_string(need) + " bytes");
     }
     char extra;
-    if (readSome(zf.get(), &extra, 1, where) != 0) fail(where, "entry holds more data than it declares");
+    if (readSome(zf.get(), &extra, 1, where) != 0)
+      fail(where, "entry holds more data than it declares");
 
     if (isMeta) {
       parseNpzMetadata(buf, h, where, raw);
@@ -471,7 +482,9 @@ RawDump rawFromNpz(const std::string& bytes, const std::string& name) {
   return raw;
 }
 
-bool looksLikeZip(const std::string& bytes) { return bytes.rfind("PK\x03\x04", 0) == 0 || bytes.rfind("PK\x05\x06", 0) == 0; }
+bool looksLikeZip(const std::string& bytes) {
+  return bytes.rfind("PK\x03\x04", 0) == 0 || bytes.rfind("PK\x05\x06", 0) == 0;
+}
 
 std::string lowerExt(const std::string& path) {
   const auto dot = path.rfind('.');
@@ -484,9 +497,12 @@ std::string lowerExt(const std::string& path) {
 
 const char* dumpAxesName(DumpAxes a) {
   switch (a) {
-    case DumpAxes::Self: return "self";
-    case DumpAxes::Cross: return "cross";
-    case DumpAxes::KeySelf: return "key_self";
+    case DumpAxes::Self:
+      return "self";
+    case DumpAxes::Cross:
+      return "cross";
+    case DumpAxes::KeySelf:
+      return "key_self";
   }
   return "self";
 }
@@ -511,7 +527,8 @@ Dump loadDump(const std::string& path) {
   {
     const std::string ext = lowerExt(path);
     if (ext == ".npz") return parseDumpNpz(readFile(path), path);
-    if (ext == ".safetensors") return buildDump(rawFromSafetensors(SafetensorsFile::open(path)), path);
+    if (ext == ".safetensors")
+      return buildDump(rawFromSafetensors(SafetensorsFile::open(path)), path);
   }
   head = readFile(path);
   if (looksLikeZip(head)) return parseDumpNpz(head, path);
@@ -525,7 +542,8 @@ void saveDump(const std::string& path, const Dump& dump) {
     const DumpLayer& layer = dump.layers[l];
     const auto add = [&](const char* kind, const Tensor3& t) {
       if (t.empty()) return;
-      tensors.push_back(StWriteTensor::f32(kind + std::to_string(l), {t.heads, t.rows, t.cols}, t.data));
+      tensors.push_back(
+          StWriteTensor::f32(kind + std::to_string(l), {t.heads, t.rows, t.cols}, t.data));
     };
     add("attn.", layer.weights);
     add("q.", layer.q);
@@ -585,7 +603,9 @@ AttentionResult renormalizeWeights(const Tensor3& weights, const AttentionParams
       // may sum to 1 only within its precision).
       double sum = 0.0;
       for (int j = 0; j < Tk; ++j) {
-        e[j] = identity ? double(w[j]) : zr[j] == kNegInf ? 0.0 : std::exp((double(zr[j]) - mx) / tau);
+        e[j] = identity           ? double(w[j])
+               : zr[j] == kNegInf ? 0.0
+                                  : std::exp((double(zr[j]) - mx) / tau);
         sum += e[j];
       }
       if (identity) sum = 1.0;

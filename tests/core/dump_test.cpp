@@ -48,7 +48,8 @@ class DumpFiles : public ::testing::Test {
     } catch (const InputError& e) {
       const std::string msg = e.what();
       EXPECT_EQ(msg.rfind(path(name) + ": ", 0), 0u) << msg;
-      for (const char* w : words) EXPECT_NE(msg.find(w), std::string::npos) << "no '" << w << "' in: " << msg;
+      for (const char* w : words)
+        EXPECT_NE(msg.find(w), std::string::npos) << "no '" << w << "' in: " << msg;
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
   }
@@ -85,7 +86,8 @@ TEST_F(DumpFiles, EncoderDecoderHasKeySelfSelfAndCrossLayersWithTheirTokens) {
     SCOPED_TRACE(file);
     const Dump d = loadDump(path(file));
     ASSERT_EQ(d.layers.size(), 3u);
-    const std::vector<std::string> src = {"ein", "kleiner", "Test", "</s>"}, tgt = {"a", "small", "test"};
+    const std::vector<std::string> src = {"ein", "kleiner", "Test", "</s>"},
+                                   tgt = {"a", "small", "test"};
     EXPECT_EQ(d.layers[0].axes, DumpAxes::KeySelf);
     EXPECT_EQ(d.layers[0].queryTokens, src);
     EXPECT_EQ(d.layers[0].keyTokens, src);
@@ -181,8 +183,10 @@ TEST(DumpRenormalize, EqualsSoftmaxRecomputedFromLogitsUnderTemperatureMasksAndB
     p.mask.causal = true, p.mask.window = 3, p.mask.sink = 1, p.temperature = 2.0f;
   });
   add("decode rows, causal", 4, 3, 10, [](AttentionParams& p) { p.mask.causal = true; });
-  add("cross, pad 2, tau 0.7", 2, 5, 8, [](AttentionParams& p) { p.mask.pad = 2, p.temperature = 0.7f; });
-  add("alibi + causal", 4, 8, 8, [](AttentionParams& p) { p.mask.alibi = true, p.mask.causal = true; });
+  add("cross, pad 2, tau 0.7", 2, 5, 8,
+      [](AttentionParams& p) { p.mask.pad = 2, p.temperature = 0.7f; });
+  add("alibi + causal", 4, 8, 8,
+      [](AttentionParams& p) { p.mask.alibi = true, p.mask.causal = true; });
   add("float bias, tau 1.5", 2, 6, 6, [](AttentionParams& p) {
     p.mask.customKind = MaskSpec::Custom::Bias;
     p.mask.custom = ref::randomTensor(1, 6, 6, 99, 1.0f);
@@ -191,7 +195,8 @@ TEST(DumpRenormalize, EqualsSoftmaxRecomputedFromLogitsUnderTemperatureMasksAndB
   });
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    const Tensor3 q = ref::randomTensor(c.H, c.Tq, 16, 1, 0.6f), k = ref::randomTensor(c.H, c.Tk, 16, 2, 0.6f),
+    const Tensor3 q = ref::randomTensor(c.H, c.Tq, 16, 1, 0.6f),
+                  k = ref::randomTensor(c.H, c.Tk, 16, 2, 0.6f),
                   v = ref::randomTensor(c.H, c.Tk, 4, 3);
     auto engine = makeCpuEngine();
     engine->run(q, k, v, AttentionParams{});
@@ -206,7 +211,8 @@ TEST(DumpRenormalize, EqualsSoftmaxRecomputedFromLogitsUnderTemperatureMasksAndB
         EXPECT_EQ(got.row(h, i).fullyMasked, want.rows[std::size_t(h) * c.Tq + i].fullyMasked);
         for (int j = 0; j < c.Tk && bad < 5; ++j) {
           const double g = got.weights.at(h, i, j);
-          if (std::fabs(g - want.w(h, i, j)) > 1e-5 || std::fabs(g - engineWeights.at(h, i, j)) > 1e-5) {
+          if (std::fabs(g - want.w(h, i, j)) > 1e-5 ||
+              std::fabs(g - engineWeights.at(h, i, j)) > 1e-5) {
             ++bad;
             ADD_FAILURE() << "[" << h << "," << i << "," << j << "] renormalised " << g
                           << ", from logits " << want.w(h, i, j) << " (engine "

@@ -98,6 +98,17 @@ def main(outdir):
         attnviz_dump.save(f"{outdir}/hf.safetensors", hf, batch=2, model="hf-like")
         for i, a in enumerate(hf):
             np.save(f"{outdir}/hf.{i}.npy", a[2].numpy())
+        # A caller that wants the head-averaged weights still gets them, unchanged.
+        mha = nn.MultiheadAttention(16, 4).eval()
+        y = torch.randn(5, 1, 16)
+        o1, w1 = mha(y, y, y)
+        with attnviz_dump.capture(mha) as rec:
+            o2, w2 = mha(y, y, y)
+        check_same(o2, o1, "nn.MultiheadAttention output")
+        torch.testing.assert_close(w2, w1, rtol=1e-6, atol=1e-7)
+        if len(rec.records) != 1 or rec.records[0]["weights"].shape != (1, 4, 5, 5):
+            raise SystemExit("nn.MultiheadAttention: per-head weights not recorded")
+
         # A list of plain numpy arrays: [H, T_q, T_k] and a one-head [T_q, T_k], with tokens.
         rng = np.random.default_rng(5)
         arrays = [rng.dirichlet(np.ones(4), size=(2, 4)).astype(np.float32),

@@ -37,10 +37,12 @@ class DumpRoundTrip : public ::testing::Test {
     EXPECT_EQ(Tk, expectCols);
     for (int h = 0; h < H; ++h) {
       SCOPED_TRACE(model + " layer " + layerArg + " head " + std::to_string(h));
-      const std::string png = (*dir) / (model + "_" + std::to_string(layer) + "_" + std::to_string(h) + ".png");
-      const CliRun r = runExport({"--dump", (*dir) / (model + ".safetensors"), "--layer", layerArg,
-                                  "--head", std::to_string(h), "--bare", "--cell", "1", "--png", png},
-                                 *dir);
+      const std::string png =
+          (*dir) / (model + "_" + std::to_string(layer) + "_" + std::to_string(h) + ".png");
+      const CliRun r =
+          runExport({"--dump", (*dir) / (model + ".safetensors"), "--layer", layerArg, "--head",
+                     std::to_string(h), "--bare", "--cell", "1", "--png", png},
+                    *dir);
       ASSERT_EQ(r.exitCode, 0) << r.err;
       const Image img = decodePng(png);
       ASSERT_EQ(img.width, Tk);
@@ -91,9 +93,9 @@ TEST_F(DumpRoundTrip, ListOfNumpyArraysSavesWithNamesAndOneHeadLayers) {
 
 TEST_F(DumpRoundTrip, CrossLayerLabelsBothTokenListsInALabelledExport) {
   const std::string png = (*dir) / "cross_labelled.png";
-  const CliRun r = runExport({"--dump", (*dir) / "transformer.safetensors", "--layer",
-                              "decoder.1.cross", "--png", png},
-                             *dir);
+  const CliRun r = runExport(
+      {"--dump", (*dir) / "transformer.safetensors", "--layer", "decoder.1.cross", "--png", png},
+      *dir);
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const Image img = decodePng(png);
   EXPECT_GT(img.width, 7 * 8);

@@ -10,8 +10,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    attnviz::fuzz::checkDump(attnviz::parseDumpNpz(
-        std::string(reinterpret_cast<const char*>(data), size), "fuzz.npz"));
+    attnviz::fuzz::checkDump(
+        attnviz::parseDumpNpz(std::string(reinterpret_cast<const char*>(data), size), "fuzz.npz"));
   } catch (const attnviz::InputError&) {
   }
   return 0;

@@ -1,5 +1,6 @@
 // attnviz core: attention dumps, attention that another program computed (a Hugging Face model
-// with output_attentions=True, nn.MultiheadAttention per-head weights, tools/python/attnviz_dump.py).
+// with output_attentions=True, nn.MultiheadAttention per-head weights,
+// tools/python/attnviz_dump.py).
 //
 // The format (README, "Attention dumps"), the same names in a safetensors file or an .npz:
 //   attn.<l>              [H, T_q, T_k] float32 or float16 (float64 too in .npz): layer l's
@@ -40,10 +41,10 @@ enum class DumpAxes { Self, Cross, KeySelf };
 const char* dumpAxesName(DumpAxes a);  // "self", "cross", "key_self"
 
 struct DumpLayer {
-  std::string name;               // from layer_names, or the index
+  std::string name;  // from layer_names, or the index
   DumpAxes axes = DumpAxes::Self;
-  Tensor3 weights;                // [H, T_q, T_k]; rows sum to 1 or are all 0 (fully masked)
-  Tensor3 q, k, v;                // empty when the dump has none: [H,T_q,d], [H,T_k,d], [H,T_k,d_v]
+  Tensor3 weights;  // [H, T_q, T_k]; rows sum to 1 or are all 0 (fully masked)
+  Tensor3 q, k, v;  // empty when the dump has none: [H,T_q,d], [H,T_k,d], [H,T_k,d_v]
   std::vector<std::string> queryTokens;  // T_q labels
   std::vector<std::string> keyTokens;    // T_k labels
 
@@ -53,10 +54,10 @@ struct DumpLayer {
 
 struct Dump {
   int formatVersion = 1;
-  std::string model;                    // may be empty
-  std::vector<std::string> tokens;      // metadata "tokens"
-  std::vector<std::string> keyTokens;   // metadata "key_tokens" (may be empty)
-  std::vector<DumpLayer> layers;        // attn.0, attn.1, ...
+  std::string model;                   // may be empty
+  std::vector<std::string> tokens;     // metadata "tokens"
+  std::vector<std::string> keyTokens;  // metadata "key_tokens" (may be empty)
+  std::vector<DumpLayer> layers;       // attn.0, attn.1, ...
 };
 
 inline constexpr int kDumpFormatVersion = 1;
@@ -78,12 +79,12 @@ void saveDump(const std::string& path, const Dump& dump);
 // A dump layer's weights under temperature, masks and bias, computed exactly from the weights
 // alone: with A = softmax(S) and any L = (S + b) / tau with -inf where masked,
 //   softmax(L)_ij = A_ij^(1/tau) * exp(b_ij / tau) / sum over allowed keys,
-// evaluated in log space, (log A_ij + b_ij) / tau (row max subtracted first) with -inf where masked,
-// so tiny temperatures stay finite. A weight that is exactly 0 counts as masked. The masks follow
-// the engine's rule (mask.h) with p_i = i + T_k - T_q. Fills dims, weights and rows (row sums,
-// argmax, entropy, fully masked flags); `scaled` holds log A (-inf where A is 0). With tau = 1 and
-// no mask or bias the weights come back exactly as given (not re-normalised).
-// Throws InputError for parameters the weights cannot express (see validateParams).
+// evaluated in log space, (log A_ij + b_ij) / tau (row max subtracted first) with -inf where
+// masked, so tiny temperatures stay finite. A weight that is exactly 0 counts as masked. The masks
+// follow the engine's rule (mask.h) with p_i = i + T_k - T_q. Fills dims, weights and rows (row
+// sums, argmax, entropy, fully masked flags); `scaled` holds log A (-inf where A is 0). With tau =
+// 1 and no mask or bias the weights come back exactly as given (not re-normalised). Throws
+// InputError for parameters the weights cannot express (see validateParams).
 AttentionResult renormalizeWeights(const Tensor3& weights, const AttentionParams& params);
 
 }  // namespace attnviz

@@ -20,7 +20,7 @@ struct NpyArray {
 // The header of .npy bytes (version 1.0, 2.0 or 3.0); `bytes` needs to hold only the header.
 // Throws InputError whose message starts with `name`.
 struct NpyHeader {
-  std::string descr;             // e.g. "<f4", "|u1", "<U12"
+  std::string descr;  // e.g. "<f4", "|u1", "<U12"
   bool fortranOrder = false;
   std::vector<long long> shape;  // each entry in [0, 2^40]
   std::string shapeText;         // as written, e.g. "(2, 3)"
