@@ -536,6 +536,10 @@ Dump loadDump(const std::string& path) {
 }
 
 void saveDump(const std::string& path, const Dump& dump) {
+  // Text that is not UTF-8 is written with U+FFFD in its place rather than refused.
+  const auto text = [](const nlohmann::json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
   std::vector<StWriteTensor> tensors;
   nlohmann::json names = nlohmann::json::array(), axes = nlohmann::json::array();
   for (std::size_t l = 0; l < dump.layers.size(); ++l) {
@@ -554,11 +558,11 @@ void saveDump(const std::string& path, const Dump& dump) {
   }
   std::map<std::string, std::string> meta = {
       {"format_version", std::to_string(kDumpFormatVersion)},
-      {"tokens", nlohmann::json(dump.tokens).dump()},
-      {"layer_names", names.dump()},
+      {"tokens", text(dump.tokens)},
+      {"layer_names", text(names)},
       {"layer_axes", axes.dump()},
   };
-  if (!dump.keyTokens.empty()) meta["key_tokens"] = nlohmann::json(dump.keyTokens).dump();
+  if (!dump.keyTokens.empty()) meta["key_tokens"] = text(dump.keyTokens);
   if (!dump.model.empty()) meta["model"] = dump.model;
   saveSafetensors(path, tensors, meta);
 }

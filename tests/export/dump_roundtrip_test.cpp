@@ -103,5 +103,65 @@ TEST_F(DumpRoundTrip, CrossLayerLabelsBothTokenListsInALabelledExport) {
   EXPECT_GT(img.width, img.height);  // a 5 x 7 rectangle, wider than tall
 }
 
+// Temperature and a mask on a dump, against the rule written out here in double: row i keeps the
+// keys j <= i, raises each weight to 1/tau and re-normalises.
+TEST_F(DumpRoundTrip, TemperatureAndCausalMaskReNormaliseTheCapturedWeights) {
+  const NpyArray ref = readNpy((*dir) / "encoder.1.npy");
+  const int T = int(ref.shape[1]), h = 2;
+  const double tau = 0.5;
+  const std::string png = (*dir) / "tau.png";
+  const CliRun r = runExport({"--dump", (*dir) / "encoder.safetensors", "--layer", "1", "--head",
+                              std::to_string(h), "--temperature", "0.5", "--mask", "causal",
+                              "--bare", "--cell", "1", "--png", png},
+                             *dir);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const Image img = decodePng(png);
+  ASSERT_EQ(img.width, T);
+  ASSERT_EQ(img.height, T);
+  for (int i = 0; i < T; ++i) {
+    double sum = 0.0;
+    for (int j = 0; j <= i; ++j) sum += std::pow(ref.data[(std::size_t(h) * T + i) * T + j], 1.0 / tau);
+    for (int j = 0; j < T; ++j) {
+      const std::size_t p = (std::size_t(i) * T + j) * 4;
+      const RGBA8 got{img.rgba[p], img.rgba[p + 1], img.rgba[p + 2], img.rgba[p + 3]};
+      const double a = std::pow(ref.data[(std::size_t(h) * T + i) * T + j], 1.0 / tau) / sum;
+      const std::vector<RGBA8> want =
+          j > i ? std::vector<RGBA8>{kMaskedColor} : colorsFor(ColormapId::Viridis, a);
+      EXPECT_TRUE(oneOf(got, want)) << "cell (" << i << ", " << j << ") weight " << a;
+    }
+  }
+}
+
+TEST_F(DumpRoundTrip, UsageAndInputErrorsExitTwoAndOneWithoutWritingAFile) {
+  const std::string dump = (*dir) / "transformer.safetensors", png = (*dir) / "never.png";
+  const auto run = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--png", png});
+    return runExport(args, *dir);
+  };
+  CliRun r = run({"--dump", dump});
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_NE(r.err.find("--layer"), std::string::npos) << r.err;
+  r = run({"--dump", dump, "--layer", "6"});
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  EXPECT_NE(r.err.find("decoder.1.cross"), std::string::npos) << "lists the layers: " << r.err;
+  r = run({"--dump", dump, "--layer", "nope"});
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  r = run({"--layer", "0", "--q", dump, "--k", dump, "--v", dump});
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  r = run({"--dump", dump, "--layer", "0", "--head", "3"});  // 3 heads: 0..2
+  EXPECT_EQ(r.exitCode, 2) << r.err;
+  r = run({"--dump", dump, "--layer", "0", "--stage", "scores"});
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_NE(r.err.find("q/k/v"), std::string::npos) << r.err;
+  {
+    std::ofstream((*dir) / "garbage.npz", std::ios::binary) << "PK\x03\x04 not really a zip";
+  }
+  r = run({"--dump", (*dir) / "garbage.npz", "--layer", "0"});
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_EQ(r.err.rfind("attnviz export: " + (*dir) / "garbage.npz" + ": ", 0), 0u) << r.err;
+  EXPECT_EQ(lineCount(r.err), 1) << r.err;
+  EXPECT_FALSE(fs::exists(png));
+}
+
 }  // namespace
 }  // namespace attnviz::exporttest
