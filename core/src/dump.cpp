@@ -5,6 +5,7 @@
 #include "attnviz/fileio.h"
 #include "attnviz/npy.h"
 #include "attnviz/safetensors.h"
+#include "parallel.h"
 
 #include <nlohmann/json.hpp>
 #include <zip.h>
@@ -567,67 +568,93 @@ void saveDump(const std::string& path, const Dump& dump) {
   saveSafetensors(path, tensors, meta);
 }
 
-AttentionResult renormalizeWeights(const Tensor3& weights, const AttentionParams& params) {
-  AttentionResult r;
+Tensor3 logWeights(const Tensor3& weights) {
+  Tensor3 out(weights.heads, weights.rows, weights.cols);
+  const std::size_t n = weights.data.size();
+  constexpr std::size_t kChunk = std::size_t{1} << 16;
+  detail::parallelFor(int((n + kChunk - 1) / kChunk), [&](int c) {
+    const std::size_t b = std::size_t(c) * kChunk, e = std::min(n, b + kChunk);
+    const auto a = Eigen::Map<const Eigen::ArrayXf>(weights.data.data() + b, Eigen::Index(e - b));
+    Eigen::Map<Eigen::ArrayXf>(out.data.data() + b, Eigen::Index(e - b)) =
+        (a > 0.0f).select(a.log(), kNegInf);
+  });
+  return out;
+}
+
+void renormalizeFromLog(const Tensor3& weights, const Tensor3& logA, const AttentionParams& params,
+                        AttentionResult& out, const std::vector<int>& heads) {
   const int H = weights.heads, Tq = weights.rows, Tk = weights.cols;
-  r.dims = Dims{H, Tq, Tk, 0, 0};
-  r.scaled = Tensor3(H, Tq, Tk);
-  for (std::size_t n = 0; n < weights.data.size(); ++n) {
-    const float a = weights.data[n];
-    r.scaled.data[n] = a > 0.0f ? std::log(a) : kNegInf;
+  if (!logA.sameShape(weights)) {
+    throw InputError("log-weights " + logA.shapeString() + " do not match the weights " +
+                     weights.shapeString());
   }
+  validateParams(params, H, Tq, Tk);
+  if (!out.weights.sameShape(weights)) {
+    out.dims = Dims{H, Tq, Tk, 0, 0};
+    out.weights = Tensor3(H, Tq, Tk);
+    out.rows.assign(std::size_t(H) * Tq, RowStats{});
+  }
+  out.scaled = Tensor3();
+  // No temperature, mask or bias: the weights stay exactly as dumped (a float16 dump's rows may
+  // sum to 1 only within its precision).
+  const bool identity = params.temperature == 1.0f && !params.mask.any();
   // Bias and mask through the engine's own rule, at tau = 1; tau is applied below after the row
   // maximum is subtracted, so tiny temperatures stay finite.
   AttentionParams unit = params;
   unit.temperature = 1.0f;
-  validateParams(params, H, Tq, Tk);
-  const Tensor3 z = computeLogits(r.scaled, unit);
-  r.weights = Tensor3(H, Tq, Tk);
-  r.rows.assign(std::size_t(H) * Tq, RowStats{});
-  const double tau = params.temperature;
-  const bool identity = params.temperature == 1.0f && !params.mask.any();
-  std::vector<double> e(std::size_t(std::max(Tk, 0)));
-  for (int h = 0; h < H; ++h) {
+  const bool masked = params.mask.any();  // a temperature alone needs no logits pass
+  const Tensor3 z = masked ? computeLogits(logA, unit) : Tensor3();
+  const Tensor3& zt = masked ? z : logA;
+  std::vector<int> list = heads;
+  if (list.empty()) {
+    for (int h = 0; h < H; ++h) list.push_back(h);
+  }
+  const float invTau = 1.0f / params.temperature;
+  detail::parallelFor(int(list.size()), [&](int t) {
+    const int h = list[std::size_t(t)];
+    if (h < 0 || h >= H) return;
+    Eigen::ArrayXf e(Tk);
     for (int i = 0; i < Tq; ++i) {
-      const float* zr = z.head(h) + std::size_t(i) * Tk;
-      const float* w = weights.head(h) + std::size_t(i) * Tk;
-      float* out = &r.weights.at(h, i, 0);
-      RowStats& st = r.rows[std::size_t(h) * Tq + i];
-      float mx = kNegInf;
-      int arg = -1;
-      for (int j = 0; j < Tk; ++j) {
-        if (zr[j] > mx) mx = zr[j], arg = j;
-      }
+      const std::size_t off = (std::size_t(h) * Tq + i) * Tk;
+      const Eigen::Map<const Eigen::ArrayXf> zr(zt.data.data() + off, Tk);
+      Eigen::Map<Eigen::ArrayXf> a(out.weights.data.data() + off, Tk);
+      RowStats& st = out.rows[std::size_t(h) * Tq + i];
+      st = RowStats{};
+      Eigen::Index arg = 0;
+      const float mx = Tk > 0 ? zr.maxCoeff(&arg) : kNegInf;
       if (mx == kNegInf) {
-        std::fill(out, out + Tk, 0.0f);
+        a.setZero();
         st.fullyMasked = true;
         continue;
       }
-      // No temperature, mask or bias: the weights stay exactly as dumped (a float16 dump's rows
-      // may sum to 1 only within its precision).
-      double sum = 0.0;
-      for (int j = 0; j < Tk; ++j) {
-        e[j] = identity           ? double(w[j])
-               : zr[j] == kNegInf ? 0.0
-                                  : std::exp((double(zr[j]) - mx) / tau);
-        sum += e[j];
+      float logSum = 0.0f;
+      if (identity) {
+        a = Eigen::Map<const Eigen::ArrayXf>(weights.data.data() + off, Tk);
+        e = zr - mx;
+        logSum = std::log(a.sum()) - mx;
+      } else {
+        e = std::isfinite(invTau) ? ((zr - mx) * invTau).eval()
+                                  : ((zr - mx) / params.temperature).eval();
+        a = e.exp();
+        const float sum = a.sum();
+        a /= sum;
+        logSum = std::log(sum);
       }
-      if (identity) sum = 1.0;
-      float fsum = 0.0f, fmax = 0.0f;
-      double entropy = 0.0;
-      for (int j = 0; j < Tk; ++j) {
-        const double a = e[j] / sum;
-        out[j] = float(a);
-        fsum += out[j];
-        fmax = std::max(fmax, out[j]);
-        if (a > 0.0) entropy -= a * std::log(a);
-      }
-      st.sum = fsum;
-      st.max = fmax;
-      st.argmax = arg;
-      st.entropy = float(entropy);
+      // Entropy -sum a log a, with log a = e - log(sum); masked keys (a = 0) add nothing.
+      st.entropy = -(a > 0.0f).select(a * (e - logSum), 0.0f).sum();
+      st.sum = a.sum();
+      st.max = a.maxCoeff();
+      st.argmax = int(arg);
     }
-  }
+  });
+}
+
+AttentionResult renormalizeWeights(const Tensor3& weights, const AttentionParams& params,
+                                   const std::vector<int>& heads) {
+  AttentionResult r;
+  const Tensor3 logA = logWeights(weights);
+  renormalizeFromLog(weights, logA, params, r, heads);
+  r.scaled = std::move(logA);
   return r;
 }
 

@@ -208,7 +208,11 @@ TEST(DumpRenormalize, EqualsSoftmaxRecomputedFromLogitsUnderTemperatureMasksAndB
     int bad = 0;
     for (int h = 0; h < c.H; ++h) {
       for (int i = 0; i < c.Tq; ++i) {
-        EXPECT_EQ(got.row(h, i).fullyMasked, want.rows[std::size_t(h) * c.Tq + i].fullyMasked);
+        const ref::Row& wr = want.rows[std::size_t(h) * c.Tq + i];
+        EXPECT_EQ(got.row(h, i).fullyMasked, wr.fullyMasked);
+        EXPECT_EQ(got.row(h, i).argmax, wr.argmax);
+        EXPECT_NEAR(got.row(h, i).entropy, wr.entropy, 1e-4);
+        EXPECT_NEAR(got.row(h, i).sum, wr.sum, 1e-5);
         for (int j = 0; j < c.Tk && bad < 5; ++j) {
           const double g = got.weights.at(h, i, j);
           if (std::fabs(g - want.w(h, i, j)) > 1e-5 ||
@@ -223,6 +227,28 @@ TEST(DumpRenormalize, EqualsSoftmaxRecomputedFromLogitsUnderTemperatureMasksAndB
           }
         }
       }
+    }
+  }
+}
+
+TEST(DumpRenormalize, OneHeadFromCachedLogWeightsEqualsTheWholeComputation) {
+  auto engine = makeCpuEngine();
+  const Tensor3 q = ref::randomTensor(4, 12, 8, 5), k = ref::randomTensor(4, 12, 8, 6),
+                v = ref::randomTensor(4, 12, 8, 7);
+  engine->run(q, k, v, AttentionParams{});
+  const Tensor3 w = engine->result().weights;
+  AttentionParams p;
+  p.temperature = 0.8f;
+  p.mask.alibi = true;  // per-head slopes: the head index must be the real one
+  const AttentionResult all = renormalizeWeights(w, p);
+  const Tensor3 logA = logWeights(w);
+  AttentionResult one;
+  renormalizeFromLog(w, logA, p, one, {2});
+  ASSERT_TRUE(one.weights.sameShape(w));
+  for (int i = 0; i < 12; ++i) {
+    for (int j = 0; j < 12; ++j) {
+      EXPECT_EQ(one.weights.at(2, i, j), all.weights.at(2, i, j));
+      EXPECT_EQ(one.weights.at(1, i, j), 0.0f);  // not asked for
     }
   }
 }

@@ -80,11 +80,23 @@ void saveDump(const std::string& path, const Dump& dump);
 // alone: with A = softmax(S) and any L = (S + b) / tau with -inf where masked,
 //   softmax(L)_ij = A_ij^(1/tau) * exp(b_ij / tau) / sum over allowed keys,
 // evaluated in log space, (log A_ij + b_ij) / tau (row max subtracted first) with -inf where
-// masked, so tiny temperatures stay finite. A weight that is exactly 0 counts as masked. The masks
-// follow the engine's rule (mask.h) with p_i = i + T_k - T_q. Fills dims, weights and rows (row
-// sums, argmax, entropy, fully masked flags); `scaled` holds log A (-inf where A is 0). With tau =
-// 1 and no mask or bias the weights come back exactly as given (not re-normalised). Throws
-// InputError for parameters the weights cannot express (see validateParams).
-AttentionResult renormalizeWeights(const Tensor3& weights, const AttentionParams& params);
+// masked, so tiny temperatures stay finite. A weight that is exactly 0 counts as masked. The
+// masks follow the engine's rule (mask.h) with p_i = i + T_k - T_q. Throws InputError for
+// parameters that do not fit the shape (validateParams). With tau = 1 and no mask or bias the
+// weights come back exactly as given (not re-normalised).
+
+// log A for [H, T_q, T_k] weights, -inf where A is 0: compute it once per layer and keep it.
+Tensor3 logWeights(const Tensor3& weights);
+
+// Fills out.weights and out.rows (row sums, argmax, entropy, fully masked flags) for the listed
+// heads (empty = all), from the weights and their cached logWeights; `out` is resized when its
+// shape differs (then heads not listed are zeros). This is the GUI's slider path: no log, one
+// pass per row, heads in parallel.
+void renormalizeFromLog(const Tensor3& weights, const Tensor3& logA, const AttentionParams& params,
+                        AttentionResult& out, const std::vector<int>& heads = {});
+
+// Both steps for every head (or the listed ones); `scaled` holds log A.
+AttentionResult renormalizeWeights(const Tensor3& weights, const AttentionParams& params,
+                                   const std::vector<int>& heads = {});
 
 }  // namespace attnviz
