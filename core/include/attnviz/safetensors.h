@@ -27,23 +27,12 @@ namespace attnviz {
 
 // Every dtype the format defines. Those with a known element size validate and can be viewed as
 // bytes; only F64, F32, F16 and BF16 convert to float32 (the others are known but unsupported).
+// clang-format off
 enum class StDtype {
-  F64,
-  F32,
-  F16,
-  BF16,  // convertible
-  I64,
-  I32,
-  I16,
-  I8,
-  U64,
-  U32,
-  U16,
-  U8,
-  BOOL,
-  F8_E4M3,
-  F8_E5M2  // known, not convertible
+  F64, F32, F16, BF16,                                          // convertible
+  I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F8_E4M3, F8_E5M2  // known, not convertible
 };
+// clang-format on
 
 const char* stDtypeName(StDtype d);  // "F32", ...
 std::size_t stDtypeSize(StDtype d);  // bytes per element
