@@ -45,10 +45,12 @@ bool flag(const nlohmann::json& j, const char* key, bool fallback) {
 
 }  // namespace
 
-Gpt2Config loadGpt2Config(const std::string& path) {
+Gpt2Config loadGpt2Config(const std::string& path) { return parseGpt2Config(readFile(path), path); }
+
+Gpt2Config parseGpt2Config(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(readFile(path));
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(path + ": not valid JSON (" + e.what() + ")");
   }
@@ -70,8 +72,9 @@ Gpt2Config loadGpt2Config(const std::string& path) {
   c.nInner = 4 * c.nEmbd;
   if (j.contains("n_inner") && !j["n_inner"].is_null()) c.nInner = requireInt(j, path, "n_inner");
   if (j.contains("layer_norm_epsilon")) {
-    if (!j["layer_norm_epsilon"].is_number() || !(j["layer_norm_epsilon"].get<double>() > 0)) {
-      throw InputError(path + ": \"layer_norm_epsilon\" must be a number > 0");
+    const auto& eps = j["layer_norm_epsilon"];
+    if (!eps.is_number() || !(eps.get<double>() > 0 && eps.get<double>() < 1)) {
+      throw InputError(path + ": \"layer_norm_epsilon\" must be a number between 0 and 1");
     }
     c.layerNormEps = j["layer_norm_epsilon"].get<float>();
   }

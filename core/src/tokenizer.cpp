@@ -200,10 +200,17 @@ std::vector<std::string_view> gpt2PreTokenize(std::string_view text) {
 
 Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocabPath, const std::string& mergesPath,
                                   int vocabSize) {
+  const std::string vocab = readFile(vocabPath);
+  return fromText(vocab, readFile(mergesPath), vocabPath, mergesPath, vocabSize);
+}
+
+Gpt2Tokenizer Gpt2Tokenizer::fromText(const std::string& vocabJson, const std::string& merges,
+                                      const std::string& vocabPath, const std::string& mergesPath,
+                                      int vocabSize) {
   Gpt2Tokenizer t;
   nlohmann::json vocab;
   try {
-    vocab = nlohmann::json::parse(readFile(vocabPath));
+    vocab = nlohmann::json::parse(vocabJson);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(vocabPath + ": not valid JSON (" + e.what() + ")");
   }
@@ -247,7 +254,6 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocabPath, const std::strin
     }
   }
 
-  const std::string merges = readFile(mergesPath);
   std::size_t lineStart = 0;
   int lineNo = 0, rank = 0;
   std::string a, b;

@@ -52,6 +52,8 @@ struct Gpt2Config {
 // field, n_embd not divisible by n_head, an unknown activation or a GPT-2 variant the pass does
 // not implement (scale_attn_by_inverse_layer_idx, unscaled attention, another model_type).
 Gpt2Config loadGpt2Config(const std::string& path);
+// The same from the file's text; `name` is what errors say.
+Gpt2Config parseGpt2Config(const std::string& text, const std::string& name);
 
 // The files of a model folder. `dir` may be the folder itself, a Hugging Face cache snapshot, or
 // the cache's models--NAME folder (refs/main, or its only snapshot, is used).

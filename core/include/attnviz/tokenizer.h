@@ -36,6 +36,10 @@ class Gpt2Tokenizer {
   // "<file>: <problem>".
   static Gpt2Tokenizer load(const std::string& vocabPath, const std::string& mergesPath,
                             int vocabSize = 0);
+  // The same from the files' text; the names are what errors say.
+  static Gpt2Tokenizer fromText(const std::string& vocabJson, const std::string& mergesText,
+                                const std::string& vocabName, const std::string& mergesName,
+                                int vocabSize = 0);
 
   std::vector<int> encode(std::string_view text) const;
 
