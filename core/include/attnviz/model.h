@@ -138,6 +138,8 @@ class Gpt2Model {
   // Throws InputError when an id is outside the vocab, ids are empty or more than n_positions.
   void checkIds(const std::vector<int>& ids) const;
 
+  // forward() and rerunFrom() are const: each pass has its own workspace and engine, so a worker
+  // thread may run one while the UI reads another ForwardResult.
   // The whole pass. Throws InputError for bad ids or interventions.
   ForwardResult forward(const std::vector<int>& ids, const Interventions& iv = {}) const;
 
