@@ -252,6 +252,13 @@ std::unique_ptr<Gpt2Model> Gpt2Model::open(const std::string& dir, const Progres
   w->file = SafetensorsFile::open(m->files_.weights);
   const std::string& wpath = m->files_.weights;
 
+  // The last layer must exist before a table for n_layer layers is built (a config that claims
+  // millions of layers fails here, not in an allocation).
+  const std::string last = "h." + std::to_string(c.nLayer - 1) + ".ln_1.weight";
+  if (!w->file.find(last) && !w->file.find("transformer." + last)) {
+    throw InputError(wpath + ": missing tensor '" + last + "' (config.json says n_layer " +
+                     std::to_string(c.nLayer) + ")");
+  }
   const std::int64_t d = c.nEmbd, V = c.vocabSize, P = c.nPositions, I = c.nInner;
   std::vector<Expected> want = {{"wte.weight", {V, d}, &w->wte},
                                 {"wpe.weight", {P, d}, &w->wpe},
