@@ -2,6 +2,8 @@
 
 #include "attnviz/npy.h"
 
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <new>
 
@@ -20,7 +22,24 @@ void addAttentionOptions(CLI::App& app, AttentionCliOptions& o) {
   app.add_option("--backend", o.backend, "cpu | gpu | auto");
 }
 
+void checkAttentionOptions(const AttentionCliOptions& o) {
+  // Range-checked as a double before it becomes a float (beyond FLT_MAX that is undefined).
+  const bool fits = o.temperature > 0.0 &&
+                    o.temperature <= double(std::numeric_limits<float>::max()) &&
+                    static_cast<float>(o.temperature) > 0.0f;
+  if (!fits) {
+    char got[64];
+    std::snprintf(got, sizeof got, "%g", o.temperature);
+    throw UsageError(std::string("--temperature: expected a finite number > 0, got ") + got);
+  }
+  MaskSpec scratch;
+  for (const std::string& m : o.masks) parseMaskOption(m, scratch);
+  if (o.backend != "cpu" && o.backend != "gpu" && o.backend != "auto")
+    throw UsageError("--backend: expected cpu, gpu or auto, got '" + o.backend + "'");
+}
+
 AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk) {
+  checkAttentionOptions(o);
   AttentionParams p;
   for (const std::string& m : o.masks) parseMaskOption(m, p.mask);
   p.mask.alibi = o.alibi;
@@ -36,10 +55,6 @@ AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk)
     }
     p.mask.customKind = f.isBool ? MaskSpec::Custom::Allow : MaskSpec::Custom::Bias;
     p.mask.custom = std::move(f.values);
-  }
-  if (!(o.temperature > 0.0) || !std::isfinite(o.temperature)) {
-    throw InputError("--temperature must be a finite number > 0, got " +
-                     std::to_string(o.temperature));
   }
   validateParams(p, H, Tq, Tk);
   return p;

@@ -22,8 +22,12 @@ struct AttentionCliOptions {
 
 void addAttentionOptions(CLI::App& app, AttentionCliOptions& o);
 
+// Refuses bad option values before any file is read: a --temperature that is not a finite
+// number > 0, a malformed --mask, an unknown --backend. Throws UsageError (exit 2).
+void checkAttentionOptions(const AttentionCliOptions& o);
+
 // Turns the options into engine parameters for [H, T_q, T_k] scores. Throws UsageError for a
-// malformed --mask, InputError for a bad mask file, wrong mask shape or temperature <= 0.
+// bad option value (checkAttentionOptions), InputError for a bad mask file or its shape.
 AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk);
 
 // Parses argv; on a CLI11 error prints one line and returns 2, on --help prints help and

@@ -4,6 +4,7 @@
 #include "cli_common.h"
 
 #include "attnviz/npy.h"
+#include "attnviz/session.h"
 
 #include <chrono>
 #include <cstdio>
@@ -45,15 +46,18 @@ int runCompute(int argc, char** argv) {
 
   return guarded("compute", [&] {
     int ndim = 3;
-    const Tensor3 Q = loadTensorNpy(q, &ndim), K = loadTensorNpy(k), V = loadTensorNpy(v);
+    checkAttentionOptions(opts);
+    Tensor3 Q = loadTensorNpy(q, &ndim), K = loadTensorNpy(k), V = loadTensorNpy(v);
     const Dims d = validateInputs(Q, K, V);
-    const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+    AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
     std::string note;
-    auto engine = createHeadlessEngine(opts.backend, note);
+    Session session(createHeadlessEngine(opts.backend, note));
     if (!note.empty()) std::fprintf(stderr, "attnviz compute: %s\n", note.c_str());
+    session.editScene().params = std::move(params);
+    session.setTensors(std::move(Q), std::move(K), std::move(V));
     const auto t0 = std::chrono::steady_clock::now();
-    engine->run(Q, K, V, params);
-    const AttentionResult& r = engine->result(kStageAll);
+    session.computeAllHeads();
+    const AttentionResult& r = session.result();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (const int n = r.fullyMaskedRows(); n > 0) {
@@ -63,10 +67,11 @@ int runCompute(int argc, char** argv) {
     }
     // 2-D inputs give 2-D outputs; 3-D inputs keep the head axis.
     const bool as2d = ndim == 2 && d.H == 1;
-    if (!scores.empty()) saveNpy(scores, computeLogits(r.scaled, params), as2d);
+    if (!scores.empty()) saveNpy(scores, session.logits(), as2d);
     if (!weights.empty()) saveNpy(weights, r.weights, as2d);
     if (!out.empty()) saveNpy(out, r.output, as2d);
-    if (scores.empty() && weights.empty() && out.empty()) printSummary(r, engine->name(), ms);
+    if (scores.empty() && weights.empty() && out.empty())
+      printSummary(r, session.engine().name(), ms);
     return 0;
   });
 }

@@ -10,7 +10,9 @@
 #include "attnviz/npy.h"
 #include "attnviz/raster.h"
 #include "attnviz/scene.h"
+#include "attnviz/session.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -35,14 +37,9 @@ int parseHead(const std::string& s) {
   return int(v);
 }
 
-std::string formatTemperature(float t) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", double(t));
-  return buf;
-}
-
 // Scene masks first, the command line's on top: a term set on the command line wins, flags
-// combine, and --temperature replaces the scene's when given.
+// combine, and --temperature replaces the scene's when given. (The session adds the causal term
+// of the scene's mode.)
 AttentionParams mergeParams(const AttentionParams& scene, const AttentionParams& cli,
                             bool cliTemperature) {
   AttentionParams p = scene;
@@ -59,6 +56,12 @@ AttentionParams mergeParams(const AttentionParams& scene, const AttentionParams&
   }
   if (cliTemperature) p.temperature = cli.temperature;
   return p;
+}
+
+std::string formatTemperature(float t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", double(t));
+  return buf;
 }
 
 // --layer: an index into the dump's layers, or a layer's name ("decoder.0.cross").
@@ -78,6 +81,46 @@ const DumpLayer& pickLayer(const Dump& d, const std::string& which) {
   for (const DumpLayer& l : d.layers) names += (names.empty() ? "" : ", ") + l.name;
   throw UsageError("--layer " + which + ": the dump has " + std::to_string(d.layers.size()) +
                    " layers (0.." + std::to_string(d.layers.size() - 1) + ": " + names + ")");
+}
+
+// One layer of an attention dump. Its weights are the truth: temperature, masks and bias
+// re-normalise them exactly (dump.h); the scores need the layer's Q and K.
+Image renderDumpLayer(const std::string& path, const std::string& layerName, int headIndex,
+                      const AttentionCliOptions& opts, ExportOptions eo) {
+  const Dump dump = loadDump(path);
+  const DumpLayer& layer = pickLayer(dump, layerName);
+  const Tensor3& w = layer.weights;
+  if (headIndex >= w.heads)
+    throw UsageError(
+        "--head " + std::to_string(headIndex) + ": out of range, layer " + layer.name + " has " +
+        std::to_string(w.heads) +
+        (w.heads == 1 ? " head (0)" : " heads (0.." + std::to_string(w.heads - 1) + ")"));
+  if (eo.stage == ExportStage::Scores && !layer.hasQkv())
+    throw InputError(path + ": layer " + layer.name +
+                     " has no q/k/v tensors; --stage scores needs them (the weights alone fix "
+                     "the logits only up to a constant per row)");
+  const AttentionParams params = buildParams(opts, w.heads, w.rows, w.cols);
+  const AttentionResult fromWeights = renormalizeWeights(w, params);
+  Tensor3 logits;
+  if (layer.hasQkv()) {
+    std::string note;
+    auto engine = createHeadlessEngine(opts.backend, note);
+    if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
+    engine->setInputs(layer.q, layer.k, layer.v);
+    logits = computeLogits(engine->result(kStageScaled).scaled, params);
+  } else {
+    logits = computeLogits(fromWeights.scaled, params);  // -inf where masked or 0
+  }
+  ExportData data;
+  data.weights = &fromWeights.weights;
+  data.logits = &logits;
+  data.queryTokens = layer.queryTokens;
+  data.keyTokens = layer.keyTokens;
+  data.description = (dump.model.empty() ? std::string() : dump.model + " \xC2\xB7 ") + "layer " +
+                     layer.name + " \xC2\xB7 mask: " + describeMask(params.mask) +
+                     " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
+  eo.head = headIndex;
+  return renderExport(data, eo);
 }
 
 }  // namespace
@@ -101,8 +144,12 @@ int runExport(int argc, char** argv) {
   dumpOpt->excludes(sceneOpt)->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
   addAttentionOptions(app, opts);
   app.add_option("--png", png, "output PNG (written atomically)")->required();
-  app.add_option("--head", head, "head index, or 'all' for a grid of every head (default 0)");
-  app.add_option("--stage", stage, "weights (softmax) or scores (logits, -inf where masked)")
+  app.add_option(
+      "--head", head,
+      "head index, or 'all' for a grid of every head (default: the scene's saved head, else 0)");
+  app.add_option("--stage", stage,
+                 "weights (softmax) or scores (logits, -inf where masked); default: the scene's "
+                 "saved stage, else weights")
       ->check(CLI::IsMember({"weights", "scores"}));
   app.add_flag("--bare", bare, "only the cells: T_k*PX x T_q*PX pixels, row 0 at the top");
   app.add_option("--cell", cell, "pixels per cell (default: fit --width)");
@@ -126,12 +173,11 @@ int runExport(int argc, char** argv) {
     if (fromDump != !layerName.empty())
       throw UsageError(fromDump ? "--dump needs --layer L (an index or a layer name)"
                                 : "--layer goes with --dump");
-    const int headIndex = parseHead(head);
+    const int parsedHead = parseHead(head);
+    checkAttentionOptions(opts);
     ExportOptions eo;
     eo.stage = stage == "scores" ? ExportStage::Scores : ExportStage::Weights;
-    if (colormap.empty()) {
-      eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
-    } else {
+    if (!colormap.empty()) {
       const std::optional<ColormapId> id = colormapFromName(colormap);
       if (!id) {
         std::string names;
@@ -149,8 +195,7 @@ int runExport(int argc, char** argv) {
                        std::to_string(width));
     if (app.count("--columns") && columns < 1)
       throw UsageError("--columns: expected a number >= 1, got " + std::to_string(columns));
-    if (bare && headIndex < 0) throw UsageError("--bare draws one head; pick it with --head N");
-    eo.head = headIndex;
+    if (bare && parsedHead < 0) throw UsageError("--bare draws one head; pick it with --head N");
     eo.bare = bare;
     eo.cell = cell;
     if (width > 0) eo.targetWidth = width;
@@ -158,85 +203,58 @@ int runExport(int argc, char** argv) {
     eo.title = title;
     eo.gridColumns = columns;
 
-    // Inputs.
-    Tensor3 Q, K, V;
-    ExportData data;
-    std::optional<Scene> scene;
-    std::optional<Dump> dump;
-    const DumpLayer* layer = nullptr;
-    if (fromScene) {
-      scene = loadScene(scenePath);
-      SceneInputs in = buildSceneInputs(*scene);
-      Q = std::move(in.q), K = std::move(in.k), V = std::move(in.v);
-      data.queryTokens = std::move(in.queryTokens);
-      data.keyTokens = std::move(in.keyTokens);
-    } else if (fromDump) {
-      dump = loadDump(dumpPath);
-      layer = &pickLayer(*dump, layerName);
-      data.queryTokens = layer->queryTokens;
-      data.keyTokens = layer->keyTokens;
-      if (layer->hasQkv()) Q = layer->q, K = layer->k, V = layer->v;
-      if (eo.stage == ExportStage::Scores && !layer->hasQkv())
-        throw InputError(dumpPath + ": layer " + layer->name +
-                         " has no q/k/v tensors; --stage scores needs them (the weights alone "
-                         "fix the logits only up to a constant per row)");
-    } else {
-      Q = loadTensorNpy(q), K = loadTensorNpy(k), V = loadTensorNpy(v);
+    if (fromDump) {  // a dump has no scene or Q/K/V to run: its weights are drawn as they are
+      if (colormap.empty())
+        eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
+      const Image img = renderDumpLayer(dumpPath, layerName, parsedHead, opts, eo);
+      writePng(png, img);
+      std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+      return 0;
     }
-    const Dims d = layer && !layer->hasQkv()
-                       ? Dims{layer->weights.heads, layer->weights.rows, layer->weights.cols, 0, 0}
-                       : validateInputs(Q, K, V);
+
+    // The same session and export path as the GUI's dialog and Ctrl+S.
+    std::string note;
+    Session session(createHeadlessEngine(opts.backend, note));
+    if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
+    std::optional<SceneView> view;
+    if (fromScene) {
+      Scene scene = loadScene(scenePath);
+      view = parseSceneView(scene.extraJson, scenePath);
+      session.setScene(std::move(scene));
+    } else {
+      Tensor3 Q = loadTensorNpy(q), K = loadTensorNpy(k), V = loadTensorNpy(v);
+      validateInputs(Q, K, V);
+      session.setTensors(std::move(Q), std::move(K), std::move(V));
+    }
+    session.updateInputs();
+    const Dims d = session.dims();
+    // A scene exports as it was shown: its saved head, stage and colormap, unless given here.
+    int headIndex = parsedHead;
+    if (view && !app.count("--head")) headIndex = std::clamp(view->head, 0, d.H - 1);
+    if (view && !app.count("--stage") && !view->stage.empty())
+      eo.stage = view->stage == "weights" ? ExportStage::Weights : ExportStage::Scores;
+    if (colormap.empty()) {
+      eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
+      if (view && eo.stage == ExportStage::Weights)
+        if (const auto id = colormapFromName(view->weightColormap)) eo.colormap = *id;
+    }
+    if (bare && headIndex < 0) throw UsageError("--bare draws one head; pick it with --head N");
+    eo.head = headIndex;
     if (headIndex >= d.H)
       throw UsageError("--head " + std::to_string(headIndex) + ": out of range, the input has " +
                        std::to_string(d.H) +
                        (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
 
-    AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
-    if (scene) {
-      params = mergeParams(effectiveParams(*scene), params, app.count("--temperature") > 0);
-      validateParams(params, d.H, d.Tq, d.Tk);
-    }
+    // The command line's masks on top of the scene's.
+    const AttentionParams cli = buildParams(opts, d.H, d.Tq, d.Tk);
+    Scene& scene = session.editScene();
+    scene.params = fromScene ? mergeParams(scene.params, cli, app.count("--temperature") > 0) : cli;
+    session.touchMask();
+    View shown;
+    shown.head = std::max(headIndex, 0);
+    session.setView(shown);
 
-    std::string desc;
-    Tensor3 logits;
-    AttentionResult fromWeights;
-    std::unique_ptr<AttentionEngine> engine;  // owns the weights drawn for Q, K, V inputs
-    if (layer) {
-      // A dump's weights are the truth: temperature, masks and bias re-normalise them exactly.
-      fromWeights = renormalizeWeights(layer->weights, params);
-      data.weights = &fromWeights.weights;
-      if (!layer->hasQkv()) logits = computeLogits(fromWeights.scaled, params);
-      desc = (dump->model.empty() ? std::string() : dump->model + " \xC2\xB7 ") + "layer " +
-             layer->name + " \xC2\xB7 ";
-    }
-    if (!layer || layer->hasQkv()) {
-      // Compute only what is drawn: the softmax of the chosen head (the logits need S only).
-      std::string note;
-      engine = createHeadlessEngine(opts.backend, note);
-      if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
-      engine->setInputs(Q, K, V);
-      if (eo.stage == ExportStage::Weights && !layer) {
-        if (headIndex >= 0)
-          engine->softmax(params, {headIndex});
-        else
-          engine->softmax(params);
-      }
-      const AttentionResult& r =
-          engine->result(eo.stage == ExportStage::Weights && !layer ? (kStageScaled | kStageWeights)
-                                                                    : kStageScaled);
-      logits = computeLogits(r.scaled, params);
-      if (!layer) data.weights = &r.weights;
-    }
-    data.logits = &logits;
-
-    // The causal mode shows as "mask: causal"; the other modes name themselves.
-    if (scene && scene->mode != Mode::Causal)
-      desc = std::string(modeName(scene->mode)) + " \xC2\xB7 ";
-    desc += "mask: " + describeMask(params.mask) +
-            " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
-    data.description = desc;
-
-    const Image img = renderExport(data, eo);
+    const Image img = session.exportImage(eo);
     writePng(png, img);
     std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
     return 0;

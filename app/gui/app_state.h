@@ -1,15 +1,18 @@
 // attnviz GUI: the state every panel reads and edits. Plain structs, no function statics.
 //
 // Who owns what:
-//   SceneState   the scene being edited and the inputs built from it (tokens, Q, K, V)
-//   ComputeState the engine and what it holds (which heads are current)
-//   ViewState    how the matrix is looked at (head, stage, colormap, pan/zoom, selection)
-//   DisplayMatrix the one matrix the heatmap shows, as the value texture will hold it
+//   Session      (attnviz_session, no GUI) the scene, its inputs, the engine, the parameters
+//                and the displayed matrix, each stage with its generation counter
+//   SceneState   where the scene came from
+//   BackendState which engine runs and why
+//   ViewState    how the matrix is looked at (head, stage, colormap, pan/zoom, selection); its
+//                head, average, stage and wrong-axis fields go to the session every frame
 #pragma once
 
 #include "attnviz/colormap.h"
 #include "attnviz/engine.h"
 #include "attnviz/scene.h"
+#include "attnviz/session.h"
 
 #include <chrono>
 #include <cstdint>
@@ -21,53 +24,10 @@ namespace attnviz::gui {
 
 class HeatmapRenderer;
 
-// What the heatmap shows for the current head. Score stages use a diverging colormap.
-enum class ViewStage { RawScores, Scaled, Biased, Logits, Weights, Output };
-constexpr int kStageCount = 6;
-const char* stageLabel(ViewStage s);             // e.g. "QKᵀ"
-const char* stageKey(ViewStage s);               // stable name for files: "qk", "scaled", ...
-const char* stageFormula(ViewStage s);           // one line: what the value of cell (i, j) is
-bool stageIsScore(ViewStage s);                  // signed values: diverging colormap, centred on 0
-ViewStage stageFromKey(const std::string& key);  // throws UsageError
-
-// One matrix ready for the heatmap.
-struct DisplayMatrix {
-  int rows = 0, cols = 0;
-  std::vector<float> values;                 // [rows, cols] row-major; -inf = masked cell
-  std::vector<float> rowSums;                // [rows] sums of the shown weights (weights stages)
-  std::vector<float> colSums;                // [cols]
-  std::vector<std::uint8_t> rowFullyMasked;  // [rows]
-  int fullyMaskedRows = 0;                   // how many entries of rowFullyMasked are set
-  int firstFullyMaskedRow = -1;              // the first of them; -1 when none
-  float minFinite = 0.0f, maxFinite = 0.0f;
-  bool columnsAreKeys = true;  // false for the output stage (columns are value dims)
-  bool isWeights = false;      // rows are distributions (sum strip makes sense)
-  std::uint64_t version = 0;   // bumped on every change; the renderer re-uploads
-  // What it was built from. updateCompute rebuilds it whenever the current view or the shown
-  // weights differ from this, so a panel that changes the view needs no flag of its own.
-  struct Source {
-    std::uint64_t weights =
-        ~std::uint64_t{0};  // headVersion of the head, or weightsVersion (average)
-    int head = -1;
-    int stage = -1;
-    bool headAverage = false, wrongAxis = false;
-    bool operator==(const Source&) const = default;
-  } source;
-};
-
+// The session (attnviz/session.h) owns the scene, the engine, the parameters and the displayed
+// matrix; the GUI keeps only how it is looked at and its own widgets' state.
 struct SceneState {
-  Scene scene;
-  SceneInputs inputs;
   std::string path;  // the file it was loaded from; empty for the built-in scene
-  // Text, seed, heads, d, archetype or decode step changed: setInputs again (GEMMs).
-  bool inputsDirty = true;
-  // Temperature, a mask or ALiBi changed: softmax only, from the cached scores.
-  bool paramsDirty = true;
-  bool maskDirty = true;  // with paramsDirty: the mask changed too, not only the temperature
-  // Cells painted on the heatmap: [rows * cols], 1 = may attend. Empty when nothing is painted.
-  std::vector<std::uint8_t> painted;
-  int paintedRows = 0, paintedCols = 0;
-  bool paintEnabled = true;  // apply the painted cells as a custom mask
 };
 
 struct ViewState {
@@ -111,35 +71,17 @@ struct LabelCache {
   AxisLabels rowLabels, colLabels;
 };
 
-struct ComputeState {
-  std::unique_ptr<AttentionEngine> engine;
-  std::string backend;                  // engine->name()
-  std::string backendNote;              // why the GPU is not used, when it is not
-  std::string glRenderer;               // GL_RENDERER of the window's context
-  AttentionParams params;               // effective parameters of the last softmax
-  std::vector<float> slopes;            // ALiBi slopes for H heads
-  std::vector<std::uint8_t> headFresh;  // softmax + output current for head h
-  bool haveInputs = false;
-  std::uint64_t inputsVersion = 0;  // bumped on every setInputs (new tokens, Q, K, V)
-  // Cached b_ij (or -inf when masked) for one head: [T_q * T_k]. Independent of tau, so a
-  // temperature change never recomputes it.
-  std::vector<float> biasMask;
-  int biasMaskHead = -1;
-  std::uint64_t biasMaskVersion = 0;  // bumped whenever biasMask is rebuilt
-  bool biasMaskValid = false;
-  bool anyBias = false;                    // ALiBi or a float custom mask: b_ij is not all zero
-  std::uint64_t weightsVersion = 0;        // bumped when any head's weights change
-  std::vector<std::uint64_t> headVersion;  // per head, for thumbnails
-  // Host copy of the engine's stages, refreshed after every compute (one GPU readback).
-  const AttentionResult* result = nullptr;
-  bool scaledFetched = false;  // S is read back once per setInputs, never per softmax
+struct BackendState {
+  std::string backend;      // the engine's name()
+  std::string backendNote;  // why the GPU is not used, when it is not
+  std::string glRenderer;   // GL_RENDERER of the window's context
 };
 
 struct Timing {
-  double setInputsMs = 0, softmaxMs = 0, displayMs = 0, uploadMs = 0, renderMs = 0;
-  double computeMs = 0;  // frame boundary: updateCompute
-  double uiMs = 0;       // building the ImGui frame (panels)
-  double frameMs = 0;    // exponential average of whole frames
+  double uploadMs = 0, renderMs = 0;  // the engine's and the view matrix's: session.timing()
+  double computeMs = 0;               // frame boundary: updateCompute
+  double uiMs = 0;                    // building the ImGui frame (panels)
+  double frameMs = 0;                 // exponential average of whole frames
   double lastFrameMs = 0;
 };
 
@@ -180,10 +122,10 @@ struct UiState {
 };
 
 struct AppState {
+  Session session{nullptr};  // the engine is set once the window's GL context exists
   SceneState scene;
-  ComputeState compute;
+  BackendState backend;
   ViewState view;
-  DisplayMatrix display;
   LabelCache labels;
   ExportState exporter;
   UiState ui;
@@ -192,42 +134,27 @@ struct AppState {
   std::string configDir;
   bool computedThisFrame = false;  // a softmax ran this frame: defer cosmetic work
 
-  const Dims dims() const;
-  int heads() const { return scene.inputs.q.heads; }
-  int tq() const { return int(scene.inputs.queryTokens.size()); }
-  int tk() const { return int(scene.inputs.keyTokens.size()); }
+  const Dims dims() const { return session.dims(); }
+  int heads() const { return session.heads(); }
+  int tq() const { return session.tq(); }
+  int tk() const { return session.tk(); }
+  const Scene& sceneData() const { return session.scene(); }
+  const DisplayMatrix& display() const { return session.display(); }
   ColormapId activeColormap() const {
     return stageIsScore(view.stage) ? view.scoreColormap : view.weightColormap;
   }
   int shownHead() const { return view.head; }
 };
 
-// compute.cpp: runs the engine as the caching rule says, and builds `display`.
-void markInputsDirty(AppState& s);
-void markParamsDirty(AppState& s);
-// Only the temperature changed: the softmax re-runs with the mask it already has.
-void markTemperatureDirty(AppState& s);
-// Once per frame, before the panels. Throws what the core throws (InputError etc.).
-void updateCompute(AppState& s);
-// A few heads whose weights are stale (thumbnails); call when the frame has time left.
-void refreshStaleHeads(AppState& s, double budgetMs);
-// The value of cell (i, j) for the tooltip.
-struct CellInfo {
-  int i = -1, j = -1;
-  std::string queryToken, keyToken;
-  float scaled = 0, logit = 0, weight = 0, rowSum = 0, shown = 0;
-  bool masked = false;
-};
-CellInfo cellInfo(const AppState& s, int i, int j);
-// Whether every head's softmax and output are current (no thumbnail waiting).
-bool allHeadsFresh(const AppState& s);
+// session_sync.cpp: the GUI's side of the session.
+// The view's head, average, stage and wrong-axis mode, as the session takes them.
+View sessionView(const ViewState& v);
+// Hands the view to the session and brings it current; the view's head follows the session's
+// (clamped to the heads there are). Throws what the core throws.
+void syncSession(AppState& s);
 // Head h's archetype: the scene's entry, or the default cycle through allArchetypes() for
 // heads it does not list.
 Archetype headArchetype(const Scene& scene, int h);
-// Applies effectiveParams plus the painted mask.
-AttentionParams currentParams(const AppState& s);
-void clearPaint(AppState& s);
-void paintCell(AppState& s, int i, int j, bool allow);
 
 // scene_io.cpp
 void loadSceneInto(AppState& s, const std::string& path);  // throws InputError

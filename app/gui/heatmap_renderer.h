@@ -5,7 +5,8 @@
 // round up so that the last odd row and column are kept.)
 #pragma once
 
-#include "app_state.h"
+#include "attnviz/colormap.h"
+#include "attnviz/session.h"  // DisplayMatrix
 
 #include <GL/glcorearb.h>
 

@@ -1,5 +1,6 @@
-// attnviz GUI: scene files. The view (head, stage, colormap, selection, zoom, painted cells)
-// travels in Scene::extraJson under "view", so a saved scene reopens as it was left.
+// attnviz GUI: scene files. The view (head, stage, colormap, selection, zoom) travels in
+// Scene::extraJson under "view", so a saved scene reopens as it was left. Painted cells are
+// the scene's custom mask, saved with it.
 #include "app_state.h"
 
 #include "attnviz/npy.h"
@@ -15,56 +16,25 @@ using nlohmann::json;
 
 namespace {
 
-void applyViewJson(AppState& s, const std::string& extra, const std::string& name) {
-  json j;
-  try {
-    j = json::parse(extra.empty() ? "{}" : extra);
-  } catch (const json::exception& e) {
-    throw InputError(name + ": extra view state is not valid JSON (" + e.what() + ")");
-  }
-  // Scene files keep this object under "view"; Scene::extraJson is that object.
-  if (!j.is_object()) return;
-  const json& v = j;
+// The scene's saved view (parsed and range-checked by the core) onto the GUI's view.
+void applyView(AppState& s, const SceneView& v) {
   ViewState& vs = s.view;
-  try {
-    if (v.contains("head")) vs.head = v["head"].get<int>();
-    if (v.contains("stage")) vs.stage = stageFromKey(v["stage"].get<std::string>());
-    if (v.contains("weightColormap"))
-      if (auto c = colormapFromName(v["weightColormap"].get<std::string>())) vs.weightColormap = *c;
-    if (v.contains("scoreColormap"))
-      if (auto c = colormapFromName(v["scoreColormap"].get<std::string>())) vs.scoreColormap = *c;
-    if (v.contains("scale")) {
-      const std::string sc = v["scale"].get<std::string>();
-      vs.scale = sc == "log"     ? ColorScale::Log
-                 : sc == "gamma" ? ColorScale::Gamma
-                                 : ColorScale::Linear;
-    }
-    if (v.contains("gamma")) vs.gamma = v["gamma"].get<float>();
-    if (v.contains("autoRange")) vs.autoRange = v["autoRange"].get<bool>();
-    if (v.contains("wrongAxis")) vs.wrongAxis = v["wrongAxis"].get<bool>();
-    if (v.contains("headAverage")) vs.headAverage = v["headAverage"].get<bool>();
-    if (v.contains("selectedRow")) vs.selectedRow = v["selectedRow"].get<int>();
-    if (v.contains("zoom")) vs.zoom = v["zoom"].get<float>();
-    if (v.contains("panX")) vs.panX = v["panX"].get<float>();
-    if (v.contains("panY")) vs.panY = v["panY"].get<float>();
-    if (v.contains("painted")) {
-      const json& p = v["painted"];
-      s.scene.paintedRows = p.at("rows").get<int>();
-      s.scene.paintedCols = p.at("cols").get<int>();
-      if (s.scene.paintedRows < 0 || s.scene.paintedCols < 0 ||
-          std::size_t(s.scene.paintedRows) * std::size_t(s.scene.paintedCols) >
-              (std::size_t{1} << 26))
-        throw InputError(name + ": view.painted has a bad size");
-      s.scene.painted.assign(std::size_t(s.scene.paintedRows) * s.scene.paintedCols, 1);
-      for (const json& cell : p.at("blocked")) {
-        const int i = cell.at(0).get<int>(), jj = cell.at(1).get<int>();
-        if (i >= 0 && jj >= 0 && i < s.scene.paintedRows && jj < s.scene.paintedCols)
-          s.scene.painted[std::size_t(i) * s.scene.paintedCols + jj] = 0;
-      }
-    }
-  } catch (const json::exception& e) {
-    throw InputError(name + ": bad view state (" + e.what() + ")");
-  }
+  vs.head = v.head;
+  if (!v.stage.empty()) vs.stage = stageFromKey(v.stage);
+  if (auto c = colormapFromName(v.weightColormap)) vs.weightColormap = *c;
+  if (auto c = colormapFromName(v.scoreColormap)) vs.scoreColormap = *c;
+  if (!v.scale.empty())
+    vs.scale = v.scale == "log"     ? ColorScale::Log
+               : v.scale == "gamma" ? ColorScale::Gamma
+                                    : ColorScale::Linear;
+  vs.gamma = v.gamma;
+  vs.autoRange = v.autoRange;
+  vs.wrongAxis = v.wrongAxis;
+  vs.headAverage = v.headAverage;
+  vs.selectedRow = v.selectedRow;
+  vs.zoom = v.zoom;
+  vs.panX = v.panX;
+  vs.panY = v.panY;
 }
 
 std::string viewJson(const AppState& s, const std::string& previous) {
@@ -95,14 +65,7 @@ std::string viewJson(const AppState& s, const std::string& previous) {
       {"panY", v.panY},
   };
   for (auto it = mine.begin(); it != mine.end(); ++it) view[it.key()] = it.value();
-  if (!s.scene.painted.empty()) {
-    json blocked = json::array();
-    for (int i = 0; i < s.scene.paintedRows; ++i)
-      for (int jj = 0; jj < s.scene.paintedCols; ++jj)
-        if (!s.scene.painted[std::size_t(i) * s.scene.paintedCols + jj]) blocked.push_back({i, jj});
-    view["painted"] = {
-        {"rows", s.scene.paintedRows}, {"cols", s.scene.paintedCols}, {"blocked", blocked}};
-  }
+  view.erase("painted");  // painted cells are the scene's custom mask now
   return view.dump();
 }
 
@@ -115,19 +78,20 @@ void resetView(AppState& s) {
 
 void loadSceneInto(AppState& s, const std::string& path) {
   Scene sc = loadScene(path);  // throws InputError naming the file
+  const SceneView v = parseSceneView(sc.extraJson, path);
   s.view = ViewState{};
-  s.scene.painted.clear();
-  s.scene.paintedRows = s.scene.paintedCols = 0;
-  applyViewJson(s, sc.extraJson, path);
-  s.scene.scene = std::move(sc);
+  try {
+    applyView(s, v);
+  } catch (const UsageError& e) {
+    throw InputError(path + ": view." + e.what());
+  }
+  s.session.setScene(std::move(sc));
   s.scene.path = path;
-  s.scene.paintEnabled = true;
-  markInputsDirty(s);
   notify(s, "Opened " + path);
 }
 
 void saveSceneFrom(AppState& s, const std::string& path) {
-  Scene sc = s.scene.scene;
+  Scene sc = s.sceneData();
   sc.extraJson = viewJson(s, sc.extraJson);
   saveScene(path, sc);
   s.scene.path = path;
@@ -145,14 +109,14 @@ void openDroppedFile(AppState& s, const std::string& path) {
 }
 
 void useNpyAs(AppState& s, const std::string& path, char role) {
-  Scene& sc = s.scene.scene;
+  Scene& sc = s.session.editScene();
   if (role == 'm') {
     const MaskFile mf = loadMaskNpy(path);
     MaskSpec& m = sc.params.mask;
     m.customKind = mf.isBool ? MaskSpec::Custom::Allow : MaskSpec::Custom::Bias;
     m.custom = mf.values;
     validateParams(effectiveParams(sc), s.heads(), s.tq(), s.tk());  // shape check, now
-    markParamsDirty(s);
+    s.session.touchMask();
     notify(s, "Custom mask from " + path);
     return;
   }
@@ -160,7 +124,7 @@ void useNpyAs(AppState& s, const std::string& path, char role) {
   std::string& slot = role == 'q' ? sc.qPath : role == 'k' ? sc.kPath : sc.vPath;
   slot = std::filesystem::absolute(path).string();
   if (!sc.qPath.empty() && !sc.kPath.empty() && !sc.vPath.empty()) {
-    markInputsDirty(s);
+    s.session.touchInputs();
     notify(s, "Using Q, K and V from files");
   } else {
     std::string missing;

@@ -1,5 +1,5 @@
-// attnviz panel: PNG export (Ctrl+S) through the same rasterizer and colormap table as
-// `attnviz export`, with a confirmation that names the file written.
+// attnviz panel: PNG export (Ctrl+S) through the session's export path, the one `attnviz
+// export` takes, with a confirmation that names the file written.
 #include "panels/panels.h"
 
 #include "attnviz/raster.h"
@@ -30,36 +30,30 @@ std::string slug(const std::string& s) {
 
 std::string defaultExportName(const AppState& s) {
   const ExportState& e = s.exporter;
-  std::string name = slug(s.scene.scene.title);
+  std::string name = slug(s.sceneData().title);
   name += e.allHeads ? "_all-heads" : "_head" + std::to_string(s.view.head);
   name += e.stage == 0 ? "_weights" : "_logits";
   char tau[32];
-  std::snprintf(tau, sizeof tau, "_tau%g", s.compute.params.temperature);
+  std::snprintf(tau, sizeof tau, "_tau%g", s.session.params().temperature);
   return name + tau + ".png";
 }
 
 }  // namespace
 
-std::string exportPng(AppState& s, const std::string& path) {
+ExportRequest exportRequest(const AppState& s) {
   const ExportState& e = s.exporter;
-  refreshStaleHeads(s, 1e9);  // every head current
-  const AttentionResult& r = *s.compute.result;
-  const Tensor3 logits = computeLogits(r.scaled, s.compute.params);
-  ExportData data;
-  data.weights = &r.weights;
-  data.logits = &logits;
-  data.queryTokens = s.scene.inputs.queryTokens;
-  data.keyTokens = s.scene.inputs.keyTokens;
-  char tau[48];
-  std::snprintf(tau, sizeof tau, ", \xcf\x84 = %g", s.compute.params.temperature);
-  data.description = describeMask(s.compute.params.mask) + tau;
-  ExportOptions opt;
-  opt.stage = e.stage == 0 ? ExportStage::Weights : ExportStage::Scores;
-  opt.head = e.allHeads ? -1 : s.view.head;
-  opt.cell = e.cell;
-  opt.colormap = e.stage == 0 ? e.colormap : ColormapId::Diverging;
-  opt.labels = e.labels;
-  const Image img = renderExport(data, opt);
+  ExportRequest r;
+  r.stage = e.stage == 0 ? ExportStage::Weights : ExportStage::Scores;
+  r.head = e.allHeads ? -1 : s.view.head;
+  r.cell = e.cell;
+  r.colormap = e.stage == 0 ? e.colormap : ColormapId::Diverging;
+  r.labels = e.labels;
+  return r;
+}
+
+std::string exportPng(AppState& s, const std::string& path) {
+  // The session's one export path, the same as `attnviz export --scene` of the saved scene.
+  const Image img = s.session.exportImage(exportRequest(s));
   writePng(path, img);
   std::error_code ec;
   const std::string abs = std::filesystem::absolute(path, ec).string();

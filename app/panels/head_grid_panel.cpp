@@ -16,7 +16,7 @@ namespace {
 // Max-pools the weights of `heads` (averaged when several) into at most maxSide pixels a side.
 void thumbnailPixels(const AppState& s, const std::vector<int>& heads, int maxSide,
                      std::vector<std::uint8_t>& rgba, int& w, int& h) {
-  const AttentionResult& r = *s.compute.result;
+  const AttentionResult& r = s.session.result();
   const int Tq = s.tq(), Tk = s.tk();
   const int step = std::max(1, int(std::ceil(std::max(Tq, Tk) / double(maxSide))));
   w = (Tk + step - 1) / step;
@@ -37,7 +37,7 @@ void thumbnailPixels(const AppState& s, const std::vector<int>& heads, int maxSi
       RGBA8 c;
       const int ci = std::min(Tq - 1, by * step + step / 2),
                 cj = std::min(Tk - 1, bx * step + step / 2);
-      if (m == 0.0f && !maskAllowed(s.compute.params.mask, heads[0], ci, cj, Tq, Tk))
+      if (m == 0.0f && !maskAllowed(s.session.params().mask, heads[0], ci, cj, Tq, Tk))
         c = kMaskedColor;
       else
         c = colormapLookup(cm, m);
@@ -51,7 +51,7 @@ void thumbnailPixels(const AppState& s, const std::vector<int>& heads, int maxSi
 bool drawHeadGridPanel(AppState& s) {
   bool changed = false;
   const int H = s.heads();
-  if (H <= 0 || s.tq() == 0 || s.tk() == 0 || !s.compute.result) return false;
+  if (H <= 0 || s.tq() == 0 || s.tk() == 0 || !s.session.hasResult()) return false;
   const float sc = s.ui.uiScale;
   const float availW = ImGui::GetContentRegionAvail().x;
   const float spacing = ImGui::GetStyle().ItemSpacing.x;
@@ -70,13 +70,13 @@ bool drawHeadGridPanel(AppState& s) {
     if (h % perRow != 0) ImGui::SameLine();
     ImGui::BeginGroup();
     RgbaImage& img = s.renderer->image(average ? "thumb-avg" : "thumb-" + std::to_string(h));
-    const bool fresh = average || s.compute.headFresh[h];
+    const bool fresh = average || s.session.headFresh(h);
     allFresh &= fresh;
     std::uint64_t ver = 0;
     if (average)
-      for (int k = 0; k < H; ++k) ver = ver * 31 + s.compute.headVersion[k];
+      for (int k = 0; k < H; ++k) ver = ver * 31 + s.session.headVersion(k);
     else
-      ver = s.compute.headVersion[h];
+      ver = s.session.headVersion(h);
     ver = ver * 16 + cmKey;
     // While a slider is moving (a softmax ran this frame) thumbnails wait for a quiet frame.
     if (fresh && img.version != ver && (!s.computedThisFrame || !img.tex.id())) {
@@ -115,8 +115,8 @@ bool drawHeadGridPanel(AppState& s) {
       }
       changed = true;
     }
-    const Archetype a = average ? Archetype::Random : headArchetype(s.scene.scene, h);
-    const bool fromFiles = !s.scene.scene.qPath.empty();
+    const Archetype a = average ? Archetype::Random : headArchetype(s.sceneData(), h);
+    const bool fromFiles = !s.sceneData().qPath.empty();
     const std::string name = average     ? "average"
                              : fromFiles ? "(file)"
                                          : std::string(archetypeName(a));

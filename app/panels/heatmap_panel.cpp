@@ -53,13 +53,13 @@ void measureLabels(AxisLabels& out, int n, Label label) {
 // the font size changed.
 const LabelCache& axisLabels(AppState& s) {
   LabelCache& c = s.labels;
-  const DisplayMatrix& d = s.display;
+  const DisplayMatrix& d = s.display();
   const float fontSize = ImGui::GetFontSize();
-  if (c.inputsVersion == s.compute.inputsVersion && c.fontSize == fontSize && c.rows == d.rows &&
+  if (c.inputsVersion == s.session.inputsVersion() && c.fontSize == fontSize && c.rows == d.rows &&
       c.cols == d.cols && c.columnsAreKeys == d.columnsAreKeys)
     return c;
-  const auto& q = s.scene.inputs.queryTokens;
-  const auto& k = s.scene.inputs.keyTokens;
+  const auto& q = s.session.inputs().queryTokens;
+  const auto& k = s.session.inputs().keyTokens;
   measureLabels(c.rowLabels, d.rows,
                 [&](int i) { return i < int(q.size()) ? q[i] : std::string(); });
   if (d.columnsAreKeys)
@@ -67,7 +67,7 @@ const LabelCache& axisLabels(AppState& s) {
                   [&](int j) { return j < int(k.size()) ? k[j] : std::string(); });
   else
     measureLabels(c.colLabels, d.cols, [](int j) { return "d" + std::to_string(j); });
-  c.inputsVersion = s.compute.inputsVersion;
+  c.inputsVersion = s.session.inputsVersion();
   c.fontSize = fontSize;
   c.rows = d.rows;
   c.cols = d.cols;
@@ -87,7 +87,7 @@ ImU32 sumColour(float sum, bool fullyMasked) {
 
 ValueMapping currentMapping(const AppState& s) {
   ValueMapping m;
-  const DisplayMatrix& d = s.display;
+  const DisplayMatrix& d = s.display();
   if (stageIsScore(s.view.stage)) {
     const float mag = std::max({std::fabs(d.minFinite), std::fabs(d.maxFinite), 1e-6f});
     m.lo = -mag;
@@ -146,102 +146,117 @@ void drawColourBar(AppState& s, ImDrawList* dl, ImVec2 p0, float w, float h,
   dl->AddText(ImVec2(p0.x + w + 6, sy), kLabel, "masked");
 }
 
-}  // namespace
+// Where everything goes this frame: the matrix rectangle, the cell size and the visible range.
+struct HeatmapLayout {
+  ImVec2 origin, avail;  // the panel's top-left and size
+  ImVec2 p0, p1;         // the matrix on screen
+  float visW = 0, visH = 0, fit = 1, cellPx = 1;
+  float lineH = 0, sc = 1;
+  bool showSums = false;
+  float stripW = 0, barW = 0;
+  int r0 = 0, r1 = 0, c0 = 0, c1 = 0;  // visible rows and columns
+  int rowStep = 1, colStep = 1;        // label every n-th
+};
 
-bool drawHeatmapPanel(AppState& s) {
-  bool changed = false;
-  DisplayMatrix& d = s.display;
+// Margins from the label widths (over every row and column, so they do not jump while
+// panning), the cell size that fits the matrix at zoom 1, and the pan clamped to the matrix.
+HeatmapLayout layoutHeatmap(AppState& s, const LabelCache& labels) {
+  const DisplayMatrix& d = s.display();
   ViewState& v = s.view;
-  ImGuiIO& io = ImGui::GetIO();
-  const float sc = s.ui.uiScale;
-  const float lineH = ImGui::GetFontSize();
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  v.geometry.valid = false;
-  v.hoverRow = v.hoverCol = -1;
-  if (d.rows == 0 || d.cols == 0) {
-    ImGui::TextDisabled("No tokens: type some text in the Scene panel.");
-    return false;
-  }
-
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-
-  // Margins: label widths over every row and column, so they do not jump while panning.
-  const LabelCache& labels = axisLabels(s);
+  HeatmapLayout L;
+  L.sc = s.ui.uiScale;
+  L.lineH = ImGui::GetFontSize();
+  const float sc = L.sc, lineH = L.lineH;
+  L.origin = ImGui::GetCursorScreenPos();
+  L.avail = ImGui::GetContentRegionAvail();
   float rowLabelW = labels.rowLabels.maxWidth, colLabelH = labels.colLabels.maxWidth;
   const float indexW = ImGui::CalcTextSize(std::to_string(d.rows - 1).c_str()).x;
   const float colIndexW = ImGui::CalcTextSize(std::to_string(d.cols - 1).c_str()).x;
   rowLabelW = std::min(rowLabelW, 130 * sc) + indexW + 18 * sc;
   colLabelH = std::min(colLabelH, 120 * sc) + colIndexW + 12 * sc;
-  const bool showSums = d.isWeights;
-  const float stripW = showSums ? 44 * sc : 0;
-  const float barW = 16 * sc, barLabelsW = 64 * sc;
+  L.showSums = d.isWeights;
+  L.stripW = L.showSums ? 44 * sc : 0;
+  L.barW = 16 * sc;
+  const float barLabelsW = 64 * sc;
   const float marginL = lineH + 8 * sc + rowLabelW;
   const float marginT = lineH + 6 * sc + colLabelH;
-  const float marginR = (showSums ? stripW + 8 * sc : 0) + 16 * sc + barW + barLabelsW;
-  const float colStripH = (showSums && v.wrongAxis) ? 22 * sc + lineH : 0;
+  const float marginR = (L.showSums ? L.stripW + 8 * sc : 0) + 16 * sc + L.barW + barLabelsW;
+  const float colStripH = (L.showSums && v.wrongAxis) ? 22 * sc + lineH : 0;
   const float marginB = colStripH + 4 * sc;
-  const float areaW = std::max(40.0f, avail.x - marginL - marginR);
-  const float areaH = std::max(40.0f, avail.y - marginT - marginB);
+  const float areaW = std::max(40.0f, L.avail.x - marginL - marginR);
+  const float areaH = std::max(40.0f, L.avail.y - marginT - marginB);
 
   // Cell size: fit the whole matrix at zoom 1; whole pixels when cells are big enough so that
   // cell edges fall on pixel edges.
   float fit = std::min(areaW / d.cols, areaH / d.rows);
   fit = std::min(fit, 72 * sc);
   if (fit >= 3) fit = std::floor(fit);
+  L.fit = fit;
   v.zoom = std::clamp(v.zoom, 1.0f, std::max(1.0f, 160 * sc / fit));
   float cellPx = fit * v.zoom;
   if (cellPx >= 3) cellPx = std::floor(cellPx);
-  const float visW = std::floor(std::min(areaW, d.cols * cellPx));
-  const float visH = std::floor(std::min(areaH, d.rows * cellPx));
-  v.panX = std::clamp(v.panX, 0.0f, std::max(0.0f, d.cols - visW / cellPx));
-  v.panY = std::clamp(v.panY, 0.0f, std::max(0.0f, d.rows - visH / cellPx));
-  const ImVec2 p0(std::floor(origin.x + marginL), std::floor(origin.y + marginT));
-  const ImVec2 p1(p0.x + visW, p0.y + visH);
+  L.cellPx = cellPx;
+  L.visW = std::floor(std::min(areaW, d.cols * cellPx));
+  L.visH = std::floor(std::min(areaH, d.rows * cellPx));
+  v.panX = std::clamp(v.panX, 0.0f, std::max(0.0f, d.cols - L.visW / cellPx));
+  v.panY = std::clamp(v.panY, 0.0f, std::max(0.0f, d.rows - L.visH / cellPx));
+  L.p0 = ImVec2(std::floor(L.origin.x + marginL), std::floor(L.origin.y + marginT));
+  L.p1 = ImVec2(L.p0.x + L.visW, L.p0.y + L.visH);
+  L.r0 = std::max(0, int(std::floor(v.panY)));
+  L.r1 = std::min(d.rows, int(std::ceil(v.panY + L.visH / cellPx)));
+  L.c0 = std::max(0, int(std::floor(v.panX)));
+  L.c1 = std::min(d.cols, int(std::ceil(v.panX + L.visW / cellPx)));
+  L.rowStep = std::max(1, int(std::ceil((lineH + 1) / cellPx)));
+  L.colStep = L.rowStep;
+  return L;
+}
 
-  // The matrix itself.
+// Uploads the matrix if it changed and draws the coloured cells. False when this GL cannot
+// hold it (said in place of the matrix).
+bool drawMatrix(AppState& s, const HeatmapLayout& L, const ValueMapping& mapping) {
+  const ViewState& v = s.view;
   const auto tUpload = std::chrono::steady_clock::now();
-  s.renderer->upload(d);
+  s.renderer->upload(s.display());
   if (!s.renderer->error().empty()) {
-    // Larger than this GL's textures: said here, in place of the matrix.
     ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "Cannot display: %s",
                        s.renderer->error().c_str());
     return false;
   }
   const auto tRender = std::chrono::steady_clock::now();
+  const ImGuiIO& io = ImGui::GetIO();
   HeatmapRenderer::Target t;
   const float fbScale = io.DisplayFramebufferScale.x > 0 ? io.DisplayFramebufferScale.x : 1.0f;
-  t.width = int(std::lround(visW * fbScale));
-  t.height = int(std::lround(visH * fbScale));
+  t.width = int(std::lround(L.visW * fbScale));
+  t.height = int(std::lround(L.visH * fbScale));
   t.originX = v.panX;
   t.originY = v.panY;
-  t.cellsPerPixel = 1.0f / (cellPx * fbScale);
+  t.cellsPerPixel = 1.0f / (L.cellPx * fbScale);
   t.colormap = s.activeColormap();
-  t.mapping = currentMapping(s);
+  t.mapping = mapping;
   t.grid = v.showGrid;
   void* tex = s.renderer->render(t);
   const auto tDone = std::chrono::steady_clock::now();
   s.timing.uploadMs = std::chrono::duration<double, std::milli>(tRender - tUpload).count();
   s.timing.renderMs = std::chrono::duration<double, std::milli>(tDone - tRender).count();
-  if (tex) dl->AddImage(tex, p0, p1, ImVec2(0, 1), ImVec2(1, 0));
-  v.geometry = {true, p0.x, p0.y, visW, visH, cellPx};
+  if (tex) ImGui::GetWindowDrawList()->AddImage(tex, L.p0, L.p1, ImVec2(0, 1), ImVec2(1, 0));
+  s.view.geometry = {true, L.p0.x, L.p0.y, L.visW, L.visH, L.cellPx};
+  return true;
+}
 
-  // Visible range and how often to label.
-  const int r0 = std::max(0, int(std::floor(v.panY)));
-  const int r1 = std::min(d.rows, int(std::ceil(v.panY + visH / cellPx)));
-  const int c0 = std::max(0, int(std::floor(v.panX)));
-  const int c1 = std::min(d.cols, int(std::ceil(v.panX + visW / cellPx)));
-  auto rowY = [&](float r) { return p0.y + (r - v.panY) * cellPx; };
-  auto colX = [&](float c) { return p0.x + (c - v.panX) * cellPx; };
-  const int rowStep = std::max(1, int(std::ceil((lineH + 1) / cellPx)));
-  const int colStep = rowStep;
-
-  // Interaction: one invisible button over the matrix.
+// Mouse and keys over the matrix: hover, wheel zoom, drag pan, paint, click to select a row,
+// arrows for rows and heads. Returns whether the view changed; sets `hovered`.
+bool handleHeatmapInput(AppState& s, const HeatmapLayout& L, bool& hovered) {
+  bool changed = false;
+  const DisplayMatrix& d = s.display();
+  ViewState& v = s.view;
+  ImGuiIO& io = ImGui::GetIO();
+  const ImVec2 p0 = L.p0;
+  const float cellPx = L.cellPx, fit = L.fit, sc = L.sc;
   ImGui::SetCursorScreenPos(p0);
-  ImGui::InvisibleButton("##heatmap", ImVec2(std::max(1.0f, visW), std::max(1.0f, visH)),
+  ImGui::InvisibleButton("##heatmap", ImVec2(std::max(1.0f, L.visW), std::max(1.0f, L.visH)),
                          ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight |
                              ImGuiButtonFlags_MouseButtonMiddle);
-  const bool hovered = ImGui::IsItemHovered();
+  hovered = ImGui::IsItemHovered();
   const bool active = ImGui::IsItemActive();
   if (hovered) {
     const float cx = (io.MousePos.x - p0.x) / cellPx + v.panX;
@@ -271,7 +286,7 @@ bool drawHeatmapPanel(AppState& s) {
   }
   if (v.paintMode && active && ImGui::IsMouseDown(ImGuiMouseButton_Left) && v.hoverRow >= 0 &&
       d.columnsAreKeys) {
-    paintCell(s, v.hoverRow, v.hoverCol, io.KeyShift);
+    s.session.paintCell(v.hoverRow, v.hoverCol, io.KeyShift);
     changed = true;
   }
   if (!v.paintMode && hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) &&
@@ -296,7 +311,18 @@ bool drawHeatmapPanel(AppState& s) {
     if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home))) resetView(s);
   }
 
-  // Overlays on the matrix, clipped to it.
+  return changed;
+}
+
+// The selected row's outline and the hovered cell's frame, clipped to the matrix.
+void drawOverlays(const AppState& s, const HeatmapLayout& L) {
+  const DisplayMatrix& d = s.display();
+  const ViewState& v = s.view;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p0 = L.p0, p1 = L.p1;
+  const float cellPx = L.cellPx, sc = L.sc;
+  auto rowY = [&](float r) { return p0.y + (r - v.panY) * cellPx; };
+  auto colX = [&](float c) { return p0.x + (c - v.panX) * cellPx; };
   dl->PushClipRect(p0, p1, true);
   if (v.selectedRow >= 0 && v.selectedRow < d.rows) {
     const float y0 = rowY(float(v.selectedRow)), y1 = rowY(float(v.selectedRow + 1));
@@ -310,8 +336,18 @@ bool drawHeatmapPanel(AppState& s) {
                 1.5f);
   }
   dl->PopClipRect();
+}
 
-  // Row labels (queries) on the left: "index token", right-aligned.
+// Row labels (queries) on the left and column labels (keys) on top, thinned to one every
+// rowStep, plus the selected and hovered ones.
+void drawAxisLabels(const AppState& s, const HeatmapLayout& L, const LabelCache& labels) {
+  const ViewState& v = s.view;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = L.origin, p0 = L.p0, p1 = L.p1;
+  const float cellPx = L.cellPx, sc = L.sc, lineH = L.lineH;
+  const int r0 = L.r0, r1 = L.r1, c0 = L.c0, c1 = L.c1, rowStep = L.rowStep, colStep = L.colStep;
+  auto rowY = [&](float r) { return p0.y + (r - v.panY) * cellPx; };
+  auto colX = [&](float c) { return p0.x + (c - v.panX) * cellPx; };
   dl->PushClipRect(ImVec2(origin.x, p0.y - lineH), ImVec2(p0.x, p1.y + lineH), true);
   // Every rowStep-th label, plus the selected and hovered rows (on a backing so they read
   // cleanly over their thinned-out neighbours).
@@ -359,8 +395,14 @@ bool drawHeatmapPanel(AppState& s) {
     addVerticalText(dl, x, p0.y - 8 * sc - iw, col, tok.c_str());
   }
   dl->PopClipRect();
+}
 
-  // Axis titles.
+// "Keys (columns)" above and "Queries (rows)" along the left.
+void drawAxisTitles(const AppState& s, const HeatmapLayout& L) {
+  const DisplayMatrix& d = s.display();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = L.origin, p0 = L.p0;
+  const float visW = L.visW, visH = L.visH;
   const char* keysTitle =
       d.columnsAreKeys ? "Keys (columns)   j \xe2\x86\x92" : "Value dimensions (columns)";
   const float ktw = ImGui::CalcTextSize(keysTitle).x;
@@ -368,123 +410,166 @@ bool drawHeatmapPanel(AppState& s) {
   const char* queriesTitle = "\xe2\x86\x90 i   Queries (rows)";
   const float qtw = ImGui::CalcTextSize(queriesTitle).x;
   addVerticalText(dl, origin.x, p0.y + std::max(qtw, (visH + qtw) * 0.5f), kTitle, queriesTitle);
+}
 
-  // Row-sum strip: every row of the weights sums to 1 (fully masked rows are flagged).
+// Row-sum strip right of the matrix: every row of the weights sums to 1 (fully masked rows are
+// flagged). Returns the x where the colour bar goes.
+float drawRowSumStrip(const AppState& s, const HeatmapLayout& L) {
+  const DisplayMatrix& d = s.display();
+  const ViewState& v = s.view;
+  const ImGuiIO& io = ImGui::GetIO();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p0 = L.p0, p1 = L.p1;
+  const float cellPx = L.cellPx, sc = L.sc, lineH = L.lineH, visH = L.visH, stripW = L.stripW;
+  const int r0 = L.r0, r1 = L.r1;
+  auto rowY = [&](float r) { return p0.y + (r - v.panY) * cellPx; };
   float xRight = p1.x + 8 * sc;
-  if (showSums) {
-    const float sx0 = xRight, sx1 = xRight + stripW;
-    dl->AddText(ImVec2(sx0 + 2, p0.y - lineH - 2), kTitle, "\xce\xa3 row");
-    dl->PushClipRect(ImVec2(sx0, p0.y), ImVec2(sx1, p1.y), true);
-    if (cellPx >= 1.0f) {
-      for (int i = r0; i < r1; ++i) {
-        const ImU32 col = sumColour(d.rowSums[i], d.rowFullyMasked[i]);
-        dl->AddRectFilled(ImVec2(sx0, rowY(float(i))), ImVec2(sx1, rowY(float(i + 1))), col);
-        if (cellPx >= lineH + 2) {
-          const std::string txt =
-              d.rowFullyMasked[i] ? "0 \xe2\x88\x85" : fmt("%.2f", d.rowSums[i]);
-          dl->AddText(ImVec2(sx0 + 4, rowY(i + 0.5f) - lineH * 0.5f), IM_COL32(255, 255, 255, 255),
-                      txt.c_str());
-        }
-      }
-    } else {
-      // Several rows per pixel: show the worst row of each pixel.
-      for (float y = 0; y < visH; y += 1.0f) {
-        const int a = int(v.panY + y / cellPx),
-                  b = std::min(d.rows, int(v.panY + (y + 1) / cellPx) + 1);
-        float worst = 1.0f;
-        bool masked = false;
-        for (int i = a; i < b; ++i) {
-          masked |= d.rowFullyMasked[i] != 0;
-          if (std::fabs(d.rowSums[i] - 1.0f) > std::fabs(worst - 1.0f)) worst = d.rowSums[i];
-        }
-        dl->AddRectFilled(ImVec2(sx0, p0.y + y), ImVec2(sx1, p0.y + y + 1),
-                          sumColour(worst, masked));
+  if (!L.showSums) return xRight;
+  const float sx0 = xRight, sx1 = xRight + stripW;
+  dl->AddText(ImVec2(sx0 + 2, p0.y - lineH - 2), kTitle, "\xce\xa3 row");
+  dl->PushClipRect(ImVec2(sx0, p0.y), ImVec2(sx1, p1.y), true);
+  if (cellPx >= 1.0f) {
+    for (int i = r0; i < r1; ++i) {
+      const ImU32 col = sumColour(d.rowSums[i], d.rowFullyMasked[i]);
+      dl->AddRectFilled(ImVec2(sx0, rowY(float(i))), ImVec2(sx1, rowY(float(i + 1))), col);
+      if (cellPx >= lineH + 2) {
+        const std::string txt = d.rowFullyMasked[i] ? "0 \xe2\x88\x85" : fmt("%.2f", d.rowSums[i]);
+        dl->AddText(ImVec2(sx0 + 4, rowY(i + 0.5f) - lineH * 0.5f), IM_COL32(255, 255, 255, 255),
+                    txt.c_str());
       }
     }
-    dl->PopClipRect();
-    if (ImGui::IsMouseHoveringRect(ImVec2(sx0, p0.y), ImVec2(sx1, p1.y))) {
-      const int i = int((io.MousePos.y - p0.y) / cellPx + v.panY);
-      if (i >= 0 && i < d.rows) {
-        ImGui::BeginTooltip();
-        if (d.rowFullyMasked[i])
-          ImGui::Text(
-              "Row %d is fully masked: no key is allowed, so its weights are all 0\n"
-              "and its output is 0 (PyTorch would give NaN here).",
-              i);
-        else
-          ImGui::Text("Row %d sums to %.6f", i, d.rowSums[i]);
-        if (v.wrongAxis)
-          ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "Wrong axis: rows no longer sum to 1.");
-        ImGui::EndTooltip();
+  } else {
+    // Several rows per pixel: show the worst row of each pixel.
+    for (float y = 0; y < visH; y += 1.0f) {
+      const int a = int(v.panY + y / cellPx),
+                b = std::min(d.rows, int(v.panY + (y + 1) / cellPx) + 1);
+      float worst = 1.0f;
+      bool masked = false;
+      for (int i = a; i < b; ++i) {
+        masked |= d.rowFullyMasked[i] != 0;
+        if (std::fabs(d.rowSums[i] - 1.0f) > std::fabs(worst - 1.0f)) worst = d.rowSums[i];
       }
+      dl->AddRectFilled(ImVec2(sx0, p0.y + y), ImVec2(sx1, p0.y + y + 1), sumColour(worst, masked));
     }
-    xRight = sx1 + 8 * sc;
   }
-
-  // Column-sum strip (only in the wrong-axis teaching mode, where columns are what sum to 1).
-  if (showSums && v.wrongAxis) {
-    const float sy0 = p1.y + 6 * sc, sy1 = sy0 + 18 * sc;
-    dl->PushClipRect(ImVec2(p0.x, sy0), ImVec2(p1.x, sy1), true);
-    for (int j = c0; j < c1; ++j) {
-      const float sum = d.colSums[j];
-      dl->AddRectFilled(ImVec2(colX(float(j)), sy0),
-                        ImVec2(std::max(colX(float(j + 1)), colX(float(j)) + 1), sy1),
-                        sumColour(sum, false));
-    }
-    dl->PopClipRect();
-    dl->AddText(ImVec2(p0.x, sy1 + 2), kTitle,
-                "\xce\xa3 column: each column sums to 1 here (the wrong axis)");
-  }
-
-  // Colour bar with ticks and the masked swatch.
-  const float barH = std::max(80.0f * sc, std::min(visH, 360 * sc) - lineH * 2);
-  drawColourBar(s, dl, ImVec2(xRight + 4 * sc, p0.y), barW, barH, t.mapping);
-
-  // Tooltip for the hovered cell.
-  if (hovered && v.hoverRow >= 0) {
-    const CellInfo ci = cellInfo(s, v.hoverRow, v.hoverCol);
-    char lines[6][256];
-    int n = 0;
-    std::snprintf(lines[n++], 256, "row i = %d   query '%s'", ci.i, ci.queryToken.c_str());
-    if (d.columnsAreKeys) {
-      std::snprintf(lines[n++], 256, "column j = %d   key '%s'", ci.j, ci.keyToken.c_str());
-      std::snprintf(lines[n++], 256,
-                    "scaled score q\xc2\xb7k/\xe2\x88\x9a"
-                    "d = %.4f",
-                    ci.scaled);
-      if (ci.masked)
-        std::snprintf(lines[n++], 256, "logit = -inf (masked)");
+  dl->PopClipRect();
+  if (ImGui::IsMouseHoveringRect(ImVec2(sx0, p0.y), ImVec2(sx1, p1.y))) {
+    const int i = int((io.MousePos.y - p0.y) / cellPx + v.panY);
+    if (i >= 0 && i < d.rows) {
+      ImGui::BeginTooltip();
+      if (d.rowFullyMasked[i])
+        ImGui::Text(
+            "Row %d is fully masked: no key is allowed, so its weights are all 0\n"
+            "and its output is 0 (PyTorch would give NaN here).",
+            i);
       else
-        std::snprintf(lines[n++], 256, "logit (s + b)/\xcf\x84 = %.4f", ci.logit);
-      std::snprintf(lines[n++], 256, "weight = %.6f", ci.weight);
-      std::snprintf(lines[n++], 256, "row sum = %.6f%s", ci.rowSum,
-                    d.rowFullyMasked[ci.i] ? " (fully masked row)" : "");
-    } else {
-      std::snprintf(lines[n++], 256, "value dim %d: o = %.4f", ci.j, ci.shown);
-    }
-    ImGui::BeginTooltip();
-    for (int k = 0; k < n; ++k) ImGui::TextUnformatted(lines[k]);
-    if (v.stage != ViewStage::Weights && d.columnsAreKeys)
-      ImGui::TextDisabled("shown (%s) = %g", stageLabel(v.stage), ci.shown);
-    else if (v.stage == ViewStage::Weights && v.wrongAxis)
-      ImGui::TextColored(ImVec4(1, 0.62f, 0.45f, 1),
-                         "shown: normalised over queries (wrong axis) = %.6f", ci.shown);
-    else if (v.stage == ViewStage::Weights && v.headAverage)
-      ImGui::TextDisabled("shown: average over heads = %.6f", ci.shown);
-    ImGui::TextDisabled("click: select row   wheel: zoom   drag: pan");
-    ImGui::EndTooltip();
-    if (s.ui.printHover) {
-      std::string line = "hover: i=" + std::to_string(ci.i) + " j=" + std::to_string(ci.j);
-      for (int k = 0; k < n; ++k) line += std::string(" | ") + lines[k];
-      if (line != s.ui.lastHoverPrinted) {
-        std::printf("%s\n", line.c_str());
-        std::fflush(stdout);
-        s.ui.lastHoverPrinted = line;
-      }
+        ImGui::Text("Row %d sums to %.6f", i, d.rowSums[i]);
+      if (v.wrongAxis)
+        ImGui::TextColored(ImVec4(1, 0.5f, 0.4f, 1), "Wrong axis: rows no longer sum to 1.");
+      ImGui::EndTooltip();
     }
   }
+  xRight = sx1 + 8 * sc;
+  return xRight;
+}
 
-  ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + avail.y));
+// Column-sum strip under the matrix, only in the wrong-axis mode (where columns sum to 1).
+void drawColumnSumStrip(const AppState& s, const HeatmapLayout& L) {
+  const DisplayMatrix& d = s.display();
+  const ViewState& v = s.view;
+  if (!L.showSums || !v.wrongAxis) return;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p0 = L.p0, p1 = L.p1;
+  const float cellPx = L.cellPx, sc = L.sc;
+  const int c0 = L.c0, c1 = L.c1;
+  auto colX = [&](float c) { return p0.x + (c - v.panX) * cellPx; };
+  const float sy0 = p1.y + 6 * sc, sy1 = sy0 + 18 * sc;
+  dl->PushClipRect(ImVec2(p0.x, sy0), ImVec2(p1.x, sy1), true);
+  for (int j = c0; j < c1; ++j) {
+    const float sum = d.colSums[j];
+    dl->AddRectFilled(ImVec2(colX(float(j)), sy0),
+                      ImVec2(std::max(colX(float(j + 1)), colX(float(j)) + 1), sy1),
+                      sumColour(sum, false));
+  }
+  dl->PopClipRect();
+  dl->AddText(ImVec2(p0.x, sy1 + 2), kTitle,
+              "\xce\xa3 column: each column sums to 1 here (the wrong axis)");
+}
+
+// The hovered cell's tooltip: indices, tokens, score, logit, weight, row sum (the session's
+// cellInfo, core's formula); --hover-cell prints it.
+void drawCellTooltip(AppState& s) {
+  const DisplayMatrix& d = s.display();
+  const ViewState& v = s.view;
+  const CellInfo ci = s.session.cellInfo(v.hoverRow, v.hoverCol);
+  char lines[6][256];
+  int n = 0;
+  std::snprintf(lines[n++], 256, "row i = %d   query '%s'", ci.i, ci.queryToken.c_str());
+  if (d.columnsAreKeys) {
+    std::snprintf(lines[n++], 256, "column j = %d   key '%s'", ci.j, ci.keyToken.c_str());
+    std::snprintf(lines[n++], 256,
+                  "scaled score q\xc2\xb7k/\xe2\x88\x9a"
+                  "d = %.4f",
+                  ci.scaled);
+    if (ci.masked)
+      std::snprintf(lines[n++], 256, "logit = -inf (masked)");
+    else
+      std::snprintf(lines[n++], 256, "logit (s + b)/\xcf\x84 = %.4f", ci.logit);
+    std::snprintf(lines[n++], 256, "weight = %.6f", ci.weight);
+    std::snprintf(lines[n++], 256, "row sum = %.6f%s", ci.rowSum,
+                  d.rowFullyMasked[ci.i] ? " (fully masked row)" : "");
+  } else {
+    std::snprintf(lines[n++], 256, "value dim %d: o = %.4f", ci.j, ci.shown);
+  }
+  ImGui::BeginTooltip();
+  for (int k = 0; k < n; ++k) ImGui::TextUnformatted(lines[k]);
+  if (v.stage != ViewStage::Weights && d.columnsAreKeys)
+    ImGui::TextDisabled("shown (%s) = %g", stageLabel(v.stage), ci.shown);
+  else if (v.stage == ViewStage::Weights && v.wrongAxis)
+    ImGui::TextColored(ImVec4(1, 0.62f, 0.45f, 1),
+                       "shown: normalised over queries (wrong axis) = %.6f", ci.shown);
+  else if (v.stage == ViewStage::Weights && v.headAverage)
+    ImGui::TextDisabled("shown: average over heads = %.6f", ci.shown);
+  ImGui::TextDisabled("click: select row   wheel: zoom   drag: pan");
+  ImGui::EndTooltip();
+  if (s.ui.printHover) {
+    std::string line = "hover: i=" + std::to_string(ci.i) + " j=" + std::to_string(ci.j);
+    for (int k = 0; k < n; ++k) line += std::string(" | ") + lines[k];
+    if (line != s.ui.lastHoverPrinted) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+      s.ui.lastHoverPrinted = line;
+    }
+  }
+}
+
+}  // namespace
+
+bool drawHeatmapPanel(AppState& s) {
+  const DisplayMatrix& d = s.display();
+  ViewState& v = s.view;
+  v.geometry.valid = false;
+  v.hoverRow = v.hoverCol = -1;
+  if (d.rows == 0 || d.cols == 0) {
+    ImGui::TextDisabled("No tokens: type some text in the Scene panel.");
+    return false;
+  }
+  const LabelCache& labels = axisLabels(s);
+  const HeatmapLayout L = layoutHeatmap(s, labels);
+  const ValueMapping mapping = currentMapping(s);
+  if (!drawMatrix(s, L, mapping)) return false;
+  bool hovered = false;
+  const bool changed = handleHeatmapInput(s, L, hovered);
+  drawOverlays(s, L);
+  drawAxisLabels(s, L, labels);
+  drawAxisTitles(s, L);
+  const float xRight = drawRowSumStrip(s, L);
+  drawColumnSumStrip(s, L);
+  const float barH = std::max(80.0f * L.sc, std::min(L.visH, 360 * L.sc) - L.lineH * 2);
+  drawColourBar(s, ImGui::GetWindowDrawList(), ImVec2(xRight + 4 * L.sc, L.p0.y), L.barW, barH,
+                mapping);
+  if (hovered && v.hoverRow >= 0) drawCellTooltip(s);
+  ImGui::SetCursorScreenPos(ImVec2(L.origin.x, L.origin.y + L.avail.y));
   return changed;
 }
 

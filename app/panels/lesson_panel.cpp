@@ -6,7 +6,7 @@
 namespace attnviz::gui {
 
 bool drawLessonPanel(AppState& s) {
-  const std::string& notes = s.scene.scene.notes;
+  const std::string& notes = s.sceneData().notes;
   if (notes.empty()) return false;
   if (ImGui::TreeNodeEx("About this scene", ImGuiTreeNodeFlags_DefaultOpen)) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));

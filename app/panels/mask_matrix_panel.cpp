@@ -11,9 +11,10 @@
 namespace attnviz::gui {
 
 bool drawMaskMatrixPanel(AppState& s) {
-  const ComputeState& c = s.compute;
+  // The session's biased scores of the shown head: -inf exactly where the mask blocks.
+  const std::vector<float>& biased = s.session.biasedScores();
   const int Tq = s.tq(), Tk = s.tk();
-  if (!c.biasMaskValid || Tq == 0 || Tk == 0 || int(c.biasMask.size()) != Tq * Tk) {
+  if (Tq == 0 || Tk == 0 || biased.size() != std::size_t(Tq) * Tk) {
     ImGui::TextDisabled("No mask yet.");
     return false;
   }
@@ -23,22 +24,19 @@ bool drawMaskMatrixPanel(AppState& s) {
   const int step = std::max(1, int(std::ceil(std::max(Tq, Tk) / double(maxSide))));
   const int w = (Tk + step - 1) / step, h = (Tq + step - 1) / step;
   RgbaImage& img = s.renderer->image("mask-matrix");
-  const std::uint64_t ver = c.biasMaskVersion * 2 + (s.scene.paintEnabled ? 1 : 0);
+  const std::uint64_t ver = s.session.biasedVersion();
   if (img.version != ver) {
     std::vector<std::uint8_t> px(std::size_t(w) * h * 4, 255);
-    const bool painted = !s.scene.painted.empty() && s.scene.paintEnabled;
     for (int by = 0; by < h; ++by)
       for (int bx = 0; bx < w; ++bx) {
-        bool anyAllowed = false, anyPainted = false;
+        bool anyAllowed = false;
         for (int i = by * step; i < std::min(Tq, (by + 1) * step); ++i)
           for (int j = bx * step; j < std::min(Tk, (bx + 1) * step); ++j) {
             const std::size_t k = std::size_t(i) * Tk + j;
-            anyAllowed |= !(std::isinf(c.biasMask[k]) && c.biasMask[k] < 0);
-            anyPainted |= painted && s.scene.painted[k] == 0;
+            anyAllowed |= !(std::isinf(biased[k]) && biased[k] < 0);
           }
         std::uint8_t* p = &px[(std::size_t(by) * w + bx) * 4];
-        RGBA8 col = anyAllowed ? RGBA8{226, 228, 234, 255} : kMaskedColor;
-        if (anyPainted && !anyAllowed) col = RGBA8{190, 80, 70, 255};
+        const RGBA8 col = anyAllowed ? RGBA8{226, 228, 234, 255} : kMaskedColor;
         p[0] = col.r, p[1] = col.g, p[2] = col.b;
       }
     img.set(px, w, h);
@@ -54,7 +52,7 @@ bool drawMaskMatrixPanel(AppState& s) {
     const int j = int((ImGui::GetIO().MousePos.x - p.x) / cell) * step;
     const int i = int((ImGui::GetIO().MousePos.y - p.y) / cell) * step;
     if (i < Tq && j < Tk) {
-      const float b = c.biasMask[std::size_t(i) * Tk + j];
+      const float b = biased[std::size_t(i) * Tk + j];
       ImGui::SetTooltip("query %d, key %d: %s", i, j,
                         std::isinf(b) ? "masked (logit = -inf)" : "may attend");
     }
@@ -62,14 +60,12 @@ bool drawMaskMatrixPanel(AppState& s) {
   ImGui::SameLine();
   ImGui::BeginGroup();
   ImGui::TextDisabled("%d \xc3\x97 %d", Tq, Tk);
-  ImGui::TextDisabled("head %d", c.biasMaskHead);
+  ImGui::TextDisabled("head %d", s.session.biasedHead());
   ImGui::TextColored(ImVec4(0.89f, 0.89f, 0.92f, 1), "\xe2\x96\xa0 allowed");
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(rgbaU32(kMaskedColor)), "\xe2\x96\xa0 masked");
-  if (!s.scene.painted.empty())
-    ImGui::TextColored(ImVec4(0.75f, 0.31f, 0.27f, 1), "\xe2\x96\xa0 painted");
   ImGui::EndGroup();
-  const int fully = s.display.fullyMaskedRows;
-  if (fully && s.display.columnsAreKeys)
+  const int fully = s.display().fullyMaskedRows;
+  if (fully && s.display().columnsAreKeys)
     ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "%d fully masked row%s", fully,
                        fully == 1 ? "" : "s");
   return false;

@@ -34,10 +34,10 @@ bool countControl(const char* label, int& value, int maxValue, int defaultOn, co
 
 bool drawMaskPanel(AppState& s) {
   bool changed = false;
-  MaskSpec& m = s.scene.scene.params.mask;
+  MaskSpec& m = s.session.editScene().params.mask;
   const int Tk = std::max(1, s.tk());
 
-  if (s.scene.scene.mode == Mode::Causal || s.scene.scene.mode == Mode::Decode) {
+  if (s.sceneData().mode == Mode::Causal || s.sceneData().mode == Mode::Decode) {
     bool implied = true;
     ImGui::BeginDisabled();
     ImGui::Checkbox("causal (the mode implies it)", &implied);
@@ -67,29 +67,24 @@ bool drawMaskPanel(AppState& s) {
       "far keys get a penalty, so heads differ in how local they are.");
 
   ImGui::Separator();
-  if (ImGui::Checkbox("Paint mask cells", &s.view.paintMode)) changed = true;
+  ImGui::Checkbox("Paint mask cells", &s.view.paintMode);
   helpMarker(
       "Click-drag on the heatmap to block cells (a custom mask). Hold Shift to un-block. "
       "Right or middle drag still pans.");
-  const bool painted = !s.scene.painted.empty();
-  if (painted) {
+  if (m.customKind != MaskSpec::Custom::None) {
     ImGui::Indent();
-    if (ImGui::Checkbox("apply painted cells", &s.scene.paintEnabled)) {
-      markParamsDirty(s);
-      changed = true;
-    }
-    ImGui::SameLine();
-    if (ImGui::SmallButton("clear")) {
-      clearPaint(s);
-      changed = true;
-    }
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("custom %s mask %s; painted cells are part of it and saved with it",
+                       m.customKind == MaskSpec::Custom::Allow ? "allow" : "bias",
+                       m.custom.shapeString().c_str());
+    ImGui::PopStyleColor();
+    if (ImGui::SmallButton("clear custom mask")) s.session.clearCustomMask();
     ImGui::Unindent();
   }
-
-  const AttentionParams& p = s.compute.params;
+  const AttentionParams& p = s.session.params();
   ImGui::TextWrapped("Mask: %s", describeMask(p.mask).c_str());
-  const int fully = s.display.fullyMaskedRows, first = s.display.firstFullyMaskedRow;
-  if (fully > 0 && s.display.columnsAreKeys) {
+  const int fully = s.display().fullyMaskedRows, first = s.display().firstFullyMaskedRow;
+  if (fully > 0 && s.display().columnsAreKeys) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.38f, 1.0f));
     ImGui::TextWrapped(
         "%d fully masked row%s (first: row %d). Such a row has no key to attend to: "
@@ -97,7 +92,7 @@ bool drawMaskPanel(AppState& s) {
         fully, fully == 1 ? "" : "s", first);
     ImGui::PopStyleColor();
   }
-  if (changed) markParamsDirty(s);
+  if (changed) s.session.touchMask();
   return changed;
 }
 

@@ -16,10 +16,9 @@ bool drawMenuBar(AppState& s) {
     if (ImGui::MenuItem("Save scene\xe2\x80\xa6")) s.ui.requestSaveDialog = true;
     if (ImGui::MenuItem("Export PNG\xe2\x80\xa6", "Ctrl+S")) s.exporter.requestOpen = true;
     if (ImGui::MenuItem("Default scene")) {
-      s.scene.scene = defaultScene();
+      s.session.setScene(defaultScene());
       s.scene.path.clear();
       resetView(s);
-      markInputsDirty(s);
       changed = true;
     }
     ImGui::Separator();
@@ -55,10 +54,10 @@ bool drawMenuBar(AppState& s) {
     ImGui::TextDisabled("Drop .json scenes or .npy tensors on the window.");
     ImGui::EndMenu();
   }
-  if (!s.scene.scene.title.empty()) {
-    const float w = ImGui::CalcTextSize(s.scene.scene.title.c_str()).x;
+  if (!s.sceneData().title.empty()) {
+    const float w = ImGui::CalcTextSize(s.sceneData().title.c_str()).x;
     ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 20, ImGui::GetWindowWidth() - w - 20));
-    ImGui::TextDisabled("%s", s.scene.scene.title.c_str());
+    ImGui::TextDisabled("%s", s.sceneData().title.c_str());
   }
   ImGui::EndMenuBar();
   return changed;

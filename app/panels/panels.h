@@ -21,8 +21,9 @@ bool drawRowInspectorPanel(AppState& s);  // row_inspector_panel.cpp: the select
 bool drawMaskMatrixPanel(AppState& s);    // mask_matrix_panel.cpp: allowed(i, j) as a small matrix
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings
 bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG export (Ctrl+S)
-// The export itself (export_panel.cpp): writes `path` with s.exporter's options, returns the
-// absolute path. Throws what renderExport/writePng throw.
+// The export itself (export_panel.cpp): writes `path` with s.exporter's options through
+// Session::exportImage, returns the absolute path. Throws what it and writePng throw.
+ExportRequest exportRequest(const AppState& s);
 std::string exportPng(AppState& s, const std::string& path);
 // Starts s.exporter from the view: its weights colormap, and weights or scores by its stage.
 void exportOptionsFromView(AppState& s);

@@ -31,19 +31,19 @@ void vectorStrip(const float* v, int n, float scale, float width, float height) 
 
 bool drawRowInspectorPanel(AppState& s) {
   const int i = s.view.selectedRow;
-  if (i < 0 || i >= s.tq() || !s.compute.result) {
+  if (i < 0 || i >= s.tq() || !s.session.hasResult()) {
     ImGui::TextDisabled("Click a row of the heatmap to inspect that query.");
     return false;
   }
   const int h = s.shownHead();
-  const AttentionResult& r = *s.compute.result;
+  const AttentionResult& r = s.session.result();
   const int Tk = s.tk(), dv = r.dims.dv;
-  const auto& keys = s.scene.inputs.keyTokens;
+  const auto& keys = s.session.inputs().keyTokens;
   const RowStats& st = r.row(h, i);
   const float* w = r.weights.head(h) + std::size_t(i) * Tk;
   const float sc = s.ui.uiScale;
 
-  ImGui::Text("Query %d: '%s'   (head %d)", i, s.scene.inputs.queryTokens[i].c_str(), h);
+  ImGui::Text("Query %d: '%s'   (head %d)", i, s.session.inputs().queryTokens[i].c_str(), h);
   if (st.fullyMasked) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.45f, 0.38f, 1));
     ImGui::TextWrapped(
@@ -54,7 +54,8 @@ bool drawRowInspectorPanel(AppState& s) {
   }
   int allowed = 0;
   for (int j = 0; j < Tk; ++j)
-    allowed += std::isinf(logitAt(r.scaled, s.compute.params, s.compute.slopes, h, i, j)) ? 0 : 1;
+    allowed +=
+        std::isinf(logitAt(r.scaled, s.session.params(), s.session.slopes(), h, i, j)) ? 0 : 1;
   ImGui::Text("sum = %.6f   entropy H = %.3f nats", st.sum, st.entropy);
   ImGui::TextDisabled("at most ln %d = %.3f;  effective keys e^H = %.2f", allowed,
                       std::log(std::max(1, allowed)), std::exp(st.entropy));
@@ -105,7 +106,8 @@ bool drawRowInspectorPanel(AppState& s) {
     const ImVec2 p = ImGui::GetCursorScreenPos();
     std::string label = std::to_string(j) + " " + keys[j];
     while (label.size() > 2 && ImGui::CalcTextSize(label.c_str()).x > labelW - 6) label.pop_back();
-    const bool masked = std::isinf(logitAt(r.scaled, s.compute.params, s.compute.slopes, h, i, j));
+    const bool masked =
+        std::isinf(logitAt(r.scaled, s.session.params(), s.session.slopes(), h, i, j));
     dl->AddText(p, masked ? IM_COL32(110, 112, 120, 255) : IM_COL32(210, 212, 220, 255),
                 label.c_str());
     const float bw = barMax * w[j] / std::max(st.max, 1e-6f);
@@ -132,7 +134,7 @@ bool drawRowInspectorPanel(AppState& s) {
   // The output as a weighted sum of value rows: the three largest terms, then the result.
   ImGui::Spacing();
   ImGui::TextUnformatted("Output o_i = \xce\xa3_j a_ij v_j  (the value rows, weighted)");
-  const float* V = s.scene.inputs.v.head(h);
+  const float* V = s.session.inputs().v.head(h);
   const float* O = r.output.head(h) + std::size_t(i) * dv;
   float scale = 1e-6f;
   for (int k = 0; k < dv; ++k) scale = std::max(scale, std::fabs(O[k]));
@@ -157,11 +159,11 @@ bool drawRowInspectorPanel(AppState& s) {
   ImGui::TextDisabled("(%d value dimensions, colour = sign and size)", dv);
 
   // The block output of a synthetic scene: every head's o_i side by side, then W_o.
-  const Tensor3& wo = s.scene.inputs.wo;
+  const Tensor3& wo = s.session.inputs().wo;
   if (!wo.empty() && wo.rows == r.dims.H * dv) {
     ImGui::Spacing();
     ImGui::TextUnformatted("Block output  concat_h(o_i) \xc2\xb7 W_o  (all heads)");
-    if (!allHeadsFresh(s)) {
+    if (!s.session.allHeadsFresh()) {
       ImGui::TextDisabled("(waiting for the other heads)");
     } else {
       Tensor3 heads(r.dims.H, 1, dv);

@@ -22,7 +22,7 @@ const char* kModeHelp =
 
 bool drawScenePanel(AppState& s) {
   bool inputs = false;
-  Scene& sc = s.scene.scene;
+  Scene& sc = s.session.editScene();
 
   // Presets: one per teaching point.
   const auto& presets = cachedPresetFiles(s);
@@ -122,7 +122,7 @@ bool drawScenePanel(AppState& s) {
   ImGui::TextDisabled(
       "A (%d\xc3\x97%d) \xc2\xb7 V (%d\xc3\x97%d) = O (%d\xc3\x97%d)   \xc3\x97 %d heads", d.Tq,
       d.Tk, d.Tk, d.dv, d.Tq, d.dv, d.H);
-  if (inputs) markInputsDirty(s);
+  if (inputs) s.session.touchInputs();
   return inputs;
 }
 

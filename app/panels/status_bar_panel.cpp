@@ -8,28 +8,30 @@ namespace attnviz::gui {
 bool drawStatusBar(AppState& s) {
   const Dims d = s.dims();
   const Timing& t = s.timing;
+  const Session::Timing& st = s.session.timing();
   ImGui::TextDisabled("Backend:");
   ImGui::SameLine();
-  ImGui::TextUnformatted(s.compute.backend.c_str());
-  if (!s.compute.backendNote.empty() && ImGui::IsItemHovered())
-    ImGui::SetTooltip("%s", s.compute.backendNote.c_str());
+  ImGui::TextUnformatted(s.backend.backend.c_str());
+  if (!s.backend.backendNote.empty() && ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s", s.backend.backendNote.c_str());
   ImGui::SameLine();
   ImGui::TextDisabled("| GL: %s",
-                      s.compute.glRenderer.substr(0, s.compute.glRenderer.find(" (")).c_str());
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.compute.glRenderer.c_str());
+                      s.backend.glRenderer.substr(0, s.backend.glRenderer.find(" (")).c_str());
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.backend.glRenderer.c_str());
   ImGui::SameLine();
   ImGui::TextDisabled("| H=%d T_q=%d T_k=%d d=%d", d.H, d.Tq, d.Tk, d.dk);
   ImGui::SameLine();
   ImGui::TextDisabled(
       "| QK\xe1\xb5\x80 %.1f ms  softmax %.2f ms  view %.2f ms | frame %.1f ms (%.0f FPS)",
-      t.setInputsMs, t.softmaxMs, t.displayMs, t.frameMs, t.frameMs > 0 ? 1000.0 / t.frameMs : 0.0);
+      st.setInputsMs, st.softmaxMs, st.displayMs, t.frameMs,
+      t.frameMs > 0 ? 1000.0 / t.frameMs : 0.0);
   if (!s.ui.notice.empty() && nowSeconds() < s.ui.noticeUntil) {
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(0.55f, 0.9f, 0.55f, 1), "| %s", s.ui.notice.c_str());
-  } else if (!s.compute.backendNote.empty()) {
+  } else if (!s.backend.backendNote.empty()) {
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(0.95f, 0.75f, 0.4f, 1), "| why CPU? (hover)");
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.compute.backendNote.c_str());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.backend.backendNote.c_str());
   }
   return false;
 }

@@ -7,7 +7,7 @@ namespace attnviz::gui {
 
 bool drawTemperaturePanel(AppState& s) {
   bool changed = false;
-  float& tau = s.scene.scene.params.temperature;
+  float& tau = s.session.editScene().params.temperature;
   ImGui::SetNextItemWidth(-1);
   if (ImGui::SliderFloat("##tau", &tau, 0.05f, 20.0f, "\xcf\x84 = %.3f",
                          ImGuiSliderFlags_Logarithmic)) {
@@ -38,7 +38,7 @@ bool drawTemperaturePanel(AppState& s) {
   helpMarker(
       "Dividing the logits by a temperature sharpens (\xcf\x84 < 1) or flattens (\xcf\x84 > 1) "
       "every row. Only the softmax is recomputed from the cached scores: no matrix product.");
-  if (changed) markTemperatureDirty(s);
+  if (changed) s.session.touchTemperature();
   return changed;
 }
 

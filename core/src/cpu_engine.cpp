@@ -331,17 +331,39 @@ Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
   return Dims{q.heads, q.rows, k.rows, q.cols, v.cols};
 }
 
+void biasedScoresHead(const Tensor3& scaled, const AttentionParams& p,
+                      const std::vector<float>& slopes, int h, float* out) {
+  const int Tq = scaled.rows, Tk = scaled.cols;
+  const float slope = h < static_cast<int>(slopes.size()) ? slopes[h] : 0.0f;
+  for (int i = 0; i < Tq; ++i) {
+    rowLogits(scaled.head(h) + std::size_t(i) * Tk, out + std::size_t(i) * Tk, p, slope, h, i, Tq,
+              Tk);
+  }
+}
+
+void applyTemperature(float* values, std::size_t n, float tau) {
+  applyTemperature(values, static_cast<int>(n), tau);
+}
+
+void softmaxOverQueries(const float* biased, int Tq, int Tk, float tau, float* out) {
+  // Column j of the biased scores, as a row, through the same softmax as the key axis.
+  std::vector<float> column(Tq), scratch(Tq), weights(Tq);
+  for (int j = 0; j < Tk; ++j) {
+    for (int i = 0; i < Tq; ++i) column[i] = biased[std::size_t(i) * Tk + j];
+    rowSoftmax(column.data(), scratch.data(), weights.data(), Tq, tau);
+    for (int i = 0; i < Tq; ++i) out[std::size_t(i) * Tk + j] = weights[i];
+  }
+}
+
 Tensor3 computeLogits(const Tensor3& scaled, const AttentionParams& p) {
   const int H = scaled.heads, Tq = scaled.rows, Tk = scaled.cols;
   validateParams(p, H, Tq, Tk);
   Tensor3 out(H, Tq, Tk);
   const std::vector<float> slopes = alibiSlopes(H);
   detail::parallelFor(H, [&](int h) {
-    for (int i = 0; i < Tq; ++i) {
-      float* row = &out.at(h, i, 0);
-      rowLogits(scaled.head(h) + std::size_t(i) * Tk, row, p, slopes[h], h, i, Tq, Tk);
-      applyTemperature(row, Tk, p.temperature);
-    }
+    float* head = &out.at(h, 0, 0);
+    biasedScoresHead(scaled, p, slopes, h, head);
+    for (int i = 0; i < Tq; ++i) applyTemperature(head + std::size_t(i) * Tk, Tk, p.temperature);
   });
   return out;
 }

@@ -20,6 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -184,17 +186,76 @@ T field(const json& j, const char* key, T fallback, const std::string& name) {
   }
 }
 
+// A JSON integer in [lo, hi], range-checked before any conversion (a number such as 1.67e113
+// or 2^64 - 1 is refused, never converted). `what` names the field in the message.
+long long checkedInteger(const json& v, long long lo, long long hi, const std::string& what,
+                         const std::string& name) {
+  const std::string range = " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(hi))
+      throw InputError(name + ": field '" + what + "' = " + std::to_string(u) + range);
+    return static_cast<long long>(u);
+  }
+  if (!v.is_number_integer()) throw InputError(name + ": field '" + what + "' must be an integer");
+  const auto x = v.get<std::int64_t>();
+  if (x < lo || x > hi)
+    throw InputError(name + ": field '" + what + "' = " + std::to_string(x) + range);
+  return x;
+}
+
 int intField(const json& j, const char* key, int fallback, int lo, int hi,
              const std::string& name) {
-  if (j.contains(key) && !j.at(key).is_number_integer()) {
-    throw InputError(name + ": field '" + key + "' must be an integer");
+  if (!j.contains(key)) return fallback;
+  return static_cast<int>(checkedInteger(j.at(key), lo, hi, key, name));
+}
+
+// A JSON number as a float, refused when it is not a number or beyond a float's range.
+float checkedFloat(const json& v, const std::string& what, const std::string& name) {
+  if (!v.is_number()) throw InputError(name + ": field '" + what + "' must be a number");
+  const double x = v.get<double>();
+  if (!(std::fabs(x) <= double(std::numeric_limits<float>::max())))
+    throw InputError(name + ": field '" + what + "' is outside the range of a float");
+  return static_cast<float>(x);
+}
+
+float floatField(const json& j, const char* key, float fallback, const std::string& name) {
+  return j.contains(key) ? checkedFloat(j.at(key), key, name) : fallback;
+}
+
+// Scenes saved before painted cells were mask data keep them under view.painted:
+// {"rows": R, "cols": C, "blocked": [[i, j], ...]}. They become the custom mask's cells
+// (an allow matrix [1, R, C] when the scene has none) and leave the view.
+void convertPaintedCells(json& view, MaskSpec& m, const std::string& name) {
+  if (!view.is_object() || !view.contains("painted")) return;
+  const json p = view.at("painted");
+  view.erase("painted");
+  if (!p.is_object()) throw InputError(name + ": field 'view.painted' must be an object");
+  if (!p.contains("rows") || !p.contains("cols"))
+    throw InputError(name + ": field 'view.painted' needs rows and cols");
+  const int rows = int(checkedInteger(p.at("rows"), 0, kMaxTokens, "view.painted.rows", name));
+  const int cols = int(checkedInteger(p.at("cols"), 0, kMaxTokens, "view.painted.cols", name));
+  const json blocked = p.contains("blocked") ? p.at("blocked") : json::array();
+  if (!blocked.is_array())
+    throw InputError(name + ": field 'view.painted.blocked' must be an array of [i, j]");
+  if (blocked.empty() || rows == 0 || cols == 0) return;
+  if (m.customKind == MaskSpec::Custom::None) {
+    m.customKind = MaskSpec::Custom::Allow;
+    m.custom = Tensor3(1, rows, cols, 1.0f);
+  } else if (m.custom.rows != rows || m.custom.cols != cols) {
+    throw InputError(name + ": field 'view.painted' is " + std::to_string(rows) + "x" +
+                     std::to_string(cols) + " but mask.custom is " + m.custom.shapeString());
   }
-  const long long v = field<long long>(j, key, fallback, name);
-  if (v < lo || v > hi) {
-    throw InputError(name + ": field '" + key + "' = " + std::to_string(v) + " is outside [" +
-                     std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  const float block =
+      m.customKind == MaskSpec::Custom::Allow ? 0.0f : -std::numeric_limits<float>::infinity();
+  for (const json& cell : blocked) {
+    if (!cell.is_array() || cell.size() != 2)
+      throw InputError(name + ": field 'view.painted.blocked' must hold [i, j] pairs");
+    const long long i = checkedInteger(cell[0], 0, kMaxTokens, "view.painted.blocked", name);
+    const long long j = checkedInteger(cell[1], 0, kMaxTokens, "view.painted.blocked", name);
+    if (i >= rows || j >= cols) continue;  // as the old loader did: outside cells are ignored
+    for (int h = 0; h < m.custom.heads; ++h) m.custom.at(h, int(i), int(j)) = block;
   }
-  return static_cast<int>(v);
 }
 
 }  // namespace
@@ -363,7 +424,7 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
   s.seed = static_cast<std::uint32_t>(
       intField(j, "seed", static_cast<int>(s.seed), 0, 2147483647, name));
   s.decodeStep = intField(j, "decode_step", s.decodeStep, -1, kMaxTokens, name);
-  s.sharpness = field<float>(j, "sharpness", s.sharpness, name);
+  s.sharpness = floatField(j, "sharpness", s.sharpness, name);
   if (!std::isfinite(s.sharpness) || s.sharpness <= 0.0f || s.sharpness > 100.0f) {
     throw InputError(name + ": field 'sharpness' must be in (0, 100]");
   }
@@ -381,7 +442,7 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
   } else {
     s.archetypes = allArchetypes();
   }
-  s.params.temperature = field<float>(j, "temperature", 1.0f, name);
+  s.params.temperature = floatField(j, "temperature", 1.0f, name);
   if (!std::isfinite(s.params.temperature) || s.params.temperature <= 0.0f) {
     throw InputError(name + ": field 'temperature' must be a number > 0");
   }
@@ -401,14 +462,22 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
       if (kind != "allow" && kind != "bias") {
         throw InputError(name + ": mask.custom.kind must be 'allow' or 'bias'");
       }
-      const auto shape = field<std::vector<long long>>(c, "shape", {}, name);
-      if (shape.size() != 3) throw InputError(name + ": mask.custom.shape must be [H, T_q, T_k]");
+      if (!c.is_object()) throw InputError(name + ": field 'mask.custom' must be an object");
+      const json shapeJson = c.contains("shape") ? c.at("shape") : json::array();
+      if (!shapeJson.is_array() || shapeJson.size() != 3)
+        throw InputError(name + ": mask.custom.shape must be [H, T_q, T_k]");
+      std::vector<long long> shape;
+      for (const json& e : shapeJson)
+        shape.push_back(checkedInteger(e, 0, 1 << 30, "mask.custom.shape", name));
+      const json dataJson = c.contains("data") ? c.at("data") : json::array();
+      if (!dataJson.is_array())
+        throw InputError(name + ": field 'mask.custom.data' must be an array");
       std::vector<float> data;
-      for (const json& e : c.value("data", json::array())) {
+      for (const json& e : dataJson) {
         if (e.is_null()) {
           data.push_back(-std::numeric_limits<float>::infinity());  // JSON has no -inf
         } else if (e.is_number()) {
-          data.push_back(e.get<float>());
+          data.push_back(checkedFloat(e, "mask.custom.data", name));
         } else {
           throw InputError(name + ": mask.custom.data must hold numbers (null = -inf)");
         }
@@ -432,7 +501,12 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
     s.kPath = field<std::string>(t, "k", "", name);
     s.vPath = field<std::string>(t, "v", "", name);
   }
-  if (j.contains("view")) s.extraJson = j.at("view").dump();
+  if (j.contains("view")) {
+    json view = j.at("view");
+    convertPaintedCells(view, s.params.mask, name);
+    s.extraJson = view.dump();
+    parseSceneView(s.extraJson, name);  // refuses bad fields now, naming them
+  }
   return s;
 }
 
@@ -474,6 +548,46 @@ std::string sceneToJson(const Scene& s) {
   json view = json::parse(s.extraJson.empty() ? "{}" : s.extraJson, nullptr, false);
   if (!view.is_discarded() && !view.empty()) j["view"] = view;
   return j.dump(2) + "\n";
+}
+
+SceneView parseSceneView(const std::string& viewJson, const std::string& name) {
+  SceneView v;
+  json j = json::parse(viewJson.empty() ? "{}" : viewJson, nullptr, false);
+  if (j.is_discarded()) throw InputError(name + ": field 'view' is not valid JSON");
+  if (!j.is_object()) return v;
+  auto text = [&](const char* key, std::string& out) {
+    if (!j.contains(key)) return;
+    if (!j.at(key).is_string())
+      throw InputError(name + ": field 'view." + key + "' must be a string");
+    out = j.at(key).get<std::string>();
+  };
+  auto flag = [&](const char* key, bool& out) {
+    if (!j.contains(key)) return;
+    if (!j.at(key).is_boolean())
+      throw InputError(name + ": field 'view." + key + "' must be true or false");
+    out = j.at(key).get<bool>();
+  };
+  auto integer = [&](const char* key, int& out, int lo, int hi) {
+    if (j.contains(key))
+      out = int(checkedInteger(j.at(key), lo, hi, std::string("view.") + key, name));
+  };
+  auto number = [&](const char* key, float& out) {
+    if (j.contains(key)) out = checkedFloat(j.at(key), std::string("view.") + key, name);
+  };
+  integer("head", v.head, 0, 1 << 20);
+  text("stage", v.stage);
+  text("weightColormap", v.weightColormap);
+  text("scoreColormap", v.scoreColormap);
+  text("scale", v.scale);
+  number("gamma", v.gamma);
+  flag("autoRange", v.autoRange);
+  flag("wrongAxis", v.wrongAxis);
+  flag("headAverage", v.headAverage);
+  integer("selectedRow", v.selectedRow, -1, 1 << 30);
+  number("zoom", v.zoom);
+  number("panX", v.panX);
+  number("panY", v.panY);
+  return v;
 }
 
 Scene loadScene(const std::string& path) {

@@ -11,7 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -411,6 +414,102 @@ TEST(AppBackends, TheGpuBackendOnTheWindowsContextAgreesWithTheCpuInTheTooltip) 
   EXPECT_GT(wc, 0.0) << "the hovered cell should be inside the window";
   EXPECT_NEAR(wg, wc, 1e-5 + 1e-4 * std::fabs(wc));
   EXPECT_NEAR(sg, sc, 1e-3 + 1e-4 * std::fabs(sc));
+}
+
+}  // namespace
+
+namespace {
+
+// What you see is what you export: the app's export (as Ctrl+S writes it, through --export) and
+// `attnviz export --scene` of the scene the app saved in the same run give the same PNG: same
+// size, same title, same pixels. For every preset, and for a scene with a painted cell.
+std::vector<unsigned char> fileBytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<unsigned char>(std::istreambuf_iterator<char>(f), {});
+}
+
+struct Decoded {
+  int width = 0, height = 0;
+  std::vector<unsigned char> rgba;
+};
+
+Decoded decode(const std::string& path) {
+  Decoded d;
+  int n = 0;
+  unsigned char* data = stbi_load(path.c_str(), &d.width, &d.height, &n, 4);
+  if (data) {
+    d.rgba.assign(data, data + std::size_t(d.width) * d.height * 4);
+    stbi_image_free(data);
+  }
+  return d;
+}
+
+std::string runCli(const std::string& args) {
+  std::string out;
+  FILE* p = popen((std::string(ATTNVIZ_BIN) + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return "popen failed";
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = pclose(p);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) out += "\n(exit status not 0)";
+  return out;
+}
+
+class AppExportMatchesCli : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AppExportMatchesCli, GuiExportAndCliExportOfTheSavedSceneAreIdentical) {
+  const std::string name = GetParam();
+  const bool painted = name == "painted";
+  const std::string file = painted ? "01-rows-sum-to-one.json" : name;
+  const std::string tag = "wysiwye-" + std::to_string(std::hash<std::string>{}(name));
+  const std::string gui = tempPath(tag + "-gui.png"), cli = tempPath(tag + "-cli.png");
+  const std::string saved = tempPath(tag + ".json");
+  for (const auto& f : {gui, cli, saved}) std::remove(f.c_str());
+  std::string args =
+      "--scene " + scene(file.c_str()) + " --export " + gui + " --save-scene " + saved;
+  if (painted) args += " --paint --click-cell 6,3";
+  const Shot s = runApp(tag, args, 8);
+  ASSERT_RAN(s);
+  if (painted) {
+    ASSERT_TRUE(isMasked(s.cell(6, 3))) << "the click did not paint the cell";
+    const std::vector<unsigned char> json = fileBytes(saved);
+    ASSERT_NE(std::string(json.begin(), json.end()).find("\"custom\""), std::string::npos)
+        << "the painted cell is not in the saved scene's custom mask";
+  }
+  const std::string out = runCli("export --scene " + saved + " --png " + cli);
+  ASSERT_EQ(out.find("exit status"), std::string::npos) << out;
+
+  const Decoded a = decode(gui), b = decode(cli);
+  ASSERT_GT(a.width, 0) << "the app wrote no PNG\n" << s.out;
+  ASSERT_GT(b.width, 0) << "the command line wrote no PNG\n" << out;
+  EXPECT_EQ(a.width, b.width);
+  EXPECT_EQ(a.height, b.height);
+  ASSERT_EQ(a.rgba.size(), b.rgba.size());
+  std::size_t differing = 0, first = 0;
+  for (std::size_t k = 0; k < a.rgba.size(); k += 4)
+    if (!std::equal(&a.rgba[k], &a.rgba[k] + 4, &b.rgba[k]) && differing++ == 0) first = k / 4;
+  EXPECT_EQ(differing, 0u) << "pixels differ, the first at (" << first % a.width << ", "
+                           << first / a.width << ")";
+  EXPECT_TRUE(fileBytes(gui) == fileBytes(cli)) << "the PNG files differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPresetAndAPaintedScene, AppExportMatchesCli,
+                         ::testing::Values("01-rows-sum-to-one.json", "02-wrong-axis-softmax.json",
+                                           "03-causal-triangle.json",
+                                           "04-cross-attention-5x12.json",
+                                           "05-decode-kv-cache.json", "06-temperature.json",
+                                           "07-sliding-window.json", "08-alibi.json", "painted"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param == "painted" ? std::string("painted")
+                                                          : "preset" + info.param.substr(0, 2);
+                         });
+
+// The presets are all there: a new one is covered by the list above or this fails.
+TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ATTNVIZ_SCENES))
+    n += e.path().extension() == ".json";
+  EXPECT_EQ(n, 8);
 }
 
 }  // namespace

@@ -166,13 +166,21 @@ TEST_F(ComputeCli, MaskFileOfWrongShapeIsBadInputNamingTheFile) {
   expectFailure(runAttnviz(with({"--mask-file", path("m.npy")}), dir), 1, "m.npy");
 }
 
-// DESIGN.md: tau > 0; a non-positive temperature is bad input (exit 1).
-TEST_F(ComputeCli, ZeroTemperatureIsBadInput) {
-  expectFailure(runAttnviz(with({"--temperature", "0"}), dir), 1, "");
+// DESIGN.md: tau > 0. Every invalid option value is bad usage (exit 2), named in the message,
+// like --window 0.
+TEST_F(ComputeCli, ZeroTemperatureIsBadUsage) {
+  expectFailure(runAttnviz(with({"--temperature", "0"}), dir), 2, "--temperature");
 }
 
-TEST_F(ComputeCli, NegativeTemperatureIsBadInput) {
-  expectFailure(runAttnviz(with({"--temperature", "-0.5"}), dir), 1, "");
+TEST_F(ComputeCli, NegativeTemperatureIsBadUsage) {
+  expectFailure(runAttnviz(with({"--temperature", "-1"}), dir), 2, "--temperature");
+  expectFailure(runAttnviz(with({"--temperature", "-0.5"}), dir), 2, "--temperature");
+}
+
+TEST_F(ComputeCli, NanAndInfiniteTemperaturesAreBadUsage) {
+  expectFailure(runAttnviz(with({"--temperature", "nan"}), dir), 2, "--temperature");
+  expectFailure(runAttnviz(with({"--temperature", "inf"}), dir), 2, "--temperature");
+  expectFailure(runAttnviz(with({"--temperature", "1e60"}), dir), 2, "--temperature");
 }
 
 TEST_F(ComputeCli, NonNumericTemperatureIsBadUsage) {

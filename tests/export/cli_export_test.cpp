@@ -276,7 +276,11 @@ TEST(CliExportErrors, AnExistingFileIsUntouchedByAFailedExportAndReplacedByAGood
   refuse(qkv(in) + std::vector<std::string>{"--bare", "--cell", "9000", "--png", out}, dir);
   refuse(qkv(in) + std::vector<std::string>{"--head", "7", "--png", out}, dir);
   refuse(qkv(in) + std::vector<std::string>{"--colormap", "nope", "--png", out}, dir);
-  refuse(qkv(in) + std::vector<std::string>{"--temperature", "0", "--png", out}, dir);
+  EXPECT_EQ(
+      refuse(qkv(in) + std::vector<std::string>{"--temperature", "0", "--png", out}, dir).code, 2);
+  EXPECT_EQ(
+      refuse(qkv(in) + std::vector<std::string>{"--temperature", "nan", "--png", out}, dir).code,
+      2);
   EXPECT_EQ(slurp(out), "previous figure");
   const CliRun ok = runExport(qkv(in) + std::vector<std::string>{"--png", out}, dir);
   ASSERT_EQ(ok.exitCode, 0) << ok.err;

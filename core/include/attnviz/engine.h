@@ -82,6 +82,20 @@ Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v);
 // The logits L = (S + b) / tau with -inf where masked, for every head: [H, T_q, T_k].
 Tensor3 computeLogits(const Tensor3& scaled, const AttentionParams& p);
 
+// The biased scores z = S + b of head h before the temperature (so L = z / tau), -inf where
+// masked, row-major [T_q * T_k] into `out`. The same row code as the engine's softmax and
+// computeLogits: the one place the logits formula lives.
+void biasedScoresHead(const Tensor3& scaled, const AttentionParams& p,
+                      const std::vector<float>& slopes, int h, float* out);
+
+// L = z / tau in place, for n values (a tau so small that 1/tau overflows divides instead).
+void applyTemperature(float* values, std::size_t n, float tau);
+
+// The wrong-axis softmax (a teaching mode): softmax over the query axis of z / tau, so every
+// column with an allowed query sums to 1. `biased` and `out` are [T_q * T_k]; masked cells and
+// fully masked columns get 0. Uses the engine's own row softmax on each column.
+void softmaxOverQueries(const float* biased, int Tq, int Tk, float tau, float* out);
+
 // One logit (for tooltips); -inf when masked.
 float logitAt(const Tensor3& scaled, const AttentionParams& p, const std::vector<float>& slopes,
               int h, int i, int j);

@@ -47,7 +47,25 @@ Scene defaultScene();
 // Splits on whitespace; an empty text gives no tokens.
 std::vector<std::string> tokenize(const std::string& text);
 
-// JSON (nlohmann) round trip. Throws InputError naming `name` and the bad field.
+// The view a scene was saved with: the "view" object, kept verbatim in Scene::extraJson. Empty
+// strings mean "not given". Export takes its head, stage and colormap from it, so a saved scene
+// exports as it was shown.
+struct SceneView {
+  int head = 0;
+  std::string stage;  // qk | scaled | biased | logits | weights | output
+  std::string weightColormap, scoreColormap, scale;
+  float gamma = 0.5f;
+  bool autoRange = false, wrongAxis = false, headAverage = false;
+  int selectedRow = -1;
+  float zoom = 1.0f, panX = 0.0f, panY = 0.0f;
+};
+// Parses Scene::extraJson; every number is range-checked before conversion. Throws InputError
+// naming `name` and the field.
+SceneView parseSceneView(const std::string& viewJson, const std::string& name);
+
+// JSON (nlohmann) round trip. Throws InputError naming `name` and the bad field. Numbers are
+// range-checked before any conversion. Painted cells saved by older builds under view.painted
+// become the custom mask's cells.
 Scene sceneFromJson(const std::string& json, const std::string& name);
 std::string sceneToJson(const Scene& s);
 Scene loadScene(const std::string& path);               // resolves tensor paths against its folder

@@ -1,0 +1,48 @@
+// attnviz GUI: the running application (window, state, renderer) and the per-frame entry
+// points shared by the main loop, the scripted driver and --report-timing.
+#pragma once
+
+#include "gui/app_state.h"
+#include "gui/fonts.h"
+#include "gui/heatmap_renderer.h"
+
+#include <memory>
+#include <string>
+
+struct GLFWwindow;
+
+namespace attnviz::gui {
+
+// What a script does to ImGui's input in one frame (the real input path: io.MousePos etc.).
+struct ScriptedMouse {
+  bool active = false;
+  float x = 0, y = 0;
+  bool down = false;
+};
+
+struct App {
+  GLFWwindow* window = nullptr;  // owned by the Window guard in gui_main.cpp
+  AppState s;
+  std::unique_ptr<HeatmapRenderer> renderer = std::make_unique<HeatmapRenderer>();
+  std::string shownTitle;  // the window title's scene title
+  int quietFrames = 0;     // frames since the last input event (interactive runs only)
+  UiFonts fonts;           // the atlas and the fallback faces merged into it
+  bool interactive = true;
+};
+
+// frame.cpp: one frame (events, session, panels, render). Returns the milliseconds from its
+// start until the GPU finished drawing it. `swap` presents it.
+double runFrame(App& app, const ScriptedMouse* mouse, bool swap);
+// Set by SIGINT/SIGTERM: the loop ends normally, so settings are saved.
+void requestStop();
+
+// layout.cpp: the whole window: menu bar, the three columns of panels, status bar, popups.
+void drawLayout(App& app);
+
+// report_timing.cpp: --report-timing, a scripted temperature drag at T=1024 x 12 heads, a real
+// slider drag, a mask drag, idle frames and panning at T=4096; prints "timing: ..." lines.
+void reportTiming(App& app);
+// The scene's text repeated to n tokens.
+std::string repeatedText(const std::string& base, int n);
+
+}  // namespace attnviz::gui

@@ -1,0 +1,132 @@
+// attnviz GUI: one frame. Work that may throw (dropped files, the session's stages) runs at the
+// frame boundary, never inside a Begin/End pair; a slider moved in this frame's panels is
+// computed before ImGui renders, so the change shows in this very frame.
+#include "gui/app.h"
+#include "panels/panels.h"
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui_internal.h>
+
+#include <chrono>
+#include <csignal>
+
+namespace attnviz::gui {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+volatile std::sig_atomic_t gStopRequested = 0;
+
+// Work that may throw runs here, between frames, never inside a Begin/End pair.
+void frameBoundary(App& app) {
+  AppState& s = app.s;
+  try {
+    std::vector<std::string> dropped;
+    dropped.swap(s.ui.dropped);
+    for (const auto& p : dropped) openDroppedFile(s, p);
+    if (s.ui.npyRole) {
+      const char role = s.ui.npyRole;
+      s.ui.npyRole = 0;
+      useNpyAs(s, s.ui.npyRolePath, role);
+    }
+    syncSession(s);
+  } catch (const std::exception& e) {
+    // The session keeps its last good results and does not retry the stage that failed.
+    reportError(s, e.what());
+  }
+}
+
+}  // namespace
+
+void requestStop() { gStopRequested = 1; }
+
+// One frame. Returns the milliseconds from its start until the GPU finished drawing it.
+double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
+  AppState& s = app.s;
+  const auto t0 = Clock::now();
+  // An app left open should not burn a core: once nothing has happened for a few frames (and
+  // no thumbnail is waiting), sleep until an event arrives or half a second passes.
+  const bool stale = !s.session.allHeadsFresh();
+  if (app.interactive && app.quietFrames > 10 && !stale && !ImGui::GetIO().WantTextInput) {
+    glfwWaitEventsTimeout(0.5);
+    if (msSince(t0) < 490.0) app.quietFrames = 0;  // woken by an event
+  } else {
+    glfwPollEvents();
+  }
+  ++app.quietFrames;
+  if (ImGui::IsAnyMouseDown()) app.quietFrames = 0;
+  if (glfwWindowShouldClose(app.window) || gStopRequested) s.ui.quit = true;
+  const auto tc = Clock::now();
+  const std::uint64_t before = s.session.weightsVersion();
+  frameBoundary(app);
+  s.computedThisFrame = s.session.weightsVersion() != before;
+  s.timing.computeMs = msSince(tc);
+  const std::uint64_t versionBefore = s.session.weightsVersion();
+
+  addTokenGlyphs(app.fonts, s.session.inputs().queryTokens, s.session.inputs().keyTokens,
+                 s.session.inputsVersion());
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  ImGuiIO& io = ImGui::GetIO();
+  if (mouse && mouse->active) {
+    io.MousePos = ImVec2(mouse->x, mouse->y);
+    io.MouseDown[0] = mouse->down;
+  }
+  ImGui::NewFrame();
+  const auto tu = Clock::now();
+  try {
+    if (!io.WantTextInput || io.KeyCtrl) {
+      if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) s.ui.requestOpenDialog = true;
+      if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_S, false)) s.exporter.requestOpen = true;
+      if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) s.ui.quit = true;
+    }
+    drawLayout(app);
+  } catch (const std::exception& e) {
+    ImGui::ErrorCheckEndFrameRecover(nullptr);
+    reportError(s, e.what());
+  }
+  // A slider moved in this frame's panels (temperature, a mask): softmax now and redraw the
+  // heatmap texture before ImGui renders, so the change shows in this very frame.
+  const Session::Generations want = s.session.requested(), have = s.session.computed();
+  if (want.params != have.params && want.inputs == have.inputs && s.session.ready()) {
+    try {
+      syncSession(s);
+      s.renderer->upload(s.display());
+      s.renderer->refresh();
+    } catch (const std::exception& e) {
+      reportError(s, e.what());
+    }
+  }
+  ImGui::Render();
+  s.timing.uiMs = msSince(tu);
+  int fbw = 0, fbh = 0;
+  glfwGetFramebufferSize(app.window, &fbw, &fbh);
+  glViewport(0, 0, fbw, fbh);
+  glClearColor(0.118f, 0.121f, 0.140f, 1.0f);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  glFinish();
+  const double ms = msSince(t0);
+  // Thumbnails of the other heads catch up when this frame did not already run a softmax.
+  const bool busy = s.session.weightsVersion() != versionBefore;
+  if (!busy) {
+    try {
+      s.session.refreshStaleHeads(6.0);
+    } catch (const std::exception& e) {
+      reportError(s, e.what());
+    }
+  }
+  s.timing.lastFrameMs = ms;
+  s.timing.frameMs = s.timing.frameMs == 0 ? ms : s.timing.frameMs * 0.9 + ms * 0.1;
+  if (swap) glfwSwapBuffers(app.window);
+  return ms;
+}
+
+}  // namespace attnviz::gui

@@ -1,0 +1,111 @@
+// attnviz GUI: the window's layout: menu bar, controls | stage bar, title and heatmap | heads,
+// row inspector and mask matrix, the status bar, and the popups. Side widths are draggable.
+#include "gui/app.h"
+#include "panels/panels.h"
+
+#include "attnviz/mask.h"
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace attnviz::gui {
+
+void drawLayout(App& app) {
+  AppState& s = app.s;
+  const float sc = s.ui.uiScale;
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(vp->WorkPos);
+  ImGui::SetNextWindowSize(vp->WorkSize);
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(6 * sc, 4 * sc));
+  const ImGuiWindowFlags rootFlags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                                     ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_MenuBar |
+                                     ImGuiWindowFlags_NoBringToFrontOnFocus |
+                                     ImGuiWindowFlags_NoBackground;
+  ImGui::Begin("attnviz", nullptr, rootFlags);
+  ImGui::PopStyleVar();
+  drawMenuBar(s);
+  if (s.sceneData().title != app.shownTitle) {
+    app.shownTitle = s.sceneData().title;
+    glfwSetWindowTitle(app.window, ("attnviz \xe2\x80\x94 " + app.shownTitle).c_str());
+  }
+
+  const float statusH = ImGui::GetFrameHeight() + 4 * sc;
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float bodyH = avail.y - statusH - ImGui::GetStyle().ItemSpacing.y;
+  const float autoLeft = std::clamp(avail.x * 0.2f, 250 * sc, 330 * sc);
+  const float autoRight = std::clamp(avail.x * 0.22f, 260 * sc, 380 * sc);
+  const float leftW = std::round(
+      std::clamp(s.ui.leftWidth > 0 ? s.ui.leftWidth * sc : autoLeft, 180 * sc, avail.x * 0.4f));
+  const float rightW = std::round(
+      std::clamp(s.ui.rightWidth > 0 ? s.ui.rightWidth * sc : autoRight, 180 * sc, avail.x * 0.4f));
+  const float gap = ImGui::GetStyle().ItemSpacing.x;
+  const float centreW = avail.x - leftW - rightW - 2 * gap;
+  // A draggable gap between two panels; `width` grows by `sign` times the drag.
+  auto splitter = [&](const char* id, float& width, float current, float sign) {
+    ImGui::SameLine(0, 0);
+    ImGui::InvisibleButton(id, ImVec2(gap, bodyH));
+    if (ImGui::IsItemHovered() || ImGui::IsItemActive())
+      ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
+    if (ImGui::IsItemActive()) width = (current + sign * ImGui::GetIO().MouseDelta.x) / sc;
+    if (ImGui::IsItemHovered() && ImGui::IsMouseDoubleClicked(0)) width = 0;  // back to automatic
+    ImGui::SameLine(0, 0);
+  };
+
+  // Left: the controls.
+  ImGui::BeginChild("controls", ImVec2(leftW, bodyH), true);
+  if (ImGui::CollapsingHeader("Scene", ImGuiTreeNodeFlags_DefaultOpen)) drawScenePanel(s);
+  if (ImGui::CollapsingHeader("Temperature", ImGuiTreeNodeFlags_DefaultOpen))
+    drawTemperaturePanel(s);
+  if (ImGui::CollapsingHeader("Mask", ImGuiTreeNodeFlags_DefaultOpen)) drawMaskPanel(s);
+  if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) drawViewPanel(s);
+  ImGui::Spacing();
+  if (ImGui::Button("Export PNG\xe2\x80\xa6  (Ctrl+S)", ImVec2(-1, 0)))
+    s.exporter.requestOpen = true;
+  ImGui::EndChild();
+
+  // Centre: stage bar, title line and the heatmap.
+  splitter("##split-left", s.ui.leftWidth, leftW, 1.0f);
+  ImGui::BeginChild("centre", ImVec2(centreW, bodyH), true,
+                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  drawStageBar(s);
+  {
+    const int h = s.view.head;
+    const Archetype a = headArchetype(s.sceneData(), h);
+    std::string who = s.view.headAverage && s.view.stage == ViewStage::Weights
+                          ? "average of " + std::to_string(s.heads()) + " heads"
+                          : "head " + std::to_string(h) + " (" + archetypeName(a) + ")";
+    if (s.sceneData().qPath.size()) who = "head " + std::to_string(h) + " (from files)";
+    ImGui::Text("%s  \xc2\xb7  \xcf\x84 = %.3g  \xc2\xb7  mask: %s", who.c_str(),
+                s.session.params().temperature, describeMask(s.session.params().mask).c_str());
+  }
+  drawLessonPanel(s);
+  ImGui::Spacing();
+  drawHeatmapPanel(s);
+  ImGui::EndChild();
+
+  // Right: heads, the selected row, the mask.
+  splitter("##split-right", s.ui.rightWidth, rightW, -1.0f);
+  ImGui::BeginChild("side", ImVec2(rightW, bodyH), true);
+  if (ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen)) drawHeadGridPanel(s);
+  if (ImGui::CollapsingHeader("Row inspector", ImGuiTreeNodeFlags_DefaultOpen))
+    drawRowInspectorPanel(s);
+  if (ImGui::CollapsingHeader("Mask matrix", ImGuiTreeNodeFlags_DefaultOpen))
+    drawMaskMatrixPanel(s);
+  ImGui::EndChild();
+
+  ImGui::BeginChild("status", ImVec2(0, statusH), false, ImGuiWindowFlags_NoScrollbar);
+  ImGui::SetCursorPosY(ImGui::GetCursorPosY() + 2 * sc);
+  drawStatusBar(s);
+  ImGui::EndChild();
+
+  drawExportPopup(s);
+  drawFileDialogs(s);
+  drawErrorPopup(s);
+  ImGui::End();
+}
+
+}  // namespace attnviz::gui

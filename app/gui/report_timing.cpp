@@ -1,0 +1,154 @@
+// attnviz GUI: --report-timing. Frame times of scripted runs through the real frame path, as
+// medians and 90th percentiles; the figures the README and the performance targets quote.
+#include "gui/app.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace attnviz::gui {
+
+namespace {
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, std::size_t(p * (v.size() - 1) + 0.5))];
+}
+
+// The element at index n / 2 of the sorted values, as percentile(v, 0.5) picks it.
+double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
+
+}  // namespace
+
+std::string repeatedText(const std::string& base, int n) {
+  auto toks = tokenize(base);
+  if (toks.empty()) toks = {"token"};
+  std::string out;
+  for (int k = 0; k < n; ++k) {
+    if (k) out += ' ';
+    out += toks[k % toks.size()];
+  }
+  return out;
+}
+
+// --report-timing: scripted temperature drag at T=1024 x 12 heads, then panning at T=4096.
+void reportTiming(App& app) {
+  AppState& s = app.s;
+  Scene sc = defaultScene();
+  sc.queryText = repeatedText(sc.queryText, 1024);
+  sc.heads = 12;
+  sc.archetypes.clear();
+  s.session.setScene(sc);
+  s.view = ViewState{};
+  s.view.selectedRow = 512;
+  for (int k = 0; k < 5; ++k) runFrame(app, nullptr, true);
+  std::printf("timing: setInputs (12 heads, T=1024, d_k=%d): %.1f ms\n", sc.dHead,
+              s.session.timing().setInputsMs);
+  // Let every thumbnail catch up, then drag.
+  for (int k = 0; k < 40; ++k) runFrame(app, nullptr, true);
+  std::vector<double> drag, softmax, compute, ui, upload, render;
+  const int n = 90;
+  for (int k = 0; k < n; ++k) {
+    const double u = double(k % 30) / 29.0;
+    const double logTau =
+        std::log(0.05) + (std::log(20.0) - std::log(0.05)) * (k / 30 % 2 ? 1 - u : u);
+    s.session.setTemperature(float(std::exp(logTau)));  // what the slider does on a change
+    drag.push_back(runFrame(app, nullptr, true));
+    softmax.push_back(s.session.timing().softmaxMs);
+    compute.push_back(s.timing.computeMs);
+    ui.push_back(s.timing.uiMs);
+    upload.push_back(s.timing.uploadMs);
+    render.push_back(s.timing.renderMs);
+  }
+  std::printf(
+      "timing: temperature drag T=1024 H=12: slider-to-frame median %.2f ms, p90 %.2f ms, max %.2f "
+      "ms "
+      "(softmax of the shown head median %.2f ms; %d frames)\n",
+      median(drag), percentile(drag, 0.9), percentile(drag, 1.0), median(softmax), n);
+  std::printf(
+      "timing:   medians: engine + view matrix %.2f ms (softmax %.2f), panels %.2f ms (of which "
+      "texture "
+      "upload %.2f, heatmap draw %.2f); the rest is ImGui's draw + glFinish\n",
+      median(compute), median(softmax), median(ui), median(upload), median(render));
+  // The same through ImGui's input: press on the temperature slider and drag it end to end.
+  std::vector<double> real;
+  std::vector<float> taus;
+  {
+    ScriptedMouse m;
+    m.active = true;
+    const float y = 0.5f * (s.ui.tauSlider[1] + s.ui.tauSlider[3]);
+    const float x0 = s.ui.tauSlider[0] + 4, x1 = s.ui.tauSlider[2] - 4;
+    m.x = x0;
+    m.y = y;
+    runFrame(app, &m, true);  // hover
+    m.down = true;
+    runFrame(app, &m, true);  // press
+    for (int k = 0; k < 60; ++k) {
+      const float u = float(k % 30) / 29.0f;
+      m.x = x0 + (x1 - x0) * ((k / 30) % 2 ? 1 - u : u);
+      const float before = s.sceneData().params.temperature;
+      const double ms = runFrame(app, &m, true);
+      if (s.sceneData().params.temperature != before) {
+        real.push_back(ms);
+        taus.push_back(s.sceneData().params.temperature);
+      }
+    }
+    m.down = false;
+    runFrame(app, &m, true);
+  }
+  std::printf(
+      "timing: real slider drag (ImGui input) T=1024 H=12: %d frames changed tau (%.3g .. %.3g), "
+      "input-to-frame median %.2f ms, p90 %.2f ms\n",
+      int(real.size()), taus.empty() ? 0.0 : *std::min_element(taus.begin(), taus.end()),
+      taus.empty() ? 0.0 : *std::max_element(taus.begin(), taus.end()), median(real),
+      percentile(real, 0.9));
+  std::vector<double> maskDrag, maskCompute;
+  for (int k = 0; k < 40; ++k) {
+    s.session.editScene().params.mask.window = 8 + (k * 37) % 400;  // the window slider
+    s.session.touchMask();
+    maskDrag.push_back(runFrame(app, nullptr, true));
+    maskCompute.push_back(s.timing.computeMs);
+  }
+  s.session.editScene().params.mask.window = 0;
+  s.session.touchMask();
+  std::printf(
+      "timing: window-mask drag T=1024 H=12: slider-to-frame median %.2f ms, p90 %.2f ms "
+      "(engine + mask + view matrix median %.2f ms; %d frames)\n",
+      median(maskDrag), percentile(maskDrag, 0.9), median(maskCompute), int(maskDrag.size()));
+  std::vector<double> idle;
+  for (int k = 0; k < 60; ++k) idle.push_back(runFrame(app, nullptr, true));
+  std::printf("timing: idle frame T=1024 H=12: median %.2f ms\n", median(idle));
+
+  // Panning at T=4096 (one head: 12 x 4096^2 would need ~1.6 GB for scores and weights).
+  sc = defaultScene();
+  sc.queryText = repeatedText(sc.queryText, 4096);
+  sc.heads = 1;
+  sc.archetypes = {Archetype::PreviousToken};
+  s.session.setScene(sc);
+  s.view = ViewState{};
+  for (int k = 0; k < 3; ++k) runFrame(app, nullptr, true);
+  std::printf("timing: setInputs (1 head, T=4096): %.1f ms\n", s.session.timing().setInputsMs);
+  std::vector<double> pan, fit;
+  for (int k = 0; k < 30; ++k) {
+    s.view.panX = float(k * 37 % 3000);
+    s.view.panY = float(k * 53 % 3000);
+    fit.push_back(runFrame(app, nullptr, true));  // zoom 1: pan is clamped, the whole matrix
+  }
+  s.view.zoom = 4.0f;
+  for (int k = 0; k < 90; ++k) {
+    s.view.panX = 200.0f + float(k) * 23.5f;
+    s.view.panY = 100.0f + float(k) * 17.25f;
+    pan.push_back(runFrame(app, nullptr, true));
+  }
+  std::printf(
+      "timing: pan T=4096 H=1 at zoom 4: median %.2f ms, p90 %.2f ms (%d frames); fit-to-window "
+      "frames median %.2f ms\n",
+      median(pan), percentile(pan, 0.9), int(pan.size()), median(fit));
+  std::printf("timing: GL renderer %s, backend %s\n", s.backend.glRenderer.c_str(),
+              s.backend.backend.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace attnviz::gui

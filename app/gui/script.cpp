@@ -1,0 +1,74 @@
+#include "gui/script.h"
+
+#include "gui/screenshot.h"
+#include "panels/panels.h"
+
+#include <GLFW/glfw3.h>
+
+#include <cstdio>
+
+namespace attnviz::gui {
+
+CellArg parseCell(const std::string& text, const char* option) {
+  CellArg c;
+  if (text.empty()) return c;
+  if (std::sscanf(text.c_str(), "%d,%d", &c.i, &c.j) != 2 || c.i < 0 || c.j < 0)
+    throw UsageError(std::string(option) + ": expected I,J (two non-negative integers), got '" +
+                     text + "'");
+  return c;
+}
+
+void runScript(App& app, const Script& script) {
+  AppState& s = app.s;
+  for (int frame = 0; !s.ui.quit && (script.frames < 0 || frame < script.frames); ++frame) {
+    ScriptedMouse mouse;
+    if (script.frames > 0) {
+      // A scripted run owns the mouse: parked outside the window unless a cell is targeted.
+      mouse.active = true;
+      mouse.x = mouse.y = -1e6f;
+    }
+    const auto& g = s.view.geometry;
+    auto cellCentre = [&](CellArg c) {
+      mouse.active = true;
+      mouse.x = g.x0 + (c.j + 0.5f - s.view.panX) * g.cellPx;
+      mouse.y = g.y0 + (c.i + 0.5f - s.view.panY) * g.cellPx;
+    };
+    // Scripted input starts once the heatmap has been laid out (frame 2 on).
+    if (g.valid && frame >= 2) {
+      if (script.click.i >= 0 && frame <= 4) {
+        cellCentre(script.click);
+        mouse.down = frame == 3;
+      } else if (script.hover.i >= 0) {
+        cellCentre(script.hover);
+        s.ui.printHover = true;
+      }
+    }
+    runFrame(app, &mouse, true);
+    // A run with --frames saves the last frame before it is swapped away.
+    if (!script.screenshot.empty() && script.frames > 0 && frame == script.frames - 1) {
+      // Rendered again without swapping so the back buffer holds exactly this frame.
+      runFrame(app, &mouse, false);
+      int fbw = 0, fbh = 0;
+      glfwGetFramebufferSize(app.window, &fbw, &fbh);
+      saveScreenshot(script.screenshot, fbw, fbh);
+      std::printf("screenshot: %s (%dx%d)\n", script.screenshot.c_str(), fbw, fbh);
+      const auto& g2 = s.view.geometry;
+      std::printf(
+          "geometry: x0=%.2f y0=%.2f w=%.2f h=%.2f cell=%.5f rows=%d cols=%d panX=%.4f "
+          "panY=%.4f\n",
+          g2.x0, g2.y0, g2.w, g2.h, g2.cellPx, s.display().rows, s.display().cols, s.view.panX,
+          s.view.panY);
+      std::fflush(stdout);
+    }
+    if (!script.saveScene.empty() && script.frames > 0 && frame == script.frames - 1) {
+      saveSceneFrom(s, script.saveScene);
+      std::printf("saved scene: %s\n", script.saveScene.c_str());
+    }
+    if (!script.exportPath.empty() && script.frames > 0 && frame == script.frames - 1) {
+      exportOptionsFromView(s);
+      std::printf("exported: %s\n", exportPng(s, script.exportPath).c_str());
+    }
+  }
+}
+
+}  // namespace attnviz::gui

@@ -1,0 +1,50 @@
+// attnviz GUI: hands the view to the session, plus the small helpers every panel shares
+// (notices, errors). What is computed, and when, is the session's business (attnviz/session.h).
+#include "app_state.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace attnviz::gui {
+
+View sessionView(const ViewState& v) {
+  View out;
+  out.head = v.head;
+  out.headAverage = v.headAverage;
+  out.stage = v.stage;
+  out.wrongAxis = v.wrongAxis;
+  return out;
+}
+
+void syncSession(AppState& s) {
+  s.session.setView(sessionView(s.view));
+  s.session.update();
+  const int tq = s.tq();
+  s.view.head = s.session.view().head;
+  if (s.view.selectedRow >= tq) s.view.selectedRow = tq - 1;
+  if (std::string note = s.session.takeNote(); !note.empty()) notify(s, note, 10);
+}
+
+Archetype headArchetype(const Scene& scene, int h) {
+  if (h >= 0 && h < int(scene.archetypes.size())) return scene.archetypes[h];
+  const auto all = allArchetypes();
+  return all[std::size_t(h) % all.size()];
+}
+
+double nowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void notify(AppState& s, const std::string& text, double seconds) {
+  s.ui.notice = text;
+  s.ui.noticeUntil = nowSeconds() + seconds;
+}
+
+void reportError(AppState& s, const std::string& what) {
+  s.ui.error = what;
+  s.ui.errorPending = true;
+  std::fprintf(stderr, "attnviz: %s\n", what.c_str());
+}
+
+}  // namespace attnviz::gui

@@ -1,0 +1,540 @@
+// attnviz session: the stages, their generation counters and the displayed matrix.
+#include "attnviz/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+namespace attnviz {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr std::uint64_t kNever = ~std::uint64_t{0};
+
+std::string formatTemperature(float t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", double(t));
+  return buf;
+}
+
+}  // namespace
+
+const char* stageLabel(ViewStage s) {
+  switch (s) {
+    case ViewStage::RawScores:
+      return "QK\xe1\xb5\x80";
+    case ViewStage::Scaled:
+      return "\xc3\xb7\xe2\x88\x9a"
+             "d";
+    case ViewStage::Biased:
+      return "+ bias & mask";
+    case ViewStage::Logits:
+      return "\xc3\xb7 \xcf\x84";
+    case ViewStage::Weights:
+      return "softmax";
+    case ViewStage::Output:
+      return "A\xc2\xb7V";
+  }
+  return "?";
+}
+
+const char* stageKey(ViewStage s) {
+  switch (s) {
+    case ViewStage::RawScores:
+      return "qk";
+    case ViewStage::Scaled:
+      return "scaled";
+    case ViewStage::Biased:
+      return "biased";
+    case ViewStage::Logits:
+      return "logits";
+    case ViewStage::Weights:
+      return "weights";
+    case ViewStage::Output:
+      return "output";
+  }
+  return "weights";
+}
+
+const char* stageFormula(ViewStage s) {
+  switch (s) {
+    case ViewStage::RawScores:
+      return "cell (i, j) = q_i \xc2\xb7 k_j   (raw dot product, no scaling)";
+    case ViewStage::Scaled:
+      return "cell (i, j) = q_i \xc2\xb7 k_j / \xe2\x88\x9a"
+             "d_k";
+    case ViewStage::Biased:
+      return "cell (i, j) = q_i \xc2\xb7 k_j / \xe2\x88\x9a"
+             "d_k + b_ij   (masked = \xe2\x88\x92\xe2\x88\x9e)";
+    case ViewStage::Logits:
+      return "cell (i, j) = L_ij = (q_i \xc2\xb7 k_j / \xe2\x88\x9a"
+             "d_k + b_ij) / \xcf\x84";
+    case ViewStage::Weights:
+      return "row i = softmax over the keys j of L(i, j): every row sums to 1";
+    case ViewStage::Output:
+      return "row i = o_i = \xce\xa3_j A_ij v_j   (columns are value dimensions)";
+  }
+  return "";
+}
+
+bool stageIsScore(ViewStage s) { return s != ViewStage::Weights; }
+
+ViewStage stageFromKey(const std::string& key) {
+  for (int k = 0; k < kStageCount; ++k)
+    if (key == stageKey(ViewStage(k))) return ViewStage(k);
+  throw UsageError("--stage: expected qk, scaled, biased, logits, weights or output, got '" + key +
+                   "'");
+}
+
+Session::Session(std::unique_ptr<AttentionEngine> engine) : engine_(std::move(engine)) {}
+Session::~Session() = default;
+
+void Session::setEngine(std::unique_ptr<AttentionEngine> engine) {
+  engine_ = std::move(engine);
+  haveInputs_ = false;
+  result_ = nullptr;
+  if (!fromTensors_) pending_ = SceneInputs{};
+  bumpInputs();
+}
+
+// ---- what changed ----------------------------------------------------------------------------
+
+void Session::bumpParams() {
+  ++requested_.params;
+  ++requested_.view;
+}
+
+void Session::bumpInputs() {
+  ++requested_.inputs;
+  maskStale_ = true;
+  bumpParams();
+}
+
+void Session::setScene(Scene scene) {
+  scene_ = std::move(scene);
+  fromTensors_ = false;
+  pending_ = SceneInputs{};
+  bumpInputs();
+}
+
+void Session::setTensors(Tensor3 q, Tensor3 k, Tensor3 v, std::vector<std::string> queryTokens,
+                         std::vector<std::string> keyTokens) {
+  pending_ = SceneInputs{};
+  pending_.q = std::move(q);
+  pending_.k = std::move(k);
+  pending_.v = std::move(v);
+  pending_.queryTokens = std::move(queryTokens);
+  pending_.keyTokens = std::move(keyTokens);
+  fromTensors_ = true;
+  bumpInputs();
+}
+
+void Session::touchInputs() { bumpInputs(); }
+
+void Session::touchMask() {
+  maskStale_ = true;
+  bumpParams();
+}
+
+void Session::touchTemperature() { bumpParams(); }
+
+void Session::setTemperature(float tau) {
+  scene_.params.temperature = tau;
+  touchTemperature();
+}
+
+void Session::paintCell(int i, int j, bool allow) {
+  const int Tq = tq(), Tk = tk();
+  if (!haveInputs_ || i < 0 || j < 0 || i >= Tq || j >= Tk) return;
+  MaskSpec& m = scene_.params.mask;
+  if (m.customKind == MaskSpec::Custom::None || m.custom.rows != Tq || m.custom.cols != Tk) {
+    m.customKind = MaskSpec::Custom::Allow;
+    m.custom = Tensor3(1, Tq, Tk, 1.0f);
+  }
+  // Allow: 0 blocks, 1 allows. Bias: -inf blocks; a cleared cell gets no bias.
+  const bool isAllow = m.customKind == MaskSpec::Custom::Allow;
+  const float value = allow ? (isAllow ? 1.0f : 0.0f) : (isAllow ? 0.0f : kNegInf);
+  bool changed = false;
+  for (int h = 0; h < m.custom.heads; ++h) {
+    float& cell = m.custom.at(h, i, j);
+    const bool blocked = isAllow ? cell == 0.0f : cell == kNegInf;
+    if (blocked != !allow) {
+      cell = value;
+      changed = true;
+    }
+  }
+  if (changed) touchMask();
+}
+
+void Session::clearCustomMask() {
+  MaskSpec& m = scene_.params.mask;
+  if (m.customKind == MaskSpec::Custom::None) return;
+  m.customKind = MaskSpec::Custom::None;
+  m.custom = Tensor3{};
+  touchMask();
+}
+
+void Session::setView(const View& v) {
+  if (v == view_) return;
+  view_ = v;
+  ++requested_.view;
+}
+
+int Session::shownHead() const { return std::clamp(view_.head, 0, std::max(0, heads() - 1)); }
+
+bool Session::allHeadsFresh() const {
+  for (auto f : headFresh_)
+    if (!f) return false;
+  return true;
+}
+
+std::string Session::takeNote() { return std::exchange(note_, std::string()); }
+
+// ---- running ---------------------------------------------------------------------------------
+
+void Session::update() {
+  if (!engine_) return;
+  if (requested_.inputs != computed_.inputs) runInputs(false);
+  if (!haveInputs_) return;  // nothing valid yet (the first inputs failed to build)
+  if (requested_.params != computed_.params) runParams();
+  const int h = shownHead();
+  bool ran = false;
+  if (!headFresh(h)) {
+    computeHeads({h});
+    ran = true;
+  }
+  if (view_.headAverage && !allHeadsFresh()) {
+    computeHeads({});
+    ran = true;
+  }
+  if (ran) fetchResult();
+  const std::uint64_t weightsKey = view_.headAverage ? weightsVersion_ : headVersion_[h];
+  if (displayFor_.view != requested_.view || displayFor_.weights != weightsKey) runView();
+}
+
+void Session::updateInputs() {
+  if (engine_ && requested_.inputs != computed_.inputs) runInputs(false);
+}
+
+void Session::computeAllHeads() {
+  if (engine_ && requested_.inputs != computed_.inputs) runInputs(true);
+  refreshStaleHeads(-1);
+}
+
+void Session::runInputs(bool fusedRun) {
+  computed_.inputs = requested_.inputs;  // a failure is not retried until the next change
+  const auto t0 = Clock::now();
+  const int oldTq = tq(), oldTk = tk();
+  const bool hadInputs = haveInputs_;
+  SceneInputs in = !fromTensors_        ? buildSceneInputs(scene_)
+                   : pending_.q.empty() ? inputs_  // the same tensors on a new engine
+                                        : std::move(pending_);
+  pending_ = SceneInputs{};
+  // The first inputs of a session asked for every head: the engine's fused run (GEMMs and
+  // softmax per block of rows), with the parameters as they are now.
+  const bool fused = fusedRun && !hadInputs;
+  AttentionParams fusedParams;
+  if (fused) {
+    fusedParams = fromTensors_ ? scene_.params : effectiveParams(scene_);
+    engine_->run(in.q, in.k, in.v, fusedParams);
+  } else {
+    engine_->setInputs(in.q, in.k, in.v);
+  }
+  inputs_ = std::move(in);
+  haveInputs_ = true;
+  const int H = heads();
+  slopes_ = alibiSlopes(H);
+  headFresh_.assign(H, 0);
+  headVersion_.resize(H, 0);
+  result_ = nullptr;
+  scaledFetched_ = false;
+  ++maskGeneration_;  // the biased scores follow S
+  view_.head = shownHead();
+  // A custom mask (painted cells included) that fitted the old inputs cannot fit new sizes.
+  MaskSpec& m = scene_.params.mask;
+  if (hadInputs && m.customKind != MaskSpec::Custom::None && m.custom.rows == oldTq &&
+      m.custom.cols == oldTk && (oldTq != tq() || oldTk != tk())) {
+    m.customKind = MaskSpec::Custom::None;
+    m.custom = Tensor3{};
+    note_ = "custom mask cleared: it was " + std::to_string(oldTq) + "\xc3\x97" +
+            std::to_string(oldTk) + ", the inputs are now " + std::to_string(tq()) + "\xc3\x97" +
+            std::to_string(tk());
+  }
+  maskStale_ = true;
+  if (computed_.params == requested_.params) bumpParams();
+  if (fused) {
+    params_ = std::move(fusedParams);
+    maskStale_ = false;
+    ++maskGeneration_;
+    computed_.params = requested_.params;
+    std::fill(headFresh_.begin(), headFresh_.end(), 1);
+    for (auto& v : headVersion_) ++v;
+    ++weightsVersion_;
+    fetchResult();
+  }
+  timing_.setInputsMs = msSince(t0);
+}
+
+void Session::runParams() {
+  computed_.params = requested_.params;
+  if (maskStale_) {
+    AttentionParams p = fromTensors_ ? scene_.params : effectiveParams(scene_);
+    validateParams(p, heads(), tq(), tk());
+    params_ = std::move(p);
+    maskStale_ = false;
+    ++maskGeneration_;
+  } else {
+    // A temperature step: the mask (painted cells included) is reused as it is.
+    AttentionParams p;
+    p.temperature = scene_.params.temperature;
+    validateParams(p, heads(), tq(), tk());
+    params_.temperature = p.temperature;
+  }
+  std::fill(headFresh_.begin(), headFresh_.end(), 0);
+  const auto t0 = Clock::now();
+  // The head on screen first; every head when the average is shown.
+  if (view_.headAverage)
+    computeHeads({});
+  else
+    computeHeads({shownHead()});
+  fetchResult();
+  timing_.softmaxMs = msSince(t0);
+}
+
+void Session::computeHeads(const std::vector<int>& hs) {
+  engine_->softmax(params_, hs);
+  engine_->output(hs);
+  if (hs.empty()) {
+    for (int h = 0; h < heads(); ++h) {
+      headFresh_[h] = 1;
+      ++headVersion_[h];
+    }
+  } else {
+    for (int h : hs) {
+      headFresh_[h] = 1;
+      ++headVersion_[h];
+    }
+  }
+  ++weightsVersion_;
+}
+
+void Session::fetchResult() {
+  // S only changes with the inputs; after the first read only what the softmax changed comes
+  // back (for the GPU backend this is the whole readback cost).
+  result_ =
+      &engine_->result(scaledFetched_ ? (kStageWeights | kStageOutput | kStageRows) : kStageAll);
+  scaledFetched_ = true;
+}
+
+bool Session::refreshStaleHeads(double budgetMs) {
+  update();
+  if (!haveInputs_) return false;
+  const auto t0 = Clock::now();
+  std::vector<int> stale;
+  for (int h = 0; h < heads(); ++h)
+    if (!headFresh_[h]) stale.push_back(h);
+  if (stale.empty()) return false;
+  if (budgetMs < 0) {
+    computeHeads(stale.size() == std::size_t(heads()) ? std::vector<int>{} : stale);
+  } else {
+    for (int h : stale) {
+      computeHeads({h});
+      if (msSince(t0) > budgetMs) break;
+    }
+  }
+  fetchResult();
+  return true;
+}
+
+void Session::buildBiased(int h) {
+  biased_.resize(std::size_t(tq()) * tk());
+  biasedScoresHead(result_->scaled, params_, slopes_, h, biased_.data());
+  biasedHead_ = h;
+  biasedFor_ = maskGeneration_;
+  ++biasedVersion_;
+}
+
+void Session::runView() {
+  const auto t0 = Clock::now();
+  DisplayMatrix& d = display_;
+  const int h = shownHead();
+  const int Tq = tq(), Tk = tk();
+  const AttentionResult& r = *result_;
+  const int dv = r.dims.dv;
+  if (biasedHead_ != h || biasedFor_ != maskGeneration_) buildBiased(h);
+  const float* S = r.scaled.head(h);
+  const float* B = biased_.data();
+  const float tau = params_.temperature;
+  const ViewStage stage = view_.stage;
+
+  d.columnsAreKeys = stage != ViewStage::Output;
+  d.isWeights = stage == ViewStage::Weights;
+  d.rows = Tq;
+  d.cols = d.columnsAreKeys ? Tk : dv;
+  d.values.resize(std::size_t(d.rows) * d.cols);
+  const std::size_t n = std::size_t(Tq) * Tk;
+  float* out = d.values.data();
+  switch (stage) {
+    case ViewStage::RawScores: {
+      const float root = std::sqrt(float(r.dims.dk));
+      for (std::size_t k = 0; k < n; ++k) out[k] = S[k] * root;
+      break;
+    }
+    case ViewStage::Scaled:
+      std::copy(S, S + n, out);
+      break;
+    case ViewStage::Biased:
+      std::copy(B, B + n, out);
+      break;
+    case ViewStage::Logits:
+      std::copy(B, B + n, out);
+      applyTemperature(out, n, tau);
+      break;
+    case ViewStage::Weights:
+      if (view_.wrongAxis) {
+        softmaxOverQueries(B, Tq, Tk, tau, out);
+        for (std::size_t k = 0; k < n; ++k)
+          if (B[k] == kNegInf) out[k] = kNegInf;
+      } else if (view_.headAverage) {
+        const int H = heads();
+        std::fill(out, out + n, 0.0f);
+        for (int hh = 0; hh < H; ++hh) {
+          const float* W = r.weights.head(hh);
+          for (std::size_t k = 0; k < n; ++k) out[k] += W[k];
+        }
+        for (std::size_t k = 0; k < n; ++k)
+          out[k] = (B[k] == kNegInf && out[k] == 0.0f) ? kNegInf : out[k] / H;
+      } else {
+        const float* W = r.weights.head(h);
+        for (std::size_t k = 0; k < n; ++k) out[k] = B[k] == kNegInf ? kNegInf : W[k];
+      }
+      break;
+    case ViewStage::Output: {
+      const float* O = r.output.head(h);
+      std::copy(O, O + std::size_t(Tq) * dv, out);
+      break;
+    }
+  }
+
+  // Sums along both axes of what is shown, and which rows are fully masked.
+  d.rowSums.assign(d.rows, 0.0f);
+  d.colSums.assign(d.cols, 0.0f);
+  d.rowFullyMasked.assign(d.rows, 0);
+  d.fullyMaskedRows = 0;
+  d.firstFullyMaskedRow = -1;
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  for (int i = 0; i < d.rows; ++i) {
+    const float* row = d.values.data() + std::size_t(i) * d.cols;
+    double sum = 0;
+    for (int j = 0; j < d.cols; ++j) {
+      const float v = row[j];
+      if (std::isfinite(v)) {
+        sum += v;
+        d.colSums[j] += v;
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+    d.rowSums[i] = float(sum);
+    if (d.columnsAreKeys) {
+      bool allowed = false;
+      const float* brow = B + std::size_t(i) * Tk;
+      for (int j = 0; j < Tk && !allowed; ++j) allowed = brow[j] != kNegInf;
+      d.rowFullyMasked[i] = !allowed;
+    } else {
+      d.rowFullyMasked[i] = r.row(h, i).fullyMasked;
+    }
+    if (d.rowFullyMasked[i]) {
+      if (d.firstFullyMaskedRow < 0) d.firstFullyMaskedRow = i;
+      ++d.fullyMaskedRows;
+    }
+  }
+  if (lo > hi) lo = hi = 0.0f;
+  d.minFinite = lo;
+  d.maxFinite = hi;
+  ++d.version;
+  computed_.view = requested_.view;
+  displayFor_.view = requested_.view;
+  displayFor_.weights = view_.headAverage ? weightsVersion_ : headVersion_[h];
+  timing_.displayMs = msSince(t0);
+}
+
+// ---- results ---------------------------------------------------------------------------------
+
+CellInfo Session::cellInfo(int i, int j) const {
+  CellInfo ci;
+  if (!haveInputs_ || !result_ || i < 0 || i >= tq()) return ci;
+  const AttentionResult& r = *result_;
+  const int h = shownHead();
+  ci.i = i;
+  ci.j = j;
+  if (i < int(inputs_.queryTokens.size())) ci.queryToken = inputs_.queryTokens[i];
+  if (display_.columnsAreKeys) {
+    if (j < 0 || j >= tk()) return ci;
+    if (j < int(inputs_.keyTokens.size())) ci.keyToken = inputs_.keyTokens[j];
+    ci.scaled = r.scaled.at(h, i, j);
+    if (biasedHead_ == h && biased_.size() == std::size_t(tq()) * tk()) {
+      float z = biased_[std::size_t(i) * tk() + j];
+      applyTemperature(&z, 1, params_.temperature);
+      ci.logit = z;
+    } else {
+      ci.logit = logitAt(r.scaled, params_, slopes_, h, i, j);
+    }
+    ci.masked = ci.logit == kNegInf;
+    ci.weight = r.weights.at(h, i, j);
+    double sum = 0;
+    for (int k = 0; k < tk(); ++k) sum += r.weights.at(h, i, k);
+    ci.rowSum = float(sum);
+  }
+  if (j >= 0 && j < display_.cols && i < display_.rows)
+    ci.shown = display_.values[std::size_t(i) * display_.cols + j];
+  return ci;
+}
+
+Tensor3 Session::logits() const { return computeLogits(result_->scaled, params_); }
+
+std::string Session::describe() const {
+  std::string desc;
+  // The causal mode shows as "mask: causal"; the other modes name themselves.
+  if (!fromTensors_ && scene_.mode != Mode::Causal)
+    desc = std::string(modeName(scene_.mode)) + " \xC2\xB7 ";
+  desc += "mask: " + describeMask(params_.mask) +
+          " \xC2\xB7 \xCF\x84 = " + formatTemperature(params_.temperature);
+  return desc;
+}
+
+Image Session::exportImage(const ExportRequest& request) {
+  update();
+  if (!haveInputs_) throw InputError("nothing to export: the inputs did not build");
+  if (request.head >= heads())
+    throw UsageError(
+        "--head " + std::to_string(request.head) + ": out of range, the input has " +
+        std::to_string(heads()) +
+        (heads() == 1 ? " head (0)" : " heads (0.." + std::to_string(heads() - 1) + ")"));
+  if (request.stage == ExportStage::Weights) {
+    if (request.head < 0) {
+      computeAllHeads();
+    } else if (!headFresh(request.head)) {
+      computeHeads({request.head});
+      fetchResult();
+    }
+  }
+  const Tensor3 L = logits();
+  ExportData data;
+  data.weights = &result_->weights;
+  data.logits = &L;
+  data.queryTokens = inputs_.queryTokens;
+  data.keyTokens = inputs_.keyTokens;
+  data.description = describe();
+  return renderExport(data, request);
+}
+
+}  // namespace attnviz

@@ -1,0 +1,430 @@
+// The session model without a display: which stage re-runs what (counted at the engine), and
+// each stage's matrix against the naive reference in tests/reference.h.
+#include "reference.h"
+
+#include "attnviz/session.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+// Every thread this process creates goes through here (the executable's definition interposes
+// on the C library's), so a test can count them. Not under AddressSanitizer, which intercepts
+// pthread_create itself.
+#if !defined(__SANITIZE_ADDRESS__)
+#define ATTNVIZ_COUNT_THREADS 1
+std::atomic<int> gThreadsCreated{0};
+extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
+                              void* arg) {
+  using Create = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  static const Create real = reinterpret_cast<Create>(dlsym(RTLD_NEXT, "pthread_create"));
+  gThreadsCreated.fetch_add(1);
+  return real(thread, attr, start, arg);
+}
+#endif
+
+namespace attnviz {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Forwards to the CPU engine and counts the calls: setInputs is the only GEMM of S.
+struct CountingEngine : AttentionEngine {
+  std::unique_ptr<AttentionEngine> inner = makeCpuEngine();
+  int setInputsCalls = 0, softmaxCalls = 0, outputCalls = 0;
+  std::string name() const override { return "counting " + inner->name(); }
+  void setInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) override {
+    ++setInputsCalls;
+    inner->setInputs(q, k, v);
+  }
+  void softmax(const AttentionParams& p, const std::vector<int>& heads) override {
+    ++softmaxCalls;
+    inner->softmax(p, heads);
+  }
+  void output(const std::vector<int>& heads) override {
+    ++outputCalls;
+    inner->output(heads);
+  }
+  const AttentionResult& result(unsigned stages) override { return inner->result(stages); }
+  Dims dims() const override { return inner->dims(); }
+};
+
+struct Fixture {
+  CountingEngine* engine;
+  std::unique_ptr<Session> session;
+  Fixture() {
+    auto e = std::make_unique<CountingEngine>();
+    engine = e.get();
+    session = std::make_unique<Session>(std::move(e));
+  }
+};
+
+Scene smallScene() {
+  Scene s = defaultScene();
+  s.queryText = "the cat sat on the mat and the dog sat too";
+  s.heads = 3;
+  s.mode = Mode::Causal;
+  return s;
+}
+
+// The reference on the session's own inputs (Q, K, V as the scene built them).
+ref::Result reference(const Session& s, const AttentionParams& p) {
+  return ref::attention(s.inputs().q, s.inputs().k, s.inputs().v, p);
+}
+
+TEST(Session, TemperatureAndMaskChangesRunNoGemm) {
+  Fixture f;
+  Session& s = *f.session;
+  s.setScene(smallScene());
+  s.update();
+  ASSERT_EQ(f.engine->setInputsCalls, 1);
+  const int softmaxBefore = f.engine->softmaxCalls;
+  const auto gen = s.requested();
+
+  s.setTemperature(0.3f);
+  s.update();
+  EXPECT_EQ(f.engine->setInputsCalls, 1) << "a temperature step must not recompute S";
+  EXPECT_GT(f.engine->softmaxCalls, softmaxBefore);
+  EXPECT_EQ(s.requested().inputs, gen.inputs);
+  EXPECT_GT(s.requested().params, gen.params);
+  EXPECT_FLOAT_EQ(s.params().temperature, 0.3f);
+
+  s.editScene().params.mask.window = 3;
+  s.touchMask();
+  s.update();
+  s.editScene().params.mask.alibi = true;
+  s.touchMask();
+  s.update();
+  s.paintCell(5, 2, false);
+  s.update();
+  EXPECT_EQ(f.engine->setInputsCalls, 1) << "a mask change must not recompute S";
+  EXPECT_EQ(s.params().mask.window, 3);
+  EXPECT_TRUE(s.params().mask.alibi);
+
+  // A view change runs no softmax either.
+  const int softmaxNow = f.engine->softmaxCalls;
+  View v = s.view();
+  v.stage = ViewStage::Logits;
+  s.setView(v);
+  s.update();
+  EXPECT_EQ(f.engine->softmaxCalls, softmaxNow);
+  EXPECT_EQ(f.engine->setInputsCalls, 1);
+
+  // Text does.
+  s.editScene().queryText += " again";
+  s.touchInputs();
+  s.update();
+  EXPECT_EQ(f.engine->setInputsCalls, 2);
+}
+
+TEST(Session, GenerationsFollowTheStages) {
+  Fixture f;
+  Session& s = *f.session;
+  s.setScene(smallScene());
+  s.update();
+  auto g0 = s.requested();
+  EXPECT_EQ(s.computed().inputs, g0.inputs);
+  EXPECT_EQ(s.computed().params, g0.params);
+  EXPECT_EQ(s.computed().view, g0.view);
+
+  View v = s.view();
+  s.setView(v);  // unchanged: nothing to do
+  EXPECT_EQ(s.requested().view, g0.view);
+  v.head = 2;
+  s.setView(v);
+  auto g1 = s.requested();
+  EXPECT_EQ(g1.inputs, g0.inputs);
+  EXPECT_EQ(g1.params, g0.params);
+  EXPECT_GT(g1.view, g0.view);
+
+  s.touchTemperature();
+  auto g2 = s.requested();
+  EXPECT_EQ(g2.inputs, g1.inputs);
+  EXPECT_GT(g2.params, g1.params);
+  EXPECT_GT(g2.view, g1.view);
+
+  s.touchInputs();
+  auto g3 = s.requested();
+  EXPECT_GT(g3.inputs, g2.inputs);
+  EXPECT_GT(g3.params, g2.params);
+  s.update();
+  EXPECT_EQ(s.computed().inputs, s.requested().inputs);
+  EXPECT_EQ(s.computed().view, s.requested().view);
+}
+
+TEST(Session, EveryStageMatchesTheReference) {
+  Fixture f;
+  Session& s = *f.session;
+  Scene sc = smallScene();
+  sc.params.temperature = 0.7f;
+  sc.params.mask.alibi = true;
+  sc.params.mask.window = 4;
+  sc.params.mask.sink = 1;
+  s.setScene(sc);
+  s.update();
+  const AttentionParams p = effectiveParams(sc);
+  ASSERT_TRUE(p.mask.causal);
+  const ref::Result r = reference(s, p);
+  const int dk = s.inputs().q.cols;
+  const int Tq = s.tq(), Tk = s.tk();
+  for (int h = 0; h < s.heads(); ++h) {
+    for (int st = 0; st < kStageCount; ++st) {
+      View v;
+      v.head = h;
+      v.stage = ViewStage(st);
+      s.setView(v);
+      s.update();
+      const DisplayMatrix& d = s.display();
+      ASSERT_EQ(d.rows, Tq);
+      ASSERT_EQ(d.cols, v.stage == ViewStage::Output ? r.dv : Tk);
+      for (int i = 0; i < d.rows; ++i) {
+        for (int j = 0; j < d.cols; ++j) {
+          const double got = d.values[std::size_t(i) * d.cols + j];
+          const bool keys = v.stage != ViewStage::Output;  // columns are keys, not value dims
+          const std::size_t k = (std::size_t(h) * Tq + i) * Tk + j;
+          const bool masked = keys && r.l(h, i, j) == -ref::kInf;
+          double want = 0;
+          switch (v.stage) {
+            case ViewStage::RawScores:
+              want = r.scaled[k] * std::sqrt(double(dk));
+              break;
+            case ViewStage::Scaled:
+              want = r.scaled[k];
+              break;
+            case ViewStage::Biased:
+              want = masked ? -ref::kInf : r.logits[k] * p.temperature;
+              break;
+            case ViewStage::Logits:
+              want = r.logits[k];
+              break;
+            case ViewStage::Weights:
+              want = masked ? -ref::kInf : r.w(h, i, j);
+              break;
+            case ViewStage::Output:
+              want = r.o(h, i, j);
+              break;
+          }
+          ASSERT_TRUE(ref::close(got, want, 1e-4, 1e-4))
+              << "stage " << stageKey(v.stage) << " head " << h << " cell (" << i << ", " << j
+              << "): " << got << " vs " << want;
+        }
+      }
+    }
+  }
+  // The tooltip agrees with the same formula.
+  View v;
+  v.head = 1;
+  s.setView(v);
+  s.update();
+  const CellInfo ci = s.cellInfo(Tq - 1, 0);
+  EXPECT_TRUE(ref::close(ci.logit, r.l(1, Tq - 1, 0), 1e-4, 1e-4));
+  EXPECT_TRUE(ref::close(ci.weight, r.w(1, Tq - 1, 0), 1e-5, 1e-4));
+  EXPECT_NEAR(ci.rowSum, 1.0, 1e-5);
+  // And the logits of every head (export, compute --scores).
+  const Tensor3 L = s.logits();
+  for (std::size_t k = 0; k < L.size(); ++k)
+    ASSERT_TRUE(ref::close(L.data[k], r.logits[k], 1e-4, 1e-4)) << k;
+}
+
+TEST(Session, WrongAxisGivesColumnsThatSumToOne) {
+  Fixture f;
+  Session& s = *f.session;
+  Scene sc = smallScene();
+  sc.params.temperature = 1.5f;
+  s.setScene(sc);
+  View v;
+  v.head = 1;
+  v.wrongAxis = true;
+  s.setView(v);
+  s.update();
+  const AttentionParams p = effectiveParams(sc);
+  const ref::Result r = reference(s, p);
+  const int Tq = s.tq(), Tk = s.tk();
+  const DisplayMatrix& d = s.display();
+  for (int j = 0; j < Tk; ++j) {
+    // softmax over i of L_ij, in double, from the reference logits.
+    double mx = -ref::kInf;
+    for (int i = 0; i < Tq; ++i) mx = std::max(mx, r.l(1, i, j));
+    double z = 0, colSum = 0;
+    for (int i = 0; i < Tq; ++i)
+      if (r.l(1, i, j) != -ref::kInf) z += std::exp(r.l(1, i, j) - mx);
+    for (int i = 0; i < Tq; ++i) {
+      const float got = d.values[std::size_t(i) * Tk + j];
+      if (r.l(1, i, j) == -ref::kInf) {
+        EXPECT_EQ(got, kNegInf) << i << "," << j;
+        continue;
+      }
+      const double want = std::exp(r.l(1, i, j) - mx) / z;
+      EXPECT_TRUE(ref::close(got, want, 1e-5, 1e-4))
+          << i << "," << j << ": " << got << " vs " << want;
+      colSum += got;
+    }
+    EXPECT_NEAR(colSum, 1.0, 1e-5) << "column " << j;
+  }
+  // Causal: column 0 sees every query, so its rows do not sum to 1 (the point of the lesson).
+  EXPECT_GT(std::fabs(d.rowSums[0] - 1.0f), 0.1f);
+}
+
+TEST(Session, PaintedCellsAreMaskData) {
+  Fixture f;
+  Session& s = *f.session;
+  Scene sc = smallScene();
+  sc.mode = Mode::Self;
+  s.setScene(sc);
+  s.update();
+  const int Tq = s.tq(), Tk = s.tk();
+  s.paintCell(3, 1, false);
+  s.paintCell(3, 4, false);
+  s.paintCell(3, 4, true);  // cleared again
+  s.paintCell(0, 0, false);
+  s.update();
+  const MaskSpec& m = s.scene().params.mask;
+  ASSERT_EQ(m.customKind, MaskSpec::Custom::Allow);
+  ASSERT_EQ(m.custom.rows, Tq);
+  ASSERT_EQ(m.custom.cols, Tk);
+  EXPECT_EQ(m.custom.at(0, 3, 1), 0.0f);
+  EXPECT_EQ(m.custom.at(0, 3, 4), 1.0f);
+  EXPECT_EQ(m.custom.at(0, 0, 0), 0.0f);
+
+  // The weights are those of a scene whose custom mask blocks exactly those cells.
+  AttentionParams p;
+  p.mask.customKind = MaskSpec::Custom::Allow;
+  p.mask.custom = Tensor3(1, Tq, Tk, 1.0f);
+  p.mask.custom.at(0, 3, 1) = 0;
+  p.mask.custom.at(0, 0, 0) = 0;
+  const ref::Result r = reference(s, p);
+  const DisplayMatrix& d = s.display();
+  for (int i = 0; i < Tq; ++i)
+    for (int j = 0; j < Tk; ++j) {
+      const double want = r.l(0, i, j) == -ref::kInf ? -ref::kInf : r.w(0, i, j);
+      ASSERT_TRUE(ref::close(d.values[std::size_t(i) * Tk + j], want, 1e-5, 1e-4)) << i << j;
+    }
+  EXPECT_EQ(d.values[3 * Tk + 1], kNegInf);
+
+  // Saved with the scene, as its custom mask; a session on the reloaded scene agrees.
+  const Scene back = sceneFromJson(sceneToJson(s.scene()), "saved.json");
+  ASSERT_EQ(back.params.mask.customKind, MaskSpec::Custom::Allow);
+  EXPECT_EQ(back.params.mask.custom.data, m.custom.data);
+  Fixture g;
+  g.session->setScene(back);
+  g.session->update();
+  EXPECT_EQ(g.session->display().values, d.values);
+  EXPECT_NE(g.session->describe().find("custom"), std::string::npos) << g.session->describe();
+}
+
+TEST(Session, OldScenesWithViewPaintedConvertToMaskData) {
+  const std::string old = R"({"title": "old", "query_text": "a b c d", "mode": "self",
+    "heads": 2, "view": {"head": 1, "painted": {"rows": 4, "cols": 4,
+    "blocked": [[1, 2], [3, 0], [9, 9]]}}})";
+  const Scene sc = sceneFromJson(old, "old.json");
+  const MaskSpec& m = sc.params.mask;
+  ASSERT_EQ(m.customKind, MaskSpec::Custom::Allow);
+  ASSERT_EQ(m.custom.rows, 4);
+  ASSERT_EQ(m.custom.cols, 4);
+  int blocked = 0;
+  for (float x : m.custom.data) blocked += x == 0.0f;
+  EXPECT_EQ(blocked, 2);
+  EXPECT_EQ(m.custom.at(0, 1, 2), 0.0f);
+  EXPECT_EQ(m.custom.at(0, 3, 0), 0.0f);
+  EXPECT_EQ(sc.extraJson.find("painted"), std::string::npos) << sc.extraJson;
+  EXPECT_NE(sc.extraJson.find("\"head\""), std::string::npos) << sc.extraJson;
+}
+
+TEST(Session, DecodeStepChangesTheKeys) {
+  Fixture f;
+  Session& s = *f.session;
+  Scene sc = smallScene();
+  sc.mode = Mode::Decode;
+  sc.decodeStep = 5;
+  s.setScene(sc);
+  s.update();
+  EXPECT_EQ(s.tq(), 1);
+  EXPECT_EQ(s.tk(), 5);
+  EXPECT_EQ(s.display().cols, 5);
+  s.editScene().decodeStep = 8;
+  s.touchInputs();
+  s.update();
+  EXPECT_EQ(f.engine->setInputsCalls, 2);
+  EXPECT_EQ(s.tk(), 8);
+  ASSERT_EQ(s.display().cols, 8);
+  // The single query sees the whole KV cache: its row sums to 1 over 8 keys.
+  const ref::Result r = reference(s, effectiveParams(s.scene()));
+  for (int j = 0; j < 8; ++j)
+    EXPECT_TRUE(ref::close(s.display().values[j], r.w(0, 0, j), 1e-5, 1e-4)) << j;
+  EXPECT_NEAR(s.display().rowSums[0], 1.0f, 1e-5f);
+}
+
+TEST(Session, TensorSourceAndExportDescription) {
+  Fixture f;
+  Session& s = *f.session;
+  const Tensor3 q = ref::randomTensor(2, 5, 8, 1), k = ref::randomTensor(2, 7, 8, 2),
+                v = ref::randomTensor(2, 7, 4, 3);
+  s.setTensors(q, k, v);
+  s.editScene().params.mask.causal = true;
+  s.editScene().params.temperature = 2;
+  s.touchMask();
+  s.computeAllHeads();
+  EXPECT_EQ(s.describe(), "mask: causal \xC2\xB7 \xCF\x84 = 2");
+  AttentionParams p;
+  p.mask.causal = true;
+  p.temperature = 2;
+  const ref::Result r = ref::attention(q, k, v, p);
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 7; ++j)
+        ASSERT_TRUE(ref::close(s.result().weights.at(h, i, j), r.w(h, i, j), 1e-5, 1e-4));
+  const Image img = s.exportImage(ExportRequest{});
+  EXPECT_GT(img.width, 0);
+}
+
+TEST(Session, ASliderStepStartsNoThread) {
+#if ATTNVIZ_COUNT_THREADS
+  // The counter sees a thread being created (so the assertion below can fail).
+  const int probe = gThreadsCreated.load();
+  std::thread([] {}).join();
+  ASSERT_EQ(gThreadsCreated.load(), probe + 1);
+
+  Fixture f;
+  Session& s = *f.session;
+  Scene sc = smallScene();
+  sc.queryText.clear();
+  for (int t = 0; t < 300; ++t) sc.queryText += "tok" + std::to_string(t % 17) + " ";
+  s.setScene(sc);
+  s.update();
+  s.computeAllHeads();  // the pool, if any, is started by now
+  const int before = gThreadsCreated.load();
+  for (int k = 0; k < 20; ++k) {
+    s.setTemperature(0.1f + 0.1f * float(k));
+    s.update();
+    s.editScene().params.mask.window = 5 + k;
+    s.touchMask();
+    s.computeAllHeads();
+  }
+  EXPECT_EQ(gThreadsCreated.load(), before) << "slider steps created threads";
+#else
+  GTEST_SKIP() << "thread creation is not counted under AddressSanitizer";
+#endif
+}
+
+TEST(Session, ABadMaskIsReportedOnceAndTheLastResultsStay) {
+  Fixture f;
+  Session& s = *f.session;
+  s.setScene(smallScene());
+  s.update();
+  const std::vector<float> shown = s.display().values;
+  s.editScene().params.mask.customKind = MaskSpec::Custom::Allow;
+  s.editScene().params.mask.custom = Tensor3(1, 2, 2, 1.0f);  // wrong shape
+  s.touchMask();
+  EXPECT_THROW(s.update(), InputError);
+  EXPECT_NO_THROW(s.update());  // not retried until changed again
+  EXPECT_EQ(s.display().values, shown);
+}
+
+}  // namespace
+}  // namespace attnviz
