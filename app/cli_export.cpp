@@ -3,6 +3,7 @@
 #include "backend.h"
 #include "cli.h"
 #include "cli_common.h"
+#include "cli_progress.h"
 
 #include "attnviz/colormap.h"
 #include "attnviz/dump.h"
@@ -11,6 +12,7 @@
 #include "attnviz/raster.h"
 #include "attnviz/scene.h"
 #include "attnviz/session.h"
+#include "attnviz/streamed_export.h"
 
 #include <algorithm>
 #include <cmath>
@@ -123,6 +125,38 @@ Image renderDumpLayer(const std::string& path, const std::string& layerName, int
   return renderExport(data, eo);
 }
 
+// Long inputs from tensors: a labelled weights figure whose materialised scores would pass the
+// budget (exportStreamBudget) is streamed, the weights pooled block by block as the figure is
+// drawn and never held whole, with a progress bar on stderr when it is a terminal. The same
+// pixels as the session's export, which would materialise S. Returns false when this export
+// is not one to stream.
+bool exportStreamed(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
+                    const AttentionCliOptions& opts, ExportOptions eo, int head,
+                    bool defaultColormap, const std::string& png) {
+  const Dims d{Q.heads, Q.rows, K.rows, Q.cols, V.cols};
+  if (!exportShouldStream(d, eo, exportStreamBudget())) return false;
+  if (head >= d.H)
+    throw UsageError("--head " + std::to_string(head) + ": out of range, the input has " +
+                     std::to_string(d.H) +
+                     (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
+  eo.head = head;
+  if (defaultColormap) eo.colormap = ColormapId::Viridis;  // the weights stage's default
+  const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+  ExportData labels;  // a tensor source: index labels, no mode in the description
+  labels.description = "mask: " + describeMask(params.mask) +
+                       " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
+  Image img;
+  {
+    ProgressBar bar("attnviz export");  // its line ends before "wrote" is printed
+    img = renderStreamedExport(Q, K, V, params, labels, eo, [&](int h, double f) {
+      bar.update("streaming head " + std::to_string(h), f);
+    });
+  }
+  writePng(png, img);
+  std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+  return true;
+}
+
 }  // namespace
 
 int runExport(int argc, char** argv) {
@@ -223,6 +257,7 @@ int runExport(int argc, char** argv) {
       session.setScene(std::move(scene));
     } else {
       Tensor3 Q = loadTensorNpy(q), K = loadTensorNpy(k), V = loadTensorNpy(v);
+      if (exportStreamed(Q, K, V, opts, eo, parsedHead, colormap.empty(), png)) return 0;
       validateInputs(Q, K, V);
       session.setTensors(std::move(Q), std::move(K), std::move(V));
     }
