@@ -6,6 +6,7 @@
 #include "memory.h"
 
 #include "attnviz/fileio.h"
+#include "attnviz/safetensors.h"
 
 #include <cmath>
 #include <cstdint>
@@ -93,11 +94,7 @@ T readLE(const unsigned char* p) {
 
 }  // namespace
 
-NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool) {
-  return parseNpyView(bytes, name, allowBool);
-}
-
-NpyArray parseNpyView(std::string_view bytes, const std::string& name, bool allowBool) {
+NpyHeader parseNpyHeader(std::string_view bytes, const std::string& name) {
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   if (bytes.size() < 10 || std::memcmp(b, "\x93NUMPY", 6) != 0) {
     fail(name, "not a .npy file (bad magic)");
@@ -116,31 +113,47 @@ NpyArray parseNpyView(std::string_view bytes, const std::string& name, bool allo
   }
   if (bytes.size() < offset + headerLen) fail(name, "truncated .npy header");
   const std::string header(bytes.substr(offset, headerLen));
-  const std::size_t dataOffset = offset + headerLen;
+  NpyHeader h;
+  h.dataOffset = offset + headerLen;
+  h.descr = headerValue(header, "descr", name);
+  h.fortranOrder = headerValue(header, "fortran_order", name) != "False";
+  h.shapeText = headerValue(header, "shape", name);
+  h.shape = parseShape(h.shapeText, name);
+  return h;
+}
 
-  const std::string descr = headerValue(header, "descr", name);
-  const std::string fortran = headerValue(header, "fortran_order", name);
-  const std::string shapeText = headerValue(header, "shape", name);
-  if (fortran != "False") {
+NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool) {
+  return parseNpyView(bytes, name, allowBool);
+}
+
+NpyArray parseNpyView(std::string_view bytes, const std::string& name, bool allowBool) {
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+  const NpyHeader h = parseNpyHeader(bytes, name);
+  const std::size_t dataOffset = h.dataOffset;
+  const std::string& descr = h.descr;
+  const std::string& shapeText = h.shapeText;
+  if (h.fortranOrder) {
     fail(name,
          "Fortran-order arrays are not supported (save with C order, e.g. np.ascontiguousarray)");
   }
   NpyArray out;
-  out.shape = parseShape(shapeText, name);
+  out.shape = h.shape;
 
   int itemSize = 0;
-  enum { F4, F8, B1 } type;
-  if (descr == "<f4") {
+  enum { F2, F4, F8, B1 } type;
+  if (descr == "<f2") {
+    type = F2, itemSize = 2;
+  } else if (descr == "<f4") {
     type = F4, itemSize = 4;
   } else if (descr == "<f8") {
     type = F8, itemSize = 8;
   } else if (allowBool && (descr == "|b1" || descr == "|u1")) {
     type = B1, itemSize = 1;
-  } else if (descr == ">f4" || descr == ">f8") {
+  } else if (descr == ">f2" || descr == ">f4" || descr == ">f8") {
     fail(name,
          "big-endian data (" + descr + ") is not supported; use little-endian float32/float64");
   } else {
-    fail(name, "unsupported dtype '" + descr + "'; expected float32 or float64" +
+    fail(name, "unsupported dtype '" + descr + "'; expected float16, float32 or float64" +
                    std::string(allowBool ? ", bool or uint8" : ""));
   }
   out.kind = type == B1 ? NpyKind::Bool : NpyKind::Float;
@@ -174,6 +187,9 @@ NpyArray parseNpyView(std::string_view bytes, const std::string& name, bool allo
   }
   for (unsigned long long n = 0; n < count; ++n) {
     switch (type) {
+      case F2:
+        out.data.push_back(halfToFloat(readLE<std::uint16_t>(p + 2 * n)));
+        break;
       case F4:
         out.data.push_back(readLE<float>(p + 4 * n));
         break;
@@ -262,18 +278,12 @@ MaskFile loadMaskNpy(const std::string& path) {
 
 namespace {
 
-// The .npy header (magic, version 1.0, length, dict padded to 64 bytes) of a float32 tensor.
-std::string npyHeader(const Tensor3& t, bool as2d) {
-  if (as2d && t.heads != 1)
-    throw InputError("cannot write a " + t.shapeString() + " tensor as 2-D");
+// The .npy header (magic, version 1.0, length, dict padded to 64 bytes) of a float32 array.
+std::string npyShapeHeader(const std::vector<long long>& shape) {
   std::ostringstream dict;
   dict << "{'descr': '<f4', 'fortran_order': False, 'shape': (";
-  if (as2d) {
-    dict << t.rows << ", " << t.cols;
-  } else {
-    dict << t.heads << ", " << t.rows << ", " << t.cols;
-  }
-  dict << "), }";
+  for (std::size_t i = 0; i < shape.size(); ++i) dict << (i ? ", " : "") << shape[i];
+  dict << (shape.size() == 1 ? ",), }" : "), }");
   std::string header = dict.str();
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
@@ -288,12 +298,32 @@ std::string npyHeader(const Tensor3& t, bool as2d) {
   return out;
 }
 
+// The header of a float32 tensor, 2-D when as2d (one head only).
+std::string npyHeader(const Tensor3& t, bool as2d) {
+  if (as2d && t.heads != 1)
+    throw InputError("cannot write a " + t.shapeString() + " tensor as 2-D");
+  if (as2d) return npyShapeHeader({t.rows, t.cols});
+  return npyShapeHeader({t.heads, t.rows, t.cols});
+}
+
 }  // namespace
+
+std::string npyBytes(const std::vector<long long>& shape, const float* data) {
+  std::size_t count = 1;
+  for (long long d : shape) count *= static_cast<std::size_t>(d);
+  std::string out = npyShapeHeader(shape);
+  out.append(reinterpret_cast<const char*>(data), count * sizeof(float));
+  return out;
+}
 
 std::string npyBytes(const Tensor3& t, bool as2d) {
   std::string out = npyHeader(t, as2d);
   out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
   return out;
+}
+
+void saveNpy(const std::string& path, const std::vector<long long>& shape, const float* data) {
+  writeFileAtomic(path, npyBytes(shape, data));
 }
 
 void saveNpy(const std::string& path, const Tensor3& t, bool as2d) {
