@@ -4,6 +4,7 @@
 #include "attnviz/npy.h"
 
 #include "attnviz/fileio.h"
+#include "attnviz/safetensors.h"
 
 #include <cmath>
 #include <cstdint>
@@ -78,7 +79,7 @@ T readLE(const unsigned char* p) {
 
 }  // namespace
 
-NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool) {
+NpyHeader parseNpyHeader(const std::string& bytes, const std::string& name) {
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   if (bytes.size() < 10 || std::memcmp(b, "\x93NUMPY", 6) != 0) {
     fail(name, "not a .npy file (bad magic)");
@@ -97,31 +98,43 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowB
   }
   if (bytes.size() < offset + headerLen) fail(name, "truncated .npy header");
   const std::string header = bytes.substr(offset, headerLen);
-  const std::size_t dataOffset = offset + headerLen;
+  NpyHeader h;
+  h.dataOffset = offset + headerLen;
+  h.descr = headerValue(header, "descr", name);
+  h.fortranOrder = headerValue(header, "fortran_order", name) != "False";
+  h.shapeText = headerValue(header, "shape", name);
+  h.shape = parseShape(h.shapeText, name);
+  return h;
+}
 
-  const std::string descr = headerValue(header, "descr", name);
-  const std::string fortran = headerValue(header, "fortran_order", name);
-  const std::string shapeText = headerValue(header, "shape", name);
-  if (fortran != "False") {
+NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool) {
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+  const NpyHeader h = parseNpyHeader(bytes, name);
+  const std::size_t dataOffset = h.dataOffset;
+  const std::string& descr = h.descr;
+  const std::string& shapeText = h.shapeText;
+  if (h.fortranOrder) {
     fail(name,
          "Fortran-order arrays are not supported (save with C order, e.g. np.ascontiguousarray)");
   }
   NpyArray out;
-  out.shape = parseShape(shapeText, name);
+  out.shape = h.shape;
 
   int itemSize = 0;
-  enum { F4, F8, B1 } type;
-  if (descr == "<f4") {
+  enum { F2, F4, F8, B1 } type;
+  if (descr == "<f2") {
+    type = F2, itemSize = 2;
+  } else if (descr == "<f4") {
     type = F4, itemSize = 4;
   } else if (descr == "<f8") {
     type = F8, itemSize = 8;
   } else if (allowBool && (descr == "|b1" || descr == "|u1")) {
     type = B1, itemSize = 1;
-  } else if (descr == ">f4" || descr == ">f8") {
+  } else if (descr == ">f2" || descr == ">f4" || descr == ">f8") {
     fail(name,
          "big-endian data (" + descr + ") is not supported; use little-endian float32/float64");
   } else {
-    fail(name, "unsupported dtype '" + descr + "'; expected float32 or float64" +
+    fail(name, "unsupported dtype '" + descr + "'; expected float16, float32 or float64" +
                    std::string(allowBool ? ", bool or uint8" : ""));
   }
   out.kind = type == B1 ? NpyKind::Bool : NpyKind::Float;
@@ -147,6 +160,9 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowB
   const unsigned char* p = b + dataOffset;
   for (unsigned long long n = 0; n < count; ++n) {
     switch (type) {
+      case F2:
+        out.data[n] = halfToFloat(readLE<std::uint16_t>(p + 2 * n));
+        break;
       case F4:
         out.data[n] = readLE<float>(p + 4 * n);
         break;
@@ -213,17 +229,15 @@ MaskFile loadMaskNpy(const std::string& path) {
   return m;
 }
 
-std::string npyBytes(const Tensor3& t, bool as2d) {
-  if (as2d && t.heads != 1)
-    throw InputError("cannot write a " + t.shapeString() + " tensor as 2-D");
+std::string npyBytes(const std::vector<long long>& shape, const float* data) {
   std::ostringstream dict;
   dict << "{'descr': '<f4', 'fortran_order': False, 'shape': (";
-  if (as2d) {
-    dict << t.rows << ", " << t.cols;
-  } else {
-    dict << t.heads << ", " << t.rows << ", " << t.cols;
+  std::size_t count = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    dict << (i ? ", " : "") << shape[i];
+    count *= static_cast<std::size_t>(shape[i]);
   }
-  dict << "), }";
+  dict << (shape.size() == 1 ? ",), }" : "), }");
   std::string header = dict.str();
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
@@ -235,8 +249,19 @@ std::string npyBytes(const Tensor3& t, bool as2d) {
   out.push_back(static_cast<char>(len & 0xff));
   out.push_back(static_cast<char>(len >> 8));
   out += header;
-  out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+  out.append(reinterpret_cast<const char*>(data), count * sizeof(float));
   return out;
+}
+
+std::string npyBytes(const Tensor3& t, bool as2d) {
+  if (as2d && t.heads != 1)
+    throw InputError("cannot write a " + t.shapeString() + " tensor as 2-D");
+  if (as2d) return npyBytes({t.rows, t.cols}, t.data.data());
+  return npyBytes({t.heads, t.rows, t.cols}, t.data.data());
+}
+
+void saveNpy(const std::string& path, const std::vector<long long>& shape, const float* data) {
+  writeFileAtomic(path, npyBytes(shape, data));
 }
 
 void saveNpy(const std::string& path, const Tensor3& t, bool as2d) {
