@@ -36,6 +36,7 @@ void frameBoundary(App& app) {
       s.ui.npyRole = 0;
       useNpyAs(s, s.ui.npyRolePath, role);
     }
+    syncModel(s);
     syncSession(s);
   } catch (const std::exception& e) {
     // The session keeps its last good results and does not retry the stage that failed.

@@ -18,6 +18,8 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace attnviz::app {
 
@@ -48,6 +50,9 @@ struct Options {
   int syntheticTokens = 0;
   int heads = 0;
   float uiScale = 0;
+  std::string model, text;
+  std::optional<int> layer;
+  std::vector<std::string> ablate;
 };
 
 }  // namespace
@@ -58,6 +63,10 @@ int runGui(int argc, char** argv) {
   cli.add_option("scene_file", o.scenePositional,
                  "scene JSON to open (default: the built-in scene)");
   cli.add_option("--scene", o.scene, "scene JSON to open");
+  cli.add_option("--model", o.model, "open a GPT-2 model folder (the model view)");
+  cli.add_option("--text", o.text, "with --model: the text the model runs on");
+  cli.add_option("--layer", o.layer, "with --model: show this layer");
+  cli.add_option("--ablate", o.ablate, "with --model: ablate head L:H (repeatable)");
   cli.add_option("--frames", o.frames, "run this many frames, then exit");
   cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG");
   cli.add_option("--export", o.exportPath,
@@ -132,9 +141,46 @@ int runGui(int argc, char** argv) {
     if (!o.scenePositional.empty() && !o.scene.empty())
       throw UsageError("give the scene either positionally or with --scene, not both");
     const std::string scenePath = o.scene.empty() ? o.scenePositional : o.scene;
+    if (o.model.empty() && (!o.text.empty() || o.layer || !o.ablate.empty()))
+      throw UsageError("--text, --layer and --ablate go with --model DIR");
+    if (!o.model.empty() && !scenePath.empty())
+      throw UsageError("give either a scene or --model, not both");
+    if (o.layer && *o.layer < 0) throw UsageError("--layer: expected a layer index >= 0");
+    std::vector<std::pair<int, int>> ablations;
+    for (const auto& a : o.ablate) {
+      int l = -1, h = -1;
+      char tail = 0;
+      if (std::sscanf(a.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0)
+        throw UsageError("--ablate: expected LAYER:HEAD, got '" + a + "'");
+      ablations.emplace_back(l, h);
+    }
     s.configDir = configDirectory();
     loadSettings(s);
-    if (!scenePath.empty()) {
+    if (!o.model.empty()) {
+      s.session.setScene(defaultScene());
+      if (!o.text.empty()) std::snprintf(s.model.text, sizeof s.model.text, "%s", o.text.c_str());
+      if (o.layer) s.model.layer = *o.layer;
+      // A scripted run waits for the model, so its frames show it; a window opens at once.
+      const bool wait = o.frames > 0 || o.reportTiming;
+      openModel(s, o.model, wait);
+      if (wait) {
+        syncModel(s);
+        const int L = s.model.source->layers(), H = s.model.source->heads();
+        if (o.layer && *o.layer >= L)
+          throw UsageError("--layer: " + std::to_string(*o.layer) + " is out of range (the model has " +
+                           std::to_string(L) + " layers)");
+        for (auto [l, h] : ablations) {
+          if (l >= L || h >= H)
+            throw UsageError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
+                             ": out of range (" + std::to_string(L) + " layers, " +
+                             std::to_string(H) + " heads)");
+          s.model.source->setAblated(l, h, true);
+        }
+        refreshNextTokens(s);
+        s.model.layerDirty = true;
+        syncModel(s);
+      }
+    } else if (!scenePath.empty()) {
       loadSceneInto(s, scenePath);
     } else {
       s.session.setScene(defaultScene());
@@ -143,7 +189,7 @@ int runGui(int argc, char** argv) {
     if (o.syntheticTokens > 0) sc.queryText = repeatedText(sc.queryText, o.syntheticTokens);
     if (o.heads > 0) sc.heads = o.heads;
     if (o.temperature) sc.params.temperature = *o.temperature;
-    s.session.touchInputs();
+    if (!s.model.open()) s.session.touchInputs();
     if (o.selectRow) s.view.selectedRow = *o.selectRow;
     if (o.head) s.view.head = *o.head;
     if (!o.stage.empty()) s.view.stage = stage;

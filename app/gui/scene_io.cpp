@@ -79,6 +79,7 @@ void resetView(AppState& s) {
 void loadSceneInto(AppState& s, const std::string& path) {
   Scene sc = loadScene(path);  // throws InputError naming the file
   const SceneView v = parseSceneView(sc.extraJson, path);
+  s.model.source.reset();  // a scene replaces an open model
   s.view = ViewState{};
   try {
     applyView(s, v);
@@ -99,12 +100,15 @@ void saveSceneFrom(AppState& s, const std::string& path) {
 
 void openDroppedFile(AppState& s, const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
-  if (ext == ".json") {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    openModel(s, path);  // a model folder (File > Open model, or dropped)
+  } else if (ext == ".json") {
     loadSceneInto(s, path);
   } else if (ext == ".npy") {
     s.ui.npyPending = path;
   } else {
-    throw InputError(path + ": not a scene (.json) or tensor (.npy) file");
+    throw InputError(path + ": not a scene (.json), tensor (.npy) file or model folder");
   }
 }
 

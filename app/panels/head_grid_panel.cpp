@@ -116,7 +116,7 @@ bool drawHeadGridPanel(AppState& s) {
       changed = true;
     }
     const Archetype a = average ? Archetype::Random : headArchetype(s.sceneData(), h);
-    const bool fromFiles = !s.sceneData().qPath.empty();
+    const bool fromFiles = !s.sceneData().qPath.empty() || s.model.open();
     const std::string name = average     ? "average"
                              : fromFiles ? "(file)"
                                          : std::string(archetypeName(a));

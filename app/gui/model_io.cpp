@@ -1,0 +1,100 @@
+// attnviz GUI: the model view's side of the frame. A model folder opens on a worker thread (the
+// status bar shows Gpt2Model::open's progress); the pass runs at the frame boundary once the
+// text has not changed for a moment, and the selected layer goes to the session as tensors.
+#include "gui/app_state.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+namespace attnviz::gui {
+
+namespace {
+
+constexpr double kTextDebounceSeconds = 0.3;
+constexpr int kTopK = 5;
+
+void adopt(AppState& s, std::unique_ptr<Gpt2Model> model) {
+  ModelState& m = s.model;
+  auto source = std::make_unique<ModelSource>(std::shared_ptr<const Gpt2Model>(std::move(model)));
+  if (m.text[0] == 0) std::snprintf(m.text, sizeof m.text, "%s", "The cat sat on the mat.");
+  source->setText(m.text);
+  m.source = std::move(source);
+  m.dir = m.loadingDir;
+  m.loadingDir.clear();
+  m.layer = std::clamp(m.layer, 0, m.source->layers() - 1);
+  m.layerDirty = true;
+  m.textEditedAt = -1;
+  s.scene.path.clear();
+  Scene& sc = s.session.editScene();
+  sc.title = std::filesystem::path(m.dir).filename().string() + " (model)";
+  sc.notes.clear();
+  refreshNextTokens(s);
+  notify(s, "Opened the model " + m.dir + " (" + m.source->model().weightsDescription() + ")");
+}
+
+}  // namespace
+
+void openModel(AppState& s, const std::string& dir, bool wait) {
+  ModelState& m = s.model;
+  if (m.loading.valid()) throw InputError(dir + ": another model is still opening");
+  m.loadingDir = dir;
+  m.progress = std::make_shared<ModelLoadProgress>();
+  auto progress = m.progress;
+  m.loading = std::async(std::launch::async, [dir, progress] {
+    return Gpt2Model::open(dir, [progress](double f, const std::string& what) {
+      std::lock_guard<std::mutex> lock(progress->m);
+      progress->fraction = f;
+      progress->what = what;
+    });
+  });
+  if (wait) m.loading.wait();
+}
+
+void refreshNextTokens(AppState& s) {
+  ModelState& m = s.model;
+  ++m.passVersion;
+  m.after = m.source->topK(kTopK);
+  m.before = m.source->baselineTopK(kTopK);
+  m.afterLabels.clear();
+  m.beforeLabels.clear();
+  for (const auto& t : m.after) m.afterLabels.push_back(m.source->tokenLabel(t.id));
+  for (const auto& t : m.before) m.beforeLabels.push_back(m.source->tokenLabel(t.id));
+}
+
+void syncModel(AppState& s) {
+  ModelState& m = s.model;
+  if (m.loading.valid() &&
+      m.loading.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    std::unique_ptr<Gpt2Model> model;
+    try {
+      model = m.loading.get();
+    } catch (...) {
+      m.loadingDir.clear();
+      m.progress.reset();
+      throw;
+    }
+    m.progress.reset();
+    adopt(s, std::move(model));
+  }
+  if (!m.source) return;
+  if (m.textEditedAt >= 0 && nowSeconds() - m.textEditedAt >= kTextDebounceSeconds) {
+    m.textEditedAt = -1;
+    m.source->setText(m.text);  // throws for an empty text; the last pass stays
+    m.layerDirty = true;
+    refreshNextTokens(s);
+  }
+  if (!m.actions.empty()) {
+    auto actions = std::move(m.actions);
+    m.actions.clear();
+    for (auto& a : actions) a(s);
+    m.layerDirty = true;
+    refreshNextTokens(s);
+  }
+  if (m.layerDirty) {
+    m.layerDirty = false;
+    m.source->showLayer(s.session, m.layer);
+  }
+}
+
+}  // namespace attnviz::gui
