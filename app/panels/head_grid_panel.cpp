@@ -118,7 +118,7 @@ bool drawHeadGridPanel(AppState& s) {
     const Archetype a = average ? Archetype::Random : headArchetype(s.sceneData(), h);
     const bool fromFiles = !s.sceneData().qPath.empty() || s.model.open();
     const std::string name = average     ? "average"
-                             : fromFiles ? "(file)"
+                             : fromFiles ? (s.model.open() ? "" : "(file)")
                                          : std::string(archetypeName(a));
     if (ImGui::IsItemHovered() && img.tex.id()) {
       ImGui::BeginTooltip();

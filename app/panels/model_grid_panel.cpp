@@ -102,9 +102,9 @@ bool drawModelGridPanel(AppState& s) {
       }
       ImGui::PopID();
       if (selected || hovered)
-        dl->AddRect(ImVec2(p.x - 1, p.y - 1), ImVec2(q.x + 1, q.y + 1),
+        dl->AddRect(ImVec2(p.x - 1.5f, p.y - 1.5f), ImVec2(q.x + 1.5f, q.y + 1.5f),
                     selected ? IM_COL32(255, 170, 30, 255) : IM_COL32(220, 220, 230, 255), 0, 0,
-                    selected ? 2.0f : 1.0f);
+                    1.0f);  // outside the thumbnail: its pixels stay the weights'
     }
   }
   ImGui::SetCursorScreenPos(ImVec2(origin.x, y0 + L * pitch));

@@ -3,6 +3,7 @@
 // colours come from the colormap table and the masked colours of colormap.h, never from the
 // app's own output.
 #include "attnviz/colormap.h"
+#include "attnviz/npy.h"
 
 #include <gtest/gtest.h>
 #include <stb_image.h>
@@ -510,6 +511,155 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   for (const auto& e : std::filesystem::directory_iterator(ATTNVIZ_SCENES))
     n += e.path().extension() == ".json";
   EXPECT_EQ(n, 8);
+}
+
+}  // namespace
+
+// ---- the model view (issue 9) ----------------------------------------------------------------
+// A random-init GPT-2 checkpoint of tests/model (make_gpt2_fixtures.py wrote it with torch, and
+// torch's weights and logits beside it): the app's pixels against torch's numbers.
+
+namespace {
+
+const std::string kModelFixture =
+    std::string(ATTNVIZ_MODEL_FIXTURES) + "/f32_prefix_tied_gelu_new";
+const char* kModelText =
+    "The cat sat on the mat; the cat's hat is at 42 in the sitting room.\n\tthe end";
+
+// `text` as one single-quoted shell word.
+std::string shellQuote(const std::string& text) {
+  std::string q = "'";
+  for (char c : text) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Whether `c` is the viridis colour of a value within one table step of `x` (in [0, 255]);
+// neighbouring entries of the table can share an RGB8 colour, so indices are not compared.
+bool viridisNear(RGBA8 c, double x) {
+  const auto& t = attnviz::colormapTable(attnviz::ColormapId::Viridis);
+  for (int k = std::max(0, int(std::floor(x)) - 1); k <= std::min(255, int(std::ceil(x)) + 1); ++k)
+    if (t[k].r == c.r && t[k].g == c.g && t[k].b == c.b) return true;
+  return false;
+}
+
+struct ModelGrid {
+  float x0 = 0, y0 = 0, thumb = 0, pitch = 0;
+  int layers = 0, heads = 0;
+  bool valid = false;
+};
+
+ModelGrid modelGrid(const std::string& out) {
+  ModelGrid g;
+  const auto at = out.find("model-grid:");
+  if (at != std::string::npos)
+    g.valid = std::sscanf(out.c_str() + at,
+                          "model-grid: x0=%f y0=%f thumb=%f pitch=%f layers=%d heads=%d", &g.x0,
+                          &g.y0, &g.thumb, &g.pitch, &g.layers, &g.heads) == 6;
+  return g;
+}
+
+// "next-token <which>: id prob" lines, in order.
+std::vector<std::pair<int, double>> nextTokens(const std::string& out, const std::string& which) {
+  std::vector<std::pair<int, double>> r;
+  const std::string key = "next-token " + which + ": ";
+  for (auto at = out.find(key); at != std::string::npos; at = out.find(key, at + 1)) {
+    int id = -1;
+    double p = 0;
+    if (std::sscanf(out.c_str() + at + key.size(), "%d %lf", &id, &p) == 2) r.emplace_back(id, p);
+  }
+  return r;
+}
+
+// The softmax of the last row of torch's logits [T, V], its five largest, most likely first.
+std::vector<std::pair<int, double>> torchTop5(const std::string& npy) {
+  const attnviz::NpyArray a = attnviz::readNpy(npy);
+  const int T = int(a.shape[0]), V = int(a.shape[1]);
+  const float* row = a.data.data() + std::size_t(T - 1) * V;
+  double mx = row[0], sum = 0;
+  for (int v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
+  for (int v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
+  std::vector<std::pair<int, double>> all;
+  for (int v = 0; v < V; ++v) all.emplace_back(v, std::exp(row[v] - mx) / sum);
+  std::partial_sort(all.begin(), all.begin() + 5, all.end(),
+                    [](auto& x, auto& y) { return x.second > y.second; });
+  all.resize(5);
+  return all;
+}
+
+TEST(AppModel, TheGridAndTheHeatmapShowTorchsWeightsOfEveryLayerAndHead) {
+  const attnviz::NpyArray w = attnviz::readNpy(kModelFixture + "/plain_weights.npy");
+  const int L = int(w.shape[0]), H = int(w.shape[1]), T = int(w.shape[2]);
+  auto weight = [&](int l, int h, int i, int j) {
+    return w.data[((std::size_t(l) * H + h) * T + i) * T + j];
+  };
+  const Shot s = runApp("model", "--model " + kModelFixture + " --text " +
+                                     shellQuote(kModelText) + " --layer 1 --head 1");
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, T);
+  ASSERT_EQ(s.g.cols, T);
+  // The heatmap: layer 1, head 1; above the diagonal the causal mask.
+  int checked = 0;
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j) {
+      const RGBA8 c = s.cell(i, j);
+      if (j > i) {
+        EXPECT_TRUE(isMasked(c)) << i << "," << j;
+        continue;
+      }
+      EXPECT_TRUE(viridisNear(c, weight(1, 1, i, j) * 255.0)) << "heatmap cell " << i << "," << j;
+      ++checked;
+    }
+  EXPECT_EQ(checked, T * (T + 1) / 2);
+  // The layers x heads grid: one texel per cell (T < the thumbnail's side), sampled at its centre.
+  const ModelGrid g = modelGrid(s.out);
+  ASSERT_TRUE(g.valid) << s.out;
+  ASSERT_EQ(g.layers, L);
+  ASSERT_EQ(g.heads, H);
+  ASSERT_GE(g.thumb, float(T));
+  int bad = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j) {
+          const int x = int(g.x0 + h * g.pitch + (j + 0.5f) * g.thumb / T);
+          const int y = int(g.y0 + l * g.pitch + (i + 0.5f) * g.thumb / T);
+          const RGBA8 c = s.pixel(x, y);
+          const bool ok = j > i ? c == attnviz::kMaskedColor
+                                : viridisNear(c, weight(l, h, i, j) * 255.0);
+          if (!ok && ++bad <= 5)
+            ADD_FAILURE() << "grid layer " << l << " head " << h << " cell " << i << "," << j
+                          << ": colour index " << tableIndex(attnviz::ColormapId::Viridis, c)
+                          << ", weight x 255 = " << weight(l, h, i, j) * 255.0;
+        }
+  EXPECT_EQ(bad, 0);
+  EXPECT_NE(s.out.find("model-layer: 1"), std::string::npos);
+}
+
+TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {
+  const std::string args = "--model " + kModelFixture + " --text " + shellQuote(kModelText);
+  const Shot plain = runApp("model_plain", args);
+  ASSERT_RAN(plain);
+  const Shot ablated = runApp("model_ablate", args + " --ablate 0:1 --ablate 1:0");
+  ASSERT_RAN(ablated);
+  const auto wantPlain = torchTop5(kModelFixture + "/plain_logits.npy");
+  const auto wantAblate = torchTop5(kModelFixture + "/ablate_logits.npy");
+  auto expectSame = [](const std::vector<std::pair<int, double>>& got,
+                       const std::vector<std::pair<int, double>>& want, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].first, want[k].first) << what << " rank " << k;
+      EXPECT_NEAR(got[k].second, want[k].second, 1e-4) << what << " rank " << k;
+    }
+  };
+  expectSame(nextTokens(plain.out, "after"), wantPlain, "no intervention");
+  expectSame(nextTokens(ablated.out, "before"), wantPlain, "before the ablation");
+  expectSame(nextTokens(ablated.out, "after"), wantAblate, "after the ablation");
+  // The two torch lists differ, so the panel's change is real.
+  EXPECT_NE(wantPlain, wantAblate);
+  // A bad ablation is a usage error.
+  const Shot bad = runApp("model_bad", args + " --ablate 5:0");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--ablate 5:0"), std::string::npos) << bad.out;
 }
 
 }  // namespace
