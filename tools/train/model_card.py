@@ -1,0 +1,123 @@
+"""Writes the model card (README.md) of a folder that train.py made, from its training_log.json
+and head scores measured now (head_scores.py, through torch or through `attnviz model`)."""
+import json
+import os
+
+import head_scores
+import kjv
+
+
+def write(model_dir, attnviz=None):
+    with open(os.path.join(model_dir, "training_log.json"), encoding="utf-8") as f:
+        log = json.load(f)
+    backend = (head_scores.AttnvizBackend(model_dir, attnviz) if attnviz
+               else head_scores.TorchBackend(model_dir))
+    s = head_scores.measure(backend)
+    with open(os.path.join(model_dir, "head_scores.json"), "w", encoding="utf-8") as f:
+        json.dump(s, f, indent=1)
+        f.write("\n")
+
+    r = log["recipe"]
+    final = log["eval"][-1]
+    size = os.path.getsize(os.path.join(model_dir, "model.safetensors"))
+    il, ih = s["best_induction_head"]
+    pl, ph = s["best_previous_token_head"]
+    fl, fh = s["best_first_token_head"]
+    ablated = s["copy_prob_ablated"][f"{il}:{ih}"]
+    name = os.path.basename(os.path.normpath(model_dir))
+    minutes = log["train_seconds"] / 60
+    text = f"""# {name}: a byte-level GPT-2 trained by the attnviz project
+
+A small GPT-2 (the Hugging Face `GPT2LMHeadModel` layout) whose vocabulary is the 256 bytes, so
+any text tokenizes to its UTF-8 bytes. It was trained on the CPU in {minutes:.1f} minutes by
+`tools/train/train.py`, so attnviz can show real learned attention offline: a previous-token
+head, an induction head and first-token sinks.
+
+## Files
+- `config.json`: GPT-2 config as HF writes it: {r['n_layer']} layers, {r['n_head']} heads,
+  n_embd {r['n_embd']}, n_positions {r['n_positions']}, vocab_size 256, gelu_new.
+- `model.safetensors`: F32, {size / 1e6:.2f} MB, {log['params']:,} parameters; `lm_head` is tied
+  to `transformer.wte.weight` and not stored.
+- `vocab.json`, `merges.txt`: GPT-2's byte-to-unicode alphabet as the vocabulary (token id =
+  byte value) and no merges, so the ordinary GPT-2 tokenizer splits text into bytes.
+- `training_log.json` (every batch loss, the evaluations, the recipe), `loss_curve.png`,
+  `head_scores.json` (the tables below).
+
+## Data
+- **Text:** the King James Version of the Bible (1611), as Debian's **`{kjv.PACKAGE}`** package
+  prints it (`bible -f "{kjv.RANGE}"`, with the `bible-kjv-text` data). The verse references are
+  stripped; one verse a line. The KJV text is in the public domain (its copyright expired; see
+  `/usr/share/doc/bible-kjv-text/copyright`: "The copyright for the King James Version text of
+  the Bible is expired").
+- **Split:** training is Genesis 1:1 to Philemon ({log['train_bytes']:,} bytes); the held-out
+  split, never trained on, is Hebrews 1:1 to Revelation 22:21 ({log['heldout_bytes']:,} bytes).
+- **Mix per 257-byte sequence:** {r['p_text']:.0%} plain text windows; {r['p_text_with_copy']:.0%}
+  text windows with one span (4-96 bytes, random bytes or other text) written twice;
+  {r['p_random_repeat']:.0%} a random byte sequence of 8-128 bytes repeated to fill the window.
+  The repeats are what make an induction head pay off.
+
+## Recipe
+AdamW (betas {r['betas'][0]}, {r['betas'][1]}; weight decay {r['weight_decay']} on matrices),
+peak learning rate {r['lr']}, {r['warmup']} warm-up steps then cosine decay to
+{r['min_lr_frac']}x, gradient clipping at {r['grad_clip']}, batch {r['batch']} x {r['seq']} bytes,
+{r['steps']} steps ({r['steps'] * r['batch'] * r['seq'] / 1e6:.1f} M bytes), no dropout.
+Seed {r['seed']} drives the initialisation and the batches; torch runs on {r['threads']} thread
+with deterministic algorithms. Trained with torch {log['machine']['torch']} (Debian's
+`python3-torch`) on one core of a shared {log['machine']['cpu']}: {log['train_seconds']:.0f} s.
+
+Reproduce (about a quarter of an hour on a free core; `apt-get install bible-kjv
+libopenblas0-pthread python3-torch python3-matplotlib` first):
+
+    /usr/bin/python3 tools/train/train.py --out assets/models/{name}
+
+## Losses (nats per byte)
+| | loss |
+|---|---|
+| final training text (fixed windows of the training split) | {final['train_text']:.4f} |
+| final held-out text (Hebrews-Revelation) | {final['val_text']:.4f} |
+| last training batch (text and repeats) | {log['batch_loss'][-1]:.4f} |
+
+![loss curve](loss_curve.png)
+
+## Head scores
+Measured by `tools/train/head_scores.py` through {s['backend']}. Layers and heads count from 0.
+- **Previous-token score:** the mean of A[t, t-1] over t >= 1, on {s['text_windows']} windows of
+  {s['text_T']} held-out bytes. Best: layer {pl} head {ph},
+  **{s['previous_token'][pl][ph]:.3f}**.
+- **Induction score:** the mean of A[t, t-L+1] over the second copy (t = L .. 2L-1) of a
+  uniformly random byte sequence of length L = {s['repeat_len']} repeated twice, averaged over
+  {len(s['repeat_seeds'])} seeds. Best in layer >= 1: layer {il} head {ih},
+  **{s['induction'][il][ih]:.3f}**.
+- **First-token sink:** the mean of A[t, 0] over t >= 1 on the held-out windows. Strongest: layer
+  {fl} head {fh}, {s['first_token'][fl][fh]:.3f}.
+
+Previous-token score:
+
+{head_scores.table(s, 'previous_token')}
+
+Induction score:
+
+{head_scores.table(s, 'induction')}
+
+First-token score:
+
+{head_scores.table(s, 'first_token')}
+
+## Ablation
+On the same repeated sequences, the probability the model gives the correct next byte on the
+second copy (t = L .. 2L-2) is **{s['copy_prob']:.3f}** (chance is 1/256 = 0.004). Zeroing the
+best induction head (layer {il} head {ih}) before the output projection drops it to
+**{ablated:.3f}**. Each head ablated alone:
+
+{head_scores.ablation_table(s)}
+
+Regenerate the scores and this card without training (through the attnviz CLI with
+`--attnviz build/app/attnviz`):
+
+    /usr/bin/python3 tools/train/train.py --card-only --out assets/models/{name}
+"""
+    tmp = os.path.join(model_dir, "README.md.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, os.path.join(model_dir, "README.md"))
+    return s

@@ -1,0 +1,233 @@
+#!/usr/bin/python3
+"""Trains the byte-level GPT-2 that ships in assets/models/kjv-byte-2l, on the CPU.
+
+Run with Debian's python3 (its python3-torch); install libopenblas0-pthread first:
+    /usr/bin/python3 tools/train/train.py --out assets/models/kjv-byte-2l
+
+Deterministic: one seed drives the init (torch.manual_seed) and the batches (numpy PCG64), the
+thread count is fixed at 1 and torch.use_deterministic_algorithms is on, so a rerun on the same
+machine gives the same bytes (a different CPU may round differently inside BLAS).
+
+Data, per sequence of 257 bytes (256 inputs, 256 targets):
+  40%  a window of the training text;
+  30%  a window of the training text with a span (random bytes or other text, 4-96 bytes)
+       written at two places, so the second copy is predictable by copying;
+  30%  a random byte sequence of 8-128 bytes repeated to fill the window.
+The repeats make induction heads worth learning; the text gives natural previous-token and
+first-token patterns. Writes config.json, model.safetensors, vocab.json, merges.txt,
+training_log.json, loss_curve.png and the model card README.md.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bytegpt  # noqa: E402
+import kjv  # noqa: E402
+
+RECIPE = {
+    "seed": 1234,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_embd": 128,
+    "n_positions": 256,
+    "batch": 16,
+    "seq": 256,
+    "steps": 1000,
+    "lr": 3e-3,
+    "warmup": 50,
+    "min_lr_frac": 0.1,
+    "weight_decay": 0.01,
+    "betas": [0.9, 0.95],
+    "grad_clip": 1.0,
+    "p_text": 0.4,
+    "p_text_with_copy": 0.3,
+    "p_random_repeat": 0.3,
+    "eval_every": 50,
+    "eval_windows": 16,
+    "threads": 1,
+}
+
+
+def make_batch(rng, text, B, T, r):
+    """text: uint8 array. -> int64 [B, T+1] (inputs are [:, :-1], targets [:, 1:])."""
+    out = np.empty((B, T + 1), dtype=np.int64)
+    n = T + 1
+
+    def window():
+        o = rng.integers(0, len(text) - n)
+        return text[o:o + n].astype(np.int64)
+
+    for b in range(B):
+        u = rng.random()
+        if u < r["p_text"]:
+            out[b] = window()
+        elif u < r["p_text"] + r["p_text_with_copy"]:
+            x = window()
+            L = int(rng.integers(4, 97))
+            span = rng.integers(0, 256, size=L) if rng.random() < 0.5 else window()[:L]
+            a = int(rng.integers(0, n - 2 * L + 1))
+            c = int(rng.integers(a + L, n - L + 1))
+            x[a:a + L] = span
+            x[c:c + L] = span
+            out[b] = x
+        else:
+            L = int(rng.integers(8, 129))
+            span = rng.integers(0, 256, size=L)
+            out[b] = np.tile(span, n // L + 1)[:n]
+    return out
+
+
+def eval_windows(text, count, T):
+    """count fixed windows of T+1 bytes, evenly spaced over text -> int64 [count, T+1]."""
+    step = (len(text) - T - 1) // (count - 1)
+    return np.stack([text[i * step:i * step + T + 1] for i in range(count)]).astype(np.int64)
+
+
+def loss_on(model, batch):
+    with torch.no_grad():
+        x = torch.from_numpy(batch)
+        z = model(x[:, :-1])
+        return float(F.cross_entropy(z.reshape(-1, z.shape[-1]), x[:, 1:].reshape(-1)))
+
+
+def lr_at(step, r):
+    if step < r["warmup"]:
+        return r["lr"] * (step + 1) / r["warmup"]
+    p = (step - r["warmup"]) / max(1, r["steps"] - r["warmup"])
+    return r["lr"] * (r["min_lr_frac"] + (1 - r["min_lr_frac"]) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def train(r, log_every=10):
+    torch.set_num_threads(r["threads"])
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(r["seed"])
+    rng = np.random.Generator(np.random.PCG64(r["seed"]))
+
+    train_text, heldout_text = kjv.splits()
+    train_bytes = np.frombuffer(train_text.encode("utf-8"), dtype=np.uint8)
+    heldout_bytes = np.frombuffer(heldout_text.encode("utf-8"), dtype=np.uint8)
+    T = r["seq"]
+    eval_train = eval_windows(train_bytes, r["eval_windows"], T)
+    eval_val = eval_windows(heldout_bytes, r["eval_windows"], T)
+
+    cfg = bytegpt.make_config(r["n_layer"], r["n_head"], r["n_embd"], r["n_positions"])
+    model = bytegpt.ByteGPT(cfg)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": r["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=r["lr"], betas=tuple(r["betas"]))
+
+    log = {"recipe": r, "steps": [], "batch_loss": [], "eval": [],
+           "train_bytes": int(len(train_bytes)), "heldout_bytes": int(len(heldout_bytes)),
+           "params": sum(p.numel() for p in model.parameters())}
+    start = time.time()
+    for step in range(r["steps"]):
+        if step % r["eval_every"] == 0:
+            model.eval()
+            e = {"step": step, "train_text": loss_on(model, eval_train),
+                 "val_text": loss_on(model, eval_val), "elapsed_s": time.time() - start}
+            log["eval"].append(e)
+            print(f"eval step {step}: train text {e['train_text']:.4f}  "
+                  f"val text {e['val_text']:.4f}  ({e['elapsed_s']:.0f} s)", flush=True)
+            model.train()
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, r)
+        x = torch.from_numpy(make_batch(rng, train_bytes, r["batch"], T, r))
+        z = model(x[:, :-1])
+        loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), x[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), r["grad_clip"])
+        opt.step()
+        log["steps"].append(step)
+        log["batch_loss"].append(float(loss))
+        if step % log_every == 0:
+            print(f"step {step}: loss {float(loss):.4f}  lr {lr_at(step, r):.2e}  "
+                  f"({time.time() - start:.0f} s)", flush=True)
+    model.eval()
+    e = {"step": r["steps"], "train_text": loss_on(model, eval_train),
+         "val_text": loss_on(model, eval_val), "elapsed_s": time.time() - start}
+    log["eval"].append(e)
+    print(f"final: train text {e['train_text']:.4f}  val text {e['val_text']:.4f}", flush=True)
+    log["train_seconds"] = time.time() - start
+    log["machine"] = {"cpu": cpu_name(), "torch": torch.__version__,
+                      "python": platform.python_version(), "threads": r["threads"],
+                      "loadavg_at_end": os.getloadavg()}
+    return model, log
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def plot_losses(log, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    steps = np.array(log["steps"])
+    bl = np.array(log["batch_loss"])
+    k = 20
+    smooth = np.convolve(bl, np.ones(k) / k, mode="valid")
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    ax.plot(steps, bl, color="#bbbbbb", lw=0.7, label="training batch (text + repeats)")
+    ax.plot(steps[k - 1:], smooth, color="#555555", lw=1.2, label=f"training batch, mean of {k}")
+    ev = log["eval"]
+    ax.plot([e["step"] for e in ev], [e["train_text"] for e in ev], "o-", ms=3,
+            color="#1f77b4", label="training text (fixed windows)")
+    ax.plot([e["step"] for e in ev], [e["val_text"] for e in ev], "o-", ms=3,
+            color="#d62728", label="held-out text (Hebrews-Revelation)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats per byte)")
+    ax.set_ylim(0, 6)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("kjv-byte-2l training loss")
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp)
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="train the shipped byte-level GPT-2")
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "assets", "models",
+                                                  "kjv-byte-2l"))
+    ap.add_argument("--steps", type=int, help="override the recipe (for a quick trial)")
+    ap.add_argument("--card-only", action="store_true",
+                    help="rewrite README.md from training_log.json and the measured scores")
+    ap.add_argument("--attnviz", help="measure the card's scores through this attnviz binary")
+    args = ap.parse_args()
+    out = os.path.normpath(args.out)
+    import model_card
+    if not args.card_only:
+        r = dict(RECIPE)
+        if args.steps:
+            r["steps"] = args.steps
+        model, log = train(r)
+        bytegpt.save_checkpoint(model, out, {"format": "pt", "recipe": "tools/train/train.py",
+                                             "seed": r["seed"], "steps": r["steps"]})
+        bytegpt.write_json(os.path.join(out, "training_log.json"), log)
+        plot_losses(log, os.path.join(out, "loss_curve.png"))
+    model_card.write(out, args.attnviz)
+
+
+if __name__ == "__main__":
+    main()
