@@ -43,6 +43,20 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
+def sinusoids(n_positions, n_embd, rms):
+    """[n_positions, n_embd] sin/cos positions with the given rms per component.
+
+    Used only to initialise the learned wpe: an offset of one position is then (nearly) a fixed
+    rotation of the vector, so a previous-token head is easy to find; with random positions it
+    has to be learned position by position, which is a long plateau on this budget."""
+    p = torch.arange(n_positions, dtype=torch.float32)[:, None]
+    freq = torch.pow(10000.0, -torch.arange(0, n_embd, 2, dtype=torch.float32) / n_embd)
+    pe = torch.zeros(n_positions, n_embd)
+    pe[:, 0::2] = torch.sin(p * freq)
+    pe[:, 1::2] = torch.cos(p * freq)
+    return pe * rms * math.sqrt(2.0)
+
+
 class Conv1D(nn.Module):
     """HF's GPT-2 linear layer: weight [n_in, n_out], y = x @ W + b."""
 
@@ -130,7 +144,8 @@ class ByteGPT(nn.Module):
         self.cfg = cfg
         self.transformer = Transformer(cfg)
         nn.init.normal_(self.transformer.wte.weight, std=0.02)
-        nn.init.normal_(self.transformer.wpe.weight, std=0.01)
+        with torch.no_grad():
+            self.transformer.wpe.weight.copy_(sinusoids(cfg["n_positions"], cfg["n_embd"], 0.02))
         # GPT-2's scaled init of the projections that write into the residual stream
         for name, p in self.named_parameters():
             if name.endswith("c_proj.weight"):

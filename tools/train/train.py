@@ -42,7 +42,7 @@ RECIPE = {
     "n_positions": 256,
     "batch": 16,
     "seq": 256,
-    "steps": 1000,
+    "steps": 1500,
     "lr": 3e-3,
     "warmup": 50,
     "min_lr_frac": 0.1,
@@ -93,11 +93,23 @@ def eval_windows(text, count, T):
     return np.stack([text[i * step:i * step + T + 1] for i in range(count)]).astype(np.int64)
 
 
-def loss_on(model, batch):
+def loss_on(model, batch, skip=0):
+    """Mean next-byte loss over the targets from position `skip` on."""
     with torch.no_grad():
         x = torch.from_numpy(batch)
-        z = model(x[:, :-1])
-        return float(F.cross_entropy(z.reshape(-1, z.shape[-1]), x[:, 1:].reshape(-1)))
+        z = model(x[:, :-1])[:, skip:]
+        return float(F.cross_entropy(z.reshape(-1, z.shape[-1]), x[:, 1 + skip:].reshape(-1)))
+
+
+PROBE_L = 100
+
+
+def repeat_probe(seed, count=4):
+    """count random byte sequences of PROBE_L, each twice, plus one byte -> int64 [count, 2L+1]
+    (a seed apart from the batches'; the loss is read on the second copy only)."""
+    rng = np.random.Generator(np.random.PCG64(seed + 1))
+    seqs = rng.integers(0, 256, size=(count, PROBE_L))
+    return np.concatenate([seqs, seqs, seqs[:, :1]], axis=1).astype(np.int64)
 
 
 def lr_at(step, r):
@@ -119,6 +131,7 @@ def train(r, log_every=10):
     T = r["seq"]
     eval_train = eval_windows(train_bytes, r["eval_windows"], T)
     eval_val = eval_windows(heldout_bytes, r["eval_windows"], T)
+    probe = repeat_probe(r["seed"])
 
     cfg = bytegpt.make_config(r["n_layer"], r["n_head"], r["n_embd"], r["n_positions"])
     model = bytegpt.ByteGPT(cfg)
@@ -136,10 +149,13 @@ def train(r, log_every=10):
         if step % r["eval_every"] == 0:
             model.eval()
             e = {"step": step, "train_text": loss_on(model, eval_train),
-                 "val_text": loss_on(model, eval_val), "elapsed_s": time.time() - start}
+                 "val_text": loss_on(model, eval_val),
+                 "repeat_second_copy": loss_on(model, probe, skip=PROBE_L),
+                 "elapsed_s": time.time() - start}
             log["eval"].append(e)
             print(f"eval step {step}: train text {e['train_text']:.4f}  "
-                  f"val text {e['val_text']:.4f}  ({e['elapsed_s']:.0f} s)", flush=True)
+                  f"val text {e['val_text']:.4f}  repeat {e['repeat_second_copy']:.4f}  "
+                  f"({e['elapsed_s']:.0f} s)", flush=True)
             model.train()
         for g in opt.param_groups:
             g["lr"] = lr_at(step, r)
@@ -157,9 +173,12 @@ def train(r, log_every=10):
                   f"({time.time() - start:.0f} s)", flush=True)
     model.eval()
     e = {"step": r["steps"], "train_text": loss_on(model, eval_train),
-         "val_text": loss_on(model, eval_val), "elapsed_s": time.time() - start}
+         "val_text": loss_on(model, eval_val),
+         "repeat_second_copy": loss_on(model, probe, skip=PROBE_L),
+         "elapsed_s": time.time() - start}
     log["eval"].append(e)
-    print(f"final: train text {e['train_text']:.4f}  val text {e['val_text']:.4f}", flush=True)
+    print(f"final: train text {e['train_text']:.4f}  val text {e['val_text']:.4f}  "
+          f"repeat {e['repeat_second_copy']:.4f}", flush=True)
     log["train_seconds"] = time.time() - start
     log["machine"] = {"cpu": cpu_name(), "torch": torch.__version__,
                       "python": platform.python_version(), "threads": r["threads"],
@@ -210,7 +229,8 @@ def main():
     ap = argparse.ArgumentParser(description="train the shipped byte-level GPT-2")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "assets", "models",
                                                   "kjv-byte-2l"))
-    ap.add_argument("--steps", type=int, help="override the recipe (for a quick trial)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a recipe entry (for trials), e.g. --set steps=20")
     ap.add_argument("--card-only", action="store_true",
                     help="rewrite README.md from training_log.json and the measured scores")
     ap.add_argument("--attnviz", help="measure the card's scores through this attnviz binary")
@@ -219,8 +239,11 @@ def main():
     import model_card
     if not args.card_only:
         r = dict(RECIPE)
-        if args.steps:
-            r["steps"] = args.steps
+        for kv in args.set:
+            key, _, value = kv.partition("=")
+            if key not in r:
+                ap.error(f"--set: no recipe entry {key!r}")
+            r[key] = type(r[key])(value)
         model, log = train(r)
         bytegpt.save_checkpoint(model, out, {"format": "pt", "recipe": "tools/train/train.py",
                                              "seed": r["seed"], "steps": r["steps"]})
