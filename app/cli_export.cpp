@@ -3,6 +3,7 @@
 #include "backend.h"
 #include "cli.h"
 #include "cli_common.h"
+#include "cli_model.h"
 
 #include "attnviz/colormap.h"
 #include "attnviz/engine.h"
@@ -73,6 +74,10 @@ int runExport(int argc, char** argv) {
   auto* kOpt = app.add_option("--k", k, "keys [T_k, d_k] or [H, T_k, d_k] (.npy)");
   auto* vOpt = app.add_option("--v", v, "values [T_k, d_v] or [H, T_k, d_v] (.npy)");
   sceneOpt->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
+  ModelCliOptions modelOpts;
+  int layer = -1;
+  addModelOptions(app, modelOpts, false);
+  app.add_option("--layer", layer, "with --model: the layer to draw");
   addAttentionOptions(app, opts);
   app.add_option("--png", png, "output PNG (written atomically)")->required();
   app.add_option("--head", head, "head index, or 'all' for a grid of every head (default 0)");
@@ -93,9 +98,12 @@ int runExport(int argc, char** argv) {
 
   return guarded("export", [&] {
     // Everything that is bad usage is refused before any file is read.
-    const bool fromScene = !scenePath.empty();
-    if (!fromScene && (q.empty() || k.empty() || v.empty()))
-      throw UsageError("give --scene SCENE.json, or all three of --q, --k and --v");
+    const bool fromScene = !scenePath.empty(), fromModel = !modelOpts.dir.empty();
+    if (fromModel && (fromScene || !q.empty() || !k.empty() || !v.empty()))
+      throw UsageError("--model excludes --scene and --q/--k/--v");
+    if (fromModel && !app.count("--layer")) throw UsageError("--model needs --layer L");
+    if (!fromModel && !fromScene && (q.empty() || k.empty() || v.empty()))
+      throw UsageError("give --scene SCENE.json, --model DIR, or all three of --q, --k and --v");
     const int headIndex = parseHead(head);
     ExportOptions eo;
     eo.stage = stage == "scores" ? ExportStage::Scores : ExportStage::Weights;
@@ -132,7 +140,21 @@ int runExport(int argc, char** argv) {
     Tensor3 Q, K, V;
     ExportData data;
     std::optional<Scene> scene;
-    if (fromScene) {
+    std::optional<AttentionParams> modelParams;
+    std::string modelDesc;
+    if (fromModel) {
+      // The layer's Q, K and V from the pass (with every intervention applied), redrawn with the
+      // parameters that layer ran with.
+      ModelRun run = runModelFromOptions(modelOpts, opts, app);
+      checkLayer(layer, run.model->config());
+      LayerActivations& a = run.result.layers[layer];
+      Q = std::move(a.q), K = std::move(a.k), V = std::move(a.v);
+      data.queryTokens = tokenLabels(*run.model, run.result.ids);
+      data.keyTokens = data.queryTokens;
+      modelParams = layerParams(run.result, layer);
+      modelDesc =
+          modelName(modelOpts.dir) + " \xC2\xB7 layer " + std::to_string(layer) + " \xC2\xB7 ";
+    } else if (fromScene) {
       scene = loadScene(scenePath);
       SceneInputs in = buildSceneInputs(*scene);
       Q = std::move(in.q), K = std::move(in.k), V = std::move(in.v);
@@ -147,7 +169,7 @@ int runExport(int argc, char** argv) {
                        std::to_string(d.H) +
                        (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
 
-    AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+    AttentionParams params = modelParams ? *modelParams : buildParams(opts, d.H, d.Tq, d.Tk);
     if (scene) {
       params = mergeParams(effectiveParams(*scene), params, app.count("--temperature") > 0);
       validateParams(params, d.H, d.Tq, d.Tk);
@@ -170,7 +192,7 @@ int runExport(int argc, char** argv) {
     data.weights = &r.weights;
     data.logits = &logits;
 
-    std::string desc;
+    std::string desc = modelDesc;
     // The causal mode shows as "mask: causal"; the other modes name themselves.
     if (scene && scene->mode != Mode::Causal)
       desc = std::string(modeName(scene->mode)) + " \xC2\xB7 ";

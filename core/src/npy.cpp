@@ -213,17 +213,15 @@ MaskFile loadMaskNpy(const std::string& path) {
   return m;
 }
 
-std::string npyBytes(const Tensor3& t, bool as2d) {
-  if (as2d && t.heads != 1)
-    throw InputError("cannot write a " + t.shapeString() + " tensor as 2-D");
+std::string npyBytes(const std::vector<long long>& shape, const float* data) {
   std::ostringstream dict;
   dict << "{'descr': '<f4', 'fortran_order': False, 'shape': (";
-  if (as2d) {
-    dict << t.rows << ", " << t.cols;
-  } else {
-    dict << t.heads << ", " << t.rows << ", " << t.cols;
+  std::size_t count = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    dict << (i ? ", " : "") << shape[i];
+    count *= static_cast<std::size_t>(shape[i]);
   }
-  dict << "), }";
+  dict << (shape.size() == 1 ? ",), }" : "), }");
   std::string header = dict.str();
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
@@ -235,8 +233,19 @@ std::string npyBytes(const Tensor3& t, bool as2d) {
   out.push_back(static_cast<char>(len & 0xff));
   out.push_back(static_cast<char>(len >> 8));
   out += header;
-  out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+  out.append(reinterpret_cast<const char*>(data), count * sizeof(float));
   return out;
+}
+
+std::string npyBytes(const Tensor3& t, bool as2d) {
+  if (as2d && t.heads != 1)
+    throw InputError("cannot write a " + t.shapeString() + " tensor as 2-D");
+  if (as2d) return npyBytes({t.rows, t.cols}, t.data.data());
+  return npyBytes({t.heads, t.rows, t.cols}, t.data.data());
+}
+
+void saveNpy(const std::string& path, const std::vector<long long>& shape, const float* data) {
+  writeFileAtomic(path, npyBytes(shape, data));
 }
 
 void saveNpy(const std::string& path, const Tensor3& t, bool as2d) {

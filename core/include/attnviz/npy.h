@@ -41,4 +41,8 @@ std::string npyBytes(const Tensor3& t, bool as2d = false);
 // Writes atomically (temp file in the same folder, then rename). Throws InputError.
 void saveNpy(const std::string& path, const Tensor3& t, bool as2d = false);
 
+// Any rank: float32 C-order data of the shape's element count.
+std::string npyBytes(const std::vector<long long>& shape, const float* data);
+void saveNpy(const std::string& path, const std::vector<long long>& shape, const float* data);
+
 }  // namespace attnviz

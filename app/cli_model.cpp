@@ -1,0 +1,180 @@
+// attnviz model: run a GPT-2-family checkpoint on a text and write or print what it computed.
+#include "cli.h"
+#include "cli_model.h"
+
+#include "attnviz/npy.h"
+
+#include <chrono>
+#include <cstdio>
+
+namespace attnviz::app {
+
+void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
+  auto* model = app.add_option("--model", o.dir,
+                               "model folder: config.json, model.safetensors, vocab.json, "
+                               "merges.txt (a Hugging Face cache folder works too)");
+  if (required) model->required();
+  auto* text = app.add_option("--text", o.text, "text to tokenize and run");
+  auto* ids = app.add_option("--ids", o.ids, "token ids to run, e.g. 464,3290,318");
+  text->excludes(ids);
+  app.add_option("--ablate", o.ablate, "L:H zeroes head H's output in layer L (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+AttentionParams layerParams(const ForwardResult& r, int layer) {
+  AttentionParams p;
+  if (const LayerIntervention* li = r.interventions.find(layer)) {
+    p.mask = li->mask;
+    p.temperature = li->temperature;
+  }
+  p.mask.causal = true;
+  return p;
+}
+
+std::string modelName(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  if (const std::size_t at = d.find("models--"); at != std::string::npos) {
+    const std::string rest = d.substr(at + 8);
+    return rest.substr(0, rest.find('/'));
+  }
+  return d.substr(d.find_last_of('/') == std::string::npos ? 0 : d.find_last_of('/') + 1);
+}
+
+std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>& ids) {
+  std::vector<std::string> labels;
+  for (int id : ids)
+    labels.push_back(id <= m.tokenizer().maxId() ? m.tokenizer().label(id)
+                                                 : "#" + std::to_string(id));
+  return labels;
+}
+
+std::vector<int> parseIdList(const std::string& text) {
+  std::vector<int> ids;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    std::size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 0 || v > 100'000'000) {
+      throw UsageError("--ids: expected token ids separated by commas, got '" + item + "'");
+    }
+    ids.push_back(static_cast<int>(v));
+    start = end + 1;
+  }
+  return ids;
+}
+
+void checkLayer(int layer, const Gpt2Config& c) {
+  if (layer < 0 || layer >= c.nLayer) {
+    throw UsageError("--layer " + std::to_string(layer) + ": out of range, the model has " +
+                     std::to_string(c.nLayer) + " layers (0.." + std::to_string(c.nLayer - 1) +
+                     ")");
+  }
+}
+
+ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions& attention,
+                             const CLI::App& app) {
+  if (app.count("--text") + app.count("--ids") != 1) {
+    throw UsageError("give the input as --text TEXT or --ids 1,2,3");
+  }
+  std::vector<int> ids;
+  if (app.count("--ids")) ids = parseIdList(o.ids);
+  std::vector<std::pair<int, int>> ablations;
+  for (const std::string& a : o.ablate) {
+    int l = -1, h = -1;
+    char tail = 0;
+    if (std::sscanf(a.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0) {
+      throw UsageError("--ablate " + a + ": expected LAYER:HEAD, e.g. 3:7");
+    }
+    ablations.emplace_back(l, h);
+  }
+
+  ModelRun run;
+  run.model = Gpt2Model::open(o.dir);
+  const Gpt2Config& c = run.model->config();
+  if (app.count("--text")) ids = run.model->encode(o.text);
+  run.model->checkIds(ids);
+  Interventions iv;
+  for (const auto& [l, h] : ablations) {
+    if (l >= c.nLayer || h >= c.nHead) {
+      throw UsageError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
+                       ": out of range, the model has " + std::to_string(c.nLayer) +
+                       " layers and " + std::to_string(c.nHead) + " heads");
+    }
+    iv.ablate(l, h, c);
+  }
+  const int T = static_cast<int>(ids.size());
+  const AttentionParams p = buildParams(attention, c.nHead, T, T);
+  if (p.mask.any() || p.temperature != 1.0f) iv.setAll(p.mask, p.temperature, c.nLayer);
+  if (attention.backend != "cpu") {
+    std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
+  }
+  run.result = run.model->forward(ids, iv);
+  return run;
+}
+
+int runModel(int argc, char** argv) {
+  CLI::App app{"Run a GPT-2-family model (Hugging Face checkpoint folder) on a text", "model"};
+  ModelCliOptions o;
+  AttentionCliOptions attention;
+  int layer = -1, topK = 0;
+  std::string weights, logits;
+  addModelOptions(app, o, true);
+  addAttentionOptions(app, attention);
+  app.add_option("--layer", layer, "only this layer's weights: [H, T, T] instead of [L, H, T, T]");
+  app.add_option("--weights", weights, "write the attention weights (float32 .npy)");
+  app.add_option("--logits", logits, "write the logits [T, V] (float32 .npy)");
+  app.add_option("--top-k", topK, "print the N most likely next tokens: id, probability, piece");
+  if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
+
+  return guarded("model", [&] {
+    if (app.count("--top-k") && topK < 1)
+      throw UsageError("--top-k: expected a number >= 1, got " + std::to_string(topK));
+    const auto t0 = std::chrono::steady_clock::now();
+    ModelRun run = runModelFromOptions(o, attention, app);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const Gpt2Model& m = *run.model;
+    const Gpt2Config& c = m.config();
+    const ForwardResult& r = run.result;
+    if (app.count("--layer")) checkLayer(layer, c);
+    const long long T = static_cast<long long>(r.ids.size());
+
+    if (!weights.empty()) {
+      if (layer >= 0) {
+        saveNpy(weights, r.layers[layer].weights);
+      } else {
+        std::vector<float> all;
+        all.reserve(std::size_t(c.nLayer) * r.layers[0].weights.size());
+        for (const LayerActivations& a : r.layers)
+          all.insert(all.end(), a.weights.data.begin(), a.weights.data.end());
+        saveNpy(weights, {c.nLayer, c.nHead, T, T}, all.data());
+      }
+    }
+    if (!logits.empty()) saveNpy(logits, {T, c.vocabSize}, r.logits.data());
+
+    const bool quiet = !weights.empty() || !logits.empty() || topK > 0;
+    if (!quiet) {
+      std::printf("model: %s (%d layers x %d heads, d=%d, vocab %d, %s)\n", m.files().dir.c_str(),
+                  c.nLayer, c.nHead, c.nEmbd, c.vocabSize, m.weightsDescription().c_str());
+      std::printf("tokens: %lld  forward pass: %.1f ms (load included)\n", T, ms);
+      std::printf("next token after '%s':\n", m.tokenizer().printable(r.ids.back()).c_str());
+    }
+    for (const TokenProb& t : Gpt2Model::topK(r, quiet ? topK : 5)) {
+      const std::string piece = t.id <= m.tokenizer().maxId() ? m.tokenizer().printable(t.id) : "";
+      std::printf("%d\t%.6f\t%s\n", t.id, double(t.prob), piece.c_str());
+    }
+    return 0;
+  });
+}
+
+}  // namespace attnviz::app

@@ -1,0 +1,49 @@
+// attnviz app: the options shared by the subcommands that run a model (`model`, `export --model`).
+#pragma once
+
+#include "cli_common.h"
+
+#include "attnviz/model.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attnviz::app {
+
+// --model DIR (--text TEXT | --ids 1,2,3) [--ablate L:H]... The attention options (--mask,
+// --mask-file, --alibi, --temperature; added by the caller) apply in every layer.
+struct ModelCliOptions {
+  std::string dir, text, ids;
+  std::vector<std::string> ablate;
+};
+
+// `required` = false leaves --model optional (export also takes --scene or Q/K/V).
+void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required);
+
+// "1,2,3" -> ids; throws UsageError naming the bad entry.
+std::vector<int> parseIdList(const std::string& text);
+
+struct ModelRun {
+  std::unique_ptr<Gpt2Model> model;
+  ForwardResult result;
+};
+
+// Opens the model, tokenizes (or checks the ids), builds the interventions and runs the pass.
+// Throws UsageError for bad option values, InputError for bad files or text.
+ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions& attention,
+                             const CLI::App& app);
+
+// The attention parameters layer `layer` ran with (the causal mask plus its interventions).
+AttentionParams layerParams(const ForwardResult& r, int layer);
+
+// A short name for titles: the folder's name, or NAME of a Hugging Face models--NAME cache path.
+std::string modelName(const std::string& dir);
+
+// Axis labels for the tokens: the BPE pieces with a visible mark for a leading space.
+std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>& ids);
+
+// Throws UsageError unless 0 <= layer < the model's layers.
+void checkLayer(int layer, const Gpt2Config& c);
+
+}  // namespace attnviz::app

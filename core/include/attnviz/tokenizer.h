@@ -1,0 +1,72 @@
+// attnviz core: GPT-2's byte-level BPE tokenizer, on its own (no model needed).
+//
+// Encoding runs in three steps, exactly as GPT-2 does:
+//   1. the pre-tokenizer splits the text with GPT-2's pattern
+//        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//      (Unicode letter, number and White_Space classes from ICU);
+//   2. each piece's UTF-8 bytes become symbols (GPT-2's byte-to-unicode map is only how the vocab
+//      and merges files spell bytes; in memory a symbol is its raw bytes);
+//   3. the lowest-ranked adjacent pair from merges.txt is merged until no pair has a rank.
+// Bytes that are not valid UTF-8 (possible in text from a command line) each count as one
+// character that is neither a letter, a number nor a space, and keep their byte.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace attnviz {
+
+// GPT-2's printable spelling of byte b in vocab.json and merges.txt: the byte itself for
+// '!'..'~', U+00A1..U+00AC and U+00AE..U+00FF, else U+0100 + n in byte order. UTF-8.
+std::string gpt2ByteToUnicode(unsigned char b);
+
+// Step 1: the pieces of `text` (views into it, in order, covering it exactly).
+std::vector<std::string_view> gpt2PreTokenize(std::string_view text);
+
+class Gpt2Tokenizer {
+ public:
+  Gpt2Tokenizer() = default;
+
+  // Reads vocab.json (token -> id) and merges.txt ("#version" line, then "a b" per line, best
+  // first). Checks: JSON object of non-negative integer ids, no id twice, every id < vocabSize
+  // (when vocabSize > 0), every token spelt in the byte alphabet, all 256 single bytes present,
+  // every merge a pair of vocab tokens whose concatenation is in the vocab. Throws InputError
+  // "<file>: <problem>".
+  static Gpt2Tokenizer load(const std::string& vocabPath, const std::string& mergesPath,
+                            int vocabSize = 0);
+
+  std::vector<int> encode(std::string_view text) const;
+
+  // The raw bytes of a token (may be part of a UTF-8 character); throws InputError when `id` is
+  // not in the vocab.
+  const std::string& pieceBytes(int id) const;
+
+  // The bytes of a token sequence joined: the text back.
+  std::string decode(const std::vector<int>& ids) const;
+
+  // A one-line, readable label for a token, for axis labels: a leading space (or a lone one) shows
+  // as U+2423 (open box), a newline as U+21B5, a tab as U+2192, other control bytes and bytes that
+  // are not valid UTF-8 as \xNN.
+  std::string label(int id) const;
+
+  // The piece for `tokenize --pieces`: the decoded bytes on one line, with \n, \r and \t
+  // written as those escapes, other control bytes and invalid UTF-8 as \xNN.
+  std::string printable(int id) const;
+
+  // Number of entries in vocab.json; the largest id + 1 is at most the model's vocab_size.
+  int size() const { return static_cast<int>(pieces_.size()); }
+  int maxId() const { return maxId_; }
+  int mergeCount() const { return static_cast<int>(ranks_.size()); }
+
+ private:
+  std::unordered_map<std::string, int> ids_;     // raw bytes -> id
+  std::unordered_map<int, std::string> pieces_;  // id -> raw bytes
+  std::unordered_map<std::string, int> ranks_;   // pairKey(a, b) -> merge rank
+  int maxId_ = -1;
+
+  void bpe(std::string_view piece, std::vector<int>& out) const;
+};
+
+}  // namespace attnviz

@@ -1,0 +1,233 @@
+// GPT-2 small (12 layers x 12 heads, d=768, vocab 50257), a random-init F32 checkpoint written
+// here at start-up (never committed), each figure beside its floor from the same run (issue 9):
+//   Gpt2Forward_T128     Gpt2Model::forward on 128 ids, every layer's Q, K, V and weights kept
+//   Gpt2GemmFloor_T128   the same GEMMs alone on the same mapped weights: per layer c_attn,
+//                        12 heads of Q K^T and A V, c_proj, c_fc, mlp c_proj; then the logits.
+//                        The same column-split threading (gpt2Matmul), buffers allocated once.
+//   Gpt2Open             Gpt2Model::open: config, tokenizer files, header validation, mmap
+//   Gpt2PeakMemory       a forked child opens the model and runs T=128; the counters give its
+//                        peak RSS above the file size and above the parent's RSS at the fork
+// The checkpoint goes to $ATTNVIZ_BENCH_DIR or the temp folder and is removed at exit.
+#include "attnviz/model.h"
+#include "attnviz/safetensors.h"
+#include "attnviz/tokenizer.h"
+
+#include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace {
+
+namespace fs = std::filesystem;
+using attnviz::MatrixRM;
+
+constexpr int kL = 12, kH = 12, kD = 768, kV = 50257, kP = 1024, kT = 128;
+
+struct Checkpoint {
+  fs::path dir;
+  std::uintmax_t bytes = 0;
+  ~Checkpoint() {
+    std::error_code ec;
+    if (!dir.empty()) fs::remove_all(dir, ec);
+  }
+};
+
+// Streams random F32 tensors to model.safetensors (a few MB of RAM at a time), with the tokenizer
+// files a GPT-2 folder has: 256 byte tokens, 50000 two-byte tokens, <|endoftext|>.
+const Checkpoint& checkpoint() {
+  static Checkpoint c = [] {
+    Checkpoint ck;
+    const char* base = std::getenv("ATTNVIZ_BENCH_DIR");
+    ck.dir = fs::path(base ? base : fs::temp_directory_path().string()) /
+             ("attnviz_gpt2_small_" + std::to_string(::getpid()));
+    fs::create_directories(ck.dir);
+    std::ofstream(ck.dir / "config.json") << nlohmann::json{
+        {"model_type", "gpt2"},
+        {"n_layer", kL},
+        {"n_head", kH},
+        {"n_embd", kD},
+        {"n_positions", kP},
+        {"vocab_size", kV},
+        {"activation_function", "gelu_new"}}.dump();
+    nlohmann::json vocab = nlohmann::json::object();
+    std::vector<std::string> alpha;
+    for (int b = 0; b < 256; ++b) alpha.push_back(attnviz::gpt2ByteToUnicode(b));
+    int id = 0;
+    for (const auto& a : alpha) vocab[a] = id++;
+    for (int n = 0; n < 50000; ++n) vocab[alpha[n / 256] + alpha[n % 256]] = id++;
+    vocab["<|endoftext|>"] = id++;
+    std::ofstream(ck.dir / "vocab.json") << vocab.dump();
+    std::ofstream(ck.dir / "merges.txt") << "#version: 0.2\n";
+
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {
+        {"wte.weight", {kV, kD}}, {"wpe.weight", {kP, kD}}};
+    for (int l = 0; l < kL; ++l) {
+      const std::string p = "h." + std::to_string(l) + ".";
+      for (auto [n, s] : std::vector<std::pair<std::string, std::vector<std::int64_t>>>{
+               {"ln_1.weight", {kD}},
+               {"ln_1.bias", {kD}},
+               {"attn.c_attn.weight", {kD, 3 * kD}},
+               {"attn.c_attn.bias", {3 * kD}},
+               {"attn.c_proj.weight", {kD, kD}},
+               {"attn.c_proj.bias", {kD}},
+               {"ln_2.weight", {kD}},
+               {"ln_2.bias", {kD}},
+               {"mlp.c_fc.weight", {kD, 4 * kD}},
+               {"mlp.c_fc.bias", {4 * kD}},
+               {"mlp.c_proj.weight", {4 * kD, kD}},
+               {"mlp.c_proj.bias", {kD}}})
+        shapes.emplace_back(p + n, s);
+    }
+    shapes.push_back({"ln_f.weight", {kD}});
+    shapes.push_back({"ln_f.bias", {kD}});
+    nlohmann::json header = nlohmann::json::object();
+    std::size_t offset = 0;
+    for (const auto& [name, s] : shapes) {
+      std::size_t n = 4;
+      for (auto v : s) n *= std::size_t(v);
+      header["transformer." + name] = {
+          {"dtype", "F32"}, {"shape", s}, {"data_offsets", {offset, offset + n}}};
+      offset += n;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    std::ofstream out(ck.dir / "model.safetensors", std::ios::binary);
+    const std::uint64_t len = text.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << text;
+    std::mt19937 gen(1);
+    std::vector<float> chunk(1 << 20);
+    for (const auto& [name, s] : shapes) {
+      std::size_t n = 1;
+      for (auto v : s) n *= std::size_t(v);
+      const bool scale = name.find("ln_") != std::string::npos && name.ends_with("weight");
+      std::normal_distribution<float> dist(scale ? 1.0f : 0.0f, scale ? 0.1f : 0.05f);
+      for (std::size_t done = 0; done < n; done += chunk.size()) {
+        const std::size_t m = std::min(chunk.size(), n - done);
+        for (std::size_t i = 0; i < m; ++i) chunk[i] = dist(gen);
+        out.write(reinterpret_cast<const char*>(chunk.data()), std::streamsize(m * 4));
+      }
+    }
+    out.close();
+    ck.bytes = fs::file_size(ck.dir / "model.safetensors");
+    return ck;
+  }();
+  return c;
+}
+
+std::vector<int> ids() {
+  std::vector<int> v(kT);
+  for (int t = 0; t < kT; ++t) v[t] = (t * 7919) % kV;
+  return v;
+}
+
+double forwardFlops() {
+  const double T = kT, d = kD;
+  const double perLayer = 2 * T * d * (3 * d + d + 4 * d + 4 * d) + kH * 2 * (2 * T * T * (d / kH));
+  return kL * perLayer + 2 * T * d * kV;
+}
+
+void Gpt2Forward_T128(benchmark::State& state) {
+  const auto model = attnviz::Gpt2Model::open(checkpoint().dir.string());
+  const std::vector<int> in = ids();
+  for (auto _ : state) benchmark::DoNotOptimize(model->forward(in).logits.data());
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(forwardFlops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void Gpt2GemmFloor_T128(benchmark::State& state) {
+  const auto f = attnviz::SafetensorsFile::open((checkpoint().dir / "model.safetensors").string());
+  auto w = [&](const std::string& n) { return f.f32View(f.at("transformer." + n)).data(); };
+  std::mt19937 gen(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  MatrixRM x = MatrixRM::NullaryExpr(kT, kD, [&] { return dist(gen); });
+  MatrixRM qkv, proj, hidden, out, logits, scores(kT, kT), o(kT, kD / kH);
+  const int dh = kD / kH;
+  for (auto _ : state) {
+    for (int l = 0; l < kL; ++l) {
+      const std::string p = "h." + std::to_string(l) + ".";
+      attnviz::gpt2Matmul(x, w(p + "attn.c_attn.weight"), nullptr, kD, 3 * kD, qkv);
+      for (int h = 0; h < kH; ++h) {
+        scores.noalias() = qkv.middleCols(h * dh, dh) * qkv.middleCols(kD + h * dh, dh).transpose();
+        o.noalias() = scores * qkv.middleCols(2 * kD + h * dh, dh);
+      }
+      attnviz::gpt2Matmul(x, w(p + "attn.c_proj.weight"), nullptr, kD, kD, proj);
+      attnviz::gpt2Matmul(x, w(p + "mlp.c_fc.weight"), nullptr, kD, 4 * kD, hidden);
+      attnviz::gpt2Matmul(hidden, w(p + "mlp.c_proj.weight"), nullptr, 4 * kD, kD, out);
+    }
+    attnviz::gpt2MatmulTransposed(x, w("wte.weight"), kV, kD, logits);
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(forwardFlops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void Gpt2Open(benchmark::State& state) {
+  const std::string dir = checkpoint().dir.string();
+  for (auto _ : state) benchmark::DoNotOptimize(attnviz::Gpt2Model::open(dir).get());
+}
+
+long currentRssKb() {
+  std::ifstream s("/proc/self/status");
+  std::string key;
+  long v = 0;
+  while (s >> key) {
+    if (key == "VmRSS:") {
+      s >> v;
+      return v;
+    }
+  }
+  return 0;
+}
+
+void Gpt2PeakMemory(benchmark::State& state) {
+  const Checkpoint& ck = checkpoint();
+  for (auto _ : state) {
+    const long before = currentRssKb();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const auto model = attnviz::Gpt2Model::open(ck.dir.string());
+      const auto r = model->forward(ids());
+      std::_Exit(r.logits.size() == std::size_t(kT) * kV ? 0 : 1);
+    }
+    int status = 0;
+    rusage ru{};
+    ::wait4(pid, &status, 0, &ru);
+    state.counters["peak_MB"] = double(ru.ru_maxrss) / 1024.0;
+    state.counters["file_MB"] = double(ck.bytes) / (1024.0 * 1024.0);
+    state.counters["over_file_MB"] =
+        (double(ru.ru_maxrss) * 1024.0 - double(ck.bytes)) / (1024.0 * 1024.0);
+    state.counters["parent_rss_MB"] = double(before) / 1024.0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) state.SkipWithError("child failed");
+  }
+}
+
+}  // namespace
+
+BENCHMARK(Gpt2Forward_T128)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime()
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+BENCHMARK(Gpt2GemmFloor_T128)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime()
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+BENCHMARK(Gpt2Open)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
+BENCHMARK(Gpt2PeakMemory)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);

@@ -1,0 +1,54 @@
+// attnviz model tests: fixture folders, copies of them to break, and .npy comparisons.
+#pragma once
+
+#include "run_binary.h"
+
+#include "attnviz/npy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <string>
+
+namespace attnviz::testing {
+
+namespace fs = std::filesystem;
+
+inline fs::path modelDir() { return fs::path(ATTNVIZ_MODEL_DIR); }
+inline fs::path fixture(const std::string& name) { return modelDir() / "fixtures" / name; }
+
+// A fresh temp folder, removed at destruction.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("attnviz_model_" + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Float32 values against a reference: weights within `abs`, or (relative) within rel * the
+// reference's largest magnitude.
+inline void expectClose(const std::vector<float>& got, const NpyArray& want, double abs,
+                        double relToScale, const std::string& what) {
+  ASSERT_EQ(got.size(), want.data.size()) << what;
+  double scale = 0.0;
+  for (float v : want.data) scale = std::max(scale, double(std::fabs(v)));
+  const double tol = relToScale > 0 ? relToScale * scale : abs;
+  double worst = 0.0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(double(got[i]) - double(want.data[i]));
+    if (!(e <= worst)) worst = e, at = i;
+  }
+  EXPECT_LE(worst, tol) << what << ": worst error at flat index " << at << ": " << got[at]
+                        << " vs reference " << want.data[at];
+}
+
+}  // namespace attnviz::testing
