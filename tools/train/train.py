@@ -119,7 +119,34 @@ def lr_at(step, r):
     return r["lr"] * (r["min_lr_frac"] + (1 - r["min_lr_frac"]) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
-def train(r, log_every=10):
+def final_eval(model, log, eval_train, eval_val, probe, step, start):
+    e = {"step": step, "train_text": loss_on(model, eval_train),
+         "val_text": loss_on(model, eval_val),
+         "repeat_second_copy": loss_on(model, probe, skip=PROBE_L),
+         "elapsed_s": time.time() - start}
+    log["eval"].append(e)
+    return e
+
+
+def snapshot(model, log, r, out, step, seconds):
+    """The checkpoint after `step` steps, as a run with steps=step would write it: with a
+    constant learning rate after warm-up (min_lr_frac = 1) the two are the same computation."""
+    snap = json.loads(json.dumps(log))
+    snap["recipe"]["steps"] = step
+    snap["train_seconds"] = seconds
+    snap["machine"] = machine(r)
+    d = os.path.join(out, "snapshots", f"step_{step}")
+    bytegpt.save_checkpoint(model, d, {"format": "pt", "recipe": "tools/train/train.py",
+                                       "seed": r["seed"], "steps": step})
+    bytegpt.write_json(os.path.join(d, "training_log.json"), snap)
+
+
+def machine(r):
+    return {"cpu": cpu_name(), "torch": torch.__version__, "python": platform.python_version(),
+            "threads": r["threads"], "loadavg": os.getloadavg()}
+
+
+def train(r, log_every=10, snapshot_every=0, out=None):
     torch.set_num_threads(r["threads"])
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(r["seed"])
@@ -171,18 +198,25 @@ def train(r, log_every=10):
         if step % log_every == 0:
             print(f"step {step}: loss {float(loss):.4f}  lr {lr_at(step, r):.2e}  "
                   f"({time.time() - start:.0f} s)", flush=True)
+        done = step + 1
+        if snapshot_every and done % snapshot_every == 0 and done < r["steps"]:
+            seconds = time.time() - start
+            model.eval()
+            snap_log = json.loads(json.dumps(log))
+            e = final_eval(model, snap_log, eval_train, eval_val, probe, done, start)
+            print(f"snapshot {done}: train text {e['train_text']:.4f}  "
+                  f"val text {e['val_text']:.4f}  repeat {e['repeat_second_copy']:.4f}",
+                  flush=True)
+            snapshot(model, snap_log, r, out, done, seconds)
+            model.train()
+            start += time.time() - start - seconds  # snapshots do not count as training time
     model.eval()
-    e = {"step": r["steps"], "train_text": loss_on(model, eval_train),
-         "val_text": loss_on(model, eval_val),
-         "repeat_second_copy": loss_on(model, probe, skip=PROBE_L),
-         "elapsed_s": time.time() - start}
-    log["eval"].append(e)
+    seconds = time.time() - start
+    e = final_eval(model, log, eval_train, eval_val, probe, r["steps"], start)
     print(f"final: train text {e['train_text']:.4f}  val text {e['val_text']:.4f}  "
           f"repeat {e['repeat_second_copy']:.4f}", flush=True)
-    log["train_seconds"] = time.time() - start
-    log["machine"] = {"cpu": cpu_name(), "torch": torch.__version__,
-                      "python": platform.python_version(), "threads": r["threads"],
-                      "loadavg_at_end": os.getloadavg()}
+    log["train_seconds"] = seconds
+    log["machine"] = machine(r)
     return model, log
 
 
@@ -203,7 +237,7 @@ def plot_losses(log, path):
     import matplotlib.pyplot as plt
     steps = np.array(log["steps"])
     bl = np.array(log["batch_loss"])
-    k = 20
+    k = max(1, min(20, len(bl)))
     smooth = np.convolve(bl, np.ones(k) / k, mode="valid")
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
     ax.plot(steps, bl, color="#bbbbbb", lw=0.7, label="training batch (text + repeats)")
@@ -231,6 +265,9 @@ def main():
                                                   "kjv-byte-2l"))
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a recipe entry (for trials), e.g. --set steps=20")
+    ap.add_argument("--snapshot-every", type=int, default=0, metavar="N",
+                    help="also write the checkpoint every N steps to OUT/snapshots/step_N")
+    ap.add_argument("--no-card", action="store_true", help="skip the scores and README.md")
     ap.add_argument("--card-only", action="store_true",
                     help="rewrite README.md from training_log.json and the measured scores")
     ap.add_argument("--attnviz", help="measure the card's scores through this attnviz binary")
@@ -244,12 +281,13 @@ def main():
             if key not in r:
                 ap.error(f"--set: no recipe entry {key!r}")
             r[key] = type(r[key])(value)
-        model, log = train(r)
+        model, log = train(r, snapshot_every=args.snapshot_every, out=out)
         bytegpt.save_checkpoint(model, out, {"format": "pt", "recipe": "tools/train/train.py",
                                              "seed": r["seed"], "steps": r["steps"]})
         bytegpt.write_json(os.path.join(out, "training_log.json"), log)
         plot_losses(log, os.path.join(out, "loss_curve.png"))
-    model_card.write(out, args.attnviz)
+    if not args.no_card:
+        model_card.write(out, args.attnviz)
 
 
 if __name__ == "__main__":
