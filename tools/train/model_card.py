@@ -25,6 +25,9 @@ def write(model_dir, attnviz=None):
     fl, fh = s["best_first_token_head"]
     ablated = s["copy_prob_ablated"][f"{il}:{ih}"]
     name = os.path.basename(os.path.normpath(model_dir))
+    tokens = r["steps"] * r["batch"] * r["seq"]  # both phases see batch x seq bytes a step
+    schedule = ("then constant" if r["min_lr_frac"] == 1.0 else
+                f"then cosine decay to {r['min_lr_frac']}x")
     minutes = log["train_seconds"] / 60
     text = f"""# {name}: a byte-level GPT-2 trained by the attnviz project
 
@@ -58,15 +61,20 @@ head, an induction head and first-token sinks.
 
 ## Recipe
 AdamW (betas {r['betas'][0]}, {r['betas'][1]}; weight decay {r['weight_decay']} on matrices),
-peak learning rate {r['lr']}, {r['warmup']} warm-up steps then cosine decay to
-{r['min_lr_frac']}x, gradient clipping at {r['grad_clip']}, batch {r['batch']} x {r['seq']} bytes,
-{r['steps']} steps ({r['steps'] * r['batch'] * r['seq'] / 1e6:.1f} M bytes), no dropout.
+learning rate {r['lr']} after {r['warmup']} warm-up steps, {schedule}, gradient clipping at
+{r['grad_clip']}, no dropout. The first {r['short_steps']} steps use {r['short_seq']}-byte
+sequences ({r['batch'] * r['seq'] // r['short_seq']} a batch), the rest {r['seq']}-byte sequences
+({r['batch']} a batch): {r['steps']} steps, {tokens / 1e6:.1f} M bytes. With few keys a query's
+attention is not spread thin, so the previous-token head forms early; the long phase then
+teaches every position. `wpe` starts from sinusoids (then learned like the rest), which makes
+"one position back" an easy direction to find; everything else is GPT-2's initialisation.
 Seed {r['seed']} drives the initialisation and the batches; torch runs on {r['threads']} thread
-with deterministic algorithms. Trained with torch {log['machine']['torch']} (Debian's
-`python3-torch`) on one core of a shared {log['machine']['cpu']}: {log['train_seconds']:.0f} s.
+with deterministic algorithms, so a rerun on the same machine gives the same bytes. Trained with
+torch {log['machine']['torch']} (Debian's `python3-torch`) on one thread of a {log['machine']['cpu']}
+shared with other jobs: {log['train_seconds'] / 60:.1f} minutes.
 
-Reproduce (about a quarter of an hour on a free core; `apt-get install bible-kjv
-libopenblas0-pthread python3-torch python3-matplotlib` first):
+Reproduce (`apt-get install bible-kjv libopenblas0-pthread python3-torch python3-matplotlib`
+first):
 
     /usr/bin/python3 tools/train/train.py --out assets/models/{name}
 

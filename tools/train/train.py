@@ -8,11 +8,12 @@ Deterministic: one seed drives the init (torch.manual_seed) and the batches (num
 thread count is fixed at 1 and torch.use_deterministic_algorithms is on, so a rerun on the same
 machine gives the same bytes (a different CPU may round differently inside BLAS).
 
-Data, per sequence of 257 bytes (256 inputs, 256 targets):
+Data, per sequence of n+1 bytes (n inputs, n targets; n = short_seq for the first short_steps
+steps, then seq):
   40%  a window of the training text;
-  30%  a window of the training text with a span (random bytes or other text, 4-96 bytes)
-       written at two places, so the second copy is predictable by copying;
-  30%  a random byte sequence of 8-128 bytes repeated to fill the window.
+  30%  a window of the training text with a span (random bytes or other text, 4 to
+       min(96, n/2) bytes) written at two places, so the second copy is predictable by copying;
+  30%  a random byte sequence of min(8, n/4) to min(128, n/2) bytes repeated to fill the window.
 The repeats make induction heads worth learning; the text gives natural previous-token and
 first-token patterns. Writes config.json, model.safetensors, vocab.json, merges.txt,
 training_log.json, loss_curve.png and the model card README.md.
@@ -43,6 +44,8 @@ RECIPE = {
     "batch": 16,
     "seq": 256,
     "steps": 1500,
+    "short_seq": 64,
+    "short_steps": 400,
     "lr": 3e-3,
     "warmup": 50,
     "min_lr_frac": 0.1,
@@ -73,7 +76,7 @@ def make_batch(rng, text, B, T, r):
             out[b] = window()
         elif u < r["p_text"] + r["p_text_with_copy"]:
             x = window()
-            L = int(rng.integers(4, 97))
+            L = int(rng.integers(4, min(96, n // 2) + 1))
             span = rng.integers(0, 256, size=L) if rng.random() < 0.5 else window()[:L]
             a = int(rng.integers(0, n - 2 * L + 1))
             c = int(rng.integers(a + L, n - L + 1))
@@ -81,7 +84,7 @@ def make_batch(rng, text, B, T, r):
             x[c:c + L] = span
             out[b] = x
         else:
-            L = int(rng.integers(8, 129))
+            L = int(rng.integers(min(8, n // 4), min(128, n // 2) + 1))
             span = rng.integers(0, 256, size=L)
             out[b] = np.tile(span, n // L + 1)[:n]
     return out
@@ -186,7 +189,11 @@ def train(r, log_every=10, snapshot_every=0, out=None):
             model.train()
         for g in opt.param_groups:
             g["lr"] = lr_at(step, r)
-        x = torch.from_numpy(make_batch(rng, train_bytes, r["batch"], T, r))
+        # a short-context phase first: with few keys a query's uniform attention is not yet
+        # diluted, so previous-token and induction heads get a strong gradient early
+        short = step < r["short_steps"]
+        bt, tt = ((r["batch"] * T // r["short_seq"], r["short_seq"]) if short else (r["batch"], T))
+        x = torch.from_numpy(make_batch(rng, train_bytes, bt, tt, r))
         z = model(x[:, :-1])
         loss = F.cross_entropy(z.reshape(-1, z.shape[-1]), x[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
@@ -231,7 +238,7 @@ def cpu_name():
     return platform.processor()
 
 
-def plot_losses(log, path):
+def plot_losses(log, path, name):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -247,12 +254,19 @@ def plot_losses(log, path):
             color="#1f77b4", label="training text (fixed windows)")
     ax.plot([e["step"] for e in ev], [e["val_text"] for e in ev], "o-", ms=3,
             color="#d62728", label="held-out text (Hebrews-Revelation)")
+    ax.plot([e["step"] for e in ev], [e.get("repeat_second_copy", np.nan) for e in ev], "o-",
+            ms=3, color="#2ca02c", label="second copy of a repeated random sequence")
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats per byte)")
     ax.set_ylim(0, 6)
     ax.grid(alpha=0.3)
     ax.legend()
-    ax.set_title("kjv-byte-2l training loss")
+    short = log["recipe"].get("short_steps", 0)
+    if 0 < short < len(steps):
+        ax.axvline(short, color="#999999", lw=0.8, ls="--")
+        ax.text(short, 5.8, f" {log['recipe']['short_seq']}-byte sequences until here",
+                fontsize=8, color="#666666", va="top")
+    ax.set_title(f"{name} training loss")
     fig.tight_layout()
     tmp = path + ".tmp.png"
     fig.savefig(tmp)
@@ -269,7 +283,8 @@ def main():
                     help="also write the checkpoint every N steps to OUT/snapshots/step_N")
     ap.add_argument("--no-card", action="store_true", help="skip the scores and README.md")
     ap.add_argument("--card-only", action="store_true",
-                    help="rewrite README.md from training_log.json and the measured scores")
+                    help="rewrite loss_curve.png and README.md from training_log.json and the "
+                         "measured scores")
     ap.add_argument("--attnviz", help="measure the card's scores through this attnviz binary")
     args = ap.parse_args()
     out = os.path.normpath(args.out)
@@ -285,7 +300,9 @@ def main():
         bytegpt.save_checkpoint(model, out, {"format": "pt", "recipe": "tools/train/train.py",
                                              "seed": r["seed"], "steps": r["steps"]})
         bytegpt.write_json(os.path.join(out, "training_log.json"), log)
-        plot_losses(log, os.path.join(out, "loss_curve.png"))
+    with open(os.path.join(out, "training_log.json"), encoding="utf-8") as f:
+        plot_losses(json.load(f), os.path.join(out, "loss_curve.png"),
+                    os.path.basename(out))
     if not args.no_card:
         model_card.write(out, args.attnviz)
 
