@@ -17,7 +17,9 @@ def write(model_dir, attnviz=None):
         json.dump(s, f, indent=1)
         f.write("\n")
 
-    r = log["recipe"]
+    from train import stages
+    parts = stages(log)
+    r = parts[0]["recipe"]  # stage 1
     final = log["eval"][-1]
     size = os.path.getsize(os.path.join(model_dir, "model.safetensors"))
     il, ih = s["best_induction_head"]
@@ -25,10 +27,30 @@ def write(model_dir, attnviz=None):
     fl, fh = s["best_first_token_head"]
     ablated = s["copy_prob_ablated"][f"{il}:{ih}"]
     name = os.path.basename(os.path.normpath(model_dir))
-    tokens = r["steps"] * r["batch"] * r["seq"]  # both phases see batch x seq bytes a step
+    # every step sees batch x seq bytes, whatever its sequence length
+    tokens = sum(p["recipe"]["steps"] * p["recipe"]["batch"] * p["recipe"]["seq"] for p in parts)
     schedule = ("then constant" if r["min_lr_frac"] == 1.0 else
                 f"then cosine decay to {r['min_lr_frac']}x")
-    minutes = log["train_seconds"] / 60
+    seconds = sum(p["train_seconds"] for p in parts)
+    minutes = seconds / 60
+    cpu = (f"{sum(p['cpu_seconds'] for p in parts) / 60:.1f} minutes of CPU time, "
+           if all("cpu_seconds" in p for p in parts) else "")
+    reproduce = (f"    /usr/bin/python3 tools/train/train.py --out /tmp/stage1 --no-card\n"
+                 f"    /usr/bin/python3 tools/train/train.py --stage 2 --init-from /tmp/stage1 "
+                 f"--out assets/models/{name}" if len(parts) == 2 else
+                 f"    /usr/bin/python3 tools/train/train.py --out assets/models/{name}")
+    stage2 = ""
+    if len(parts) == 2:
+        r2 = parts[1]["recipe"]
+        stage2 = f"""
+**Stage 2** (`--stage 2 --init-from` stage 1's folder) starts a fresh AdamW on stage 1's
+weights: learning rate {r2['lr']} after {r2['warmup']} warm-up steps, then constant, seed
+{r2['seed']}, {r2['steps']} steps of {r2['batch'] * r2['seq'] // r2['short_seq']} sequences of
+{r2['short_seq']} bytes: {r2['p_text']:.0%} text, {r2['p_text_with_copy']:.0%} text with a span
+written twice, {r2['p_random_repeat']:.0%} repeated random spans. The previous-token head is
+there by then; this is where a layer-1 head learns to use it to find the byte that followed the
+current byte's earlier occurrence (an induction head), and it carries over to longer contexts.
+"""
     text = f"""# {name}: a byte-level GPT-2 trained by the attnviz project
 
 A small GPT-2 (the Hugging Face `GPT2LMHeadModel` layout) whose vocabulary is the 256 bytes, so
@@ -69,14 +91,15 @@ attention is not spread thin, so the previous-token head forms early; the long p
 teaches every position. `wpe` starts from sinusoids (then learned like the rest), which makes
 "one position back" an easy direction to find; everything else is GPT-2's initialisation.
 Seed {r['seed']} drives the initialisation and the batches; torch runs on {r['threads']} thread
-with deterministic algorithms, so a rerun on the same machine gives the same bytes. Trained with
-torch {log['machine']['torch']} (Debian's `python3-torch`) on one thread of a {log['machine']['cpu']}
-shared with other jobs: {log['train_seconds'] / 60:.1f} minutes.
+with deterministic algorithms, so a rerun on the same machine gives the same bytes.
+{stage2}
+Trained with torch {log['machine']['torch']} (Debian's `python3-torch`) on one thread of an
+{log['machine']['cpu']} shared with other jobs: {cpu}{minutes:.1f} minutes of wall time in all.
 
 Reproduce (`apt-get install bible-kjv libopenblas0-pthread python3-torch python3-matplotlib`
 first):
 
-    /usr/bin/python3 tools/train/train.py --out assets/models/{name}
+{reproduce}
 
 ## Losses (nats per byte)
 | | loss |

@@ -41,14 +41,14 @@ RECIPE = {
     "n_head": 4,
     "n_embd": 128,
     "n_positions": 256,
-    "batch": 16,
+    "batch": 8,
     "seq": 256,
-    "steps": 1500,
+    "steps": 1300,
     "short_seq": 64,
     "short_steps": 400,
-    "lr": 3e-3,
-    "warmup": 50,
-    "min_lr_frac": 0.1,
+    "lr": 1e-2,
+    "warmup": 100,
+    "min_lr_frac": 1.0,
     "weight_decay": 0.01,
     "betas": [0.9, 0.95],
     "grad_clip": 1.0,
@@ -59,6 +59,12 @@ RECIPE = {
     "eval_windows": 16,
     "threads": 1,
 }
+
+# Stage 2 continues from stage 1's weights with a fresh AdamW, short sequences throughout and
+# mostly repeated random spans: the previous-token head exists by then, and this is where the
+# layer-1 head learns to use it (K-composition) to find the byte after the earlier occurrence.
+STAGE2 = dict(RECIPE, seed=1235, steps=3000, short_steps=3000, warmup=20,
+              p_text=0.1, p_text_with_copy=0.2, p_random_repeat=0.7)
 
 
 def make_batch(rng, text, B, T, r):
@@ -131,12 +137,13 @@ def final_eval(model, log, eval_train, eval_val, probe, step, start):
     return e
 
 
-def snapshot(model, log, r, out, step, seconds):
+def snapshot(model, log, r, out, step, seconds, cpu_seconds):
     """The checkpoint after `step` steps, as a run with steps=step would write it: with a
     constant learning rate after warm-up (min_lr_frac = 1) the two are the same computation."""
     snap = json.loads(json.dumps(log))
     snap["recipe"]["steps"] = step
     snap["train_seconds"] = seconds
+    snap["cpu_seconds"] = cpu_seconds
     snap["machine"] = machine(r)
     d = os.path.join(out, "snapshots", f"step_{step}")
     bytegpt.save_checkpoint(model, d, {"format": "pt", "recipe": "tools/train/train.py",
@@ -149,7 +156,7 @@ def machine(r):
             "threads": r["threads"], "loadavg": os.getloadavg()}
 
 
-def train(r, log_every=10, snapshot_every=0, out=None):
+def train(r, log_every=10, snapshot_every=0, out=None, init_from=None):
     torch.set_num_threads(r["threads"])
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(r["seed"])
@@ -165,6 +172,9 @@ def train(r, log_every=10, snapshot_every=0, out=None):
 
     cfg = bytegpt.make_config(r["n_layer"], r["n_head"], r["n_embd"], r["n_positions"])
     model = bytegpt.ByteGPT(cfg)
+    if init_from:  # stage 2 starts from stage 1's weights, with a fresh optimizer
+        model.load_state_dict(bytegpt.load_checkpoint(init_from).state_dict())
+        model.train()
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": r["weight_decay"]},
@@ -175,6 +185,7 @@ def train(r, log_every=10, snapshot_every=0, out=None):
            "train_bytes": int(len(train_bytes)), "heldout_bytes": int(len(heldout_bytes)),
            "params": sum(p.numel() for p in model.parameters())}
     start = time.time()
+    cpu_start = time.process_time()
     for step in range(r["steps"]):
         if step % r["eval_every"] == 0:
             model.eval()
@@ -208,21 +219,24 @@ def train(r, log_every=10, snapshot_every=0, out=None):
         done = step + 1
         if snapshot_every and done % snapshot_every == 0 and done < r["steps"]:
             seconds = time.time() - start
+            cpu = time.process_time() - cpu_start
             model.eval()
             snap_log = json.loads(json.dumps(log))
             e = final_eval(model, snap_log, eval_train, eval_val, probe, done, start)
             print(f"snapshot {done}: train text {e['train_text']:.4f}  "
                   f"val text {e['val_text']:.4f}  repeat {e['repeat_second_copy']:.4f}",
                   flush=True)
-            snapshot(model, snap_log, r, out, done, seconds)
+            snapshot(model, snap_log, r, out, done, seconds, cpu)
             model.train()
             start += time.time() - start - seconds  # snapshots do not count as training time
+            cpu_start += time.process_time() - cpu_start - cpu
     model.eval()
     seconds = time.time() - start
     e = final_eval(model, log, eval_train, eval_val, probe, r["steps"], start)
     print(f"final: train text {e['train_text']:.4f}  val text {e['val_text']:.4f}  "
           f"repeat {e['repeat_second_copy']:.4f}", flush=True)
     log["train_seconds"] = seconds
+    log["cpu_seconds"] = time.process_time() - cpu_start
     log["machine"] = machine(r)
     return model, log
 
@@ -238,18 +252,30 @@ def cpu_name():
     return platform.processor()
 
 
+def stages(log):
+    """-> [(recipe, log)] for stage 1 (and 2), each log with its steps offset to run on."""
+    if "stage1" not in log:
+        return [log]
+    s1 = log["stage1"]
+    n1 = s1["recipe"]["steps"]
+    s2 = dict(log, steps=[n1 + k for k in log["steps"]],
+              eval=[dict(e, step=n1 + e["step"]) for e in log["eval"]])
+    return [s1, s2]
+
+
 def plot_losses(log, path, name):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    steps = np.array(log["steps"])
-    bl = np.array(log["batch_loss"])
+    parts = stages(log)
+    steps = np.concatenate([p["steps"] for p in parts])
+    bl = np.concatenate([p["batch_loss"] for p in parts])
+    ev = [e for p in parts for e in p["eval"]]
     k = max(1, min(20, len(bl)))
     smooth = np.convolve(bl, np.ones(k) / k, mode="valid")
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     ax.plot(steps, bl, color="#bbbbbb", lw=0.7, label="training batch (text + repeats)")
     ax.plot(steps[k - 1:], smooth, color="#555555", lw=1.2, label=f"training batch, mean of {k}")
-    ev = log["eval"]
     ax.plot([e["step"] for e in ev], [e["train_text"] for e in ev], "o-", ms=3,
             color="#1f77b4", label="training text (fixed windows)")
     ax.plot([e["step"] for e in ev], [e["val_text"] for e in ev], "o-", ms=3,
@@ -260,12 +286,21 @@ def plot_losses(log, path, name):
     ax.set_ylabel("cross-entropy (nats per byte)")
     ax.set_ylim(0, 6)
     ax.grid(alpha=0.3)
-    ax.legend()
-    short = log["recipe"].get("short_steps", 0)
-    if 0 < short < len(steps):
-        ax.axvline(short, color="#999999", lw=0.8, ls="--")
-        ax.text(short, 5.8, f" {log['recipe']['short_seq']}-byte sequences until here",
-                fontsize=8, color="#666666", va="top")
+    ax.legend(loc="lower left", fontsize=8)
+    offset = 0
+    for i, p in enumerate(parts):
+        r = p["recipe"]
+        short = min(r.get("short_steps", 0), r["steps"])
+        if i == 0 and 0 < short < r["steps"]:
+            ax.axvline(short, color="#999999", lw=0.8, ls="--")
+            ax.text(short, 5.9, f" {r['short_seq']}-byte\n sequences\n until here", fontsize=7,
+                    color="#666666", va="top")
+        if i == 1:
+            ax.axvline(offset, color="#444444", lw=0.8, ls="--")
+            ax.text(offset, 5.9, f" stage 2: {r['short_seq']}-byte sequences,\n "
+                    f"{r['p_random_repeat']:.0%} repeated random spans", fontsize=7,
+                    color="#444444", va="top")
+        offset += r["steps"]
     ax.set_title(f"{name} training loss")
     fig.tight_layout()
     tmp = path + ".tmp.png"
@@ -281,6 +316,9 @@ def main():
                     help="override a recipe entry (for trials), e.g. --set steps=20")
     ap.add_argument("--snapshot-every", type=int, default=0, metavar="N",
                     help="also write the checkpoint every N steps to OUT/snapshots/step_N")
+    ap.add_argument("--stage", type=int, choices=(1, 2), default=1,
+                    help="1: from scratch (RECIPE); 2: STAGE2 from --init-from's weights")
+    ap.add_argument("--init-from", metavar="DIR", help="stage 1's checkpoint folder")
     ap.add_argument("--no-card", action="store_true", help="skip the scores and README.md")
     ap.add_argument("--card-only", action="store_true",
                     help="rewrite loss_curve.png and README.md from training_log.json and the "
@@ -290,13 +328,19 @@ def main():
     out = os.path.normpath(args.out)
     import model_card
     if not args.card_only:
-        r = dict(RECIPE)
+        r = dict(RECIPE if args.stage == 1 else STAGE2)
         for kv in args.set:
             key, _, value = kv.partition("=")
             if key not in r:
                 ap.error(f"--set: no recipe entry {key!r}")
             r[key] = type(r[key])(value)
-        model, log = train(r, snapshot_every=args.snapshot_every, out=out)
+        if args.stage == 2 and not args.init_from:
+            ap.error("--stage 2 needs --init-from STAGE1_DIR")
+        model, log = train(r, snapshot_every=args.snapshot_every, out=out,
+                           init_from=args.init_from)
+        if args.init_from:
+            with open(os.path.join(args.init_from, "training_log.json"), encoding="utf-8") as f:
+                log["stage1"] = json.load(f)
         bytegpt.save_checkpoint(model, out, {"format": "pt", "recipe": "tools/train/train.py",
                                              "seed": r["seed"], "steps": r["steps"]})
         bytegpt.write_json(os.path.join(out, "training_log.json"), log)
