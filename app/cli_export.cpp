@@ -6,6 +6,7 @@
 #include "cli_model.h"
 
 #include "attnviz/colormap.h"
+#include "attnviz/dump.h"
 #include "attnviz/engine.h"
 #include "attnviz/npy.h"
 #include "attnviz/raster.h"
@@ -13,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 
 namespace attnviz::app {
@@ -60,6 +62,25 @@ AttentionParams mergeParams(const AttentionParams& scene, const AttentionParams&
   return p;
 }
 
+// --layer: an index into the dump's layers, or a layer's name ("decoder.0.cross").
+const DumpLayer& pickLayer(const Dump& d, const std::string& which) {
+  for (const DumpLayer& l : d.layers)
+    if (l.name == which) return l;
+  std::size_t used = 0;
+  long v = -1;
+  try {
+    v = std::stol(which, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == which.size() && !which.empty() && v >= 0 && v < long(d.layers.size()))
+    return d.layers[std::size_t(v)];
+  std::string names;
+  for (const DumpLayer& l : d.layers) names += (names.empty() ? "" : ", ") + l.name;
+  throw UsageError("--layer " + which + ": the dump has " + std::to_string(d.layers.size()) +
+                   " layers (0.." + std::to_string(d.layers.size() - 1) + ": " + names + ")");
+}
+
 }  // namespace
 
 int runExport(int argc, char** argv) {
@@ -73,11 +94,16 @@ int runExport(int argc, char** argv) {
   auto* qOpt = app.add_option("--q", q, "queries [T_q, d_k] or [H, T_q, d_k] (.npy)");
   auto* kOpt = app.add_option("--k", k, "keys [T_k, d_k] or [H, T_k, d_k] (.npy)");
   auto* vOpt = app.add_option("--v", v, "values [T_k, d_v] or [H, T_k, d_v] (.npy)");
+  std::string dumpPath, layerName;
+  auto* dumpOpt = app.add_option(
+      "--dump", dumpPath, "attention dump (.safetensors or .npz; see README, Attention dumps)");
+  app.add_option("--layer", layerName,
+                 "layer to draw: of the dump (index or name) or of the --model (index); required "
+                 "with either");
   sceneOpt->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
+  dumpOpt->excludes(sceneOpt)->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
   ModelCliOptions modelOpts;
-  int layer = -1;
   addModelOptions(app, modelOpts, false);
-  app.add_option("--layer", layer, "with --model: the layer to draw");
   addAttentionOptions(app, opts);
   app.add_option("--png", png, "output PNG (written atomically)")->required();
   app.add_option("--head", head, "head index, or 'all' for a grid of every head (default 0)");
@@ -98,12 +124,19 @@ int runExport(int argc, char** argv) {
 
   return guarded("export", [&] {
     // Everything that is bad usage is refused before any file is read.
-    const bool fromScene = !scenePath.empty(), fromModel = !modelOpts.dir.empty();
-    if (fromModel && (fromScene || !q.empty() || !k.empty() || !v.empty()))
-      throw UsageError("--model excludes --scene and --q/--k/--v");
-    if (fromModel && !app.count("--layer")) throw UsageError("--model needs --layer L");
-    if (!fromModel && !fromScene && (q.empty() || k.empty() || v.empty()))
-      throw UsageError("give --scene SCENE.json, --model DIR, or all three of --q, --k and --v");
+    const bool fromScene = !scenePath.empty(), fromDump = !dumpPath.empty(),
+               fromModel = !modelOpts.dir.empty();
+    if (fromModel && (fromScene || fromDump || !q.empty() || !k.empty() || !v.empty()))
+      throw UsageError("--model excludes --scene, --dump and --q/--k/--v");
+    if (!fromScene && !fromDump && !fromModel && (q.empty() || k.empty() || v.empty()))
+      throw UsageError(
+          "give --scene SCENE.json, --dump FILE --layer L, --model DIR --layer L, or all three of "
+          "--q, --k and --v");
+    if ((fromDump || fromModel) != !layerName.empty())
+      throw UsageError(fromDump    ? "--dump needs --layer L (an index or a layer name)"
+                       : fromModel ? "--model needs --layer L"
+                                   : "--layer goes with --dump or --model");
+    const int modelLayer = fromModel ? parseLayerIndex(layerName) : -1;
     const int headIndex = parseHead(head);
     ExportOptions eo;
     eo.stage = stage == "scores" ? ExportStage::Scores : ExportStage::Weights;
@@ -140,30 +173,44 @@ int runExport(int argc, char** argv) {
     Tensor3 Q, K, V;
     ExportData data;
     std::optional<Scene> scene;
+    std::optional<Dump> dump;
+    const DumpLayer* layer = nullptr;
     std::optional<AttentionParams> modelParams;
     std::string modelDesc;
     if (fromModel) {
       // The layer's Q, K and V from the pass (with every intervention applied), redrawn with the
       // parameters that layer ran with.
       ModelRun run = runModelFromOptions(modelOpts, opts, app);
-      checkLayer(layer, run.model->config());
-      LayerActivations& a = run.result.layers[layer];
+      checkLayer(modelLayer, run.model->config());
+      LayerActivations& a = run.result.layers[modelLayer];
       Q = std::move(a.q), K = std::move(a.k), V = std::move(a.v);
       data.queryTokens = tokenLabels(*run.model, run.result.ids);
       data.keyTokens = data.queryTokens;
-      modelParams = layerParams(run.result, layer);
+      modelParams = layerParams(run.result, modelLayer);
       modelDesc =
-          modelName(modelOpts.dir) + " \xC2\xB7 layer " + std::to_string(layer) + " \xC2\xB7 ";
+          modelName(modelOpts.dir) + " \xC2\xB7 layer " + std::to_string(modelLayer) + " \xC2\xB7 ";
     } else if (fromScene) {
       scene = loadScene(scenePath);
       SceneInputs in = buildSceneInputs(*scene);
       Q = std::move(in.q), K = std::move(in.k), V = std::move(in.v);
       data.queryTokens = std::move(in.queryTokens);
       data.keyTokens = std::move(in.keyTokens);
+    } else if (fromDump) {
+      dump = loadDump(dumpPath);
+      layer = &pickLayer(*dump, layerName);
+      data.queryTokens = layer->queryTokens;
+      data.keyTokens = layer->keyTokens;
+      if (layer->hasQkv()) Q = layer->q, K = layer->k, V = layer->v;
+      if (eo.stage == ExportStage::Scores && !layer->hasQkv())
+        throw InputError(dumpPath + ": layer " + layer->name +
+                         " has no q/k/v tensors; --stage scores needs them (the weights alone "
+                         "fix the logits only up to a constant per row)");
     } else {
       Q = loadTensorNpy(q), K = loadTensorNpy(k), V = loadTensorNpy(v);
     }
-    const Dims d = validateInputs(Q, K, V);
+    const Dims d = layer && !layer->hasQkv()
+                       ? Dims{layer->weights.heads, layer->weights.rows, layer->weights.cols, 0, 0}
+                       : validateInputs(Q, K, V);
     if (headIndex >= d.H)
       throw UsageError("--head " + std::to_string(headIndex) + ": out of range, the input has " +
                        std::to_string(d.H) +
@@ -175,24 +222,38 @@ int runExport(int argc, char** argv) {
       validateParams(params, d.H, d.Tq, d.Tk);
     }
 
-    // Compute only what is drawn: the softmax of the chosen head (the logits need S only).
-    std::string note;
-    auto engine = createHeadlessEngine(opts.backend, note);
-    if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
-    engine->setInputs(Q, K, V);
-    if (eo.stage == ExportStage::Weights) {
-      if (headIndex >= 0)
-        engine->softmax(params, {headIndex});
-      else
-        engine->softmax(params);
+    std::string desc = modelDesc;
+    Tensor3 logits;
+    AttentionResult fromWeights;
+    std::unique_ptr<AttentionEngine> engine;  // owns the weights drawn for Q, K, V inputs
+    if (layer) {
+      // A dump's weights are the truth: temperature, masks and bias re-normalise them exactly.
+      fromWeights = renormalizeWeights(layer->weights, params);
+      data.weights = &fromWeights.weights;
+      if (!layer->hasQkv()) logits = computeLogits(fromWeights.scaled, params);
+      desc = (dump->model.empty() ? std::string() : dump->model + " \xC2\xB7 ") + "layer " +
+             layer->name + " \xC2\xB7 ";
     }
-    const AttentionResult& r = engine->result(
-        eo.stage == ExportStage::Weights ? (kStageScaled | kStageWeights) : kStageScaled);
-    const Tensor3 logits = computeLogits(r.scaled, params);
-    data.weights = &r.weights;
+    if (!layer || layer->hasQkv()) {
+      // Compute only what is drawn: the softmax of the chosen head (the logits need S only).
+      std::string note;
+      engine = createHeadlessEngine(opts.backend, note);
+      if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
+      engine->setInputs(Q, K, V);
+      if (eo.stage == ExportStage::Weights && !layer) {
+        if (headIndex >= 0)
+          engine->softmax(params, {headIndex});
+        else
+          engine->softmax(params);
+      }
+      const AttentionResult& r =
+          engine->result(eo.stage == ExportStage::Weights && !layer ? (kStageScaled | kStageWeights)
+                                                                    : kStageScaled);
+      logits = computeLogits(r.scaled, params);
+      if (!layer) data.weights = &r.weights;
+    }
     data.logits = &logits;
 
-    std::string desc = modelDesc;
     // The causal mode shows as "mask: causal"; the other modes name themselves.
     if (scene && scene->mode != Mode::Causal)
       desc = std::string(modeName(scene->mode)) + " \xC2\xB7 ";

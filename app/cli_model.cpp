@@ -73,6 +73,19 @@ std::vector<int> parseIdList(const std::string& text) {
   return ids;
 }
 
+int parseLayerIndex(const std::string& text) {
+  std::size_t used = 0;
+  long v = -1;
+  try {
+    v = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || v < 0 || v > 1'000'000)
+    throw UsageError("--layer: expected a layer index (0, 1, ...), got '" + text + "'");
+  return static_cast<int>(v);
+}
+
 void checkLayer(int layer, const Gpt2Config& c) {
   if (layer < 0 || layer >= c.nLayer) {
     throw UsageError("--layer " + std::to_string(layer) + ": out of range, the model has " +

@@ -43,6 +43,9 @@ std::string modelName(const std::string& dir);
 // Axis labels for the tokens: the BPE pieces with a visible mark for a leading space.
 std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>& ids);
 
+// "3" -> 3; anything but a non-negative integer is bad usage.
+int parseLayerIndex(const std::string& text);
+
 // Throws UsageError unless 0 <= layer < the model's layers.
 void checkLayer(int layer, const Gpt2Config& c);
 

@@ -2,10 +2,12 @@
 // scripted runs the tests and `--report-timing` use.
 #include "cli.h"
 #include "gui/app_state.h"
+#include "gui/fonts.h"
 #include "gui/heatmap_renderer.h"
 #include "gui/screenshot.h"
 #include "panels/panels.h"
 
+#include "attnviz/data_dir.h"
 #include "attnviz/mask.h"
 
 #if ATTNVIZ_HAVE_GPU
@@ -90,32 +92,13 @@ struct App {
   std::string iniPath;
   std::string shownTitle;  // the window title's scene title
   int quietFrames = 0;     // frames since the last input event (interactive runs only)
+  UiFonts fonts;
   bool interactive = true;
 };
 
 void onDrop(GLFWwindow* w, int count, const char** paths) {
   auto* app = static_cast<App*>(glfwGetWindowUserPointer(w));
   for (int k = 0; k < count; ++k) app->s.ui.dropped.push_back(paths[k]);
-}
-
-void loadFonts(float scale) {
-  ImGuiIO& io = ImGui::GetIO();
-  // Latin-1 and Extended, Greek, Cyrillic, phonetic superscripts (ᵀ), punctuation, sub- and
-  // superscripts, arrows, mathematical operators, box drawing and geometric shapes.
-  static const ImWchar ranges[] = {0x0020, 0x024F, 0x0370, 0x03FF, 0x0400, 0x052F, 0x1D00,
-                                   0x1DBF, 0x1E00, 0x1EFF, 0x2000, 0x206F, 0x2070, 0x209F,
-                                   0x20A0, 0x20CF, 0x2100, 0x214F, 0x2190, 0x21FF, 0x2200,
-                                   0x22FF, 0x2500, 0x25FF, 0x2C60, 0x2C7F, 0};
-  const char* path = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-  ImFontConfig cfg;
-  cfg.OversampleH = 2;
-  cfg.OversampleV = 1;
-  if (std::filesystem::exists(path) &&
-      io.Fonts->AddFontFromFileTTF(path, std::round(15.0f * scale), &cfg, ranges))
-    return;
-  ImFontConfig def;
-  def.SizePixels = std::round(13.0f * scale);
-  io.Fonts->AddFontDefault(&def);
 }
 
 void applyStyle(float scale) {
@@ -317,6 +300,8 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   s.timing.computeMs = msSince(tc);
   const std::uint64_t versionBefore = s.compute.weightsVersion;
 
+  addTokenGlyphs(app.fonts, s.scene.inputs.queryTokens, s.scene.inputs.keyTokens,
+                 s.compute.inputsVersion);
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
   ImGuiIO& io = ImGui::GetIO();
@@ -658,7 +643,7 @@ int runGui(int argc, char** argv) {
   // Arrow keys belong to the heatmap (rows and heads), not to ImGui's keyboard navigation.
   app.iniPath = s.configDir.empty() || scripted ? "" : s.configDir + "/imgui.ini";
   io.IniFilename = app.iniPath.empty() ? nullptr : app.iniPath.c_str();
-  loadFonts(s.ui.uiScale);
+  loadFonts(app.fonts, s.ui.uiScale);
   applyStyle(s.ui.uiScale);
   ImGui_ImplGlfw_InitForOpenGL(app.window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
@@ -671,6 +656,9 @@ int runGui(int argc, char** argv) {
     if (!s.compute.backendNote.empty())
       std::fprintf(stderr, "attnviz: %s\n", s.compute.backendNote.c_str());
     if (scripted) std::printf("backend: %s\n", s.compute.backend.c_str());
+    // Where the presets and the UI font came from (install tests check the relocated prefix).
+    if (scripted)
+      std::printf("data: %s\nfont: %s\n", dataDir().c_str(), app.fonts.font->path().c_str());
 
     if (o.reportTiming) {
       reportTiming(app);

@@ -1,12 +1,12 @@
 // attnviz GUI: small drawing helpers shared by the panels.
 #include "panels/panels.h"
 
+#include "attnviz/data_dir.h"
+
 #include <imgui.h>
 
 #include <algorithm>
 #include <filesystem>
-
-#include <unistd.h>
 
 namespace attnviz::gui {
 
@@ -45,27 +45,7 @@ unsigned int colormapU32(ColormapId id, float t) {
   return rgbaU32(colormapTable(id)[colormapIndex(t)]);
 }
 
-std::string presetDirectory() {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> starts;
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n > 0) starts.push_back(fs::path(std::string(buf, std::size_t(n))).parent_path());
-  std::error_code ec;
-  starts.push_back(fs::current_path(ec));
-  for (const fs::path& start : starts) {
-    fs::path p = start;
-    for (int up = 0; up < 5 && !p.empty(); ++up) {
-      for (const char* rel : {"assets/scenes", "share/attnviz/scenes"}) {
-        const fs::path cand = p / rel;
-        if (fs::is_directory(cand, ec)) return cand.string();
-      }
-      if (p == p.parent_path()) break;
-      p = p.parent_path();
-    }
-  }
-  return "";
-}
+std::string presetDirectory() { return dataSubdir("scenes"); }
 
 std::vector<std::string> presetFiles() {
   namespace fs = std::filesystem;

@@ -28,7 +28,7 @@ bool drawMenuBar(AppState& s) {
   }
   if (ImGui::BeginMenu("Presets")) {
     const auto& files = cachedPresetFiles(s, true);  // picks up files added meanwhile
-    if (files.empty()) ImGui::TextDisabled("assets/scenes not found");
+    if (files.empty()) ImGui::TextDisabled("No preset scenes found (share/attnviz/scenes)");
     for (const auto& f : files)
       if (ImGui::MenuItem(std::filesystem::path(f).stem().string().c_str())) {
         s.ui.dropped.push_back(f);  // loaded at the frame boundary

@@ -38,7 +38,8 @@ void addVerticalText(ImDrawList* dl, float x, float yBottom, unsigned int colour
 unsigned int rgbaU32(RGBA8 c);
 // A colour from the colormap table as ImGui's packed u32.
 unsigned int colormapU32(ColormapId id, float t);
-// Where the assets/scenes folder is, or "" when not found.
+// The preset scenes folder (dataDir()/scenes: installed share/attnviz/scenes, or the source
+// tree's assets/scenes from a build), or "" when not found.
 std::string presetDirectory();
 std::vector<std::string> presetFiles();
 // presetFiles() kept in s.ui: scanned on first use and again when `rescan` is set, so the

@@ -6,6 +6,7 @@
 
 #include "parallel.h"
 
+#include <malloc.h>
 #include <nlohmann/json.hpp>
 #include <unsupported/Eigen/SpecialFunctions>
 
@@ -44,10 +45,12 @@ bool flag(const nlohmann::json& j, const char* key, bool fallback) {
 
 }  // namespace
 
-Gpt2Config loadGpt2Config(const std::string& path) {
+Gpt2Config loadGpt2Config(const std::string& path) { return parseGpt2Config(readFile(path), path); }
+
+Gpt2Config parseGpt2Config(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(readFile(path));
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(path + ": not valid JSON (" + e.what() + ")");
   }
@@ -69,8 +72,9 @@ Gpt2Config loadGpt2Config(const std::string& path) {
   c.nInner = 4 * c.nEmbd;
   if (j.contains("n_inner") && !j["n_inner"].is_null()) c.nInner = requireInt(j, path, "n_inner");
   if (j.contains("layer_norm_epsilon")) {
-    if (!j["layer_norm_epsilon"].is_number() || !(j["layer_norm_epsilon"].get<double>() > 0)) {
-      throw InputError(path + ": \"layer_norm_epsilon\" must be a number > 0");
+    const auto& eps = j["layer_norm_epsilon"];
+    if (!eps.is_number() || !(eps.get<double>() > 0 && eps.get<double>() < 1)) {
+      throw InputError(path + ": \"layer_norm_epsilon\" must be a number between 0 and 1");
     }
     c.layerNormEps = j["layer_norm_epsilon"].get<float>();
   }
@@ -240,11 +244,21 @@ std::unique_ptr<Gpt2Model> Gpt2Model::open(const std::string& dir, const Progres
   const Gpt2Config& c = m->config_;
   report(0.02, "reading vocab.json and merges.txt");
   m->tokenizer_ = Gpt2Tokenizer::load(m->files_.vocab, m->files_.merges, c.vocabSize);
+  // The vocab's JSON DOM was freed in many small pieces: give them back to the system, so that
+  // the peak while the pass runs is the mapped file plus the activations.
+  ::malloc_trim(0);
   report(0.1, "validating model.safetensors");
   auto w = std::make_unique<Weights>();
   w->file = SafetensorsFile::open(m->files_.weights);
   const std::string& wpath = m->files_.weights;
 
+  // The last layer must exist before a table for n_layer layers is built (a config that claims
+  // millions of layers fails here, not in an allocation).
+  const std::string last = "h." + std::to_string(c.nLayer - 1) + ".ln_1.weight";
+  if (!w->file.find(last) && !w->file.find("transformer." + last)) {
+    throw InputError(wpath + ": missing tensor '" + last + "' (config.json says n_layer " +
+                     std::to_string(c.nLayer) + ")");
+  }
   const std::int64_t d = c.nEmbd, V = c.vocabSize, P = c.nPositions, I = c.nInner;
   std::vector<Expected> want = {{"wte.weight", {V, d}, &w->wte},
                                 {"wpe.weight", {P, d}, &w->wpe},
@@ -338,8 +352,9 @@ void gpt2Matmul(const MatrixRM& x, const float* W, const float* bias, int k, int
 void gpt2MatmulTransposed(const MatrixRM& x, const float* E, int V, int d, MatrixRM& out) {
   out.resize(x.rows(), V);
   const ConstMapRM Em(E, V, d);
-  const int tasks = std::max(1, std::min(cpuThreads(), V / 64));
-  const int chunk = ((V + tasks - 1) / tasks + 15) / 16 * 16;
+  // Blocks of 1024 vocab rows, claimed dynamically: GEMM packing buffers stay small (the vocab is
+  // tens of thousands wide) and uneven thread speeds balance out.
+  const int chunk = 1024, tasks = (V + chunk - 1) / chunk;
   detail::parallelFor(tasks, [&](int t) {
     const int r0 = t * chunk, nr = std::min(V, r0 + chunk) - r0;
     if (nr <= 0) return;
@@ -434,6 +449,13 @@ void Gpt2Model::checkIds(const std::vector<int>& ids) const {
   }
 }
 
+// Buffers one pass reuses from layer to layer: no allocation churn between the layers, so the
+// heap does not fragment around the activations that are kept.
+struct Gpt2Model::Workspace {
+  std::unique_ptr<AttentionEngine> engine = makeCpuEngine();
+  MatrixRM a, qkv, merged, proj, m, hidden, out;
+};
+
 ForwardResult Gpt2Model::forward(const std::vector<int>& ids, const Interventions& iv) const {
   checkIds(ids);
   const int T = static_cast<int>(ids.size()), d = config_.nEmbd;
@@ -463,11 +485,17 @@ void Gpt2Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& 
     }
   }
   r.interventions = iv;
-  for (int l = fromLayer; l < config_.nLayer; ++l) runLayer(r, l, iv);
+  {
+    Workspace ws;  // freed before the logits, the largest buffer, are allocated
+    for (int l = fromLayer; l < config_.nLayer; ++l) runLayer(r, l, iv, ws);
+  }
+  // The workspace now lies as free holes between kept activations: hand its pages back, so the
+  // peak is the mapped file plus what the result holds.
+  ::malloc_trim(0);
   finish(r);
 }
 
-void Gpt2Model::runLayer(ForwardResult& r, int l, const Interventions& iv) const {
+void Gpt2Model::runLayer(ForwardResult& r, int l, const Interventions& iv, Workspace& ws) const {
   const Weights::Layer& W = w_->layers[l];
   const Gpt2Config& c = config_;
   const int d = c.nEmbd, H = c.nHead, dh = c.headDim();
@@ -477,10 +505,9 @@ void Gpt2Model::runLayer(ForwardResult& r, int l, const Interventions& iv) const
   MatrixRM& next = l + 1 < c.nLayer ? r.layers[l + 1].residualIn : r.residualOut;
 
   // Attention block.
-  MatrixRM a, qkv;
-  layernormForward(x, W.ln1W, W.ln1B, c.layerNormEps, a);
-  gpt2Matmul(a, W.attnW, W.attnB, d, 3 * d, qkv);
-  splitHeads(qkv, H, dh, act.q, act.k, act.v);
+  layernormForward(x, W.ln1W, W.ln1B, c.layerNormEps, ws.a);
+  gpt2Matmul(ws.a, W.attnW, W.attnB, d, 3 * d, ws.qkv);
+  splitHeads(ws.qkv, H, dh, act.q, act.k, act.v);
   AttentionParams p;
   static const LayerIntervention kNone;
   const LayerIntervention* li = iv.find(l);
@@ -489,23 +516,20 @@ void Gpt2Model::runLayer(ForwardResult& r, int l, const Interventions& iv) const
   p.mask.causal = true;
   p.temperature = li->temperature;
   validateParams(p, H, T, T);
-  auto engine = makeCpuEngine();
-  engine->run(act.q, act.k, act.v, p);
-  const AttentionResult& res = engine->result(kStageWeights | kStageOutput | kStageRows);
+  ws.engine->run(act.q, act.k, act.v, p);
+  const AttentionResult& res = ws.engine->result(kStageWeights | kStageOutput | kStageRows);
   act.weights = res.weights;
   act.rows = res.rows;
-  MatrixRM merged, proj;
-  mergeHeads(res.output, li->ablatedHeads, merged);
-  gpt2Matmul(merged, W.projW, W.projB, d, d, proj);
-  next = x + proj;
+  mergeHeads(res.output, li->ablatedHeads, ws.merged);
+  gpt2Matmul(ws.merged, W.projW, W.projB, d, d, ws.proj);
+  next = x + ws.proj;
 
   // MLP block.
-  MatrixRM m, hidden, out;
-  layernormForward(next, W.ln2W, W.ln2B, c.layerNormEps, m);
-  gpt2Matmul(m, W.fcW, W.fcB, d, c.nInner, hidden);
-  activationForward(hidden, c.activation);
-  gpt2Matmul(hidden, W.mlpW, W.mlpB, c.nInner, d, out);
-  next += out;
+  layernormForward(next, W.ln2W, W.ln2B, c.layerNormEps, ws.m);
+  gpt2Matmul(ws.m, W.fcW, W.fcB, d, c.nInner, ws.hidden);
+  activationForward(ws.hidden, c.activation);
+  gpt2Matmul(ws.hidden, W.mlpW, W.mlpB, c.nInner, d, ws.out);
+  next += ws.out;
 }
 
 void Gpt2Model::finish(ForwardResult& r) const {

@@ -4,6 +4,7 @@
 #include "attnviz/npy.h"
 
 #include "attnviz/fileio.h"
+#include "attnviz/safetensors.h"
 
 #include <cmath>
 #include <cstdint>
@@ -78,7 +79,7 @@ T readLE(const unsigned char* p) {
 
 }  // namespace
 
-NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool) {
+NpyHeader parseNpyHeader(const std::string& bytes, const std::string& name) {
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   if (bytes.size() < 10 || std::memcmp(b, "\x93NUMPY", 6) != 0) {
     fail(name, "not a .npy file (bad magic)");
@@ -97,31 +98,43 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowB
   }
   if (bytes.size() < offset + headerLen) fail(name, "truncated .npy header");
   const std::string header = bytes.substr(offset, headerLen);
-  const std::size_t dataOffset = offset + headerLen;
+  NpyHeader h;
+  h.dataOffset = offset + headerLen;
+  h.descr = headerValue(header, "descr", name);
+  h.fortranOrder = headerValue(header, "fortran_order", name) != "False";
+  h.shapeText = headerValue(header, "shape", name);
+  h.shape = parseShape(h.shapeText, name);
+  return h;
+}
 
-  const std::string descr = headerValue(header, "descr", name);
-  const std::string fortran = headerValue(header, "fortran_order", name);
-  const std::string shapeText = headerValue(header, "shape", name);
-  if (fortran != "False") {
+NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool) {
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+  const NpyHeader h = parseNpyHeader(bytes, name);
+  const std::size_t dataOffset = h.dataOffset;
+  const std::string& descr = h.descr;
+  const std::string& shapeText = h.shapeText;
+  if (h.fortranOrder) {
     fail(name,
          "Fortran-order arrays are not supported (save with C order, e.g. np.ascontiguousarray)");
   }
   NpyArray out;
-  out.shape = parseShape(shapeText, name);
+  out.shape = h.shape;
 
   int itemSize = 0;
-  enum { F4, F8, B1 } type;
-  if (descr == "<f4") {
+  enum { F2, F4, F8, B1 } type;
+  if (descr == "<f2") {
+    type = F2, itemSize = 2;
+  } else if (descr == "<f4") {
     type = F4, itemSize = 4;
   } else if (descr == "<f8") {
     type = F8, itemSize = 8;
   } else if (allowBool && (descr == "|b1" || descr == "|u1")) {
     type = B1, itemSize = 1;
-  } else if (descr == ">f4" || descr == ">f8") {
+  } else if (descr == ">f2" || descr == ">f4" || descr == ">f8") {
     fail(name,
          "big-endian data (" + descr + ") is not supported; use little-endian float32/float64");
   } else {
-    fail(name, "unsupported dtype '" + descr + "'; expected float32 or float64" +
+    fail(name, "unsupported dtype '" + descr + "'; expected float16, float32 or float64" +
                    std::string(allowBool ? ", bool or uint8" : ""));
   }
   out.kind = type == B1 ? NpyKind::Bool : NpyKind::Float;
@@ -147,6 +160,9 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowB
   const unsigned char* p = b + dataOffset;
   for (unsigned long long n = 0; n < count; ++n) {
     switch (type) {
+      case F2:
+        out.data[n] = halfToFloat(readLE<std::uint16_t>(p + 2 * n));
+        break;
       case F4:
         out.data[n] = readLE<float>(p + 4 * n);
         break;

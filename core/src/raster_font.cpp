@@ -1,5 +1,6 @@
-// Text rendering for the PNG export: stb_truetype (implemented by Debian's libstb) with the
-// stb_easy_font stroke font as a fallback that needs no file.
+// Text rendering for the PNG export: stb_truetype (implemented by Debian's libstb) on faces that
+// fontconfig finds (font_lookup.cpp), with the stb_easy_font stroke font as a fallback that needs
+// no file.
 #include "attnviz/font.h"
 
 #include <stb_truetype.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <unordered_map>
+#include <unordered_set>
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
@@ -78,16 +80,6 @@ std::u32string printable(std::string_view s) {
 }
 }  // namespace
 
-std::vector<std::string> defaultFontPaths() {
-  std::vector<std::string> paths;
-  // An explicit choice is the only candidate, so ATTNVIZ_FONT=none selects the built-in font.
-  if (const char* env = std::getenv("ATTNVIZ_FONT"); env && *env) return {env};
-  paths.emplace_back("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf");
-  paths.emplace_back("/usr/share/fonts/TTF/DejaVuSans.ttf");
-  paths.emplace_back("/usr/share/fonts/dejavu/DejaVuSans.ttf");
-  return paths;
-}
-
 namespace {
 
 // stb_easy_font draws on a 12-unit line; glyphs stand about 7 units above the baseline.
@@ -106,21 +98,21 @@ struct GlyphBitmap {
 
 // One TrueType face.
 struct Face {
-  std::string path;
+  FontFile file;
   std::string bytes;  // stb_truetype reads the file in place: keep it alive (Face never moves)
   stbtt_fontinfo info{};
   int unitsAscent = 0, unitsDescent = 0;  // descent is negative in font units
   // Rasterised glyphs keyed by (glyph index, pixel size in 1/64 px). Not thread-safe.
   mutable std::unordered_map<std::uint64_t, GlyphBitmap> cache;
 
-  bool load(const std::string& p) {
-    std::ifstream in(p, std::ios::binary);
+  bool load(const FontFile& f) {
+    std::ifstream in(f.path, std::ios::binary);
     if (!in) return false;
     std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (data.size() < 12) return false;
     bytes = std::move(data);
     const auto* u = reinterpret_cast<const unsigned char*>(bytes.data());
-    const int offset = stbtt_GetFontOffsetForIndex(u, 0);
+    const int offset = stbtt_GetFontOffsetForIndex(u, f.index);
     if (offset < 0 || !stbtt_InitFont(&info, u, offset)) {
       bytes.clear();
       return false;
@@ -131,7 +123,7 @@ struct Face {
       bytes.clear();
       return false;
     }
-    path = p;
+    file = f;
     return true;
   }
 
@@ -159,10 +151,10 @@ struct Face {
 
 struct Font::Impl {
   std::unique_ptr<Face> primary;  // null: the built-in stroke font
-  // Faces consulted, in order, for code points the primary lacks (CJK, for one); loaded on the
-  // first miss.
+  // Faces consulted, in order, for code points the primary lacks (CJK, for one): each is the
+  // face fontconfig found for the first code point that needed it, loaded then.
   mutable std::vector<std::unique_ptr<Face>> extras;
-  mutable bool extrasLoaded = false;
+  mutable std::unordered_set<char32_t> asked;  // code points already looked up in fontconfig
   std::string noPath;
 
   struct Glyph {
@@ -171,30 +163,27 @@ struct Font::Impl {
   };
   Glyph resolve(char32_t cp) const {
     if (const int g = primary->glyphIndex(cp); g != 0) return {primary.get(), g};
-    if (!extrasLoaded) {
-      extrasLoaded = true;
-      for (const std::string& p : supplementFontPaths()) {
-        if (p == primary->path) continue;
-        auto f = std::make_unique<Face>();
-        if (f->load(p)) extras.push_back(std::move(f));
-      }
-    }
     for (const auto& f : extras)
       if (const int g = f->glyphIndex(cp); g != 0) return {f.get(), g};
+    if (asked.insert(cp).second) {
+      const FontFile found = fontForCodepoint(cp);
+      const bool known =
+          found == primary->file || std::any_of(extras.begin(), extras.end(),
+                                                [&](const auto& f) { return f->file == found; });
+      if (!found.empty() && !known) {
+        auto f = std::make_unique<Face>();
+        if (f->load(found)) {
+          extras.push_back(std::move(f));
+          if (const int g = extras.back()->glyphIndex(cp); g != 0) return {extras.back().get(), g};
+        }
+      }
+    }
     return {primary.get(), 0};
   }
 };
 
-std::vector<std::string> supplementFontPaths() {
-  return {"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-          "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf",
-          "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
-          "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf"};
-}
-
-Font::Font(const std::vector<std::string>& paths) : impl_(std::make_unique<Impl>()) {
-  const std::vector<std::string> list = paths.empty() ? defaultFontPaths() : paths;
-  for (const auto& p : list) {
+Font::Font(const std::vector<FontFile>& faces) : impl_(std::make_unique<Impl>()) {
+  for (const auto& p : faces.empty() ? defaultFonts() : faces) {
     if (p.empty()) continue;
     auto f = std::make_unique<Face>();
     if (f->load(p)) {
@@ -204,20 +193,36 @@ Font::Font(const std::vector<std::string>& paths) : impl_(std::make_unique<Impl>
   }
 }
 
+namespace {
+std::vector<FontFile> asFaces(const std::vector<std::string>& paths) {
+  std::vector<FontFile> out;
+  for (const auto& p : paths) out.push_back({p, 0});
+  return out;
+}
+}  // namespace
+
+Font::Font(const std::vector<std::string>& paths) : Font(asFaces(paths)) {}
+
 Font::~Font() = default;
 Font::Font(Font&&) noexcept = default;
 Font& Font::operator=(Font&&) noexcept = default;
 
-Font Font::builtin() { return Font(std::vector<std::string>{""}); }
+Font Font::builtin() { return Font(std::vector<FontFile>{FontFile{}}); }
 
 bool Font::isFallback() const { return !impl_->primary; }
 const std::string& Font::path() const {
-  return impl_->primary ? impl_->primary->path : impl_->noPath;
+  return impl_->primary ? impl_->primary->file.path : impl_->noPath;
 }
 
 bool Font::hasGlyph(char32_t cp) const {
   if (!impl_->primary) return cp >= 0x20 && cp <= 0x7E;
   return impl_->resolve(cp).index != 0;
+}
+
+FontFile Font::faceFor(char32_t cp) const {
+  if (!impl_->primary) return {};
+  const Impl::Glyph g = impl_->resolve(cp);
+  return g.index != 0 ? g.face->file : FontFile{};
 }
 
 int Font::ascent(float px) const {

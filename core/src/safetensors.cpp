@@ -30,11 +30,21 @@ struct DtypeRow {
   std::size_t size;
 };
 constexpr std::array<DtypeRow, 15> kDtypes = {{
-    {StDtype::F64, "F64", 8},   {StDtype::F32, "F32", 4},        {StDtype::F16, "F16", 2},
-    {StDtype::BF16, "BF16", 2}, {StDtype::I64, "I64", 8},        {StDtype::I32, "I32", 4},
-    {StDtype::I16, "I16", 2},   {StDtype::I8, "I8", 1},          {StDtype::U64, "U64", 8},
-    {StDtype::U32, "U32", 4},   {StDtype::U16, "U16", 2},        {StDtype::U8, "U8", 1},
-    {StDtype::BOOL, "BOOL", 1}, {StDtype::F8_E4M3, "F8_E4M3", 1}, {StDtype::F8_E5M2, "F8_E5M2", 1},
+    {StDtype::F64, "F64", 8},
+    {StDtype::F32, "F32", 4},
+    {StDtype::F16, "F16", 2},
+    {StDtype::BF16, "BF16", 2},
+    {StDtype::I64, "I64", 8},
+    {StDtype::I32, "I32", 4},
+    {StDtype::I16, "I16", 2},
+    {StDtype::I8, "I8", 1},
+    {StDtype::U64, "U64", 8},
+    {StDtype::U32, "U32", 4},
+    {StDtype::U16, "U16", 2},
+    {StDtype::U8, "U8", 1},
+    {StDtype::BOOL, "BOOL", 1},
+    {StDtype::F8_E4M3, "F8_E4M3", 1},
+    {StDtype::F8_E5M2, "F8_E5M2", 1},
 }};
 
 const DtypeRow& row(StDtype d) {
@@ -90,7 +100,7 @@ float halfToFloat(std::uint16_t h) {
     bits = sign | ((exp + 112) << 23) | (mant << 13);
   } else if (mant == 0) {  // signed zero
     bits = sign;
-  } else {  // subnormal half (mant * 2^-24): a normal float after shifting the leading 1 up
+  } else {        // subnormal half (mant * 2^-24): a normal float after shifting the leading 1 up
     int e = 113;  // 127 - 14
     while ((mant & 0x400u) == 0) {
       mant <<= 1;
@@ -113,8 +123,8 @@ float bfloat16ToFloat(std::uint16_t b) {
 struct SafetensorsFile::Storage {
   const std::byte* data = nullptr;
   std::size_t size = 0;
-  std::string owned;      // fromBytes
-  void* map = nullptr;    // open
+  std::string owned;    // fromBytes
+  void* map = nullptr;  // open
   std::size_t mapSize = 0;
   ~Storage() {
     if (map) ::munmap(map, mapSize);
@@ -166,7 +176,8 @@ void SafetensorsFile::parse() {
   const std::size_t fileSize = storage_->size;
   if (fileSize < 8) fail(name_, "not a safetensors file (" + std::to_string(fileSize) + " bytes)");
   std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | std::uint64_t(std::to_integer<unsigned>(storage_->data[i]));
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | std::uint64_t(std::to_integer<unsigned>(storage_->data[i]));
   if (n > kMaxHeaderBytes) {
     fail(name_, "not a safetensors file (header length " + std::to_string(n) +
                     " is beyond the format's 100 MB limit)");
@@ -253,7 +264,9 @@ void SafetensorsFile::parse() {
       fail(name_, where + "data_offsets is not a pair of non-negative integers");
     }
     const std::uint64_t b = (*off)[0].get<std::uint64_t>(), e = (*off)[1].get<std::uint64_t>();
-    if (b > e) fail(name_, where + "data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + "] run backwards");
+    if (b > e)
+      fail(name_, where + "data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
+                      "] run backwards");
     if (e > dataSize) {
       fail(name_, where + "data_offsets end " + std::to_string(e) +
                       " is past the end of the data (" + std::to_string(dataSize) +
@@ -267,9 +280,10 @@ void SafetensorsFile::parse() {
     }
     tensors_.push_back(std::move(t));
   }
-  std::stable_sort(tensors_.begin(), tensors_.end(), [](const StTensorInfo& a, const StTensorInfo& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::stable_sort(tensors_.begin(), tensors_.end(),
+                   [](const StTensorInfo& a, const StTensorInfo& b) {
+                     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+                   });
   for (std::size_t i = 1; i < tensors_.size(); ++i) {
     const StTensorInfo &p = tensors_[i - 1], &c = tensors_[i];
     // Empty tensors take no bytes and cannot overlap anything.

@@ -200,10 +200,17 @@ std::vector<std::string_view> gpt2PreTokenize(std::string_view text) {
 
 Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocabPath, const std::string& mergesPath,
                                   int vocabSize) {
+  const std::string vocab = readFile(vocabPath);
+  return fromText(vocab, readFile(mergesPath), vocabPath, mergesPath, vocabSize);
+}
+
+Gpt2Tokenizer Gpt2Tokenizer::fromText(const std::string& vocabJson, const std::string& merges,
+                                      const std::string& vocabPath, const std::string& mergesPath,
+                                      int vocabSize) {
   Gpt2Tokenizer t;
   nlohmann::json vocab;
   try {
-    vocab = nlohmann::json::parse(readFile(vocabPath));
+    vocab = nlohmann::json::parse(vocabJson);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(vocabPath + ": not valid JSON (" + e.what() + ")");
   }
@@ -211,6 +218,7 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocabPath, const std::strin
     throw InputError(vocabPath + ": expected a JSON object mapping tokens to ids");
   }
   std::string bytes;
+  t.ids_.reserve(vocab.size());
   for (const auto& [token, idv] : vocab.items()) {
     if (!idv.is_number_integer() || idv.get<long long>() < 0 || idv.get<long long>() > INT_MAX) {
       throw InputError(vocabPath + ": token '" + token + "' has an id that is not an integer >= 0");
@@ -225,12 +233,19 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocabPath, const std::strin
       throw InputError(vocabPath + ": token '" + token +
                        "' is not spelt in GPT-2's byte alphabet (not a byte-level BPE vocab)");
     }
-    if (!t.pieces_.emplace(id, bytes).second) {
+    if (id >= static_cast<int>(t.present_.size())) {
+      t.present_.resize(std::max<std::size_t>(id + 1, vocab.size()), false);
+      t.pieces_.resize(t.present_.size());
+    }
+    if (t.present_[id]) {
       throw InputError(vocabPath + ": id " + std::to_string(id) + " is given to two tokens");
     }
+    t.present_[id] = true;
+    t.pieces_[id] = bytes;
     t.ids_.emplace(bytes, id);
     t.maxId_ = std::max(t.maxId_, id);
   }
+  vocab = nlohmann::json();  // the DOM is several times the file: free it before the merges
   for (int b = 0; b < 256; ++b) {
     if (!t.ids_.count(std::string(1, static_cast<char>(b)))) {
       throw InputError(vocabPath + ": the single byte " + hexByte(static_cast<unsigned char>(b)) +
@@ -239,7 +254,6 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocabPath, const std::strin
     }
   }
 
-  const std::string merges = readFile(mergesPath);
   std::size_t lineStart = 0;
   int lineNo = 0, rank = 0;
   std::string a, b;
@@ -309,11 +323,10 @@ std::vector<int> Gpt2Tokenizer::encode(std::string_view text) const {
 }
 
 const std::string& Gpt2Tokenizer::pieceBytes(int id) const {
-  const auto it = pieces_.find(id);
-  if (it == pieces_.end()) {
+  if (id < 0 || id >= static_cast<int>(present_.size()) || !present_[id]) {
     throw InputError("token id " + std::to_string(id) + " is not in the vocab");
   }
-  return it->second;
+  return pieces_[id];
 }
 
 std::string Gpt2Tokenizer::decode(const std::vector<int>& ids) const {

@@ -7,7 +7,8 @@
 //   Gpt2Open             Gpt2Model::open: config, tokenizer files, header validation, mmap
 //   Gpt2PeakMemory       a forked child opens the model and runs T=128; the counters give its
 //                        peak RSS above the file size and above the parent's RSS at the fork
-// The checkpoint goes to $ATTNVIZ_BENCH_DIR or the temp folder and is removed at exit.
+// The checkpoint goes to $ATTNVIZ_BENCH_DIR or the temp folder and is removed at exit (kept when
+// ATTNVIZ_BENCH_KEEP is set, e.g. to time `attnviz model` on it with /usr/bin/time -v).
 #include "attnviz/model.h"
 #include "attnviz/safetensors.h"
 #include "attnviz/tokenizer.h"
@@ -37,7 +38,7 @@ struct Checkpoint {
   std::uintmax_t bytes = 0;
   ~Checkpoint() {
     std::error_code ec;
-    if (!dir.empty()) fs::remove_all(dir, ec);
+    if (!dir.empty() && !std::getenv("ATTNVIZ_BENCH_KEEP")) fs::remove_all(dir, ec);
   }
 };
 

@@ -49,7 +49,8 @@ class Safetensors : public ::testing::Test {
     return p;
   }
   void python(const std::string& mode, const std::string& arg, const std::string& out = "") {
-    std::string cmd = "/usr/bin/python3 " + shellQuote(kScript) + " " + mode + " " + shellQuote(arg);
+    std::string cmd =
+        "/usr/bin/python3 " + shellQuote(kScript) + " " + mode + " " + shellQuote(arg);
     if (!out.empty()) cmd += " >" + shellQuote(out);
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
@@ -233,9 +234,9 @@ TEST_F(Safetensors, MalformedFilesAreRefusedWithTheProblem) {
                        R"("data_offsets":[0,4]}})",
                        four),
                 {"__metadata__"});
-  expectRefused(stFile(R"({"__metadata__":[],"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
-                       four),
-                {"__metadata__"});
+  expectRefused(
+      stFile(R"({"__metadata__":[],"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", four),
+      {"__metadata__"});
   expectRefused(stFile(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                        R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                        eight),

@@ -337,7 +337,7 @@ TEST(Text, BuiltInFontDrawsAsciiWithNoFile) {
 
 TEST(Text, SystemFontDrawsNonAsciiGlyphs) {
   const Font f;
-  if (f.isFallback()) GTEST_SKIP() << "no DejaVu Sans here (fonts-dejavu-core)";
+  if (f.isFallback()) GTEST_SKIP() << "fontconfig finds no font here";
   EXPECT_TRUE(f.hasGlyph(0xE9));   // é
   EXPECT_TRUE(f.hasGlyph(0x3C4));  // τ
   const TextMask e = f.render("e", 24), eAcute = f.render("\xC3\xA9", 24);
@@ -347,16 +347,43 @@ TEST(Text, SystemFontDrawsNonAsciiGlyphs) {
   EXPECT_GT(inkAcute, inkE);  // the accent adds ink
 }
 
-TEST(Text, CjkComesFromASupplementFaceWhenOneIsInstalled) {
+// fontconfig finds a face for a code point the UI face lacks, and the text draws it: the glyph
+// differs from the replacement box that a code point no font has (plane 16 private use) draws.
+TEST(Text, CjkComesFromAFallbackFaceWhenOneIsInstalled) {
   const Font f;
-  if (f.isFallback() || !fs::exists("/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf"))
-    GTEST_SKIP() << "no DejaVu Sans or no fonts-droid-fallback here";
-  EXPECT_TRUE(f.hasGlyph(0x65E5));  // 日: not in DejaVu Sans
-  const TextMask m = f.render("\xE6\x97\xA5", 24);
+  const bool required = std::getenv("ATTNVIZ_REQUIRE_CJK_FONT") != nullptr;
+  if (f.isFallback() || fontForCodepoint(0x65E5).empty()) {
+    if (required) FAIL() << "no system font or no CJK font (apt-get install fonts-droid-fallback)";
+    GTEST_SKIP() << "no system font or no CJK font here (fonts-droid-fallback)";
+  }
+  const FontFile cjk = f.faceFor(0x65E5);  // 日
+  ASSERT_FALSE(cjk.empty());
+  EXPECT_NE(cjk.path, f.path()) << "the UI face has CJK itself; the fallback is not exercised";
+  EXPECT_TRUE(f.hasGlyph(0x65E5));
+  EXPECT_FALSE(f.hasGlyph(0x10FFFD));
+  const TextMask m = f.render("\xE6\x97\xA5", 24), box = f.render("\xF4\x8F\xBF\xBD", 24);
   int ink = 0;
   for (auto a : m.alpha) ink += a > 128;
   EXPECT_GT(ink, 30);
+  EXPECT_NE(m.alpha, box.alpha);
   EXPECT_GT(f.measure("\xE6\x97\xA5", 24), 12.0f);
+}
+
+// fontconfig's choice is a real, parseable face, and $ATTNVIZ_FONT replaces it.
+TEST(Text, DefaultFontComesFromFontconfigAndTheEnvironmentOverridesIt) {
+  const FontFile sans = matchFont("sans-serif");
+  if (sans.empty()) GTEST_SKIP() << "fontconfig finds no font here";
+  EXPECT_TRUE(fs::exists(sans.path)) << sans.path;
+  EXPECT_FALSE(Font({sans}).isFallback());
+  const char* old = std::getenv("ATTNVIZ_FONT");
+  const std::string saved = old ? old : "";
+  setenv("ATTNVIZ_FONT", "none", 1);
+  EXPECT_TRUE(Font().isFallback());
+  if (old) {
+    setenv("ATTNVIZ_FONT", saved.c_str(), 1);
+  } else {
+    unsetenv("ATTNVIZ_FONT");
+  }
 }
 
 }  // namespace

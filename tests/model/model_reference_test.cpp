@@ -86,6 +86,25 @@ TEST(ModelReference, ProgressRisesToOne) {
   EXPECT_EQ(seen.back(), 1.0);
 }
 
+// models--NAME/snapshots/<hash>/ with relative symlinks into blobs/, no refs/main: the only
+// snapshot is used, and the pass is the same as from the plain folder.
+TEST(ModelReference, HuggingFaceCacheLayoutOpensAsItIs) {
+  const fs::path src = fixture("f16_untied_gelu");
+  TempDir tmp;
+  const fs::path root = tmp.path / "models--tiny", snap = root / "snapshots" / "feedbeef";
+  fs::create_directories(root / "blobs");
+  fs::create_directories(snap);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"}) {
+    fs::copy(src / f, root / "blobs" / (std::string("sha-") + f));
+    fs::create_symlink(fs::path("..") / ".." / "blobs" / (std::string("sha-") + f), snap / f);
+  }
+  const std::vector<int> ids{3, 1, 4, 1, 5, 9, 2, 6};
+  const auto cached = Gpt2Model::open(root.string());
+  EXPECT_EQ(fs::path(cached->files().dir).filename(), "feedbeef");
+  EXPECT_EQ(logitsOf(cached->forward(ids)), logitsOf(Gpt2Model::open(src.string())->forward(ids)));
+  EXPECT_EQ(Gpt2Model::open(snap.string())->config().nLayer, 3);
+}
+
 // An intervention in layer L re-runs layers >= L only, and gives what a full pass gives.
 TEST(ModelReference, RerunFromLayerEqualsFullPassWithTheIntervention) {
   const fs::path dir = fixture("f32_untied_gelu_inner");
@@ -115,7 +134,9 @@ TEST(ModelReference, TopKIsSortedSoftmaxOfTheLastRow) {
   for (int v = 0; v < r.logits.cols(); ++v) sum += std::exp(double(r.logits(2, v)) - mx);
   for (std::size_t i = 0; i < top.size(); ++i) {
     EXPECT_NEAR(top[i].prob, std::exp(double(r.logits(2, top[i].id)) - mx) / sum, 1e-6);
-    if (i) EXPECT_GE(top[i - 1].prob, top[i].prob);
+    if (i) {
+      EXPECT_GE(top[i - 1].prob, top[i].prob);
+    }
   }
   EXPECT_EQ(top[0].id,
             int(std::max_element(r.logits.row(2).data(), r.logits.row(2).data() + r.logits.cols()) -

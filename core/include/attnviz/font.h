@@ -1,8 +1,8 @@
 // attnviz core: text for the PNG export (CPU only; no GL, no window).
 //
-// A TrueType font through stb_truetype (DejaVu Sans when fonts-dejavu-core is installed), with a
-// built-in stroke font (stb_easy_font, ASCII only) as the fallback, so text never fails for want
-// of a font file.
+// A TrueType or OpenType font through stb_truetype, chosen by fontconfig (the system's sans-serif),
+// with a per-character fallback to other installed faces (CJK, symbols) and a built-in stroke font
+// (stb_easy_font, ASCII only) when there is no font at all, so text never fails for want of a file.
 #pragma once
 
 #include <cstdint>
@@ -24,19 +24,36 @@ struct TextMask {
 // Decodes UTF-8; each malformed or truncated sequence becomes U+FFFD.
 std::u32string decodeUtf8(std::string_view text);
 
-// The TTFs tried when no path is given: $ATTNVIZ_FONT alone when set (so ATTNVIZ_FONT=none picks
-// the built-in font), otherwise DejaVu Sans in the usual places.
-std::vector<std::string> defaultFontPaths();
+// One face of a font file (a .ttc collection holds several, told apart by index).
+struct FontFile {
+  std::string path;  // empty: none found
+  int index = 0;
+  bool empty() const { return path.empty(); }
+  bool operator==(const FontFile&) const = default;
+};
 
-// Faces consulted for code points the chosen font lacks (DejaVu, Droid Sans Fallback for CJK,
-// Noto), each used only when installed.
-std::vector<std::string> supplementFontPaths();
+// fontconfig's choice for a pattern such as "sans-serif" or "DejaVu Sans:bold", restricted to
+// scalable outline faces stb_truetype can draw (TrueType or CFF, not colour bitmaps, not Type 1).
+// Empty when there is none.
+FontFile matchFont(const std::string& pattern = "sans-serif");
+
+// The face fontconfig ranks best for `pattern` among those that have a glyph for `cp`, with the
+// same restriction as matchFont. Empty when no installed face has it. Not cached: callers keep
+// what they found.
+FontFile fontForCodepoint(char32_t cp, const std::string& pattern = "sans-serif");
+
+// The fonts tried when no path is given: $ATTNVIZ_FONT alone when set (so ATTNVIZ_FONT=none picks
+// the built-in font), otherwise matchFont("sans-serif").
+std::vector<FontFile> defaultFonts();
 
 class Font {
  public:
   // Loads the first of `paths` that opens and parses as a TrueType font; when none does, uses the
-  // built-in fallback. An empty list means defaultFontPaths(). Never throws for a missing font.
+  // built-in fallback. An empty list means defaultFonts(). Never throws for a missing font.
+  // Code points the chosen face lacks come from the face fontForCodepoint finds, loaded on first
+  // use.
   explicit Font(const std::vector<std::string>& paths = {});
+  explicit Font(const std::vector<FontFile>& faces);
   ~Font();
   Font(Font&&) noexcept;
   Font& operator=(Font&&) noexcept;
@@ -49,9 +66,12 @@ class Font {
   bool isFallback() const;
   const std::string& path() const;  // the TTF in use; empty for the fallback
 
-  // Whether the font, or one of the supplement faces, draws this code point (the built-in font
+  // Whether the font, or a fallback face, draws this code point (the built-in font
   // draws 0x20..0x7E).
   bool hasGlyph(char32_t cp) const;
+  // The face that draws this code point: the chosen one or the fallback found for it; empty when
+  // none does (and for the built-in font). The GUI builds its glyph atlas from these.
+  FontFile faceFor(char32_t cp) const;
 
   // Vertical metrics at a pixel size (ascent + descent = lineHeight).
   int ascent(float px) const;

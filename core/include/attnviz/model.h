@@ -52,6 +52,8 @@ struct Gpt2Config {
 // field, n_embd not divisible by n_head, an unknown activation or a GPT-2 variant the pass does
 // not implement (scale_attn_by_inverse_layer_idx, unscaled attention, another model_type).
 Gpt2Config loadGpt2Config(const std::string& path);
+// The same from the file's text; `name` is what errors say.
+Gpt2Config parseGpt2Config(const std::string& text, const std::string& name);
 
 // The files of a model folder. `dir` may be the folder itself, a Hugging Face cache snapshot, or
 // the cache's models--NAME folder (refs/main, or its only snapshot, is used).
@@ -136,6 +138,8 @@ class Gpt2Model {
   // Throws InputError when an id is outside the vocab, ids are empty or more than n_positions.
   void checkIds(const std::vector<int>& ids) const;
 
+  // forward() and rerunFrom() are const: each pass has its own workspace and engine, so a worker
+  // thread may run one while the UI reads another ForwardResult.
   // The whole pass. Throws InputError for bad ids or interventions.
   ForwardResult forward(const std::vector<int>& ids, const Interventions& iv = {}) const;
 
@@ -157,7 +161,8 @@ class Gpt2Model {
   std::string weightsDescription_;
   std::unique_ptr<Weights> w_;
 
-  void runLayer(ForwardResult& r, int layer, const Interventions& iv) const;
+  struct Workspace;
+  void runLayer(ForwardResult& r, int layer, const Interventions& iv, Workspace& ws) const;
   void finish(ForwardResult& r) const;
 };
 

@@ -3,6 +3,7 @@
 
 #include "attnviz/tensor.h"
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,18 @@ struct NpyArray {
   std::vector<float> data;  // converted to float32 (bool/uint8 become 0 or 1)
 };
 
-// Parses .npy bytes (version 1.0, 2.0 or 3.0). Accepts little-endian float32/float64 and, when
+// The header of .npy bytes (version 1.0, 2.0 or 3.0); `bytes` needs to hold only the header.
+// Throws InputError whose message starts with `name`.
+struct NpyHeader {
+  std::string descr;  // e.g. "<f4", "|u1", "<U12"
+  bool fortranOrder = false;
+  std::vector<long long> shape;  // each entry in [0, 2^40]
+  std::string shapeText;         // as written, e.g. "(2, 3)"
+  std::size_t dataOffset = 0;    // where the data starts
+};
+NpyHeader parseNpyHeader(const std::string& bytes, const std::string& name);
+
+// Parses .npy bytes (version 1.0, 2.0 or 3.0). Accepts little-endian float16/32/64 and, when
 // allowBool, bool/uint8; C order only. Throws InputError whose message starts with `name`.
 NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool);
 

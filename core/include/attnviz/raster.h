@@ -28,8 +28,8 @@ struct ExportOptions {
   bool labels = true;   // token labels and axis titles (ignored when bare)
   std::string title;    // overrides the generated title when not empty
   int maxSide = 16384;  // refuse (UsageError) images larger than this on a side
-  // TrueType font for the text; empty = $ATTNVIZ_FONT, then DejaVu Sans, then the built-in
-  // stroke font. A path that does not load also falls back to the built-in font.
+  // TrueType font for the text; empty = $ATTNVIZ_FONT, then fontconfig's sans-serif, then the
+  // built-in stroke font. A path that does not load also falls back to the built-in font.
   std::string fontPath;
   int gridColumns = 0;  // panels per row when head == -1; 0 = chosen from the shape
 };

@@ -27,14 +27,16 @@ namespace attnviz {
 
 // Every dtype the format defines. Those with a known element size validate and can be viewed as
 // bytes; only F64, F32, F16 and BF16 convert to float32 (the others are known but unsupported).
+// clang-format off
 enum class StDtype {
   F64, F32, F16, BF16,                                          // convertible
   I64, I32, I16, I8, U64, U32, U16, U8, BOOL, F8_E4M3, F8_E5M2  // known, not convertible
 };
+// clang-format on
 
-const char* stDtypeName(StDtype d);       // "F32", ...
-std::size_t stDtypeSize(StDtype d);       // bytes per element
-bool stDtypeConvertible(StDtype d);       // F64, F32, F16, BF16
+const char* stDtypeName(StDtype d);  // "F32", ...
+std::size_t stDtypeSize(StDtype d);  // bytes per element
+bool stDtypeConvertible(StDtype d);  // F64, F32, F16, BF16
 
 // One tensor's header entry.
 struct StTensorInfo {
@@ -46,7 +48,7 @@ struct StTensorInfo {
 
   std::size_t elementCount() const;  // product of shape (1 for a scalar)
   std::size_t byteSize() const { return end - begin; }
-  std::string shapeString() const;   // "[2, 3]"
+  std::string shapeString() const;  // "[2, 3]"
 };
 
 // An opened, validated file. Cheap to copy: copies share the mapping, which lives as long as

@@ -36,6 +36,10 @@ class Gpt2Tokenizer {
   // "<file>: <problem>".
   static Gpt2Tokenizer load(const std::string& vocabPath, const std::string& mergesPath,
                             int vocabSize = 0);
+  // The same from the files' text; the names are what errors say.
+  static Gpt2Tokenizer fromText(const std::string& vocabJson, const std::string& mergesText,
+                                const std::string& vocabName, const std::string& mergesName,
+                                int vocabSize = 0);
 
   std::vector<int> encode(std::string_view text) const;
 
@@ -56,14 +60,15 @@ class Gpt2Tokenizer {
   std::string printable(int id) const;
 
   // Number of entries in vocab.json; the largest id + 1 is at most the model's vocab_size.
-  int size() const { return static_cast<int>(pieces_.size()); }
+  int size() const { return static_cast<int>(ids_.size()); }
   int maxId() const { return maxId_; }
   int mergeCount() const { return static_cast<int>(ranks_.size()); }
 
  private:
-  std::unordered_map<std::string, int> ids_;     // raw bytes -> id
-  std::unordered_map<int, std::string> pieces_;  // id -> raw bytes
-  std::unordered_map<std::string, int> ranks_;   // pairKey(a, b) -> merge rank
+  std::unordered_map<std::string, int> ids_;    // raw bytes -> id
+  std::vector<std::string> pieces_;             // id -> raw bytes
+  std::vector<bool> present_;                   // id is in vocab.json
+  std::unordered_map<std::string, int> ranks_;  // pairKey(a, b) -> merge rank
   int maxId_ = -1;
 
   void bpe(std::string_view piece, std::vector<int>& out) const;
