@@ -35,6 +35,8 @@ def write(model_dir, attnviz=None):
     minutes = seconds / 60
     cpu = (f"{sum(p['cpu_seconds'] for p in parts) / 60:.1f} minutes of CPU time, "
            if all("cpu_seconds" in p for p in parts) else "")
+    if "cpu_note" in log:
+        cpu = f"({log['cpu_note']}) "
     reproduce = (f"    /usr/bin/python3 tools/train/train.py --out /tmp/stage1 --no-card\n"
                  f"    /usr/bin/python3 tools/train/train.py --stage 2 --init-from /tmp/stage1 "
                  f"--out assets/models/{name}" if len(parts) == 2 else
@@ -51,12 +53,25 @@ written twice, {r2['p_random_repeat']:.0%} repeated random spans. The previous-t
 there by then; this is where a layer-1 head learns to use it to find the byte that followed the
 current byte's earlier occurrence (an induction head), and it carries over to longer contexts.
 """
+    found = []
+    if s["previous_token"][pl][ph] >= 0.8:
+        found.append(f"a previous-token head (layer {pl} head {ph})")
+    if s["induction"][il][ih] >= 0.5:
+        found.append(f"an induction head (layer {il} head {ih})")
+    status = ("It has " + " and ".join(found) + "." if found else "")
+    if s["induction"][il][ih] < 0.5:
+        status += (f"\n\n**It has no induction head yet:** the best layer-1 induction score is "
+                   f"{s['induction'][il][ih]:.3f} and copying a repeated random sequence stays at "
+                   "chance. The training budget on the shared machine ran out before the "
+                   "layer-1 heads learned to compose with the previous-token head; see the "
+                   "scores below.")
     text = f"""# {name}: a byte-level GPT-2 trained by the attnviz project
 
 A small GPT-2 (the Hugging Face `GPT2LMHeadModel` layout) whose vocabulary is the 256 bytes, so
-any text tokenizes to its UTF-8 bytes. It was trained on the CPU in {minutes:.1f} minutes by
-`tools/train/train.py`, so attnviz can show real learned attention offline: a previous-token
-head, an induction head and first-token sinks.
+any text tokenizes to its UTF-8 bytes. It was trained on the CPU by `tools/train/train.py`
+({minutes:.1f} minutes of wall time on a machine shared with other jobs), so attnviz can show
+real learned attention offline.
+{status}
 
 ## Files
 - `config.json`: GPT-2 config as HF writes it: {r['n_layer']} layers, {r['n_head']} heads,

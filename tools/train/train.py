@@ -43,7 +43,7 @@ RECIPE = {
     "n_positions": 256,
     "batch": 8,
     "seq": 256,
-    "steps": 1300,
+    "steps": 1700,
     "short_seq": 64,
     "short_steps": 400,
     "lr": 1e-2,
@@ -61,8 +61,10 @@ RECIPE = {
 }
 
 # Stage 2 continues from stage 1's weights with a fresh AdamW, short sequences throughout and
-# mostly repeated random spans: the previous-token head exists by then, and this is where the
-# layer-1 head learns to use it (K-composition) to find the byte after the earlier occurrence.
+# mostly repeated random spans: the previous-token head exists by then, and this is meant to be
+# where a layer-1 head learns to use it (K-composition) to find the byte after the earlier
+# occurrence. Not part of the shipped model yet: 1,300 steps of it (lr 1e-2 or 3e-3) raised the
+# copy probability only from 0.004 to about 0.03 on 64-byte contexts, without an induction head.
 STAGE2 = dict(RECIPE, seed=1235, steps=3000, short_steps=3000, warmup=20,
               p_text=0.1, p_text_with_copy=0.2, p_random_repeat=0.7)
 
