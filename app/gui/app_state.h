@@ -142,6 +142,15 @@ struct ModelState {
   std::string loadingDir;
   std::future<std::unique_ptr<Gpt2Model>> loading;
   std::shared_ptr<ModelLoadProgress> progress;
+  // What the opening model should show once it is open: a model scene's or the command line's
+  // layer, head and ablations, range-checked then; `origin` names them in errors.
+  struct Request {
+    int layer = 0, head = 0;
+    std::vector<std::pair<int, int>> ablate;
+    std::string origin;  // the scene file, for errors
+    bool cli = false;    // from --layer/--head/--ablate: out of range is a usage error
+  } request;
+  std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
   char text[4096] = "";
   double textEditedAt = -1;  // nowSeconds() of the last edit not yet run; -1 when none
   int layer = 0;
@@ -208,6 +217,8 @@ void resetView(AppState& s);
 // model_io.cpp: the model view's side of the frame.
 // Starts opening a model folder on a worker thread (`wait`: finish before returning).
 void openModel(AppState& s, const std::string& dir, bool wait = false);
+// A scene's "model" object: the text, layer, head and ablations, then openModel.
+void openModelScene(AppState& s, const Scene& scene, const std::string& path, bool wait);
 // At the frame boundary: adopts a model that finished loading, runs a text edited long enough
 // ago, runs the panels' intervention requests and hands the selected layer to the session.
 void syncModel(AppState& s);

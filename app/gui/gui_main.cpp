@@ -159,27 +159,11 @@ int runGui(int argc, char** argv) {
     if (!o.model.empty()) {
       s.session.setScene(defaultScene());
       if (!o.text.empty()) std::snprintf(s.model.text, sizeof s.model.text, "%s", o.text.c_str());
-      if (o.layer) s.model.layer = *o.layer;
-      // A scripted run waits for the model, so its frames show it; a window opens at once.
-      const bool wait = o.frames > 0 || o.reportTiming;
-      openModel(s, o.model, wait);
-      if (wait) {
-        syncModel(s);
-        const int L = s.model.source->layers(), H = s.model.source->heads();
-        if (o.layer && *o.layer >= L)
-          throw UsageError("--layer: " + std::to_string(*o.layer) + " is out of range (the model has " +
-                           std::to_string(L) + " layers)");
-        for (auto [l, h] : ablations) {
-          if (l >= L || h >= H)
-            throw UsageError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
-                             ": out of range (" + std::to_string(L) + " layers, " +
-                             std::to_string(H) + " heads)");
-          s.model.source->setAblated(l, h, true);
-        }
-        refreshNextTokens(s);
-        s.model.layerDirty = true;
-        syncModel(s);
-      }
+      s.model.request.layer = o.layer.value_or(0);
+      s.model.request.head = o.head.value_or(0);
+      s.model.request.ablate = ablations;
+      s.model.request.cli = true;
+      openModel(s, o.model);
     } else if (!scenePath.empty()) {
       loadSceneInto(s, scenePath);
     } else {
@@ -189,9 +173,15 @@ int runGui(int argc, char** argv) {
     if (o.syntheticTokens > 0) sc.queryText = repeatedText(sc.queryText, o.syntheticTokens);
     if (o.heads > 0) sc.heads = o.heads;
     if (o.temperature) sc.params.temperature = *o.temperature;
-    if (!s.model.open()) s.session.touchInputs();
+    // A scripted run waits for a model (from --model or a model scene), so its frames show it;
+    // a window opens at once and shows the progress.
+    if (s.model.loading.valid() && (o.frames > 0 || o.reportTiming)) {
+      s.model.loading.wait();
+      syncModel(s);
+    }
+    if (!s.model.open() && !s.model.loading.valid()) s.session.touchInputs();
     if (o.selectRow) s.view.selectedRow = *o.selectRow;
-    if (o.head) s.view.head = *o.head;
+    if (o.head && !s.model.open()) s.view.head = *o.head;
     if (!o.stage.empty()) s.view.stage = stage;
     if (colormap) s.view.weightColormap = *colormap;
     if (o.wrongAxis) s.view.wrongAxis = true;

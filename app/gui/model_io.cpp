@@ -16,19 +16,46 @@ constexpr int kTopK = 5;
 
 void adopt(AppState& s, std::unique_ptr<Gpt2Model> model) {
   ModelState& m = s.model;
+  const ModelState::Request rq = m.request;
+  const std::string dir = m.loadingDir;
+  m.request = {};
+  m.loadingDir.clear();
   auto source = std::make_unique<ModelSource>(std::shared_ptr<const Gpt2Model>(std::move(model)));
+  // The layer, head and ablations asked for, checked now that the model's sizes are known:
+  // command-line options are usage errors, a scene's fields input errors naming the file.
+  const int L = source->layers(), H = source->heads();
+  const std::string sizes = " is out of range (the model " + dir + " has " + std::to_string(L) +
+                            " layers of " + std::to_string(H) + " heads)";
+  auto fail = [&](const std::string& what) -> void {
+    if (rq.cli) throw UsageError(what + sizes);
+    throw InputError(rq.origin + ": " + what + sizes);
+  };
+  const std::string prefix = rq.cli ? "--" : "model.";
+  if (rq.layer >= L) fail(prefix + "layer " + std::to_string(rq.layer));
+  if (rq.head >= H) fail(prefix + "head " + std::to_string(rq.head));
+  for (auto [l, h] : rq.ablate)
+    if (l >= L || h >= H) fail(prefix + "ablate " + std::to_string(l) + ":" + std::to_string(h));
   if (m.text[0] == 0) std::snprintf(m.text, sizeof m.text, "%s", "The cat sat on the mat.");
   source->setText(m.text);
+  for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
   m.source = std::move(source);
-  m.dir = m.loadingDir;
-  m.loadingDir.clear();
-  m.layer = std::clamp(m.layer, 0, m.source->layers() - 1);
+  m.dir = dir;
+  m.layer = rq.layer;
+  s.view.head = rq.head;
+  s.view.headAverage = false;
   m.layerDirty = true;
   m.textEditedAt = -1;
   s.scene.path.clear();
   Scene& sc = s.session.editScene();
-  sc.title = std::filesystem::path(m.dir).filename().string() + " (model)";
-  sc.notes.clear();
+  if (m.sceneTitle.empty()) {
+    sc.title = std::filesystem::path(m.dir).filename().string() + " (model)";
+    sc.notes.clear();
+  } else {
+    sc.title = m.sceneTitle;
+    sc.notes = m.sceneNotes;
+  }
+  m.sceneTitle.clear();
+  m.sceneNotes.clear();
   refreshNextTokens(s);
   notify(s, "Opened the model " + m.dir + " (" + m.source->model().weightsDescription() + ")");
 }
@@ -49,6 +76,13 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
     });
   });
   if (wait) m.loading.wait();
+}
+
+void openModelScene(AppState& s, const Scene& scene, const std::string& path, bool wait) {
+  const SceneModel& sm = scene.model;
+  std::snprintf(s.model.text, sizeof s.model.text, "%s", sm.text.c_str());
+  s.model.request = {sm.layer, sm.head, sm.ablate, path, false};
+  openModel(s, sm.path, wait);
 }
 
 void refreshNextTokens(AppState& s) {

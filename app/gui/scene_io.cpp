@@ -78,6 +78,12 @@ void resetView(AppState& s) {
 
 void loadSceneInto(AppState& s, const std::string& path) {
   Scene sc = loadScene(path);  // throws InputError naming the file
+  if (sc.model.any()) {  // a model scene: the model view, once the folder has opened
+    s.model.sceneTitle = sc.title;
+    s.model.sceneNotes = sc.notes;
+    openModelScene(s, sc, path, false);
+    return;
+  }
   const SceneView v = parseSceneView(sc.extraJson, path);
   s.model.source.reset();  // a scene replaces an open model
   s.view = ViewState{};
