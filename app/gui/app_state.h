@@ -12,6 +12,7 @@
 #include "attnviz/colormap.h"
 #include "attnviz/engine.h"
 #include "attnviz/scene.h"
+#include "attnviz/dump_source.h"
 #include "attnviz/model_source.h"
 #include "attnviz/session.h"
 
@@ -171,12 +172,25 @@ struct ModelState {
   bool open() const { return source != nullptr; }
 };
 
+// The dump view (issue 11): recorded attention as the session's source (attnviz/dump_source.h).
+struct DumpState {
+  std::unique_ptr<DumpSource> source;  // null: no dump open
+  std::string path;
+  int layer = 0;
+  bool layerDirty = false;
+  // The GUI's own engine (CPU or GPU) while the dump's WeightsEngine stands in for it.
+  std::unique_ptr<AttentionEngine> savedEngine;
+  std::uint64_t version = 0;  // bumped when a dump opens (the grid's thumbnails)
+  bool open() const { return source != nullptr; }
+};
+
 struct AppState {
   Session session{nullptr};  // the engine is set once the window's GL context exists
   SceneState scene;
   BackendState backend;
   ViewState view;
   ModelState model;
+  DumpState dump;
   LabelCache labels;
   ExportState exporter;
   UiState ui;
@@ -222,6 +236,10 @@ void openModelScene(AppState& s, const Scene& scene, const std::string& path, bo
 // At the frame boundary: adopts a model that finished loading, runs a text edited long enough
 // ago, runs the panels' intervention requests and hands the selected layer to the session.
 void syncModel(AppState& s);
+// Opens an attention dump (.safetensors, .npz) in place of the scene or model.
+void openDump(AppState& s, const std::string& path);
+// Closes an open model or dump (the GUI's engine comes back), before another source opens.
+void closeSources(AppState& s);
 // The next-token lists after a pass.
 void refreshNextTokens(AppState& s);
 

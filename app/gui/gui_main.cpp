@@ -9,6 +9,7 @@
 #include "panels/panels.h"
 
 #include "attnviz/data_dir.h"
+#include "attnviz/dump.h"
 
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
@@ -106,6 +107,7 @@ int runGui(int argc, char** argv) {
   AppState& s = app.s;
   int winW = 1600, winH = 960;
   Script script;
+  std::string dumpPath;  // a dump given positionally: opened once the window's engine exists
   try {
     if (std::sscanf(o.size.c_str(), "%dx%d", &winW, &winH) != 2 || winW < 320 || winH < 240 ||
         winW > 16384 || winH > 16384)
@@ -140,9 +142,12 @@ int runGui(int argc, char** argv) {
                        o.colormap + "'");
     if (!o.scenePositional.empty() && !o.scene.empty())
       throw UsageError("give the scene either positionally or with --scene, not both");
-    const std::string scenePath = o.scene.empty() ? o.scenePositional : o.scene;
-    if (o.model.empty() && (!o.text.empty() || o.layer || !o.ablate.empty()))
-      throw UsageError("--text, --layer and --ablate go with --model DIR");
+    std::string scenePath = o.scene.empty() ? o.scenePositional : o.scene;
+    if (isDumpPath(scenePath)) std::swap(dumpPath, scenePath);
+    if (o.layer && o.model.empty() && dumpPath.empty())
+      throw UsageError("--layer goes with --model DIR or a dump");
+    if (o.model.empty() && (!o.text.empty() || !o.ablate.empty()))
+      throw UsageError("--text and --ablate go with --model DIR");
     if (!o.model.empty() && !scenePath.empty())
       throw UsageError("give either a scene or --model, not both");
     if (o.layer && *o.layer < 0) throw UsageError("--layer: expected a layer index >= 0");
@@ -237,6 +242,17 @@ int runGui(int argc, char** argv) {
     s.backend.backend = engine.engine->name();
     s.backend.backendNote = engine.note;
     s.session.setEngine(std::move(engine.engine));
+    if (!dumpPath.empty()) {
+      openDump(s, dumpPath);
+      if (o.layer) {
+        if (*o.layer >= s.dump.source->layers())
+          throw UsageError("--layer " + std::to_string(*o.layer) + " is out of range (the dump has " +
+                           std::to_string(s.dump.source->layers()) + " layers)");
+        s.dump.layer = *o.layer;
+      }
+      if (o.head) s.view.head = *o.head;
+      if (o.temperature) s.session.editScene().params.temperature = *o.temperature;
+    }
     if (!s.backend.backendNote.empty())
       std::fprintf(stderr, "attnviz: %s\n", s.backend.backendNote.c_str());
     if (scripted) std::printf("backend: %s\n", s.backend.backend.c_str());
@@ -247,6 +263,9 @@ int runGui(int argc, char** argv) {
       reportTiming(app);
     else
       runScript(app, script);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "attnviz: %s\n", e.what());
+    rc = 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attnviz: %s\n", e.what());
     rc = 1;

@@ -59,6 +59,8 @@ void drawLayout(App& app) {
   ImGui::BeginChild("controls", ImVec2(leftW, bodyH), true);
   if (s.model.open()) {
     if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) drawModelPanel(s);
+  } else if (s.dump.open()) {
+    if (ImGui::CollapsingHeader("Dump", ImGuiTreeNodeFlags_DefaultOpen)) drawDumpPanel(s);
   } else if (ImGui::CollapsingHeader("Scene", ImGuiTreeNodeFlags_DefaultOpen)) {
     drawScenePanel(s);
   }
@@ -83,6 +85,12 @@ void drawLayout(App& app) {
                           ? "average of " + std::to_string(s.heads()) + " heads"
                           : "head " + std::to_string(h) + " (" + archetypeName(a) + ")";
     if (s.sceneData().qPath.size()) who = "head " + std::to_string(h) + " (from files)";
+    if (s.dump.open())
+      who = "layer " + std::to_string(s.dump.layer) + " (" +
+            s.dump.source->dump().layers[s.dump.layer].name + "), " +
+            (s.view.headAverage && s.view.stage == ViewStage::Weights
+                 ? "average of " + std::to_string(s.heads()) + " heads"
+                 : "head " + std::to_string(h));
     if (s.model.open())
       who = "layer " + std::to_string(s.model.layer) + ", " +
             (s.view.headAverage && s.view.stage == ViewStage::Weights
@@ -103,10 +111,11 @@ void drawLayout(App& app) {
   if (s.model.open()) {
     if (ImGui::CollapsingHeader("Next token", ImGuiTreeNodeFlags_DefaultOpen))
       drawNextTokenPanel(s);
-    if (ImGui::CollapsingHeader("Model view: layers \xc3\x97 heads", ImGuiTreeNodeFlags_DefaultOpen))
-      drawModelGridPanel(s);
   }
-  if (ImGui::CollapsingHeader(s.model.open() ? "Heads of this layer" : "Heads",
+  if ((s.model.open() || s.dump.open()) &&
+      ImGui::CollapsingHeader("Model view: layers \xc3\x97 heads", ImGuiTreeNodeFlags_DefaultOpen))
+    drawModelGridPanel(s);
+  if (ImGui::CollapsingHeader(s.model.open() || s.dump.open() ? "Heads of this layer" : "Heads",
                               ImGuiTreeNodeFlags_DefaultOpen))
     drawHeadGridPanel(s);
   if (ImGui::CollapsingHeader("Row inspector", ImGuiTreeNodeFlags_DefaultOpen))

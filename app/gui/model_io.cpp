@@ -21,6 +21,7 @@ void adopt(AppState& s, std::unique_ptr<Gpt2Model> model) {
   m.request = {};
   m.loadingDir.clear();
   auto source = std::make_unique<ModelSource>(std::shared_ptr<const Gpt2Model>(std::move(model)));
+  closeSources(s);
   // The layer, head and ablations asked for, checked now that the model's sizes are known:
   // command-line options are usage errors, a scene's fields input errors naming the file.
   const int L = source->layers(), H = source->heads();
@@ -57,7 +58,8 @@ void adopt(AppState& s, std::unique_ptr<Gpt2Model> model) {
   m.sceneTitle.clear();
   m.sceneNotes.clear();
   refreshNextTokens(s);
-  notify(s, "Opened the model " + m.dir + " (" + m.source->model().weightsDescription() + ")");
+  notify(s, "Opened the model " + std::filesystem::path(m.dir).filename().string() + " (" +
+                m.source->model().weightsDescription() + ")");
 }
 
 }  // namespace
@@ -85,6 +87,38 @@ void openModelScene(AppState& s, const Scene& scene, const std::string& path, bo
   openModel(s, sm.path, wait);
 }
 
+void closeSources(AppState& s) {
+  s.model.source.reset();
+  if (s.dump.source) {
+    s.dump.source.reset();
+    if (s.dump.savedEngine) s.session.setEngine(std::move(s.dump.savedEngine));
+    s.session.editScene().params = AttentionParams{};
+  }
+}
+
+void openDump(AppState& s, const std::string& path) {
+  Dump d = loadDump(path);  // throws InputError naming the file
+  if (d.layers.empty()) throw InputError(path + ": the dump has no layers");
+  closeSources(s);
+  DumpState& ds = s.dump;
+  ds.savedEngine = s.session.releaseEngine();
+  ds.source = std::make_unique<DumpSource>(std::move(d));
+  ds.path = path;
+  ds.layer = 0;
+  ds.layerDirty = true;
+  ++ds.version;
+  s.scene.path.clear();
+  s.view.head = 0;
+  s.view.headAverage = false;
+  Scene& sc = s.session.editScene();
+  sc.params = AttentionParams{};
+  sc.mode = Mode::Self;  // the dump's weights carry their own masks
+  const std::string model = ds.source->dump().model;
+  sc.title = std::filesystem::path(path).filename().string() + (model.empty() ? "" : " (" + model + ")");
+  sc.notes.clear();
+  notify(s, "Opened the dump " + path);
+}
+
 void refreshNextTokens(AppState& s) {
   ModelState& m = s.model;
   ++m.passVersion;
@@ -97,6 +131,10 @@ void refreshNextTokens(AppState& s) {
 }
 
 void syncModel(AppState& s) {
+  if (s.dump.source && s.dump.layerDirty) {
+    s.dump.layerDirty = false;
+    s.dump.source->showLayer(s.session, s.dump.layer);
+  }
   ModelState& m = s.model;
   if (m.loading.valid() &&
       m.loading.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {

@@ -85,7 +85,7 @@ void loadSceneInto(AppState& s, const std::string& path) {
     return;
   }
   const SceneView v = parseSceneView(sc.extraJson, path);
-  s.model.source.reset();  // a scene replaces an open model
+  closeSources(s);  // a scene replaces an open model or dump
   s.view = ViewState{};
   try {
     applyView(s, v);
@@ -109,12 +109,14 @@ void openDroppedFile(AppState& s, const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     openModel(s, path);  // a model folder (File > Open model, or dropped)
+  } else if (isDumpPath(path)) {
+    openDump(s, path);
   } else if (ext == ".json") {
     loadSceneInto(s, path);
   } else if (ext == ".npy") {
     s.ui.npyPending = path;
   } else {
-    throw InputError(path + ": not a scene (.json), tensor (.npy) file or model folder");
+    throw InputError(path + ": not a scene (.json), tensor (.npy), dump (.safetensors, .npz) or model folder");
   }
 }
 

@@ -17,7 +17,7 @@ bool drawMenuBar(AppState& s) {
     if (ImGui::MenuItem("Save scene\xe2\x80\xa6")) s.ui.requestSaveDialog = true;
     if (ImGui::MenuItem("Export PNG\xe2\x80\xa6", "Ctrl+S")) s.exporter.requestOpen = true;
     if (ImGui::MenuItem("Default scene")) {
-      s.model.source.reset();
+      closeSources(s);
       s.session.setScene(defaultScene());
       s.scene.path.clear();
       resetView(s);

@@ -1,5 +1,6 @@
-// attnviz panel: the model view (BertViz's "model view"): every layer x head of the pass as a
-// thumbnail, rows are layers. A click shows that layer and head in the heatmap.
+// attnviz panel: the model view (BertViz's "model view"): every layer x head of a model's pass
+// or of a dump as a thumbnail, rows are layers (cross-attention layers as T_q x T_k
+// rectangles). A click shows that layer and head in the heatmap.
 #include "gui/heatmap_renderer.h"
 #include "panels/panels.h"
 
@@ -13,28 +14,24 @@ namespace attnviz::gui {
 
 namespace {
 
-// Max-pools head h of a pass layer's weights [H, T, T] into at most maxSide pixels a side;
-// keys after the query (the causal mask) get the masked colour.
-void passThumbnail(const Tensor3& w, int h, int maxSide, ColormapId cm,
-                   std::vector<std::uint8_t>& rgba, int& side) {
-  const int T = w.rows;
-  const int step = std::max(1, int(std::ceil(T / double(maxSide))));
-  side = (T + step - 1) / step;
-  rgba.assign(std::size_t(side) * side * 4, 255);
-  for (int by = 0; by < side; ++by)
-    for (int bx = 0; bx < side; ++bx) {
+// Max-pools head h of a layer's weights [H, T_q, T_k] into at most maxSide pixels a side; a
+// block whose weights are all exactly 0 (masked keys) gets the masked colour.
+void thumbnail(const Tensor3& w, int h, int maxSide, ColormapId cm, std::vector<std::uint8_t>& rgba,
+               int& width, int& height) {
+  const int Tq = w.rows, Tk = w.cols;
+  const int step = std::max(1, int(std::ceil(std::max(Tq, Tk) / double(maxSide))));
+  width = (Tk + step - 1) / step;
+  height = (Tq + step - 1) / step;
+  rgba.assign(std::size_t(width) * height * 4, 255);
+  for (int by = 0; by < height; ++by)
+    for (int bx = 0; bx < width; ++bx) {
       const int i0 = by * step, j0 = bx * step;
-      const int i1 = std::min(T, i0 + step), j1 = std::min(T, j0 + step);
-      RGBA8 c;
-      if (j0 > i1 - 1) {
-        c = kMaskedColor;  // every cell of the block lies above the diagonal
-      } else {
-        float m = 0.0f;
-        for (int i = i0; i < i1; ++i)
-          for (int j = j0; j < j1; ++j) m = std::max(m, w.at(h, i, j));
-        c = colormapLookup(cm, m);
-      }
-      std::uint8_t* px = &rgba[(std::size_t(by) * side + bx) * 4];
+      const int i1 = std::min(Tq, i0 + step), j1 = std::min(Tk, j0 + step);
+      float m = 0.0f;
+      for (int i = i0; i < i1; ++i)
+        for (int j = j0; j < j1; ++j) m = std::max(m, w.at(h, i, j));
+      const RGBA8 c = m == 0.0f ? kMaskedColor : colormapLookup(cm, m);
+      std::uint8_t* px = &rgba[(std::size_t(by) * width + bx) * 4];
       px[0] = c.r, px[1] = c.g, px[2] = c.b, px[3] = 255;
     }
 }
@@ -43,9 +40,22 @@ void passThumbnail(const Tensor3& w, int h, int maxSide, ColormapId cm,
 
 bool drawModelGridPanel(AppState& s) {
   ModelState& m = s.model;
-  if (!m.source || !m.source->ready()) return false;
-  const ForwardResult& pass = m.source->pass();
-  const int L = m.source->layers(), H = m.source->heads();
+  DumpState& d = s.dump;
+  // The layers' weights: the model's pass, or the dump's recorded layers.
+  std::vector<const Tensor3*> layers;
+  if (m.source && m.source->ready()) {
+    for (const auto& la : m.source->pass().layers) layers.push_back(&la.weights);
+  } else if (d.source) {
+    for (const auto& la : d.source->dump().layers) layers.push_back(&la.weights);
+  } else {
+    return false;
+  }
+  const bool isModel = m.source != nullptr;
+  int& shownLayer = isModel ? m.layer : d.layer;
+  bool& layerDirty = isModel ? m.layerDirty : d.layerDirty;
+  const int L = int(layers.size());
+  int H = 0;
+  for (const Tensor3* t : layers) H = std::max(H, t->heads);
   const float sc = s.ui.uiScale;
   const float labelW = ImGui::CalcTextSize("L00").x + 4 * sc;
   const float availW = ImGui::GetContentRegionAvail().x - labelW;
@@ -56,47 +66,56 @@ bool drawModelGridPanel(AppState& s) {
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const float x0 = origin.x + labelW, y0 = origin.y;
   m.grid = {true, x0, y0, thumb, pitch};
-  const std::uint64_t ver = m.passVersion * 16 + std::uint64_t(s.view.weightColormap);
+  const std::uint64_t ver = (isModel ? m.passVersion * 2 : d.version * 2 + 1) * 16 +
+                            std::uint64_t(s.view.weightColormap);
   bool changed = false;
   for (int l = 0; l < L; ++l) {
     const std::string ln = "L" + std::to_string(l);
     dl->AddText(ImVec2(origin.x, y0 + l * pitch + (thumb - ImGui::GetFontSize()) * 0.5f),
-                l == m.layer ? IM_COL32(255, 170, 30, 255) : IM_COL32(150, 150, 160, 255),
+                l == shownLayer ? IM_COL32(255, 170, 30, 255) : IM_COL32(150, 150, 160, 255),
                 ln.c_str());
-    for (int h = 0; h < H; ++h) {
+    const Tensor3& w = *layers[l];
+    // A cross-attention layer is a T_q x T_k rectangle inside the square.
+    const float tw = w.cols >= w.rows ? thumb : std::max(2.0f, thumb * w.cols / float(w.rows));
+    const float th = w.rows >= w.cols ? thumb : std::max(2.0f, thumb * w.rows / float(w.cols));
+    for (int h = 0; h < w.heads; ++h) {
       RgbaImage& img = s.renderer->image("mthumb-" + std::to_string(l) + "-" + std::to_string(h));
       if (img.version != ver) {
         std::vector<std::uint8_t> px;
-        int side = 0;
-        passThumbnail(pass.layers[l].weights, h, std::max(8, int(thumb)), s.view.weightColormap,
-                      px, side);
-        img.set(px, side, side);
+        int iw = 0, ih = 0;
+        thumbnail(w, h, std::max(8, int(thumb)), s.view.weightColormap, px, iw, ih);
+        img.set(px, iw, ih);
         img.version = ver;
       }
       const ImVec2 p(x0 + h * pitch, y0 + l * pitch);
-      const ImVec2 q(p.x + thumb, p.y + thumb);
+      const ImVec2 q(p.x + tw, p.y + th);
       dl->AddImage(img.imguiId(), p, q);
-      const bool ablated = m.source->ablated(l, h);
+      const bool ablated = isModel && m.source->ablated(l, h);
       if (ablated) {
         dl->AddRectFilled(p, q, IM_COL32(20, 20, 24, 170));
         dl->AddLine(p, q, IM_COL32(230, 60, 60, 255), 2 * sc);
       }
-      const bool selected = l == m.layer && !s.view.headAverage && s.view.head == h;
+      const bool selected = l == shownLayer && !s.view.headAverage && s.view.head == h;
       ImGui::SetCursorScreenPos(p);
       ImGui::PushID(l * 4096 + h);
       ImGui::InvisibleButton("##mthumb", ImVec2(thumb, thumb));
       const bool hovered = ImGui::IsItemHovered();
       if (ImGui::IsItemClicked()) {
-        if (m.layer != l) m.layerDirty = true;
-        m.layer = l;
+        if (shownLayer != l) layerDirty = true;
+        shownLayer = l;
         s.view.head = h;
         s.view.headAverage = false;
         changed = true;
       }
       if (hovered) {
         ImGui::BeginTooltip();
-        ImGui::Text("Layer %d, head %d%s", l, h, ablated ? " (ablated)" : "");
-        ImGui::Image(img.imguiId(), ImVec2(200 * sc, 200 * sc));
+        if (isModel)
+          ImGui::Text("Layer %d, head %d%s", l, h, ablated ? " (ablated)" : "");
+        else
+          ImGui::Text("Layer %d (%s, %s), head %d: %d \xc3\x97 %d", l,
+                      d.source->dump().layers[l].name.c_str(),
+                      dumpAxesName(d.source->dump().layers[l].axes), h, w.rows, w.cols);
+        ImGui::Image(img.imguiId(), ImVec2(200 * sc * tw / thumb, 200 * sc * th / thumb));
         ImGui::TextDisabled("click to show it in the heatmap");
         ImGui::EndTooltip();
       }
@@ -109,7 +128,8 @@ bool drawModelGridPanel(AppState& s) {
   }
   ImGui::SetCursorScreenPos(ImVec2(origin.x, y0 + L * pitch));
   ImGui::Dummy(ImVec2(labelW + H * pitch, 0));
-  ImGui::TextDisabled("rows: layers, columns: heads (the pass's own weights)");
+  ImGui::TextDisabled(isModel ? "rows: layers, columns: heads (the pass's own weights)"
+                              : "rows: layers, columns: heads (the recorded weights)");
   return changed;
 }
 

@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 namespace attnviz::gui {
@@ -15,7 +16,8 @@ bool drawModelPanel(AppState& s) {
   if (!m.source) return false;
   bool changed = false;
   const Gpt2Config& c = m.source->model().config();
-  ImGui::TextWrapped("%s", m.dir.c_str());
+  ImGui::TextUnformatted(std::filesystem::path(m.dir).filename().c_str());
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", m.dir.c_str());
   ImGui::TextDisabled("%d layers \xc3\x97 %d heads, d = %d, %zu tokens", c.nLayer, c.nHead,
                       c.nEmbd, m.source->tokens().size());
   ImGui::TextUnformatted("Text");

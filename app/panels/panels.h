@@ -22,7 +22,8 @@ bool drawMaskMatrixPanel(AppState& s);    // mask_matrix_panel.cpp: allowed(i, j
 bool drawModelPanel(AppState& s);      // model_panel.cpp: text, layer, interventions
 bool drawModelGridPanel(AppState& s);  // model_grid_panel.cpp: layers x heads thumbnails
 bool drawNextTokenPanel(AppState& s);  // next_token_panel.cpp: top-5, before/after interventions
-bool drawOpenModelPopup(AppState& s);  // model_panel.cpp: File > Open model (a folder path)
+bool drawOpenModelPopup(AppState& s);
+bool drawDumpPanel(AppState& s);       // dump_panel.cpp: the dump's file, model, layer, Q/K/V  // model_panel.cpp: File > Open model (a folder path)
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings
 bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG export (Ctrl+S)
 // The export itself (export_panel.cpp): writes `path` with s.exporter's options through

@@ -3,6 +3,7 @@
 // colours come from the colormap table and the masked colours of colormap.h, never from the
 // app's own output.
 #include "attnviz/colormap.h"
+#include "attnviz/dump.h"
 #include "attnviz/npy.h"
 
 #include <gtest/gtest.h>
@@ -505,12 +506,18 @@ INSTANTIATE_TEST_SUITE_P(EveryPresetAndAPaintedScene, AppExportMatchesCli,
                                                           : "preset" + info.param.substr(0, 2);
                          });
 
-// The presets are all there: a new one is covered by the list above or this fails.
+// The presets are all there: a new one is covered by the list above or this fails. Model
+// presets ("model" object, the model view) are covered by the AppModel tests below instead.
 TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(ATTNVIZ_SCENES))
-    n += e.path().extension() == ".json";
+  int n = 0, models = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ATTNVIZ_SCENES)) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream f(e.path());
+    const std::string text((std::istreambuf_iterator<char>(f)), {});
+    (text.find("\"model\":") != std::string::npos ? models : n) += 1;
+  }
   EXPECT_EQ(n, 8);
+  EXPECT_EQ(models, 1);
 }
 
 }  // namespace
@@ -660,6 +667,117 @@ TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {
   const Shot bad = runApp("model_bad", args + " --ablate 5:0");
   EXPECT_EQ(bad.rc, 2) << bad.out;
   EXPECT_NE(bad.out.find("--ablate 5:0"), std::string::npos) << bad.out;
+}
+
+TEST(AppModel, ThePreviousTokenPresetShowsTheLineLeftOfTheDiagonal) {
+  // The shipped model's layer 0 head 3 scores 0.89 on A[t, t-1] in its model card: most rows of
+  // the heatmap must be bright one cell left of the diagonal and dark on it.
+  const Shot s = runApp("model_preset", "--scene " + scene("09-model-previous-token-head.json"));
+  ASSERT_RAN(s);
+  ASSERT_GT(s.g.rows, 20);
+  int bright = 0;
+  for (int i = 1; i < s.g.rows; ++i)
+    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, i - 1)) >= 128 &&
+        tableIndex(attnviz::ColormapId::Viridis, s.cell(i, i)) < 64)
+      ++bright;
+  EXPECT_GE(bright, (s.g.rows - 1) * 8 / 10) << bright << " of " << s.g.rows - 1 << " rows";
+  EXPECT_TRUE(isMasked(s.cell(0, 1)));
+  EXPECT_NE(s.out.find("model-layer: 0"), std::string::npos) << s.out;
+}
+
+TEST(AppModel, AModelSceneWithALayerTheModelLacksIsRefusedNamingTheFile) {
+  const std::string sc = tempPath("bad_model.json");
+  std::ofstream(sc) << "{\"model\": {\"path\": \"" << kModelFixture
+                    << "\", \"text\": \"the cat\", \"layer\": 7}}";
+  const Shot s = runApp("model_bad_scene", "--scene " + sc);
+  EXPECT_EQ(s.rc, 1) << s.out;
+  EXPECT_NE(s.out.find(sc + ": model.layer 7 is out of range"), std::string::npos) << s.out;
+}
+
+// ---- the dump view (issue 11) ------------------------------------------------------------------
+// A dump written by the core's saveDump with weights made here: a 4 x 4 self layer and a 3 x 5
+// cross layer, no Q/K/V. The pixels against those weights and their naive renormalisation.
+
+attnviz::Tensor3 rowsOfOne(int H, int Tq, int Tk, int seed) {
+  attnviz::Tensor3 w(H, Tq, Tk);
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < Tq; ++i) {
+      double sum = 0;
+      for (int j = 0; j < Tk; ++j) sum += (w.at(h, i, j) = float(1 + (i * 7 + j * 3 + h * 5 + seed) % 11));
+      for (int j = 0; j < Tk; ++j) w.at(h, i, j) = float(w.at(h, i, j) / sum);
+    }
+  return w;
+}
+
+std::string writeTestDump() {
+  attnviz::Dump d;
+  d.model = "test";
+  d.tokens = {"a", "b", "c"};
+  d.keyTokens = {"v", "w", "x", "y", "z"};
+  attnviz::DumpLayer self, cross;
+  self.name = "enc";
+  self.axes = attnviz::DumpAxes::KeySelf;
+  self.weights = rowsOfOne(2, 5, 5, 0);
+  cross.name = "dec.cross";
+  cross.axes = attnviz::DumpAxes::Cross;
+  cross.weights = rowsOfOne(2, 3, 5, 1);
+  d.layers = {self, cross};
+  const std::string path = tempPath("dump.safetensors");
+  attnviz::saveDump(path, d);
+  return path;
+}
+
+TEST(AppDump, ACrossLayerShowsAsTqByTkInTheHeatmapAndTheGrid) {
+  const std::string path = writeTestDump();
+  const attnviz::Dump d = attnviz::loadDump(path);
+  const Shot s = runApp("dump_cross", path + " --layer 1 --head 1");
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, 3);
+  ASSERT_EQ(s.g.cols, 5);
+  const attnviz::Tensor3& w = d.layers[1].weights;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j)
+      EXPECT_TRUE(viridisNear(s.cell(i, j), w.at(1, i, j) * 255.0)) << i << "," << j;
+  EXPECT_NE(s.out.find("dump-layer: 1 qkv=0"), std::string::npos) << s.out;
+  const ModelGrid g = modelGrid(s.out);
+  ASSERT_TRUE(g.valid) << s.out;
+  ASSERT_EQ(g.layers, 2);
+  // Every thumbnail, the cross layer a rectangle 3/5 as tall as it is wide.
+  for (int l = 0; l < 2; ++l) {
+    const attnviz::Tensor3& lw = d.layers[l].weights;
+    const float tw = g.thumb, th = g.thumb * lw.rows / float(lw.cols);
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < lw.rows; ++i)
+        for (int j = 0; j < lw.cols; ++j) {
+          const int x = int(g.x0 + h * g.pitch + (j + 0.5f) * tw / lw.cols);
+          const int y = int(g.y0 + l * g.pitch + (i + 0.5f) * th / lw.rows);
+          EXPECT_TRUE(viridisNear(s.pixel(x, y), lw.at(h, i, j) * 255.0))
+              << "grid layer " << l << " head " << h << " cell " << i << "," << j;
+        }
+  }
+  // Below the cross layer's rectangle: the panel's background, not a thumbnail.
+  const RGBA8 below = s.pixel(int(g.x0 + g.thumb * 0.5f), int(g.y0 + g.pitch + g.thumb * 0.9f));
+  EXPECT_EQ(tableIndex(attnviz::ColormapId::Viridis, below), -1);
+}
+
+TEST(AppDump, TheTemperatureRenormalisesTheRecordedWeights) {
+  const std::string path = writeTestDump();
+  const attnviz::Dump d = attnviz::loadDump(path);
+  const Shot s = runApp("dump_tau", path + " --layer 0 --head 0 --temperature 0.5");
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, 5);
+  const attnviz::Tensor3& w = d.layers[0].weights;
+  for (int i = 0; i < 5; ++i) {
+    double sum = 0;
+    for (int j = 0; j < 5; ++j) sum += double(w.at(0, i, j)) * w.at(0, i, j);
+    for (int j = 0; j < 5; ++j) {
+      const double want = double(w.at(0, i, j)) * w.at(0, i, j) / sum;  // A^(1/tau), renormalised
+      EXPECT_TRUE(viridisNear(s.cell(i, j), want * 255.0)) << i << "," << j << " want " << want;
+    }
+  }
+  const Shot bad = runApp("dump_bad_layer", path + " --layer 2");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--layer 2 is out of range"), std::string::npos) << bad.out;
 }
 
 }  // namespace

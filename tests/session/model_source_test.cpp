@@ -1,12 +1,14 @@
 // The model source without a display: a layer's matrix in the session against the torch fixture
 // of tests/model (make_gpt2_fixtures.py), and interventions re-running the pass from the first
 // layer they change, their logits against the fixture's ablation case.
+#include "attnviz/dump_source.h"
 #include "attnviz/model_source.h"
 #include "attnviz/npy.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 
 namespace attnviz {
@@ -112,6 +114,147 @@ TEST(ModelSource, TemperatureAppliedToAllLayersMatchesTorch) {
   EXPECT_LT(maxAbsDiff(src.pass().logits.data(), want.data.data(), want.data.size()), 1e-3);
   EXPECT_THROW(src.setText(""), InputError);
   EXPECT_TRUE(src.ready());  // the last good pass is kept
+}
+
+// ---- model scenes: the "model" object of a scene file ----------------------------------------
+
+std::string refusal(const std::string& json) {
+  try {
+    sceneFromJson(json, "m.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(ModelScene, FieldsLoadAndSurviveASaveAndReload) {
+  const Scene s = sceneFromJson(
+      R"({"title": "t", "model": {"path": "kjv-byte-2l", "text": "ab ab", "layer": 1, "head": 2,
+          "ablate": ["1:0", "0:3"]}})",
+      "m.json");
+  ASSERT_TRUE(s.model.any());
+  EXPECT_EQ(s.model.path, "kjv-byte-2l");
+  EXPECT_EQ(s.model.text, "ab ab");
+  EXPECT_EQ(s.model.layer, 1);
+  EXPECT_EQ(s.model.head, 2);
+  const std::vector<std::pair<int, int>> want{{1, 0}, {0, 3}};
+  EXPECT_EQ(s.model.ablate, want);
+  const Scene again = sceneFromJson(sceneToJson(s), "again.json");
+  EXPECT_EQ(again.model.path, s.model.path);
+  EXPECT_EQ(again.model.text, s.model.text);
+  EXPECT_EQ(again.model.layer, 1);
+  EXPECT_EQ(again.model.head, 2);
+  EXPECT_EQ(again.model.ablate, want);
+  EXPECT_FALSE(sceneFromJson(R"({"query_text": "a b"})", "plain.json").model.any());
+}
+
+TEST(ModelScene, BadFieldsAreRefusedNamingTheFileAndTheField) {
+  EXPECT_EQ(refusal(R"({"model": 3})"), "m.json: field 'model' must be an object");
+  EXPECT_NE(refusal(R"({"model": {"text": "a"}})").find("model.path"), std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x"}})").find("model.text"), std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x", "text": "a", "layer": -1}})").find("model.layer"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x", "text": "a", "head": 1e300}})").find("model.head"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x", "text": "a", "ablate": ["1-2"]}})").find("model.ablate"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x", "text": "a", "ablate": ["1:2x"]}})").find("model.ablate"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x", "text": "a", "ablate": "1:2"}})").find("model.ablate"),
+            std::string::npos);
+  EXPECT_EQ(refusal(R"({"model": {"path": "x", "text": "a", "layer": 3, "ablate": ["0:1"]}})"),
+            "(accepted)");
+}
+
+// ---- dumps: recorded weights as the session's source -------------------------------------------
+
+// Random rows that sum to 1: [H, Tq, Tk].
+Tensor3 randomWeights(int H, int Tq, int Tk, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.05f, 1.0f);
+  Tensor3 w(H, Tq, Tk);
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < Tq; ++i) {
+      double sum = 0;
+      for (int j = 0; j < Tk; ++j) sum += (w.at(h, i, j) = u(rng));
+      for (int j = 0; j < Tk; ++j) w.at(h, i, j) = float(w.at(h, i, j) / sum);
+    }
+  return w;
+}
+
+Dump twoLayerDump() {
+  Dump d;
+  d.tokens = {"a", "b", "c", "d"};
+  d.keyTokens = {"x", "y", "z", "u", "v", "w"};
+  DumpLayer self;
+  self.name = "0";
+  self.weights = randomWeights(2, 4, 4, 1);
+  self.queryTokens = d.tokens;
+  self.keyTokens = d.tokens;
+  DumpLayer cross;
+  cross.name = "1.cross";
+  cross.axes = DumpAxes::Cross;
+  cross.weights = randomWeights(3, 4, 6, 2);
+  cross.queryTokens = d.tokens;
+  cross.keyTokens = d.keyTokens;
+  d.layers = {self, cross};
+  return d;
+}
+
+std::vector<float> shownWeights(Session& s, int head) {
+  View v;
+  v.head = head;
+  s.setView(v);
+  s.update();
+  std::vector<float> out = s.display().values;
+  for (float& x : out)
+    if (std::isinf(x)) x = 0.0f;
+  return out;
+}
+
+TEST(DumpSource, TheSessionShowsTheRecordedWeightsAndRenormalisesThemUnderTauAndMasks) {
+  const Dump dump = twoLayerDump();
+  DumpSource src(dump);
+  Session session(makeCpuEngine());
+  src.showLayer(session, 0);
+  const Tensor3& w = dump.layers[0].weights;
+  for (int h = 0; h < 2; ++h) {
+    const std::vector<float> got = shownWeights(session, h);
+    EXPECT_LT(maxAbsDiff(got.data(), w.head(h), got.size()), 1e-6) << h;
+  }
+  // tau = 0.5 and a causal mask: A^2 over the allowed keys j <= i, renormalised (naive).
+  session.editScene().params.mask.causal = true;
+  session.touchMask();
+  session.setTemperature(0.5f);
+  for (int h = 0; h < 2; ++h) {
+    std::vector<float> want(16, 0.0f);
+    for (int i = 0; i < 4; ++i) {
+      double sum = 0;
+      for (int j = 0; j <= i; ++j) sum += double(w.at(h, i, j)) * w.at(h, i, j);
+      for (int j = 0; j <= i; ++j) want[i * 4 + j] = float(double(w.at(h, i, j)) * w.at(h, i, j) / sum);
+    }
+    const std::vector<float> got = shownWeights(session, h);
+    EXPECT_LT(maxAbsDiff(got.data(), want.data(), 16), 1e-5) << h;
+  }
+}
+
+TEST(DumpSource, ACrossLayerIsTqByTkWithBothTokenLists) {
+  DumpSource src(twoLayerDump());
+  Session session(makeCpuEngine());
+  src.showLayer(session, 1);
+  session.update();
+  EXPECT_EQ(session.heads(), 3);
+  EXPECT_EQ(session.display().rows, 4);
+  EXPECT_EQ(session.display().cols, 6);
+  EXPECT_EQ(session.inputs().keyTokens[5], "w");
+  EXPECT_EQ(session.inputs().queryTokens[0], "a");
+  EXPECT_FALSE(src.hasQkv(1));
+  const std::vector<float> got = shownWeights(session, 2);
+  EXPECT_LT(maxAbsDiff(got.data(), src.dump().layers[1].weights.head(2), got.size()), 1e-6);
+  EXPECT_THROW(src.showLayer(session, 2), UsageError);
+  // The engine the session had can be taken back.
+  EXPECT_NE(session.releaseEngine(), nullptr);
+  EXPECT_FALSE(session.hasEngine());
 }
 
 }  // namespace
