@@ -35,7 +35,9 @@ bool drawDumpPanel(AppState& s) {
   if (cur.hasQkv()) {
     ImGui::TextDisabled("Q, K and V recorded: the output stage is A\xc2\xb7V.");
   } else {
-    ImGui::TextColored(ImVec4(0.95f, 0.75f, 0.4f, 1), "This dump has no Q/K/V for this layer.");
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.95f, 0.75f, 0.4f, 1));
+    ImGui::TextWrapped("This dump has no Q/K/V for this layer.");
+    ImGui::PopStyleColor();
     ImGui::TextWrapped(
         "Weights only: temperature, masks and ALiBi re-normalise them exactly (A^(1/\xcf\x84) "
         "over the allowed keys); the score stages show log A, the output stage is empty.");
