@@ -5,9 +5,11 @@
 
 #include "attnviz/npy.h"
 #include "attnviz/session.h"
+#include "attnviz/streaming.h"
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 namespace attnviz::app {
 
@@ -48,11 +50,33 @@ int runCompute(int argc, char** argv) {
     int ndim = 3;
     checkAttentionOptions(opts);
     Tensor3 Q = loadTensorNpy(q, &ndim), K = loadTensorNpy(k), V = loadTensorNpy(v);
+    const auto noteMasked = [](int n) {
+      if (n > 0)
+        std::fprintf(
+            stderr,
+            "attnviz compute: note: %d fully masked row(s): their weights and outputs are 0\n", n);
+    };
+    // Only the output asked for, on the CPU: stream it (FlashAttention's online softmax, tile
+    // by tile), never allocating S or A.
+    const bool onlyOutput = !out.empty() && scores.empty() && weights.empty();
+    std::string note;
+    std::unique_ptr<AttentionEngine> engine;
+    if (!onlyOutput) validateInputs(Q, K, V);  // bad input before any backend starts
+    if (!onlyOutput || opts.backend != "cpu") {
+      engine = createHeadlessEngine(opts.backend, note);
+      if (!note.empty()) std::fprintf(stderr, "attnviz compute: %s\n", note.c_str());
+    }
+    if (onlyOutput && (!engine || engine->name().rfind("CPU", 0) == 0)) {
+      const AttentionParams params = buildParams(opts, Q.heads, Q.rows, K.rows);
+      int masked = 0;
+      const Tensor3 O = streamOutput(Q, K, V, params, {}, &masked);
+      noteMasked(masked);
+      saveNpy(out, O, ndim == 2 && O.heads == 1);  // 2-D inputs give 2-D outputs
+      return 0;
+    }
     const Dims d = validateInputs(Q, K, V);
     AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
-    std::string note;
-    Session session(createHeadlessEngine(opts.backend, note));
-    if (!note.empty()) std::fprintf(stderr, "attnviz compute: %s\n", note.c_str());
+    Session session(std::move(engine));
     session.editScene().params = std::move(params);
     session.setTensors(std::move(Q), std::move(K), std::move(V));
     const auto t0 = std::chrono::steady_clock::now();
@@ -60,11 +84,7 @@ int runCompute(int argc, char** argv) {
     const AttentionResult& r = session.result();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (const int n = r.fullyMaskedRows(); n > 0) {
-      std::fprintf(
-          stderr,
-          "attnviz compute: note: %d fully masked row(s): their weights and outputs are 0\n", n);
-    }
+    noteMasked(r.fullyMaskedRows());
     // 2-D inputs give 2-D outputs; 3-D inputs keep the head axis.
     const bool as2d = ndim == 2 && d.H == 1;
     if (!scores.empty()) saveNpy(scores, session.logits(), as2d);

@@ -3,13 +3,17 @@
 #include "backend.h"
 #include "cli.h"
 #include "cli_common.h"
+#include "cli_model.h"
+#include "cli_progress.h"
 
 #include "attnviz/colormap.h"
+#include "attnviz/dump.h"
 #include "attnviz/engine.h"
 #include "attnviz/npy.h"
 #include "attnviz/raster.h"
 #include "attnviz/scene.h"
 #include "attnviz/session.h"
+#include "attnviz/streamed_export.h"
 
 #include <algorithm>
 #include <cmath>
@@ -56,6 +60,103 @@ AttentionParams mergeParams(const AttentionParams& scene, const AttentionParams&
   return p;
 }
 
+std::string formatTemperature(float t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", double(t));
+  return buf;
+}
+
+// --layer: an index into the dump's layers, or a layer's name ("decoder.0.cross").
+const DumpLayer& pickLayer(const Dump& d, const std::string& which) {
+  for (const DumpLayer& l : d.layers)
+    if (l.name == which) return l;
+  std::size_t used = 0;
+  long v = -1;
+  try {
+    v = std::stol(which, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == which.size() && !which.empty() && v >= 0 && v < long(d.layers.size()))
+    return d.layers[std::size_t(v)];
+  std::string names;
+  for (const DumpLayer& l : d.layers) names += (names.empty() ? "" : ", ") + l.name;
+  throw UsageError("--layer " + which + ": the dump has " + std::to_string(d.layers.size()) +
+                   " layers (0.." + std::to_string(d.layers.size() - 1) + ": " + names + ")");
+}
+
+// A dump layer: its weights are the truth; temperature, masks and bias re-normalise them
+// exactly (with q/k/v present, the logits come from them).
+Image exportDumpLayer(const std::string& dumpPath, const std::string& layerName,
+                      const AttentionCliOptions& opts, ExportOptions eo) {
+  const Dump dump = loadDump(dumpPath);
+  const DumpLayer& layer = pickLayer(dump, layerName);
+  ExportData data;
+  data.queryTokens = layer.queryTokens;
+  data.keyTokens = layer.keyTokens;
+  if (eo.stage == ExportStage::Scores && !layer.hasQkv())
+    throw InputError(dumpPath + ": layer " + layer.name +
+                     " has no q/k/v tensors; --stage scores needs them (the weights alone "
+                     "fix the logits only up to a constant per row)");
+  const Dims d = layer.hasQkv()
+                     ? validateInputs(layer.q, layer.k, layer.v)
+                     : Dims{layer.weights.heads, layer.weights.rows, layer.weights.cols, 0, 0};
+  if (eo.head >= d.H)
+    throw UsageError("--head " + std::to_string(eo.head) + ": out of range, the input has " +
+                     std::to_string(d.H) +
+                     (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
+  const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+  const AttentionResult fromWeights = renormalizeWeights(layer.weights, params);
+  data.weights = &fromWeights.weights;
+  Tensor3 logits;
+  if (layer.hasQkv()) {
+    std::string note;
+    auto engine = createHeadlessEngine(opts.backend, note);
+    if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
+    engine->setInputs(layer.q, layer.k, layer.v);
+    logits = computeLogits(engine->result(kStageScaled).scaled, params);
+  } else {
+    logits = computeLogits(fromWeights.scaled, params);
+  }
+  data.logits = &logits;
+  data.description = (dump.model.empty() ? std::string() : dump.model + " \xC2\xB7 ") + "layer " +
+                     layer.name + " \xC2\xB7 mask: " + describeMask(params.mask) +
+                     " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
+  return renderExport(data, eo);
+}
+
+// Long inputs from tensors: a labelled weights figure whose materialised scores would pass the
+// budget (exportStreamBudget) is streamed, the weights pooled block by block as the figure is
+// drawn and never held whole, with a progress bar on stderr when it is a terminal. The same
+// pixels as the session's export, which would materialise S. Returns false when this export
+// is not one to stream.
+bool exportStreamed(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
+                    const AttentionCliOptions& opts, ExportOptions eo, int head,
+                    bool defaultColormap, const std::string& png) {
+  const Dims d{Q.heads, Q.rows, K.rows, Q.cols, V.cols};
+  if (!exportShouldStream(d, eo, exportStreamBudget())) return false;
+  if (head >= d.H)
+    throw UsageError("--head " + std::to_string(head) + ": out of range, the input has " +
+                     std::to_string(d.H) +
+                     (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
+  eo.head = head;
+  if (defaultColormap) eo.colormap = ColormapId::Viridis;  // the weights stage's default
+  const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+  ExportData labels;  // a tensor source: index labels, no mode in the description
+  labels.description = "mask: " + describeMask(params.mask) +
+                       " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
+  Image img;
+  {
+    ProgressBar bar("attnviz export");  // its line ends before "wrote" is printed
+    img = renderStreamedExport(Q, K, V, params, labels, eo, [&](int h, double f) {
+      bar.update("streaming head " + std::to_string(h), f);
+    });
+  }
+  writePng(png, img);
+  std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+  return true;
+}
+
 }  // namespace
 
 int runExport(int argc, char** argv) {
@@ -69,7 +170,16 @@ int runExport(int argc, char** argv) {
   auto* qOpt = app.add_option("--q", q, "queries [T_q, d_k] or [H, T_q, d_k] (.npy)");
   auto* kOpt = app.add_option("--k", k, "keys [T_k, d_k] or [H, T_k, d_k] (.npy)");
   auto* vOpt = app.add_option("--v", v, "values [T_k, d_v] or [H, T_k, d_v] (.npy)");
+  std::string dumpPath, layerName;
+  auto* dumpOpt = app.add_option(
+      "--dump", dumpPath, "attention dump (.safetensors or .npz; see README, Attention dumps)");
+  app.add_option("--layer", layerName,
+                 "layer to draw: of the dump (index or name) or of the --model (index); required "
+                 "with either");
   sceneOpt->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
+  dumpOpt->excludes(sceneOpt)->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
+  ModelCliOptions modelOpts;
+  addModelOptions(app, modelOpts, false);
   addAttentionOptions(app, opts);
   app.add_option("--png", png, "output PNG (written atomically)")->required();
   app.add_option(
@@ -94,9 +204,19 @@ int runExport(int argc, char** argv) {
 
   return guarded("export", [&] {
     // Everything that is bad usage is refused before any file is read.
-    const bool fromScene = !scenePath.empty();
-    if (!fromScene && (q.empty() || k.empty() || v.empty()))
-      throw UsageError("give --scene SCENE.json, or all three of --q, --k and --v");
+    const bool fromScene = !scenePath.empty(), fromDump = !dumpPath.empty(),
+               fromModel = !modelOpts.dir.empty();
+    if (fromModel && (fromScene || fromDump || !q.empty() || !k.empty() || !v.empty()))
+      throw UsageError("--model excludes --scene, --dump and --q/--k/--v");
+    if (!fromScene && !fromDump && !fromModel && (q.empty() || k.empty() || v.empty()))
+      throw UsageError(
+          "give --scene SCENE.json, --dump FILE --layer L, --model DIR --layer L, or all three of "
+          "--q, --k and --v");
+    if ((fromDump || fromModel) != !layerName.empty())
+      throw UsageError(fromDump    ? "--dump needs --layer L (an index or a layer name)"
+                       : fromModel ? "--model needs --layer L"
+                                   : "--layer goes with --dump or --model");
+    const int modelLayer = fromModel ? parseLayerIndex(layerName) : -1;
     const int parsedHead = parseHead(head);
     checkAttentionOptions(opts);
     ExportOptions eo;
@@ -127,17 +247,38 @@ int runExport(int argc, char** argv) {
     eo.title = title;
     eo.gridColumns = columns;
 
+    if (fromDump) {
+      eo.head = parsedHead;
+      if (colormap.empty())
+        eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
+      const Image img = exportDumpLayer(dumpPath, layerName, opts, eo);
+      writePng(png, img);
+      std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+      return 0;
+    }
+
     // The same session and export path as the GUI's dialog and Ctrl+S.
     std::string note;
     Session session(createHeadlessEngine(opts.backend, note));
     if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
     std::optional<SceneView> view;
-    if (fromScene) {
+    std::optional<AttentionParams> modelParams;
+    if (fromModel) {
+      // The layer's Q, K and V from the pass (with every intervention applied), drawn with the
+      // parameters that layer ran with.
+      ModelRun run = runModelFromOptions(modelOpts, opts, app);
+      checkLayer(modelLayer, run.model->config());
+      LayerActivations& a = run.result.layers[modelLayer];
+      std::vector<std::string> labels = tokenLabels(*run.model, run.result.ids);
+      modelParams = layerParams(run.result, modelLayer);
+      session.setTensors(std::move(a.q), std::move(a.k), std::move(a.v), labels, labels);
+    } else if (fromScene) {
       Scene scene = loadScene(scenePath);
       view = parseSceneView(scene.extraJson, scenePath);
       session.setScene(std::move(scene));
     } else {
       Tensor3 Q = loadTensorNpy(q), K = loadTensorNpy(k), V = loadTensorNpy(v);
+      if (exportStreamed(Q, K, V, opts, eo, parsedHead, colormap.empty(), png)) return 0;
       validateInputs(Q, K, V);
       session.setTensors(std::move(Q), std::move(K), std::move(V));
     }
@@ -161,7 +302,7 @@ int runExport(int argc, char** argv) {
                        (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
 
     // The command line's masks on top of the scene's.
-    const AttentionParams cli = buildParams(opts, d.H, d.Tq, d.Tk);
+    const AttentionParams cli = modelParams ? *modelParams : buildParams(opts, d.H, d.Tq, d.Tk);
     Scene& scene = session.editScene();
     scene.params = fromScene ? mergeParams(scene.params, cli, app.count("--temperature") > 0) : cli;
     session.touchMask();

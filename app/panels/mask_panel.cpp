@@ -73,9 +73,11 @@ bool drawMaskPanel(AppState& s) {
       "Right or middle drag still pans.");
   if (m.customKind != MaskSpec::Custom::None) {
     ImGui::Indent();
-    ImGui::TextDisabled("custom %s mask %s (painted cells are part of it)",
-                        m.customKind == MaskSpec::Custom::Allow ? "allow" : "bias",
-                        m.custom.shapeString().c_str());
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("custom %s mask %s; painted cells are part of it and saved with it",
+                       m.customKind == MaskSpec::Custom::Allow ? "allow" : "bias",
+                       m.custom.shapeString().c_str());
+    ImGui::PopStyleColor();
     if (ImGui::SmallButton("clear custom mask")) s.session.clearCustomMask();
     ImGui::Unindent();
   }

@@ -2,6 +2,7 @@
 // softmax per row, and A V. Work is split into (head, row block) tasks across the cores.
 #include "attnviz/engine.h"
 
+#include "engine_detail.h"
 #include "parallel.h"
 
 #include <algorithm>
@@ -15,13 +16,14 @@ namespace attnviz {
 
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int kRowBlock = 128;
+constexpr int kRowBlock = detail::kEngineRowBlock;
 
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 
 void checkFinite(const Tensor3& t, const char* name) {
+  if (Eigen::Map<const Eigen::ArrayXf>(t.data.data(), Eigen::Index(t.data.size())).allFinite())
+    return;  // the common case, vectorised; otherwise find the first bad value for the message
   for (std::size_t n = 0; n < t.data.size(); ++n) {
     if (!std::isfinite(t.data[n])) {
       const std::size_t perHead = t.headStride();
@@ -34,15 +36,15 @@ void checkFinite(const Tensor3& t, const char* name) {
   }
 }
 
-// The allowed key set of one query row is a union of two intervals, cut by the padding limit
-// and the custom matrix: [lo, hi] from causal/window, [0, prefixEnd) from prefix/sink.
-struct RowMask {
-  int lo, hi, prefixEnd, limit;
-};
+using detail::kNegInf;
 
-RowMask rowMask(const MaskSpec& m, int i, int Tq, int Tk) {
+}  // namespace
+
+namespace detail {
+
+RowSpan rowSpan(const MaskSpec& m, int i, int Tq, int Tk) {
   const int p = queryPosition(i, Tq, Tk);
-  RowMask r{0, Tk - 1, 0, Tk};
+  RowSpan r{0, Tk - 1, 0, Tk};
   if (m.causal || m.window > 0) r.hi = std::min(p, Tk - 1);
   if (m.window > 0) r.lo = std::max(0, p - m.window + 1);
   r.prefixEnd = std::min(Tk, std::max(m.prefix, m.sink));
@@ -50,36 +52,68 @@ RowMask rowMask(const MaskSpec& m, int i, int Tq, int Tk) {
   return r;
 }
 
-// Fills `logits` (length Tk) for row i of head h with the biased scores S + b, -inf where
-// masked. The temperature is applied later, after the row maximum is subtracted.
-void rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h, int i,
-               int Tq, int Tk) {
+bool rowSpanIsExact(const MaskSpec& m) { return m.customKind == MaskSpec::Custom::None; }
+
+void rowLogits(const float* s, float* z, const AttentionParams& p, float slope, int h, int i,
+               int Tq, int Tk, int j0, int j1) {
   const MaskSpec& m = p.mask;
-  ArrayMap L(logits, Tk);
+  const int n = j1 - j0;
+  ArrayMap L(z, n);
   const float* custom = nullptr;
   if (m.customKind != MaskSpec::Custom::None) {
-    custom = m.custom.head(m.custom.heads == 1 ? 0 : h) + std::size_t(i) * Tk;
+    custom = m.custom.head(m.custom.heads == 1 ? 0 : h) + std::size_t(i) * Tk + j0;
   }
   if (m.alibi) {
     const float pos = static_cast<float>(queryPosition(i, Tq, Tk));
-    for (int j = 0; j < Tk; ++j) logits[j] = s[j] - slope * std::fabs(pos - static_cast<float>(j));
-    if (m.customKind == MaskSpec::Custom::Bias) L += ConstArrayMap(custom, Tk);
+    for (int t = 0; t < n; ++t) z[t] = s[t] - slope * std::fabs(pos - static_cast<float>(j0 + t));
+    if (m.customKind == MaskSpec::Custom::Bias) L += ConstArrayMap(custom, n);
   } else if (m.customKind == MaskSpec::Custom::Bias) {
-    L = ConstArrayMap(s, Tk) + ConstArrayMap(custom, Tk);
-  } else {
-    L = ConstArrayMap(s, Tk);
+    L = ConstArrayMap(s, n) + ConstArrayMap(custom, n);
+  } else if (s != z) {
+    L = ConstArrayMap(s, n);
   }
   // Outside [lo, hi] only the prefix/sink keys survive; everything past the limit is padding.
-  const RowMask r = rowMask(m, i, Tq, Tk);
+  const RowSpan r = rowSpan(m, i, Tq, Tk);
   const int ranges[3][2] = {
       {r.prefixEnd, std::min(r.lo, Tk)}, {std::max(r.hi + 1, r.prefixEnd), Tk}, {r.limit, Tk}};
   for (const auto& range : ranges) {
-    const int begin = std::clamp(range[0], 0, Tk);
-    std::fill(logits + begin, logits + std::clamp(range[1], begin, Tk), kNegInf);
+    const int begin = std::clamp(range[0], j0, j1);
+    std::fill(z + (begin - j0), z + (std::clamp(range[1], begin, j1) - j0), kNegInf);
   }
   if (custom && m.customKind == MaskSpec::Custom::Allow) {
-    for (int j = 0; j < Tk; ++j) logits[j] = custom[j] == 0.0f ? kNegInf : logits[j];
+    for (int t = 0; t < n; ++t) z[t] = custom[t] == 0.0f ? kNegInf : z[t];
   }
+}
+
+float chunkedSum(const float* e, int n) {
+  float sum = 0.0f;
+  for (int j = 0; j < n; j += kSumChunk)
+    sum += ConstArrayMap(e + j, std::min(kSumChunk, n - j)).sum();
+  return sum;
+}
+
+void expShifted(const float* z, float* e, int n, float mx, float tau) {
+  const ConstArrayMap L(z, n);
+  const float invTau = 1.0f / tau;
+  if (std::isfinite(invTau)) {
+    ArrayMap(e, n) = ((L - mx) * invTau).exp();
+  } else {
+    ArrayMap(e, n) = ((L - mx) / tau).exp();
+  }
+}
+
+void throwScoresOverflow(int h) {
+  throw InputError("Q K^T overflows float32 in head " + std::to_string(h) +
+                   " (inputs too large; rescale Q or K)");
+}
+
+}  // namespace detail
+
+namespace {
+
+void rowLogits(const float* s, float* logits, const AttentionParams& p, float slope, int h, int i,
+               int Tq, int Tk) {
+  detail::rowLogits(s, logits, p, slope, h, i, Tq, Tk, 0, Tk);
 }
 
 // First index holding `value` (present in the row), scanning 64 keys at a time with a
@@ -124,14 +158,9 @@ RowStats rowSoftmax(float* z, float* scratch, float* weights, int Tk, float tau)
   st.argmax = firstIndexOf(z, Tk, mx);
   // exp(-inf) is exactly 0 (the engine tests hold the vector exp to that), so masked keys, and
   // keys whose gap underflows, get weight 0 with no extra pass.
-  const float invTau = 1.0f / tau;
-  if (std::isfinite(invTau)) {
-    ArrayMap(scratch, Tk) = ((L - mx) * invTau).exp();
-  } else {
-    ArrayMap(scratch, Tk) = ((L - mx) / tau).exp();
-  }
+  detail::expShifted(z, scratch, Tk, mx, tau);
   const ArrayMap E(scratch, Tk);
-  const float sum = E.sum();
+  const float sum = detail::chunkedSum(scratch, Tk);
   // Entropy: -sum a log a, with log a = (z - mx) / tau - log(sum). A masked key has a = 0 and
   // z = -inf; clamping the gap to the lowest float makes its term 0 instead of 0 * -inf.
   const float dot = (E * (L - mx).cwiseMax(std::numeric_limits<float>::lowest())).sum();
@@ -251,8 +280,7 @@ class CpuEngine final : public AttentionEngine {
     block.noalias() = scale * (q_.mat(h).middleRows(r0, r1 - r0) * k_.mat(h).transpose());
     // Checked while the block is still in cache: finite inputs can still overflow float32.
     if (!std::isfinite((block.array() * 0.0f).sum())) {  // 0 * inf and 0 * NaN are NaN
-      throw InputError("Q K^T overflows float32 in head " + std::to_string(h) +
-                       " (inputs too large; rescale Q or K)");
+      detail::throwScoresOverflow(h);
     }
   }
 
@@ -295,23 +323,40 @@ void AttentionEngine::run(const Tensor3& q, const Tensor3& k, const Tensor3& v,
   output({});
 }
 
-Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
-  if (q.empty() || k.empty() || v.empty()) {
+namespace {
+
+void checkShapes(const Tensor3& q, const Tensor3& k, const Tensor3* v) {
+  const std::string vs = v ? v->shapeString() : "(not used)";
+  if (q.empty() || k.empty() || (v && v->empty())) {
     throw InputError("Q, K and V must be non-empty (got Q " + q.shapeString() + ", K " +
-                     k.shapeString() + ", V " + v.shapeString() + ")");
+                     k.shapeString() + ", V " + vs + ")");
   }
-  if (q.heads != k.heads || q.heads != v.heads) {
+  if (q.heads != k.heads || (v && q.heads != v->heads)) {
     throw InputError("head counts differ: Q " + q.shapeString() + ", K " + k.shapeString() +
-                     ", V " + v.shapeString());
+                     ", V " + vs);
   }
   if (q.cols != k.cols) {
     throw InputError("d_k differs: Q " + q.shapeString() + " and K " + k.shapeString() +
                      " must share the last axis");
   }
-  if (k.rows != v.rows) {
-    throw InputError("T_k differs: K " + k.shapeString() + " and V " + v.shapeString() +
+  if (v && k.rows != v->rows) {
+    throw InputError("T_k differs: K " + k.shapeString() + " and V " + vs +
                      " must have the same number of keys");
   }
+}
+
+}  // namespace
+
+Dims detail::validateStreamInputs(const Tensor3& q, const Tensor3& k, const Tensor3* v) {
+  checkShapes(q, k, v);
+  checkFinite(q, "Q");
+  checkFinite(k, "K");
+  if (v) checkFinite(*v, "V");
+  return Dims{q.heads, q.rows, k.rows, q.cols, v ? v->cols : 0};
+}
+
+Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
+  checkShapes(q, k, &v);
   const std::size_t cells = checkedElementCount(q.heads, q.rows, k.rows, "scores");
   // Scores, weights and (for --scores or export) logits: refuse cleanly rather than let the
   // kernel kill the process when memory runs out.
@@ -325,10 +370,7 @@ Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
       << " GiB of memory allows";
     throw InputError(s.str());
   }
-  checkFinite(q, "Q");
-  checkFinite(k, "K");
-  checkFinite(v, "V");
-  return Dims{q.heads, q.rows, k.rows, q.cols, v.cols};
+  return detail::validateStreamInputs(q, k, &v);
 }
 
 void biasedScoresHead(const Tensor3& scaled, const AttentionParams& p,

@@ -3,6 +3,8 @@
 // multiple of 16 (64) bytes, then the raw data.
 #include "attnviz/npy.h"
 
+#include "memory.h"
+
 #include "attnviz/fileio.h"
 #include "attnviz/safetensors.h"
 
@@ -12,6 +14,12 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <string_view>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace attnviz {
 
@@ -70,6 +78,13 @@ std::vector<long long> parseShape(const std::string& text, const std::string& na
   return shape;
 }
 
+bool hostIsLittleEndian() {
+  const std::uint16_t one = 1;
+  unsigned char first = 0;
+  std::memcpy(&first, &one, 1);
+  return first == 1;
+}
+
 template <typename T>
 T readLE(const unsigned char* p) {
   T v;
@@ -79,7 +94,7 @@ T readLE(const unsigned char* p) {
 
 }  // namespace
 
-NpyHeader parseNpyHeader(const std::string& bytes, const std::string& name) {
+NpyHeader parseNpyHeader(std::string_view bytes, const std::string& name) {
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   if (bytes.size() < 10 || std::memcmp(b, "\x93NUMPY", 6) != 0) {
     fail(name, "not a .npy file (bad magic)");
@@ -97,7 +112,7 @@ NpyHeader parseNpyHeader(const std::string& bytes, const std::string& name) {
     fail(name, "unsupported .npy version " + std::to_string(major));
   }
   if (bytes.size() < offset + headerLen) fail(name, "truncated .npy header");
-  const std::string header = bytes.substr(offset, headerLen);
+  const std::string header(bytes.substr(offset, headerLen));
   NpyHeader h;
   h.dataOffset = offset + headerLen;
   h.descr = headerValue(header, "descr", name);
@@ -108,6 +123,10 @@ NpyHeader parseNpyHeader(const std::string& bytes, const std::string& name) {
 }
 
 NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool) {
+  return parseNpyView(bytes, name, allowBool);
+}
+
+NpyArray parseNpyView(std::string_view bytes, const std::string& name, bool allowBool) {
   const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
   const NpyHeader h = parseNpyHeader(bytes, name);
   const std::size_t dataOffset = h.dataOffset;
@@ -156,21 +175,29 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowB
   if (have > need) {
     fail(name, "file has " + std::to_string(have - need) + " bytes past the end of the data");
   }
-  out.data.resize(count);
+  // Appended into reserved (huge-page advised) capacity: no zero-fill before the real values.
+  out.data.clear();
+  detail::reserveLarge(out.data, count);
   const unsigned char* p = b + dataOffset;
+  if (type == F4 && hostIsLittleEndian() && reinterpret_cast<std::uintptr_t>(p) % 4 == 0) {
+    // The common case, float32 as stored: one bulk copy (the data offset is 16-byte aligned).
+    const float* f = reinterpret_cast<const float*>(p);
+    out.data.assign(f, f + count);
+    return out;
+  }
   for (unsigned long long n = 0; n < count; ++n) {
     switch (type) {
       case F2:
-        out.data[n] = halfToFloat(readLE<std::uint16_t>(p + 2 * n));
+        out.data.push_back(halfToFloat(readLE<std::uint16_t>(p + 2 * n)));
         break;
       case F4:
-        out.data[n] = readLE<float>(p + 4 * n);
+        out.data.push_back(readLE<float>(p + 4 * n));
         break;
       case F8:
-        out.data[n] = static_cast<float>(readLE<double>(p + 8 * n));
+        out.data.push_back(static_cast<float>(readLE<double>(p + 8 * n)));
         break;
       case B1:
-        out.data[n] = p[n] != 0 ? 1.0f : 0.0f;
+        out.data.push_back(p[n] != 0 ? 1.0f : 0.0f);
         break;
     }
   }
@@ -178,7 +205,25 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowB
 }
 
 NpyArray readNpy(const std::string& path, bool allowBool) {
-  return parseNpy(readFile(path), path, allowBool);
+  // Parsed straight from a read-only mapping of the file: no copy of the bytes in between.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    void* map = ::mmap(nullptr, std::size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (map != MAP_FAILED) {
+      struct Unmap {
+        void* p;
+        std::size_t n;
+        ~Unmap() { ::munmap(p, n); }
+      } unmap{map, std::size_t(st.st_size)};
+      return parseNpyView(std::string_view(static_cast<const char*>(map), unmap.n), path,
+                          allowBool);
+    }
+  } else if (fd >= 0) {
+    ::close(fd);
+  }
+  return parseNpy(readFile(path), path, allowBool);  // anything else: read it, or say why not
 }
 
 namespace {
@@ -205,6 +250,8 @@ Tensor3 loadTensorNpy(const std::string& path, int* ndim) {
   NpyArray a = readNpy(path, false);
   if (ndim) *ndim = static_cast<int>(a.shape.size());
   Tensor3 t = toTensor3(std::move(a), path);
+  if (Eigen::Map<const Eigen::ArrayXf>(t.data.data(), Eigen::Index(t.data.size())).allFinite())
+    return t;  // the common case, vectorised; otherwise find the first bad value for the message
   for (std::size_t n = 0; n < t.data.size(); ++n) {
     if (!std::isfinite(t.data[n])) {
       const std::size_t h = n / t.headStride(), r = (n % t.headStride()) / t.cols, c = n % t.cols;
@@ -229,14 +276,13 @@ MaskFile loadMaskNpy(const std::string& path) {
   return m;
 }
 
-std::string npyBytes(const std::vector<long long>& shape, const float* data) {
+namespace {
+
+// The .npy header (magic, version 1.0, length, dict padded to 64 bytes) of a float32 array.
+std::string npyShapeHeader(const std::vector<long long>& shape) {
   std::ostringstream dict;
   dict << "{'descr': '<f4', 'fortran_order': False, 'shape': (";
-  std::size_t count = 1;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    dict << (i ? ", " : "") << shape[i];
-    count *= static_cast<std::size_t>(shape[i]);
-  }
+  for (std::size_t i = 0; i < shape.size(); ++i) dict << (i ? ", " : "") << shape[i];
   dict << (shape.size() == 1 ? ",), }" : "), }");
   std::string header = dict.str();
   const std::size_t total = 10 + header.size() + 1;
@@ -249,15 +295,31 @@ std::string npyBytes(const std::vector<long long>& shape, const float* data) {
   out.push_back(static_cast<char>(len & 0xff));
   out.push_back(static_cast<char>(len >> 8));
   out += header;
+  return out;
+}
+
+// The header of a float32 tensor, 2-D when as2d (one head only).
+std::string npyHeader(const Tensor3& t, bool as2d) {
+  if (as2d && t.heads != 1)
+    throw InputError("cannot write a " + t.shapeString() + " tensor as 2-D");
+  if (as2d) return npyShapeHeader({t.rows, t.cols});
+  return npyShapeHeader({t.heads, t.rows, t.cols});
+}
+
+}  // namespace
+
+std::string npyBytes(const std::vector<long long>& shape, const float* data) {
+  std::size_t count = 1;
+  for (long long d : shape) count *= static_cast<std::size_t>(d);
+  std::string out = npyShapeHeader(shape);
   out.append(reinterpret_cast<const char*>(data), count * sizeof(float));
   return out;
 }
 
 std::string npyBytes(const Tensor3& t, bool as2d) {
-  if (as2d && t.heads != 1)
-    throw InputError("cannot write a " + t.shapeString() + " tensor as 2-D");
-  if (as2d) return npyBytes({t.rows, t.cols}, t.data.data());
-  return npyBytes({t.heads, t.rows, t.cols}, t.data.data());
+  std::string out = npyHeader(t, as2d);
+  out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+  return out;
 }
 
 void saveNpy(const std::string& path, const std::vector<long long>& shape, const float* data) {
@@ -265,7 +327,7 @@ void saveNpy(const std::string& path, const std::vector<long long>& shape, const
 }
 
 void saveNpy(const std::string& path, const Tensor3& t, bool as2d) {
-  writeFileAtomic(path, npyBytes(t, as2d));
+  writeFileAtomic(path, npyHeader(t, as2d), t.data.data(), t.data.size() * sizeof(float));
 }
 
 }  // namespace attnviz

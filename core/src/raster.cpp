@@ -225,12 +225,14 @@ Sizes sizesFor(float fs) {
 }
 
 struct Source {
-  const Tensor3* values;  // what the cells show: weights or logits
+  const Tensor3* values;  // what the cells show: weights or logits; null when streamed
   const Tensor3* logits;  // masking; may be null for weights
   ExportStage stage;
   ColormapId cmap;
   float range;  // scores: m of [-m, m]
   int Tq, Tk;
+  // Streamed weights: pooled on demand (ExportData::pooled) instead of read from `values`.
+  const std::function<PooledWeights(int, int, int)>* pooled = nullptr;
 
   bool masked(int h, int i, int j) const {
     return logits && logits->at(h, i, j) == -std::numeric_limits<float>::infinity();
@@ -276,6 +278,18 @@ struct Grid {
 // every cell of the block is masked.
 DrawFn pooledHeatmapOp(const Source& src, int h, long x, long y, const Grid& g) {
   const int poolK = g.poolK, poolQ = g.poolQ, cw = g.cell, ch = g.rowPx();
+  if (src.pooled) {
+    // Streamed: the same rule, evaluated block by block by the streaming path.
+    return [src, h, x, y, poolK, poolQ, cw, ch](Image& im, long ox, long oy) {
+      const PooledWeights pw = (*src.pooled)(h, poolQ, poolK);
+      for (int py = 0; py < pw.height; ++py)
+        for (int px = 0; px < pw.width; ++px) {
+          const std::size_t n = pw.at(py, px);
+          const RGBA8 c = pw.masked[n] ? kMaskedColor : src.finiteColor(pw.max[n]);
+          fillRect(im, ox + x + long(px) * cw, oy + y + long(py) * ch, cw, ch, c);
+        }
+    };
+  }
   return [src, h, x, y, poolK, poolQ, cw, ch](Image& im, long ox, long oy) {
     const int W = (src.Tk + poolK - 1) / poolK, Hp = (src.Tq + poolQ - 1) / poolQ;
     enum : unsigned char { kNone, kValue, kBad };
@@ -361,7 +375,8 @@ Canvas buildPanel(const Source& src, int h, const Grid& grid, const Labels& labe
   const int cell = grid.cell;
   const long heatW = grid.width(src.Tk), heatH = grid.height(src.Tq);
   c.op(0, 0, heatW, heatH,
-       grid.pooled() ? pooledHeatmapOp(src, h, 0, 0, grid) : heatmapOp(src, h, 0, 0, cell, true));
+       grid.pooled() || src.pooled ? pooledHeatmapOp(src, h, 0, 0, grid)
+                                   : heatmapOp(src, h, 0, 0, cell, true));
   c.frame(0, 0, heatW, heatH, kLine);
 
   long topExtent = 1;  // how far above the heatmap things reach
@@ -595,13 +610,22 @@ std::string stageWord(ExportStage s) {
 
 Image renderExport(const ExportData& data, const ExportOptions& opt) {
   const Tensor3* values = opt.stage == ExportStage::Weights ? data.weights : data.logits;
-  if (!values || values->empty())
+  const bool streamed = !values && data.pooled;
+  if (streamed && opt.stage != ExportStage::Weights)
+    throw UsageError("export: streamed (long) inputs draw the weights stage only");
+  if (streamed && opt.bare)
+    throw UsageError("export: streamed (long) inputs draw labelled figures only, not --bare");
+  if (!streamed && (!values || values->empty()))
     throw InputError(std::string("export: no ") +
                      (opt.stage == ExportStage::Weights ? "weights" : "logits") + " to draw");
-  if (data.logits && !data.logits->sameShape(*values))
+  if (!streamed && data.logits && !data.logits->sameShape(*values))
     throw InputError("export: logits " + data.logits->shapeString() + " and weights " +
                      values->shapeString() + " differ in shape");
-  const int H = values->heads, Tq = values->rows, Tk = values->cols;
+  const int H = streamed ? data.streamedDims.H : values->heads;
+  const int Tq = streamed ? data.streamedDims.Tq : values->rows;
+  const int Tk = streamed ? data.streamedDims.Tk : values->cols;
+  if (streamed && (H < 1 || Tq < 1 || Tk < 1))
+    throw InputError("export: streamed weights have no shape");
   if (opt.head < -1 || opt.head >= H)
     throw UsageError("head " + std::to_string(opt.head) + " is out of range: the input has " +
                      std::to_string(H) +
@@ -620,9 +644,10 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     for (int h = 0; h < H; ++h) heads.push_back(h);
 
   Source src{values, data.logits, opt.stage, opt.colormap, 1.0f, Tq, Tk};
-  bool anyMasked = false;
+  bool anyMasked = streamed && data.streamedAnyMasked;
+  if (streamed) src.pooled = &data.pooled;
   float m = 0;
-  for (int h : heads)
+  for (int h : streamed ? std::vector<int>{} : heads)
     for (int i = 0; i < Tq; ++i)
       for (int j = 0; j < Tk; ++j) {
         anyMasked = anyMasked || src.masked(h, i, j);

@@ -1,5 +1,7 @@
 #include "attnviz/tensor.h"
 
+#include "memory.h"
+
 #include <limits>
 
 namespace attnviz {
@@ -28,7 +30,9 @@ std::size_t checkedElementCount(long long h, long long r, long long c, const std
 }
 
 Tensor3::Tensor3(int h, int r, int c, float fill) : heads(h), rows(r), cols(c) {
-  data.assign(checkedElementCount(h, r, c, "tensor"), fill);
+  const std::size_t n = checkedElementCount(h, r, c, "tensor");
+  detail::reserveLarge(data, n);
+  data.assign(n, fill);
 }
 
 std::string Tensor3::shapeString() const {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace attnviz {
@@ -26,13 +27,14 @@ struct NpyHeader {
   std::string shapeText;         // as written, e.g. "(2, 3)"
   std::size_t dataOffset = 0;    // where the data starts
 };
-NpyHeader parseNpyHeader(const std::string& bytes, const std::string& name);
+NpyHeader parseNpyHeader(std::string_view bytes, const std::string& name);
 
 // Parses .npy bytes (version 1.0, 2.0 or 3.0). Accepts little-endian float16/32/64 and, when
 // allowBool, bool/uint8; C order only. Throws InputError whose message starts with `name`.
 NpyArray parseNpy(const std::string& bytes, const std::string& name, bool allowBool);
+NpyArray parseNpyView(std::string_view bytes, const std::string& name, bool allowBool);
 
-// Reads a file and parses it.
+// Reads a file (through a read-only mapping where it can) and parses it.
 NpyArray readNpy(const std::string& path, bool allowBool = false);
 
 // A float tensor from a 2-D ([T, d] -> one head) or 3-D ([H, T, d]) file. Rejects NaN/Inf,

@@ -2,9 +2,12 @@
 #pragma once
 
 #include "attnviz/colormap.h"
+#include "attnviz/engine.h"
+#include "attnviz/streaming.h"
 #include "attnviz/tensor.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +42,15 @@ struct ExportData {
   const Tensor3* logits = nullptr;   // [H, T_q, T_k]; -inf marks masked cells (required)
   std::vector<std::string> queryTokens, keyTokens;  // may be empty: indices are used
   std::string description;                          // e.g. "causal + window:4, tau = 1" for titles
+
+  // Long contexts (weights only): when `weights` is null and `pooled` is set, the weights are
+  // never held whole. The figure asks for each drawn head pooled at the grid it laid out
+  // (1 x 1 when a cell gets pixels of its own) and draws the max-pool as it would from the
+  // whole matrix: the same pixels. `streamedDims` gives the shape, `streamedAnyMasked` whether
+  // the mask hides any cell (for the legend).
+  std::function<PooledWeights(int head, int poolQ, int poolK)> pooled;
+  Dims streamedDims;
+  bool streamedAnyMasked = false;
 };
 
 // Renders the figure. Throws UsageError for a head out of range, --bare with every head, or an

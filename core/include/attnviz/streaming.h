@@ -1,0 +1,68 @@
+// attnviz core: attention that never holds the [T_q, T_k] scores (FlashAttention's tiling).
+//
+// The queries are cut into blocks of B_r rows and the keys into blocks of B_c keys. Only one
+// B_r x B_c tile of scores exists at a time per thread, so memory grows with T, not T^2, and
+// key blocks that every row of a query block masks are skipped (for causal attention, about
+// half of them). Masks, ALiBi, the custom matrix and the temperature follow the engine exactly
+// (DESIGN.md); a fully masked row gives zero weights and a zero output.
+//
+// * streamOutput: O = softmax(L) V in one sweep over the key blocks with the online softmax:
+//   per row a running max m and sum l; when a block raises m, the sum and the partial output
+//   are rescaled by exp(m_old - m_new) (in logit units, so the factor already includes tau).
+// * streamPooledWeights: the weights of one head pooled onto a pixel grid, in two sweeps per
+//   query block: the first finds each row's max logit m, the second exponentiates, sums and
+//   pools. With the default blocks, max-pooling is bit-for-bit what the materialised engine's
+//   weights give; other blocks agree within float rounding.
+#pragma once
+
+#include "attnviz/mask.h"
+#include "attnviz/tensor.h"
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace attnviz {
+
+struct StreamOptions {
+  // B_r x B_c. The defaults put every tile where the engine's GEMM blocks fall (its 128-row
+  // query blocks; keys in multiples of its GEMM panels and of its 256-key row sums), which is
+  // what makes pooled views bit-for-bit the engine's.
+  int blockRows = 128;  // B_r: queries per block
+  int blockKeys = 768;  // B_c: keys per block
+  // Called with the fraction done in [0, 1] as query blocks finish (never concurrently, from
+  // whichever worker thread finished the block). May be empty.
+  std::function<void(double)> progress;
+};
+
+// O [H, T_q, d_v] from Q [H, T_q, d_k], K [H, T_k, d_k], V [H, T_k, d_v]. Validates as the
+// engine does (InputError naming the tensor), without its memory limit for materialised scores.
+// `fullyMaskedRows`, when given, receives the number of rows (over all heads) with no allowed key.
+Tensor3 streamOutput(const Tensor3& q, const Tensor3& k, const Tensor3& v, const AttentionParams& p,
+                     const StreamOptions& opt = {}, int* fullyMaskedRows = nullptr);
+
+// One head's weights pooled onto a grid of `height` x `width` pixels: pixel (y, x) covers the
+// queries [y * poolQ, min((y + 1) * poolQ, T_q)) and keys [x * poolK, min((x + 1) * poolK, T_k)).
+struct PooledWeights {
+  int Tq = 0, Tk = 0, poolQ = 1, poolK = 1, width = 0, height = 0;
+  std::vector<float> max;            // [height, width] largest weight among the block's allowed
+                                     // cells; 0 when every cell is masked
+  std::vector<float> mean;           // [height, width] mean weight over all the block's cells,
+                                     // a masked cell counting as 0
+  std::vector<std::uint8_t> masked;  // [height, width] 1 when every cell of the block is masked
+  int fullyMaskedRows = 0;           // rows of the head with no allowed key
+  std::size_t at(int y, int x) const { return std::size_t(y) * std::size_t(width) + x; }
+};
+
+// Q [H, T_q, d_k], K [H, T_k, d_k]; head in [0, H); poolQ, poolK >= 1 (UsageError otherwise).
+// withMean = false skips the mean (left empty), which costs a pass over every cell: the
+// max-pooled figure does not need it.
+PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
+                                  const AttentionParams& p, int poolQ, int poolK,
+                                  const StreamOptions& opt = {}, bool withMean = true);
+
+// Whether the mask hides at least one cell of head h (some query has a masked key): from the
+// mask's structure, without scores. O(T_q) for the interval kinds; scans a custom matrix.
+bool maskHidesAnyCell(const MaskSpec& m, int h, int Tq, int Tk);
+
+}  // namespace attnviz
