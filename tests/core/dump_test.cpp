@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 
+#include <stdlib.h>
 #include <unistd.h>
 
 namespace attnviz {
@@ -26,9 +27,10 @@ using attnviz::testing::shellQuote;
 class DumpFiles : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir = fs::temp_directory_path() / ("attnviz_dump_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    std::string tmpl = (fs::temp_directory_path() / "attnviz_dump_XXXXXX").string();
+    ok = ::mkdtemp(tmpl.data()) != nullptr;
+    dir = tmpl;
+    if (!ok) return;
     const std::string cmd = "/usr/bin/python3 " +
                             shellQuote(std::string(ATTNVIZ_TEST_DATA_DIR) + "/core/dump_py.py") +
                             " write " + shellQuote(dir.string());

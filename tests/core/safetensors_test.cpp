@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <stdlib.h>
+
 namespace attnviz {
 namespace {
 
@@ -36,11 +38,10 @@ std::string stFile(const std::string& json, const std::string& data) {
 class Safetensors : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir = fs::temp_directory_path() /
-          ("attnviz_st_" +
-           std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    // Unique per process: other checkouts run these tests at the same time.
+    std::string tmpl = (fs::temp_directory_path() / "attnviz_st_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir = tmpl;
   }
   void TearDown() override { fs::remove_all(dir); }
   std::string write(const std::string& name, const std::string& bytes) {
