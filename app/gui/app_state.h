@@ -12,11 +12,16 @@
 #include "attnviz/colormap.h"
 #include "attnviz/engine.h"
 #include "attnviz/scene.h"
+#include "attnviz/dump_source.h"
+#include "attnviz/model_source.h"
 #include "attnviz/session.h"
 #include "gui/mask_editor.h"
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <future>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -122,11 +127,71 @@ struct UiState {
   bool quit = false;
 };
 
+struct AppState;
+
+// A model being opened on a worker thread: what Gpt2Model::open reports, read by the frame.
+struct ModelLoadProgress {
+  std::mutex m;
+  double fraction = 0;
+  std::string what;
+};
+
+// The model view (issue 9): a GPT-2 model as the session's source (attnviz/model_source.h).
+struct ModelState {
+  std::unique_ptr<ModelSource> source;  // null: no model open
+  std::string dir;
+  // Opening: the folder, the worker's result and its progress.
+  std::string loadingDir;
+  std::future<std::unique_ptr<Gpt2Model>> loading;
+  std::shared_ptr<ModelLoadProgress> progress;
+  // What the opening model should show once it is open: a model scene's or the command line's
+  // layer, head and ablations, range-checked then; `origin` names them in errors.
+  struct Request {
+    int layer = 0, head = 0;
+    std::vector<std::pair<int, int>> ablate;
+    std::string origin;  // the scene file, for errors
+    bool cli = false;    // from --layer/--head/--ablate: out of range is a usage error
+  } request;
+  std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
+  char text[4096] = "";
+  double textEditedAt = -1;  // nowSeconds() of the last edit not yet run; -1 when none
+  int layer = 0;
+  bool layerDirty = false;  // the session shows another layer than `layer`
+  std::uint64_t passVersion = 0;  // bumped by every pass (text or interventions)
+  // Interventions asked for by the panels, run at the frame boundary (they may throw).
+  std::vector<std::function<void(AppState&)>> actions;
+  // Next-token candidates, refreshed after each pass: with the interventions and without.
+  std::vector<TokenProb> after, before;
+  std::vector<std::string> afterLabels, beforeLabels;
+  bool requestOpenDialog = false;
+  char openPath[1024] = "";
+  // Where the layers x heads grid was drawn last frame (screen pixels), for tests.
+  struct GridGeometry {
+    bool valid = false;
+    float x0 = 0, y0 = 0, thumb = 0, pitch = 0;
+  } grid;
+  bool open() const { return source != nullptr; }
+};
+
+// The dump view (issue 11): recorded attention as the session's source (attnviz/dump_source.h).
+struct DumpState {
+  std::unique_ptr<DumpSource> source;  // null: no dump open
+  std::string path;
+  int layer = 0;
+  bool layerDirty = false;
+  // The GUI's own engine (CPU or GPU) while the dump's WeightsEngine stands in for it.
+  std::unique_ptr<AttentionEngine> savedEngine;
+  std::uint64_t version = 0;  // bumped when a dump opens (the grid's thumbnails)
+  bool open() const { return source != nullptr; }
+};
+
 struct AppState {
   Session session{nullptr};  // the engine is set once the window's GL context exists
   SceneState scene;
   BackendState backend;
   ViewState view;
+  ModelState model;
+  DumpState dump;
   LabelCache labels;
   ExportState exporter;
   UiState ui;
@@ -164,6 +229,21 @@ void saveSceneFrom(AppState& s, const std::string& path);  // throws InputError
 void openDroppedFile(AppState& s, const std::string& path);
 void useNpyAs(AppState& s, const std::string& path, char role);  // 'q','k','v','m'
 void resetView(AppState& s);
+
+// model_io.cpp: the model view's side of the frame.
+// Starts opening a model folder on a worker thread (`wait`: finish before returning).
+void openModel(AppState& s, const std::string& dir, bool wait = false);
+// A scene's "model" object: the text, layer, head and ablations, then openModel.
+void openModelScene(AppState& s, const Scene& scene, const std::string& path, bool wait);
+// At the frame boundary: adopts a model that finished loading, runs a text edited long enough
+// ago, runs the panels' intervention requests and hands the selected layer to the session.
+void syncModel(AppState& s);
+// Opens an attention dump (.safetensors, .npz) in place of the scene or model.
+void openDump(AppState& s, const std::string& path);
+// Closes an open model or dump (the GUI's engine comes back), before another source opens.
+void closeSources(AppState& s);
+// The next-token lists after a pass.
+void refreshNextTokens(AppState& s);
 
 // settings.cpp
 std::string configDirectory();  // $XDG_CONFIG_HOME/attnviz or ~/.config/attnviz, created

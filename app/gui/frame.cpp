@@ -36,6 +36,7 @@ void frameBoundary(App& app) {
       s.ui.npyRole = 0;
       useNpyAs(s, s.ui.npyRolePath, role);
     }
+    syncModel(s);
     syncSession(s);
   } catch (const std::exception& e) {
     // The session keeps its last good results and does not retry the stage that failed.
@@ -53,7 +54,9 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   const auto t0 = Clock::now();
   // An app left open should not burn a core: once nothing has happened for a few frames (and
   // no thumbnail is waiting), sleep until an event arrives or half a second passes.
-  const bool stale = !s.session.allHeadsFresh();
+  // (A model opening on the worker thread keeps the frames coming for its progress bar.)
+  const bool stale = !s.session.allHeadsFresh() || s.model.loading.valid() ||
+                     s.model.textEditedAt >= 0;
   if (app.interactive && app.quietFrames > 10 && !stale && !ImGui::GetIO().WantTextInput) {
     glfwWaitEventsTimeout(0.5);
     if (msSince(t0) < 490.0) app.quietFrames = 0;  // woken by an event

@@ -9,6 +9,7 @@
 #include "panels/panels.h"
 
 #include "attnviz/data_dir.h"
+#include "attnviz/dump.h"
 
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>
@@ -18,6 +19,8 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace attnviz::app {
 
@@ -49,6 +52,9 @@ struct Options {
   int syntheticTokens = 0;
   int heads = 0;
   float uiScale = 0;
+  std::string model, text;
+  std::optional<int> layer;
+  std::vector<std::string> ablate;
 };
 
 }  // namespace
@@ -59,6 +65,10 @@ int runGui(int argc, char** argv) {
   cli.add_option("scene_file", o.scenePositional,
                  "scene JSON to open (default: the built-in scene)");
   cli.add_option("--scene", o.scene, "scene JSON to open");
+  cli.add_option("--model", o.model, "open a GPT-2 model folder (the model view)");
+  cli.add_option("--text", o.text, "with --model: the text the model runs on");
+  cli.add_option("--layer", o.layer, "with --model: show this layer");
+  cli.add_option("--ablate", o.ablate, "with --model: ablate head L:H (repeatable)");
   cli.add_option("--frames", o.frames, "run this many frames, then exit");
   cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG");
   cli.add_option("--export", o.exportPath,
@@ -101,6 +111,7 @@ int runGui(int argc, char** argv) {
   AppState& s = app.s;
   int winW = 1600, winH = 960;
   Script script;
+  std::string dumpPath;  // a dump given positionally: opened once the window's engine exists
   try {
     if (std::sscanf(o.size.c_str(), "%dx%d", &winW, &winH) != 2 || winW < 320 || winH < 240 ||
         winW > 16384 || winH > 16384)
@@ -135,10 +146,34 @@ int runGui(int argc, char** argv) {
                        o.colormap + "'");
     if (!o.scenePositional.empty() && !o.scene.empty())
       throw UsageError("give the scene either positionally or with --scene, not both");
-    const std::string scenePath = o.scene.empty() ? o.scenePositional : o.scene;
+    std::string scenePath = o.scene.empty() ? o.scenePositional : o.scene;
+    if (isDumpPath(scenePath)) std::swap(dumpPath, scenePath);
+    if (o.layer && o.model.empty() && dumpPath.empty())
+      throw UsageError("--layer goes with --model DIR or a dump");
+    if (o.model.empty() && (!o.text.empty() || !o.ablate.empty()))
+      throw UsageError("--text and --ablate go with --model DIR");
+    if (!o.model.empty() && !scenePath.empty())
+      throw UsageError("give either a scene or --model, not both");
+    if (o.layer && *o.layer < 0) throw UsageError("--layer: expected a layer index >= 0");
+    std::vector<std::pair<int, int>> ablations;
+    for (const auto& a : o.ablate) {
+      int l = -1, h = -1;
+      char tail = 0;
+      if (std::sscanf(a.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0)
+        throw UsageError("--ablate: expected LAYER:HEAD, got '" + a + "'");
+      ablations.emplace_back(l, h);
+    }
     s.configDir = configDirectory();
     loadSettings(s);
-    if (!scenePath.empty()) {
+    if (!o.model.empty()) {
+      s.session.setScene(defaultScene());
+      if (!o.text.empty()) std::snprintf(s.model.text, sizeof s.model.text, "%s", o.text.c_str());
+      s.model.request.layer = o.layer.value_or(0);
+      s.model.request.head = o.head.value_or(0);
+      s.model.request.ablate = ablations;
+      s.model.request.cli = true;
+      openModel(s, o.model);
+    } else if (!scenePath.empty()) {
       loadSceneInto(s, scenePath);
     } else {
       s.session.setScene(defaultScene());
@@ -147,9 +182,15 @@ int runGui(int argc, char** argv) {
     if (o.syntheticTokens > 0) sc.queryText = repeatedText(sc.queryText, o.syntheticTokens);
     if (o.heads > 0) sc.heads = o.heads;
     if (o.temperature) sc.params.temperature = *o.temperature;
-    s.session.touchInputs();
+    // A scripted run waits for a model (from --model or a model scene), so its frames show it;
+    // a window opens at once and shows the progress.
+    if (s.model.loading.valid() && (o.frames > 0 || o.reportTiming)) {
+      s.model.loading.wait();
+      syncModel(s);
+    }
+    if (!s.model.open() && !s.model.loading.valid()) s.session.touchInputs();
     if (o.selectRow) s.view.selectedRow = *o.selectRow;
-    if (o.head) s.view.head = *o.head;
+    if (o.head && !s.model.open()) s.view.head = *o.head;
     if (!o.stage.empty()) s.view.stage = stage;
     if (colormap) s.view.weightColormap = *colormap;
     if (o.wrongAxis) s.view.wrongAxis = true;
@@ -207,6 +248,17 @@ int runGui(int argc, char** argv) {
     s.backend.backend = engine.engine->name();
     s.backend.backendNote = engine.note;
     s.session.setEngine(std::move(engine.engine));
+    if (!dumpPath.empty()) {
+      openDump(s, dumpPath);
+      if (o.layer) {
+        if (*o.layer >= s.dump.source->layers())
+          throw UsageError("--layer " + std::to_string(*o.layer) + " is out of range (the dump has " +
+                           std::to_string(s.dump.source->layers()) + " layers)");
+        s.dump.layer = *o.layer;
+      }
+      if (o.head) s.view.head = *o.head;
+      if (o.temperature) s.session.editScene().params.temperature = *o.temperature;
+    }
     if (!s.backend.backendNote.empty())
       std::fprintf(stderr, "attnviz: %s\n", s.backend.backendNote.c_str());
     if (scripted) std::printf("backend: %s\n", s.backend.backend.c_str());
@@ -217,6 +269,9 @@ int runGui(int argc, char** argv) {
       reportTiming(app);
     else
       runScript(app, script);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "attnviz: %s\n", e.what());
+    rc = 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attnviz: %s\n", e.what());
     rc = 1;

@@ -57,7 +57,13 @@ void drawLayout(App& app) {
 
   // Left: the controls.
   ImGui::BeginChild("controls", ImVec2(leftW, bodyH), true);
-  if (ImGui::CollapsingHeader("Scene", ImGuiTreeNodeFlags_DefaultOpen)) drawScenePanel(s);
+  if (s.model.open()) {
+    if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) drawModelPanel(s);
+  } else if (s.dump.open()) {
+    if (ImGui::CollapsingHeader("Dump", ImGuiTreeNodeFlags_DefaultOpen)) drawDumpPanel(s);
+  } else if (ImGui::CollapsingHeader("Scene", ImGuiTreeNodeFlags_DefaultOpen)) {
+    drawScenePanel(s);
+  }
   if (ImGui::CollapsingHeader("Temperature", ImGuiTreeNodeFlags_DefaultOpen))
     drawTemperaturePanel(s);
   if (ImGui::CollapsingHeader("Mask", ImGuiTreeNodeFlags_DefaultOpen)) drawMaskPanel(s);
@@ -79,6 +85,18 @@ void drawLayout(App& app) {
                           ? "average of " + std::to_string(s.heads()) + " heads"
                           : "head " + std::to_string(h) + " (" + archetypeName(a) + ")";
     if (s.sceneData().qPath.size()) who = "head " + std::to_string(h) + " (from files)";
+    if (s.dump.open())
+      who = "layer " + std::to_string(s.dump.layer) + " (" +
+            s.dump.source->dump().layers[s.dump.layer].name + "), " +
+            (s.view.headAverage && s.view.stage == ViewStage::Weights
+                 ? "average of " + std::to_string(s.heads()) + " heads"
+                 : "head " + std::to_string(h));
+    if (s.model.open())
+      who = "layer " + std::to_string(s.model.layer) + ", " +
+            (s.view.headAverage && s.view.stage == ViewStage::Weights
+                 ? "average of " + std::to_string(s.heads()) + " heads"
+                 : "head " + std::to_string(h) +
+                       (s.model.source->ablated(s.model.layer, h) ? " (ablated)" : ""));
     ImGui::Text("%s  \xc2\xb7  \xcf\x84 = %.3g  \xc2\xb7  mask: %s", who.c_str(),
                 s.session.params().temperature, describeMask(s.session.params().mask).c_str());
   }
@@ -90,7 +108,16 @@ void drawLayout(App& app) {
   // Right: heads, the selected row, the mask.
   splitter("##split-right", s.ui.rightWidth, rightW, -1.0f);
   ImGui::BeginChild("side", ImVec2(rightW, bodyH), true);
-  if (ImGui::CollapsingHeader("Heads", ImGuiTreeNodeFlags_DefaultOpen)) drawHeadGridPanel(s);
+  if (s.model.open()) {
+    if (ImGui::CollapsingHeader("Next token", ImGuiTreeNodeFlags_DefaultOpen))
+      drawNextTokenPanel(s);
+  }
+  if ((s.model.open() || s.dump.open()) &&
+      ImGui::CollapsingHeader("Model view: layers \xc3\x97 heads", ImGuiTreeNodeFlags_DefaultOpen))
+    drawModelGridPanel(s);
+  if (ImGui::CollapsingHeader(s.model.open() || s.dump.open() ? "Heads of this layer" : "Heads",
+                              ImGuiTreeNodeFlags_DefaultOpen))
+    drawHeadGridPanel(s);
   if (ImGui::CollapsingHeader("Row inspector", ImGuiTreeNodeFlags_DefaultOpen))
     drawRowInspectorPanel(s);
   if (ImGui::CollapsingHeader("Mask matrix", ImGuiTreeNodeFlags_DefaultOpen))
@@ -104,6 +131,7 @@ void drawLayout(App& app) {
 
   drawExportPopup(s);
   drawFileDialogs(s);
+  drawOpenModelPopup(s);
   drawErrorPopup(s);
   ImGui::End();
 }

@@ -85,7 +85,14 @@ void resetView(AppState& s) {
 
 void loadSceneInto(AppState& s, const std::string& path) {
   Scene sc = loadScene(path);  // throws InputError naming the file
+  if (sc.model.any()) {  // a model scene: the model view, once the folder has opened
+    s.model.sceneTitle = sc.title;
+    s.model.sceneNotes = sc.notes;
+    openModelScene(s, sc, path, false);
+    return;
+  }
   const SceneView v = parseSceneView(sc.extraJson, path);
+  closeSources(s);  // a scene replaces an open model or dump
   s.view = ViewState{};
   try {
     applyView(s, v);
@@ -106,12 +113,17 @@ void saveSceneFrom(AppState& s, const std::string& path) {
 
 void openDroppedFile(AppState& s, const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
-  if (ext == ".json") {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    openModel(s, path);  // a model folder (File > Open model, or dropped)
+  } else if (isDumpPath(path)) {
+    openDump(s, path);
+  } else if (ext == ".json") {
     loadSceneInto(s, path);
   } else if (ext == ".npy") {
     s.ui.npyPending = path;
   } else {
-    throw InputError(path + ": not a scene (.json) or tensor (.npy) file");
+    throw InputError(path + ": not a scene (.json), tensor (.npy), dump (.safetensors, .npz) or model folder");
   }
 }
 

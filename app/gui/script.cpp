@@ -58,6 +58,24 @@ void runScript(App& app, const Script& script) {
           "panY=%.4f\n",
           g2.x0, g2.y0, g2.w, g2.h, g2.cellPx, s.display().rows, s.display().cols, s.view.panX,
           s.view.panY);
+      if (s.dump.open()) {
+        const auto& mg = s.model.grid;
+        std::printf("model-grid: x0=%.2f y0=%.2f thumb=%.2f pitch=%.2f layers=%d heads=%d\n",
+                    mg.x0, mg.y0, mg.thumb, mg.pitch, s.dump.source->layers(), s.heads());
+        std::printf("dump-layer: %d qkv=%d\n", s.dump.layer,
+                    int(s.dump.source->hasQkv(s.dump.layer)));
+      }
+      if (s.model.open()) {
+        const auto& mg = s.model.grid;
+        std::printf("model-grid: x0=%.2f y0=%.2f thumb=%.2f pitch=%.2f layers=%d heads=%d\n",
+                    mg.x0, mg.y0, mg.thumb, mg.pitch, s.model.source->layers(),
+                    s.model.source->heads());
+        std::printf("model-layer: %d\n", s.model.layer);
+        for (std::size_t k = 0; k < s.model.before.size(); ++k)
+          std::printf("next-token before: %d %.6f\n", s.model.before[k].id, s.model.before[k].prob);
+        for (std::size_t k = 0; k < s.model.after.size(); ++k)
+          std::printf("next-token after: %d %.6f\n", s.model.after[k].id, s.model.after[k].prob);
+      }
       std::fflush(stdout);
     }
     if (!script.saveScene.empty() && script.frames > 0 && frame == script.frames - 1) {

@@ -116,9 +116,9 @@ bool drawHeadGridPanel(AppState& s) {
       changed = true;
     }
     const Archetype a = average ? Archetype::Random : headArchetype(s.sceneData(), h);
-    const bool fromFiles = !s.sceneData().qPath.empty();
+    const bool fromFiles = !s.sceneData().qPath.empty() || s.model.open() || s.dump.open();
     const std::string name = average     ? "average"
-                             : fromFiles ? "(file)"
+                             : fromFiles ? (s.model.open() || s.dump.open() ? "" : "(file)")
                                          : std::string(archetypeName(a));
     if (ImGui::IsItemHovered() && img.tex.id()) {
       ImGui::BeginTooltip();

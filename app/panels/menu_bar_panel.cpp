@@ -13,9 +13,11 @@ bool drawMenuBar(AppState& s) {
   if (!ImGui::BeginMenuBar()) return false;
   if (ImGui::BeginMenu("File")) {
     if (ImGui::MenuItem("Open\xe2\x80\xa6", "Ctrl+O")) s.ui.requestOpenDialog = true;
+    if (ImGui::MenuItem("Open model\xe2\x80\xa6 (folder)")) s.model.requestOpenDialog = true;
     if (ImGui::MenuItem("Save scene\xe2\x80\xa6")) s.ui.requestSaveDialog = true;
     if (ImGui::MenuItem("Export PNG\xe2\x80\xa6", "Ctrl+S")) s.exporter.requestOpen = true;
     if (ImGui::MenuItem("Default scene")) {
+      closeSources(s);
       s.session.setScene(defaultScene());
       s.scene.path.clear();
       resetView(s);
@@ -51,7 +53,7 @@ bool drawMenuBar(AppState& s) {
     ImGui::TextDisabled("Up/Down: selected row.   Left/Right: head.   Home: reset view.");
     ImGui::TextDisabled("Ctrl+O open, Ctrl+S export PNG, Ctrl+Q quit.");
     ImGui::TextDisabled("Paint mode: drag blocks cells, Shift+drag unblocks.");
-    ImGui::TextDisabled("Drop .json scenes or .npy tensors on the window.");
+    ImGui::TextDisabled("Drop .json scenes, .npy tensors or a model folder on the window.");
     ImGui::EndMenu();
   }
   if (!s.sceneData().title.empty()) {

@@ -29,6 +29,11 @@ bool drawHeatmapPanel(AppState& s);   // heatmap_panel.cpp: the matrix, labels, 
 bool drawHeadGridPanel(AppState& s);  // head_grid_panel.cpp: thumbnails + average
 bool drawRowInspectorPanel(AppState& s);  // row_inspector_panel.cpp: the selected query's row
 bool drawMaskMatrixPanel(AppState& s);    // mask_matrix_panel.cpp: allowed(i, j) as a small matrix
+bool drawModelPanel(AppState& s);      // model_panel.cpp: text, layer, interventions
+bool drawModelGridPanel(AppState& s);  // model_grid_panel.cpp: layers x heads thumbnails
+bool drawNextTokenPanel(AppState& s);  // next_token_panel.cpp: top-5, before/after interventions
+bool drawOpenModelPopup(AppState& s);
+bool drawDumpPanel(AppState& s);       // dump_panel.cpp: the dump's file, model, layer, Q/K/V  // model_panel.cpp: File > Open model (a folder path)
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings
 bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG export (Ctrl+S)
 // The export itself (export_panel.cpp): writes `path` with s.exporter's options through

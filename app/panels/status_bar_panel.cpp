@@ -7,6 +7,19 @@ namespace attnviz::gui {
 
 bool drawStatusBar(AppState& s) {
   const Dims d = s.dims();
+  if (s.model.progress) {  // a model folder is opening on the worker thread
+    double f = 0;
+    std::string what;
+    {
+      std::lock_guard<std::mutex> lock(s.model.progress->m);
+      f = s.model.progress->fraction;
+      what = s.model.progress->what;
+    }
+    ImGui::ProgressBar(float(f), ImVec2(240 * s.ui.uiScale, 0));
+    ImGui::SameLine();
+    ImGui::TextDisabled("opening %s: %s", s.model.loadingDir.c_str(), what.c_str());
+    ImGui::SameLine();
+  }
   const Timing& t = s.timing;
   const Session::Timing& st = s.session.timing();
   ImGui::TextDisabled("Backend:");

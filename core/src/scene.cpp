@@ -13,8 +13,7 @@
 // R is the rotation taking each (sin wj, cos wj) pair to (sin w(j+1), cos w(j+1)).
 #include "attnviz/scene.h"
 
-#include "attnviz/mask_expr.h"
-
+#include "attnviz/data_dir.h"
 #include "attnviz/fileio.h"
 #include "attnviz/mask_expr.h"
 #include "attnviz/engine.h"
@@ -26,6 +25,7 @@
 #include <cstdint>
 #include <limits>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -521,6 +521,32 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
     s.kPath = field<std::string>(t, "k", "", name);
     s.vPath = field<std::string>(t, "v", "", name);
   }
+  if (j.contains("model")) {
+    const json& m = j.at("model");
+    if (!m.is_object()) throw InputError(name + ": field 'model' must be an object");
+    SceneModel& sm = s.model;
+    sm.path = field<std::string>(m, "path", "", name);
+    if (sm.path.empty()) throw InputError(name + ": field 'model.path' must name a model folder");
+    sm.text = field<std::string>(m, "text", "", name);
+    if (sm.text.empty()) throw InputError(name + ": field 'model.text' must be a non-empty text");
+    if (m.contains("layer"))
+      sm.layer = int(checkedInteger(m.at("layer"), 0, 1 << 20, "model.layer", name));
+    if (m.contains("head"))
+      sm.head = int(checkedInteger(m.at("head"), 0, 1 << 20, "model.head", name));
+    if (m.contains("ablate")) {
+      const json& a = m.at("ablate");
+      if (!a.is_array()) throw InputError(name + ": field 'model.ablate' must be a list of \"L:H\"");
+      for (const json& e : a) {
+        int l = -1, h = -1;
+        char tail = 0;
+        if (!e.is_string() || std::sscanf(e.get<std::string>().c_str(), "%d:%d%c", &l, &h, &tail) != 2 ||
+            l < 0 || h < 0 || l > (1 << 20) || h > (1 << 20))
+          throw InputError(name + ": model.ablate entries must be \"LAYER:HEAD\" with indices >= 0, got " +
+                           e.dump());
+        sm.ablate.emplace_back(l, h);
+      }
+    }
+  }
   if (j.contains("view")) {
     json view = j.at("view");
     convertPaintedCells(view, s.params.mask, name);
@@ -569,6 +595,12 @@ std::string sceneToJson(const Scene& s) {
   }
   j["mask"] = mask;
   if (!s.qPath.empty()) j["tensors"] = {{"q", s.qPath}, {"k", s.kPath}, {"v", s.vPath}};
+  if (s.model.any()) {
+    json ablate = json::array();
+    for (auto [l, h] : s.model.ablate) ablate.push_back(std::to_string(l) + ":" + std::to_string(h));
+    j["model"] = {{"path", s.model.path}, {"text", s.model.text}, {"layer", s.model.layer},
+                  {"head", s.model.head}, {"ablate", ablate}};
+  }
   json view = json::parse(s.extraJson.empty() ? "{}" : s.extraJson, nullptr, false);
   if (!view.is_discarded() && !view.empty()) j["view"] = view;
   return j.dump(2) + "\n";
@@ -633,6 +665,14 @@ Scene loadScene(const std::string& path) {
   const std::filesystem::path base = std::filesystem::path(path).parent_path();
   for (std::string* p : {&s.qPath, &s.kPath, &s.vPath}) {
     if (!p->empty() && std::filesystem::path(*p).is_relative()) *p = (base / *p).string();
+  }
+  // A model scene names a shipped model by its folder under the data dir's models/.
+  if (s.model.any() && std::filesystem::path(s.model.path).is_relative()) {
+    const std::string models = dataSubdir("models");
+    if (models.empty())
+      throw InputError(path + ": model.path '" + s.model.path +
+                       "' is relative, and no models folder was found (share/attnviz/models)");
+    s.model.path = (std::filesystem::path(models) / s.model.path).string();
   }
   return s;
 }

@@ -4,6 +4,8 @@
 // app's own output.
 #include "attnviz/blocks.h"
 #include "attnviz/colormap.h"
+#include "attnviz/dump.h"
+#include "attnviz/npy.h"
 
 #include <gtest/gtest.h>
 #include <stb_image.h>
@@ -602,12 +604,278 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param == "painted" ? std::string("painted") : "preset" + info.param.substr(0, 2);
     });
 
-// The presets are all there: a new one is covered by the list above or this fails.
+// The presets are all there: a new one is covered by the list above or this fails. Model
+// presets ("model" object, the model view) are covered by the AppModel tests below instead.
 TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(ATTNVIZ_SCENES))
-    n += e.path().extension() == ".json";
+  int n = 0, models = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ATTNVIZ_SCENES)) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream f(e.path());
+    const std::string text((std::istreambuf_iterator<char>(f)), {});
+    (text.find("\"model\":") != std::string::npos ? models : n) += 1;
+  }
   EXPECT_EQ(n, 12);
+  EXPECT_EQ(models, 1);
+}
+
+}  // namespace
+
+// ---- the model view (issue 9) ----------------------------------------------------------------
+// A random-init GPT-2 checkpoint of tests/model (make_gpt2_fixtures.py wrote it with torch, and
+// torch's weights and logits beside it): the app's pixels against torch's numbers.
+
+namespace {
+
+const std::string kModelFixture =
+    std::string(ATTNVIZ_MODEL_FIXTURES) + "/f32_prefix_tied_gelu_new";
+const char* kModelText =
+    "The cat sat on the mat; the cat's hat is at 42 in the sitting room.\n\tthe end";
+
+// `text` as one single-quoted shell word.
+std::string shellQuote(const std::string& text) {
+  std::string q = "'";
+  for (char c : text) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Whether `c` is the viridis colour of a value within one table step of `x` (in [0, 255]);
+// neighbouring entries of the table can share an RGB8 colour, so indices are not compared.
+bool viridisNear(RGBA8 c, double x) {
+  const auto& t = attnviz::colormapTable(attnviz::ColormapId::Viridis);
+  for (int k = std::max(0, int(std::floor(x)) - 1); k <= std::min(255, int(std::ceil(x)) + 1); ++k)
+    if (t[k].r == c.r && t[k].g == c.g && t[k].b == c.b) return true;
+  return false;
+}
+
+struct ModelGrid {
+  float x0 = 0, y0 = 0, thumb = 0, pitch = 0;
+  int layers = 0, heads = 0;
+  bool valid = false;
+};
+
+ModelGrid modelGrid(const std::string& out) {
+  ModelGrid g;
+  const auto at = out.find("model-grid:");
+  if (at != std::string::npos)
+    g.valid = std::sscanf(out.c_str() + at,
+                          "model-grid: x0=%f y0=%f thumb=%f pitch=%f layers=%d heads=%d", &g.x0,
+                          &g.y0, &g.thumb, &g.pitch, &g.layers, &g.heads) == 6;
+  return g;
+}
+
+// "next-token <which>: id prob" lines, in order.
+std::vector<std::pair<int, double>> nextTokens(const std::string& out, const std::string& which) {
+  std::vector<std::pair<int, double>> r;
+  const std::string key = "next-token " + which + ": ";
+  for (auto at = out.find(key); at != std::string::npos; at = out.find(key, at + 1)) {
+    int id = -1;
+    double p = 0;
+    if (std::sscanf(out.c_str() + at + key.size(), "%d %lf", &id, &p) == 2) r.emplace_back(id, p);
+  }
+  return r;
+}
+
+// The softmax of the last row of torch's logits [T, V], its five largest, most likely first.
+std::vector<std::pair<int, double>> torchTop5(const std::string& npy) {
+  const attnviz::NpyArray a = attnviz::readNpy(npy);
+  const int T = int(a.shape[0]), V = int(a.shape[1]);
+  const float* row = a.data.data() + std::size_t(T - 1) * V;
+  double mx = row[0], sum = 0;
+  for (int v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
+  for (int v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
+  std::vector<std::pair<int, double>> all;
+  for (int v = 0; v < V; ++v) all.emplace_back(v, std::exp(row[v] - mx) / sum);
+  std::partial_sort(all.begin(), all.begin() + 5, all.end(),
+                    [](auto& x, auto& y) { return x.second > y.second; });
+  all.resize(5);
+  return all;
+}
+
+TEST(AppModel, TheGridAndTheHeatmapShowTorchsWeightsOfEveryLayerAndHead) {
+  const attnviz::NpyArray w = attnviz::readNpy(kModelFixture + "/plain_weights.npy");
+  const int L = int(w.shape[0]), H = int(w.shape[1]), T = int(w.shape[2]);
+  auto weight = [&](int l, int h, int i, int j) {
+    return w.data[((std::size_t(l) * H + h) * T + i) * T + j];
+  };
+  const Shot s = runApp("model", "--model " + kModelFixture + " --text " +
+                                     shellQuote(kModelText) + " --layer 1 --head 1");
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, T);
+  ASSERT_EQ(s.g.cols, T);
+  // The heatmap: layer 1, head 1; above the diagonal the causal mask.
+  int checked = 0;
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j) {
+      const RGBA8 c = s.cell(i, j);
+      if (j > i) {
+        EXPECT_TRUE(isMasked(c)) << i << "," << j;
+        continue;
+      }
+      EXPECT_TRUE(viridisNear(c, weight(1, 1, i, j) * 255.0)) << "heatmap cell " << i << "," << j;
+      ++checked;
+    }
+  EXPECT_EQ(checked, T * (T + 1) / 2);
+  // The layers x heads grid: one texel per cell (T < the thumbnail's side), sampled at its centre.
+  const ModelGrid g = modelGrid(s.out);
+  ASSERT_TRUE(g.valid) << s.out;
+  ASSERT_EQ(g.layers, L);
+  ASSERT_EQ(g.heads, H);
+  ASSERT_GE(g.thumb, float(T));
+  int bad = 0;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j < T; ++j) {
+          const int x = int(g.x0 + h * g.pitch + (j + 0.5f) * g.thumb / T);
+          const int y = int(g.y0 + l * g.pitch + (i + 0.5f) * g.thumb / T);
+          const RGBA8 c = s.pixel(x, y);
+          const bool ok = j > i ? c == attnviz::kMaskedColor
+                                : viridisNear(c, weight(l, h, i, j) * 255.0);
+          if (!ok && ++bad <= 5)
+            ADD_FAILURE() << "grid layer " << l << " head " << h << " cell " << i << "," << j
+                          << ": colour index " << tableIndex(attnviz::ColormapId::Viridis, c)
+                          << ", weight x 255 = " << weight(l, h, i, j) * 255.0;
+        }
+  EXPECT_EQ(bad, 0);
+  EXPECT_NE(s.out.find("model-layer: 1"), std::string::npos);
+}
+
+TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {
+  const std::string args = "--model " + kModelFixture + " --text " + shellQuote(kModelText);
+  const Shot plain = runApp("model_plain", args);
+  ASSERT_RAN(plain);
+  const Shot ablated = runApp("model_ablate", args + " --ablate 0:1 --ablate 1:0");
+  ASSERT_RAN(ablated);
+  const auto wantPlain = torchTop5(kModelFixture + "/plain_logits.npy");
+  const auto wantAblate = torchTop5(kModelFixture + "/ablate_logits.npy");
+  auto expectSame = [](const std::vector<std::pair<int, double>>& got,
+                       const std::vector<std::pair<int, double>>& want, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].first, want[k].first) << what << " rank " << k;
+      EXPECT_NEAR(got[k].second, want[k].second, 1e-4) << what << " rank " << k;
+    }
+  };
+  expectSame(nextTokens(plain.out, "after"), wantPlain, "no intervention");
+  expectSame(nextTokens(ablated.out, "before"), wantPlain, "before the ablation");
+  expectSame(nextTokens(ablated.out, "after"), wantAblate, "after the ablation");
+  // The two torch lists differ, so the panel's change is real.
+  EXPECT_NE(wantPlain, wantAblate);
+  // A bad ablation is a usage error.
+  const Shot bad = runApp("model_bad", args + " --ablate 5:0");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--ablate 5:0"), std::string::npos) << bad.out;
+}
+
+TEST(AppModel, ThePreviousTokenPresetShowsTheLineLeftOfTheDiagonal) {
+  // The shipped model's layer 0 head 3 scores 0.89 on A[t, t-1] in its model card: most rows of
+  // the heatmap must be bright one cell left of the diagonal and dark on it.
+  const Shot s = runApp("model_preset", "--scene " + scene("09-model-previous-token-head.json"));
+  ASSERT_RAN(s);
+  ASSERT_GT(s.g.rows, 20);
+  int bright = 0;
+  for (int i = 1; i < s.g.rows; ++i)
+    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, i - 1)) >= 128 &&
+        tableIndex(attnviz::ColormapId::Viridis, s.cell(i, i)) < 64)
+      ++bright;
+  EXPECT_GE(bright, (s.g.rows - 1) * 8 / 10) << bright << " of " << s.g.rows - 1 << " rows";
+  EXPECT_TRUE(isMasked(s.cell(0, 1)));
+  EXPECT_NE(s.out.find("model-layer: 0"), std::string::npos) << s.out;
+}
+
+TEST(AppModel, AModelSceneWithALayerTheModelLacksIsRefusedNamingTheFile) {
+  const std::string sc = tempPath("bad_model.json");
+  std::ofstream(sc) << "{\"model\": {\"path\": \"" << kModelFixture
+                    << "\", \"text\": \"the cat\", \"layer\": 7}}";
+  const Shot s = runApp("model_bad_scene", "--scene " + sc);
+  EXPECT_EQ(s.rc, 1) << s.out;
+  EXPECT_NE(s.out.find(sc + ": model.layer 7 is out of range"), std::string::npos) << s.out;
+}
+
+// ---- the dump view (issue 11) ------------------------------------------------------------------
+// A dump written by the core's saveDump with weights made here: a 4 x 4 self layer and a 3 x 5
+// cross layer, no Q/K/V. The pixels against those weights and their naive renormalisation.
+
+attnviz::Tensor3 rowsOfOne(int H, int Tq, int Tk, int seed) {
+  attnviz::Tensor3 w(H, Tq, Tk);
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < Tq; ++i) {
+      double sum = 0;
+      for (int j = 0; j < Tk; ++j) sum += (w.at(h, i, j) = float(1 + (i * 7 + j * 3 + h * 5 + seed) % 11));
+      for (int j = 0; j < Tk; ++j) w.at(h, i, j) = float(w.at(h, i, j) / sum);
+    }
+  return w;
+}
+
+std::string writeTestDump() {
+  attnviz::Dump d;
+  d.model = "test";
+  d.tokens = {"a", "b", "c"};
+  d.keyTokens = {"v", "w", "x", "y", "z"};
+  attnviz::DumpLayer self, cross;
+  self.name = "enc";
+  self.axes = attnviz::DumpAxes::KeySelf;
+  self.weights = rowsOfOne(2, 5, 5, 0);
+  cross.name = "dec.cross";
+  cross.axes = attnviz::DumpAxes::Cross;
+  cross.weights = rowsOfOne(2, 3, 5, 1);
+  d.layers = {self, cross};
+  const std::string path = tempPath("dump.safetensors");
+  attnviz::saveDump(path, d);
+  return path;
+}
+
+TEST(AppDump, ACrossLayerShowsAsTqByTkInTheHeatmapAndTheGrid) {
+  const std::string path = writeTestDump();
+  const attnviz::Dump d = attnviz::loadDump(path);
+  const Shot s = runApp("dump_cross", path + " --layer 1 --head 1");
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, 3);
+  ASSERT_EQ(s.g.cols, 5);
+  const attnviz::Tensor3& w = d.layers[1].weights;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j)
+      EXPECT_TRUE(viridisNear(s.cell(i, j), w.at(1, i, j) * 255.0)) << i << "," << j;
+  EXPECT_NE(s.out.find("dump-layer: 1 qkv=0"), std::string::npos) << s.out;
+  const ModelGrid g = modelGrid(s.out);
+  ASSERT_TRUE(g.valid) << s.out;
+  ASSERT_EQ(g.layers, 2);
+  // Every thumbnail, the cross layer a rectangle 3/5 as tall as it is wide.
+  for (int l = 0; l < 2; ++l) {
+    const attnviz::Tensor3& lw = d.layers[l].weights;
+    const float tw = g.thumb, th = g.thumb * lw.rows / float(lw.cols);
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < lw.rows; ++i)
+        for (int j = 0; j < lw.cols; ++j) {
+          const int x = int(g.x0 + h * g.pitch + (j + 0.5f) * tw / lw.cols);
+          const int y = int(g.y0 + l * g.pitch + (i + 0.5f) * th / lw.rows);
+          EXPECT_TRUE(viridisNear(s.pixel(x, y), lw.at(h, i, j) * 255.0))
+              << "grid layer " << l << " head " << h << " cell " << i << "," << j;
+        }
+  }
+  // Below the cross layer's rectangle: the panel's background, not a thumbnail.
+  const RGBA8 below = s.pixel(int(g.x0 + g.thumb * 0.5f), int(g.y0 + g.pitch + g.thumb * 0.9f));
+  EXPECT_EQ(tableIndex(attnviz::ColormapId::Viridis, below), -1);
+}
+
+TEST(AppDump, TheTemperatureRenormalisesTheRecordedWeights) {
+  const std::string path = writeTestDump();
+  const attnviz::Dump d = attnviz::loadDump(path);
+  const Shot s = runApp("dump_tau", path + " --layer 0 --head 0 --temperature 0.5");
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, 5);
+  const attnviz::Tensor3& w = d.layers[0].weights;
+  for (int i = 0; i < 5; ++i) {
+    double sum = 0;
+    for (int j = 0; j < 5; ++j) sum += double(w.at(0, i, j)) * w.at(0, i, j);
+    for (int j = 0; j < 5; ++j) {
+      const double want = double(w.at(0, i, j)) * w.at(0, i, j) / sum;  // A^(1/tau), renormalised
+      EXPECT_TRUE(viridisNear(s.cell(i, j), want * 255.0)) << i << "," << j << " want " << want;
+    }
+  }
+  const Shot bad = runApp("dump_bad_layer", path + " --layer 2");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--layer 2 is out of range"), std::string::npos) << bad.out;
 }
 
 }  // namespace

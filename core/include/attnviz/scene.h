@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnviz {
@@ -20,6 +21,18 @@ Mode modeFromName(const std::string& s);  // throws InputError
 const char* archetypeName(Archetype a);
 Archetype archetypeFromName(const std::string& s);  // throws InputError
 std::vector<Archetype> allArchetypes();
+
+// A scene that opens a GPT-2 model (the "model" object): the model view on `text` with layer
+// and head shown and heads ablated. `path` is a model folder; loadScene resolves a relative one
+// against dataSubdir("models") (the shipped models). Indices are checked against the model's
+// config when it opens (they are only known to be >= 0 here).
+struct SceneModel {
+  std::string path;
+  std::string text;
+  int layer = 0, head = 0;
+  std::vector<std::pair<int, int>> ablate;  // (layer, head), written "L:H"
+  bool any() const { return !path.empty(); }
+};
 
 struct Scene {
   std::string title = "attnviz";
@@ -37,6 +50,7 @@ struct Scene {
   AttentionParams params;             // masks (incl. causal for Mode::Causal) and temperature
   // Optional tensors that replace the synthetic Q, K, V (paths relative to the scene file).
   std::string qPath, kPath, vPath;
+  SceneModel model;  // empty path: not a model scene
   // Opaque extras (e.g. the GUI's view state), kept verbatim through load/save.
   std::string extraJson = "{}";
 };

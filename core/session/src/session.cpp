@@ -112,6 +112,14 @@ void Session::setEngine(std::unique_ptr<AttentionEngine> engine) {
   bumpInputs();
 }
 
+std::unique_ptr<AttentionEngine> Session::releaseEngine() {
+  std::unique_ptr<AttentionEngine> e = std::move(engine_);
+  haveInputs_ = false;
+  result_ = nullptr;
+  bumpInputs();
+  return e;
+}
+
 // ---- what changed ----------------------------------------------------------------------------
 
 void Session::bumpParams() {

@@ -97,6 +97,9 @@ class Session {
   // Until a session has an engine, update() does nothing.
   void setEngine(std::unique_ptr<AttentionEngine> engine);
   bool hasEngine() const { return engine_ != nullptr; }
+  // Hands the engine back (the session then has none), e.g. to keep the GUI's backend while a
+  // dump's WeightsEngine (dump_source.h) takes its place.
+  std::unique_ptr<AttentionEngine> releaseEngine();
   AttentionEngine& engine() { return *engine_; }
   const AttentionEngine& engine() const { return *engine_; }
 

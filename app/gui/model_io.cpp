@@ -1,0 +1,172 @@
+// attnviz GUI: the model view's side of the frame. A model folder opens on a worker thread (the
+// status bar shows Gpt2Model::open's progress); the pass runs at the frame boundary once the
+// text has not changed for a moment, and the selected layer goes to the session as tensors.
+#include "gui/app_state.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+namespace attnviz::gui {
+
+namespace {
+
+constexpr double kTextDebounceSeconds = 0.3;
+constexpr int kTopK = 5;
+
+void adopt(AppState& s, std::unique_ptr<Gpt2Model> model) {
+  ModelState& m = s.model;
+  const ModelState::Request rq = m.request;
+  const std::string dir = m.loadingDir;
+  m.request = {};
+  m.loadingDir.clear();
+  auto source = std::make_unique<ModelSource>(std::shared_ptr<const Gpt2Model>(std::move(model)));
+  closeSources(s);
+  // The layer, head and ablations asked for, checked now that the model's sizes are known:
+  // command-line options are usage errors, a scene's fields input errors naming the file.
+  const int L = source->layers(), H = source->heads();
+  const std::string sizes = " is out of range (the model " + dir + " has " + std::to_string(L) +
+                            " layers of " + std::to_string(H) + " heads)";
+  auto fail = [&](const std::string& what) -> void {
+    if (rq.cli) throw UsageError(what + sizes);
+    throw InputError(rq.origin + ": " + what + sizes);
+  };
+  const std::string prefix = rq.cli ? "--" : "model.";
+  if (rq.layer >= L) fail(prefix + "layer " + std::to_string(rq.layer));
+  if (rq.head >= H) fail(prefix + "head " + std::to_string(rq.head));
+  for (auto [l, h] : rq.ablate)
+    if (l >= L || h >= H) fail(prefix + "ablate " + std::to_string(l) + ":" + std::to_string(h));
+  if (m.text[0] == 0) std::snprintf(m.text, sizeof m.text, "%s", "The cat sat on the mat.");
+  source->setText(m.text);
+  for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
+  m.source = std::move(source);
+  m.dir = dir;
+  m.layer = rq.layer;
+  s.view.head = rq.head;
+  s.view.headAverage = false;
+  m.layerDirty = true;
+  m.textEditedAt = -1;
+  s.scene.path.clear();
+  Scene& sc = s.session.editScene();
+  if (m.sceneTitle.empty()) {
+    sc.title = std::filesystem::path(m.dir).filename().string() + " (model)";
+    sc.notes.clear();
+  } else {
+    sc.title = m.sceneTitle;
+    sc.notes = m.sceneNotes;
+  }
+  m.sceneTitle.clear();
+  m.sceneNotes.clear();
+  refreshNextTokens(s);
+  notify(s, "Opened the model " + std::filesystem::path(m.dir).filename().string() + " (" +
+                m.source->model().weightsDescription() + ")");
+}
+
+}  // namespace
+
+void openModel(AppState& s, const std::string& dir, bool wait) {
+  ModelState& m = s.model;
+  if (m.loading.valid()) throw InputError(dir + ": another model is still opening");
+  m.loadingDir = dir;
+  m.progress = std::make_shared<ModelLoadProgress>();
+  auto progress = m.progress;
+  m.loading = std::async(std::launch::async, [dir, progress] {
+    return Gpt2Model::open(dir, [progress](double f, const std::string& what) {
+      std::lock_guard<std::mutex> lock(progress->m);
+      progress->fraction = f;
+      progress->what = what;
+    });
+  });
+  if (wait) m.loading.wait();
+}
+
+void openModelScene(AppState& s, const Scene& scene, const std::string& path, bool wait) {
+  const SceneModel& sm = scene.model;
+  std::snprintf(s.model.text, sizeof s.model.text, "%s", sm.text.c_str());
+  s.model.request = {sm.layer, sm.head, sm.ablate, path, false};
+  openModel(s, sm.path, wait);
+}
+
+void closeSources(AppState& s) {
+  s.model.source.reset();
+  if (s.dump.source) {
+    s.dump.source.reset();
+    if (s.dump.savedEngine) s.session.setEngine(std::move(s.dump.savedEngine));
+    s.session.editScene().params = AttentionParams{};
+  }
+}
+
+void openDump(AppState& s, const std::string& path) {
+  Dump d = loadDump(path);  // throws InputError naming the file
+  if (d.layers.empty()) throw InputError(path + ": the dump has no layers");
+  closeSources(s);
+  DumpState& ds = s.dump;
+  ds.savedEngine = s.session.releaseEngine();
+  ds.source = std::make_unique<DumpSource>(std::move(d));
+  ds.path = path;
+  ds.layer = 0;
+  ds.layerDirty = true;
+  ++ds.version;
+  s.scene.path.clear();
+  s.view.head = 0;
+  s.view.headAverage = false;
+  Scene& sc = s.session.editScene();
+  sc.params = AttentionParams{};
+  sc.mode = Mode::Self;  // the dump's weights carry their own masks
+  const std::string model = ds.source->dump().model;
+  sc.title = std::filesystem::path(path).filename().string() + (model.empty() ? "" : " (" + model + ")");
+  sc.notes.clear();
+  notify(s, "Opened the dump " + path);
+}
+
+void refreshNextTokens(AppState& s) {
+  ModelState& m = s.model;
+  ++m.passVersion;
+  m.after = m.source->topK(kTopK);
+  m.before = m.source->baselineTopK(kTopK);
+  m.afterLabels.clear();
+  m.beforeLabels.clear();
+  for (const auto& t : m.after) m.afterLabels.push_back(m.source->tokenLabel(t.id));
+  for (const auto& t : m.before) m.beforeLabels.push_back(m.source->tokenLabel(t.id));
+}
+
+void syncModel(AppState& s) {
+  if (s.dump.source && s.dump.layerDirty) {
+    s.dump.layerDirty = false;
+    s.dump.source->showLayer(s.session, s.dump.layer);
+  }
+  ModelState& m = s.model;
+  if (m.loading.valid() &&
+      m.loading.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    std::unique_ptr<Gpt2Model> model;
+    try {
+      model = m.loading.get();
+    } catch (...) {
+      m.loadingDir.clear();
+      m.progress.reset();
+      throw;
+    }
+    m.progress.reset();
+    adopt(s, std::move(model));
+  }
+  if (!m.source) return;
+  if (m.textEditedAt >= 0 && nowSeconds() - m.textEditedAt >= kTextDebounceSeconds) {
+    m.textEditedAt = -1;
+    m.source->setText(m.text);  // throws for an empty text; the last pass stays
+    m.layerDirty = true;
+    refreshNextTokens(s);
+  }
+  if (!m.actions.empty()) {
+    auto actions = std::move(m.actions);
+    m.actions.clear();
+    for (auto& a : actions) a(s);
+    m.layerDirty = true;
+    refreshNextTokens(s);
+  }
+  if (m.layerDirty) {
+    m.layerDirty = false;
+    m.source->showLayer(s.session, m.layer);
+  }
+}
+
+}  // namespace attnviz::gui

@@ -1,0 +1,136 @@
+// attnviz panel: the model view (BertViz's "model view"): every layer x head of a model's pass
+// or of a dump as a thumbnail, rows are layers (cross-attention layers as T_q x T_k
+// rectangles). A click shows that layer and head in the heatmap.
+#include "gui/heatmap_renderer.h"
+#include "panels/panels.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace attnviz::gui {
+
+namespace {
+
+// Max-pools head h of a layer's weights [H, T_q, T_k] into at most maxSide pixels a side; a
+// block whose weights are all exactly 0 (masked keys) gets the masked colour.
+void thumbnail(const Tensor3& w, int h, int maxSide, ColormapId cm, std::vector<std::uint8_t>& rgba,
+               int& width, int& height) {
+  const int Tq = w.rows, Tk = w.cols;
+  const int step = std::max(1, int(std::ceil(std::max(Tq, Tk) / double(maxSide))));
+  width = (Tk + step - 1) / step;
+  height = (Tq + step - 1) / step;
+  rgba.assign(std::size_t(width) * height * 4, 255);
+  for (int by = 0; by < height; ++by)
+    for (int bx = 0; bx < width; ++bx) {
+      const int i0 = by * step, j0 = bx * step;
+      const int i1 = std::min(Tq, i0 + step), j1 = std::min(Tk, j0 + step);
+      float m = 0.0f;
+      for (int i = i0; i < i1; ++i)
+        for (int j = j0; j < j1; ++j) m = std::max(m, w.at(h, i, j));
+      const RGBA8 c = m == 0.0f ? kMaskedColor : colormapLookup(cm, m);
+      std::uint8_t* px = &rgba[(std::size_t(by) * width + bx) * 4];
+      px[0] = c.r, px[1] = c.g, px[2] = c.b, px[3] = 255;
+    }
+}
+
+}  // namespace
+
+bool drawModelGridPanel(AppState& s) {
+  ModelState& m = s.model;
+  DumpState& d = s.dump;
+  // The layers' weights: the model's pass, or the dump's recorded layers.
+  std::vector<const Tensor3*> layers;
+  if (m.source && m.source->ready()) {
+    for (const auto& la : m.source->pass().layers) layers.push_back(&la.weights);
+  } else if (d.source) {
+    for (const auto& la : d.source->dump().layers) layers.push_back(&la.weights);
+  } else {
+    return false;
+  }
+  const bool isModel = m.source != nullptr;
+  int& shownLayer = isModel ? m.layer : d.layer;
+  bool& layerDirty = isModel ? m.layerDirty : d.layerDirty;
+  const int L = int(layers.size());
+  int H = 0;
+  for (const Tensor3* t : layers) H = std::max(H, t->heads);
+  const float sc = s.ui.uiScale;
+  const float labelW = ImGui::CalcTextSize("L00").x + 4 * sc;
+  const float availW = ImGui::GetContentRegionAvail().x - labelW;
+  const float gap = 2 * sc;
+  const float thumb = std::clamp(std::floor((availW - gap * (H - 1)) / H), 6.0f, 64 * sc);
+  const float pitch = thumb + gap;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float x0 = origin.x + labelW, y0 = origin.y;
+  m.grid = {true, x0, y0, thumb, pitch};
+  const std::uint64_t ver = (isModel ? m.passVersion * 2 : d.version * 2 + 1) * 16 +
+                            std::uint64_t(s.view.weightColormap);
+  bool changed = false;
+  for (int l = 0; l < L; ++l) {
+    const std::string ln = "L" + std::to_string(l);
+    dl->AddText(ImVec2(origin.x, y0 + l * pitch + (thumb - ImGui::GetFontSize()) * 0.5f),
+                l == shownLayer ? IM_COL32(255, 170, 30, 255) : IM_COL32(150, 150, 160, 255),
+                ln.c_str());
+    const Tensor3& w = *layers[l];
+    // A cross-attention layer is a T_q x T_k rectangle inside the square.
+    const float tw = w.cols >= w.rows ? thumb : std::max(2.0f, thumb * w.cols / float(w.rows));
+    const float th = w.rows >= w.cols ? thumb : std::max(2.0f, thumb * w.rows / float(w.cols));
+    for (int h = 0; h < w.heads; ++h) {
+      RgbaImage& img = s.renderer->image("mthumb-" + std::to_string(l) + "-" + std::to_string(h));
+      if (img.version != ver) {
+        std::vector<std::uint8_t> px;
+        int iw = 0, ih = 0;
+        thumbnail(w, h, std::max(8, int(thumb)), s.view.weightColormap, px, iw, ih);
+        img.set(px, iw, ih);
+        img.version = ver;
+      }
+      const ImVec2 p(x0 + h * pitch, y0 + l * pitch);
+      const ImVec2 q(p.x + tw, p.y + th);
+      dl->AddImage(img.imguiId(), p, q);
+      const bool ablated = isModel && m.source->ablated(l, h);
+      if (ablated) {
+        dl->AddRectFilled(p, q, IM_COL32(20, 20, 24, 170));
+        dl->AddLine(p, q, IM_COL32(230, 60, 60, 255), 2 * sc);
+      }
+      const bool selected = l == shownLayer && !s.view.headAverage && s.view.head == h;
+      ImGui::SetCursorScreenPos(p);
+      ImGui::PushID(l * 4096 + h);
+      ImGui::InvisibleButton("##mthumb", ImVec2(thumb, thumb));
+      const bool hovered = ImGui::IsItemHovered();
+      if (ImGui::IsItemClicked()) {
+        if (shownLayer != l) layerDirty = true;
+        shownLayer = l;
+        s.view.head = h;
+        s.view.headAverage = false;
+        changed = true;
+      }
+      if (hovered) {
+        ImGui::BeginTooltip();
+        if (isModel)
+          ImGui::Text("Layer %d, head %d%s", l, h, ablated ? " (ablated)" : "");
+        else
+          ImGui::Text("Layer %d (%s, %s), head %d: %d \xc3\x97 %d", l,
+                      d.source->dump().layers[l].name.c_str(),
+                      dumpAxesName(d.source->dump().layers[l].axes), h, w.rows, w.cols);
+        ImGui::Image(img.imguiId(), ImVec2(200 * sc * tw / thumb, 200 * sc * th / thumb));
+        ImGui::TextDisabled("click to show it in the heatmap");
+        ImGui::EndTooltip();
+      }
+      ImGui::PopID();
+      if (selected || hovered)
+        dl->AddRect(ImVec2(p.x - 1.5f, p.y - 1.5f), ImVec2(q.x + 1.5f, q.y + 1.5f),
+                    selected ? IM_COL32(255, 170, 30, 255) : IM_COL32(220, 220, 230, 255), 0, 0,
+                    1.0f);  // outside the thumbnail: its pixels stay the weights'
+    }
+  }
+  ImGui::SetCursorScreenPos(ImVec2(origin.x, y0 + L * pitch));
+  ImGui::Dummy(ImVec2(labelW + H * pitch, 0));
+  ImGui::TextDisabled(isModel ? "rows: layers, columns: heads (the pass's own weights)"
+                              : "rows: layers, columns: heads (the recorded weights)");
+  return changed;
+}
+
+}  // namespace attnviz::gui

@@ -1,0 +1,133 @@
+// attnviz session: a GPT-2 model as the session's source (model_source.h).
+#include "attnviz/model_source.h"
+
+#include "attnviz/fileio.h"
+
+#include <algorithm>
+
+namespace attnviz {
+
+namespace {
+
+bool sameMask(const MaskSpec& a, const MaskSpec& b) {
+  return a.causal == b.causal && a.window == b.window && a.prefix == b.prefix &&
+         a.sink == b.sink && a.pad == b.pad && a.alibi == b.alibi &&
+         a.customKind == b.customKind && a.custom.sameShape(b.custom) &&
+         a.custom.data == b.custom.data;
+}
+
+bool sameLayer(const LayerIntervention* a, const LayerIntervention* b) {
+  static const LayerIntervention none;
+  if (!a) a = &none;
+  if (!b) b = &none;
+  std::vector<int> ha = a->ablatedHeads, hb = b->ablatedHeads;
+  std::sort(ha.begin(), ha.end());
+  std::sort(hb.begin(), hb.end());
+  return ha == hb && a->temperature == b->temperature && sameMask(a->mask, b->mask);
+}
+
+}  // namespace
+
+ModelSource::ModelSource(std::shared_ptr<const Gpt2Model> model) : model_(std::move(model)) {
+  if (!model_) throw UsageError("ModelSource: no model");
+}
+
+void ModelSource::setText(const std::string& text) {
+  const std::vector<int> ids = model_->encode(text);
+  ForwardResult base = model_->forward(ids);
+  ForwardResult pass = iv_.layers.empty() ? base : model_->forward(ids, iv_);
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (int id : ids) tokens.push_back(model_->tokenizer().label(id));
+  baseline_ = std::move(base);
+  pass_ = std::move(pass);
+  tokens_ = std::move(tokens);
+  text_ = text;
+}
+
+void ModelSource::showLayer(Session& session, int layer) {
+  if (layer < 0 || layer >= layers())
+    throw UsageError("layer " + std::to_string(layer) + " is out of range (the model has " +
+                     std::to_string(layers()) + " layers)");
+  if (!ready()) throw UsageError("the model has no text to run on yet");
+  const LayerActivations& a = pass_.layers[layer];
+  session.editScene().params.mask.causal = true;
+  session.touchMask();
+  session.setTensors(a.q, a.k, a.v, tokens_, tokens_);
+  layer_ = layer;
+}
+
+bool ModelSource::ablated(int layer, int head) const {
+  const LayerIntervention* li = iv_.find(layer);
+  return li && std::find(li->ablatedHeads.begin(), li->ablatedHeads.end(), head) !=
+                   li->ablatedHeads.end();
+}
+
+void ModelSource::setAblated(int layer, int head, bool ablate) {
+  if (ablated(layer, head) == ablate) return;
+  Interventions iv = iv_;
+  if (ablate) {
+    iv.ablate(layer, head, model_->config());
+  } else {
+    auto& heads = iv.layer(layer, layers()).ablatedHeads;
+    heads.erase(std::remove(heads.begin(), heads.end(), head), heads.end());
+  }
+  setInterventions(iv);
+}
+
+void ModelSource::applyParams(const AttentionParams& p, int layer) {
+  if (!(p.temperature > 0.0f)) throw UsageError("temperature must be > 0");
+  MaskSpec mask = p.mask;
+  mask.causal = false;  // the pass keeps its own causal mask
+  Interventions iv = iv_;
+  if (layer < 0) {
+    for (int l = 0; l < layers(); ++l) {
+      LayerIntervention& li = iv.layer(l, layers());
+      li.mask = mask;
+      li.temperature = p.temperature;
+    }
+  } else {
+    if (layer >= layers()) throw UsageError("layer " + std::to_string(layer) + " is out of range");
+    LayerIntervention& li = iv.layer(layer, layers());
+    li.mask = mask;
+    li.temperature = p.temperature;
+  }
+  setInterventions(iv);
+}
+
+void ModelSource::clearInterventions() { setInterventions(Interventions{}); }
+
+void ModelSource::setInterventions(const Interventions& iv) {
+  int from = layers();
+  for (int l = 0; l < layers(); ++l)
+    if (!sameLayer(iv_.find(l), iv.find(l))) {
+      from = l;
+      break;
+    }
+  if (from == layers()) {
+    iv_ = iv;
+    return;
+  }
+  rerun(iv, from);
+}
+
+void ModelSource::rerun(const Interventions& iv, int fromLayer) {
+  if (ready()) {
+    ForwardResult r = pass_;
+    model_->rerunFrom(r, fromLayer, iv);
+    pass_ = std::move(r);
+  }
+  iv_ = iv;
+  ++reruns_;
+  lastFrom_ = fromLayer;
+}
+
+std::vector<TokenProb> ModelSource::topK(int k) const {
+  return ready() ? Gpt2Model::topK(pass_, k) : std::vector<TokenProb>{};
+}
+
+std::vector<TokenProb> ModelSource::baselineTopK(int k) const {
+  return ready() ? Gpt2Model::topK(baseline_, k) : std::vector<TokenProb>{};
+}
+
+}  // namespace attnviz

@@ -1,0 +1,261 @@
+// The model source without a display: a layer's matrix in the session against the torch fixture
+// of tests/model (make_gpt2_fixtures.py), and interventions re-running the pass from the first
+// layer they change, their logits against the fixture's ablation case.
+#include "attnviz/dump_source.h"
+#include "attnviz/model_source.h"
+#include "attnviz/npy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+namespace attnviz {
+namespace {
+
+const std::string kFixture = std::string(ATTNVIZ_MODEL_FIXTURES) + "/f32_prefix_tied_gelu_new";
+// The fixture's text (cases.json).
+const char* kText = "The cat sat on the mat; the cat's hat is at 42 in the sitting room.\n\tthe end";
+
+double maxAbsDiff(const float* a, const float* b, std::size_t n) {
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(double(a[i]) - b[i]));
+  return worst;
+}
+
+TEST(ModelSource, LayerInSessionMatchesTorchWeights) {
+  ModelSource src(Gpt2Model::open(kFixture));
+  src.setText(kText);
+  const NpyArray want = readNpy(kFixture + "/plain_weights.npy");  // [L, H, T, T]
+  ASSERT_EQ(want.shape.size(), 4u);
+  const int L = int(want.shape[0]), H = int(want.shape[1]), T = int(want.shape[2]);
+  ASSERT_EQ(src.layers(), L);
+  ASSERT_EQ(int(src.tokens().size()), T);
+  Session session(makeCpuEngine());
+  for (int l = 0; l < L; ++l) {
+    src.showLayer(session, l);
+    EXPECT_EQ(src.shownLayer(), l);
+    for (int h = 0; h < H; ++h) {
+      View v;
+      v.head = h;
+      session.setView(v);
+      session.update();
+      ASSERT_EQ(session.display().rows, T);
+      ASSERT_EQ(session.display().cols, T);
+      const float* ref = want.data.data() + (std::size_t(l) * H + h) * T * T;
+      // Masked cells are -inf in the display and 0 in torch's weights.
+      std::vector<float> shown = session.display().values;
+      for (float& x : shown)
+        if (std::isinf(x)) x = 0.0f;
+      EXPECT_LT(maxAbsDiff(shown.data(), ref, shown.size()), 1e-4) << "layer " << l << " head " << h;
+    }
+  }
+  // Token labels: the BPE pieces, a leading space visible.
+  int spaced = 0;
+  for (int t = 0; t < T; ++t) {
+    const std::string& bytes = src.model().tokenizer().pieceBytes(src.pass().ids[t]);
+    const std::string& label = src.tokens()[t];
+    if (bytes.size() > 1 && bytes[0] == ' ') {
+      ++spaced;
+      EXPECT_EQ(label, "\xe2\x90\xa3" + bytes.substr(1)) << t;  // U+2423, then the rest
+    } else if (bytes.find_first_of(" \n\t") == std::string::npos) {
+      EXPECT_EQ(label, bytes) << t;
+    }
+  }
+  EXPECT_GT(spaced, 3);
+  EXPECT_THROW(src.showLayer(session, L), UsageError);
+}
+
+TEST(ModelSource, AblationRerunsFromItsLayerAndMatchesTorch) {
+  ModelSource src(Gpt2Model::open(kFixture));
+  src.setText(kText);
+  const auto before = src.topK(5);
+  ASSERT_EQ(before.size(), 5u);
+  src.setAblated(1, 0, true);
+  EXPECT_EQ(src.lastRerunFrom(), 1);  // layer 0 unchanged: only layer 1 re-runs
+  src.setAblated(0, 1, true);
+  EXPECT_EQ(src.lastRerunFrom(), 0);
+  EXPECT_TRUE(src.ablated(0, 1));
+  EXPECT_TRUE(src.ablated(1, 0));
+  EXPECT_FALSE(src.ablated(0, 0));
+  const NpyArray want = readNpy(kFixture + "/ablate_logits.npy");  // [T, V]
+  const MatrixRM& got = src.pass().logits;
+  ASSERT_EQ(std::size_t(got.size()), want.data.size());
+  EXPECT_LT(maxAbsDiff(got.data(), want.data.data(), want.data.size()), 1e-3);
+  // The baseline stays the plain pass.
+  const NpyArray plain = readNpy(kFixture + "/plain_logits.npy");
+  const auto base = src.baselineTopK(5);
+  const int V = int(plain.shape[1]), T = int(plain.shape[0]);
+  int argmax = 0;
+  for (int v = 1; v < V; ++v)
+    if (plain.data[std::size_t(T - 1) * V + v] > plain.data[std::size_t(T - 1) * V + argmax])
+      argmax = v;
+  EXPECT_EQ(base[0].id, argmax);
+  EXPECT_EQ(before[0].id, argmax);
+  // Back to the plain pass: the logits equal torch's plain ones again.
+  const int rerunsBefore = src.reruns();
+  src.clearInterventions();
+  EXPECT_EQ(src.reruns(), rerunsBefore + 1);
+  EXPECT_LT(maxAbsDiff(src.pass().logits.data(), plain.data.data(), plain.data.size()), 1e-3);
+  src.clearInterventions();  // nothing changed: no re-run
+  EXPECT_EQ(src.reruns(), rerunsBefore + 1);
+}
+
+TEST(ModelSource, TemperatureAppliedToAllLayersMatchesTorch) {
+  ModelSource src(Gpt2Model::open(kFixture));
+  src.setText(kText);
+  AttentionParams p;
+  p.mask.causal = true;
+  p.temperature = 0.5f;
+  src.applyParams(p, -1);
+  EXPECT_EQ(src.lastRerunFrom(), 0);
+  const NpyArray want = readNpy(kFixture + "/temperature_logits.npy");
+  EXPECT_LT(maxAbsDiff(src.pass().logits.data(), want.data.data(), want.data.size()), 1e-3);
+  EXPECT_THROW(src.setText(""), InputError);
+  EXPECT_TRUE(src.ready());  // the last good pass is kept
+}
+
+// ---- model scenes: the "model" object of a scene file ----------------------------------------
+
+std::string refusal(const std::string& json) {
+  try {
+    sceneFromJson(json, "m.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(ModelScene, FieldsLoadAndSurviveASaveAndReload) {
+  const Scene s = sceneFromJson(
+      R"({"title": "t", "model": {"path": "kjv-byte-2l", "text": "ab ab", "layer": 1, "head": 2,
+          "ablate": ["1:0", "0:3"]}})",
+      "m.json");
+  ASSERT_TRUE(s.model.any());
+  EXPECT_EQ(s.model.path, "kjv-byte-2l");
+  EXPECT_EQ(s.model.text, "ab ab");
+  EXPECT_EQ(s.model.layer, 1);
+  EXPECT_EQ(s.model.head, 2);
+  const std::vector<std::pair<int, int>> want{{1, 0}, {0, 3}};
+  EXPECT_EQ(s.model.ablate, want);
+  const Scene again = sceneFromJson(sceneToJson(s), "again.json");
+  EXPECT_EQ(again.model.path, s.model.path);
+  EXPECT_EQ(again.model.text, s.model.text);
+  EXPECT_EQ(again.model.layer, 1);
+  EXPECT_EQ(again.model.head, 2);
+  EXPECT_EQ(again.model.ablate, want);
+  EXPECT_FALSE(sceneFromJson(R"({"query_text": "a b"})", "plain.json").model.any());
+}
+
+TEST(ModelScene, BadFieldsAreRefusedNamingTheFileAndTheField) {
+  EXPECT_EQ(refusal(R"({"model": 3})"), "m.json: field 'model' must be an object");
+  EXPECT_NE(refusal(R"({"model": {"text": "a"}})").find("model.path"), std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x"}})").find("model.text"), std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x", "text": "a", "layer": -1}})").find("model.layer"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x", "text": "a", "head": 1e300}})").find("model.head"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x", "text": "a", "ablate": ["1-2"]}})").find("model.ablate"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x", "text": "a", "ablate": ["1:2x"]}})").find("model.ablate"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"model": {"path": "x", "text": "a", "ablate": "1:2"}})").find("model.ablate"),
+            std::string::npos);
+  EXPECT_EQ(refusal(R"({"model": {"path": "x", "text": "a", "layer": 3, "ablate": ["0:1"]}})"),
+            "(accepted)");
+}
+
+// ---- dumps: recorded weights as the session's source -------------------------------------------
+
+// Random rows that sum to 1: [H, Tq, Tk].
+Tensor3 randomWeights(int H, int Tq, int Tk, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.05f, 1.0f);
+  Tensor3 w(H, Tq, Tk);
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < Tq; ++i) {
+      double sum = 0;
+      for (int j = 0; j < Tk; ++j) sum += (w.at(h, i, j) = u(rng));
+      for (int j = 0; j < Tk; ++j) w.at(h, i, j) = float(w.at(h, i, j) / sum);
+    }
+  return w;
+}
+
+Dump twoLayerDump() {
+  Dump d;
+  d.tokens = {"a", "b", "c", "d"};
+  d.keyTokens = {"x", "y", "z", "u", "v", "w"};
+  DumpLayer self;
+  self.name = "0";
+  self.weights = randomWeights(2, 4, 4, 1);
+  self.queryTokens = d.tokens;
+  self.keyTokens = d.tokens;
+  DumpLayer cross;
+  cross.name = "1.cross";
+  cross.axes = DumpAxes::Cross;
+  cross.weights = randomWeights(3, 4, 6, 2);
+  cross.queryTokens = d.tokens;
+  cross.keyTokens = d.keyTokens;
+  d.layers = {self, cross};
+  return d;
+}
+
+std::vector<float> shownWeights(Session& s, int head) {
+  View v;
+  v.head = head;
+  s.setView(v);
+  s.update();
+  std::vector<float> out = s.display().values;
+  for (float& x : out)
+    if (std::isinf(x)) x = 0.0f;
+  return out;
+}
+
+TEST(DumpSource, TheSessionShowsTheRecordedWeightsAndRenormalisesThemUnderTauAndMasks) {
+  const Dump dump = twoLayerDump();
+  DumpSource src(dump);
+  Session session(makeCpuEngine());
+  src.showLayer(session, 0);
+  const Tensor3& w = dump.layers[0].weights;
+  for (int h = 0; h < 2; ++h) {
+    const std::vector<float> got = shownWeights(session, h);
+    EXPECT_LT(maxAbsDiff(got.data(), w.head(h), got.size()), 1e-6) << h;
+  }
+  // tau = 0.5 and a causal mask: A^2 over the allowed keys j <= i, renormalised (naive).
+  session.editScene().params.mask.causal = true;
+  session.touchMask();
+  session.setTemperature(0.5f);
+  for (int h = 0; h < 2; ++h) {
+    std::vector<float> want(16, 0.0f);
+    for (int i = 0; i < 4; ++i) {
+      double sum = 0;
+      for (int j = 0; j <= i; ++j) sum += double(w.at(h, i, j)) * w.at(h, i, j);
+      for (int j = 0; j <= i; ++j) want[i * 4 + j] = float(double(w.at(h, i, j)) * w.at(h, i, j) / sum);
+    }
+    const std::vector<float> got = shownWeights(session, h);
+    EXPECT_LT(maxAbsDiff(got.data(), want.data(), 16), 1e-5) << h;
+  }
+}
+
+TEST(DumpSource, ACrossLayerIsTqByTkWithBothTokenLists) {
+  DumpSource src(twoLayerDump());
+  Session session(makeCpuEngine());
+  src.showLayer(session, 1);
+  session.update();
+  EXPECT_EQ(session.heads(), 3);
+  EXPECT_EQ(session.display().rows, 4);
+  EXPECT_EQ(session.display().cols, 6);
+  EXPECT_EQ(session.inputs().keyTokens[5], "w");
+  EXPECT_EQ(session.inputs().queryTokens[0], "a");
+  EXPECT_FALSE(src.hasQkv(1));
+  const std::vector<float> got = shownWeights(session, 2);
+  EXPECT_LT(maxAbsDiff(got.data(), src.dump().layers[1].weights.head(2), got.size()), 1e-6);
+  EXPECT_THROW(src.showLayer(session, 2), UsageError);
+  // The engine the session had can be taken back.
+  EXPECT_NE(session.releaseEngine(), nullptr);
+  EXPECT_FALSE(session.hasEngine());
+}
+
+}  // namespace
+}  // namespace attnviz
