@@ -65,6 +65,21 @@ RECIPE = {
 # where a layer-1 head learns to use it (K-composition) to find the byte after the earlier
 # occurrence. Not part of the shipped model yet: 1,300 steps of it (lr 1e-2 or 3e-3) raised the
 # copy probability only from 0.004 to about 0.03 on 64-byte contexts, without an induction head.
+# Later trials, none of which copied at all (repeat loss stayed at ln 256 = 5.55, even on a span
+# of 8 bytes tiled 32 times), so none changed the recipe:
+#   stage 2, lr 1e-3, 128-byte sequences (16 a batch), 60% repeats: 700 steps;
+#   stage 2, lr 3e-3, 256-byte sequences (4 a batch), 70% repeats: 800 steps;
+#   stage 2, lr 3e-3, 128-byte sequences (8 a batch), 80% repeats: 600 steps;
+#   from scratch, lr 2e-3, 256-byte sequences (4 a batch), 50% repeats: 1,600 steps (no
+#   previous-token head yet, text loss 2.24);
+#   from scratch, lr 3e-3, 64-byte sequences for 400 steps then 256 (4 a batch), 50% repeats:
+#   previous-token head 0.75 on held-out text by step 3,000, 0.83 by step 6,000 (text loss
+#   1.456, held-out 1.521, 14.5 minutes), still no copying.
+# A likely cause, seen in the shipped checkpoint: the bytes that never occur in the KJV text
+# (>= 128) share one direction in the tied wte (mean cosine 0.63 between them, 0.16 between
+# text bytes), since as outputs they only ever need to be unlikely; a model that can barely tell
+# them apart cannot copy them, and it settles for a uniform guess on random spans. Worth trying:
+# random spans drawn from the text's bytes, or a higher share of repeats from step 0.
 STAGE2 = dict(RECIPE, seed=1235, steps=3000, short_steps=3000, warmup=20,
               p_text=0.1, p_text_with_copy=0.2, p_random_repeat=0.7)
 
