@@ -589,6 +589,11 @@ void renormalizeFromLog(const Tensor3& weights, const Tensor3& logA, const Atten
                      weights.shapeString());
   }
   validateParams(params, H, Tq, Tk);
+  // Softcap bends the scores themselves (c tanh(s / c)); the weights fix the scores only up to
+  // a constant per row, so the capped weights cannot be recovered from them.
+  if (params.mask.softcap > 0.0f)
+    throw UsageError("softcap needs the scores (q/k): a dump's weights fix them only up to a "
+                     "constant per row");
   if (!out.weights.sameShape(weights)) {
     out.dims = Dims{H, Tq, Tk, 0, 0};
     out.weights = Tensor3(H, Tq, Tk);

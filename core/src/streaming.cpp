@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cmath>
 #include <mutex>
+#include <vector>
 
 #ifdef __AVX512F__
 #include <immintrin.h>
@@ -369,6 +371,17 @@ bool maskHidesAnyCell(const MaskSpec& m, int h, int Tq, int Tk) {
     const std::size_t n = std::size_t(Tq) * Tk;
     const float blocked = m.customKind == MaskSpec::Custom::Allow ? 0.0f : kNegInf;
     if (std::find(c, c + n, blocked) != c + n) return true;
+  }
+  if (!detail::rowSpanIsExact(m)) {
+    // Chunks, documents and expressions cut holes the row spans cannot describe: ask the rule
+    // row by row (the first hidden cell ends the search, so a real mask answers at once).
+    const ExprGrid* grid = m.expr.empty() ? nullptr : exprGrid(m, h + 1, Tq, Tk);
+    std::vector<std::uint8_t> row(std::size_t(Tk), 0);
+    for (int i = 0; i < Tq; ++i) {
+      allowedRow(m, grid, h, i, Tq, Tk, row.data());
+      if (std::find(row.begin(), row.end(), std::uint8_t{0}) != row.end()) return true;
+    }
+    return false;
   }
   for (int i = 0; i < Tq; ++i) {
     const detail::RowSpan s = detail::rowSpan(m, i, Tq, Tk);

@@ -147,6 +147,14 @@ TEST(DumpRenormalize, NoChangeGivesTheWeightsBack) {
   EXPECT_EQ(r.row(0, 1).argmax, 1);
 }
 
+TEST(DumpRenormalize, SoftcapIsRefusedBecauseTheWeightsDoNotFixTheScores) {
+  Tensor3 w(1, 2, 3);
+  w.data = {0.2f, 0.3f, 0.5f, 0.0f, 1.0f, 0.0f};
+  AttentionParams p;
+  p.mask.softcap = 5.0f;
+  EXPECT_THROW(renormalizeWeights(w, p), UsageError);
+}
+
 TEST(DumpRenormalize, ZeroWeightsStayMaskedAndAFullyMaskedRowIsZerosAndFlagged) {
   Tensor3 w(1, 2, 3);
   w.data = {0.5f, 0.0f, 0.5f, 0.2f, 0.8f, 0.0f};

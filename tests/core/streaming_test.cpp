@@ -276,6 +276,17 @@ TEST(MaskHidesAnyCell, AgreesWithTheCellRuleForEveryMask) {
     m = {};
     m.window = Tk + Tq;
     cs.push_back({"wide window", m, 1.0f});
+    // The kinds whose holes no row span describes: chunks and documents.
+    m = {};
+    m.chunk = 4;
+    cs.push_back({"chunk:4", m, 1.0f});
+    m.chunk = Tq + Tk;
+    cs.push_back({"one chunk covers all", m, 1.0f});
+    m = {};
+    m.docs.assign(std::size_t(Tk), 0);
+    cs.push_back({"one document", m, 1.0f});
+    for (int j = 0; j < Tk; ++j) m.docs[j] = j / 3;
+    cs.push_back({"documents of 3", m, 1.0f});
     for (const Case& c : cs) {
       bool want = false;
       for (int i = 0; i < Tq; ++i)
@@ -284,6 +295,20 @@ TEST(MaskHidesAnyCell, AgreesWithTheCellRuleForEveryMask) {
               want || !ref::allowed(c.mask, 0, i, j, Tq, Tk) ||
               (c.mask.customKind == MaskSpec::Custom::Bias && c.mask.custom.at(0, i, j) == kNegInf);
       EXPECT_EQ(maskHidesAnyCell(c.mask, 0, Tq, Tk), want) << c.name << " at " << Tq << " x " << Tk;
+    }
+  }
+}
+
+TEST(MaskHidesAnyCell, ExpressionsFollowTheirCells) {
+  for (auto [Tq, Tk] : {std::pair{1, 1}, {9, 9}, {5, 12}}) {
+    for (const char* expr : {"1", "k <= q", "(q - k) % 2 == 0", "q >= 0"}) {
+      MaskSpec m;
+      m.expr = expr;
+      // Brute force: the cell rule, one cell at a time.
+      bool want = false;
+      for (int i = 0; i < Tq; ++i)
+        for (int j = 0; j < Tk; ++j) want = want || !maskAllowed(m, 0, i, j, Tq, Tk);
+      EXPECT_EQ(maskHidesAnyCell(m, 0, Tq, Tk), want) << expr << " at " << Tq << " x " << Tk;
     }
   }
 }
