@@ -770,7 +770,7 @@ TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {
 TEST(AppModel, ThePreviousTokenPresetShowsTheLineLeftOfTheDiagonal) {
   // The shipped model's layer 0 head 3 scores 0.89 on A[t, t-1] in its model card: most rows of
   // the heatmap must be bright one cell left of the diagonal and dark on it.
-  const Shot s = runApp("model_preset", "--scene " + scene("09-model-previous-token-head.json"));
+  const Shot s = runApp("model_preset", "--scene " + scene("13-model-previous-token-head.json"));
   ASSERT_RAN(s);
   ASSERT_GT(s.g.rows, 20);
   int bright = 0;
