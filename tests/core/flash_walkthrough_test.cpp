@@ -56,11 +56,18 @@ TEST(FlashWalkthrough, EveryStepKeepsTheRunningMaxSumAndRescaleOfTheKeysSeenSoFa
           for (int x = 0; x < in.v.cols; ++x) acc[x] += e * in.v.at(head, j, x);
         }
         EXPECT_EQ(row.m == -INFINITY, m == -ref::kInf) << "row " << i;
-        if (m > -ref::kInf) EXPECT_NEAR(row.m, m, 1e-5) << "row " << i;
-        if (mOld > -ref::kInf) EXPECT_NEAR(row.mOld, mOld, 1e-5) << "row " << i;
-        if (!t.skipped && m > -ref::kInf && mOld != m)
+        if (m > -ref::kInf) {
+          EXPECT_NEAR(row.m, m, 1e-5) << "row " << i;
+        }
+        if (mOld > -ref::kInf) {
+          EXPECT_NEAR(row.mOld, mOld, 1e-5) << "row " << i;
+        }
+        if (!t.skipped && m > -ref::kInf && mOld != m) {
           EXPECT_NEAR(row.rescale, mOld == -ref::kInf ? 0.0 : std::exp(mOld - m), 1e-5);
-        if (t.skipped) EXPECT_EQ(row.rescale, 1.0f);
+        }
+        if (t.skipped) {
+          EXPECT_EQ(row.rescale, 1.0f);
+        }
         EXPECT_TRUE(ref::close(row.l, l, 1e-5, 1e-5))
             << "row " << i << ": " << row.l << " vs " << l;
         for (int x = 0; x < in.v.cols; ++x)

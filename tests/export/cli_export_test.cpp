@@ -323,8 +323,9 @@ TEST(CliExportBlocks, OverlayOutlinesEachTileInTheColourOfABruteForceKind) {
         EXPECT_EQ(img.pixel(x, y), blockColor(want)) << "tile (" << tr << ", " << tc << ")";
       // The centre of the tile's second cell on the diagonal is a cell colour, not overlay.
       const int i = tr * 4 + 1, j = tc * 4 + 1;
-      if (!ref::allowed(m, 0, i, j, 12, 12))
+      if (!ref::allowed(m, 0, i, j, 12, 12)) {
         EXPECT_EQ(img.pixel(j * 4 + 2, i * 4 + 2), kMaskedColor) << i << "," << j;
+      }
     }
   EXPECT_GT(kinds[int(BlockKind::Empty)], 0);
   EXPECT_GT(kinds[int(BlockKind::Partial)], 0);
