@@ -15,11 +15,13 @@ bool isDir(const fs::path& p) {
   return fs::is_directory(p, ec);
 }
 
+#if defined(ATTNVIZ_BUILD_DIR) && defined(ATTNVIZ_SOURCE_DATA_DIR)
 // Whether `p` lies inside `dir` (both absolute, lexically normal).
 bool inside(const fs::path& p, const fs::path& dir) {
   const auto [d, q] = std::mismatch(dir.begin(), dir.end(), p.begin(), p.end());
   return d == dir.end();
 }
+#endif
 
 }  // namespace
 
