@@ -278,6 +278,7 @@ int runExport(int argc, char** argv) {
       std::vector<std::string> labels = tokenLabels(*run.model, run.result.ids);
       modelParams = layerParams(run.result, modelLayer);
       session.setTensors(std::move(a.q), std::move(a.k), std::move(a.v), labels, labels);
+      session.setSourceLabel(modelName(modelOpts.dir) + " \xC2\xB7 layer " + std::to_string(modelLayer));
     } else if (fromScene) {
       Scene scene = loadScene(scenePath);
       view = parseSceneView(scene.extraJson, scenePath);

@@ -395,6 +395,11 @@ TEST(Session, TensorSourceAndExportDescription) {
   s.touchMask();
   s.computeAllHeads();
   EXPECT_EQ(s.describe(), "mask: causal \xC2\xB7 \xCF\x84 = 2");
+  // A model layer names itself before the mask; new tensors drop the old name.
+  s.setSourceLabel("gpt2 \xC2\xB7 layer 3");
+  EXPECT_EQ(s.describe(), "gpt2 \xC2\xB7 layer 3 \xC2\xB7 mask: causal \xC2\xB7 \xCF\x84 = 2");
+  s.setTensors(q, k, v);
+  EXPECT_EQ(s.describe(), "mask: causal \xC2\xB7 \xCF\x84 = 2");
   AttentionParams p;
   p.mask.causal = true;
   p.temperature = 2;

@@ -136,6 +136,7 @@ void Session::bumpInputs() {
 void Session::setScene(Scene scene) {
   scene_ = std::move(scene);
   fromTensors_ = false;
+  sourceLabel_.clear();
   pending_ = SceneInputs{};
   bumpInputs();
 }
@@ -143,6 +144,7 @@ void Session::setScene(Scene scene) {
 void Session::setTensors(Tensor3 q, Tensor3 k, Tensor3 v, std::vector<std::string> queryTokens,
                          std::vector<std::string> keyTokens) {
   pending_ = SceneInputs{};
+  sourceLabel_.clear();
   pending_.q = std::move(q);
   pending_.k = std::move(k);
   pending_.v = std::move(v);
@@ -520,7 +522,7 @@ CellInfo Session::cellInfo(int i, int j) const {
 Tensor3 Session::logits() const { return computeLogits(result_->scaled, params_); }
 
 std::string Session::describe() const {
-  std::string desc;
+  std::string desc = sourceLabel_.empty() ? std::string() : sourceLabel_ + " \xC2\xB7 ";
   // The causal mode shows as "mask: causal"; the other modes name themselves.
   if (!fromTensors_ && scene_.mode != Mode::Causal)
     desc = std::string(modeName(scene_.mode)) + " \xC2\xB7 ";

@@ -110,6 +110,9 @@ class Session {
   // The parameters then come from the scene's params (its mode is ignored).
   void setTensors(Tensor3 q, Tensor3 k, Tensor3 v, std::vector<std::string> queryTokens = {},
                   std::vector<std::string> keyTokens = {});
+  // What the figure title names before the mask, e.g. "gpt2 Â· layer 3" for a model layer;
+  // setScene and setTensors clear it.
+  void setSourceLabel(std::string label) { sourceLabel_ = std::move(label); }
   const Scene& scene() const { return scene_; }
   // The scene to edit in place; say what changed with one of the touch calls below.
   Scene& editScene() { return scene_; }
@@ -179,8 +182,8 @@ class Session {
 
   // Logits L of every head [H, T_q, T_k] for the current parameters (core's formula).
   Tensor3 logits() const;
-  // The figure title's description: "<mode> · mask: <masks> · τ = <tau>" (the causal mode
-  // shows as its mask, so no mode prefix; tensor sources have none).
+  // The figure title's description: "[<source label> · ]<mode> · mask: <masks> · τ = <tau>" (the
+  // causal mode shows as its mask, so no mode prefix; tensor sources have none).
   std::string describe() const;
   // The one export path: computes what the figure needs and renders it (GUI dialog, Ctrl+S and
   // `attnviz export` all come here). Throws what renderExport throws.
@@ -200,6 +203,7 @@ class Session {
   std::unique_ptr<AttentionEngine> engine_;
   Scene scene_;
   bool fromTensors_ = false;
+  std::string sourceLabel_;
   SceneInputs inputs_;  // tokens and Q, K, V of the last successful setInputs
   View view_;
   AttentionParams params_;
