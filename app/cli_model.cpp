@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "cli_model.h"
 
+#include "attnviz/mask.h"
 #include "attnviz/npy.h"
 
 #include <chrono>
@@ -52,24 +53,9 @@ std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>&
 
 std::vector<int> parseIdList(const std::string& text) {
   std::vector<int> ids;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(start, end - start);
-    std::size_t used = 0;
-    long v = -1;
-    try {
-      v = std::stol(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || v < 0 || v > 100'000'000) {
-      throw UsageError("--ids: expected token ids separated by commas, got '" + item + "'");
-    }
-    ids.push_back(static_cast<int>(v));
-    start = end + 1;
-  }
+  std::string bad;
+  if (!parseIntList(text, 100'000'000, ids, bad))
+    throw UsageError("--ids: expected token ids separated by commas, got '" + bad + "'");
   return ids;
 }
 

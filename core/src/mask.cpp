@@ -66,8 +66,9 @@ void parseMaskOption(const std::string& text, MaskSpec& spec) {
   }
 }
 
-std::vector<int> parseDocIds(const std::string& text) {
-  std::vector<int> ids;
+bool parseIntList(const std::string& text, long maxValue, std::vector<int>& out,
+                  std::string& badItem) {
+  out.clear();
   std::size_t pos = 0;
   while (true) {
     std::size_t end = text.find(',', pos);
@@ -83,13 +84,22 @@ std::vector<int> parseDocIds(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (item.empty() || used != item.size() || v < 0 || v > std::numeric_limits<int>::max()) {
-      throw UsageError("expected document ids as integers >= 0 separated by commas, got '" + item +
-                       "' at id " + std::to_string(ids.size()));
+    if (item.empty() || used != item.size() || v < 0 || v > maxValue) {
+      badItem = item;
+      return false;
     }
-    ids.push_back(static_cast<int>(v));
-    if (end == text.size()) break;
+    out.push_back(static_cast<int>(v));
+    if (end == text.size()) return true;
     pos = end + 1;
+  }
+}
+
+std::vector<int> parseDocIds(const std::string& text) {
+  std::vector<int> ids;
+  std::string bad;
+  if (!parseIntList(text, std::numeric_limits<int>::max(), ids, bad)) {
+    throw UsageError("expected document ids as integers >= 0 separated by commas, got '" + bad +
+                     "' at id " + std::to_string(ids.size()));
   }
   return ids;
 }
