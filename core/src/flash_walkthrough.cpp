@@ -139,6 +139,24 @@ bool FlashWalkthrough::finished(int i) const {
   return i < t.i0 || (i < t.i1 && t.keyBlock == keyBlocks() - 1);
 }
 
+MatrixRM FlashWalkthrough::provisionalWeights() const {
+  MatrixRM w = MatrixRM::Zero(tq_, tk_);
+  if (step_ < 0) return w;
+  const Tile cur = tile(step_);
+  for (int i = 0; i < cur.i1; ++i) {
+    const bool current = i >= cur.i0;
+    const float m = current ? rows_[i - cur.i0].m : finalM_[i];
+    const float l = current ? rows_[i - cur.i0].l : finalL_[i];
+    if (!(l > 0.0f)) continue;
+    const int j1 = current ? cur.j1 : tk_;
+    for (int j = 0; j < j1; ++j) {
+      const float L = logits_(i, j);
+      if (L != kNegInf) w(i, j) = std::exp(L - m) / l;
+    }
+  }
+  return w;
+}
+
 float FlashWalkthrough::maxOutputDifference() const {
   float worst = 0.0f;
   for (int i = 0; i < tq_; ++i) {
