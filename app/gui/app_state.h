@@ -101,6 +101,7 @@ struct ExportState {
   bool labels = true;
   char path[1024] = "";
   bool pathEdited = false;
+  int lastHeatX = 0, lastHeatY = 0, lastCellPx = 0;  // the last export's heatmap (Image::heatX...)
 };
 
 struct UiState {

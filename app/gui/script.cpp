@@ -95,6 +95,8 @@ void runScript(App& app, const Script& script) {
     if (!script.exportPath.empty() && script.frames > 0 && frame == script.frames - 1) {
       exportOptionsFromView(s);
       std::printf("exported: %s\n", exportPng(s, script.exportPath).c_str());
+      std::printf("export-geometry: x0=%d y0=%d cell=%d\n", s.exporter.lastHeatX,
+                  s.exporter.lastHeatY, s.exporter.lastCellPx);
     }
   }
 }

@@ -61,6 +61,8 @@ std::string exportPng(AppState& s, const std::string& path) {
   const Image img =
       s.flash.active ? flashImage(s, exportRequest(s)) : s.session.exportImage(exportRequest(s));
   writePng(path, img);
+  s.exporter.lastHeatX = img.heatX, s.exporter.lastHeatY = img.heatY;
+  s.exporter.lastCellPx = img.cellPx;
   std::error_code ec;
   const std::string abs = std::filesystem::absolute(path, ec).string();
   notify(s,

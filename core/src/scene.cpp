@@ -196,7 +196,8 @@ long long checkedInteger(const json& v, long long lo, long long hi, const std::s
   const std::string range = " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi))
+    // (0 parses as unsigned: the lower bound applies to it too.)
+    if (u > static_cast<std::uint64_t>(hi) || (lo > 0 && u < static_cast<std::uint64_t>(lo)))
       throw InputError(name + ": field '" + what + "' = " + std::to_string(u) + range);
     return static_cast<long long>(u);
   }
