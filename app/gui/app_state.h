@@ -207,7 +207,7 @@ struct FlashState {
   // The figure on screen (attnviz/flash_figure.h), redrawn when its key changes.
   struct Figure {
     std::uint64_t walkVersion = 0;  // bumped with every rebuild or step
-    int width = 0;
+    int width = 0, height = 0;      // the room it has
     ColormapId colormap = ColormapId::Viridis;
     bool operator==(const Figure&) const = default;
   } figureFor, figureWant;

@@ -173,7 +173,7 @@ bool drawFlashPanel(AppState& s) {
   const float availW = std::max(200.0f, ImGui::GetContentRegionAvail().x);
   const float availH = std::max(120.0f, ImGui::GetContentRegionAvail().y - tableH -
                                             ImGui::GetStyle().ItemSpacing.y * 2);
-  f.figureWant = {f.walkVersion, int(availW), s.view.weightColormap};
+  f.figureWant = {f.walkVersion, int(availW), int(availH), s.view.weightColormap};
   RgbaImage& tex = s.renderer->image("flash");
   if (!(f.figureWant == f.figureFor) || !tex.tex.id()) {
     try {
@@ -233,7 +233,7 @@ bool drawFlashPanel(AppState& s) {
                                ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingFixedFit;
     if (ImGui::BeginTable("flash-rows", cols, tf, ImVec2(0, std::max(tableH, 60.0f)))) {
       ImGui::TableSetupScrollFreeze(0, 1);
-      ImGui::TableSetupColumn("row");
+      ImGui::TableSetupColumn("row (query)");
       ImGui::TableSetupColumn("m_old");
       ImGui::TableSetupColumn("m_new");
       ImGui::TableSetupColumn("exp(m_old - m_new)");
@@ -258,7 +258,10 @@ bool drawFlashPanel(AppState& s) {
           ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1,
                                  ImGui::GetColorU32(ImVec4(0.55f, 0.38f, 0.05f, 0.65f)));
         ImGui::TableNextColumn();
-        ImGui::Text("%d%s", t.i0 + r, moved ? "  max moved" : "");
+        const auto& qt = s.session.inputs().queryTokens;
+        const int i = t.i0 + r;
+        ImGui::Text("%d %s%s", i, i < int(qt.size()) ? qt[i].c_str() : "",
+                    moved ? "  (max moved)" : "");
         ImGui::TableNextColumn();
         num(row.mOld);
         ImGui::TableNextColumn();
