@@ -237,8 +237,9 @@ int runExport(int argc, char** argv) {
     if (flashAsked && fromDump)
       throw UsageError("--flash-step needs Q, K and V: give --scene, --model or --q/--k/--v");
     if (flashAsked && (parsedHead < 0 || stage == "scores"))
-      throw UsageError("--flash-step draws one head's weights: pick it with --head N, and no "
-                       "--stage scores");
+      throw UsageError(
+          "--flash-step draws one head's weights: pick it with --head N, and no "
+          "--stage scores");
     ExportOptions eo;
     eo.stage = stage == "scores" ? ExportStage::Scores : ExportStage::Weights;
     if (!colormap.empty()) {
@@ -337,7 +338,8 @@ int runExport(int argc, char** argv) {
       if (view && view->flashOn) b = {view->flashBlockRows, view->flashBlockKeys};
       if (!blocks.empty()) b = blockSize;
       const int step = flashAsked ? flashStep : view->flashStep;
-      if (headIndex < 0) throw UsageError("a FlashAttention step draws one head; pick it with --head N");
+      if (headIndex < 0)
+        throw UsageError("a FlashAttention step draws one head; pick it with --head N");
       if ((long long)d.Tq * d.Tk > 4096LL * 4096LL)
         throw UsageError("--flash-step: the walkthrough keeps the whole " + std::to_string(d.Tq) +
                          " x " + std::to_string(d.Tk) +
@@ -347,9 +349,8 @@ int runExport(int argc, char** argv) {
       FlashWalkthrough w(in.q, in.k, in.v, headIndex, session.params(), b.rows, b.cols);
       if (flashAsked && step > w.steps())
         throw UsageError("--flash-step " + std::to_string(step) + ": " + std::to_string(b.rows) +
-                         "x" + std::to_string(b.cols) + " tiles give " +
-                         std::to_string(w.steps()) + " steps (0.." + std::to_string(w.steps()) +
-                         ")");
+                         "x" + std::to_string(b.cols) + " tiles give " + std::to_string(w.steps()) +
+                         " steps (0.." + std::to_string(w.steps()) + ")");
       w.seek(step - 1);  // a scene's step past the end shows the last, as the GUI does
       eo.stage = ExportStage::Weights;
       const Image img = renderFlashStep(w, in.queryTokens, in.keyTokens, session.describe(), eo);

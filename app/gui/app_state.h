@@ -191,19 +191,19 @@ struct DumpState {
 // softmax (attnviz/flash_walkthrough.h), stepped through by the user. The walkthrough is rebuilt
 // only when the session's inputs or parameters, the head or the block sizes change.
 struct FlashState {
-  bool active = false;  // the stage is shown in place of the heatmap
+  bool active = false;               // the stage is shown in place of the heatmap
   int blockRows = 8, blockKeys = 8;  // B_r x B_c as asked (the walkthrough clamps them to T)
   int step = 0;  // the step shown, counted from 1 as the panel says it; 0: before the first
   bool playing = false;
-  float speed = 2.0f;        // steps per second while playing
-  double lastAdvance = 0;    // nowSeconds() of the last step played
+  float speed = 2.0f;      // steps per second while playing
+  double lastAdvance = 0;  // nowSeconds() of the last step played
   std::unique_ptr<FlashWalkthrough> walk;
-  struct Built {             // what `walk` was built from
+  struct Built {  // what `walk` was built from
     std::uint64_t inputs = ~std::uint64_t{0}, params = ~std::uint64_t{0};
     int head = -1, blockRows = 0, blockKeys = 0;
     bool operator==(const Built&) const = default;
   } built;
-  std::string error;         // why there is no walkthrough (shown in the panel)
+  std::string error;  // why there is no walkthrough (shown in the panel)
   // The figure on screen (attnviz/flash_figure.h), redrawn when its key changes.
   struct Figure {
     std::uint64_t walkVersion = 0;  // bumped with every rebuild or step

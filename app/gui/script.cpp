@@ -61,12 +61,12 @@ void runScript(App& app, const Script& script) {
       if (s.flash.active && s.flash.walk) {
         const FlashWalkthrough& w = *s.flash.walk;
         const FlashWalkthrough::Tile t = w.current();
-        std::printf("flash: step=%d steps=%d blocks=%dx%d queryBlock=%d keyBlock=%d skipped=%d "
-                    "done=%d maxOutputDiff=%.9g maxWeightDiff=%.9g\n",
-                    w.step() + 1, w.steps(), w.blockRows(), w.blockKeys(),
-                    w.step() < 0 ? -1 : t.queryBlock, w.step() < 0 ? -1 : t.keyBlock,
-                    int(w.step() >= 0 && t.skipped), int(w.done()),
-                    double(w.maxOutputDifference()), double(w.maxWeightDifference()));
+        std::printf(
+            "flash: step=%d steps=%d blocks=%dx%d queryBlock=%d keyBlock=%d skipped=%d "
+            "done=%d maxOutputDiff=%.9g maxWeightDiff=%.9g\n",
+            w.step() + 1, w.steps(), w.blockRows(), w.blockKeys(), w.step() < 0 ? -1 : t.queryBlock,
+            w.step() < 0 ? -1 : t.keyBlock, int(w.step() >= 0 && t.skipped), int(w.done()),
+            double(w.maxOutputDifference()), double(w.maxWeightDifference()));
       }
       if (s.dump.open()) {
         const auto& mg = s.model.grid;

@@ -150,10 +150,11 @@ bool drawFlashPanel(AppState& s) {
     ImGui::Text("step 0 of %d: nothing computed yet  \xc2\xb7  %d x %d tiles, %d of them skipped",
                 n, w.queryBlocks(), w.keyBlocks(), w.skippedSteps());
   } else {
-    ImGui::Text("step %d of %d  \xc2\xb7  query block %d (rows %d-%d)  \xc2\xb7  key block %d "
-                "(keys %d-%d)  \xc2\xb7  skipped: %s",
-                w.step() + 1, n, t.queryBlock, t.i0, t.i1 - 1, t.keyBlock, t.j0, t.j1 - 1,
-                t.skipped ? "yes (every cell masked)" : "no");
+    ImGui::Text(
+        "step %d of %d  \xc2\xb7  query block %d (rows %d-%d)  \xc2\xb7  key block %d "
+        "(keys %d-%d)  \xc2\xb7  skipped: %s",
+        w.step() + 1, n, t.queryBlock, t.i0, t.i1 - 1, t.keyBlock, t.j0, t.j1 - 1,
+        t.skipped ? "yes (every cell masked)" : "no");
   }
   if (w.done())
     ImGui::TextColored(ImVec4(0.55f, 0.9f, 0.55f, 1.0f),
@@ -171,8 +172,8 @@ bool drawFlashPanel(AppState& s) {
                      : std::min(line * float(rowsShown + 1) + 4,
                                 std::max(line * 6.5f, ImGui::GetContentRegionAvail().y * 0.3f));
   const float availW = std::max(200.0f, ImGui::GetContentRegionAvail().x);
-  const float availH = std::max(120.0f, ImGui::GetContentRegionAvail().y - tableH -
-                                            ImGui::GetStyle().ItemSpacing.y * 2);
+  const float availH = std::max(
+      120.0f, ImGui::GetContentRegionAvail().y - tableH - ImGui::GetStyle().ItemSpacing.y * 2);
   f.figureWant = {f.walkVersion, int(availW), int(availH), s.view.weightColormap};
   RgbaImage& tex = s.renderer->image("flash");
   if (!(f.figureWant == f.figureFor) || !tex.tex.id()) {
@@ -247,8 +248,10 @@ bool drawFlashPanel(AppState& s) {
       ImGui::TableSetupColumn(dv > shownDims ? "|o| (all dims)" : "|o|");
       ImGui::TableHeadersRow();
       const auto num = [](float v) {
-        if (std::isinf(v)) ImGui::TextUnformatted(v < 0 ? "-inf" : "inf");
-        else ImGui::Text("%.4f", double(v));
+        if (std::isinf(v))
+          ImGui::TextUnformatted(v < 0 ? "-inf" : "inf");
+        else
+          ImGui::Text("%.4f", double(v));
       };
       for (int r = 0; r < rowsShown; ++r) {
         const FlashWalkthrough::Row& row = w.rows()[r];

@@ -42,11 +42,13 @@ bool drawStageBar(AppState& s) {
   }
   if (flashOn) ImGui::PopStyleColor();
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("the weights computed tile by tile with the online softmax, never the whole "
-                      "matrix at once");
+    ImGui::SetTooltip(
+        "the weights computed tile by tile with the online softmax, never the whole "
+        "matrix at once");
   if (s.flash.active)
-    ImGui::TextDisabled("O_i = \xce\xa3_j exp(L_ij - m_i) v_j / l_i, m_i and l_i kept running over "
-                        "the key blocks");
+    ImGui::TextDisabled(
+        "O_i = \xce\xa3_j exp(L_ij - m_i) v_j / l_i, m_i and l_i kept running over "
+        "the key blocks");
   else if (s.view.wrongAxis && s.view.stage == ViewStage::Weights)
     ImGui::TextColored(
         ImVec4(1.0f, 0.62f, 0.45f, 1.0f),

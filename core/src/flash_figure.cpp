@@ -22,7 +22,7 @@ FlashOverlay flashOverlay(const FlashWalkthrough& w) {
   f.tiles.resize(std::size_t(f.tileRows) * f.tileCols);
   for (int s = 0; s < w.steps(); ++s) {
     const FlashWalkthrough::Tile t = w.tile(s);
-    f.tiles[std::size_t(s)] = t.skipped                      ? FlashTile::Skipped
+    f.tiles[std::size_t(s)] = t.skipped                             ? FlashTile::Skipped
                               : w.visited(t.queryBlock, t.keyBlock) ? FlashTile::Visited
                                                                     : FlashTile::Unvisited;
   }
@@ -32,8 +32,7 @@ FlashOverlay flashOverlay(const FlashWalkthrough& w) {
                 "%d x %d tiles: outlined = this step, grey = not visited yet, crossed = skipped",
                 f.blockRows, f.blockKeys);
   f.captions.push_back(line);
-  f.captions.push_back(
-      "cells: exp(L - m) / l with each row's running max m and sum l so far");
+  f.captions.push_back("cells: exp(L - m) / l with each row's running max m and sum l so far");
   if (w.done()) {
     std::snprintf(line, sizeof line,
                   "done: max |O_flash - O| = %.3g, max |A_flash - A| = %.3g (vs. materialised)",

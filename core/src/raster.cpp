@@ -332,7 +332,7 @@ DrawFn pooledHeatmapOp(const Source& src, int h, long x, long y, const Grid& g) 
         const unsigned char st = state[std::size_t(px)];
         const RGBA8 c = st == kNone && sawUnvisited[std::size_t(px)] ? kFlashUnvisitedColor
                         : st == kNone                                ? kMaskedColor
-                        : st == kBad ? kNonFiniteColor
+                        : st == kBad                                 ? kNonFiniteColor
                                      : src.finiteColor(best[std::size_t(px)]);
         fillRect(im, ox + x + long(px) * cw, oy + y + long(py) * ch, cw, ch, c);
       }

@@ -1041,9 +1041,8 @@ TEST(AppFlash, TheLastStepIsTheSoftmaxAndReportsItsDifferenceFromTheMaterialised
   const std::string png = tempPath("flash-end-export.png");
   std::remove(png.c_str());
   // --flash-blocks overrides the scene's 5 x 7: 8 x 8 tiles over T = 21, 3 x 3 = 9 steps.
-  const Shot s = runApp("flash-end",
-                        "--scene " + f.path + " --flash-blocks 8x8 --flash-step 9 --export " + png,
-                        5);
+  const Shot s = runApp(
+      "flash-end", "--scene " + f.path + " --flash-blocks 8x8 --flash-step 9 --export " + png, 5);
   ASSERT_RAN(s);
   EXPECT_EQ(flashField(s.out, "steps"), 9) << s.out;
   EXPECT_EQ(flashField(s.out, "done"), 1) << s.out;
@@ -1064,8 +1063,8 @@ TEST(AppFlash, TheScreenShowsTheSamePictureAsTheExport) {
   ASSERT_GE(s.g.cell, 4.0f) << "cells too small to test at this window size";
   Decoded shot;
   shot.width = s.width, shot.height = s.height, shot.rgba = s.rgba;
-  expectFlashPicture(f, shot, ExportGeometry{int(s.g.x0), int(s.g.y0), int(s.g.cell), true}, 5,
-                     7, 4);
+  expectFlashPicture(f, shot, ExportGeometry{int(s.g.x0), int(s.g.y0), int(s.g.cell), true}, 5, 7,
+                     4);
 }
 
 TEST(AppFlash, BadFlashFieldsAndStepsAreRefusedWithOneLine) {

@@ -180,10 +180,9 @@ TEST(FlashWalkthrough, ProvisionalWeightsAreTheSoftmaxOverTheKeysEachRowHasSeen)
         for (int j = 0; j < seen; ++j) m = std::max(m, want.l(head, i, j));
         for (int j = 0; j < seen && m > -ref::kInf; ++j) l += std::exp(want.l(head, i, j) - m);
         for (int j = 0; j < in.k.rows; ++j) {
-          const double expect =
-              j < seen && l > 0 && want.l(head, i, j) > -ref::kInf
-                  ? std::exp(want.l(head, i, j) - m) / l
-                  : 0.0;
+          const double expect = j < seen && l > 0 && want.l(head, i, j) > -ref::kInf
+                                    ? std::exp(want.l(head, i, j) - m) / l
+                                    : 0.0;
           ASSERT_NEAR(w(i, j), expect, 1e-6) << "step " << fw.step() << " cell " << i << "," << j;
         }
         for (int kb = 0; kb < fw.keyBlocks(); ++kb)
@@ -207,9 +206,9 @@ TEST(FlashFigure, TheOverlayAndTitleFollowTheSchedule) {
   for (int r = 0; r < 5; ++r)
     for (int c = 0; c < 3; ++c) {
       const bool skipped = c * 7 > std::min(21, r * 5 + 5) - 1;  // every key after every query
-      const FlashTile want = skipped                ? FlashTile::Skipped
+      const FlashTile want = skipped          ? FlashTile::Skipped
                              : r * 3 + c <= 6 ? FlashTile::Visited
-                                                    : FlashTile::Unvisited;
+                                              : FlashTile::Unvisited;
       EXPECT_EQ(int(f.at(r, c)), int(want)) << "tile " << r << "," << c;
     }
   fw.seek(1);  // query block 0, key block 1: above the diagonal
