@@ -118,13 +118,24 @@ bool drawFlashPanel(AppState& s) {
   ImGui::SameLine();
   if (ImGui::Button("< Back")) want = f.step - 1, f.playing = false;
   ImGui::SameLine();
-  if (ImGui::Button(f.playing ? "Pause" : "Play", ImVec2(60 * sc, 0))) {
+  const auto togglePlay = [&] {
     f.playing = !f.playing;
     if (f.playing && f.step >= n) want = 0;  // play again from the start
     f.lastAdvance = nowSeconds();
-  }
+  };
+  if (ImGui::Button(f.playing ? "Pause" : "Play", ImVec2(60 * sc, 0))) togglePlay();
   ImGui::SameLine();
   if (ImGui::Button("Forward >")) want = f.step + 1, f.playing = false;
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("also the right arrow key (left: back, space: play)");
+  if (ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows) &&
+      !ImGui::GetIO().WantTextInput) {
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow)))
+      want = f.step + 1, f.playing = false;
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow)))
+      want = f.step - 1, f.playing = false;
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) togglePlay();
+  }
   ImGui::SameLine();
   ImGui::SetNextItemWidth(120 * sc);
   ImGui::SliderFloat("steps/s", &f.speed, 0.5f, 20.0f, "%.1f", ImGuiSliderFlags_Logarithmic);
