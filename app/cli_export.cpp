@@ -352,7 +352,12 @@ int runExport(int argc, char** argv) {
                          "x" + std::to_string(b.cols) + " tiles give " + std::to_string(w.steps()) +
                          " steps (0.." + std::to_string(w.steps()) + ")");
       w.seek(step - 1);  // a scene's step past the end shows the last, as the GUI does
-      eo.stage = ExportStage::Weights;
+      eo.stage = ExportStage::Weights;  // whatever stage the scene was saved with
+      if (colormap.empty()) {
+        eo.colormap = ColormapId::Viridis;
+        if (view)
+          if (const auto id = colormapFromName(view->weightColormap)) eo.colormap = *id;
+      }
       const Image img = renderFlashStep(w, in.queryTokens, in.keyTokens, session.describe(), eo);
       writePng(png, img);
       std::printf("wrote %s (%d x %d): %s\n", png.c_str(), img.width, img.height,

@@ -50,7 +50,8 @@ ExportRequest exportRequest(const AppState& s) {
   r.stage = e.stage == 0 ? ExportStage::Weights : ExportStage::Scores;
   r.head = e.allHeads ? -1 : s.view.head;
   r.cell = e.cell;
-  r.colormap = e.stage == 0 ? e.colormap : ColormapId::Diverging;
+  // The FlashAttention stage draws weights whatever the stage its session shows.
+  r.colormap = e.stage == 0 || s.flash.active ? e.colormap : ColormapId::Diverging;
   r.labels = e.labels;
   return r;
 }

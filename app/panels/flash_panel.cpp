@@ -231,7 +231,7 @@ bool drawFlashPanel(AppState& s) {
         ImGui::Text("logit %.4g  \xc2\xb7  not visited yet", double(L));
       else
         ImGui::Text("logit %.4g  \xc2\xb7  exp(L - m)/l so far %.4g  \xc2\xb7  final weight %.4g",
-                    double(L), double(w.provisionalWeights()(i, j)),
+                    double(L), double(w.provisionalWeight(i, j)),
                     double(w.referenceWeights()(i, j)));
       ImGui::EndTooltip();
     }

@@ -140,21 +140,21 @@ bool FlashWalkthrough::finished(int i) const {
 }
 
 MatrixRM FlashWalkthrough::provisionalWeights() const {
-  MatrixRM w = MatrixRM::Zero(tq_, tk_);
-  if (step_ < 0) return w;
-  const Tile cur = tile(step_);
-  for (int i = 0; i < cur.i1; ++i) {
-    const bool current = i >= cur.i0;
-    const float m = current ? rows_[i - cur.i0].m : finalM_[i];
-    const float l = current ? rows_[i - cur.i0].l : finalL_[i];
-    if (!(l > 0.0f)) continue;
-    const int j1 = current ? cur.j1 : tk_;
-    for (int j = 0; j < j1; ++j) {
-      const float L = logits_(i, j);
-      if (L != kNegInf) w(i, j) = std::exp(L - m) / l;
-    }
-  }
+  MatrixRM w(tq_, tk_);
+  for (int i = 0; i < tq_; ++i)
+    for (int j = 0; j < tk_; ++j) w(i, j) = provisionalWeight(i, j);
   return w;
+}
+
+float FlashWalkthrough::provisionalWeight(int i, int j) const {
+  if (step_ < 0 || i < 0 || j < 0 || i >= tq_ || j >= tk_) return 0.0f;
+  const Tile cur = tile(step_);
+  const bool current = i >= cur.i0 && i < cur.i1;
+  if (i >= cur.i1 || (current && j >= cur.j1)) return 0.0f;  // not visited yet
+  const float m = current ? rows_[i - cur.i0].m : finalM_[i];
+  const float l = current ? rows_[i - cur.i0].l : finalL_[i];
+  const float L = logits_(i, j);
+  return l > 0.0f && L != kNegInf ? std::exp(L - m) / l : 0.0f;
 }
 
 float FlashWalkthrough::maxOutputDifference() const {

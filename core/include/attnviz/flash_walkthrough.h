@@ -82,6 +82,7 @@ class FlashWalkthrough {
   // rescale); cells of unvisited tiles, masked cells and rows with no allowed key seen yet are 0.
   // [T_q, T_k].
   MatrixRM provisionalWeights() const;
+  float provisionalWeight(int i, int j) const;  // one cell of it
   // The engine's materialised output and weights for the head, for comparison.
   const MatrixRM& referenceOutput() const { return refOut_; }
   const MatrixRM& referenceWeights() const { return refWeights_; }
