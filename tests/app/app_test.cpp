@@ -1056,7 +1056,7 @@ TEST(AppFlash, TheLastStepIsTheSoftmaxAndReportsItsDifferenceFromTheMaterialised
   expectFlashPicture(f, d, g, 8, 8, 9);
 }
 
-TEST(AppFlash, TheScreenShowsTheSamePictureAsTheExport) {
+TEST(AppFlash, TheWindowShowsTheOnlineSoftmaxSoFarToo) {
   const FlashScene f = writeFlashScene("flash-screen", 21, 16, 5, 7, 5);
   const Shot s = runApp("flash-screen", "--scene " + f.path + " --flash-step 4", 5);
   ASSERT_RAN(s);
@@ -1078,6 +1078,10 @@ TEST(AppFlash, BadFlashFieldsAndStepsAreRefusedWithOneLine) {
   EXPECT_NE(out.find("exit status"), std::string::npos) << out;
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << "one line, then the exit note: " << out;
   EXPECT_FALSE(std::filesystem::exists(png));
+  // The app refuses the scene the same way, before it opens a window.
+  out = runCli(bad + " --frames 1");
+  EXPECT_NE(out.find("view.flash.blockRows"), std::string::npos) << out;
+  EXPECT_NE(out.find("exit status"), std::string::npos) << out;
   // A step past the schedule: 3 tokens in 8 x 8 tiles are one step.
   const std::string one = tempPath("flash-one.json");
   std::ofstream(one) << "{\"query_text\": \"a b c\", \"mode\": \"causal\"}\n";
