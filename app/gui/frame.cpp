@@ -56,7 +56,7 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   // no thumbnail is waiting), sleep until an event arrives or half a second passes.
   // (A model opening on the worker thread keeps the frames coming for its progress bar.)
   const bool stale = !s.session.allHeadsFresh() || s.model.loading.valid() ||
-                     s.model.textEditedAt >= 0;
+                     s.model.textEditedAt >= 0 || (s.flash.active && s.flash.playing);
   if (app.interactive && app.quietFrames > 10 && !stale && !ImGui::GetIO().WantTextInput) {
     glfwWaitEventsTimeout(0.5);
     if (msSince(t0) < 490.0) app.quietFrames = 0;  // woken by an event

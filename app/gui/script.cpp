@@ -58,6 +58,16 @@ void runScript(App& app, const Script& script) {
           "panY=%.4f\n",
           g2.x0, g2.y0, g2.w, g2.h, g2.cellPx, s.display().rows, s.display().cols, s.view.panX,
           s.view.panY);
+      if (s.flash.active && s.flash.walk) {
+        const FlashWalkthrough& w = *s.flash.walk;
+        const FlashWalkthrough::Tile t = w.current();
+        std::printf(
+            "flash: step=%d steps=%d blocks=%dx%d queryBlock=%d keyBlock=%d skipped=%d "
+            "done=%d maxOutputDiff=%.9g maxWeightDiff=%.9g\n",
+            w.step() + 1, w.steps(), w.blockRows(), w.blockKeys(), w.step() < 0 ? -1 : t.queryBlock,
+            w.step() < 0 ? -1 : t.keyBlock, int(w.step() >= 0 && t.skipped), int(w.done()),
+            double(w.maxOutputDifference()), double(w.maxWeightDifference()));
+      }
       if (s.dump.open()) {
         const auto& mg = s.model.grid;
         std::printf("model-grid: x0=%.2f y0=%.2f thumb=%.2f pitch=%.2f layers=%d heads=%d\n",
@@ -85,6 +95,8 @@ void runScript(App& app, const Script& script) {
     if (!script.exportPath.empty() && script.frames > 0 && frame == script.frames - 1) {
       exportOptionsFromView(s);
       std::printf("exported: %s\n", exportPng(s, script.exportPath).c_str());
+      std::printf("export-geometry: x0=%d y0=%d cell=%d\n", s.exporter.lastHeatX,
+                  s.exporter.lastHeatY, s.exporter.lastCellPx);
     }
   }
 }
