@@ -4,6 +4,7 @@
 #include "attnviz/npy.h"
 
 #include <cmath>
+#include <future>
 #include <cstdio>
 #include <limits>
 #include <new>
@@ -119,6 +120,35 @@ AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk)
   }
   validateParams(p, H, Tq, Tk);
   return p;
+}
+
+QkvTensors loadQkvNpy(const std::string& q, const std::string& k, const std::string& v) {
+  auto kf = std::async(std::launch::async, [&] { return loadTensorNpy(k); });
+  auto vf = std::async(std::launch::async, [&] { return loadTensorNpy(v); });
+  QkvTensors t;
+  // get() in order Q, K, V, so the error reported is the first bad file's; every thread has
+  // finished before this returns or throws (a future from std::async waits in its destructor).
+  std::exception_ptr qError;
+  try {
+    t.q = loadTensorNpy(q, &t.ndim);
+  } catch (...) {
+    qError = std::current_exception();
+  }
+  std::exception_ptr kError;
+  try {
+    t.k = kf.get();
+  } catch (...) {
+    kError = std::current_exception();
+  }
+  std::exception_ptr vError;
+  try {
+    t.v = vf.get();
+  } catch (...) {
+    vError = std::current_exception();
+  }
+  for (const std::exception_ptr& e : {qError, kError, vError})
+    if (e) std::rethrow_exception(e);
+  return t;
 }
 
 int parseArgs(CLI::App& app, int argc, char** argv) {

@@ -3,6 +3,7 @@
 
 #include "attnviz/blocks.h"
 #include "attnviz/mask.h"
+#include "attnviz/tensor.h"
 
 #include <CLI/CLI.hpp>
 
@@ -43,6 +44,16 @@ void printBlockCounts(const std::vector<BlockSparsity>& perHead);
 // Turns the options into engine parameters for [H, T_q, T_k] scores. Throws UsageError for a
 // bad option value (checkAttentionOptions), InputError for a bad mask file or its shape.
 AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk);
+
+// Q, K and V from --q, --k, --v .npy files, read at the same time on three threads (each
+// file's read, copy and finiteness check is a pass over its bytes). `ndim` receives Q's number
+// of dimensions. A bad file throws the InputError loadTensorNpy gives it; when several are bad,
+// the first of Q, K, V is reported, as a sequential read would.
+struct QkvTensors {
+  Tensor3 q, k, v;
+  int ndim = 3;
+};
+QkvTensors loadQkvNpy(const std::string& q, const std::string& k, const std::string& v);
 
 // Parses argv; on a CLI11 error prints one line and returns 2, on --help prints help and
 // returns 0; otherwise returns -1 (go on).

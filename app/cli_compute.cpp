@@ -51,8 +51,9 @@ int runCompute(int argc, char** argv) {
     // Bad usage is refused before any file is read.
     checkAttentionOptions(opts);
     const BlockSize blockSize = blocks.empty() ? BlockSize{} : parseBlockSize(blocks);
-    int ndim = 3;
-    Tensor3 Q = loadTensorNpy(q, &ndim), K = loadTensorNpy(k), V = loadTensorNpy(v);
+    QkvTensors in = loadQkvNpy(q, k, v);
+    const int ndim = in.ndim;
+    Tensor3 Q = std::move(in.q), K = std::move(in.k), V = std::move(in.v);
     const auto noteMasked = [](int n) {
       if (n > 0)
         std::fprintf(

@@ -299,7 +299,8 @@ int runExport(int argc, char** argv) {
       view = parseSceneView(scene.extraJson, scenePath);
       session.setScene(std::move(scene));
     } else {
-      Tensor3 Q = loadTensorNpy(q), K = loadTensorNpy(k), V = loadTensorNpy(v);
+      QkvTensors in = loadQkvNpy(q, k, v);
+      Tensor3 Q = std::move(in.q), K = std::move(in.k), V = std::move(in.v);
       if (exportStreamed(Q, K, V, opts, eo, parsedHead, colormap.empty(), png)) return 0;
       validateInputs(Q, K, V);
       session.setTensors(std::move(Q), std::move(K), std::move(V));
