@@ -616,7 +616,7 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
     (text.find("\"model\":") != std::string::npos ? models : n) += 1;
   }
   EXPECT_EQ(n, 13);
-  EXPECT_EQ(models, 1);
+  EXPECT_EQ(models, 3);  // previous-token, induction, ablation
 }
 
 }  // namespace
