@@ -24,6 +24,7 @@ struct App {
   GLFWwindow* window = nullptr;  // owned by the Window guard in gui_main.cpp
   AppState s;
   std::unique_ptr<HeatmapRenderer> renderer = std::make_unique<HeatmapRenderer>();
+  std::unique_ptr<HeatmapRenderer> pooledRenderer = std::make_unique<HeatmapRenderer>();
   std::string shownTitle;  // the window title's scene title
   int quietFrames = 0;     // frames since the last input event (interactive runs only)
   UiFonts fonts;           // the atlas and the fallback faces merged into it

@@ -58,6 +58,14 @@ void runScript(App& app, const Script& script) {
           "panY=%.4f\n",
           g2.x0, g2.y0, g2.w, g2.h, g2.cellPx, s.display().rows, s.display().cols, s.view.panX,
           s.view.panY);
+      if (s.session.pooledMode()) {
+        const auto& pv = s.pooledView;
+        std::printf("pooled: pool=%d exact=%d tile=[%d,%d)x[%d,%d) coarse_ms=%.1f tile_ms=%.1f\n",
+                    pv.tile ? pv.tile->pool() : 0, int(pv.exact), pv.tile ? pv.tile->w.r0 : 0,
+                    pv.tile ? pv.tile->w.r1 : 0, pv.tile ? pv.tile->w.c0 : 0,
+                    pv.tile ? pv.tile->w.c1 : 0, s.session.pooled().lastCoarseMs(),
+                    s.session.pooled().lastTileMs());
+      }
       if (s.dump.open()) {
         const auto& mg = s.model.grid;
         std::printf("model-grid: x0=%.2f y0=%.2f thumb=%.2f pitch=%.2f layers=%d heads=%d\n",

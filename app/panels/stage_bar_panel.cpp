@@ -7,6 +7,7 @@ namespace attnviz::gui {
 
 bool drawStageBar(AppState& s) {
   bool changed = false;
+  const bool pooled = s.session.pooledMode();
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Stage");
   for (int k = 0; k < kStageCount; ++k) {
@@ -19,13 +20,38 @@ bool drawStageBar(AppState& s) {
       ImGui::SameLine();
     }
     const bool on = s.view.stage == st;
+    // Pooled mode has only the weights: the other stages would need the whole matrix.
+    const bool off = pooled && st != ViewStage::Weights;
     if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+    if (off) ImGui::BeginDisabled();
     if (ImGui::Button(stageLabel(st))) {
       s.view.stage = st;
       changed = true;
     }
+    if (off) ImGui::EndDisabled();
     if (on) ImGui::PopStyleColor();
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stageFormula(st));
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("%s%s", stageFormula(st),
+                        off ? "\n(not at this length: only the pooled weights are streamed)" : "");
+  }
+  if (pooled) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("|");
+    ImGui::SameLine();
+    changed |= ImGui::Checkbox("mean-pooled", &s.view.pooledMean);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "Each pixel covers a block of cells. Max-pooled (the default) shows the block's largest "
+          "weight, so a single strong key is never averaged away; mean-pooled shows the block's "
+          "average (masked cells count 0), on a range up to the largest mean.");
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.55f, 0.78f, 1.0f, 1.0f));
+    ImGui::TextWrapped(
+        "Long context: the %d \xc3\x97 %d weights of a head are never held whole. They are "
+        "streamed tile by tile and %s-pooled to the screen; zoom in for finer levels, down to "
+        "one token a cell. Scores, output, head average and the wrong axis are off.",
+        s.tq(), s.tk(), s.view.pooledMean ? "mean" : "max");
+    ImGui::PopStyleColor();
+    return changed;
   }
   if (s.view.wrongAxis && s.view.stage == ViewStage::Weights)
     ImGui::TextColored(
