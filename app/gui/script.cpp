@@ -5,6 +5,8 @@
 
 #include <GLFW/glfw3.h>
 
+#include <sys/resource.h>
+
 #include <cstdio>
 
 namespace attnviz::gui {
@@ -60,11 +62,15 @@ void runScript(App& app, const Script& script) {
           s.view.panY);
       if (s.session.pooledMode()) {
         const auto& pv = s.pooledView;
-        std::printf("pooled: pool=%d exact=%d tile=[%d,%d)x[%d,%d) coarse_ms=%.1f tile_ms=%.1f\n",
-                    pv.tile ? pv.tile->pool() : 0, int(pv.exact), pv.tile ? pv.tile->w.r0 : 0,
-                    pv.tile ? pv.tile->w.r1 : 0, pv.tile ? pv.tile->w.c0 : 0,
-                    pv.tile ? pv.tile->w.c1 : 0, s.session.pooled().lastCoarseMs(),
-                    s.session.pooled().lastTileMs());
+        rusage ru{};
+        getrusage(RUSAGE_SELF, &ru);
+        std::printf(
+            "pooled: pool=%d exact=%d tile=[%d,%d)x[%d,%d) coarse_ms=%.1f tile_ms=%.1f "
+            "peak_rss_mb=%ld\n",
+            pv.tile ? pv.tile->pool() : 0, int(pv.exact), pv.tile ? pv.tile->w.r0 : 0,
+            pv.tile ? pv.tile->w.r1 : 0, pv.tile ? pv.tile->w.c0 : 0, pv.tile ? pv.tile->w.c1 : 0,
+            s.session.pooled().lastCoarseMs(), s.session.pooled().lastTileMs(),
+            long(ru.ru_maxrss / 1024));
       }
       if (s.dump.open()) {
         const auto& mg = s.model.grid;

@@ -44,13 +44,18 @@ bool drawStageBar(AppState& s) {
           "Each pixel covers a block of cells. Max-pooled (the default) shows the block's largest "
           "weight, so a single strong key is never averaged away; mean-pooled shows the block's "
           "average (masked cells count 0), on a range up to the largest mean.");
-    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.55f, 0.78f, 1.0f, 1.0f));
-    ImGui::TextWrapped(
-        "Long context: the %d \xc3\x97 %d weights of a head are never held whole. They are "
-        "streamed tile by tile and %s-pooled to the screen; zoom in for finer levels, down to "
-        "one token a cell. Scores, output, head average and the wrong axis are off.",
-        s.tq(), s.tk(), s.view.pooledMean ? "mean" : "max");
-    ImGui::PopStyleColor();
+    // One line, as the formula it replaces, so the heatmap keeps its place.
+    ImGui::TextColored(ImVec4(0.55f, 0.78f, 1.0f, 1.0f),
+                       "Long context (%d \xc3\x97 %d a head): weights streamed and %s-pooled, "
+                       "other stages off",
+                       s.tq(), s.tk(), s.view.pooledMean ? "mean" : "max");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "The %d \xc3\x97 %d weights of a head are never held whole (above 4096 \xc3\x97 4096 "
+          "cells,\nor --pooled on). They are streamed tile by tile and pooled to the screen; "
+          "zooming in\nrefines the view, down to one token a cell. Scores, output, the head "
+          "average and\nthe wrong axis would need the whole matrix, so they are off.",
+          s.tq(), s.tk());
     return changed;
   }
   if (s.view.wrongAxis && s.view.stage == ViewStage::Weights)
