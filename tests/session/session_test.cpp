@@ -609,6 +609,26 @@ TEST(SessionPooled, ATemperatureStepKeepsTheOldLevelOnScreenUntilTheNewOneIsDone
   EXPECT_EQ(s.display().values.size(), std::size_t(1500) * 1500);
 }
 
+TEST(SessionPooled, AMaskExpressionIsRefusedWhereItsGridWouldBeHuge) {
+  Fixture f;
+  Session& s = *f.session;
+  s.setScene(longScene(9000));  // Auto: 9000 x 9000 pools, and is past the expression limit
+  s.update();
+  ASSERT_TRUE(s.pooledMode());
+  s.editScene().params.mask.expr = "k <= q";
+  s.touchMask();
+  try {
+    s.update();
+    ADD_FAILURE() << "the expression was evaluated over 9000 x 9000 cells";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("mask expression"), std::string::npos) << e.what();
+  }
+  s.editScene().params.mask.expr.clear();
+  s.touchMask();
+  EXPECT_NO_THROW(s.update());
+  s.pooled().wait();
+}
+
 TEST(SessionPooled, ExportStreamsTheSameFigureTheMaterialisedSessionDraws) {
   Fixture pooledF, fullF;
   PooledPolicy on;

@@ -20,6 +20,8 @@ double msSince(Clock::time_point t0) {
 }
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr std::uint64_t kNever = ~std::uint64_t{0};
+// The largest T_q x T_k whose mask expression pooled mode evaluates (a byte a cell, 64 MiB).
+constexpr std::size_t kMaxPooledExprCells = std::size_t(8192) * 8192;
 
 std::string formatTemperature(float t) {
   char buf[32];
@@ -335,6 +337,14 @@ void Session::runParams() {
   computed_.params = requested_.params;
   if (maskStale_) {
     AttentionParams p = fromTensors_ ? scene_.params : effectiveParams(scene_);
+    // An expression is evaluated cell by cell into a T_q x T_k grid (mask.h): at pooled sizes
+    // that grid is what pooled mode avoids.
+    if (pooledMode_ && !p.mask.expr.empty() &&
+        std::size_t(tq()) * std::size_t(tk()) > kMaxPooledExprCells)
+      throw InputError("mask expression: it is evaluated for every cell, and " +
+                       std::to_string(tq()) + " x " + std::to_string(tk()) +
+                       " cells are too many; at this length use the mask kinds (causal, "
+                       "window, prefix, sink, pad, chunk, documents)");
     validateParams(p, heads(), tq(), tk());
     params_ = std::move(p);
     maskStale_ = false;
