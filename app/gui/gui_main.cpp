@@ -139,6 +139,7 @@ int runGui(int argc, char** argv) {
     if (cli.count("--tokens") && (o.syntheticTokens < 1 || o.syntheticTokens > 131072))
       throw UsageError("--tokens: expected a number of tokens in [1, 131072]");
     PooledPolicy pooledPolicy;
+    pooledPolicy.mode = PooledPolicy::Mode::Auto;
     if (o.pooled == "on")
       pooledPolicy.mode = PooledPolicy::Mode::On;
     else if (o.pooled == "off")

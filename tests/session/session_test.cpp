@@ -532,7 +532,8 @@ TEST(SessionPooled, ZoomedWindowsRefineOnTheWorkerAndComeBackFromTheCache) {
   Fixture f;
   Session& s = *f.session;
   PooledPolicy policy;
-  policy.maxCells = 1000 * 1000;  // Auto: 2100 x 2100 pools
+  policy.mode = PooledPolicy::Mode::Auto;
+  policy.maxCells = 1000 * 1000;  // 2100 x 2100 pools
   s.setPooledPolicy(policy);
   s.setScene(longScene(2100));
   s.update();
@@ -612,7 +613,10 @@ TEST(SessionPooled, ATemperatureStepKeepsTheOldLevelOnScreenUntilTheNewOneIsDone
 TEST(SessionPooled, AMaskExpressionIsRefusedWhereItsGridWouldBeHuge) {
   Fixture f;
   Session& s = *f.session;
-  s.setScene(longScene(9000));  // Auto: 9000 x 9000 pools, and is past the expression limit
+  PooledPolicy policy;
+  policy.mode = PooledPolicy::Mode::Auto;
+  s.setPooledPolicy(policy);
+  s.setScene(longScene(9000));  // 9000 x 9000 pools, and is past the expression limit
   s.update();
   ASSERT_TRUE(s.pooledMode());
   s.editScene().params.mask.expr = "k <= q";
@@ -626,6 +630,26 @@ TEST(SessionPooled, AMaskExpressionIsRefusedWhereItsGridWouldBeHuge) {
   s.editScene().params.mask.expr.clear();
   s.touchMask();
   EXPECT_NO_THROW(s.update());
+  s.pooled().wait();
+}
+
+TEST(SessionPooled, ASessionStartsOffAndADumpNeverPools) {
+  Fixture f;
+  Session& s = *f.session;
+  EXPECT_EQ(s.pooledPolicy().mode, PooledPolicy::Mode::Off);
+  PooledPolicy on;
+  on.mode = PooledPolicy::Mode::On;
+  s.setPooledPolicy(on);
+  // Tensors whose engine holds the weights (a dump) stay materialised even when pooling is on.
+  const Tensor3 q = ref::randomTensor(1, 40, 8, 1), k = ref::randomTensor(1, 50, 8, 2),
+                v = ref::randomTensor(1, 50, 4, 3);
+  s.setTensors(q, k, v, {}, {}, /*mayPool=*/false);
+  s.update();
+  EXPECT_FALSE(s.pooledMode());
+  EXPECT_TRUE(s.hasResult());
+  s.setTensors(q, k, v);
+  s.update();
+  EXPECT_TRUE(s.pooledMode());
   s.pooled().wait();
 }
 

@@ -140,14 +140,16 @@ void Session::bumpInputs() {
 void Session::setScene(Scene scene) {
   scene_ = std::move(scene);
   fromTensors_ = false;
+  mayPool_ = true;
   sourceLabel_.clear();
   pending_ = SceneInputs{};
   bumpInputs();
 }
 
 void Session::setTensors(Tensor3 q, Tensor3 k, Tensor3 v, std::vector<std::string> queryTokens,
-                         std::vector<std::string> keyTokens) {
+                         std::vector<std::string> keyTokens, bool mayPool) {
   pending_ = SceneInputs{};
+  mayPool_ = mayPool;
   sourceLabel_.clear();
   pending_.q = std::move(q);
   pending_.k = std::move(k);
@@ -267,7 +269,7 @@ void Session::runInputs(bool fusedRun) {
   pending_ = SceneInputs{};
   // Too large to materialise: the engine is not given the inputs; the pooled pyramid streams
   // the shown head from Q and K (shared with its worker).
-  const bool pooled = policy_.pools(in.q.rows, in.k.rows);
+  const bool pooled = mayPool_ && policy_.pools(in.q.rows, in.k.rows);
   // The first inputs of a session asked for every head: the engine's fused run (GEMMs and
   // softmax per block of rows), with the parameters as they are now.
   const bool fused = fusedRun && !hadInputs && !pooled;

@@ -31,11 +31,12 @@
 namespace attnviz {
 
 // When the session pools: Auto above maxCells cells of one head (T_q * T_k), On always (tests,
-// --pooled), Off never. The default, 4096 x 4096, keeps every view the materialised engine
-// draws today and pools what would need over 64 MiB of scores per head (plus as much again for
-// the weights, for every head).
+// --pooled on), Off never. A session starts Off (`attnviz compute` and `export` decide streaming
+// for themselves, streamed_export.h); the GUI sets Auto. Auto's 4096 x 4096 keeps every view the
+// materialised engine drew before and pools what would need over 64 MiB of scores a head (plus
+// as much again for the weights, for every head).
 struct PooledPolicy {
-  enum class Mode { Auto, On, Off } mode = Mode::Auto;
+  enum class Mode { Auto, On, Off } mode = Mode::Off;
   std::size_t maxCells = std::size_t(4096) * 4096;
   bool pools(int Tq, int Tk) const {
     if (mode != Mode::Auto) return mode == Mode::On;

@@ -114,8 +114,10 @@ class Session {
   void setScene(Scene scene);
   // Q, K, V given directly (compute, export from .npy); token labels optional (indices).
   // The parameters then come from the scene's params (its mode is ignored).
+  // `mayPool` = false when the engine already holds the weights (a dump's WeightsEngine): such a
+  // source never switches to pooled mode.
   void setTensors(Tensor3 q, Tensor3 k, Tensor3 v, std::vector<std::string> queryTokens = {},
-                  std::vector<std::string> keyTokens = {});
+                  std::vector<std::string> keyTokens = {}, bool mayPool = true);
   // What the figure title names before the mask, e.g. "gpt2 Â· layer 3" for a model layer;
   // setScene and setTensors clear it.
   void setSourceLabel(std::string label) { sourceLabel_ = std::move(label); }
@@ -254,6 +256,7 @@ class Session {
   Timing timing_;
   // Pooled mode: Q and K shared with the pyramid's worker, and what its source was built from.
   PooledPolicy policy_;
+  bool mayPool_ = true;  // false for a source whose engine holds its weights (setTensors)
   bool pooledMode_ = false;
   Dims pooledDims_;
   std::shared_ptr<const Tensor3> pooledQ_, pooledK_;
