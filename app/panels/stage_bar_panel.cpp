@@ -46,7 +46,7 @@ bool drawStageBar(AppState& s) {
           "average (masked cells count 0), on a range up to the largest mean.");
     // One line, as the formula it replaces, so the heatmap keeps its place.
     ImGui::TextColored(ImVec4(0.55f, 0.78f, 1.0f, 1.0f),
-                       "Long context (%d \xc3\x97 %d a head): weights streamed and %s-pooled, "
+                       "Pooled view (%d \xc3\x97 %d a head): weights streamed and %s-pooled, "
                        "other stages off",
                        s.tq(), s.tk(), s.view.pooledMean ? "mean" : "max");
     if (ImGui::IsItemHovered())
