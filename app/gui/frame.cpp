@@ -40,7 +40,7 @@ void frameBoundary(App& app) {
     syncSession(s);
     // A scripted run shows each pooled level once it is done (deterministic screenshots); a
     // window keeps drawing while the worker computes.
-    if (!app.interactive && s.session.pooledMode()) {
+    if (app.waitForPooled && s.session.pooledMode()) {
       s.session.pooled().wait();
       syncSession(s);
     }

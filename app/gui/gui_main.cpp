@@ -246,6 +246,7 @@ int runGui(int argc, char** argv) {
   }
   const bool scripted = o.frames > 0 || o.reportTiming;
   app.interactive = !scripted;
+  app.waitForPooled = scripted;
   Window window(winW, winH, !scripted);
   if (!window.get()) {
     std::fprintf(stderr, "attnviz: cannot create an OpenGL 3.3 window\n");
