@@ -9,6 +9,7 @@
 #include "attnviz/colormap.h"
 #include "attnviz/dump.h"
 #include "attnviz/engine.h"
+#include "attnviz/flash_figure.h"
 #include "attnviz/npy.h"
 #include "attnviz/raster.h"
 #include "attnviz/scene.h"
@@ -166,7 +167,7 @@ bool exportStreamed(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
 int runExport(int argc, char** argv) {
   CLI::App app{"Export an attention heatmap as a PNG (no display needed)", "export"};
   std::string scenePath, q, k, v, png, head = "0", stage = "weights", colormap, title, blocks;
-  int cell = 0, width = 0, columns = 0;
+  int cell = 0, width = 0, columns = 0, flashStep = -1;
   bool bare = false, noLabels = false;
   AttentionCliOptions opts;
 
@@ -205,6 +206,10 @@ int runExport(int argc, char** argv) {
   app.add_flag("--no-labels", noLabels, "no token labels or axis titles");
   app.add_option("--columns", columns, "panels per row with --head all (default: by shape)");
   addBlocksOption(app, blocks);
+  app.add_option("--flash-step", flashStep,
+                 "draw step K of the FlashAttention walkthrough (counted from 1; 0: before the "
+                 "first) with tiles of --blocks (default: the scene's, else 8x8); a scene saved in "
+                 "that stage draws its step unless --stage is given");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("export", [&] {
@@ -225,6 +230,16 @@ int runExport(int argc, char** argv) {
     const int parsedHead = parseHead(head);
     checkAttentionOptions(opts);
     const BlockSize blockSize = blocks.empty() ? BlockSize{} : parseBlockSize(blocks);
+    const bool flashAsked = app.count("--flash-step") > 0;
+    if (flashAsked && flashStep < 0)
+      throw UsageError("--flash-step: expected a step >= 0 (0: before the first), got " +
+                       std::to_string(flashStep));
+    if (flashAsked && fromDump)
+      throw UsageError("--flash-step needs Q, K and V: give --scene, --model or --q/--k/--v");
+    if (flashAsked && (parsedHead < 0 || stage == "scores"))
+      throw UsageError(
+          "--flash-step draws one head's weights: pick it with --head N, and no "
+          "--stage scores");
     ExportOptions eo;
     eo.stage = stage == "scores" ? ExportStage::Scores : ExportStage::Weights;
     if (!colormap.empty()) {
@@ -317,6 +332,41 @@ int runExport(int argc, char** argv) {
     shown.head = std::max(headIndex, 0);
     session.setView(shown);
 
+    // FlashAttention: --flash-step, or a scene saved in that stage (unless --stage is given).
+    if (flashAsked || (view && view->flashOn && !app.count("--stage"))) {
+      BlockSize b{8, 8};
+      if (view && view->flashOn) b = {view->flashBlockRows, view->flashBlockKeys};
+      if (!blocks.empty()) b = blockSize;
+      const int step = flashAsked ? flashStep : view->flashStep;
+      if (headIndex < 0)
+        throw UsageError("a FlashAttention step draws one head; pick it with --head N");
+      if ((long long)d.Tq * d.Tk > 4096LL * 4096LL)
+        throw UsageError("--flash-step: the walkthrough keeps the whole " + std::to_string(d.Tq) +
+                         " x " + std::to_string(d.Tk) +
+                         " matrix of one head; it teaches on up to 4096 x 4096");
+      session.update();
+      const SceneInputs& in = session.inputs();
+      FlashWalkthrough w(in.q, in.k, in.v, headIndex, session.params(), b.rows, b.cols);
+      if (flashAsked && step > w.steps())
+        throw UsageError("--flash-step " + std::to_string(step) + ": " + std::to_string(b.rows) +
+                         "x" + std::to_string(b.cols) + " tiles give " + std::to_string(w.steps()) +
+                         " steps (0.." + std::to_string(w.steps()) + ")");
+      w.seek(step - 1);  // a scene's step past the end shows the last, as the GUI does
+      eo.stage = ExportStage::Weights;  // whatever stage the scene was saved with
+      if (colormap.empty()) {
+        eo.colormap = ColormapId::Viridis;
+        if (view)
+          if (const auto id = colormapFromName(view->weightColormap)) eo.colormap = *id;
+      }
+      const Image img = renderFlashStep(w, in.queryTokens, in.keyTokens, session.describe(), eo);
+      writePng(png, img);
+      std::printf("wrote %s (%d x %d): %s\n", png.c_str(), img.width, img.height,
+                  flashStepTitle(w).c_str());
+      if (w.done())
+        std::printf("max |O_flash - O| = %.9g, max |A_flash - A| = %.9g\n",
+                    double(w.maxOutputDifference()), double(w.maxWeightDifference()));
+      return 0;
+    }
     if (!blocks.empty()) {
       // The mask as the session runs it: a scene's mode adds its causal term; tensors have none.
       const AttentionParams shownParams = fromScene ? effectiveParams(scene) : scene.params;

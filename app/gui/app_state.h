@@ -13,6 +13,7 @@
 #include "attnviz/engine.h"
 #include "attnviz/scene.h"
 #include "attnviz/dump_source.h"
+#include "attnviz/flash_walkthrough.h"
 #include "attnviz/model_source.h"
 #include "attnviz/session.h"
 #include "gui/mask_editor.h"
@@ -111,6 +112,7 @@ struct ExportState {
   bool labels = true;
   char path[1024] = "";
   bool pathEdited = false;
+  int lastHeatX = 0, lastHeatY = 0, lastCellPx = 0;  // the last export's heatmap (Image::heatX...)
 };
 
 struct UiState {
@@ -196,6 +198,34 @@ struct DumpState {
   bool open() const { return source != nullptr; }
 };
 
+// The FlashAttention stage (issue 13): the shown head computed tile by tile with the online
+// softmax (attnviz/flash_walkthrough.h), stepped through by the user. The walkthrough is rebuilt
+// only when the session's inputs or parameters, the head or the block sizes change.
+struct FlashState {
+  bool active = false;               // the stage is shown in place of the heatmap
+  int blockRows = 8, blockKeys = 8;  // B_r x B_c as asked (the walkthrough clamps them to T)
+  int step = 0;  // the step shown, counted from 1 as the panel says it; 0: before the first
+  bool playing = false;
+  float speed = 2.0f;      // steps per second while playing
+  double lastAdvance = 0;  // nowSeconds() of the last step played
+  std::unique_ptr<FlashWalkthrough> walk;
+  struct Built {  // what `walk` was built from
+    std::uint64_t inputs = ~std::uint64_t{0}, params = ~std::uint64_t{0};
+    int head = -1, blockRows = 0, blockKeys = 0;
+    bool operator==(const Built&) const = default;
+  } built;
+  std::string error;  // why there is no walkthrough (shown in the panel)
+  // The figure on screen (attnviz/flash_figure.h), redrawn when its key changes.
+  struct Figure {
+    std::uint64_t walkVersion = 0;  // bumped with every rebuild or step
+    int width = 0, height = 0;      // the room it has
+    ColormapId colormap = ColormapId::Viridis;
+    bool operator==(const Figure&) const = default;
+  } figureFor, figureWant;
+  int heatX = 0, heatY = 0, cellPx = 0, imageW = 0, imageH = 0;
+  std::uint64_t walkVersion = 1;
+};
+
 struct AppState {
   Session session{nullptr};  // the engine is set once the window's GL context exists
   SceneState scene;
@@ -207,6 +237,7 @@ struct AppState {
   ExportState exporter;
   UiState ui;
   MaskEditorState maskEditor;
+  FlashState flash;
   Timing timing;
   HeatmapRenderer* renderer = nullptr;
   HeatmapRenderer* pooledRenderer = nullptr;  // the pooled tiles' textures (pooled mode)

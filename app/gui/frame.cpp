@@ -62,7 +62,7 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   // no thumbnail is waiting), sleep until an event arrives or half a second passes.
   // (A model opening on the worker thread keeps the frames coming for its progress bar.)
   const bool stale = !s.session.allHeadsFresh() || s.model.loading.valid() ||
-                     s.model.textEditedAt >= 0;
+                     s.model.textEditedAt >= 0 || (s.flash.active && s.flash.playing);
   const bool pooledBusy = s.session.pooledMode() && s.session.pooled().busy();
   if (app.interactive && pooledBusy && !stale) {
     glfwWaitEventsTimeout(0.04);  // the worker's tile shows within a frame or two

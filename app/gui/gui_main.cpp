@@ -8,6 +8,7 @@
 #include "gui/window.h"
 #include "panels/panels.h"
 
+#include "attnviz/blocks.h"
 #include "attnviz/data_dir.h"
 #include "attnviz/dump.h"
 
@@ -57,6 +58,8 @@ struct Options {
   std::string model, text;
   std::optional<int> layer;
   std::vector<std::string> ablate;
+  std::optional<int> flashStep;
+  std::string flashBlocks;
 };
 
 }  // namespace
@@ -87,6 +90,10 @@ int runGui(int argc, char** argv) {
   cli.add_option("--click-cell", o.clickCell, "click cell I,J (selects its row)");
   cli.add_option("--stage", o.stage, "qk | scaled | capped | biased | logits | weights | output");
   cli.add_option("--colormap", o.colormap, "weights colormap: viridis | magma | gray | diverging");
+  cli.add_option("--flash-step", o.flashStep,
+                 "open the FlashAttention stage at step K (counted from 1; 0: before the first)");
+  cli.add_option("--flash-blocks", o.flashBlocks,
+                 "FlashAttention tiles B_r x B_c, e.g. 8x8 or 5x7 (opens the stage)");
   cli.add_option("--backend", o.backend, "cpu | gpu | auto")->capture_default_str();
   cli.add_flag("--wrong-axis", o.wrongAxis, "softmax over the wrong axis (teaching)");
   cli.add_flag("--paint", o.paint, "start in mask-painting mode (a click blocks a cell)");
@@ -213,6 +220,17 @@ int runGui(int argc, char** argv) {
     if (colormap) s.view.weightColormap = *colormap;
     if (o.wrongAxis) s.view.wrongAxis = true;
     if (o.paint) s.view.paintMode = true;
+    if (o.flashStep && *o.flashStep < 0)
+      throw UsageError("--flash-step: expected a step >= 0 (0: before the first)");
+    if (o.flashStep || !o.flashBlocks.empty()) {
+      s.flash.active = true;
+      s.view.stage = ViewStage::Weights;
+      if (o.flashStep) s.flash.step = *o.flashStep;
+      if (!o.flashBlocks.empty()) {
+        const BlockSize b = parseBlockSize(o.flashBlocks, "--flash-blocks");
+        s.flash.blockRows = b.rows, s.flash.blockKeys = b.cols;
+      }
+    }
     if (o.typeMaskExpr && typeMaskExpression(s, *o.typeMaskExpr)) s.session.touchMask();
     if (o.popup == "open")
       s.ui.requestOpenDialog = true;

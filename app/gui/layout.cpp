@@ -102,7 +102,10 @@ void drawLayout(App& app) {
   }
   drawLessonPanel(s);
   ImGui::Spacing();
-  drawHeatmapPanel(s);
+  if (s.flash.active)
+    drawFlashPanel(s);
+  else
+    drawHeatmapPanel(s);
   ImGui::EndChild();
 
   // Right: heads, the selected row, the mask.

@@ -39,6 +39,11 @@ void applyView(AppState& s, const SceneView& v) {
   s.maskEditor.blocksOn = v.blocksOn;  // the block-sparsity overlay (mask_kinds_panel.cpp)
   s.maskEditor.blockRows = v.blockRows;
   s.maskEditor.blockCols = v.blockCols;
+  s.flash = FlashState{};  // the FlashAttention stage, rebuilt for the new scene
+  s.flash.active = v.flashOn;
+  s.flash.blockRows = v.flashBlockRows;
+  s.flash.blockKeys = v.flashBlockKeys;
+  s.flash.step = v.flashStep;
 }
 
 std::string viewJson(const AppState& s, const std::string& previous) {
@@ -72,6 +77,12 @@ std::string viewJson(const AppState& s, const std::string& previous) {
   view["blocks"] = {{"on", s.maskEditor.blocksOn},
                     {"rows", s.maskEditor.blockRows},
                     {"cols", s.maskEditor.blockCols}};
+  if (s.flash.active)  // the step as shown: the walkthrough clamps the asked one to its schedule
+    view["flash"] = {{"blockRows", s.flash.blockRows},
+                     {"blockKeys", s.flash.blockKeys},
+                     {"step", s.flash.walk ? s.flash.walk->step() + 1 : s.flash.step}};
+  else
+    view.erase("flash");
   view.erase("painted");  // painted cells are the scene's custom mask now
   return view.dump();
 }

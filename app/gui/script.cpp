@@ -72,6 +72,16 @@ void runScript(App& app, const Script& script) {
             s.session.pooled().lastCoarseMs(), s.session.pooled().lastTileMs(),
             long(ru.ru_maxrss / 1024));
       }
+      if (s.flash.active && s.flash.walk) {
+        const FlashWalkthrough& w = *s.flash.walk;
+        const FlashWalkthrough::Tile t = w.current();
+        std::printf(
+            "flash: step=%d steps=%d blocks=%dx%d queryBlock=%d keyBlock=%d skipped=%d "
+            "done=%d maxOutputDiff=%.9g maxWeightDiff=%.9g\n",
+            w.step() + 1, w.steps(), w.blockRows(), w.blockKeys(), w.step() < 0 ? -1 : t.queryBlock,
+            w.step() < 0 ? -1 : t.keyBlock, int(w.step() >= 0 && t.skipped), int(w.done()),
+            double(w.maxOutputDifference()), double(w.maxWeightDifference()));
+      }
       if (s.dump.open()) {
         const auto& mg = s.model.grid;
         std::printf("model-grid: x0=%.2f y0=%.2f thumb=%.2f pitch=%.2f layers=%d heads=%d\n",
@@ -99,6 +109,8 @@ void runScript(App& app, const Script& script) {
     if (!script.exportPath.empty() && script.frames > 0 && frame == script.frames - 1) {
       exportOptionsFromView(s);
       std::printf("exported: %s\n", exportPng(s, script.exportPath).c_str());
+      std::printf("export-geometry: x0=%d y0=%d cell=%d\n", s.exporter.lastHeatX,
+                  s.exporter.lastHeatY, s.exporter.lastCellPx);
     }
   }
 }

@@ -25,6 +25,7 @@ void syncSession(AppState& s) {
     // Only the pooled weights exist at this size (the stage bar says so).
     s.view.stage = ViewStage::Weights;
     s.view.wrongAxis = s.view.headAverage = s.view.paintMode = false;
+    s.flash.active = false;  // the walkthrough compares against the materialised softmax
     s.session.setView(sessionView(s.view));
     s.session.update();
   }

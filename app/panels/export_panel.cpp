@@ -31,8 +31,12 @@ std::string slug(const std::string& s) {
 std::string defaultExportName(const AppState& s) {
   const ExportState& e = s.exporter;
   std::string name = slug(s.sceneData().title);
-  name += e.allHeads ? "_all-heads" : "_head" + std::to_string(s.view.head);
-  name += e.stage == 0 ? "_weights" : "_logits";
+  name += e.allHeads && !s.flash.active ? "_all-heads" : "_head" + std::to_string(s.view.head);
+  if (s.flash.active)
+    name += "_flash" + std::to_string(s.flash.blockRows) + "x" + std::to_string(s.flash.blockKeys) +
+            "_step" + std::to_string(s.flash.step);
+  else
+    name += e.stage == 0 ? "_weights" : "_logits";
   char tau[32];
   std::snprintf(tau, sizeof tau, "_tau%g", s.session.params().temperature);
   return name + tau + ".png";
@@ -46,15 +50,20 @@ ExportRequest exportRequest(const AppState& s) {
   r.stage = e.stage == 0 ? ExportStage::Weights : ExportStage::Scores;
   r.head = e.allHeads ? -1 : s.view.head;
   r.cell = e.cell;
-  r.colormap = e.stage == 0 ? e.colormap : ColormapId::Diverging;
+  // The FlashAttention stage draws weights whatever the stage its session shows.
+  r.colormap = e.stage == 0 || s.flash.active ? e.colormap : ColormapId::Diverging;
   r.labels = e.labels;
   return r;
 }
 
 std::string exportPng(AppState& s, const std::string& path) {
-  // The session's one export path, the same as `attnviz export --scene` of the saved scene.
-  const Image img = s.session.exportImage(exportRequest(s));
+  // The session's one export path, the same as `attnviz export --scene` of the saved scene; the
+  // FlashAttention stage exports its step as drawn (the same call as the CLI's --flash-step).
+  const Image img =
+      s.flash.active ? flashImage(s, exportRequest(s)) : s.session.exportImage(exportRequest(s));
   writePng(path, img);
+  s.exporter.lastHeatX = img.heatX, s.exporter.lastHeatY = img.heatY;
+  s.exporter.lastCellPx = img.cellPx;
   std::error_code ec;
   const std::string abs = std::filesystem::absolute(path, ec).string();
   notify(s,
@@ -81,14 +90,19 @@ bool drawExportPopup(AppState& s) {
   ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing,
                           ImVec2(0.5f, 0.5f));
   if (ImGui::BeginPopupModal("Export PNG", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
-    int heads = e.allHeads ? 1 : 0;
-    ImGui::RadioButton("current head", &heads, 0);
-    ImGui::SameLine();
-    ImGui::RadioButton("all heads", &heads, 1);
-    e.allHeads = heads == 1;
-    ImGui::RadioButton("weights", &e.stage, 0);
-    ImGui::SameLine();
-    ImGui::RadioButton("scores (logits)", &e.stage, 1);
+    if (s.flash.active) {
+      ImGui::Text("FlashAttention step %d, as shown (head %d, %d x %d tiles)", s.flash.step,
+                  s.view.head, s.flash.blockRows, s.flash.blockKeys);
+    } else {
+      int heads = e.allHeads ? 1 : 0;
+      ImGui::RadioButton("current head", &heads, 0);
+      ImGui::SameLine();
+      ImGui::RadioButton("all heads", &heads, 1);
+      e.allHeads = heads == 1;
+      ImGui::RadioButton("weights", &e.stage, 0);
+      ImGui::SameLine();
+      ImGui::RadioButton("scores (logits)", &e.stage, 1);
+    }
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
     ImGui::SliderInt("cell px (0 = auto)", &e.cell, 0, 64);
     int cm = int(e.colormap);

@@ -23,7 +23,14 @@ const BlockSparsity* currentBlocks(AppState& s);
 // Puts `text` in the expression field as if typed; returns whether the mask changed.
 bool typeMaskExpression(AppState& s, const std::string& text);
 bool drawViewPanel(AppState& s);      // view_panel.cpp: colormaps, scale, wrong-axis toggle
-bool drawStageBar(AppState& s);       // stage_bar_panel.cpp: QKᵀ ... A·V
+bool drawStageBar(AppState& s);       // stage_bar_panel.cpp: QKᵀ ... A·V, then FlashAttention
+// flash_panel.cpp: the FlashAttention stage in place of the heatmap (block sizes, stepping, the
+// tile picture, the current block's running statistics); syncFlash (re)builds the walkthrough
+// when the inputs, parameters, head or block sizes changed and seeks it to s.flash.step;
+// flashImage draws the current step as the export does (throws when there is no walkthrough).
+bool drawFlashPanel(AppState& s);
+void syncFlash(AppState& s);
+Image flashImage(AppState& s, ExportRequest r);
 bool drawLessonPanel(AppState& s);    // lesson_panel.cpp: the scene's notes
 bool drawHeatmapPanel(AppState& s);   // heatmap_panel.cpp: the matrix, labels, strips, colour bar
 bool drawHeadGridPanel(AppState& s);  // head_grid_panel.cpp: thumbnails + average

@@ -19,13 +19,14 @@ bool drawStageBar(AppState& s) {
       ImGui::TextDisabled("\xe2\x86\x92");
       ImGui::SameLine();
     }
-    const bool on = s.view.stage == st;
+    const bool on = s.view.stage == st && !s.flash.active;
     // Pooled mode has only the weights: the other stages would need the whole matrix.
     const bool off = pooled && st != ViewStage::Weights;
     if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
     if (off) ImGui::BeginDisabled();
     if (ImGui::Button(stageLabel(st))) {
       s.view.stage = st;
+      s.flash.active = false;
       changed = true;
     }
     if (off) ImGui::EndDisabled();
@@ -58,7 +59,28 @@ bool drawStageBar(AppState& s) {
           s.tq(), s.tk());
     return changed;
   }
-  if (s.view.wrongAxis && s.view.stage == ViewStage::Weights)
+  // The same softmax computed tile by tile (flash_panel.cpp), after the stages it replays.
+  ImGui::SameLine();
+  ImGui::TextDisabled("|");
+  ImGui::SameLine();
+  const bool flashOn = s.flash.active;
+  if (flashOn)
+    ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+  if (ImGui::Button("FlashAttention")) {
+    s.flash.active = true;
+    s.view.stage = ViewStage::Weights;
+    changed = true;
+  }
+  if (flashOn) ImGui::PopStyleColor();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "the weights computed tile by tile with the online softmax, never the whole "
+        "matrix at once");
+  if (s.flash.active)
+    ImGui::TextDisabled(
+        "O_i = \xce\xa3_j exp(L_ij - m_i) v_j / l_i, m_i and l_i kept running over "
+        "the key blocks");
+  else if (s.view.wrongAxis && s.view.stage == ViewStage::Weights)
     ImGui::TextColored(
         ImVec4(1.0f, 0.62f, 0.45f, 1.0f),
         "WRONG AXIS (teaching): column j = softmax over the queries i, so rows no longer sum to 1");

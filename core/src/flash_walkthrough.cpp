@@ -139,6 +139,24 @@ bool FlashWalkthrough::finished(int i) const {
   return i < t.i0 || (i < t.i1 && t.keyBlock == keyBlocks() - 1);
 }
 
+MatrixRM FlashWalkthrough::provisionalWeights() const {
+  MatrixRM w(tq_, tk_);
+  for (int i = 0; i < tq_; ++i)
+    for (int j = 0; j < tk_; ++j) w(i, j) = provisionalWeight(i, j);
+  return w;
+}
+
+float FlashWalkthrough::provisionalWeight(int i, int j) const {
+  if (step_ < 0 || i < 0 || j < 0 || i >= tq_ || j >= tk_) return 0.0f;
+  const Tile cur = tile(step_);
+  const bool current = i >= cur.i0 && i < cur.i1;
+  if (i >= cur.i1 || (current && j >= cur.j1)) return 0.0f;  // not visited yet
+  const float m = current ? rows_[i - cur.i0].m : finalM_[i];
+  const float l = current ? rows_[i - cur.i0].l : finalL_[i];
+  const float L = logits_(i, j);
+  return l > 0.0f && L != kNegInf ? std::exp(L - m) / l : 0.0f;
+}
+
 float FlashWalkthrough::maxOutputDifference() const {
   float worst = 0.0f;
   for (int i = 0; i < tq_; ++i) {

@@ -114,6 +114,7 @@ using DrawFn = std::function<void(Image&, long ox, long oy)>;
 struct Canvas {
   Box box;
   std::vector<DrawFn> ops;
+  long heatX = 0, heatY = 0;  // a figure's first heatmap, top-left (buildFigure sets it)
 
   void op(long x, long y, long w, long h, DrawFn f) {
     box.add(x, y, w, h);
@@ -234,11 +235,17 @@ struct Source {
   const std::vector<BlockSparsity>* blocks = nullptr;  // overlay per head, if any
   // Streamed weights: pooled on demand (ExportData::pooled) instead of read from `values`.
   const std::function<PooledWeights(int, int, int)>* pooled = nullptr;
+  const FlashOverlay* flash = nullptr;  // the FlashAttention tiles, if any
 
   bool masked(int h, int i, int j) const {
     return logits && logits->at(h, i, j) == -std::numeric_limits<float>::infinity();
   }
+  // A cell of a tile the FlashAttention schedule has not reached: no value yet.
+  bool unvisited(int i, int j) const {
+    return flash && flash->at(i / flash->blockRows, j / flash->blockKeys) == FlashTile::Unvisited;
+  }
   RGBA8 color(int h, int i, int j) const {
+    if (unvisited(i, j)) return kFlashUnvisitedColor;
     if (masked(h, i, j)) return kMaskedColor;
     const float v = values->at(h, i, j);
     if (!std::isfinite(v)) return kNonFiniteColor;
@@ -295,9 +302,10 @@ DrawFn pooledHeatmapOp(const Source& src, int h, long x, long y, const Grid& g) 
     const int W = (src.Tk + poolK - 1) / poolK, Hp = (src.Tq + poolQ - 1) / poolQ;
     enum : unsigned char { kNone, kValue, kBad };
     std::vector<float> best(std::size_t(W), 0.0f);
-    std::vector<unsigned char> state(std::size_t(W), kNone);
+    std::vector<unsigned char> state(std::size_t(W), kNone), sawUnvisited(std::size_t(W), 0);
     for (int py = 0; py < Hp; ++py) {
       std::fill(state.begin(), state.end(), kNone);
+      std::fill(sawUnvisited.begin(), sawUnvisited.end(), 0);
       const int i1 = std::min(src.Tq, (py + 1) * poolQ);
       for (int i = py * poolQ; i < i1; ++i)
         for (int px = 0; px < W; ++px) {
@@ -305,6 +313,10 @@ DrawFn pooledHeatmapOp(const Source& src, int h, long x, long y, const Grid& g) 
           float& b = best[std::size_t(px)];
           unsigned char& st = state[std::size_t(px)];
           for (int j = px * poolK; j < j1; ++j) {
+            if (src.unvisited(i, j)) {
+              sawUnvisited[std::size_t(px)] = 1;
+              continue;
+            }
             if (src.masked(h, i, j)) continue;
             const float v = src.values->at(h, i, j);
             if (!std::isfinite(v)) {
@@ -318,8 +330,9 @@ DrawFn pooledHeatmapOp(const Source& src, int h, long x, long y, const Grid& g) 
         }
       for (int px = 0; px < W; ++px) {
         const unsigned char st = state[std::size_t(px)];
-        const RGBA8 c = st == kNone  ? kMaskedColor
-                        : st == kBad ? kNonFiniteColor
+        const RGBA8 c = st == kNone && sawUnvisited[std::size_t(px)] ? kFlashUnvisitedColor
+                        : st == kNone                                ? kMaskedColor
+                        : st == kBad                                 ? kNonFiniteColor
                                      : src.finiteColor(best[std::size_t(px)]);
         fillRect(im, ox + x + long(px) * cw, oy + y + long(py) * ch, cw, ch, c);
       }
@@ -346,6 +359,43 @@ DrawFn blocksOp(const BlockSparsity& b, long x, long y, const Grid& g, int Tq, i
   };
 }
 
+// The FlashAttention tiles over a heatmap at (x, y): white borders between tiles, an orange cross
+// over skipped ones and a 3-pixel crimson outline, inside its cells, around the current tile.
+DrawFn flashOp(const FlashOverlay& f, long x, long y, const Grid& g, int Tq, int Tk) {
+  return [f, x, y, g, Tq, Tk](Image& im, long ox, long oy) {
+    auto bounds = [&](int r, int c, long& x0, long& y0, long& x1, long& y1) {
+      const int i0 = r * f.blockRows, i1 = std::min(Tq, i0 + f.blockRows);
+      const int j0 = c * f.blockKeys, j1 = std::min(Tk, j0 + f.blockKeys);
+      x0 = ox + x + g.keyX(j0), x1 = ox + x + g.keyX(j1 - 1) + g.cell;
+      y0 = oy + y + g.queryY(i0), y1 = oy + y + g.queryY(i1 - 1) + g.rowPx();
+    };
+    long x0, y0, x1, y1;
+    for (int r = 0; r < f.tileRows; ++r)
+      for (int c = 0; c < f.tileCols; ++c) {
+        bounds(r, c, x0, y0, x1, y1);
+        if (c > 0) fillRect(im, x0, y0, 1, y1 - y0, kFlashGridColor);
+        if (r > 0) fillRect(im, x0, y0, x1 - x0, 1, kFlashGridColor);
+        if (f.at(r, c) != FlashTile::Skipped) continue;
+        // Both diagonals, two pixels thick where the tile is big enough.
+        const long w = x1 - x0, h = y1 - y0, n = std::max(w, h);
+        const int thick = std::min(w, h) >= 16 ? 2 : 1;
+        for (long k = 0; k < n; ++k) {
+          const long px = x0 + k * w / n, py = y0 + k * h / n, qy = y1 - 1 - k * h / n;
+          fillRect(im, px, py, thick, thick, kFlashSkippedColor);
+          fillRect(im, px, qy - thick + 1, thick, thick, kFlashSkippedColor);
+        }
+      }
+    if (f.currentRow >= 0 && f.currentCol >= 0) {
+      bounds(f.currentRow, f.currentCol, x0, y0, x1, y1);
+      const long t = std::min<long>(3, std::max<long>(1, std::min(x1 - x0, y1 - y0) / 4));
+      fillRect(im, x0, y0, x1 - x0, t, kFlashCurrentColor);
+      fillRect(im, x0, y1 - t, x1 - x0, t, kFlashCurrentColor);
+      fillRect(im, x0, y0, t, y1 - y0, kFlashCurrentColor);
+      fillRect(im, x1 - t, y0, t, y1 - y0, kFlashCurrentColor);
+    }
+  };
+}
+
 // Singular or plural: "1 query", "4 queries".
 std::string countOf(int n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -367,7 +417,7 @@ DrawFn heatmapOp(const Source& src, int h, long x, long y, int cell, bool hatch)
     for (int i = 0; i < src.Tq; ++i)
       for (int j = 0; j < src.Tk; ++j) {
         const long cx = ox + x + long(j) * cell, cy = oy + y + long(i) * cell;
-        if (hatch && cell >= 6 && src.masked(h, i, j))
+        if (hatch && cell >= 6 && src.masked(h, i, j) && !src.unvisited(i, j))
           hatchRect(im, cx, cy, cell, cell, period);
         else
           fillRect(im, cx, cy, cell, cell, src.color(h, i, j));
@@ -399,6 +449,25 @@ Canvas buildPanel(const Source& src, int h, const Grid& grid, const Labels& labe
                                    : heatmapOp(src, h, 0, 0, cell, true));
   if (src.blocks && h < int(src.blocks->size()))
     c.op(0, 0, heatW, heatH, blocksOp((*src.blocks)[std::size_t(h)], 0, 0, grid, src.Tq, src.Tk));
+  if (src.flash) {
+    c.op(0, 0, heatW, heatH, flashOp(*src.flash, 0, 0, grid, src.Tq, src.Tk));
+    // "skipped" inside skipped tiles wide enough to hold it.
+    const float px = std::max(8.0f, sz.tick * 0.85f);
+    TextMask m = font.render("skipped", px);
+    const FlashOverlay& f = *src.flash;
+    for (int r = 0; r < f.tileRows; ++r)
+      for (int col = 0; col < f.tileCols; ++col) {
+        if (f.at(r, col) != FlashTile::Skipped) continue;
+        const int i0 = r * f.blockRows, i1 = std::min(src.Tq, i0 + f.blockRows);
+        const int j0 = col * f.blockKeys, j1 = std::min(src.Tk, j0 + f.blockKeys);
+        const long x0 = grid.keyX(j0), x1 = grid.keyX(j1 - 1) + cell;
+        const long y0 = grid.queryY(i0), y1 = grid.queryY(i1 - 1) + grid.rowPx();
+        if (m.width + 6 > x1 - x0 || m.height + 6 > y1 - y0) continue;
+        const long tx = (x0 + x1) / 2 - m.width / 2, ty = (y0 + y1) / 2 - m.height / 2;
+        c.rect(tx - 2, ty - 1, m.width + 4, m.height + 2, kPaper);
+        c.text(m, tx, ty, kInk, Rot::None);
+      }
+  }
   c.frame(0, 0, heatW, heatH, kLine);
 
   long topExtent = 1;  // how far above the heatmap things reach
@@ -633,6 +702,14 @@ Canvas buildFigure(const FigureSpec& f, const Grid& g, float fs) {
     }
   }
 
+  // The FlashAttention overlay's legend and the step's numbers, under the figure.
+  if (src.flash)
+    for (const std::string& text : src.flash->captions) {
+      TextMask cap = font.render(fitText(font, text), sz.tick);
+      fig.text(cap, heatLeft, fig.box.y1 + sz.gap, kSoftInk, Rot::None);
+    }
+
+  fig.heatX = heatLeft, fig.heatY = heatTop;
   if (!f.title.empty()) {
     // A title wider than the figure breaks at its " · " separators, so that a long description
     // (a mask expression, the block counts) never widens the page and shrinks the heatmap.
@@ -718,6 +795,17 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
                        " heads, the data has " + std::to_string(H));
     src.blocks = &opt.blocks;
   }
+  if (opt.flash.on()) {
+    const FlashOverlay& f = opt.flash;
+    if (heads.size() != 1 || opt.stage != ExportStage::Weights || streamed)
+      throw UsageError("export: the FlashAttention tiles are drawn over one head's weights");
+    if (f.tileRows != (Tq + f.blockRows - 1) / f.blockRows ||
+        f.tileCols != (Tk + f.blockKeys - 1) / f.blockKeys ||
+        f.tiles.size() != std::size_t(f.tileRows) * std::size_t(f.tileCols))
+      throw InputError("export: FlashAttention tiles do not cover the " + std::to_string(Tq) +
+                       " x " + std::to_string(Tk) + " matrix");
+    src.flash = &opt.flash;
+  }
   bool anyMasked = streamed && data.streamedAnyMasked;
   if (streamed) src.pooled = &data.pooled;
   float m = 0;
@@ -741,11 +829,11 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     img.width = int(w), img.height = int(hgt);
     img.rgba.assign(std::size_t(w) * std::size_t(hgt) * 4, 255);
     heatmapOp(src, heads[0], 0, 0, cell, false)(img, 0, 0);
-    if (src.blocks) {
-      Grid g;
-      g.cell = cell;
-      blocksOp(opt.blocks[std::size_t(heads[0])], 0, 0, g, Tq, Tk)(img, 0, 0);
-    }
+    Grid g;
+    g.cell = cell;
+    if (src.blocks) blocksOp(opt.blocks[std::size_t(heads[0])], 0, 0, g, Tq, Tk)(img, 0, 0);
+    if (src.flash) flashOp(*src.flash, 0, 0, g, Tq, Tk)(img, 0, 0);
+    img.cellPx = cell;
     return img;
   }
 
@@ -894,6 +982,8 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
   fillRect(img, 0, 0, W, Hgt, kPaper);
   const long ox = pad - fig.box.x0, oy = pad - fig.box.y0;
   for (const DrawFn& f : fig.ops) f(img, ox, oy);
+  img.heatX = int(ox + fig.heatX), img.heatY = int(oy + fig.heatY);
+  img.cellPx = grid.pooled() ? 0 : grid.cell;
   return img;
 }
 

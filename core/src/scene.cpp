@@ -199,7 +199,8 @@ long long checkedInteger(const json& v, long long lo, long long hi, const std::s
   const std::string range = " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (v.is_number_unsigned()) {
     const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi))
+    // (0 parses as unsigned: the lower bound applies to it too.)
+    if (u > static_cast<std::uint64_t>(hi) || (lo > 0 && u < static_cast<std::uint64_t>(lo)))
       throw InputError(name + ": field '" + what + "' = " + std::to_string(u) + range);
     return static_cast<long long>(u);
   }
@@ -660,6 +661,24 @@ SceneView parseSceneView(const std::string& viewJson, const std::string& name) {
       v.blockRows = int(checkedInteger(b.at("rows"), 1, 1 << 16, "view.blocks.rows", name));
     if (b.contains("cols"))
       v.blockCols = int(checkedInteger(b.at("cols"), 1, 1 << 16, "view.blocks.cols", name));
+  }
+  if (j.contains("flash")) {  // the FlashAttention stage: {"on", "blockRows", "blockKeys", "step"}
+    const json& f = j.at("flash");
+    if (!f.is_object()) throw InputError(name + ": field 'view.flash' must be an object");
+    v.flashOn = true;
+    if (f.contains("on")) {
+      if (!f.at("on").is_boolean())
+        throw InputError(name + ": field 'view.flash.on' must be true or false");
+      v.flashOn = f.at("on").get<bool>();
+    }
+    if (f.contains("blockRows"))
+      v.flashBlockRows =
+          int(checkedInteger(f.at("blockRows"), 1, 1 << 16, "view.flash.blockRows", name));
+    if (f.contains("blockKeys"))
+      v.flashBlockKeys =
+          int(checkedInteger(f.at("blockKeys"), 1, 1 << 16, "view.flash.blockKeys", name));
+    if (f.contains("step"))
+      v.flashStep = int(checkedInteger(f.at("step"), 0, 1 << 30, "view.flash.step", name));
   }
   return v;
 }

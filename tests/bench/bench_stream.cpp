@@ -7,6 +7,8 @@
 //                               max-pool only (what the export draws)
 //   StreamPooledMean_...        the same with the mean-pool too
 //   PooledGemmFloor_1x32768x64  the Q K^T tile GEMM twice: the two sweeps' GEMMs, nothing else
+//   StreamOutput_12x1024x64     streamOutput in process at the command line's shape: what
+//                               `compute --out` runs between loading and writing
 //   CliComputeOut_12x1024x64    `attnviz compute --q --k --v --out` as a child process: load,
 //                               compute, write; its wall time, and `child_cpu_ms` its CPU time
 //   (compare with MHA_12x1024x64 in bench_cpu.cpp: the engine in process, in the same run)
@@ -152,6 +154,16 @@ void runPooled(benchmark::State& state, bool withMean) {
 void BM_StreamPooled_1x32768x64(benchmark::State& state) { runPooled(state, false); }
 void BM_StreamPooledMean_1x32768x64(benchmark::State& state) { runPooled(state, true); }
 
+void BM_StreamOutput_12x1024x64(benchmark::State& state) {
+  const Tensor3 q = randomTensor(12, 1024, kD, 1), k = randomTensor(12, 1024, kD, 2),
+                v = randomTensor(12, 1024, kD, 3);
+  for (auto _ : state) {
+    Tensor3 o = attnviz::streamOutput(q, k, v, {});
+    benchmark::DoNotOptimize(o.data.data());
+  }
+  setRss(state);
+}
+
 // --- the command line end to end -------------------------------------------------------------
 
 struct CliFiles {
@@ -209,6 +221,7 @@ ATTNVIZ_STREAM_BENCH(BM_StreamGemmFloor_1x32768x64)->Iterations(1);
 ATTNVIZ_STREAM_BENCH(BM_StreamPooled_1x32768x64)->Iterations(1);
 ATTNVIZ_STREAM_BENCH(BM_StreamPooledMean_1x32768x64)->Iterations(1);
 ATTNVIZ_STREAM_BENCH(BM_PooledGemmFloor_1x32768x64)->Iterations(1);
+ATTNVIZ_STREAM_BENCH(BM_StreamOutput_12x1024x64);
 ATTNVIZ_STREAM_BENCH(BM_CliComputeOut_12x1024x64);
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The FlashAttention walkthrough: per-row running statistics at every step against sums over the
 // keys seen so far (double), skipped tiles against the mask rule, and the final output against
 // the double reference, at block sizes that do and do not divide T.
+#include "attnviz/flash_figure.h"
 #include "attnviz/flash_walkthrough.h"
 #include "reference.h"
 
@@ -157,6 +158,65 @@ TEST(FlashWalkthrough, FullyMaskedRowsEndAsZeros) {
   for (float o : fw.output()) EXPECT_EQ(o, 0.0f);
   EXPECT_EQ(fw.skippedSteps(), fw.steps());
   EXPECT_EQ(fw.maxOutputDifference(), 0.0f);
+}
+
+TEST(FlashWalkthrough, ProvisionalWeightsAreTheSoftmaxOverTheKeysEachRowHasSeen) {
+  const Inputs in = make(2, 17, 19, 8, 41);
+  AttentionParams p = causal(0.8f);
+  p.mask.window = 9;
+  const ref::Result want = ref::attention(in.q, in.k, in.v, p);
+  const int head = 1;
+  for (auto [br, bc] : {std::pair{4, 6}, {5, 5}, {17, 3}}) {
+    SCOPED_TRACE("blocks " + std::to_string(br) + " x " + std::to_string(bc));
+    FlashWalkthrough fw(in.q, in.k, in.v, head, p, br, bc);
+    EXPECT_EQ(fw.provisionalWeights().cwiseAbs().maxCoeff(), 0.0f);  // before the first step
+    while (fw.forward()) {
+      const FlashWalkthrough::Tile cur = fw.current();
+      const MatrixRM w = fw.provisionalWeights();
+      for (int i = 0; i < in.q.rows; ++i) {
+        // Keys row i has seen: all for finished blocks, [0, j1) for the current one, none after.
+        const int seen = i < cur.i0 ? in.k.rows : i < cur.i1 ? cur.j1 : 0;
+        double m = -ref::kInf, l = 0;
+        for (int j = 0; j < seen; ++j) m = std::max(m, want.l(head, i, j));
+        for (int j = 0; j < seen && m > -ref::kInf; ++j) l += std::exp(want.l(head, i, j) - m);
+        for (int j = 0; j < in.k.rows; ++j) {
+          const double expect = j < seen && l > 0 && want.l(head, i, j) > -ref::kInf
+                                    ? std::exp(want.l(head, i, j) - m) / l
+                                    : 0.0;
+          ASSERT_NEAR(w(i, j), expect, 1e-6) << "step " << fw.step() << " cell " << i << "," << j;
+        }
+        for (int kb = 0; kb < fw.keyBlocks(); ++kb)
+          EXPECT_EQ(fw.visited(i / br, kb), i < cur.i0 || (i < cur.i1 && kb <= cur.keyBlock));
+      }
+    }
+  }
+}
+
+TEST(FlashFigure, TheOverlayAndTitleFollowTheSchedule) {
+  const Inputs in = make(1, 21, 21, 8, 7);
+  FlashWalkthrough fw(in.q, in.k, in.v, 0, causal(), 5, 7);  // 5 x 3 tiles
+  EXPECT_EQ(flashStepTitle(fw), "FlashAttention: before the first step (15 steps)");
+  fw.seek(6);  // query block 2, key block 0
+  EXPECT_EQ(flashStepTitle(fw), "FlashAttention step 7/15: query block 2, key block 0");
+  const FlashOverlay f = flashOverlay(fw);
+  ASSERT_EQ(f.tileRows, 5);
+  ASSERT_EQ(f.tileCols, 3);
+  EXPECT_EQ(f.currentRow, 2);
+  EXPECT_EQ(f.currentCol, 0);
+  for (int r = 0; r < 5; ++r)
+    for (int c = 0; c < 3; ++c) {
+      const bool skipped = c * 7 > std::min(21, r * 5 + 5) - 1;  // every key after every query
+      const FlashTile want = skipped          ? FlashTile::Skipped
+                             : r * 3 + c <= 6 ? FlashTile::Visited
+                                              : FlashTile::Unvisited;
+      EXPECT_EQ(int(f.at(r, c)), int(want)) << "tile " << r << "," << c;
+    }
+  fw.seek(1);  // query block 0, key block 1: above the diagonal
+  EXPECT_EQ(flashStepTitle(fw), "FlashAttention step 2/15: query block 0, key block 1 (skipped)");
+  fw.seek(fw.steps() - 1);
+  const FlashOverlay done = flashOverlay(fw);
+  ASSERT_FALSE(done.captions.empty());
+  EXPECT_NE(done.captions.back().find("done: max |O_flash - O|"), std::string::npos);
 }
 
 TEST(FlashWalkthrough, RefusesBadBlocksOrHead) {

@@ -67,6 +67,37 @@ TEST(SceneLoaderNumbers, TheSavedViewIsRangeCheckedToo) {
             std::string::npos);
 }
 
+TEST(SceneLoaderFlash, TheFlashStageRoundTripsThroughSaveAndLoad) {
+  const Scene s = sceneFromJson(
+      R"({"query_text": "a b c", "view": {"flash": {"blockRows": 5, "blockKeys": 7,
+          "step": 3}}})",
+      "flash.json");
+  const SceneView v =
+      parseSceneView(sceneFromJson(sceneToJson(s), "again.json").extraJson, "again.json");
+  EXPECT_TRUE(v.flashOn);
+  EXPECT_EQ(v.flashBlockRows, 5);
+  EXPECT_EQ(v.flashBlockKeys, 7);
+  EXPECT_EQ(v.flashStep, 3);
+  EXPECT_FALSE(parseSceneView(R"({"stage": "weights"})", "x.json").flashOn);
+  EXPECT_FALSE(parseSceneView(R"({"flash": {"on": false}})", "x.json").flashOn);
+}
+
+TEST(SceneLoaderFlash, FlashFieldsOutOfRangeAreRefusedNamingTheField) {
+  EXPECT_NE(refusal(R"({"view": {"flash": {"blockRows": 0}}})").find("view.flash.blockRows"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"view": {"flash": {"blockKeys": 70000}}})").find("view.flash.blockKeys"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"view": {"flash": {"step": -1}}})").find("view.flash.step"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"view": {"flash": {"step": 1e40}}})").find("view.flash.step"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"view": {"flash": {"on": 1}}})").find("view.flash.on"), std::string::npos);
+  EXPECT_NE(refusal(R"({"view": {"flash": 8}})").find("view.flash"), std::string::npos);
+  // The same rule for the block overlay: 0 is a number below the range, not a pass.
+  EXPECT_NE(refusal(R"({"view": {"blocks": {"rows": 0}}})").find("view.blocks.rows"),
+            std::string::npos);
+}
+
 TEST(SceneLoaderNumbers, GoodNumbersStillLoad) {
   const Scene s = sceneFromJson(
       R"({"query_text": "a b", "heads": 3, "temperature": 0.5, "mask": {"window": 2,

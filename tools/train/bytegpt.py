@@ -137,13 +137,17 @@ class Transformer(nn.Module):
 
 
 class ByteGPT(nn.Module):
-    """GPT2LMHeadModel's layout; lm_head is tied to wte (not stored in the checkpoint)."""
+    """GPT2LMHeadModel's layout. With cfg["tie_word_embeddings"] false the model has its own
+    lm_head.weight [V, C] (stored in the checkpoint); otherwise lm_head is wte (not stored)."""
 
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
         self.transformer = Transformer(cfg)
         nn.init.normal_(self.transformer.wte.weight, std=0.02)
+        if not cfg.get("tie_word_embeddings", True):
+            self.lm_head = nn.Linear(cfg["n_embd"], cfg["vocab_size"], bias=False)
+            nn.init.normal_(self.lm_head.weight, std=0.02)
         with torch.no_grad():
             self.transformer.wpe.weight.copy_(sinusoids(cfg["n_positions"], cfg["n_embd"], 0.02))
         # GPT-2's scaled init of the projections that write into the residual stream
@@ -160,7 +164,19 @@ class ByteGPT(nn.Module):
         for l, block in enumerate(tr.h):
             x = block(x, [h for (al, h) in ablate if al == l], keep_weights)
         x = tr.ln_f(x)
-        return x @ tr.wte.weight.t()  # [B, T, V]
+        return x @ self.unembedding().t()  # [B, T, V]
+
+    def unembedding(self):
+        return self.lm_head.weight if hasattr(self, "lm_head") else self.transformer.wte.weight
+
+    def untie(self):
+        """From here on the output matrix is a parameter of its own, starting as a copy of wte."""
+        if hasattr(self, "lm_head"):
+            return
+        self.cfg = dict(self.cfg, tie_word_embeddings=False)
+        self.lm_head = nn.Linear(self.cfg["n_embd"], self.cfg["vocab_size"], bias=False)
+        with torch.no_grad():
+            self.lm_head.weight.copy_(self.transformer.wte.weight)
 
 
 def make_config(n_layer, n_head, n_embd, n_positions):

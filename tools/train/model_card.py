@@ -7,6 +7,16 @@ import head_scores
 import kjv
 
 
+def s_cfg_tied(model_dir):
+    """How the card describes lm_head, from config.json."""
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    if cfg.get("tie_word_embeddings", True):
+        return "`lm_head` is tied to `transformer.wte.weight` and not stored."
+    return ("`lm_head.weight` is stored (untied, see stage 2; the config says "
+            "`\"tie_word_embeddings\": false`).")
+
+
 def write(model_dir, attnviz=None):
     with open(os.path.join(model_dir, "training_log.json"), encoding="utf-8") as f:
         log = json.load(f)
@@ -19,7 +29,7 @@ def write(model_dir, attnviz=None):
 
     from train import stages
     parts = stages(log)
-    r = parts[0]["recipe"]  # stage 1
+    r = parts[0]["recipe"]  # stage 1 (the mix, the recipe; stage 2 below)
     final = log["eval"][-1]
     size = os.path.getsize(os.path.join(model_dir, "model.safetensors"))
     il, ih = s["best_induction_head"]
@@ -35,24 +45,35 @@ def write(model_dir, attnviz=None):
     minutes = seconds / 60
     cpu = (f"{sum(p['cpu_seconds'] for p in parts) / 60:.1f} minutes of CPU time, "
            if all("cpu_seconds" in p for p in parts) else "")
-    if "cpu_note" in log:
-        cpu = f"({log['cpu_note']}) "
-    reproduce = (f"    /usr/bin/python3 tools/train/train.py --out /tmp/stage1 --no-card\n"
-                 f"    /usr/bin/python3 tools/train/train.py --stage 2 --init-from /tmp/stage1 "
-                 f"--out assets/models/{name}" if len(parts) == 2 else
-                 f"    /usr/bin/python3 tools/train/train.py --out assets/models/{name}")
+    if "cpu_note" in parts[0] and len(parts) == 1:
+        cpu = f"({parts[0]['cpu_note']}) "
+    reproduce = f"    /usr/bin/python3 tools/train/train.py --out assets/models/{name}"
     stage2 = ""
-    if len(parts) == 2:
-        r2 = parts[1]["recipe"]
-        stage2 = f"""
-**Stage 2** (`--stage 2 --init-from` stage 1's folder) starts a fresh AdamW on stage 1's
-weights: learning rate {r2['lr']} after {r2['warmup']} warm-up steps, then constant, seed
-{r2['seed']}, {r2['steps']} steps of {r2['batch'] * r2['seq'] // r2['short_seq']} sequences of
-{r2['short_seq']} bytes: {r2['p_text']:.0%} text, {r2['p_text_with_copy']:.0%} text with a span
-written twice, {r2['p_random_repeat']:.0%} repeated random spans. The previous-token head is
-there by then; this is where a layer-1 head learns to use it to find the byte that followed the
-current byte's earlier occurrence (an induction head), and it carries over to longer contexts.
-"""
+    if len(parts) > 1:
+        phases = []
+        for p in parts[1:]:
+            r2 = p["recipe"]
+            warm = (f"after {r2['warmup']} warm-up steps, " if r2["warmup"] else "")
+            phases.append(
+                f"- **{r2.get('phase', 'stage 2')}:** {r2['steps']} steps of {r2['batch']} "
+                f"sequences of {r2['seq'] + 1} bytes, learning rate {r2['lr']} {warm}then "
+                f"constant, seed {r2['seed']}; {r2['p_text']:.0%} text, "
+                f"{r2['p_text_with_copy']:.0%} text with a span of random bytes written twice, "
+                f"{r2['p_random_repeat']:.0%} a random byte sequence repeated to fill the "
+                f"window.")
+        stage2 = ("\n**Stage 2** continues from stage 1's weights with a fresh AdamW (same betas, "
+                  "weight decay and clipping) and `lm_head` untied: from here on it is a matrix "
+                  "of its own, starting as a copy of `wte`. Tied, the bytes that never occur in "
+                  "the text (>= 128) end up sharing one direction of `wte`, since as outputs they "
+                  "only ever need to be unlikely, and a model that cannot tell them apart as "
+                  "inputs cannot copy them. Two phases:\n" + "\n".join(phases) + "\n\n"
+                  "In the short phase a query has only 32 keys to spread its attention over, so "
+                  "the right key gets enough of it for a layer-1 head to learn to attend to the "
+                  "byte after the current byte's earlier occurrence, composing with the "
+                  "previous-token head: the loss on the repeats sits at chance for a few hundred "
+                  "steps, then falls (the loss curve's green line). The long phase makes the "
+                  "copying work at every position and brings the text loss back.\n")
+    tied = s_cfg_tied(model_dir)
     found = []
     if s["previous_token"][pl][ph] >= 0.8:
         found.append(f"a previous-token head (layer {pl} head {ph})")
@@ -76,8 +97,7 @@ real learned attention offline.
 ## Files
 - `config.json`: GPT-2 config as HF writes it: {r['n_layer']} layers, {r['n_head']} heads,
   n_embd {r['n_embd']}, n_positions {r['n_positions']}, vocab_size 256, gelu_new.
-- `model.safetensors`: F32, {size / 1e6:.2f} MB, {log['params']:,} parameters; `lm_head` is tied
-  to `transformer.wte.weight` and not stored.
+- `model.safetensors`: F32, {size / 1e6:.2f} MB, {log['params']:,} parameters; {tied}
 - `vocab.json`, `merges.txt`: GPT-2's byte-to-unicode alphabet as the vocabulary (token id =
   byte value) and no merges, so the ordinary GPT-2 tokenizer splits text into bytes.
 - `training_log.json` (every batch loss, the evaluations, the recipe), `loss_curve.png`,
@@ -91,13 +111,13 @@ real learned attention offline.
   the Bible is expired").
 - **Split:** training is Genesis 1:1 to Philemon ({log['train_bytes']:,} bytes); the held-out
   split, never trained on, is Hebrews 1:1 to Revelation 22:21 ({log['heldout_bytes']:,} bytes).
-- **Mix per 257-byte sequence:** {r['p_text']:.0%} plain text windows; {r['p_text_with_copy']:.0%}
+- **Mix per 257-byte sequence (stage 1):** {r['p_text']:.0%} plain text windows; {r['p_text_with_copy']:.0%}
   text windows with one span (4-96 bytes, random bytes or other text) written twice;
   {r['p_random_repeat']:.0%} a random byte sequence of 8-128 bytes repeated to fill the window.
   The repeats are what make an induction head pay off.
 
 ## Recipe
-AdamW (betas {r['betas'][0]}, {r['betas'][1]}; weight decay {r['weight_decay']} on matrices),
+**Stage 1.** AdamW (betas {r['betas'][0]}, {r['betas'][1]}; weight decay {r['weight_decay']} on matrices),
 learning rate {r['lr']} after {r['warmup']} warm-up steps, {schedule}, gradient clipping at
 {r['grad_clip']}, no dropout. The first {r['short_steps']} steps use {r['short_seq']}-byte
 sequences ({r['batch'] * r['seq'] // r['short_seq']} a batch), the rest {r['seq']}-byte sequences

@@ -60,28 +60,26 @@ RECIPE = {
     "threads": 1,
 }
 
-# Stage 2 continues from stage 1's weights with a fresh AdamW, short sequences throughout and
-# mostly repeated random spans: the previous-token head exists by then, and this is meant to be
-# where a layer-1 head learns to use it (K-composition) to find the byte after the earlier
-# occurrence. Not part of the shipped model yet: 1,300 steps of it (lr 1e-2 or 3e-3) raised the
-# copy probability only from 0.004 to about 0.03 on 64-byte contexts, without an induction head.
-# Later trials, none of which copied at all (repeat loss stayed at ln 256 = 5.55, even on a span
-# of 8 bytes tiled 32 times), so none changed the recipe:
-#   stage 2, lr 1e-3, 128-byte sequences (16 a batch), 60% repeats: 700 steps;
-#   stage 2, lr 3e-3, 256-byte sequences (4 a batch), 70% repeats: 800 steps;
-#   stage 2, lr 3e-3, 128-byte sequences (8 a batch), 80% repeats: 600 steps;
-#   from scratch, lr 2e-3, 256-byte sequences (4 a batch), 50% repeats: 1,600 steps (no
-#   previous-token head yet, text loss 2.24);
-#   from scratch, lr 3e-3, 64-byte sequences for 400 steps then 256 (4 a batch), 50% repeats:
-#   previous-token head 0.75 on held-out text by step 3,000, 0.83 by step 6,000 (text loss
-#   1.456, held-out 1.521, 14.5 minutes), still no copying.
-# A likely cause, seen in the shipped checkpoint: the bytes that never occur in the KJV text
-# (>= 128) share one direction in the tied wte (mean cosine 0.63 between them, 0.16 between
-# text bytes), since as outputs they only ever need to be unlikely; a model that can barely tell
-# them apart cannot copy them, and it settles for a uniform guess on random spans. Worth trying:
-# random spans drawn from the text's bytes, or a higher share of repeats from step 0.
-STAGE2 = dict(RECIPE, seed=1235, steps=3000, short_steps=3000, warmup=20,
-              p_text=0.1, p_text_with_copy=0.2, p_random_repeat=0.7)
+# Stage 2 starts from stage 1's weights (its previous-token head, layer 0 head 3, is there by
+# then), unties lm_head (a copy of wte from here on) and restarts AdamW. It has two phases:
+#   "short copies": 32-byte sequences, 64 a batch, 70% random repeats: with 32 keys the right key
+#     already holds 1/32 of a query's attention, so a layer-1 head gets a strong enough gradient to
+#     learn to attend to the byte after the current byte's earlier occurrence (K-composition with
+#     the previous-token head). The copy loss sits at chance for ~500 steps, then falls.
+#   "long context": back to 256-byte sequences and the stage-1 mix, at a lower learning rate, so
+#     the copying works at every position and the text loss recovers.
+# Untying matters: with a tied wte the bytes that never occur in the KJV text (>= 128) share one
+# direction (they only ever need to be unlikely as outputs), and a model that cannot tell them
+# apart as inputs cannot copy them. Trials that kept it tied, with 64- to 256-byte sequences,
+# learning rates 1e-3 to 1e-2 and 50-80% repeats, did not copy within 600-6,000 steps.
+STAGE2 = [
+    dict(RECIPE, phase="short copies", seed=1235, steps=1500, seq=32, batch=64, short_steps=0,
+         lr=1e-2, warmup=100, p_text=0.2, p_text_with_copy=0.1, p_random_repeat=0.7,
+         copy_spans="random"),
+    dict(RECIPE, phase="long context", seed=1236, steps=2000, seq=256, batch=8, short_steps=0,
+         lr=3e-3, warmup=0, p_text=0.4, p_text_with_copy=0.2, p_random_repeat=0.4,
+         copy_spans="random"),
+]
 
 
 def make_batch(rng, text, B, T, r):
@@ -100,7 +98,10 @@ def make_batch(rng, text, B, T, r):
         elif u < r["p_text"] + r["p_text_with_copy"]:
             x = window()
             L = int(rng.integers(4, min(96, n // 2) + 1))
-            span = rng.integers(0, 256, size=L) if rng.random() < 0.5 else window()[:L]
+            if r.get("copy_spans") == "random" or rng.random() < 0.5:
+                span = rng.integers(0, 256, size=L)
+            else:
+                span = window()[:L]
             a = int(rng.integers(0, n - 2 * L + 1))
             c = int(rng.integers(a + L, n - L + 1))
             x[a:a + L] = span
@@ -173,7 +174,9 @@ def machine(r):
             "threads": r["threads"], "loadavg": os.getloadavg()}
 
 
-def train(r, log_every=10, snapshot_every=0, out=None, init_from=None):
+def train(r, log_every=10, snapshot_every=0, out=None, model=None):
+    """Trains `model` (a new one from r's seed when None) with r's recipe and a fresh AdamW.
+    -> (model, log)."""
     torch.set_num_threads(r["threads"])
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(r["seed"])
@@ -183,15 +186,15 @@ def train(r, log_every=10, snapshot_every=0, out=None, init_from=None):
     train_bytes = np.frombuffer(train_text.encode("utf-8"), dtype=np.uint8)
     heldout_bytes = np.frombuffer(heldout_text.encode("utf-8"), dtype=np.uint8)
     T = r["seq"]
-    eval_train = eval_windows(train_bytes, r["eval_windows"], T)
-    eval_val = eval_windows(heldout_bytes, r["eval_windows"], T)
-    probe = repeat_probe(r["seed"])
+    # evaluated on full-context windows whatever this phase's sequence length
+    eval_train = eval_windows(train_bytes, r["eval_windows"], r["n_positions"])
+    eval_val = eval_windows(heldout_bytes, r["eval_windows"], r["n_positions"])
+    probe = repeat_probe(RECIPE["seed"])  # the same probe in every stage
 
-    cfg = bytegpt.make_config(r["n_layer"], r["n_head"], r["n_embd"], r["n_positions"])
-    model = bytegpt.ByteGPT(cfg)
-    if init_from:  # stage 2 starts from stage 1's weights, with a fresh optimizer
-        model.load_state_dict(bytegpt.load_checkpoint(init_from).state_dict())
-        model.train()
+    if model is None:
+        cfg = bytegpt.make_config(r["n_layer"], r["n_head"], r["n_embd"], r["n_positions"])
+        model = bytegpt.ByteGPT(cfg)
+    model.train()
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": r["weight_decay"]},
@@ -270,14 +273,15 @@ def cpu_name():
 
 
 def stages(log):
-    """-> [(recipe, log)] for stage 1 (and 2), each log with its steps offset to run on."""
-    if "stage1" not in log:
-        return [log]
-    s1 = log["stage1"]
-    n1 = s1["recipe"]["steps"]
-    s2 = dict(log, steps=[n1 + k for k in log["steps"]],
-              eval=[dict(e, step=n1 + e["step"]) for e in log["eval"]])
-    return [s1, s2]
+    """-> the log of every stage and phase, in order, each with its steps and evaluations offset
+    to the step count of the whole run."""
+    parts = log.get("earlier", []) + [log]
+    out, offset = [], 0
+    for p in parts:
+        out.append(dict(p, steps=[offset + k for k in p["steps"]],
+                        eval=[dict(e, step=offset + e["step"]) for e in p["eval"]]))
+        offset += p["recipe"]["steps"]
+    return out
 
 
 def plot_losses(log, path, name):
@@ -304,20 +308,20 @@ def plot_losses(log, path, name):
     ax.set_ylim(0, 6)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower left", fontsize=8)
-    offset = 0
     for i, p in enumerate(parts):
         r = p["recipe"]
+        start = p["steps"][0] if p["steps"] else 0
         short = min(r.get("short_steps", 0), r["steps"])
-        if i == 0 and 0 < short < r["steps"]:
-            ax.axvline(short, color="#999999", lw=0.8, ls="--")
-            ax.text(short, 5.9, f" {r['short_seq']}-byte\n sequences\n until here", fontsize=7,
-                    color="#666666", va="top")
-        if i == 1:
-            ax.axvline(offset, color="#444444", lw=0.8, ls="--")
-            ax.text(offset, 5.9, f" stage 2: {r['short_seq']}-byte sequences,\n "
+        if 0 < short < r["steps"]:
+            ax.axvline(start + short, color="#999999", lw=0.8, ls="--")
+            ax.text(start + short, 5.9, f" {r['short_seq']}-byte\n sequences\n until here",
+                    fontsize=7, color="#666666", va="top")
+        if i > 0:
+            ax.axvline(start, color="#444444", lw=0.8, ls="--")
+            ax.text(start, 5.9 if i % 2 else 5.2,
+                    f" {r.get('phase', 'stage 2')}: {r['seq']}-byte sequences,\n "
                     f"{r['p_random_repeat']:.0%} repeated random spans", fontsize=7,
                     color="#444444", va="top")
-        offset += r["steps"]
     ax.set_title(f"{name} training loss")
     fig.tight_layout()
     tmp = path + ".tmp.png"
@@ -325,17 +329,30 @@ def plot_losses(log, path, name):
     os.replace(tmp, path)
 
 
+def parse_sets(ap, recipe, items, flag):
+    r = dict(recipe)
+    for kv in items:
+        key, _, value = kv.partition("=")
+        if key not in r:
+            ap.error(f"{flag}: no recipe entry {key!r}")
+        r[key] = type(r[key])(value)
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser(description="train the shipped byte-level GPT-2")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "assets", "models",
                                                   "kjv-byte-2l"))
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a recipe entry (for trials), e.g. --set steps=20")
+                    help="override a stage-1 recipe entry (for trials), e.g. --set steps=20")
+    ap.add_argument("--set2", action="append", default=[], metavar="KEY=VALUE",
+                    help="override an entry of both stage-2 phases (for trials)")
     ap.add_argument("--snapshot-every", type=int, default=0, metavar="N",
-                    help="also write the checkpoint every N steps to OUT/snapshots/step_N")
-    ap.add_argument("--stage", type=int, choices=(1, 2), default=1,
-                    help="1: from scratch (RECIPE); 2: STAGE2 from --init-from's weights")
-    ap.add_argument("--init-from", metavar="DIR", help="stage 1's checkpoint folder")
+                    help="also write stage 1's checkpoint every N steps to OUT/snapshots/step_N")
+    ap.add_argument("--stage1-from", metavar="DIR",
+                    help="skip stage 1: start stage 2 from this folder, which a run of stage 1 "
+                         "alone (--stage1-only) wrote (for trials)")
+    ap.add_argument("--stage1-only", action="store_true", help="stop after stage 1")
     ap.add_argument("--no-card", action="store_true", help="skip the scores and README.md")
     ap.add_argument("--card-only", action="store_true",
                     help="rewrite loss_curve.png and README.md from training_log.json and the "
@@ -345,21 +362,24 @@ def main():
     out = os.path.normpath(args.out)
     import model_card
     if not args.card_only:
-        r = dict(RECIPE if args.stage == 1 else STAGE2)
-        for kv in args.set:
-            key, _, value = kv.partition("=")
-            if key not in r:
-                ap.error(f"--set: no recipe entry {key!r}")
-            r[key] = type(r[key])(value)
-        if args.stage == 2 and not args.init_from:
-            ap.error("--stage 2 needs --init-from STAGE1_DIR")
-        model, log = train(r, snapshot_every=args.snapshot_every, out=out,
-                           init_from=args.init_from)
-        if args.init_from:
-            with open(os.path.join(args.init_from, "training_log.json"), encoding="utf-8") as f:
-                log["stage1"] = json.load(f)
+        if args.stage1_from:
+            model = bytegpt.load_checkpoint(args.stage1_from)
+            with open(os.path.join(args.stage1_from, "training_log.json"), encoding="utf-8") as f:
+                logs = [json.load(f)]
+        else:
+            model, log1 = train(parse_sets(ap, RECIPE, args.set, "--set"),
+                                snapshot_every=args.snapshot_every, out=out)
+            logs = [log1]
+        if not args.stage1_only:
+            model.untie()
+            for phase in STAGE2:
+                model, lg = train(parse_sets(ap, phase, args.set2, "--set2"), model=model)
+                logs.append(lg)
+        log = dict(logs[-1], earlier=logs[:-1]) if len(logs) > 1 else logs[0]
+        model.eval()
         bytegpt.save_checkpoint(model, out, {"format": "pt", "recipe": "tools/train/train.py",
-                                             "seed": r["seed"], "steps": r["steps"]})
+                                             "seed": RECIPE["seed"],
+                                             "steps": sum(p["recipe"]["steps"] for p in logs)})
         bytegpt.write_json(os.path.join(out, "training_log.json"), log)
     with open(os.path.join(out, "training_log.json"), encoding="utf-8") as f:
         plot_losses(json.load(f), os.path.join(out, "loss_curve.png"),

@@ -59,6 +59,11 @@ class FlashWalkthrough {
   Tile tile(int step) const;  // any step of the schedule
   Tile current() const { return tile(std::max(step_, 0)); }
 
+  // Whether tile (queryBlock, keyBlock) has been processed (the current tile included).
+  bool visited(int queryBlock, int keyBlock) const {
+    return step_ >= 0 && queryBlock * keyBlocks() + keyBlock <= step_;
+  }
+
   // The current query block's rows (current().i1 - current().i0 of them).
   const std::vector<Row>& rows() const { return rows_; }
   // The current tile's logits L (-inf where masked) and its exp(L - m_new) (0 where masked):
@@ -69,6 +74,15 @@ class FlashWalkthrough {
   // The output as far as computed: rows of finished query blocks hold their final output, the
   // current block its partial output, later rows zeros. [T_q, d_v] row-major.
   const std::vector<float>& output() const { return out_; }
+  // The head's logits L [T_q, T_k] (-inf where masked): what every tile reads.
+  const MatrixRM& logits() const { return logits_; }
+  // The weights as far as the schedule has got: cell (i, j) of a visited tile holds
+  // exp(L_ij - m_i) / l_i with row i's running max and sum after the current step (so a finished
+  // query block shows its final weights, the current block provisional ones that later tiles
+  // rescale); cells of unvisited tiles, masked cells and rows with no allowed key seen yet are 0.
+  // [T_q, T_k].
+  MatrixRM provisionalWeights() const;
+  float provisionalWeight(int i, int j) const;  // one cell of it
   // The engine's materialised output and weights for the head, for comparison.
   const MatrixRM& referenceOutput() const { return refOut_; }
   const MatrixRM& referenceWeights() const { return refWeights_; }

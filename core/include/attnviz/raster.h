@@ -17,7 +17,29 @@ namespace attnviz {
 struct Image {
   int width = 0, height = 0;
   std::vector<std::uint8_t> rgba;  // width * height * 4, row 0 at the top
+  // Where the (first) heatmap landed: its top-left cell's corner in pixels, and pixels per cell
+  // (0 when max-pooled), so a viewer can map a pixel back to a cell.
+  int heatX = 0, heatY = 0, cellPx = 0;
   RGBA8 pixel(int x, int y) const;
+};
+
+// The FlashAttention walkthrough's tiles over one head (flash_figure.h fills it): the B_r x B_c
+// tile grid with each tile's state. Cells of unvisited tiles are kFlashUnvisitedColor whatever
+// their value; a skipped tile (every cell masked) is crossed and, where it fits, labelled
+// "skipped"; the current step's tile is outlined in kFlashCurrentColor.
+enum class FlashTile : std::uint8_t { Unvisited, Visited, Skipped };
+constexpr RGBA8 kFlashUnvisitedColor{214, 217, 228};  // pale blue-grey: not computed yet
+constexpr RGBA8 kFlashCurrentColor{235, 30, 70};      // crimson outline: this step's tile
+constexpr RGBA8 kFlashSkippedColor{255, 150, 20};     // orange cross: skipped (no work)
+constexpr RGBA8 kFlashGridColor{255, 255, 255};       // tile borders
+struct FlashOverlay {
+  int blockRows = 0, blockKeys = 0;  // B_r x B_c; 0: no overlay
+  int tileRows = 0, tileCols = 0;
+  std::vector<FlashTile> tiles;          // [tileRows, tileCols], row-major
+  int currentRow = -1, currentCol = -1;  // the current step's tile; -1: none
+  std::vector<std::string> captions;     // lines under a labelled figure
+  bool on() const { return blockRows > 0 && blockKeys > 0; }
+  FlashTile at(int r, int c) const { return tiles[std::size_t(r) * tileCols + c]; }
 };
 
 enum class ExportStage { Weights, Scores };
@@ -40,6 +62,8 @@ struct ExportOptions {
   // inside its cells, in blockColor(kind) (bare exports too); a labelled figure says under it
   // what share of the dense work a tiled kernel does.
   std::vector<BlockSparsity> blocks;
+  // The FlashAttention tile overlay (one head, the weights stage); off unless on().
+  FlashOverlay flash;
 };
 
 struct ExportData {

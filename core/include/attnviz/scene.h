@@ -74,6 +74,12 @@ struct SceneView {
   float zoom = 1.0f, panX = 0.0f, panY = 0.0f;
   bool blocksOn = false;  // the block-sparsity overlay, tiles of blockRows x blockCols
   int blockRows = 128, blockCols = 128;
+  // The FlashAttention stage ("flash": {"blockRows", "blockKeys", "step"}): the scene opens on
+  // step `flashStep`, counted from 1 as the stage shows it (0: before the first; past the
+  // schedule's end: its last step), of tiles flashBlockRows x flashBlockKeys (a size larger than
+  // T is one block).
+  bool flashOn = false;
+  int flashBlockRows = 8, flashBlockKeys = 8, flashStep = 0;
 };
 // Parses Scene::extraJson; every number is range-checked before conversion. Throws InputError
 // naming `name` and the field.
