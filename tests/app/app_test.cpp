@@ -784,6 +784,54 @@ TEST(AppModel, ThePreviousTokenPresetShowsTheLineLeftOfTheDiagonal) {
   EXPECT_NE(s.out.find("model-layer: 0"), std::string::npos) << s.out;
 }
 
+// The induction preset repeats a made-up key; in the second copy layer 1 head 2 must attend to
+// the key right after the earlier occurrence of the query's byte: a stripe one cell right of the
+// diagonal shifted back by the distance between the copies. The stripe's cells are found from the
+// text here, not from the model.
+TEST(AppModel, TheInductionPresetShowsTheStripeToTheByteAfterTheEarlierOccurrence) {
+  const std::string text = "The key is 8g3kx-vq2m-pl7w. Again, the key is 8g3kx-vq2m-pl7w.";
+  const std::string key = "8g3kx-vq2m-pl7w.";
+  const int first = int(text.find(key)), second = int(text.rfind(key));
+  ASSERT_LT(first, second);
+  const int gap = second - first;
+  const Shot s = runApp("model_induction", "--scene " + scene("15-model-induction-heads.json"));
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, int(text.size()));
+  EXPECT_NE(s.out.find("model-layer: 1"), std::string::npos) << s.out;
+  // Queries on the second copy (but its first byte, whose predecessor differs from the first
+  // copy's): the cell at key t - gap + 1 is bright, the diagonal dark.
+  int rows = 0, bright = 0;
+  for (int t = second + 1; t < second + int(key.size()); ++t) {
+    ++rows;
+    const int j = t - gap + 1;
+    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(t, j)) >= 128 &&
+        tableIndex(attnviz::ColormapId::Viridis, s.cell(t, t)) < 64)
+      ++bright;
+  }
+  EXPECT_GE(bright, rows * 8 / 10) << bright << " of " << rows << " rows";
+}
+
+// The ablation preset stops inside the key's second copy, where only copying predicts the next
+// byte ('l'). With the induction head ablated the next-token panel's "before" list must still
+// have 'l' on top and the "after" list must not; the probabilities are the model's (the model
+// tests check them against torch).
+TEST(AppModel, TheAblationPresetShowsTheCopyPredictionFail) {
+  const Shot s = runApp("model_ablate_preset",
+                        "--scene " + scene("16-model-ablate-induction-head.json"));
+  ASSERT_RAN(s);
+  const auto before = nextTokens(s.out, "before"), after = nextTokens(s.out, "after");
+  ASSERT_FALSE(before.empty()) << s.out;
+  ASSERT_FALSE(after.empty()) << s.out;
+  const int copied = int('l');
+  EXPECT_EQ(before[0].first, copied);
+  EXPECT_GE(before[0].second, 0.5);
+  EXPECT_NE(after[0].first, copied);
+  double pAfter = 0.0;  // 0 when 'l' left the top five
+  for (const auto& [id, p] : after)
+    if (id == copied) pAfter = p;
+  EXPECT_LE(pAfter, 0.5 * before[0].second);
+}
+
 TEST(AppModel, AModelSceneWithALayerTheModelLacksIsRefusedNamingTheFile) {
   const std::string sc = tempPath("bad_model.json");
   std::ofstream(sc) << "{\"model\": {\"path\": \"" << kModelFixture

@@ -38,7 +38,10 @@ def write(model_dir, attnviz=None):
     ablated = s["copy_prob_ablated"][f"{il}:{ih}"]
     name = os.path.basename(os.path.normpath(model_dir))
     # every step sees batch x seq bytes, whatever its sequence length
-    tokens = sum(p["recipe"]["steps"] * p["recipe"]["batch"] * p["recipe"]["seq"] for p in parts)
+    def tokens_of(p):
+        return p["recipe"]["steps"] * p["recipe"]["batch"] * p["recipe"]["seq"]
+    tokens = tokens_of(parts[0])
+    all_tokens = sum(tokens_of(p) for p in parts)
     schedule = ("then constant" if r["min_lr_frac"] == 1.0 else
                 f"then cosine decay to {r['min_lr_frac']}x")
     seconds = sum(p["train_seconds"] for p in parts)
@@ -70,9 +73,13 @@ def write(model_dir, attnviz=None):
                   "In the short phase a query has only 32 keys to spread its attention over, so "
                   "the right key gets enough of it for a layer-1 head to learn to attend to the "
                   "byte after the current byte's earlier occurrence, composing with the "
-                  "previous-token head: the loss on the repeats sits at chance for a few hundred "
-                  "steps, then falls (the loss curve's green line). The long phase makes the "
-                  "copying work at every position and brings the text loss back.\n")
+                  "previous-token head: the batch loss (grey) sits for several hundred steps, then "
+                  "falls as copying starts. The probe (green: 200 bytes, longer than this "
+                  "phase's sequences) only shows it once the long phase begins, which makes the "
+                  "copying work at every position and brings the text loss back (the short "
+                  "windows let it drift up). All stages: "
+                  f"{sum(p['recipe']['steps'] for p in parts)} steps, "
+                  f"{all_tokens / 1e6:.1f} M bytes.\n")
     tied = s_cfg_tied(model_dir)
     found = []
     if s["previous_token"][pl][ph] >= 0.8:
@@ -173,7 +180,9 @@ First-token score:
 On the same repeated sequences, the probability the model gives the correct next byte on the
 second copy (t = L .. 2L-2) is **{s['copy_prob']:.3f}** (chance is 1/256 = 0.004). Zeroing the
 best induction head (layer {il} head {ih}) before the output projection drops it to
-**{ablated:.3f}**. Each head ablated alone:
+**{ablated:.3f}**. Zeroing the previous-token head (layer {pl} head {ph}) instead gives
+**{s['copy_prob_ablated'][f'{pl}:{ph}']:.3f}**: an induction head in layer 1 finds its key through
+what that head wrote there (the byte before each key). Each head ablated alone:
 
 {head_scores.ablation_table(s)}
 
