@@ -24,10 +24,14 @@ struct App {
   GLFWwindow* window = nullptr;  // owned by the Window guard in gui_main.cpp
   AppState s;
   std::unique_ptr<HeatmapRenderer> renderer = std::make_unique<HeatmapRenderer>();
+  std::unique_ptr<HeatmapRenderer> pooledRenderer = std::make_unique<HeatmapRenderer>();
   std::string shownTitle;  // the window title's scene title
   int quietFrames = 0;     // frames since the last input event (interactive runs only)
   UiFonts fonts;           // the atlas and the fallback faces merged into it
   bool interactive = true;
+  // A scripted run waits at each frame boundary for the pooled worker (deterministic
+  // screenshots); --report-timing turns it off to time frames while the worker runs.
+  bool waitForPooled = false;
 };
 
 // frame.cpp: one frame (events, session, panels, render). Returns the milliseconds from its

@@ -56,6 +56,7 @@ struct ViewState {
   float panX = 0.0f, panY = 0.0f;
   bool paintMode = false;  // left-drag paints blocked cells; with Shift it clears them
   bool showMaskMatrix = true;
+  bool pooledMean = false;  // pooled mode: mean-pooled instead of max-pooled
   // Where the heatmap was drawn last frame (screen pixels), for scripted input and tests.
   struct Geometry {
     bool valid = false;
@@ -76,6 +77,16 @@ struct LabelCache {
   bool columnsAreKeys = true;
   int rows = -1, cols = -1;
   AxisLabels rowLabels, colLabels;
+};
+
+// Pooled mode (Session::pooledMode): the pyramid tile on screen, as a matrix of texels for the
+// heatmap renderer (one texel = pool x pool cells; -inf where every cell is masked).
+struct PooledViewState {
+  std::shared_ptr<const PooledTile> tile;  // shown this frame (null: the coarse level is pending)
+  bool exact = false;                      // false: a coarser stand-in while a tile refines
+  DisplayMatrix texels;
+  std::uint64_t texelsFor = 0;  // the tile id the texels hold
+  bool texelsMean = false;
 };
 
 struct BackendState {
@@ -229,6 +240,8 @@ struct AppState {
   FlashState flash;
   Timing timing;
   HeatmapRenderer* renderer = nullptr;
+  HeatmapRenderer* pooledRenderer = nullptr;  // the pooled tiles' textures (pooled mode)
+  PooledViewState pooledView;
   std::string configDir;
   bool computedThisFrame = false;  // a softmax ran this frame: defer cosmetic work
 

@@ -38,6 +38,12 @@ void frameBoundary(App& app) {
     }
     syncModel(s);
     syncSession(s);
+    // A scripted run shows each pooled level once it is done (deterministic screenshots); a
+    // window keeps drawing while the worker computes.
+    if (app.waitForPooled && s.session.pooledMode()) {
+      s.session.pooled().wait();
+      syncSession(s);
+    }
   } catch (const std::exception& e) {
     // The session keeps its last good results and does not retry the stage that failed.
     reportError(s, e.what());
@@ -57,7 +63,10 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   // (A model opening on the worker thread keeps the frames coming for its progress bar.)
   const bool stale = !s.session.allHeadsFresh() || s.model.loading.valid() ||
                      s.model.textEditedAt >= 0 || (s.flash.active && s.flash.playing);
-  if (app.interactive && app.quietFrames > 10 && !stale && !ImGui::GetIO().WantTextInput) {
+  const bool pooledBusy = s.session.pooledMode() && s.session.pooled().busy();
+  if (app.interactive && pooledBusy && !stale) {
+    glfwWaitEventsTimeout(0.04);  // the worker's tile shows within a frame or two
+  } else if (app.interactive && app.quietFrames > 10 && !stale && !ImGui::GetIO().WantTextInput) {
     glfwWaitEventsTimeout(0.5);
     if (msSince(t0) < 490.0) app.quietFrames = 0;  // woken by an event
   } else {
@@ -101,8 +110,10 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   if (want.params != have.params && want.inputs == have.inputs && s.session.ready()) {
     try {
       syncSession(s);
-      s.renderer->upload(s.display());
-      s.renderer->refresh();
+      if (!s.display().pooled) {
+        s.renderer->upload(s.display());
+        s.renderer->refresh();
+      }
     } catch (const std::exception& e) {
       reportError(s, e.what());
     }

@@ -50,6 +50,8 @@ struct Options {
   bool paint = false;
   bool reportTiming = false;
   float zoom = 0;
+  std::string pan;
+  std::string pooled;
   int syntheticTokens = 0;
   int heads = 0;
   float uiScale = 0;
@@ -99,7 +101,13 @@ int runGui(int argc, char** argv) {
                  "type this into the Mask panel's expression field (applied when it compiles, "
                  "else shown with its error)");
   cli.add_option("--zoom", o.zoom, "initial zoom (1 = fit)");
-  cli.add_option("--tokens", o.syntheticTokens, "repeat the scene's text to this many tokens");
+  cli.add_option("--pan", o.pan, "initial pan: the top-left visible cell I,J (with --zoom)");
+  cli.add_option("--tokens", o.syntheticTokens,
+                 "repeat the scene's text to this many tokens (up to 131072; above 4096 the "
+                 "weights are streamed and pooled)");
+  cli.add_option("--pooled", o.pooled,
+                 "on | off | auto: show the streamed, pooled weights (auto: above 4096 x 4096 "
+                 "cells a head)");
   cli.add_option("--heads", o.heads, "number of heads");
   cli.add_option("--ui-scale", o.uiScale, "UI scale (default: the monitor's content scale)");
   cli.add_flag(
@@ -135,8 +143,18 @@ int runGui(int argc, char** argv) {
       throw UsageError("--frames: expected a number of frames >= 1");
     if (cli.count("--zoom") && !(o.zoom >= 1.0f && o.zoom <= 1e4f))
       throw UsageError("--zoom: expected a number >= 1 (1 = fit)");
-    if (cli.count("--tokens") && (o.syntheticTokens < 1 || o.syntheticTokens > 8192))
-      throw UsageError("--tokens: expected a number of tokens in [1, 8192]");
+    if (cli.count("--tokens") && (o.syntheticTokens < 1 || o.syntheticTokens > 131072))
+      throw UsageError("--tokens: expected a number of tokens in [1, 131072]");
+    PooledPolicy pooledPolicy;
+    pooledPolicy.mode = PooledPolicy::Mode::Auto;
+    if (o.pooled == "on")
+      pooledPolicy.mode = PooledPolicy::Mode::On;
+    else if (o.pooled == "off")
+      pooledPolicy.mode = PooledPolicy::Mode::Off;
+    else if (!o.pooled.empty() && o.pooled != "auto")
+      throw UsageError("--pooled: expected on, off or auto, got '" + o.pooled + "'");
+    s.session.setPooledPolicy(pooledPolicy);
+    const CellArg pan = parseCell(o.pan, "--pan");
     if (cli.count("--heads") && (o.heads < 1 || o.heads > 64))
       throw UsageError("--heads: expected a number of heads in [1, 64]");
     if (cli.count("--ui-scale") && !(o.uiScale > 0.0f && o.uiScale <= 8.0f))
@@ -223,6 +241,10 @@ int runGui(int argc, char** argv) {
     else if (!o.popup.empty())
       throw UsageError("--popup: expected open, save or export, got '" + o.popup + "'");
     if (cli.count("--zoom")) s.view.zoom = o.zoom;
+    if (pan.i >= 0) {
+      s.view.panY = float(pan.i);
+      s.view.panX = float(pan.j);
+    }
   } catch (const UsageError& e) {
     std::fprintf(stderr, "attnviz: %s\n", e.what());
     return 2;
@@ -242,6 +264,7 @@ int runGui(int argc, char** argv) {
   }
   const bool scripted = o.frames > 0 || o.reportTiming;
   app.interactive = !scripted;
+  app.waitForPooled = scripted;
   Window window(winW, winH, !scripted);
   if (!window.get()) {
     std::fprintf(stderr, "attnviz: cannot create an OpenGL 3.3 window\n");
@@ -260,6 +283,8 @@ int runGui(int argc, char** argv) {
   try {
     app.renderer->init();
     s.renderer = app.renderer.get();
+    app.pooledRenderer->init();
+    s.pooledRenderer = app.pooledRenderer.get();
     const char* rend = reinterpret_cast<const char*>(glGetString(GL_RENDERER));
     s.backend.glRenderer = rend ? rend : "unknown";
     EngineChoice engine = chooseEngine(o.backend, EngineSite::CurrentContext, s.backend.glRenderer);
@@ -299,7 +324,9 @@ int runGui(int argc, char** argv) {
   // the window and GLFW in that order.
   s.session.setEngine(nullptr);
   s.renderer = nullptr;
+  s.pooledRenderer = nullptr;
   app.renderer.reset();
+  app.pooledRenderer.reset();
   return rc;
 }
 

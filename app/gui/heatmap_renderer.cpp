@@ -172,7 +172,7 @@ void* HeatmapRenderer::colormapId(ColormapId id) const {
 void HeatmapRenderer::upload(const DisplayMatrix& m) {
   if (m.version == uploadedVersion_) return;
   uploadedVersion_ = m.version;
-  if (m.rows <= 0 || m.cols <= 0) {
+  if (m.rows <= 0 || m.cols <= 0 || m.values.size() != std::size_t(m.rows) * m.cols) {
     cols_ = rows_ = 0;
     return;
   }

@@ -3,6 +3,7 @@
 #include "gui/app.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -19,6 +20,83 @@ double percentile(std::vector<double> v, double p) {
 
 // The element at index n / 2 of the sorted values, as percentile(v, 0.5) picks it.
 double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Frames until the pooled view shows a tile at the pool the zoom wants (at most `limit`);
+// returns the milliseconds that took, the frame times into `frames`.
+double framesUntilExact(App& app, std::vector<double>& frames, int limit = 2000) {
+  const auto t0 = Clock::now();
+  for (int k = 0; k < limit; ++k) {
+    frames.push_back(runFrame(app, nullptr, true));
+    if (app.s.pooledView.tile && app.s.pooledView.exact) break;
+  }
+  return msSince(t0);
+}
+
+// Long contexts: T=32768, one head, pooled (nothing materialised), frames drawn while the
+// worker computes (as in a window: no waiting at the frame boundary).
+void reportPooledTiming(App& app) {
+  AppState& s = app.s;
+  Scene sc = defaultScene();
+  sc.queryText = repeatedText(sc.queryText, 32768);
+  sc.heads = 1;
+  sc.archetypes = {Archetype::PreviousToken};
+  app.waitForPooled = false;
+  const auto t0 = Clock::now();
+  s.session.setScene(sc);
+  s.view = ViewState{};
+  runFrame(app, nullptr, true);
+  const double firstFrame = msSince(t0);
+  std::vector<double> meanwhile;
+  const double coarse = firstFrame + framesUntilExact(app, meanwhile);
+  std::printf(
+      "timing: pooled T=32768 H=1: first frame %.0f ms after the scene was set (inputs %.0f "
+      "ms), the whole coarse level on screen after %.0f ms (worker %.0f ms; %d frames meanwhile, "
+      "median %.1f ms)\n",
+      firstFrame, s.session.timing().setInputsMs, coarse, s.session.pooled().lastCoarseMs(),
+      int(meanwhile.size()), median(meanwhile));
+  for (float zoom : {2.0f, 8.0f, 64.0f, 1024.0f}) {
+    s.view.zoom = zoom;
+    s.view.panX = 16384.0f - 16384.0f / zoom;
+    s.view.panY = 16384.0f - 8192.0f / zoom;
+    std::vector<double> frames;
+    const double ms = framesUntilExact(app, frames);
+    std::printf(
+        "timing: pooled T=32768 zoom %g: refined (pool %d) on screen after %.0f ms (worker %.0f "
+        "ms; %d frames meanwhile, median %.1f ms)\n",
+        double(zoom), s.pooledView.tile ? s.pooledView.tile->pool() : 0, ms,
+        s.session.pooled().lastTileMs(), int(frames.size()), median(frames));
+  }
+  // Pan at zoom 8, a twentieth of the view a frame, then straight back to the start.
+  s.view.zoom = 8.0f;
+  const float x0 = 4000.0f, y0 = 9000.0f;
+  s.view.panX = x0;
+  s.view.panY = y0;
+  std::vector<double> settle, pan;
+  framesUntilExact(app, settle);
+  int exact = 0;
+  for (int k = 1; k <= 60; ++k) {
+    s.view.panX = x0 + float(k) * 200.0f;
+    s.view.panY = y0 + float(k) * 100.0f;
+    pan.push_back(runFrame(app, nullptr, true));
+    exact += s.pooledView.exact;
+  }
+  s.view.panX = x0;
+  s.view.panY = y0;
+  runFrame(app, nullptr, true);
+  const bool back = s.pooledView.exact;
+  std::printf(
+      "timing: pooled pan T=32768 zoom 8: median %.1f ms, p90 %.1f ms (%d frames, %d of them at "
+      "the wanted pool); back at the start: %s; %zu tiles cached\n",
+      median(pan), percentile(pan, 0.9), int(pan.size()), exact,
+      back ? "refined on the first frame" : "coarser first", s.session.pooled().tilesCached());
+  s.session.pooled().wait();
+  app.waitForPooled = true;
+}
 
 }  // namespace
 
@@ -146,6 +224,7 @@ void reportTiming(App& app) {
       "timing: pan T=4096 H=1 at zoom 4: median %.2f ms, p90 %.2f ms (%d frames); fit-to-window "
       "frames median %.2f ms\n",
       median(pan), percentile(pan, 0.9), int(pan.size()), median(fit));
+  reportPooledTiming(app);
   std::printf("timing: GL renderer %s, backend %s\n", s.backend.glRenderer.c_str(),
               s.backend.backend.c_str());
   std::fflush(stdout);

@@ -5,6 +5,8 @@
 
 #include <GLFW/glfw3.h>
 
+#include <sys/resource.h>
+
 #include <cstdio>
 
 namespace attnviz::gui {
@@ -58,6 +60,18 @@ void runScript(App& app, const Script& script) {
           "panY=%.4f\n",
           g2.x0, g2.y0, g2.w, g2.h, g2.cellPx, s.display().rows, s.display().cols, s.view.panX,
           s.view.panY);
+      if (s.session.pooledMode()) {
+        const auto& pv = s.pooledView;
+        rusage ru{};
+        getrusage(RUSAGE_SELF, &ru);
+        std::printf(
+            "pooled: pool=%d exact=%d tile=[%d,%d)x[%d,%d) coarse_ms=%.1f tile_ms=%.1f "
+            "peak_rss_mb=%ld\n",
+            pv.tile ? pv.tile->pool() : 0, int(pv.exact), pv.tile ? pv.tile->w.r0 : 0,
+            pv.tile ? pv.tile->w.r1 : 0, pv.tile ? pv.tile->w.c0 : 0, pv.tile ? pv.tile->w.c1 : 0,
+            s.session.pooled().lastCoarseMs(), s.session.pooled().lastTileMs(),
+            long(ru.ru_maxrss / 1024));
+      }
       if (s.flash.active && s.flash.walk) {
         const FlashWalkthrough& w = *s.flash.walk;
         const FlashWalkthrough::Tile t = w.current();

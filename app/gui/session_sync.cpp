@@ -14,12 +14,21 @@ View sessionView(const ViewState& v) {
   out.headAverage = v.headAverage;
   out.stage = v.stage;
   out.wrongAxis = v.wrongAxis;
+  out.pooledMean = v.pooledMean;
   return out;
 }
 
 void syncSession(AppState& s) {
   s.session.setView(sessionView(s.view));
   s.session.update();
+  if (s.session.pooledMode()) {
+    // Only the pooled weights exist at this size (the stage bar says so).
+    s.view.stage = ViewStage::Weights;
+    s.view.wrongAxis = s.view.headAverage = s.view.paintMode = false;
+    s.flash.active = false;  // the walkthrough compares against the materialised softmax
+    s.session.setView(sessionView(s.view));
+    s.session.update();
+  }
   const int tq = s.tq();
   s.view.head = s.session.view().head;
   if (s.view.selectedRow >= tq) s.view.selectedRow = tq - 1;

@@ -51,6 +51,13 @@ void thumbnailPixels(const AppState& s, const std::vector<int>& heads, int maxSi
 bool drawHeadGridPanel(AppState& s) {
   bool changed = false;
   const int H = s.heads();
+  if (s.session.pooledMode()) {
+    ImGui::TextWrapped(
+        "No thumbnails at this length (each head would be streamed in full). Head %d of %d is "
+        "shown: \xe2\x86\x90 \xe2\x86\x92 over the heatmap picks another.",
+        s.view.head, H);
+    return false;
+  }
   if (H <= 0 || s.tq() == 0 || s.tk() == 0 || !s.session.hasResult()) return false;
   const float sc = s.ui.uiScale;
   const float availW = ImGui::GetContentRegionAvail().x;

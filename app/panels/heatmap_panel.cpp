@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 namespace attnviz::gui {
@@ -95,7 +96,9 @@ ValueMapping currentMapping(const AppState& s) {
     m.scale = ColorScale::Linear;
   } else {
     m.lo = 0.0f;
-    m.hi = s.view.autoRange ? std::max(d.maxFinite, 1e-6f) : 1.0f;
+    // Mean-pooled weights are small (a block's average): always on [0, their largest].
+    const bool autoRange = s.view.autoRange || (d.pooled && s.view.pooledMean);
+    m.hi = autoRange ? std::max(d.maxFinite, 1e-6f) : 1.0f;
     m.scale = s.view.scale;
     m.gamma = s.view.gamma;
     m.logFloor = s.view.logFloor;
@@ -546,6 +549,167 @@ void drawCellTooltip(AppState& s) {
   }
 }
 
+// ---- pooled mode: the streamed pyramid (Session::pooledMode) ---------------------------------
+
+// The shown tile as texels for the renderer: the max (or mean) of each pixel's cells, -inf where
+// every cell is masked (hatched, as a masked cell).
+void fillTexels(PooledViewState& pv, bool mean) {
+  const PooledWeights& w = pv.tile->w;
+  DisplayMatrix& m = pv.texels;
+  const std::vector<float>& src = mean && !w.mean.empty() ? w.mean : w.max;
+  m.rows = w.height;
+  m.cols = w.width;
+  m.values.resize(src.size());
+  for (std::size_t n = 0; n < src.size(); ++n)
+    m.values[n] = w.masked[n] ? -std::numeric_limits<float>::infinity() : src[n];
+  ++m.version;
+  pv.texelsFor = pv.tile->id;
+  pv.texelsMean = mean;
+}
+
+// Draws the best tile the pyramid has for what is on screen at the pool factor the zoom needs
+// (one texel at most a pixel); a coarser one stands in, scaled, while the worker refines.
+bool drawPooledMatrix(AppState& s, const HeatmapLayout& L, const ValueMapping& mapping) {
+  const ViewState& v = s.view;
+  PooledViewState& pv = s.pooledView;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImGuiIO& io = ImGui::GetIO();
+  const float fbScale = io.DisplayFramebufferScale.x > 0 ? io.DisplayFramebufferScale.x : 1.0f;
+  const double cellsPerPx = 1.0 / (double(L.cellPx) * fbScale);
+  const auto tRender = std::chrono::steady_clock::now();
+  const PooledPyramid::Pick pick = s.session.pooled().pick(
+      L.r0, std::max(L.r0 + 1, L.r1), L.c0, std::max(L.c0 + 1, L.c1),
+      PooledPyramid::poolFor(cellsPerPx));
+  pv.tile = pick.tile;
+  pv.exact = pick.exact;
+  s.view.geometry = {true, L.p0.x, L.p0.y, L.visW, L.visH, L.cellPx};
+  if (!pv.tile) {
+    dl->AddRectFilled(L.p0, L.p1, IM_COL32(28, 28, 33, 255));
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "streaming the weights of %d \xc3\x97 %d cells\xe2\x80\xa6",
+                  s.tq(), s.tk());
+    const ImVec2 ts = ImGui::CalcTextSize(msg);
+    dl->AddText(ImVec2(L.p0.x + (L.visW - ts.x) * 0.5f, L.p0.y + (L.visH - ts.y) * 0.5f), kTitle,
+                msg);
+    return true;
+  }
+  if (pv.texelsFor != pv.tile->id || pv.texelsMean != v.pooledMean) fillTexels(pv, v.pooledMean);
+  s.pooledRenderer->upload(pv.texels);
+  if (!s.pooledRenderer->error().empty()) {
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.38f, 1), "Cannot display: %s",
+                       s.pooledRenderer->error().c_str());
+    return false;
+  }
+  const PooledWeights& w = pv.tile->w;
+  const float pool = float(w.poolQ);
+  HeatmapRenderer::Target t;
+  t.width = int(std::lround(L.visW * fbScale));
+  t.height = int(std::lround(L.visH * fbScale));
+  t.originX = (v.panX - float(w.c0)) / pool;  // in texels of the tile
+  t.originY = (v.panY - float(w.r0)) / pool;
+  t.cellsPerPixel = float(cellsPerPx) / pool;
+  t.colormap = s.activeColormap();
+  t.mapping = mapping;
+  t.grid = v.showGrid && w.poolQ == 1;
+  void* tex = s.pooledRenderer->render(t);
+  s.timing.renderMs =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tRender).count();
+  if (tex) dl->AddImage(tex, L.p0, L.p1, ImVec2(0, 1), ImVec2(1, 0));
+  if (!pick.exact || s.session.pooled().busy()) {
+    // A small "refining" badge in the matrix's top-right corner while the worker computes.
+    const char* badge = "refining\xe2\x80\xa6";
+    const ImVec2 ts = ImGui::CalcTextSize(badge);
+    const ImVec2 b1(L.p1.x - 4 * L.sc, L.p0.y + 4 * L.sc + ts.y + 6 * L.sc);
+    const ImVec2 b0(b1.x - ts.x - 12 * L.sc, L.p0.y + 4 * L.sc);
+    dl->AddRectFilled(b0, b1, IM_COL32(20, 22, 28, 220), 4 * L.sc);
+    dl->AddText(ImVec2(b0.x + 6 * L.sc, b0.y + 3 * L.sc), IM_COL32(255, 200, 90, 255), badge);
+  }
+  return true;
+}
+
+// Index ticks along both axes when cells are too narrow for token labels: every `step` cells,
+// step the smallest 1, 2 or 5 x 10^k that leaves room for the numbers.
+void drawIndexTicks(const AppState& s, const HeatmapLayout& L) {
+  const ViewState& v = s.view;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = L.origin, p0 = L.p0, p1 = L.p1;
+  const float cellPx = L.cellPx, sc = L.sc, lineH = L.lineH;
+  long step = 1;
+  for (long base = 1; step * cellPx < 70 * sc; base *= 10) {
+    for (long m : {1L, 2L, 5L}) {
+      step = base * m;
+      if (step * cellPx >= 70 * sc) break;
+    }
+  }
+  auto rowY = [&](double r) { return float(p0.y + (r - v.panY) * cellPx); };
+  auto colX = [&](double c) { return float(p0.x + (c - v.panX) * cellPx); };
+  dl->PushClipRect(ImVec2(origin.x, p0.y - lineH), ImVec2(p0.x, p1.y + lineH), true);
+  for (long i = ((L.r0 + step - 1) / step) * step; i < L.r1; i += step) {
+    const float y = rowY(double(i) + 0.5);
+    const std::string idx = std::to_string(i);
+    dl->AddLine(ImVec2(p0.x - 6 * sc, y), ImVec2(p0.x - 1, y), kIndex);
+    dl->AddText(ImVec2(p0.x - 9 * sc - ImGui::CalcTextSize(idx.c_str()).x, y - lineH * 0.5f),
+                kLabel, idx.c_str());
+  }
+  dl->PopClipRect();
+  dl->PushClipRect(ImVec2(p0.x - lineH, origin.y), ImVec2(p1.x + lineH, p0.y), true);
+  for (long j = ((L.c0 + step - 1) / step) * step; j < L.c1; j += step) {
+    const float x = colX(double(j) + 0.5);
+    dl->AddLine(ImVec2(x, p0.y - 6 * sc), ImVec2(x, p0.y - 1), kIndex);
+    addVerticalText(dl, x - lineH * 0.5f, p0.y - 9 * sc, kLabel, std::to_string(j).c_str());
+  }
+  dl->PopClipRect();
+}
+
+// The hovered pixel of the pooled view: which queries and keys it covers and the pooled value.
+void drawPooledTooltip(AppState& s) {
+  const PooledViewState& pv = s.pooledView;
+  const ViewState& v = s.view;
+  if (!pv.tile) return;
+  const PooledWeights& w = pv.tile->w;
+  const int i = v.hoverRow, j = v.hoverCol;
+  if (i < w.r0 || i >= w.r1 || j < w.c0 || j >= w.c1) return;
+  const int P = w.poolQ, y = (i - w.r0) / P, x = (j - w.c0) / P;
+  const int a = w.r0 + y * P, b = std::min(w.r1, a + P);
+  const int c = w.c0 + x * P, e = std::min(w.c1, c + P);
+  const std::size_t n = w.at(y, x);
+  const auto& qt = s.session.inputs().queryTokens;
+  const auto& kt = s.session.inputs().keyTokens;
+  char lines[6][256];
+  int count = 0;
+  if (P == 1) {
+    std::snprintf(lines[count++], 256, "row i = %d   query '%s'", i,
+                  i < int(qt.size()) ? qt[i].c_str() : "");
+    std::snprintf(lines[count++], 256, "column j = %d   key '%s'", j,
+                  j < int(kt.size()) ? kt[j].c_str() : "");
+  } else {
+    std::snprintf(lines[count++], 256, "queries i = %d..%d (%d rows)", a, b - 1, b - a);
+    std::snprintf(lines[count++], 256, "keys j = %d..%d (%d columns)", c, e - 1, e - c);
+  }
+  if (w.masked[n])
+    std::snprintf(lines[count++], 256, "every cell masked (weight 0)");
+  else
+    std::snprintf(lines[count++], 256, P == 1 ? "weight = %.6f" : "max weight = %.6f",
+                  double(w.max[n]));
+  if (!w.mean.empty() && P > 1)
+    std::snprintf(lines[count++], 256, "mean weight = %.6g", double(w.mean[n]));
+  std::snprintf(lines[count++], 256, "pooled %d \xc3\x97 %d cells a pixel, streamed%s", P, P,
+                pv.exact ? "" : " (refining)");
+  ImGui::BeginTooltip();
+  for (int k = 0; k < count; ++k) ImGui::TextUnformatted(lines[k]);
+  ImGui::TextDisabled("click: select row   wheel: zoom   drag: pan");
+  ImGui::EndTooltip();
+  if (s.ui.printHover) {
+    std::string line = "hover: i=" + std::to_string(i) + " j=" + std::to_string(j);
+    for (int k = 0; k < count; ++k) line += std::string(" | ") + lines[k];
+    if (line != s.ui.lastHoverPrinted) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+      s.ui.lastHoverPrinted = line;
+    }
+  }
+}
+
 }  // namespace
 
 bool drawHeatmapPanel(AppState& s) {
@@ -560,19 +724,27 @@ bool drawHeatmapPanel(AppState& s) {
   const LabelCache& labels = axisLabels(s);
   const HeatmapLayout L = layoutHeatmap(s, labels);
   const ValueMapping mapping = currentMapping(s);
-  if (!drawMatrix(s, L, mapping)) return false;
+  if (d.pooled ? !drawPooledMatrix(s, L, mapping) : !drawMatrix(s, L, mapping)) return false;
   bool hovered = false;
   const bool changed = handleHeatmapInput(s, L, hovered);
   drawOverlays(s, L);
   drawMaskOverlays(s, ImGui::GetWindowDrawList());  // block tiles, document boundaries
-  drawAxisLabels(s, L, labels);
+  if (d.pooled && L.cellPx < L.lineH + 1)
+    drawIndexTicks(s, L);  // token labels only once a cell is tall enough to hold one
+  else
+    drawAxisLabels(s, L, labels);
   drawAxisTitles(s, L);
   const float xRight = drawRowSumStrip(s, L);
   drawColumnSumStrip(s, L);
   const float barH = std::max(80.0f * L.sc, std::min(L.visH, 360 * L.sc) - L.lineH * 2);
   drawColourBar(s, ImGui::GetWindowDrawList(), ImVec2(xRight + 4 * L.sc, L.p0.y), L.barW, barH,
                 mapping);
-  if (hovered && v.hoverRow >= 0) drawCellTooltip(s);
+  if (hovered && v.hoverRow >= 0) {
+    if (d.pooled)
+      drawPooledTooltip(s);
+    else
+      drawCellTooltip(s);
+  }
   ImGui::SetCursorScreenPos(ImVec2(L.origin.x, L.origin.y + L.avail.y));
   return changed;
 }

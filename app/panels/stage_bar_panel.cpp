@@ -7,6 +7,7 @@ namespace attnviz::gui {
 
 bool drawStageBar(AppState& s) {
   bool changed = false;
+  const bool pooled = s.session.pooledMode();
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Stage");
   for (int k = 0; k < kStageCount; ++k) {
@@ -19,14 +20,44 @@ bool drawStageBar(AppState& s) {
       ImGui::SameLine();
     }
     const bool on = s.view.stage == st && !s.flash.active;
+    // Pooled mode has only the weights: the other stages would need the whole matrix.
+    const bool off = pooled && st != ViewStage::Weights;
     if (on) ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+    if (off) ImGui::BeginDisabled();
     if (ImGui::Button(stageLabel(st))) {
       s.view.stage = st;
       s.flash.active = false;
       changed = true;
     }
+    if (off) ImGui::EndDisabled();
     if (on) ImGui::PopStyleColor();
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", stageFormula(st));
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("%s%s", stageFormula(st),
+                        off ? "\n(not at this length: only the pooled weights are streamed)" : "");
+  }
+  if (pooled) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("|");
+    ImGui::SameLine();
+    changed |= ImGui::Checkbox("mean-pooled", &s.view.pooledMean);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "Each pixel covers a block of cells. Max-pooled (the default) shows the block's largest "
+          "weight, so a single strong key is never averaged away; mean-pooled shows the block's "
+          "average (masked cells count 0), on a range up to the largest mean.");
+    // One line, as the formula it replaces, so the heatmap keeps its place.
+    ImGui::TextColored(ImVec4(0.55f, 0.78f, 1.0f, 1.0f),
+                       "Pooled view (%d \xc3\x97 %d a head): weights streamed and %s-pooled, "
+                       "other stages off",
+                       s.tq(), s.tk(), s.view.pooledMean ? "mean" : "max");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "The %d \xc3\x97 %d weights of a head are never held whole (above 4096 \xc3\x97 4096 "
+          "cells,\nor --pooled on). They are streamed tile by tile and pooled to the screen; "
+          "zooming in\nrefines the view, down to one token a cell. Scores, output, the head "
+          "average and\nthe wrong axis would need the whole matrix, so they are off.",
+          s.tq(), s.tk());
+    return changed;
   }
   // The same softmax computed tile by tile (flash_panel.cpp), after the stages it replays.
   ImGui::SameLine();

@@ -34,10 +34,19 @@ bool drawStatusBar(AppState& s) {
   ImGui::SameLine();
   ImGui::TextDisabled("| H=%d T_q=%d T_k=%d d=%d", d.H, d.Tq, d.Tk, d.dk);
   ImGui::SameLine();
-  ImGui::TextDisabled(
-      "| QK\xe1\xb5\x80 %.1f ms  softmax %.2f ms  view %.2f ms | frame %.1f ms (%.0f FPS)",
-      st.setInputsMs, st.softmaxMs, st.displayMs, t.frameMs,
-      t.frameMs > 0 ? 1000.0 / t.frameMs : 0.0);
+  if (s.session.pooledMode()) {
+    // No engine run: the inputs, then the pyramid's worker (its last whole pass and tile).
+    const PooledPyramid& py = s.session.pooled();
+    ImGui::TextDisabled(
+        "| inputs %.1f ms  pooled: whole %.0f ms, tile %.0f ms%s | frame %.1f ms (%.0f FPS)",
+        st.setInputsMs, py.lastCoarseMs(), py.lastTileMs(), py.busy() ? " (refining)" : "",
+        t.frameMs, t.frameMs > 0 ? 1000.0 / t.frameMs : 0.0);
+  } else {
+    ImGui::TextDisabled(
+        "| QK\xe1\xb5\x80 %.1f ms  softmax %.2f ms  view %.2f ms | frame %.1f ms (%.0f FPS)",
+        st.setInputsMs, st.softmaxMs, st.displayMs, t.frameMs,
+        t.frameMs > 0 ? 1000.0 / t.frameMs : 0.0);
+  }
   if (!s.ui.notice.empty() && nowSeconds() < s.ui.noticeUntil) {
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(0.55f, 0.9f, 0.55f, 1), "| %s", s.ui.notice.c_str());

@@ -35,7 +35,10 @@ namespace {
 
 using json = nlohmann::json;
 
+// Painted cells are a T_q x T_k matrix, so they stay within materialised sizes; the text itself
+// may be as long as the pooled view streams (attnviz/pooled_view.h).
 constexpr int kMaxTokens = 8192;
+constexpr int kMaxSceneTokens = 131072;
 
 struct NameTable {
   const char* name;
@@ -337,8 +340,9 @@ SceneInputs buildSceneInputs(const Scene& s) {
   if (tokens.empty()) throw InputError("scene: the query text has no tokens");
   std::vector<std::string> keys = s.mode == Mode::Cross ? tokenize(s.keyText) : tokens;
   if (keys.empty()) throw InputError("scene: the key text has no tokens");
-  if (static_cast<int>(tokens.size()) > kMaxTokens || static_cast<int>(keys.size()) > kMaxTokens) {
-    throw InputError("scene: more than " + std::to_string(kMaxTokens) + " tokens");
+  if (static_cast<int>(tokens.size()) > kMaxSceneTokens ||
+      static_cast<int>(keys.size()) > kMaxSceneTokens) {
+    throw InputError("scene: more than " + std::to_string(kMaxSceneTokens) + " tokens");
   }
   const Layout L = layoutFor(s.dModel);
   MatrixRM Xq, Xk;
@@ -427,7 +431,7 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
   s.dHead = intField(j, "d_head", s.dHead, 4, 256, name);
   s.seed = static_cast<std::uint32_t>(
       intField(j, "seed", static_cast<int>(s.seed), 0, 2147483647, name));
-  s.decodeStep = intField(j, "decode_step", s.decodeStep, -1, kMaxTokens, name);
+  s.decodeStep = intField(j, "decode_step", s.decodeStep, -1, kMaxSceneTokens, name);
   s.sharpness = floatField(j, "sharpness", s.sharpness, name);
   if (!std::isfinite(s.sharpness) || s.sharpness <= 0.0f || s.sharpness > 100.0f) {
     throw InputError(name + ": field 'sharpness' must be in (0, 100]");

@@ -118,9 +118,12 @@ struct Sweep {
     return std::any_of(spans.begin(), spans.end(),
                        [&](const detail::RowSpan& s) { return s.mayAllow(j0, j1); });
   }
-  long neededTiles() const {
+  // Tiles not skipped among the key blocks that meet the keys [c0, c1), each cut to them.
+  long neededTiles(int c0 = 0, int c1 = -1) const {
+    if (c1 < 0) c1 = Tk;
     long n = 0;
-    for (int j0 = 0; j0 < Tk; j0 += blockKeys) n += needed(j0, std::min(Tk, j0 + blockKeys));
+    for (int j0 = (c0 / blockKeys) * blockKeys; j0 < c1; j0 += blockKeys)
+      n += needed(std::max(j0, c0), std::min(c1, j0 + blockKeys));
     return n;
   }
   // Scores of the tile into the top-left rows() x (j1 - j0) of S, then the biased, masked
@@ -228,9 +231,10 @@ struct PixelRow {
     }
   }
   void store(PooledWeights& pw) const {
-    const int rows = std::min(pw.Tq, (y + 1) * pw.poolQ) - y * pw.poolQ;
+    const int rows = std::min(pw.r1, pw.r0 + (y + 1) * pw.poolQ) - (pw.r0 + y * pw.poolQ);
     for (int x = 0; x < pw.width; ++x) {
-      const int cells = rows * (std::min(pw.Tk, (x + 1) * pw.poolK) - x * pw.poolK);
+      const int cells =
+          rows * (std::min(pw.c1, pw.c0 + (x + 1) * pw.poolK) - (pw.c0 + x * pw.poolK));
       pw.max[pw.at(y, x)] = any[x] ? best[x] : 0.0f;
       if (!pw.mean.empty()) pw.mean[pw.at(y, x)] = sum[x] / float(cells);
       pw.masked[pw.at(y, x)] = any[x] ? 0 : 1;
@@ -243,38 +247,76 @@ struct PixelRow {
 PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
                                   const AttentionParams& p, int poolQ, int poolK,
                                   const StreamOptions& opt, bool withMean) {
+  return streamPooledRegion(q, k, head, p, PoolRegion{0, q.rows, 0, k.rows, poolQ, poolK}, opt,
+                            withMean);
+}
+
+PooledWeights streamPooledRegion(const Tensor3& q, const Tensor3& k, int head,
+                                 const AttentionParams& p, const PoolRegion& region,
+                                 const StreamOptions& opt, bool withMean, const SoftmaxStats* known,
+                                 SoftmaxStats* found) {
   checkBlocks(opt);
   const Dims d = detail::validateStreamInputs(q, k, nullptr);
   validateParams(p, d.H, d.Tq, d.Tk);
   if (head < 0 || head >= d.H)
     throw UsageError("head " + std::to_string(head) + " out of range [0, " + std::to_string(d.H) +
                      ")");
+  const int poolQ = region.poolQ, poolK = region.poolK;
   if (poolQ < 1 || poolK < 1)
     throw UsageError("pooling factors must be >= 1, got " + std::to_string(poolQ) + " x " +
                      std::to_string(poolK));
   PooledWeights pw;
   pw.Tq = d.Tq, pw.Tk = d.Tk, pw.poolQ = poolQ, pw.poolK = poolK;
-  pw.width = (d.Tk + poolK - 1) / poolK;
-  pw.height = (d.Tq + poolQ - 1) / poolQ;
+  pw.r0 = std::clamp(region.r0, 0, d.Tq), pw.r1 = std::clamp(region.r1, 0, d.Tq);
+  pw.c0 = std::clamp(region.c0, 0, d.Tk), pw.c1 = std::clamp(region.c1, 0, d.Tk);
+  if (pw.r1 <= pw.r0 || pw.c1 <= pw.c0)
+    throw UsageError("empty region: queries [" + std::to_string(region.r0) + ", " +
+                     std::to_string(region.r1) + "), keys [" + std::to_string(region.c0) + ", " +
+                     std::to_string(region.c1) + ") of a " + std::to_string(d.Tq) + " x " +
+                     std::to_string(d.Tk) + " matrix");
+  const int r0 = pw.r0, r1 = pw.r1, c0 = pw.c0, c1 = pw.c1;
+  pw.width = (c1 - c0 + poolK - 1) / poolK;
+  pw.height = (r1 - r0 + poolQ - 1) / poolQ;
   const std::size_t pixels = std::size_t(pw.width) * std::size_t(pw.height);
   pw.max.assign(pixels, 0.0f);
   if (withMean) pw.mean.assign(pixels, 0.0f);
   pw.masked.assign(pixels, 1);
+  const bool useKnown = known && known->covers(d.Tq);
+  if (found && !found->covers(d.Tq)) {
+    found->max.assign(d.Tq, kNegInf);
+    found->sum.assign(d.Tq, 0.0f);
+  }
 
   const float slope = alibiSlopes(d.H)[head];
   const float tau = p.temperature;
   const bool exactSpans = detail::rowSpanIsExact(p.mask);
   const int W = pw.width, Br = opt.blockRows, Bc = std::min(opt.blockKeys, d.Tk);
-  // Query blocks fall where the engine's do, so each tile's scores are the engine's to the bit;
-  // a pixel row cut by a block boundary is pooled in parts and merged in block order after.
-  const int blocks = (d.Tq + Br - 1) / Br;
+  // Query blocks fall where the engine's do (cut to the region), so each tile's scores are the
+  // engine's to the bit; a pixel row cut by a block boundary is pooled in parts and merged in
+  // block order after.
+  const int firstBlock = r0 / Br;
+  const int blocks = (r1 - 1) / Br - firstBlock + 1;
+  auto blockRows = [&](int t, int& i0, int& i1) {
+    i0 = std::max(r0, (firstBlock + t) * Br);
+    i1 = std::min(r1, (firstBlock + t + 1) * Br);
+  };
+  // The key blocks the pooling reads: those that meet [c0, c1). Without known stats every key
+  // block is read (for the row max and sum) and only the region's keys are pooled.
+  const int kbFirst = useKnown ? c0 / Bc : 0;
+  const int kbEnd = useKnown ? (c1 - 1) / Bc + 1 : (d.Tk + Bc - 1) / Bc;
   std::vector<PixelRow> firstPart(blocks), lastPart(blocks);
   std::atomic<int> masked{0};
   Progress progress(opt.progress, blocks, [&](int t) {
-    return Sweep(q, k, p, slope, head, t * Br, std::min(d.Tq, (t + 1) * Br), Bc).neededTiles();
+    int i0, i1;
+    blockRows(t, i0, i1);
+    const Sweep sw(q, k, p, slope, head, i0, i1, Bc);
+    return useKnown ? sw.neededTiles(c0, c1) : 2 * sw.neededTiles();
   });
   detail::parallelFor(blocks, [&](int t) {
-    const Sweep sw(q, k, p, slope, head, t * Br, std::min(d.Tq, (t + 1) * Br), Bc);
+    if (opt.cancel && opt.cancel->load()) return;
+    int i0, i1;
+    blockRows(t, i0, i1);
+    const Sweep sw(q, k, p, slope, head, i0, i1, Bc);
     const int br = sw.rows();
     thread_local MatrixRM S;
     thread_local AlignedFloats e;
@@ -282,34 +324,44 @@ PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
     thread_local std::vector<std::uint8_t> rowAllowed;
     if (S.rows() < br || S.cols() != Bc) S.resize(std::max<Eigen::Index>(br, S.rows()), Bc);
     e.resize(std::size_t(Bc) + 16);  // a masked tail load never reaches past the buffer
-    m.assign(br, kNegInf);
-    l.assign(br, 0.0f);
     rowMax.assign(std::size_t(br) * W, 0.0f);
     if (withMean) rowSum.assign(std::size_t(br) * W, 0.0f);
     rowAllowed.assign(std::size_t(br) * W, 0);
-
-    // Sweep 1: each row's max logit (as the engine's row max: exact in any order).
-    for (int kb = 0; kb < sw.keyBlocks(); ++kb) {
-      const int j0 = kb * Bc, j1 = std::min(d.Tk, j0 + Bc), bc = j1 - j0;
-      if (!sw.needed(j0, j1)) continue;
-      sw.logits(S, j0, j1);
-      for (int r = 0; r < br; ++r)
-        m[r] = std::max(m[r], Eigen::Map<const Eigen::ArrayXf>(&S(r, 0), bc).maxCoeff());
+    if (useKnown) {
+      m.assign(known->max.begin() + i0, known->max.begin() + i1);
+      l.assign(known->sum.begin() + i0, known->sum.begin() + i1);
+    } else {
+      m.assign(br, kNegInf);
+      l.assign(br, 0.0f);
+      // Sweep 1: each row's max logit (as the engine's row max: exact in any order).
+      for (int kb = 0; kb < kbEnd; ++kb) {
+        const int j0 = kb * Bc, j1 = std::min(d.Tk, j0 + Bc), bc = j1 - j0;
+        if (!sw.needed(j0, j1)) continue;
+        sw.logits(S, j0, j1);
+        for (int r = 0; r < br; ++r)
+          m[r] = std::max(m[r], Eigen::Map<const Eigen::ArrayXf>(&S(r, 0), bc).maxCoeff());
+      }
     }
-    // Sweep 2: exp against the final max, row sums in the engine's chunks, pooled per row.
-    for (int kb = 0; kb < sw.keyBlocks(); ++kb) {
-      const int j0 = kb * Bc, j1 = std::min(d.Tk, j0 + Bc), bc = j1 - j0;
+    // Sweep 2: exp against the final max (row sums in the engine's chunks when they are not
+    // known), pooled per row over the region's keys.
+    for (int kb = kbFirst; kb < kbEnd; ++kb) {
+      int j0 = kb * Bc, j1 = std::min(d.Tk, j0 + Bc);
+      if (useKnown) j0 = std::max(j0, c0), j1 = std::min(j1, c1);  // only the region's tile
+      const int bc = j1 - j0;
       if (!sw.needed(j0, j1)) continue;
+      const int a0 = std::max(j0, c0), b1 = std::min(j1, c1);  // the keys pooled, absolute
       sw.logits(S, j0, j1);
       for (int r = 0; r < br; ++r) {
         if (m[r] == kNegInf) continue;
         const float* z = &S(r, 0);
         float* er = e.data();  // aligned, as the engine's scratch row: the vector exp splits alike
         detail::expShifted(z, er, bc, m[r], tau);
-        for (int c = 0; c < bc; c += detail::kSumChunk)
-          l[r] += detail::chunkedSum(er + c, std::min(detail::kSumChunk, bc - c));
-        for (int x = j0 / poolK; x * poolK < j1; ++x) {
-          const int a = std::max(j0, x * poolK) - j0, b = std::min(j1, (x + 1) * poolK) - j0;
+        if (!useKnown)
+          for (int c = 0; c < bc; c += detail::kSumChunk)
+            l[r] += detail::chunkedSum(er + c, std::min(detail::kSumChunk, bc - c));
+        for (int x = std::max(0, (a0 - c0) / poolK); a0 < b1 && c0 + x * poolK < b1; ++x) {
+          const int a = std::max(a0, c0 + x * poolK) - j0;
+          const int b = std::min(b1, c0 + (x + 1) * poolK) - j0;
           const std::size_t o = std::size_t(r) * W + x;
           rowMax[o] = std::max(rowMax[o], segmentMax(er + a, b - a));
           if (withMean) rowSum[o] += segmentSum(er + a, b - a);
@@ -322,10 +374,10 @@ PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
     }
     // Weights are e * (1 / l), as the engine normalises; a pixel takes its rows' largest.
     PixelRow part;
-    for (int y = sw.i0 / poolQ; y * poolQ < sw.i1; ++y) {
+    for (int y = (i0 - r0) / poolQ; r0 + y * poolQ < i1; ++y) {
       part.reset(y, W);
-      const int r0 = std::max(sw.i0, y * poolQ), r1 = std::min(sw.i1, (y + 1) * poolQ);
-      for (int r = r0 - sw.i0; r < r1 - sw.i0; ++r) {
+      const int y0 = r0 + y * poolQ, y1 = std::min(r1, r0 + (y + 1) * poolQ);
+      for (int r = std::max(i0, y0) - i0; r < std::min(i1, y1) - i0; ++r) {
         if (m[r] == kNegInf) continue;
         const float inv = 1.0f / l[r];
         for (int x = 0; x < W; ++x) {
@@ -338,15 +390,19 @@ PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
           if (withMean) part.sum[x] += rowSum[o] * inv;
         }
       }
-      const bool whole = y * poolQ >= sw.i0 && std::min(d.Tq, (y + 1) * poolQ) <= sw.i1;
-      if (whole)
+      if (y0 >= i0 && y1 <= i1)
         part.store(pw);
       else
-        (y * poolQ < sw.i0 ? firstPart[t] : lastPart[t]) = part;
+        (y0 < i0 ? firstPart[t] : lastPart[t]) = part;
+    }
+    if (found && !useKnown) {
+      std::copy(m.begin(), m.begin() + br, found->max.begin() + i0);
+      std::copy(l.begin(), l.begin() + br, found->sum.begin() + i0);
     }
     masked += int(std::count(m.begin(), m.begin() + br, kNegInf));
-    if (opt.progress) progress.done(sw.neededTiles());
+    if (opt.progress) progress.done(useKnown ? sw.neededTiles(c0, c1) : 2 * sw.neededTiles());
   });
+  if (opt.cancel && opt.cancel->load()) return pw;
   // Pixel rows cut by block boundaries, merged in block order (so the mean is reproducible).
   PixelRow acc;
   for (int t = 0; t < blocks; ++t)

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -207,6 +209,149 @@ TEST(StreamPooledWeights, WithoutTheMeanTheMaxPoolIsTheSame) {
     EXPECT_EQ(maxOnly.max, both.max) << c.name;
     EXPECT_EQ(maxOnly.masked, both.masked) << c.name;
     EXPECT_EQ(maxOnly.fullyMaskedRows, both.fullyMaskedRows) << c.name;
+  }
+}
+
+// A region of head h's reference weights pooled by a naive double loop: the largest weight among
+// allowed cells (0 when all are masked), the mean over every cell (masked ones count 0).
+struct RefPool {
+  int width = 0, height = 0;
+  std::vector<double> max, mean;
+  std::vector<std::uint8_t> masked;
+};
+
+RefPool poolReference(const ref::Result& r, int h, const PoolRegion& g) {
+  RefPool e;
+  e.width = (g.c1 - g.c0 + g.poolK - 1) / g.poolK;
+  e.height = (g.r1 - g.r0 + g.poolQ - 1) / g.poolQ;
+  const std::size_t n = std::size_t(e.width) * e.height;
+  e.max.assign(n, 0.0);
+  e.mean.assign(n, 0.0);
+  e.masked.assign(n, 1);
+  for (int y = 0; y < e.height; ++y)
+    for (int x = 0; x < e.width; ++x) {
+      const std::size_t o = std::size_t(y) * e.width + x;
+      double sum = 0;
+      int cells = 0;
+      for (int i = g.r0 + y * g.poolQ; i < std::min(g.r1, g.r0 + (y + 1) * g.poolQ); ++i)
+        for (int j = g.c0 + x * g.poolK; j < std::min(g.c1, g.c0 + (x + 1) * g.poolK); ++j) {
+          ++cells;
+          sum += r.w(h, i, j);
+          if (r.l(h, i, j) == -ref::kInf) continue;
+          e.max[o] = e.masked[o] ? r.w(h, i, j) : std::max(e.max[o], r.w(h, i, j));
+          e.masked[o] = 0;
+        }
+      e.mean[o] = sum / cells;
+    }
+  return e;
+}
+
+// The streamed region against the naive pooling of the double reference.
+void expectRegionMatchesReference(const PooledWeights& got, const ref::Result& want, int h,
+                                  const PoolRegion& g, const std::string& what) {
+  SCOPED_TRACE(what);
+  const RefPool e = poolReference(want, h, g);
+  ASSERT_EQ(got.width, e.width);
+  ASSERT_EQ(got.height, e.height);
+  EXPECT_EQ(got.r0, g.r0);
+  EXPECT_EQ(got.c1, g.c1);
+  int fully = 0;
+  for (int i = g.r0; i < g.r1; ++i) fully += want.row(h, i).fullyMasked;
+  EXPECT_EQ(got.fullyMaskedRows, fully);
+  int bad = 0;
+  for (std::size_t n = 0; n < e.max.size() && bad < 5; ++n) {
+    if (got.masked[n] != e.masked[n] || !ref::close(got.max[n], e.max[n], 1e-6, 1e-4) ||
+        !ref::close(got.mean[n], e.mean[n], 1e-7, 1e-4)) {
+      ++bad;
+      ADD_FAILURE() << "pixel (" << n / got.width << ", " << n % got.width << "): max "
+                    << got.max[n] << " vs " << e.max[n] << ", mean " << got.mean[n] << " vs "
+                    << e.mean[n] << ", masked " << int(got.masked[n]) << " vs "
+                    << int(e.masked[n]);
+    }
+  }
+}
+
+// The GUI's pyramid: regions (ragged edges, T not a multiple of the pooling or the blocks) at
+// several pool factors, streamed alone and from the row statistics of a whole-matrix pass.
+TEST(StreamPooledRegion, RegionsMatchANaivePoolingOfTheReferenceForEveryMask) {
+  const int H = 2, Tq = 300, Tk = 700, d = 32;
+  const Tensor3 q = ref::randomTensor(H, Tq, d, 61), k = ref::randomTensor(H, Tk, d, 62);
+  const Tensor3 v = ref::randomTensor(H, Tk, 4, 63);
+  const std::vector<PoolRegion> regions = {
+      {0, Tq, 0, Tk, 16, 16}, {0, Tq, 0, Tk, 1, 1},     {37, 211, 95, 650, 4, 4},
+      {129, 130, 0, Tk, 1, 3}, {250, 300, 690, 700, 7, 3}, {3, 299, 1, 699, 64, 128}};
+  for (const Case& c : maskCases(H, Tq, Tk)) {
+    const AttentionParams p = paramsOf(c);
+    const ref::Result want = ref::attention(q, k, v, p);
+    for (int h = 0; h < H; ++h) {
+      SoftmaxStats stats;
+      streamPooledRegion(q, k, h, p, {0, Tq, 0, Tk, 32, 32}, {}, false, nullptr, &stats);
+      ASSERT_TRUE(stats.covers(Tq));
+      for (const PoolRegion& g : regions) {
+        const std::string where = c.name + ", head " + std::to_string(h) + ", rows [" +
+                                  std::to_string(g.r0) + ", " + std::to_string(g.r1) +
+                                  "), keys [" + std::to_string(g.c0) + ", " +
+                                  std::to_string(g.c1) + "), pool " + std::to_string(g.poolQ) +
+                                  " x " + std::to_string(g.poolK);
+        expectRegionMatchesReference(streamPooledRegion(q, k, h, p, g), want, h, g,
+                                     where + ", alone");
+        expectRegionMatchesReference(streamPooledRegion(q, k, h, p, g, {}, true, &stats), want, h,
+                                     g, where + ", from the row statistics");
+        expectRegionMatchesReference(
+            streamPooledRegion(q, k, h, p, g, blocks(7, 33), true, &stats), want, h, g,
+            where + ", blocks 7 x 33");
+      }
+    }
+  }
+}
+
+TEST(StreamPooledRegion, TheWholeMatrixIsStreamPooledWeightsBitForBit) {
+  const Tensor3 q = ref::randomTensor(1, 260, 16, 71), k = ref::randomTensor(1, 900, 16, 72);
+  AttentionParams p;
+  p.mask.causal = true;
+  const PooledWeights a = streamPooledWeights(q, k, 0, p, 5, 9);
+  const PooledWeights b = streamPooledRegion(q, k, 0, p, {0, 260, 0, 900, 5, 9});
+  EXPECT_EQ(a.max, b.max);
+  EXPECT_EQ(a.mean, b.mean);
+  EXPECT_EQ(a.masked, b.masked);
+}
+
+TEST(StreamPooledRegion, RefusesAnEmptyRegionAndStopsWhenCancelled) {
+  const Tensor3 q = ref::randomTensor(1, 300, 8, 81), k = ref::randomTensor(1, 300, 8, 82);
+  EXPECT_THROW(streamPooledRegion(q, k, 0, {}, {10, 10, 0, 300, 1, 1}), UsageError);
+  EXPECT_THROW(streamPooledRegion(q, k, 0, {}, {0, 300, 400, 500, 1, 1}), UsageError);
+  EXPECT_THROW(streamPooledRegion(q, k, 0, {}, {0, 300, 0, 300, 0, 1}), UsageError);
+  std::atomic<bool> cancel{true};
+  StreamOptions opt;
+  opt.cancel = &cancel;
+  SoftmaxStats found;
+  const PooledWeights pw = streamPooledRegion(q, k, 0, {}, {0, 300, 0, 300, 1, 1}, opt, true,
+                                              nullptr, &found);
+  // Nothing was computed: every pixel is still as initialised (masked), no row statistics.
+  EXPECT_EQ(std::count(pw.masked.begin(), pw.masked.end(), 0), 0);
+  EXPECT_EQ(std::count(found.sum.begin(), found.sum.end(), 0.0f), 300);
+}
+
+// At T = 4096 (causal, with a window and a sink), regions at the GUI's pool factors, refined
+// from the whole-matrix pass's row statistics, against the naive pooling of the reference.
+TEST(StreamPooledRegion, CausalT4096PyramidLevelsMatchTheReference) {
+  const int T = 4096, d = 64;
+  const Tensor3 q = ref::randomTensor(1, T, d, 91), k = ref::randomTensor(1, T, d, 92),
+                v = ref::randomTensor(1, T, 1, 93);
+  AttentionParams p;
+  p.mask.causal = true;
+  p.mask.window = 3000;
+  p.mask.sink = 3;
+  const ref::Result want = ref::attention(q, k, v, p);
+  SoftmaxStats stats;
+  const PoolRegion whole{0, T, 0, T, 8, 8};
+  expectRegionMatchesReference(streamPooledRegion(q, k, 0, p, whole, {}, true, nullptr, &stats),
+                               want, 0, whole, "the whole matrix at 8 x 8");
+  for (const PoolRegion& g : {PoolRegion{1024, 3072, 512, 2560, 4, 4},
+                              PoolRegion{2900, 3413, 77, 2100, 2, 2},
+                              PoolRegion{3968, 4096, 3900, 4096, 1, 1}}) {
+    expectRegionMatchesReference(streamPooledRegion(q, k, 0, p, g, {}, true, &stats), want, 0, g,
+                                 "region at pool " + std::to_string(g.poolQ));
   }
 }
 

@@ -455,5 +455,221 @@ TEST(Session, ABadMaskIsReportedOnceAndTheLastResultsStay) {
   EXPECT_EQ(s.display().values, shown);
 }
 
+
+// ---- pooled mode (long contexts) ----------------------------------------------------------------
+
+// A scene of n tokens, causal, 2 heads.
+Scene longScene(int n) {
+  Scene sc = smallScene();
+  sc.heads = 2;
+  sc.queryText.clear();
+  for (int t = 0; t < n; ++t) sc.queryText += "tok" + std::to_string(t % 23) + " ";
+  return sc;
+}
+
+// The reference weights of head h over the region of `t`, max-pooled (mean when `mean`) by a
+// naive loop; -1 marks a pixel whose cells are all masked (max only).
+std::vector<double> pooledReference(const ref::Result& r, int h, const PooledWeights& t,
+                                    bool mean) {
+  std::vector<double> out(std::size_t(t.width) * t.height, 0.0);
+  for (int y = 0; y < t.height; ++y)
+    for (int x = 0; x < t.width; ++x) {
+      double best = -1, sum = 0;
+      int cells = 0;
+      for (int i = t.r0 + y * t.poolQ; i < std::min(t.r1, t.r0 + (y + 1) * t.poolQ); ++i)
+        for (int j = t.c0 + x * t.poolK; j < std::min(t.c1, t.c0 + (x + 1) * t.poolK); ++j) {
+          ++cells;
+          sum += r.w(h, i, j);
+          if (r.l(h, i, j) != -ref::kInf) best = std::max(best, r.w(h, i, j));
+        }
+      out[std::size_t(y) * t.width + x] = mean ? sum / cells : best;
+    }
+  return out;
+}
+
+void expectTileMatches(const PooledTile& tile, const ref::Result& r, int h, bool mean) {
+  const std::vector<double> want = pooledReference(r, h, tile.w, mean);
+  int bad = 0;
+  for (std::size_t n = 0; n < want.size() && bad < 5; ++n) {
+    const double got = mean ? tile.w.mean[n] : (tile.w.masked[n] ? -1.0 : tile.w.max[n]);
+    if (!ref::close(got, want[n], 1e-6, 1e-4)) {
+      ++bad;
+      ADD_FAILURE() << "pixel " << n << " of the tile at pool " << tile.pool() << ": " << got
+                    << ", reference " << want[n];
+    }
+  }
+}
+
+TEST(SessionPooled, NeverGivesTheEngineTheInputsAndPoolsTheShownHead) {
+  Fixture f;
+  Session& s = *f.session;
+  PooledPolicy policy;
+  policy.mode = PooledPolicy::Mode::On;
+  s.setPooledPolicy(policy);
+  s.setScene(longScene(700));
+  s.setView({1, false, ViewStage::Weights, false, false});
+  s.update();
+  EXPECT_TRUE(s.pooledMode());
+  EXPECT_EQ(f.engine->setInputsCalls, 0) << "pooled mode must not materialise S";
+  EXPECT_FALSE(s.hasResult());
+  EXPECT_EQ(s.tq(), 700);
+  EXPECT_EQ(s.heads(), 2);
+  s.pooled().wait();
+  s.update();
+  const auto coarse = s.pooled().coarse();
+  ASSERT_TRUE(coarse);
+  EXPECT_EQ(coarse->pool(), 1) << "700 tokens fit the coarse level's 1024 pixels";
+  const ref::Result want = reference(s, s.params());
+  expectTileMatches(*coarse, want, 1, false);
+  EXPECT_TRUE(s.display().pooled);
+  EXPECT_EQ(s.display().rows, 700);
+  EXPECT_TRUE(s.display().values.empty());
+  s.paintCell(3, 5, false);
+  EXPECT_EQ(s.scene().params.mask.customKind, MaskSpec::Custom::None);
+}
+
+TEST(SessionPooled, ZoomedWindowsRefineOnTheWorkerAndComeBackFromTheCache) {
+  Fixture f;
+  Session& s = *f.session;
+  PooledPolicy policy;
+  policy.mode = PooledPolicy::Mode::Auto;
+  policy.maxCells = 1000 * 1000;  // 2100 x 2100 pools
+  s.setPooledPolicy(policy);
+  s.setScene(longScene(2100));
+  s.update();
+  ASSERT_TRUE(s.pooledMode());
+  PooledPyramid& py = s.pooled();
+  py.wait();
+  ASSERT_TRUE(py.coarse());
+  EXPECT_EQ(py.coarse()->pool(), 4);  // ceil(2100 / 4) = 525 <= 1024 < ceil(2100 / 2)
+  const ref::Result want = reference(s, s.params());
+  expectTileMatches(*py.coarse(), want, 0, false);
+  // A window at one cell a pixel: the coarse level stands in, a tile is queued.
+  PooledPyramid::Pick p = py.pick(1000, 1300, 250, 777, 1);
+  ASSERT_TRUE(p.tile);
+  EXPECT_FALSE(p.exact);
+  EXPECT_EQ(p.tile->pool(), 4);
+  py.wait();
+  p = py.pick(1000, 1300, 250, 777, 1);
+  ASSERT_TRUE(p.exact);
+  EXPECT_EQ(p.tile->pool(), 1);
+  EXPECT_TRUE(p.tile->contains(1000, 1300, 250, 777));
+  expectTileMatches(*p.tile, want, 0, false);
+  const std::uint64_t fine = p.tile->id;
+  // Elsewhere at pool 2, then back: the first tile is still there.
+  p = py.pick(0, 900, 1200, 2100, 2);
+  EXPECT_FALSE(p.exact);
+  py.wait();
+  p = py.pick(0, 900, 1200, 2100, 2);
+  ASSERT_TRUE(p.exact);
+  expectTileMatches(*p.tile, want, 0, false);
+  p = py.pick(1010, 1290, 260, 700, 1);
+  EXPECT_TRUE(p.exact);
+  EXPECT_EQ(p.tile->id, fine) << "panning back recomputed the tile";
+  EXPECT_FALSE(py.busy());
+  // The mean, as a view change: a new source with the mean.
+  s.setView({0, false, ViewStage::Weights, false, true});
+  s.update();
+  py.wait();
+  s.update();
+  ASSERT_TRUE(py.coarse());
+  expectTileMatches(*py.coarse(), want, 0, true);
+}
+
+TEST(SessionPooled, ATemperatureStepKeepsTheOldLevelOnScreenUntilTheNewOneIsDone) {
+  Fixture f;
+  Session& s = *f.session;
+  PooledPolicy policy;
+  policy.mode = PooledPolicy::Mode::On;
+  s.setPooledPolicy(policy);
+  s.setScene(longScene(1500));
+  s.update();
+  s.pooled().wait();
+  const auto before = s.pooled().coarse();
+  ASSERT_TRUE(before);
+  s.setTemperature(0.25f);
+  s.update();
+  EXPECT_EQ(f.engine->softmaxCalls, 0);
+  const PooledPyramid::Pick p = s.pooled().pick(0, 1500, 0, 1500, 8);
+  if (!s.pooled().coarse()) {  // still computing: the old level stands in
+    EXPECT_EQ(p.tile, before);
+    EXPECT_FALSE(p.exact);
+  }
+  s.pooled().wait();
+  s.update();
+  ASSERT_TRUE(s.pooled().coarse());
+  EXPECT_NE(s.pooled().coarse(), before);
+  expectTileMatches(*s.pooled().coarse(), reference(s, s.params()), 0, false);
+  // Back under the threshold: the engine takes over again.
+  policy.mode = PooledPolicy::Mode::Off;
+  s.setPooledPolicy(policy);
+  s.update();
+  EXPECT_FALSE(s.pooledMode());
+  EXPECT_EQ(f.engine->setInputsCalls, 1);
+  EXPECT_FALSE(s.display().pooled);
+  EXPECT_EQ(s.display().values.size(), std::size_t(1500) * 1500);
+}
+
+TEST(SessionPooled, AMaskExpressionIsRefusedWhereItsGridWouldBeHuge) {
+  Fixture f;
+  Session& s = *f.session;
+  PooledPolicy policy;
+  policy.mode = PooledPolicy::Mode::Auto;
+  s.setPooledPolicy(policy);
+  s.setScene(longScene(9000));  // 9000 x 9000 pools, and is past the expression limit
+  s.update();
+  ASSERT_TRUE(s.pooledMode());
+  s.editScene().params.mask.expr = "k <= q";
+  s.touchMask();
+  try {
+    s.update();
+    ADD_FAILURE() << "the expression was evaluated over 9000 x 9000 cells";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("mask expression"), std::string::npos) << e.what();
+  }
+  s.editScene().params.mask.expr.clear();
+  s.touchMask();
+  EXPECT_NO_THROW(s.update());
+  s.pooled().wait();
+}
+
+TEST(SessionPooled, ASessionStartsOffAndADumpNeverPools) {
+  Fixture f;
+  Session& s = *f.session;
+  EXPECT_EQ(s.pooledPolicy().mode, PooledPolicy::Mode::Off);
+  PooledPolicy on;
+  on.mode = PooledPolicy::Mode::On;
+  s.setPooledPolicy(on);
+  // Tensors whose engine holds the weights (a dump) stay materialised even when pooling is on.
+  const Tensor3 q = ref::randomTensor(1, 40, 8, 1), k = ref::randomTensor(1, 50, 8, 2),
+                v = ref::randomTensor(1, 50, 4, 3);
+  s.setTensors(q, k, v, {}, {}, /*mayPool=*/false);
+  s.update();
+  EXPECT_FALSE(s.pooledMode());
+  EXPECT_TRUE(s.hasResult());
+  s.setTensors(q, k, v);
+  s.update();
+  EXPECT_TRUE(s.pooledMode());
+  s.pooled().wait();
+}
+
+TEST(SessionPooled, ExportStreamsTheSameFigureTheMaterialisedSessionDraws) {
+  Fixture pooledF, fullF;
+  PooledPolicy on;
+  on.mode = PooledPolicy::Mode::On;
+  pooledF.session->setPooledPolicy(on);
+  for (Fixture* f : {&pooledF, &fullF}) f->session->setScene(longScene(900));
+  ExportRequest req;
+  req.head = 1;
+  const Image a = pooledF.session->exportImage(req);
+  const Image b = fullF.session->exportImage(req);
+  EXPECT_EQ(pooledF.engine->setInputsCalls, 0);
+  ASSERT_EQ(a.width, b.width);
+  ASSERT_EQ(a.height, b.height);
+  EXPECT_TRUE(a.rgba == b.rgba) << "the streamed figure differs from the materialised one";
+  req.bare = true;
+  EXPECT_THROW(pooledF.session->exportImage(req), UsageError);
+}
+
 }  // namespace
 }  // namespace attnviz

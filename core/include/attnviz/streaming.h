@@ -18,6 +18,7 @@
 #include "attnviz/mask.h"
 #include "attnviz/tensor.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -33,6 +34,10 @@ struct StreamOptions {
   // Called with the fraction done in [0, 1] as query blocks finish (never concurrently, from
   // whichever worker thread finished the block). May be empty.
   std::function<void(double)> progress;
+  // When set and true, the query blocks not yet started are skipped and the call returns early
+  // with an incomplete result that the caller must discard (the GUI's worker abandons a region
+  // the user has panned away from).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // O [H, T_q, d_v] from Q [H, T_q, d_k], K [H, T_k, d_k], V [H, T_k, d_v]. Validates as the
@@ -42,15 +47,18 @@ Tensor3 streamOutput(const Tensor3& q, const Tensor3& k, const Tensor3& v, const
                      const StreamOptions& opt = {}, int* fullyMaskedRows = nullptr);
 
 // One head's weights pooled onto a grid of `height` x `width` pixels: pixel (y, x) covers the
-// queries [y * poolQ, min((y + 1) * poolQ, T_q)) and keys [x * poolK, min((x + 1) * poolK, T_k)).
+// queries [r0 + y * poolQ, min(r0 + (y + 1) * poolQ, r1)) and the keys
+// [c0 + x * poolK, min(c0 + (x + 1) * poolK, c1)). The whole matrix is r0 = c0 = 0, r1 = T_q,
+// c1 = T_k; a region (streamPooledRegion) is a window of it.
 struct PooledWeights {
   int Tq = 0, Tk = 0, poolQ = 1, poolK = 1, width = 0, height = 0;
+  int r0 = 0, r1 = 0, c0 = 0, c1 = 0;  // the queries and keys the grid covers
   std::vector<float> max;            // [height, width] largest weight among the block's allowed
                                      // cells; 0 when every cell is masked
   std::vector<float> mean;           // [height, width] mean weight over all the block's cells,
                                      // a masked cell counting as 0
   std::vector<std::uint8_t> masked;  // [height, width] 1 when every cell of the block is masked
-  int fullyMaskedRows = 0;           // rows of the head with no allowed key
+  int fullyMaskedRows = 0;           // rows of [r0, r1) with no allowed key
   std::size_t at(int y, int x) const { return std::size_t(y) * std::size_t(width) + x; }
 };
 
@@ -60,6 +68,36 @@ struct PooledWeights {
 PooledWeights streamPooledWeights(const Tensor3& q, const Tensor3& k, int head,
                                   const AttentionParams& p, int poolQ, int poolK,
                                   const StreamOptions& opt = {}, bool withMean = true);
+
+// A window of one head's [T_q, T_k] weights and the pooling it is shown at: the queries
+// [r0, r1) and the keys [c0, c1), poolQ x poolK cells a pixel (the last row and column of
+// pixels may cover fewer: ragged edges).
+struct PoolRegion {
+  int r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+  int poolQ = 1, poolK = 1;
+  bool operator==(const PoolRegion&) const = default;
+};
+
+// What the softmax needs of each query row beyond its own cells: the largest logit m_i and
+// l_i = sum_j exp((L_ij - m_i)) in the engine's chunks (m_i = -inf and l_i = 0 for a fully
+// masked row). With them, a weight is exp(L_ij - m_i) / l_i from its tile alone, so a region
+// costs only its own tiles.
+struct SoftmaxStats {
+  std::vector<float> max, sum;  // [T_q]
+  bool covers(int Tq) const { return int(max.size()) == Tq && int(sum.size()) == Tq; }
+};
+
+// The weights of `region` of head `head`, pooled (max, and mean when withMean). Without
+// `known` stats, each query block of the region sweeps every key block twice (row max, then exp,
+// sum and pooling); `found`, when given, receives the stats of the region's rows (sized T_q; the
+// other rows are left as they were). With `known` stats for every row (SoftmaxStats::covers), only
+// the tiles inside the region are computed, once. The region's corners are clamped to the
+// matrix; an empty region or a pooling < 1 is a UsageError. Over the whole matrix with the
+// default blocks and no `known` stats this is streamPooledWeights, bit for bit.
+PooledWeights streamPooledRegion(const Tensor3& q, const Tensor3& k, int head,
+                                 const AttentionParams& p, const PoolRegion& region,
+                                 const StreamOptions& opt = {}, bool withMean = true,
+                                 const SoftmaxStats* known = nullptr, SoftmaxStats* found = nullptr);
 
 // Whether the mask hides at least one cell of head h (some query has a masked key): from the
 // mask's structure, without scores. O(T_q) for the interval kinds; scans a custom matrix.

@@ -76,7 +76,8 @@ void DumpSource::showLayer(Session& session, int layer) {
   Tensor3 q = d.hasQkv() ? d.q : Tensor3(w.heads, w.rows, 1);
   Tensor3 k = d.hasQkv() ? d.k : Tensor3(w.heads, w.cols, 1);
   Tensor3 v = d.v.empty() ? Tensor3(w.heads, w.cols, 1) : d.v;
-  session.setTensors(std::move(q), std::move(k), std::move(v), d.queryTokens, d.keyTokens);
+  session.setTensors(std::move(q), std::move(k), std::move(v), d.queryTokens, d.keyTokens,
+                     /*mayPool=*/false);  // the recorded weights are the matrix shown
   layer_ = layer;
 }
 

@@ -1,6 +1,8 @@
 // attnviz session: the stages, their generation counters and the displayed matrix.
 #include "attnviz/session.h"
 
+#include "attnviz/streamed_export.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +20,8 @@ double msSince(Clock::time_point t0) {
 }
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr std::uint64_t kNever = ~std::uint64_t{0};
+// The largest T_q x T_k whose mask expression pooled mode evaluates (a byte a cell, 64 MiB).
+constexpr std::size_t kMaxPooledExprCells = std::size_t(8192) * 8192;
 
 std::string formatTemperature(float t) {
   char buf[32];
@@ -136,14 +140,16 @@ void Session::bumpInputs() {
 void Session::setScene(Scene scene) {
   scene_ = std::move(scene);
   fromTensors_ = false;
+  mayPool_ = true;
   sourceLabel_.clear();
   pending_ = SceneInputs{};
   bumpInputs();
 }
 
 void Session::setTensors(Tensor3 q, Tensor3 k, Tensor3 v, std::vector<std::string> queryTokens,
-                         std::vector<std::string> keyTokens) {
+                         std::vector<std::string> keyTokens, bool mayPool) {
   pending_ = SceneInputs{};
+  mayPool_ = mayPool;
   sourceLabel_.clear();
   pending_.q = std::move(q);
   pending_.k = std::move(k);
@@ -170,6 +176,7 @@ void Session::setTemperature(float tau) {
 
 void Session::paintCell(int i, int j, bool allow) {
   const int Tq = tq(), Tk = tk();
+  if (pooledMode_) return;  // a T_q x T_k custom matrix is what pooled mode avoids
   if (!haveInputs_ || i < 0 || j < 0 || i >= Tq || j >= Tk) return;
   MaskSpec& m = scene_.params.mask;
   if (m.customKind == MaskSpec::Custom::None || m.custom.rows != Tq || m.custom.cols != Tk) {
@@ -208,6 +215,7 @@ void Session::setView(const View& v) {
 int Session::shownHead() const { return std::clamp(view_.head, 0, std::max(0, heads() - 1)); }
 
 bool Session::allHeadsFresh() const {
+  if (pooledMode_) return true;  // no engine heads to refresh
   for (auto f : headFresh_)
     if (!f) return false;
   return true;
@@ -222,6 +230,10 @@ void Session::update() {
   if (requested_.inputs != computed_.inputs) runInputs(false);
   if (!haveInputs_) return;  // nothing valid yet (the first inputs failed to build)
   if (requested_.params != computed_.params) runParams();
+  if (pooledMode_) {
+    runPooled();
+    return;
+  }
   const int h = shownHead();
   bool ran = false;
   if (!headFresh(h)) {
@@ -255,11 +267,27 @@ void Session::runInputs(bool fusedRun) {
                    : pending_.q.empty() ? inputs_  // the same tensors on a new engine
                                         : std::move(pending_);
   pending_ = SceneInputs{};
+  // Too large to materialise: the engine is not given the inputs; the pooled pyramid streams
+  // the shown head from Q and K (shared with its worker).
+  const bool pooled = mayPool_ && policy_.pools(in.q.rows, in.k.rows);
   // The first inputs of a session asked for every head: the engine's fused run (GEMMs and
   // softmax per block of rows), with the parameters as they are now.
-  const bool fused = fusedRun && !hadInputs;
+  const bool fused = fusedRun && !hadInputs && !pooled;
   AttentionParams fusedParams;
-  if (fused) {
+  if (pooled) {
+    if (in.q.cols != in.k.cols || in.k.rows != in.v.rows || in.q.heads != in.k.heads ||
+        in.k.heads != in.v.heads)
+      throw InputError("Q, K and V do not fit together: Q [" + std::to_string(in.q.heads) + ", " +
+                       std::to_string(in.q.rows) + ", " + std::to_string(in.q.cols) + "], K [" +
+                       std::to_string(in.k.heads) + ", " + std::to_string(in.k.rows) + ", " +
+                       std::to_string(in.k.cols) + "], V [" + std::to_string(in.v.heads) +
+                       ", " + std::to_string(in.v.rows) + ", " + std::to_string(in.v.cols) + "]");
+    pooledDims_ = Dims{in.q.heads, in.q.rows, in.k.rows, in.q.cols, in.v.cols};
+    pooledQ_ = std::make_shared<const Tensor3>(in.q);
+    pooledK_ = std::make_shared<const Tensor3>(in.k);
+    biased_ = std::vector<float>();
+    biasedHead_ = -1;
+  } else if (fused) {
     fusedParams = fromTensors_ ? scene_.params : effectiveParams(scene_);
     engine_->run(in.q, in.k, in.v, fusedParams);
   } else {
@@ -267,6 +295,13 @@ void Session::runInputs(bool fusedRun) {
   }
   inputs_ = std::move(in);
   haveInputs_ = true;
+  pooledMode_ = pooled;
+  pooledFor_ = PooledFor{};
+  if (!pooled) {
+    pyramid_.clear();
+    pooledQ_.reset();
+    pooledK_.reset();
+  }
   const int H = heads();
   slopes_ = alibiSlopes(H);
   headFresh_.assign(H, 0);
@@ -304,6 +339,14 @@ void Session::runParams() {
   computed_.params = requested_.params;
   if (maskStale_) {
     AttentionParams p = fromTensors_ ? scene_.params : effectiveParams(scene_);
+    // An expression is evaluated cell by cell into a T_q x T_k grid (mask.h): at pooled sizes
+    // that grid is what pooled mode avoids.
+    if (pooledMode_ && !p.mask.expr.empty() &&
+        std::size_t(tq()) * std::size_t(tk()) > kMaxPooledExprCells)
+      throw InputError("mask expression: it is evaluated for every cell, and " +
+                       std::to_string(tq()) + " x " + std::to_string(tk()) +
+                       " cells are too many; at this length use the mask kinds (causal, "
+                       "window, prefix, sink, pad, chunk, documents)");
     validateParams(p, heads(), tq(), tk());
     params_ = std::move(p);
     maskStale_ = false;
@@ -316,6 +359,7 @@ void Session::runParams() {
     params_.temperature = p.temperature;
   }
   std::fill(headFresh_.begin(), headFresh_.end(), 0);
+  if (pooledMode_) return;  // the pyramid's worker runs the softmax (runPooled)
   const auto t0 = Clock::now();
   // The head on screen first; every head when the average is shown.
   if (view_.headAverage)
@@ -353,7 +397,7 @@ void Session::fetchResult() {
 
 bool Session::refreshStaleHeads(double budgetMs) {
   update();
-  if (!haveInputs_) return false;
+  if (!haveInputs_ || pooledMode_) return false;
   const auto t0 = Clock::now();
   std::vector<int> stale;
   for (int h = 0; h < heads(); ++h)
@@ -392,6 +436,7 @@ void Session::runView() {
   const float tau = params_.temperature;
   const ViewStage stage = view_.stage;
 
+  d.pooled = false;
   d.columnsAreKeys = stage != ViewStage::Output;
   d.isWeights = stage == ViewStage::Weights;
   d.rows = Tq;
@@ -487,6 +532,71 @@ void Session::runView() {
   timing_.displayMs = msSince(t0);
 }
 
+// ---- pooled mode ------------------------------------------------------------------------------
+
+void Session::setPooledPolicy(const PooledPolicy& p) {
+  if (p.mode == policy_.mode && p.maxCells == policy_.maxCells) return;
+  policy_ = p;
+  bumpInputs();
+}
+
+void Session::runPooled() {
+  const PooledFor want{computed_.inputs, computed_.params, shownHead(), view_.pooledMean};
+  if (!(want == pooledFor_)) {
+    pooledFor_ = want;
+    PooledSource src;
+    src.q = pooledQ_;
+    src.k = pooledK_;
+    src.head = want.head;
+    src.params = params_;
+    src.mean = want.mean;
+    src.key = ++pooledKey_;
+    pyramid_.setSource(std::move(src));
+  }
+  if (std::string e = pyramid_.takeError(); !e.empty()) throw InputError(e);
+  if (displayFor_.view != requested_.view || pooledDisplayFor_ != pyramid_.coarseVersion() ||
+      !display_.pooled)
+    runPooledView();
+}
+
+// The display's shape and row flags from the pyramid's row statistics; no cells.
+void Session::runPooledView() {
+  DisplayMatrix& d = display_;
+  pooledDisplayFor_ = pyramid_.coarseVersion();
+  const std::shared_ptr<const SoftmaxStats> stats = pyramid_.stats();
+  const std::shared_ptr<const PooledTile> coarse = pyramid_.coarse();
+  d.pooled = true;
+  d.columnsAreKeys = true;
+  d.isWeights = true;
+  d.rows = tq();
+  d.cols = tk();
+  d.values = std::vector<float>();
+  d.colSums.assign(d.cols, 0.0f);
+  d.rowSums.assign(d.rows, 1.0f);
+  d.rowFullyMasked.assign(d.rows, 0);
+  d.fullyMaskedRows = 0;
+  d.firstFullyMaskedRow = -1;
+  if (stats && stats->covers(d.rows)) {
+    for (int i = 0; i < d.rows; ++i) {
+      if (stats->sum[i] > 0.0f) continue;
+      d.rowSums[i] = 0.0f;
+      d.rowFullyMasked[i] = 1;
+      if (d.firstFullyMaskedRow < 0) d.firstFullyMaskedRow = i;
+      ++d.fullyMaskedRows;
+    }
+  }
+  d.minFinite = 0.0f;
+  d.maxFinite = 1.0f;
+  if (coarse) {
+    const std::vector<float>& v = view_.pooledMean && !coarse->w.mean.empty() ? coarse->w.mean
+                                                                                : coarse->w.max;
+    d.maxFinite = v.empty() ? 0.0f : *std::max_element(v.begin(), v.end());
+  }
+  ++d.version;
+  computed_.view = requested_.view;
+  displayFor_.view = requested_.view;
+}
+
 // ---- results ---------------------------------------------------------------------------------
 
 CellInfo Session::cellInfo(int i, int j) const {
@@ -539,6 +649,20 @@ Image Session::exportImage(const ExportRequest& request) {
         "--head " + std::to_string(request.head) + ": out of range, the input has " +
         std::to_string(heads()) +
         (heads() == 1 ? " head (0)" : " heads (0.." + std::to_string(heads() - 1) + ")"));
+  if (pooledMode_) {
+    // Never materialised: the labelled weights figure streams, pixel for pixel what the
+    // materialised export draws.
+    if (request.stage != ExportStage::Weights || request.bare || request.cell > 0)
+      throw UsageError("the inputs (" + std::to_string(tq()) + " x " + std::to_string(tk()) +
+                       " per head) are too large to materialise: only the labelled weights "
+                       "figure, at an automatic cell size, can be exported (it streams)");
+    ExportData data;
+    data.queryTokens = inputs_.queryTokens;
+    data.keyTokens = inputs_.keyTokens;
+    data.description = describe();
+    return renderStreamedExport(inputs_.q, inputs_.k, inputs_.v, params_, std::move(data),
+                                request);
+  }
   if (request.stage == ExportStage::Weights) {
     if (request.head < 0) {
       computeAllHeads();

@@ -22,6 +22,7 @@
 
 #include "attnviz/colormap.h"
 #include "attnviz/engine.h"
+#include "attnviz/pooled_view.h"
 #include "attnviz/raster.h"
 #include "attnviz/scene.h"
 
@@ -49,6 +50,7 @@ struct View {
   bool headAverage = false;  // weights stage: the mean over heads
   ViewStage stage = ViewStage::Weights;
   bool wrongAxis = false;  // weights stage: softmax over queries (columns sum to 1), for teaching
+  bool pooledMean = false;  // pooled mode: the mean over each pixel's cells instead of the max
   bool operator==(const View&) const = default;
 };
 
@@ -64,6 +66,10 @@ struct DisplayMatrix {
   float minFinite = 0.0f, maxFinite = 0.0f;
   bool columnsAreKeys = true;  // false for the output stage (columns are value dimensions)
   bool isWeights = false;      // rows (or, wrong-axis, columns) are distributions
+  // Pooled mode (Session::pooledMode): `values` is empty, the cells are in the session's pooled
+  // pyramid; rowSums and rowFullyMasked come from its row statistics (1, or 0 for a fully
+  // masked row), maxFinite from its coarse level.
+  bool pooled = false;
   std::uint64_t version = 0;   // bumped on every rebuild
 };
 
@@ -108,8 +114,10 @@ class Session {
   void setScene(Scene scene);
   // Q, K, V given directly (compute, export from .npy); token labels optional (indices).
   // The parameters then come from the scene's params (its mode is ignored).
+  // `mayPool` = false when the engine already holds the weights (a dump's WeightsEngine): such a
+  // source never switches to pooled mode.
   void setTensors(Tensor3 q, Tensor3 k, Tensor3 v, std::vector<std::string> queryTokens = {},
-                  std::vector<std::string> keyTokens = {});
+                  std::vector<std::string> keyTokens = {}, bool mayPool = true);
   // What the figure title names before the mask, e.g. "gpt2 Â· layer 3" for a model layer;
   // setScene and setTensors clear it.
   void setSourceLabel(std::string label) { sourceLabel_ = std::move(label); }
@@ -150,12 +158,28 @@ class Session {
   // run (AttentionEngine::run) instead of setInputs + softmax.
   void computeAllHeads();
 
+  // ---- long contexts: the pooled view (attnviz/pooled_view.h) -------------------------------
+  // When to pool (default: above 4096 x 4096 cells of one head). A change re-runs the inputs.
+  void setPooledPolicy(const PooledPolicy& p);
+  const PooledPolicy& pooledPolicy() const { return policy_; }
+  // True while the inputs are too large to materialise: the engine is not given them, result()
+  // is absent, display() has the shape, row flags and range but no values, and the weights of
+  // the shown head (max- or mean-pooled, View::pooledMean) come from pooled(), computed on its
+  // worker thread. Only the weights stage exists then (other stages show the weights), and the
+  // head average, the wrong axis and painted cells are off. Export streams
+  // (renderStreamedExport).
+  bool pooledMode() const { return pooledMode_; }
+  PooledPyramid& pooled() { return pyramid_; }
+  const PooledPyramid& pooled() const { return pyramid_; }
+
   // ---- results ----------------------------------------------------------------------------
   bool ready() const { return haveInputs_; }
   Generations requested() const { return requested_; }
   Generations computed() const { return computed_; }
   const SceneInputs& inputs() const { return inputs_; }
-  Dims dims() const { return haveInputs_ && engine_ ? engine_->dims() : Dims{}; }
+  Dims dims() const {
+    return haveInputs_ && engine_ ? (pooledMode_ ? pooledDims_ : engine_->dims()) : Dims{};
+  }
   int heads() const { return dims().H; }
   int tq() const { return dims().Tq; }
   int tk() const { return dims().Tk; }
@@ -193,6 +217,8 @@ class Session {
   void runInputs(bool fusedRun);
   void runParams();
   void runView();
+  void runPooled();
+  void runPooledView();
   void computeHeads(const std::vector<int>& heads);
   void fetchResult();
   void buildBiased(int h);
@@ -228,6 +254,20 @@ class Session {
   DisplayMatrix display_;
   std::string note_;
   Timing timing_;
+  // Pooled mode: Q and K shared with the pyramid's worker, and what its source was built from.
+  PooledPolicy policy_;
+  bool mayPool_ = true;  // false for a source whose engine holds its weights (setTensors)
+  bool pooledMode_ = false;
+  Dims pooledDims_;
+  std::shared_ptr<const Tensor3> pooledQ_, pooledK_;
+  struct PooledFor {
+    std::uint64_t inputs = ~std::uint64_t{0}, params = ~std::uint64_t{0};
+    int head = -1;
+    bool mean = false;
+    bool operator==(const PooledFor&) const = default;
+  } pooledFor_;
+  std::uint64_t pooledKey_ = 0, pooledDisplayFor_ = ~std::uint64_t{0};
+  PooledPyramid pyramid_;  // last, so destroyed first: its worker stops before the rest goes
 };
 
 }  // namespace attnviz
