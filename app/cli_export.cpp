@@ -284,20 +284,32 @@ int runExport(int argc, char** argv) {
     if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
     std::optional<SceneView> view;
     std::optional<AttentionParams> modelParams;
+    // The layer's Q, K and V from the pass (with every intervention applied), drawn with the
+    // parameters that layer ran with.
+    auto showLayer = [&](ModelRun& run, int layer, const std::string& dir) {
+      LayerActivations& a = run.result.layers[layer];
+      std::vector<std::string> labels = tokenLabels(*run.model, run.result.ids);
+      modelParams = layerParams(run.result, layer);
+      session.setTensors(std::move(a.q), std::move(a.k), std::move(a.v), labels, labels);
+      session.setSourceLabel(modelLayerLabel(modelName(dir), layer, run.interventions));
+    };
+    int sceneModelHead = -1;  // a model scene's head, the default for --head
     if (fromModel) {
-      // The layer's Q, K and V from the pass (with every intervention applied), drawn with the
-      // parameters that layer ran with.
       ModelRun run = runModelFromOptions(modelOpts, opts, app);
       checkLayer(modelLayer, run.model->config());
-      LayerActivations& a = run.result.layers[modelLayer];
-      std::vector<std::string> labels = tokenLabels(*run.model, run.result.ids);
-      modelParams = layerParams(run.result, modelLayer);
-      session.setTensors(std::move(a.q), std::move(a.k), std::move(a.v), labels, labels);
-      session.setSourceLabel(modelName(modelOpts.dir) + " \xC2\xB7 layer " + std::to_string(modelLayer));
+      showLayer(run, modelLayer, modelOpts.dir);
     } else if (fromScene) {
       Scene scene = loadScene(scenePath);
-      view = parseSceneView(scene.extraJson, scenePath);
-      session.setScene(std::move(scene));
+      if (scene.model.any()) {
+        // A model scene exports what the app shows for it: the layer and head it names, on its
+        // text, with its ablations.
+        ModelRun run = runModelScene(scene, scenePath, opts);
+        showLayer(run, scene.model.layer, scene.model.path);
+        sceneModelHead = scene.model.head;
+      } else {
+        view = parseSceneView(scene.extraJson, scenePath);
+        session.setScene(std::move(scene));
+      }
     } else {
       QkvTensors in = loadQkvNpy(q, k, v);
       Tensor3 Q = std::move(in.q), K = std::move(in.k), V = std::move(in.v);
@@ -310,6 +322,7 @@ int runExport(int argc, char** argv) {
     // A scene exports as it was shown: its saved head, stage and colormap, unless given here.
     int headIndex = parsedHead;
     if (view && !app.count("--head")) headIndex = std::clamp(view->head, 0, d.H - 1);
+    if (sceneModelHead >= 0 && !app.count("--head")) headIndex = sceneModelHead;
     if (view && !app.count("--stage") && !view->stage.empty())
       eo.stage = view->stage == "weights" ? ExportStage::Weights : ExportStage::Scores;
     if (colormap.empty()) {
@@ -327,7 +340,7 @@ int runExport(int argc, char** argv) {
     // The command line's masks on top of the scene's.
     const AttentionParams cli = modelParams ? *modelParams : buildParams(opts, d.H, d.Tq, d.Tk);
     Scene& scene = session.editScene();
-    scene.params = fromScene ? mergeParams(scene.params, cli, app.count("--temperature") > 0) : cli;
+    scene.params = fromScene && !modelParams ? mergeParams(scene.params, cli, app.count("--temperature") > 0) : cli;
     session.touchMask();
     View shown;
     shown.head = std::max(headIndex, 0);

@@ -33,16 +33,6 @@ AttentionParams layerParams(const ForwardResult& r, int layer) {
   return p;
 }
 
-std::string modelName(const std::string& dir) {
-  std::string d = dir;
-  while (d.size() > 1 && d.back() == '/') d.pop_back();
-  if (const std::size_t at = d.find("models--"); at != std::string::npos) {
-    const std::string rest = d.substr(at + 8);
-    return rest.substr(0, rest.find('/'));
-  }
-  return d.substr(d.find_last_of('/') == std::string::npos ? 0 : d.find_last_of('/') + 1);
-}
-
 std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>& ids) {
   std::vector<std::string> labels;
   for (int id : ids)
@@ -101,16 +91,47 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
   run.model = Gpt2Model::open(o.dir);
   const Gpt2Config& c = run.model->config();
   if (app.count("--text")) ids = run.model->encode(o.text);
-  run.model->checkIds(ids);
-  Interventions iv;
   for (const auto& [l, h] : ablations) {
     if (l >= c.nLayer || h >= c.nHead) {
       throw UsageError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
                        ": out of range, the model has " + std::to_string(c.nLayer) +
                        " layers and " + std::to_string(c.nHead) + " heads");
     }
-    iv.ablate(l, h, c);
   }
+  runPass(run, ids, ablations, attention);
+  return run;
+}
+
+ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
+                       const AttentionCliOptions& attention) {
+  const SceneModel& sm = scene.model;
+  ModelRun run;
+  run.model = Gpt2Model::open(sm.path);
+  const Gpt2Config& c = run.model->config();
+  // The scene's indices, checked now that the model's sizes are known, as the app checks them.
+  const std::string sizes = " is out of range (the model " + sm.path + " has " +
+                            std::to_string(c.nLayer) + " layers of " + std::to_string(c.nHead) +
+                            " heads)";
+  auto fail = [&](const std::string& what) {
+    throw InputError(scenePath + ": model." + what + sizes);
+  };
+  if (sm.layer >= c.nLayer) fail("layer " + std::to_string(sm.layer));
+  if (sm.head >= c.nHead) fail("head " + std::to_string(sm.head));
+  for (const auto& [l, h] : sm.ablate)
+    if (l >= c.nLayer || h >= c.nHead) fail("ablate " + std::to_string(l) + ":" + std::to_string(h));
+  // An empty text runs on the app's default sentence, as the app does.
+  runPass(run, run.model->encode(sm.text.empty() ? kDefaultModelText : sm.text), sm.ablate,
+          attention);
+  return run;
+}
+
+void runPass(ModelRun& run, const std::vector<int>& ids,
+             const std::vector<std::pair<int, int>>& ablations,
+             const AttentionCliOptions& attention) {
+  const Gpt2Config& c = run.model->config();
+  run.model->checkIds(ids);
+  Interventions iv;
+  for (const auto& [l, h] : ablations) iv.ablate(l, h, c);
   const int T = static_cast<int>(ids.size());
   const AttentionParams p = buildParams(attention, c.nHead, T, T);
   if (p.mask.any() || p.temperature != 1.0f) iv.setAll(p.mask, p.temperature, c.nLayer);
@@ -118,7 +139,7 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
     std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
   }
   run.result = run.model->forward(ids, iv);
-  return run;
+  run.interventions = std::move(iv);
 }
 
 int runModel(int argc, char** argv) {

@@ -4,9 +4,12 @@
 #include "cli_common.h"
 
 #include "attnviz/model.h"
+#include "attnviz/model_source.h"  // modelName, modelLayerLabel
+#include "attnviz/scene.h"
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnviz::app {
@@ -27,6 +30,7 @@ std::vector<int> parseIdList(const std::string& text);
 struct ModelRun {
   std::unique_ptr<Gpt2Model> model;
   ForwardResult result;
+  Interventions interventions;  // what the pass ran with
 };
 
 // Opens the model, tokenizes (or checks the ids), builds the interventions and runs the pass.
@@ -34,11 +38,24 @@ struct ModelRun {
 ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions& attention,
                              const CLI::App& app);
 
+// A model scene's pass (scene.model: its folder, text and ablations; loadScene resolved the
+// path): its layer, head and ablations out of the model's range are input errors naming
+// `scenePath`. The attention options apply in every layer, as with --model.
+ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
+                       const AttentionCliOptions& attention);
+
+// Runs the pass on `ids` with the heads in `ablations` (already checked against the model)
+// zeroed and the attention options in every layer, into run.result.
+void runPass(ModelRun& run, const std::vector<int>& ids,
+             const std::vector<std::pair<int, int>>& ablations,
+             const AttentionCliOptions& attention);
+
+// What a model scene with no text runs on (the app's default too).
+inline constexpr const char* kDefaultModelText = "The cat sat on the mat.";
+
 // The attention parameters layer `layer` ran with (the causal mask plus its interventions).
 AttentionParams layerParams(const ForwardResult& r, int layer);
 
-// A short name for titles: the folder's name, or NAME of a Hugging Face models--NAME cache path.
-std::string modelName(const std::string& dir);
 
 // Axis labels for the tokens: the BPE pieces with a visible mark for a leading space.
 std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>& ids);

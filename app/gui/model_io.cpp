@@ -21,6 +21,7 @@ void adopt(AppState& s, std::unique_ptr<Gpt2Model> model) {
   m.request = {};
   m.loadingDir.clear();
   auto source = std::make_unique<ModelSource>(std::shared_ptr<const Gpt2Model>(std::move(model)));
+  source->setName(modelName(dir));  // figure titles name the model, the layer and the ablations
   closeSources(s);
   // The layer, head and ablations asked for, checked now that the model's sizes are known:
   // command-line options are usage errors, a scene's fields input errors naming the file.

@@ -832,6 +832,65 @@ TEST(AppModel, TheAblationPresetShowsTheCopyPredictionFail) {
   EXPECT_LE(pAfter, 0.5 * before[0].second);
 }
 
+// A model preset exports from the command line (export --scene) exactly as the app exports it:
+// the layer and head the scene names, on its text, with its ablations, and a title naming them.
+TEST(AppModel, AModelPresetExportsTheSameFromTheAppAndTheCommandLine) {
+  for (const char* file : {"13-model-previous-token-head.json", "15-model-induction-heads.json",
+                           "16-model-ablate-induction-head.json"}) {
+    const std::string tag = std::string("model-wysiwye-") + std::string(file).substr(0, 2);
+    const std::string gui = tempPath(tag + "-gui.png"), cli = tempPath(tag + "-cli.png");
+    for (const auto& f : {gui, cli}) std::remove(f.c_str());
+    const Shot s = runApp(tag, "--scene " + scene(file) + " --export " + gui, 6);
+    ASSERT_RAN(s);
+    const std::string out = runCli("export --scene " + scene(file) + " --png " + cli);
+    ASSERT_EQ(out.find("exit status"), std::string::npos) << out;
+    ASSERT_FALSE(fileBytes(gui).empty()) << file << ": the app wrote no PNG\n" << s.out;
+    ASSERT_FALSE(fileBytes(cli).empty()) << file << ": the command line wrote no PNG\n" << out;
+    EXPECT_TRUE(fileBytes(gui) == fileBytes(cli)) << file << ": the PNG files differ";
+  }
+  // Ablating layer 1 head 2 leaves that head's own weights as they were (its output is what is
+  // zeroed), so the ablation preset's figure differs from the same scene without the ablation
+  // only in its title, which names the ablated head.
+  const std::string plainScene = tempPath("model-unablated.json");
+  {
+    std::ifstream in(scene("16-model-ablate-induction-head.json"));
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const auto at = text.find("\"ablate\"");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, text.find(']', at) + 1 - at, "\"ablate\": []");
+    std::ofstream(plainScene) << text;
+  }
+  const std::string a = tempPath("model-ablated-title.png"), b = tempPath("model-plain-title.png");
+  runCli("export --scene " + scene("16-model-ablate-induction-head.json") + " --png " + a);
+  runCli("export --scene " + plainScene + " --png " + b);
+  const Decoded da = decode(a), db = decode(b);
+  ASSERT_GT(da.width, 0);
+  ASSERT_EQ(da.width, db.width);
+  ASSERT_EQ(da.height, db.height);
+  int firstRow = -1, lastRow = -1;
+  for (int y = 0; y < da.height; ++y)
+    for (int x = 0; x < da.width; ++x) {
+      const std::size_t k = (std::size_t(y) * da.width + x) * 4;
+      if (!std::equal(&da.rgba[k], &da.rgba[k] + 4, &db.rgba[k])) {
+        if (firstRow < 0) firstRow = y;
+        lastRow = y;
+      }
+    }
+  EXPECT_GE(firstRow, 0) << "the title does not name the ablation";
+  EXPECT_LT(lastRow, da.height / 20) << "more than the title differs";
+}
+
+// A model scene whose layer the model lacks: the command line refuses it naming the file, as the
+// app does.
+TEST(AppModel, ExportOfAModelSceneWithALayerTheModelLacksNamesTheFile) {
+  const std::string sc = tempPath("bad_model_export.json");
+  std::ofstream(sc) << "{\"model\": {\"path\": \"" << kModelFixture
+                    << "\", \"text\": \"the cat\", \"layer\": 7}}";
+  const std::string out = runCli("export --scene " + sc + " --png " + tempPath("never.png"));
+  EXPECT_NE(out.find(sc + ": model.layer 7 is out of range"), std::string::npos) << out;
+  EXPECT_NE(out.find("exit status not 0"), std::string::npos) << out;
+}
+
 TEST(AppModel, AModelSceneWithALayerTheModelLacksIsRefusedNamingTheFile) {
   const std::string sc = tempPath("bad_model.json");
   std::ofstream(sc) << "{\"model\": {\"path\": \"" << kModelFixture

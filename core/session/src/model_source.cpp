@@ -54,7 +54,28 @@ void ModelSource::showLayer(Session& session, int layer) {
   session.editScene().params.mask.causal = true;
   session.touchMask();
   session.setTensors(a.q, a.k, a.v, tokens_, tokens_);
+  if (!name_.empty()) session.setSourceLabel(modelLayerLabel(name_, layer, iv_));
   layer_ = layer;
+}
+
+std::string modelName(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  if (const std::size_t at = d.find("models--"); at != std::string::npos) {
+    const std::string rest = d.substr(at + 8);
+    return rest.substr(0, rest.find('/'));
+  }
+  return d.substr(d.find_last_of('/') == std::string::npos ? 0 : d.find_last_of('/') + 1);
+}
+
+std::string modelLayerLabel(const std::string& name, int layer, const Interventions& iv) {
+  std::string label = name + " \xC2\xB7 layer " + std::to_string(layer);
+  std::string ablated;
+  for (std::size_t l = 0; l < iv.layers.size(); ++l)
+    for (int h : iv.layers[l].ablatedHeads)
+      ablated += (ablated.empty() ? "" : ", ") + std::to_string(l) + ":" + std::to_string(h);
+  if (!ablated.empty()) label += " \xC2\xB7 ablated " + ablated;
+  return label;
 }
 
 bool ModelSource::ablated(int layer, int head) const {

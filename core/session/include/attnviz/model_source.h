@@ -17,6 +17,13 @@
 
 namespace attnviz {
 
+// A short name for titles: the folder's name, or NAME of a Hugging Face models--NAME cache path.
+std::string modelName(const std::string& dir);
+
+// What a figure's title names for a model layer: "NAME · layer L", then " · ablated L:H, ..."
+// for every head the pass ablated (in any layer: an earlier one changes this layer's inputs).
+std::string modelLayerLabel(const std::string& name, int layer, const Interventions& iv);
+
 class ModelSource {
  public:
   explicit ModelSource(std::shared_ptr<const Gpt2Model> model);
@@ -39,6 +46,8 @@ class ModelSource {
   // parameters get the causal mask (the pass always has it); its other masks, τ and the view
   // stay. Throws UsageError when the layer is out of range.
   void showLayer(Session& session, int layer);
+  // The name showLayer puts in the session's figure titles (modelLayerLabel); empty: none.
+  void setName(std::string name) { name_ = std::move(name); }
   int shownLayer() const { return layer_; }
 
   // ---- interventions ----------------------------------------------------------------------
@@ -70,6 +79,7 @@ class ModelSource {
 
   std::shared_ptr<const Gpt2Model> model_;
   std::string text_;
+  std::string name_;
   ForwardResult pass_, baseline_;
   std::vector<std::string> tokens_;
   Interventions iv_;
