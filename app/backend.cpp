@@ -8,11 +8,13 @@
 
 namespace attnviz::app {
 
+#ifdef ATTNVIZ_HAVE_GPU
 namespace {
 
 const char* kSoftwareNote = "): the CPU engine is faster; --backend gpu forces the GPU";
 
 }  // namespace
+#endif
 
 EngineChoice chooseEngine(const std::string& backend, EngineSite site,
                           const std::string& renderer) {
