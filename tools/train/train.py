@@ -4,18 +4,20 @@
 Run with Debian's python3 (its python3-torch); install libopenblas0-pthread first:
     /usr/bin/python3 tools/train/train.py --out assets/models/kjv-byte-2l
 
-Deterministic: one seed drives the init (torch.manual_seed) and the batches (numpy PCG64), the
-thread count is fixed at 1 and torch.use_deterministic_algorithms is on, so a rerun on the same
-machine gives the same bytes (a different CPU may round differently inside BLAS).
+Deterministic: each stage's seed drives the init (torch.manual_seed) and the batches (numpy
+PCG64), the thread count is fixed at 1 and torch.use_deterministic_algorithms is on, so a rerun
+on the same machine gives the same bytes (a different CPU may round differently inside BLAS).
 
-Data, per sequence of n+1 bytes (n inputs, n targets; n = short_seq for the first short_steps
-steps, then seq):
+Stage 1 (RECIPE), per sequence of n+1 bytes (n inputs, n targets; n = short_seq for the first
+short_steps steps, then seq):
   40%  a window of the training text;
   30%  a window of the training text with a span (random bytes or other text, 4 to
        min(96, n/2) bytes) written at two places, so the second copy is predictable by copying;
   30%  a random byte sequence of min(8, n/4) to min(128, n/2) bytes repeated to fill the window.
-The repeats make induction heads worth learning; the text gives natural previous-token and
-first-token patterns. Writes config.json, model.safetensors, vocab.json, merges.txt,
+It gives the previous-token head. Stage 2 (STAGE2, below) unties lm_head and trains the
+induction head: a phase of 32-byte sequences, mostly repeats, then 256-byte sequences.
+The text gives natural previous-token and first-token patterns; the repeats make induction
+heads worth learning. Writes config.json, model.safetensors, vocab.json, merges.txt,
 training_log.json, loss_curve.png and the model card README.md.
 """
 import argparse
