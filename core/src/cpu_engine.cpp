@@ -219,7 +219,7 @@ class CpuEngine final : public AttentionEngine {
     q_ = q;
     k_ = k;
     v_ = v;
-    allocate(d);
+    allocate(d, false);
     detail::parallelFor(taskCount(allHeads()), [&](int t) {
       const auto [h, r0, r1] = task(allHeads(), t);
       scoresBlock(h, r0, r1);
@@ -252,7 +252,7 @@ class CpuEngine final : public AttentionEngine {
     q_ = q;
     k_ = k;
     v_ = v;
-    allocate(d);
+    allocate(d, true);
     const std::vector<float> slopes = alibiSlopes(d.H);
     // Fused per block: the block of S is still in cache when the softmax and A V read it.
     detail::parallelFor(taskCount(allHeads()), [&](int t) {
@@ -271,14 +271,20 @@ class CpuEngine final : public AttentionEngine {
     int h, r0, r1;
   };
 
-  void allocate(const Dims& d) {
+  // New buffers for a new shape. Every head's scores are computed at once, so S is never
+  // zero-filled; the weights and the output are only when some heads may stay uncomputed
+  // (softmax/output of a subset after setInputs), not for run(), which writes every head.
+  void allocate(const Dims& d, bool everyHeadWritten) {
     res_.dims = d;
+    auto make = [&](int cols, bool written) {
+      return written ? Tensor3::uninit(d.H, d.Tq, cols) : Tensor3(d.H, d.Tq, cols);
+    };
     if (res_.scaled.heads != d.H || res_.scaled.rows != d.Tq || res_.scaled.cols != d.Tk) {
-      res_.scaled = Tensor3(d.H, d.Tq, d.Tk);
-      res_.weights = Tensor3(d.H, d.Tq, d.Tk);
+      res_.scaled = make(d.Tk, true);
+      res_.weights = make(d.Tk, everyHeadWritten);
     }
     if (res_.output.heads != d.H || res_.output.rows != d.Tq || res_.output.cols != d.dv) {
-      res_.output = Tensor3(d.H, d.Tq, d.dv);
+      res_.output = make(d.dv, everyHeadWritten);
     }
     res_.rows.assign(std::size_t(d.H) * d.Tq, RowStats{});
     all_.resize(d.H);
@@ -437,7 +443,7 @@ void softmaxOverQueries(const float* biased, int Tq, int Tk, float tau, float* o
 Tensor3 computeLogits(const Tensor3& scaled, const AttentionParams& p) {
   const int H = scaled.heads, Tq = scaled.rows, Tk = scaled.cols;
   validateParams(p, H, Tq, Tk);
-  Tensor3 out(H, Tq, Tk);
+  Tensor3 out = Tensor3::uninit(H, Tq, Tk);  // every row is written below
   const std::vector<float> slopes = alibiSlopes(H);
   detail::parallelFor(H, [&](int h) {
     float* head = &out.at(h, 0, 0);

@@ -32,7 +32,7 @@ constexpr std::size_t kMaxMetadataBytes = std::size_t{64} << 20;
 
 struct RawTensor {
   std::vector<long long> shape;
-  std::vector<float> data;
+  FloatBuffer data;
 };
 
 // What a container holds before validation.

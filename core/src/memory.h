@@ -13,8 +13,8 @@ namespace attnviz::detail {
 void adviseHugePages(void* p, std::size_t bytes);
 
 // Capacity for n elements (no element written yet), advised as above.
-template <class T>
-void reserveLarge(std::vector<T>& v, std::size_t n) {
+template <class T, class A>
+void reserveLarge(std::vector<T, A>& v, std::size_t n) {
   if (v.capacity() >= n) return;
   v.reserve(n);
   adviseHugePages(v.data(), n * sizeof(T));

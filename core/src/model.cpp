@@ -204,7 +204,7 @@ void Interventions::setAll(const MaskSpec& mask, float temperature, int nLayer) 
 
 struct Gpt2Model::Weights {
   SafetensorsFile file;
-  std::vector<std::vector<float>> owned;  // converted F16/BF16 (or unaligned F32) tensors
+  std::vector<FloatBuffer> owned;  // converted F16/BF16 (or unaligned F32) tensors
   const float *wte = nullptr, *wpe = nullptr, *lnfW = nullptr, *lnfB = nullptr, *lm = nullptr;
   struct Layer {
     const float *ln1W, *ln1B, *attnW, *attnB, *projW, *projB;
@@ -399,7 +399,8 @@ void activationForward(MatrixRM& h, Gpt2Activation act) {
 // qkv [T, 3d] -> Q, K, V [H, T, d_h] (head h is columns h*d_h.. of each third).
 void splitHeads(const MatrixRM& qkv, int H, int dh, Tensor3& q, Tensor3& k, Tensor3& v) {
   const int T = static_cast<int>(qkv.rows()), d = H * dh;
-  q = Tensor3(H, T, dh), k = Tensor3(H, T, dh), v = Tensor3(H, T, dh);
+  // every element is copied in below
+  q = Tensor3::uninit(H, T, dh), k = Tensor3::uninit(H, T, dh), v = Tensor3::uninit(H, T, dh);
   for (int h = 0; h < H; ++h) {
     q.mat(h) = qkv.block(0, h * dh, T, dh);
     k.mat(h) = qkv.block(0, d + h * dh, T, dh);

@@ -317,7 +317,7 @@ std::span<const float> SafetensorsFile::f32View(const StTensorInfo& t) const {
   return {reinterpret_cast<const float*>(b.data()), b.size() / 4};
 }
 
-std::vector<float> SafetensorsFile::toFloat32(const StTensorInfo& t) const {
+FloatBuffer SafetensorsFile::toFloat32(const StTensorInfo& t) const {
   if (!stDtypeConvertible(t.dtype)) {
     fail(name_, "tensor '" + t.name + "': dtype " + stDtypeName(t.dtype) +
                     " is not supported here (expected F32, F16, BF16 or F64)");
@@ -326,7 +326,8 @@ std::vector<float> SafetensorsFile::toFloat32(const StTensorInfo& t) const {
   if (n > Tensor3::kMaxElements) {
     fail(name_, "tensor '" + t.name + "': " + std::to_string(n) + " elements is too many");
   }
-  std::vector<float> out(n);
+  FloatBuffer out;
+  out.resize(n);  // not zero-filled: every element is written next
   toFloat32(t, out.data());
   return out;
 }

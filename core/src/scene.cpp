@@ -497,7 +497,7 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
       const json dataJson = c.contains("data") ? c.at("data") : json::array();
       if (!dataJson.is_array())
         throw InputError(name + ": field 'mask.custom.data' must be an array");
-      std::vector<float> data;
+      FloatBuffer data;
       for (const json& e : dataJson) {
         if (e.is_null()) {
           data.push_back(-std::numeric_limits<float>::infinity());  // JSON has no -inf

@@ -160,7 +160,7 @@ Tensor3 streamOutput(const Tensor3& q, const Tensor3& k, const Tensor3& v, const
   const std::vector<float> slopes = alibiSlopes(d.H);
   const int Br = opt.blockRows, Bc = std::min(opt.blockKeys, d.Tk);
   const int blocks = (d.Tq + Br - 1) / Br;
-  Tensor3 out(d.H, d.Tq, d.dv);
+  Tensor3 out = Tensor3::uninit(d.H, d.Tq, d.dv);  // every row is written below
   std::atomic<int> masked{0};
   Progress progress(opt.progress, d.H * blocks, [&](int t) {
     const int h = t / blocks, i0 = (t % blocks) * Br;
@@ -200,7 +200,8 @@ Tensor3 streamOutput(const Tensor3& q, const Tensor3& k, const Tensor3& v, const
       if (l[r] > 0.0f) {
         O.row(i0 + r) = acc.row(r) * (1.0f / l[r]);
       } else {
-        ++masked;  // fully masked: the output row stays 0
+        O.row(i0 + r).setZero();  // fully masked: a zero output row
+        ++masked;
       }
     }
     if (opt.progress) progress.done(sw.neededTiles());

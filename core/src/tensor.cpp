@@ -35,6 +35,15 @@ Tensor3::Tensor3(int h, int r, int c, float fill) : heads(h), rows(r), cols(c) {
   data.assign(n, fill);
 }
 
+Tensor3 Tensor3::uninit(int h, int r, int c) {
+  Tensor3 t;
+  const std::size_t n = checkedElementCount(h, r, c, "tensor");
+  detail::reserveLarge(t.data, n);
+  t.data.resize(n);  // default-initialised: nothing written
+  t.heads = h, t.rows = r, t.cols = c;
+  return t;
+}
+
 std::string Tensor3::shapeString() const {
   return "[" + std::to_string(heads) + ", " + std::to_string(rows) + ", " + std::to_string(cols) +
          "]";

@@ -39,7 +39,7 @@ class DumpFiles : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(dir); }
   void SetUp() override { ASSERT_TRUE(ok) << "dump_py.py failed"; }
   static std::string path(const std::string& name) { return (dir / name).string(); }
-  static std::vector<float> npy(const std::string& name) { return readNpy(path(name)).data; }
+  static FloatBuffer npy(const std::string& name) { return readNpy(path(name)).data; }
 
   // Refused with exit-1 semantics (InputError), one line naming the file and containing every
   // one of `words` (the tensor and the problem).

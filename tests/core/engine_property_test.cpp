@@ -383,7 +383,7 @@ TEST(CachingRule, ReSoftmaxLeavesTheScaledScoresUntouched) {
   Fixture3 in;
   auto engine = makeCpuEngine();
   engine->setInputs(in.q, in.k, in.v);
-  const std::vector<float> before = engine->result(kStageScaled).scaled.data;
+  const FloatBuffer before = engine->result(kStageScaled).scaled.data;
   AttentionParams p = causalParams(0.5f);
   p.mask.alibi = true;
   engine->softmax(p);

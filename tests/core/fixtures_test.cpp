@@ -60,7 +60,7 @@ AttentionParams paramsFromArgs(const std::string& name) {
 }
 
 // Element-wise against a float64 fixture, whatever the head axis (2-D outputs count as one head).
-void expectCloseToFixture(const std::vector<float>& got, const std::vector<long long>& gotShape,
+void expectCloseToFixture(const FloatBuffer& got, const std::vector<long long>& gotShape,
                           const std::string& file, bool maskedMustBeZero = false) {
   const NpyArray want = readNpy(file);
   std::vector<long long> a = gotShape, b = want.shape;

@@ -137,7 +137,8 @@ TEST_F(NpyFiles, SavedFileRoundTripsTwoDimensional) {
 
 TEST_F(NpyFiles, WrittenBytesAreALittleEndianFloat32CorderNpy) {
   Tensor3 t(2, 3, 4);
-  t.data = iota(24);
+  const std::vector<float> values = iota(24);
+  t.data.assign(values.begin(), values.end());
   const std::string b = npyBytes(t);
   ASSERT_GE(b.size(), 10u);
   EXPECT_EQ(b.substr(0, 6), "\x93NUMPY");

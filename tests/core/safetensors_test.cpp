@@ -73,8 +73,8 @@ class Safetensors : public ::testing::Test {
   fs::path dir;
 };
 
-void expectSameFloats(const std::vector<float>& got, const std::vector<float>& want,
-                      const std::string& what) {
+template <class Got, class Want>
+void expectSameFloats(const Got& got, const Want& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(want[i])) {
@@ -117,7 +117,7 @@ TEST_F(Safetensors, Float16BFloat16AndFloat64ConvertExactlyAsNumpyDoes) {
     const NpyArray want = readNpy((dir / (std::string(name) + ".npy")).string());
     expectSameFloats(f.toFloat32(f.at(name)), want.data, name);
   }
-  EXPECT_EQ(f.toFloat32(f.at("scalar")), std::vector<float>{4.5f});
+  EXPECT_EQ(f.toFloat32(f.at("scalar")), FloatBuffer{4.5f});
   EXPECT_TRUE(f.toFloat32(f.at("empty")).empty());
 }
 

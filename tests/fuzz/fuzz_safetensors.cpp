@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (f.find(t.name) != &t) std::abort();
       try {
         if (t.elementCount() <= (1u << 20)) {
-          const std::vector<float> v = f.toFloat32(t);
+          const attnviz::FloatBuffer v = f.toFloat32(t);
           if (v.size() != t.elementCount()) std::abort();
         }
       } catch (const attnviz::InputError&) {

@@ -225,7 +225,7 @@ TEST(GpuEngine, WeightsBufferHoldsTheWeightsWithoutReadback) {
   auto cpu = makeCpuEngine();
   cpu->run(in.q, in.k, in.v, AttentionParams{});
   Tensor3 got(2, 7, 9);
-  got.data = raw;
+  got.data.assign(raw.begin(), raw.end());
   EXPECT_TRUE(withinParity("weights buffer", got, cpu->result().weights));
 }
 

@@ -35,7 +35,8 @@ struct TempDir {
 
 // Float32 values against a reference: weights within `abs`, or (relative) within rel * the
 // reference's largest magnitude.
-inline void expectClose(const std::vector<float>& got, const NpyArray& want, double abs,
+template <class Floats>  // std::vector<float> or FloatBuffer
+void expectClose(const Floats& got, const NpyArray& want, double abs,
                         double relToScale, const std::string& what) {
   ASSERT_EQ(got.size(), want.data.size()) << what;
   double scale = 0.0;

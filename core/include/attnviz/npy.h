@@ -15,7 +15,7 @@ enum class NpyKind { Float, Bool };  // Bool covers |b1 and |u1 (nonzero = true)
 struct NpyArray {
   std::vector<long long> shape;
   NpyKind kind = NpyKind::Float;
-  std::vector<float> data;  // converted to float32 (bool/uint8 become 0 or 1)
+  FloatBuffer data;  // converted to float32 (bool/uint8 become 0 or 1)
 };
 
 // The header of .npy bytes (version 1.0, 2.0 or 3.0); `bytes` needs to hold only the header.

@@ -89,7 +89,7 @@ class SafetensorsFile {
   // The tensor's values as float32, in C order (F16 and BF16 exactly, subnormals, infinities
   // and NaN included; F64 rounded to nearest). Throws InputError naming the tensor when its
   // dtype is not convertible. The second form writes elementCount() floats to `out`.
-  std::vector<float> toFloat32(const StTensorInfo& t) const;
+  FloatBuffer toFloat32(const StTensorInfo& t) const;
   void toFloat32(const StTensorInfo& t, float* out) const;
 
  private:

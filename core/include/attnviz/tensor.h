@@ -3,12 +3,53 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace attnviz {
+
+// std::allocator, except that a value-less construct default-initialises: resize(n) on a vector
+// of floats leaves the new elements unwritten (no zero-fill of a buffer about to be
+// overwritten); resize(n, v), assign(n, v) and the rest still write their values.
+template <class T>
+struct NoInitAllocator : std::allocator<T> {
+  using value_type = T;
+  NoInitAllocator() noexcept = default;
+  template <class U>
+  NoInitAllocator(const NoInitAllocator<U>&) noexcept {}
+  template <class U>
+  struct rebind {
+    using other = NoInitAllocator<U>;
+  };
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T, class U>
+bool operator==(const NoInitAllocator<T>&, const NoInitAllocator<U>&) noexcept {
+  return true;
+}
+
+// Tensor storage: float32, contiguous, not zero-filled when only sized (see Tensor3::uninit).
+using FloatBuffer = std::vector<float, NoInitAllocator<float>>;
+
+// Element-wise equality with a plain vector of floats (tests compare against references).
+inline bool operator==(const FloatBuffer& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+inline bool operator==(const std::vector<float>& a, const FloatBuffer& b) { return b == a; }
 
 // Row-major everywhere: what crosses to GL buffers, .npy files and PNGs is never transposed.
 using MatrixRM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -33,11 +74,15 @@ struct Tensor3 {
   int heads = 0;
   int rows = 0;
   int cols = 0;
-  std::vector<float> data;
+  FloatBuffer data;
 
   Tensor3() = default;
-  // Throws InputError when the element count is negative or beyond kMaxElements.
+  // Every element `fill`. Throws InputError when the element count is negative or beyond
+  // kMaxElements.
   Tensor3(int heads, int rows, int cols, float fill = 0.0f);
+  // The shape with the elements not written (for a buffer the caller overwrites in full), on
+  // huge pages when large. Throws as above.
+  static Tensor3 uninit(int heads, int rows, int cols);
 
   // 2^31 floats (8 GiB): anything larger is refused with a clear message, never a bad_alloc.
   static constexpr std::size_t kMaxElements = std::size_t{1} << 31;
