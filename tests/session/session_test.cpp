@@ -500,13 +500,18 @@ void expectTileMatches(const PooledTile& tile, const ref::Result& r, int h, bool
   }
 }
 
-TEST(SessionPooled, NeverGivesTheEngineTheInputsAndPoolsTheShownHead) {
-  Fixture f;
-  Session& s = *f.session;
+// Pooled mode forced on, on a scene of T tokens.
+void pooledOn(Session& s, int T) {
   PooledPolicy policy;
   policy.mode = PooledPolicy::Mode::On;
   s.setPooledPolicy(policy);
-  s.setScene(longScene(700));
+  s.setScene(longScene(T));
+}
+
+TEST(SessionPooled, NeverGivesTheEngineTheInputsAndPoolsTheShownHead) {
+  Fixture f;
+  Session& s = *f.session;
+  pooledOn(s, 700);
   s.setView({1, false, ViewStage::Weights, false, false});
   s.update();
   EXPECT_TRUE(s.pooledMode());
@@ -579,10 +584,7 @@ TEST(SessionPooled, ZoomedWindowsRefineOnTheWorkerAndComeBackFromTheCache) {
 TEST(SessionPooled, ATemperatureStepKeepsTheOldLevelOnScreenUntilTheNewOneIsDone) {
   Fixture f;
   Session& s = *f.session;
-  PooledPolicy policy;
-  policy.mode = PooledPolicy::Mode::On;
-  s.setPooledPolicy(policy);
-  s.setScene(longScene(1500));
+  pooledOn(s, 1500);
   s.update();
   s.pooled().wait();
   const auto before = s.pooled().coarse();
@@ -601,8 +603,9 @@ TEST(SessionPooled, ATemperatureStepKeepsTheOldLevelOnScreenUntilTheNewOneIsDone
   EXPECT_NE(s.pooled().coarse(), before);
   expectTileMatches(*s.pooled().coarse(), reference(s, s.params()), 0, false);
   // Back under the threshold: the engine takes over again.
-  policy.mode = PooledPolicy::Mode::Off;
-  s.setPooledPolicy(policy);
+  PooledPolicy off;
+  off.mode = PooledPolicy::Mode::Off;
+  s.setPooledPolicy(off);
   s.update();
   EXPECT_FALSE(s.pooledMode());
   EXPECT_EQ(f.engine->setInputsCalls, 1);
