@@ -177,6 +177,10 @@ void applyTemperature(float* row, int Tk, float tau) {
   }
 }
 
+}  // namespace
+
+namespace detail {
+
 // Softmax over keys of (z - max z) / tau, from the biased scores z (-inf where masked), into
 // `weights`; returns the row's facts. Subtracting the maximum before dividing by tau keeps tiny
 // temperatures finite: the top key gets exp(0) and the others exp(-gap/tau), which may be 0.
@@ -207,6 +211,12 @@ RowStats rowSoftmax(float* z, float* scratch, float* weights, int Tk, float tau)
   st.max = weights[st.argmax];
   return st;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::rowSoftmax;
 
 class CpuEngine final : public AttentionEngine {
  public:

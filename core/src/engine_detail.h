@@ -30,6 +30,11 @@ void rowLogits(const float* s, float* z, const AttentionParams& p, float slope, 
 // exp((z - mx) / tau) for n keys into e (which may be z); masked keys (z = -inf) give exactly 0.
 void expShifted(const float* z, float* e, int n, float mx, float tau);
 
+// Softmax over keys of (z - max z) / tau from the biased scores z (-inf where masked, Tk of
+// them) into `weights`, with the row's facts (a fully masked row: zeros, fullyMasked). `scratch`
+// holds Tk floats. The engine's row softmax (cpu_engine.cpp).
+RowStats rowSoftmax(float* z, float* scratch, float* weights, int Tk, float tau);
+
 // The allowed keys of query row i lie in [0, prefixEnd) or [lo, hi], and below `limit`; the
 // custom matrix can only remove keys from that set. Used to skip key blocks that are wholly
 // masked for every row of a query block.

@@ -421,6 +421,42 @@ PooledWeights streamPooledRegion(const Tensor3& q, const Tensor3& k, int head,
   return pw;
 }
 
+QueryRow streamQueryRow(const Tensor3& q, const Tensor3& k, const Tensor3* v,
+                        const AttentionParams& p, int head, int i) {
+  if (q.heads != k.heads || q.cols != k.cols || q.cols < 1 ||
+      (v && (v->heads != k.heads || v->rows != k.rows)))
+    throw UsageError("streamQueryRow: Q, K and V do not fit together");
+  if (head < 0 || head >= q.heads || i < 0 || i >= q.rows)
+    throw UsageError("streamQueryRow: head " + std::to_string(head) + ", row " +
+                     std::to_string(i) + " out of range [0, " + std::to_string(q.heads) +
+                     ") x [0, " + std::to_string(q.rows) + ")");
+  const int Tq = q.rows, Tk = k.rows;
+  QueryRow r;
+  r.head = head;
+  r.row = i;
+  r.logits.resize(Tk);
+  r.weights.resize(Tk);
+  // s = K q_i / sqrt(d_k), scaled after the product as the engine's GEMM is.
+  Eigen::Map<Eigen::VectorXf> s(r.logits.data(), Tk);
+  s.noalias() = k.mat(head) * q.mat(head).row(i).transpose();
+  s *= 1.0f / std::sqrt(float(q.cols));
+  if (!std::isfinite((s.array() * 0.0f).sum())) detail::throwScoresOverflow(head);
+  const float slope = p.mask.alibi ? alibiSlopes(q.heads)[std::size_t(head)] : 0.0f;
+  detail::rowLogits(r.logits.data(), r.logits.data(), p, slope, head, i, Tq, Tk, 0, Tk);
+  std::vector<float> scratch(std::size_t(Tk) + 1);
+  r.stats = detail::rowSoftmax(r.logits.data(), scratch.data(), r.weights.data(), Tk,
+                               p.temperature);
+  applyTemperature(r.logits.data(), std::size_t(Tk), p.temperature);
+  for (float z : r.logits) r.allowedKeys += z != kNegInf;
+  if (v) {
+    r.output.assign(std::size_t(v->cols), 0.0f);
+    if (!r.stats.fullyMasked && v->cols > 0)
+      Eigen::Map<Eigen::RowVectorXf>(r.output.data(), v->cols).noalias() =
+          Eigen::Map<const Eigen::RowVectorXf>(r.weights.data(), Tk) * v->mat(head);
+  }
+  return r;
+}
+
 bool maskHidesAnyCell(const MaskSpec& m, int h, int Tq, int Tk) {
   if (Tq <= 0 || Tk <= 0) return false;
   if (m.customKind != MaskSpec::Custom::None) {

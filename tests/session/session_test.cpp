@@ -674,5 +674,170 @@ TEST(SessionPooled, ExportStreamsTheSameFigureTheMaterialisedSessionDraws) {
   EXPECT_THROW(pooledF.session->exportImage(req), UsageError);
 }
 
+// ---- the row inspector in pooled mode: one query row, computed on its own -----------------------
+
+// Row i of head h by a naive double loop over the session's Q, K, V: s = q_i . k_j / sqrt(d),
+// softcap c tanh(s / c), ALiBi -m_h |i - j| (m_h = 2^(-8 (h + 1) / H), H a power of two), the
+// causal / window / pad mask (T_q = T_k), L = (s + b) / tau, softmax over the allowed keys.
+struct NaiveRow {
+  std::vector<double> logits, weights, output;  // logits: -inf where masked
+  double entropy = 0, max = 0;
+  int argmax = -1;
+  bool fullyMasked = true;
+};
+
+NaiveRow naiveRow(const Session& s, int h, int i) {
+  const Tensor3 &q = s.inputs().q, &k = s.inputs().k, &v = s.inputs().v;
+  const MaskSpec& m = s.params().mask;
+  const double tau = s.params().temperature;
+  const int T = k.rows, d = q.cols;
+  NaiveRow r;
+  r.logits.assign(T, -ref::kInf);
+  r.weights.assign(T, 0.0);
+  r.output.assign(v.cols, 0.0);
+  double mx = -ref::kInf;
+  for (int j = 0; j < T; ++j) {
+    bool allowed = (!m.causal && m.window <= 0) || j <= i;
+    if (m.window > 0 && j <= i - m.window) allowed = false;
+    if (m.pad > 0 && j >= T - m.pad) allowed = false;
+    if (!allowed) continue;
+    double dot = 0;
+    for (int c = 0; c < d; ++c) dot += double(q.at(h, i, c)) * double(k.at(h, j, c));
+    double z = dot / std::sqrt(double(d));
+    if (m.softcap > 0) z = m.softcap * std::tanh(z / m.softcap);
+    if (m.alibi) z -= std::pow(2.0, -8.0 * (h + 1) / s.heads()) * std::abs(i - j);
+    r.logits[j] = z / tau;
+    mx = std::max(mx, r.logits[j]);
+  }
+  if (mx == -ref::kInf) return r;
+  r.fullyMasked = false;
+  double sum = 0;
+  for (int j = 0; j < T; ++j) sum += r.logits[j] == -ref::kInf ? 0.0 : std::exp(r.logits[j] - mx);
+  for (int j = 0; j < T; ++j) {
+    if (r.logits[j] == -ref::kInf) continue;
+    const double a = std::exp(r.logits[j] - mx) / sum;
+    r.weights[j] = a;
+    if (a > 0) r.entropy -= a * std::log(a);
+    if (a > r.max) r.max = a, r.argmax = j;
+    for (int c = 0; c < v.cols; ++c) r.output[c] += a * double(v.at(h, j, c));
+  }
+  return r;
+}
+
+void expectRowMatches(Session& s, int h, int i) {
+  SCOPED_TRACE("row " + std::to_string(i) + " of head " + std::to_string(h));
+  const std::shared_ptr<const QueryRow> got = s.pooledRow(i);
+  ASSERT_TRUE(got);
+  const NaiveRow want = naiveRow(s, h, i);
+  ASSERT_EQ(got->head, h);
+  ASSERT_EQ(got->row, i);
+  ASSERT_EQ(got->weights.size(), want.weights.size());
+  ASSERT_EQ(got->output.size(), want.output.size());
+  EXPECT_EQ(got->stats.fullyMasked, want.fullyMasked);
+  int bad = 0, allowed = 0;
+  double sum = 0;
+  for (std::size_t j = 0; j < want.weights.size(); ++j) {
+    const bool masked = want.logits[j] == -ref::kInf;
+    allowed += !masked;
+    sum += got->weights[j];
+    if (masked != (got->logits[j] == kNegInf) ||
+        (!masked && !ref::close(got->logits[j], want.logits[j], 1e-5, 1e-4)) ||
+        !ref::close(got->weights[j], want.weights[j], 1e-7, 1e-4)) {
+      if (++bad <= 5)
+        ADD_FAILURE() << "key " << j << ": logit " << got->logits[j] << " weight "
+                      << got->weights[j] << ", reference " << want.logits[j] << " "
+                      << want.weights[j];
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(got->allowedKeys, allowed);
+  for (std::size_t c = 0; c < want.output.size(); ++c)
+    EXPECT_TRUE(ref::close(got->output[c], want.output[c], 1e-6, 1e-4))
+        << "output " << c << ": " << got->output[c] << ", reference " << want.output[c];
+  if (want.fullyMasked) {
+    EXPECT_EQ(sum, 0.0);
+    EXPECT_EQ(got->stats.sum, 0.0f);
+    EXPECT_EQ(got->stats.argmax, -1);
+    for (float o : got->output) EXPECT_EQ(o, 0.0f);
+    return;
+  }
+  EXPECT_NEAR(got->stats.sum, 1.0, 1e-5);
+  EXPECT_NEAR(sum, 1.0, 1e-5);
+  EXPECT_EQ(got->stats.argmax, want.argmax);
+  EXPECT_NEAR(got->stats.max, want.max, 1e-5);
+  EXPECT_NEAR(got->stats.entropy, want.entropy, 1e-4 * std::max(1.0, want.entropy));
+}
+
+TEST(SessionPooled, TheInspectedRowIsTheNaiveSoftmaxOfItsQueryWithoutTheMatrix) {
+  Fixture f;
+  Session& s = *f.session;
+  pooledOn(s, 1200);
+  s.setView({1, false, ViewStage::Weights, false, false});
+  s.update();
+  ASSERT_TRUE(s.pooledMode());
+  EXPECT_FALSE(s.hasResult());
+  ASSERT_TRUE(s.params().mask.causal);
+  // A causal row, the first and the last.
+  expectRowMatches(s, 1, 1000);
+  expectRowMatches(s, 1, 0);
+  expectRowMatches(s, 1, 1199);
+  // Kept while nothing changes; a new row, head or temperature computes again.
+  const auto kept = s.pooledRow(1000);
+  EXPECT_EQ(s.pooledRow(1000), kept);
+  EXPECT_EQ(s.pooledRow(1000), kept);
+  s.setTemperature(0.5f);
+  s.update();
+  EXPECT_NE(s.pooledRow(1000), kept);
+  expectRowMatches(s, 1, 1000);
+  s.setView({0, false, ViewStage::Weights, false, false});
+  s.update();
+  expectRowMatches(s, 0, 1000);
+  EXPECT_FALSE(s.pooledRow(-1));
+  EXPECT_FALSE(s.pooledRow(1200));
+  EXPECT_EQ(f.engine->setInputsCalls, 0) << "a row must not materialise S";
+}
+
+TEST(SessionPooled, TheInspectedRowFollowsWindowPaddingAlibiSoftcapAndFullyMaskedRows) {
+  Fixture f;
+  Session& s = *f.session;
+  pooledOn(s, 900);
+  s.setView({1, false, ViewStage::Weights, false, false});
+  // Window 16 and the last 32 keys padded (keys 868..899): rows 883.. see only padding.
+  s.editScene().params.mask.window = 16;
+  s.editScene().params.mask.pad = 32;
+  s.touchMask();
+  s.update();
+  ASSERT_TRUE(s.pooledMode());
+  expectRowMatches(s, 1, 500);  // a window row
+  expectRowMatches(s, 1, 860);  // its window partly padded
+  expectRowMatches(s, 1, 880);  // three keys left
+  expectRowMatches(s, 1, 895);  // fully masked
+  ASSERT_EQ(s.tq(), 900);
+  const auto masked = s.pooledRow(895);
+  ASSERT_TRUE(masked);
+  EXPECT_TRUE(masked->stats.fullyMasked);
+  EXPECT_EQ(masked->allowedKeys, 0);
+  EXPECT_TRUE(s.pooledRow(500)->stats.max > 0.0f);
+  // ALiBi, a softcap and a temperature on top.
+  s.editScene().params.mask.alibi = true;
+  s.editScene().params.mask.softcap = 2.0f;
+  s.editScene().params.temperature = 0.7f;
+  s.touchMask();
+  s.update();
+  expectRowMatches(s, 1, 500);
+  expectRowMatches(s, 1, 880);
+  expectRowMatches(s, 1, 895);
+  EXPECT_EQ(f.engine->setInputsCalls, 0);
+}
+
+TEST(SessionPooled, NoRowOutsidePooledMode) {
+  Fixture f;
+  Session& s = *f.session;
+  s.setScene(smallScene());
+  s.update();
+  ASSERT_FALSE(s.pooledMode());
+  EXPECT_FALSE(s.pooledRow(2));
+}
+
 }  // namespace
 }  // namespace attnviz

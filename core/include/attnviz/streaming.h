@@ -15,6 +15,7 @@
 //   weights give; other blocks agree within float rounding.
 #pragma once
 
+#include "attnviz/engine.h"
 #include "attnviz/mask.h"
 #include "attnviz/tensor.h"
 
@@ -98,6 +99,25 @@ PooledWeights streamPooledRegion(const Tensor3& q, const Tensor3& k, int head,
                                  const AttentionParams& p, const PoolRegion& region,
                                  const StreamOptions& opt = {}, bool withMean = true,
                                  const SoftmaxStats* known = nullptr, SoftmaxStats* found = nullptr);
+
+// One query row of one head, computed on its own: the scores q_i . k_j / sqrt(d_k) of every key
+// (one matrix-vector product), then the engine's own row code for the logits (masks, ALiBi,
+// softcap, tau: DESIGN.md) and the softmax, and the output a_i V. O(T_k d) time and O(T_k)
+// memory, so a row of a matrix too large to materialise can be inspected.
+struct QueryRow {
+  int head = -1, row = -1;
+  std::vector<float> logits;   // [T_k] L = (S + b) / tau, -inf where masked
+  std::vector<float> weights;  // [T_k] softmax over keys; zeros when fully masked
+  std::vector<float> output;   // [d_v] sum_j a_ij v_j (zeros when fully masked); empty without V
+  RowStats stats;
+  int allowedKeys = 0;  // keys the mask allows (finite logits)
+};
+
+// Row i of head `head` from Q [H, T_q, d_k], K [H, T_k, d_k] and V [H, T_k, d_v] (v may be null:
+// no output). The parameters must have passed validateParams for these shapes (the session's
+// have); shapes and indices are checked (UsageError), the scores' finiteness too (InputError).
+QueryRow streamQueryRow(const Tensor3& q, const Tensor3& k, const Tensor3* v,
+                        const AttentionParams& p, int head, int i);
 
 // Whether the mask hides at least one cell of head h (some query has a masked key): from the
 // mask's structure, without scores. O(T_q) for the interval kinds; scans a custom matrix.

@@ -559,6 +559,24 @@ void Session::runPooled() {
     runPooledView();
 }
 
+std::shared_ptr<const QueryRow> Session::pooledRow(int i) {
+  if (!haveInputs_ || !pooledMode_ || !pooledQ_ || i < 0 || i >= tq()) return nullptr;
+  const PooledRowFor want{computed_.inputs, computed_.params, shownHead(), i};
+  if (want == pooledRowFor_) return pooledRow_;
+  pooledRowFor_ = want;
+  pooledRow_.reset();
+  const auto t0 = Clock::now();
+  try {
+    pooledRow_ = std::make_shared<const QueryRow>(
+        streamQueryRow(*pooledQ_, *pooledK_, inputs_.v.empty() ? nullptr : &inputs_.v, params_,
+                       want.head, i));
+  } catch (const std::exception&) {
+    // Scores that overflow: the pyramid's worker meets them too and reports them (update()).
+  }
+  pooledRowMs_ = msSince(t0);
+  return pooledRow_;
+}
+
 // The display's shape and row flags from the pyramid's row statistics; no cells.
 void Session::runPooledView() {
   DisplayMatrix& d = display_;

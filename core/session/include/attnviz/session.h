@@ -172,6 +172,15 @@ class Session {
   PooledPyramid& pooled() { return pyramid_; }
   const PooledPyramid& pooled() const { return pyramid_; }
 
+  // Query row i of the shown head (the row inspector's): its logits over every key, weights, row
+  // statistics and output (streamQueryRow, from Q, K and V; never the T_q x T_k matrix), with
+  // the current parameters. Kept for the (inputs, parameters, head, row) it was computed for,
+  // so asking every frame costs nothing. Null outside pooled mode, without inputs, for a row out
+  // of range, or when the row cannot be computed (the pyramid reports why).
+  std::shared_ptr<const QueryRow> pooledRow(int i);
+  // Milliseconds the last pooledRow computation took.
+  double lastPooledRowMs() const { return pooledRowMs_; }
+
   // ---- results ----------------------------------------------------------------------------
   bool ready() const { return haveInputs_; }
   Generations requested() const { return requested_; }
@@ -267,6 +276,13 @@ class Session {
     bool operator==(const PooledFor&) const = default;
   } pooledFor_;
   std::uint64_t pooledKey_ = 0, pooledDisplayFor_ = ~std::uint64_t{0};
+  struct PooledRowFor {
+    std::uint64_t inputs = ~std::uint64_t{0}, params = ~std::uint64_t{0};
+    int head = -1, row = -1;
+    bool operator==(const PooledRowFor&) const = default;
+  } pooledRowFor_;
+  std::shared_ptr<const QueryRow> pooledRow_;
+  double pooledRowMs_ = 0;
   PooledPyramid pyramid_;  // last, so destroyed first: its worker stops before the rest goes
 };
 
