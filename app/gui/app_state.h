@@ -89,6 +89,13 @@ struct PooledViewState {
   bool texelsMean = false;
 };
 
+// What the row inspector showed last frame (scripted runs print it; tests compare it).
+struct RowInspectorShown {
+  int row = -1, head = -1, topKey = -1, allowed = 0;
+  float topWeight = 0, sum = 0, entropy = 0;
+  bool fullyMasked = false, pooled = false;
+};
+
 struct BackendState {
   std::string backend;      // the engine's name()
   std::string backendNote;  // why the GPU is not used, when it is not
@@ -242,6 +249,7 @@ struct AppState {
   HeatmapRenderer* renderer = nullptr;
   HeatmapRenderer* pooledRenderer = nullptr;  // the pooled tiles' textures (pooled mode)
   PooledViewState pooledView;
+  RowInspectorShown rowShown;
   std::string configDir;
   bool computedThisFrame = false;  // a softmax ran this frame: defer cosmetic work
 

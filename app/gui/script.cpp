@@ -72,6 +72,14 @@ void runScript(App& app, const Script& script) {
             s.session.pooled().lastCoarseMs(), s.session.pooled().lastTileMs(),
             long(ru.ru_maxrss / 1024));
       }
+      if (s.rowShown.row >= 0) {
+        const RowInspectorShown& r = s.rowShown;
+        std::printf(
+            "row-inspector: row=%d head=%d pooled=%d top_key=%d top_weight=%.6f sum=%.6f "
+            "entropy=%.6f allowed=%d fully_masked=%d row_ms=%.3f\n",
+            r.row, r.head, int(r.pooled), r.topKey, double(r.topWeight), double(r.sum),
+            double(r.entropy), r.allowed, int(r.fullyMasked), s.session.lastPooledRowMs());
+      }
       if (s.flash.active && s.flash.walk) {
         const FlashWalkthrough& w = *s.flash.walk;
         const FlashWalkthrough::Tile t = w.current();

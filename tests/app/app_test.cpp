@@ -1035,6 +1035,53 @@ TEST(AppPooled, AtT4096ThePooledViewDrawsTheMaterialisedPixels) {
   }
 }
 
+// What the row inspector printed: "row-inspector: row=... fully_masked=...".
+struct InspectedRow {
+  int row = -1, head = -1, pooled = -1, topKey = -1, allowed = -1, fullyMasked = -1;
+  double topWeight = -1, sum = -1, entropy = -1;
+};
+bool parseInspectedRow(const std::string& out, InspectedRow& r) {
+  const auto at = out.find("row-inspector: ");
+  return at != std::string::npos &&
+         std::sscanf(out.c_str() + at,
+                     "row-inspector: row=%d head=%d pooled=%d top_key=%d top_weight=%lf sum=%lf "
+                     "entropy=%lf allowed=%d fully_masked=%d",
+                     &r.row, &r.head, &r.pooled, &r.topKey, &r.topWeight, &r.sum, &r.entropy,
+                     &r.allowed, &r.fullyMasked) == 9;
+}
+
+// The row inspector in pooled mode shows the selected query's row, computed on its own, and it
+// is the row the materialised engine gives (top key and weight, sum, entropy, allowed keys); on
+// the previous-token head (head 0) the top key is the previous token.
+TEST(AppPooled, TheRowInspectorShowsTheSelectedRowWithoutTheMatrix) {
+  for (const int head : {0, 4}) {
+    SCOPED_TRACE("head " + std::to_string(head));
+    const std::string args = "--tokens 1500 --head " + std::to_string(head) + " --select-row 1000";
+    const Shot pooled = runApp("row-pooled", args + " --pooled on", 4);
+    const Shot full = runApp("row-full", args + " --pooled off", 4);
+    ASSERT_RAN(pooled);
+    ASSERT_RAN(full);
+    ASSERT_NE(pooled.out.find("pooled: pool="), std::string::npos) << pooled.out;
+    InspectedRow p, f;
+    ASSERT_TRUE(parseInspectedRow(pooled.out, p)) << pooled.out;
+    ASSERT_TRUE(parseInspectedRow(full.out, f)) << full.out;
+    EXPECT_EQ(p.pooled, 1);
+    EXPECT_EQ(f.pooled, 0);
+    EXPECT_EQ(p.row, 1000);
+    EXPECT_EQ(p.head, head);
+    EXPECT_EQ(p.topKey, f.topKey);
+    EXPECT_EQ(p.allowed, 1001) << "causal: keys 0..1000";
+    EXPECT_EQ(p.allowed, f.allowed);
+    EXPECT_EQ(p.fullyMasked, 0);
+    EXPECT_NEAR(p.topWeight, f.topWeight, 1e-5);
+    EXPECT_NEAR(p.sum, 1.0, 1e-5);
+    EXPECT_NEAR(p.entropy, f.entropy, 1e-4);
+    if (head == 0) {
+      EXPECT_EQ(p.topKey, 999) << "the previous-token head";
+    }
+  }
+}
+
 // T = 32768 (4 GiB of scores a head): the GUI opens in pooled mode within a bounded memory,
 // draws the causal triangle with the previous-token diagonal at zoom 1, and refines to one
 // token a cell when zoomed in, with the tooltip naming what a pixel covers.
