@@ -196,6 +196,26 @@ TEST_F(InstalledDeb, ExportsAnInstalledPresetFromRoot) {
   EXPECT_GT(load(labelled).distinctColours(), 40);
 }
 
+// The shipped model opens from the installed prefix, run from /: a model preset names it by a
+// relative path ("kjv-byte-2l", resolved against the data folder's models/), and copying the
+// key in the ablation preset's text is what the model predicts without the ablation.
+TEST_F(InstalledDeb, TheShippedModelAndItsPresetsWorkFromTheInstalledPrefix) {
+  const fs::path model = share() / "attnviz/models/kjv-byte-2l";
+  ASSERT_TRUE(fs::exists(model / "model.safetensors")) << model;
+  const fs::path preset = share() / "attnviz/scenes/16-model-ablate-induction-head.json";
+  std::ifstream f(preset);
+  const auto scene = nlohmann::json::parse(f);
+  const std::string text = scene.at("model").at("text").get<std::string>();
+  const Shell top = sh(q(bin()) + " model --model " + q(model.string()) + " --text " + q(text) +
+                       " --top-k 1");
+  ASSERT_EQ(top.rc, 0) << top.out;
+  EXPECT_EQ(top.out.substr(0, 4), "108\t") << top.out;  // 'l', the byte the copy predicts
+  const std::string png = (tmp / "model_preset.png").string();
+  const Shell r = sh(q(bin()) + " export --scene " + q(preset.string()) + " --png " + q(png));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_GT(load(png).distinctColours(), 40);
+}
+
 // The GUI under Xvfb, from /: it reports the data folder of its own prefix and a system font,
 // and its screenshot is the window's size with the preset's causal triangle in the heatmap.
 TEST_F(InstalledDeb, GuiScreenshotFromRootFindsItsData) {
