@@ -7,6 +7,9 @@
 //                               max-pool only (what the export draws)
 //   StreamPooledMean_...        the same with the mean-pool too
 //   PooledGemmFloor_1x32768x64  the Q K^T tile GEMM twice: the two sweeps' GEMMs, nothing else
+//   StreamQueryRow_1x32768x64   streamQueryRow: one causal query row (20000) of T = 32768 with
+//                               its output, what the row inspector computes in pooled mode
+//   RowMatVecFloor_1x32768x64   its two matrix-vector products alone: K q_i and a_i V
 //   StreamOutput_12x1024x64     streamOutput in process at the command line's shape: what
 //                               `compute --out` runs between loading and writing
 //   CliComputeOut_12x1024x64    `attnviz compute --q --k --v --out` as a child process: load,
@@ -154,6 +157,29 @@ void runPooled(benchmark::State& state, bool withMean) {
 void BM_StreamPooled_1x32768x64(benchmark::State& state) { runPooled(state, false); }
 void BM_StreamPooledMean_1x32768x64(benchmark::State& state) { runPooled(state, true); }
 
+void BM_StreamQueryRow_1x32768x64(benchmark::State& state) {
+  const LongInputs& in = longInputs();
+  attnviz::AttentionParams p;
+  p.mask.causal = true;
+  for (auto _ : state) {
+    attnviz::QueryRow r = attnviz::streamQueryRow(in.q, in.k, &in.v, p, 0, 20000);
+    benchmark::DoNotOptimize(r.output.data());
+  }
+}
+
+void BM_RowMatVecFloor_1x32768x64(benchmark::State& state) {
+  const LongInputs& in = longInputs();
+  Eigen::VectorXf s(kLongT);
+  Eigen::RowVectorXf o(kD);
+  for (auto _ : state) {
+    s.noalias() = in.k.mat(0) * in.q.mat(0).row(20000).transpose();
+    o.noalias() = s.transpose() * in.v.mat(0);
+    benchmark::DoNotOptimize(s.data());
+    benchmark::DoNotOptimize(o.data());
+    benchmark::ClobberMemory();
+  }
+}
+
 void BM_StreamOutput_12x1024x64(benchmark::State& state) {
   const Tensor3 q = randomTensor(12, 1024, kD, 1), k = randomTensor(12, 1024, kD, 2),
                 v = randomTensor(12, 1024, kD, 3);
@@ -221,6 +247,8 @@ ATTNVIZ_STREAM_BENCH(BM_StreamGemmFloor_1x32768x64)->Iterations(1);
 ATTNVIZ_STREAM_BENCH(BM_StreamPooled_1x32768x64)->Iterations(1);
 ATTNVIZ_STREAM_BENCH(BM_StreamPooledMean_1x32768x64)->Iterations(1);
 ATTNVIZ_STREAM_BENCH(BM_PooledGemmFloor_1x32768x64)->Iterations(1);
+ATTNVIZ_STREAM_BENCH(BM_StreamQueryRow_1x32768x64)->Unit(benchmark::kMicrosecond);
+ATTNVIZ_STREAM_BENCH(BM_RowMatVecFloor_1x32768x64)->Unit(benchmark::kMicrosecond);
 ATTNVIZ_STREAM_BENCH(BM_StreamOutput_12x1024x64);
 ATTNVIZ_STREAM_BENCH(BM_CliComputeOut_12x1024x64);
 
