@@ -29,8 +29,9 @@ struct App {
   int quietFrames = 0;     // frames since the last input event (interactive runs only)
   UiFonts fonts;           // the atlas and the fallback faces merged into it
   bool interactive = true;
-  // A scripted run waits at each frame boundary for the pooled worker (deterministic
-  // screenshots); --report-timing turns it off to time frames while the worker runs.
+  // A scripted run waits at each frame boundary for the pooled worker and for an edited text's
+  // pass (deterministic screenshots); --report-timing turns it off to time frames while the
+  // worker runs.
   bool waitForPooled = false;
 };
 

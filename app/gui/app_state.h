@@ -175,6 +175,10 @@ struct ModelState {
   std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
   char text[4096] = "";
   double textEditedAt = -1;  // nowSeconds() of the last edit not yet run; -1 when none
+  // An edited text's pass, running on a worker thread (ModelSource::runText) while the window
+  // keeps drawing; adopted at the frame boundary once done.
+  std::future<ModelSource::TextPass> textPass;
+  bool textBusy() const { return textEditedAt >= 0 || textPass.valid(); }
   int layer = 0;
   bool layerDirty = false;  // the session shows another layer than `layer`
   std::uint64_t passVersion = 0;  // bumped by every pass (text or interventions)

@@ -36,6 +36,8 @@ void frameBoundary(App& app) {
       s.ui.npyRole = 0;
       useNpyAs(s, s.ui.npyRolePath, role);
     }
+    // A scripted run also waits for an edited text's pass (deterministic output).
+    if (app.waitForPooled && s.model.textPass.valid()) s.model.textPass.wait();
     syncModel(s);
     syncSession(s);
     // A scripted run shows each pooled level once it is done (deterministic screenshots); a
@@ -62,7 +64,7 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   // no thumbnail is waiting), sleep until an event arrives or half a second passes.
   // (A model opening on the worker thread keeps the frames coming for its progress bar.)
   const bool stale = !s.session.allHeadsFresh() || s.model.loading.valid() ||
-                     s.model.textEditedAt >= 0 || (s.flash.active && s.flash.playing);
+                     s.model.textBusy() || (s.flash.active && s.flash.playing);
   const bool pooledBusy = s.session.pooledMode() && s.session.pooled().busy();
   if (app.interactive && pooledBusy && !stale) {
     glfwWaitEventsTimeout(0.04);  // the worker's tile shows within a frame or two

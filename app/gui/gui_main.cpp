@@ -56,6 +56,7 @@ struct Options {
   int heads = 0;
   float uiScale = 0;
   std::string model, text;
+  std::optional<std::string> editText;
   std::optional<int> layer;
   std::vector<std::string> ablate;
   std::optional<int> flashStep;
@@ -72,6 +73,8 @@ int runGui(int argc, char** argv) {
   cli.add_option("--scene", o.scene, "scene JSON to open");
   cli.add_option("--model", o.model, "open a GPT-2 model folder (the model view)");
   cli.add_option("--text", o.text, "with --model: the text the model runs on");
+  cli.add_option("--edit-text", o.editText,
+                 "with --model: once it is open, replace the text as if typed (scripted runs)");
   cli.add_option("--layer", o.layer, "with --model: show this layer");
   cli.add_option("--ablate", o.ablate, "with --model: ablate head L:H (repeatable)");
   cli.add_option("--frames", o.frames, "run this many frames, then exit");
@@ -212,6 +215,11 @@ int runGui(int argc, char** argv) {
     if (s.model.loading.valid() && (o.frames > 0 || o.reportTiming)) {
       s.model.loading.wait();
       syncModel(s);
+    }
+    if (o.editText) {
+      if (o.model.empty()) throw UsageError("--edit-text goes with --model");
+      std::snprintf(s.model.text, sizeof s.model.text, "%s", o.editText->c_str());
+      s.model.textEditedAt = 0;  // typed long enough ago: the next frame starts its pass
     }
     if (!s.model.open() && !s.model.loading.valid()) s.session.touchInputs();
     if (o.selectRow) s.view.selectedRow = *o.selectRow;

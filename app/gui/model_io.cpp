@@ -89,6 +89,9 @@ void openModelScene(AppState& s, const Scene& scene, const std::string& path, bo
 }
 
 void closeSources(AppState& s) {
+  if (s.model.textPass.valid()) s.model.textPass.wait();  // it holds its own model reference
+  s.model.textPass = {};
+  s.model.textEditedAt = -1;
   s.model.source.reset();
   if (s.dump.source) {
     s.dump.source.reset();
@@ -151,11 +154,26 @@ void syncModel(AppState& s) {
     adopt(s, std::move(model));
   }
   if (!m.source) return;
-  if (m.textEditedAt >= 0 && nowSeconds() - m.textEditedAt >= kTextDebounceSeconds) {
+  // An edited text runs on a worker thread: typing into a large model never stalls the window.
+  if (m.textPass.valid() &&
+      m.textPass.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    ModelSource::TextPass pass = m.textPass.get();  // throws for an empty text; the last pass stays
+    if (m.source->adoptText(std::move(pass))) {
+      m.layerDirty = true;
+      refreshNextTokens(s);
+    } else if (m.textEditedAt < 0) {
+      m.textEditedAt = 0;  // the interventions changed while it ran: run the text again
+    }
+  }
+  if (!m.textPass.valid() && m.textEditedAt >= 0 &&
+      nowSeconds() - m.textEditedAt >= kTextDebounceSeconds) {
     m.textEditedAt = -1;
-    m.source->setText(m.text);  // throws for an empty text; the last pass stays
-    m.layerDirty = true;
-    refreshNextTokens(s);
+    m.textPass = std::async(std::launch::async,
+                            [model = m.source->sharedModel(), text = std::string(m.text),
+                             iv = m.source->interventions(),
+                             version = m.source->interventionsVersion()] {
+                              return ModelSource::runText(*model, text, iv, version);
+                            });
   }
   if (!m.actions.empty()) {
     auto actions = std::move(m.actions);

@@ -26,7 +26,7 @@ bool drawModelPanel(AppState& s) {
     m.textEditedAt = nowSeconds();
     changed = true;
   }
-  if (m.textEditedAt >= 0) ImGui::TextDisabled("running\xe2\x80\xa6");
+  if (m.textBusy()) ImGui::TextDisabled("running\xe2\x80\xa6");
   int layer = m.layer;
   ImGui::SetNextItemWidth(-1);
   if (ImGui::SliderInt("##layer", &layer, 0, c.nLayer - 1, "layer %d")) {

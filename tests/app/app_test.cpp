@@ -784,6 +784,23 @@ TEST(AppModel, ThePreviousTokenPresetShowsTheLineLeftOfTheDiagonal) {
   EXPECT_NE(s.out.find("model-layer: 0"), std::string::npos) << s.out;
 }
 
+// Editing the text runs the pass on a worker thread; once it is adopted the next-token panel is
+// the new text's, as torch computes it (the fixture's text), not the text the model opened on.
+TEST(AppModel, AnEditedTextRunsOffTheFrameThreadAndUpdatesTheNextTokens) {
+  const Shot s = runApp("model_edit", "--model " + kModelFixture + " --text 'the dog' --edit-text " +
+                                          shellQuote(kModelText));
+  ASSERT_RAN(s);
+  const auto want = torchTop5(kModelFixture + "/plain_logits.npy");
+  const auto got = nextTokens(s.out, "after");
+  ASSERT_EQ(got.size(), want.size()) << s.out;
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    EXPECT_EQ(got[k].first, want[k].first) << "rank " << k;
+    EXPECT_NEAR(got[k].second, want[k].second, 1e-4) << "rank " << k;
+  }
+  const Shot bad = runApp("model_edit_bad", "--edit-text 'no model'");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+}
+
 // The induction preset repeats a made-up key; in the second copy layer 1 head 2 must attend to
 // the key right after the earlier occurrence of the query's byte: a stripe one cell right of the
 // diagonal shifted back by the distance between the copies. The stripe's cells are found from the

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <future>
 #include <random>
 #include <string>
 
@@ -100,6 +101,38 @@ TEST(ModelSource, AblationRerunsFromItsLayerAndMatchesTorch) {
   EXPECT_LT(maxAbsDiff(src.pass().logits.data(), plain.data.data(), plain.data.size()), 1e-3);
   src.clearInterventions();  // nothing changed: no re-run
   EXPECT_EQ(src.reruns(), rerunsBefore + 1);
+}
+
+// A text's pass computed on another thread (what the app does while the window keeps drawing)
+// is the pass setText computes; one started before the interventions changed is refused.
+TEST(ModelSource, ATextPassFromAWorkerThreadIsAdoptedOnlyWithTheInterventionsItRanWith) {
+  ModelSource src(Gpt2Model::open(kFixture));
+  src.setText("a b");
+  src.setAblated(1, 0, true);
+  auto worker = std::async(std::launch::async, [model = src.sharedModel(),
+                                               iv = src.interventions(),
+                                               v = src.interventionsVersion()] {
+    return ModelSource::runText(*model, kText, iv, v);
+  });
+  ModelSource::TextPass pass = worker.get();
+  ASSERT_TRUE(src.adoptText(std::move(pass)));
+  EXPECT_EQ(src.text(), kText);
+  const NpyArray plain = readNpy(kFixture + "/plain_logits.npy");
+  ModelSource direct(Gpt2Model::open(kFixture));
+  direct.setText(kText);
+  direct.setAblated(1, 0, true);
+  ASSERT_EQ(src.pass().logits.size(), direct.pass().logits.size());
+  EXPECT_EQ(maxAbsDiff(src.pass().logits.data(), direct.pass().logits.data(),
+                       std::size_t(direct.pass().logits.size())),
+            0.0);
+  EXPECT_EQ(src.baselineTopK(5)[0].id, direct.baselineTopK(5)[0].id);
+  ASSERT_EQ(std::size_t(src.pass().logits.size()), plain.data.size());
+  // Started, then the interventions changed: the stale pass is refused and nothing changes.
+  ModelSource::TextPass stale =
+      ModelSource::runText(src.model(), "a b", src.interventions(), src.interventionsVersion());
+  src.setAblated(0, 1, true);
+  EXPECT_FALSE(src.adoptText(std::move(stale)));
+  EXPECT_EQ(src.text(), kText);
 }
 
 TEST(ModelSource, TemperatureAppliedToAllLayersMatchesTorch) {

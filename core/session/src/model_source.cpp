@@ -33,16 +33,30 @@ ModelSource::ModelSource(std::shared_ptr<const Gpt2Model> model) : model_(std::m
 }
 
 void ModelSource::setText(const std::string& text) {
-  const std::vector<int> ids = model_->encode(text);
-  ForwardResult base = model_->forward(ids);
-  ForwardResult pass = iv_.layers.empty() ? base : model_->forward(ids, iv_);
-  std::vector<std::string> tokens;
-  tokens.reserve(ids.size());
-  for (int id : ids) tokens.push_back(model_->tokenizer().label(id));
-  baseline_ = std::move(base);
-  pass_ = std::move(pass);
-  tokens_ = std::move(tokens);
-  text_ = text;
+  adoptText(runText(*model_, text, iv_, ivVersion_));
+}
+
+ModelSource::TextPass ModelSource::runText(const Gpt2Model& model, const std::string& text,
+                                           const Interventions& iv,
+                                           std::uint64_t interventionsVersion) {
+  TextPass p;
+  const std::vector<int> ids = model.encode(text);
+  p.baseline = model.forward(ids);
+  p.pass = iv.layers.empty() ? p.baseline : model.forward(ids, iv);
+  p.tokens.reserve(ids.size());
+  for (int id : ids) p.tokens.push_back(model.tokenizer().label(id));
+  p.text = text;
+  p.interventionsVersion = interventionsVersion;
+  return p;
+}
+
+bool ModelSource::adoptText(TextPass&& p) {
+  if (p.interventionsVersion != ivVersion_) return false;
+  baseline_ = std::move(p.baseline);
+  pass_ = std::move(p.pass);
+  tokens_ = std::move(p.tokens);
+  text_ = std::move(p.text);
+  return true;
 }
 
 void ModelSource::showLayer(Session& session, int layer) {
@@ -119,6 +133,7 @@ void ModelSource::applyParams(const AttentionParams& p, int layer) {
 void ModelSource::clearInterventions() { setInterventions(Interventions{}); }
 
 void ModelSource::setInterventions(const Interventions& iv) {
+  ++ivVersion_;
   int from = layers();
   for (int l = 0; l < layers(); ++l)
     if (!sameLayer(iv_.find(l), iv.find(l))) {

@@ -11,6 +11,7 @@
 #include "attnviz/model.h"
 #include "attnviz/session.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,8 +35,25 @@ class ModelSource {
 
   // Runs the whole pass on `text` with the current interventions, and the baseline pass (none)
   // for the next-token panel's "before". Throws InputError (empty or too long text); the last
-  // good pass is kept then.
+  // good pass is kept then. The same as adoptText(runText(model(), text, interventions(), …)).
   void setText(const std::string& text);
+
+  // The passes setText runs, computed apart from the source, e.g. on a worker thread while the
+  // window keeps drawing: it reads only the (immutable) model and its arguments.
+  struct TextPass {
+    std::string text;
+    std::vector<std::string> tokens;
+    ForwardResult baseline, pass;
+    std::uint64_t interventionsVersion = 0;  // of the source when the pass started
+  };
+  static TextPass runText(const Gpt2Model& model, const std::string& text,
+                          const Interventions& iv, std::uint64_t interventionsVersion);
+  // Takes a pass from runText. Returns false and changes nothing when the interventions changed
+  // after it started (run it again with the current ones).
+  bool adoptText(TextPass&& p);
+  std::shared_ptr<const Gpt2Model> sharedModel() const { return model_; }
+  // Bumped by every change of the interventions.
+  std::uint64_t interventionsVersion() const { return ivVersion_; }
   const std::string& text() const { return text_; }
   bool ready() const { return !pass_.layers.empty(); }
   const ForwardResult& pass() const { return pass_; }
@@ -83,6 +101,7 @@ class ModelSource {
   ForwardResult pass_, baseline_;
   std::vector<std::string> tokens_;
   Interventions iv_;
+  std::uint64_t ivVersion_ = 0;
   int layer_ = -1;
   int reruns_ = 0, lastFrom_ = -1;
 };
