@@ -111,8 +111,9 @@ void drawRow(AppState& s, const RowView& r, std::vector<int>& order) {
     return;
   }
   ImGui::Text("sum = %.6f   entropy H = %.3f nats", st.sum, st.entropy);
-  ImGui::TextDisabled("at most ln %d = %.3f;  effective keys e^H = %.2f", r.allowed,
-                      std::log(std::max(1, r.allowed)), std::exp(st.entropy));
+  // Two short lines: one long line was cut off by a narrow side panel.
+  ImGui::TextDisabled("at most ln %d = %.3f", r.allowed, std::log(std::max(1, r.allowed)));
+  ImGui::TextDisabled("effective keys e^H = %.2f", std::exp(st.entropy));
 
   // Keys by weight.
   order.resize(Tk);
