@@ -125,29 +125,12 @@ AttentionParams buildParams(const AttentionCliOptions& o, int H, int Tq, int Tk)
 QkvTensors loadQkvNpy(const std::string& q, const std::string& k, const std::string& v) {
   auto kf = std::async(std::launch::async, [&] { return loadTensorNpy(k); });
   auto vf = std::async(std::launch::async, [&] { return loadTensorNpy(v); });
+  // Taken in order Q, K, V: the first bad file's error is the one that leaves, and a future
+  // from std::async waits for its thread in its destructor, so none outlives this call.
   QkvTensors t;
-  // get() in order Q, K, V, so the error reported is the first bad file's; every thread has
-  // finished before this returns or throws (a future from std::async waits in its destructor).
-  std::exception_ptr qError;
-  try {
-    t.q = loadTensorNpy(q, &t.ndim);
-  } catch (...) {
-    qError = std::current_exception();
-  }
-  std::exception_ptr kError;
-  try {
-    t.k = kf.get();
-  } catch (...) {
-    kError = std::current_exception();
-  }
-  std::exception_ptr vError;
-  try {
-    t.v = vf.get();
-  } catch (...) {
-    vError = std::current_exception();
-  }
-  for (const std::exception_ptr& e : {qError, kError, vError})
-    if (e) std::rethrow_exception(e);
+  t.q = loadTensorNpy(q, &t.ndim);
+  t.k = kf.get();
+  t.v = vf.get();
   return t;
 }
 

@@ -28,16 +28,9 @@ namespace {
 // "all" -> -1, a non-negative integer -> itself; anything else is bad usage.
 int parseHead(const std::string& s) {
   if (s == "all") return -1;
-  std::size_t used = 0;
-  long v = -1;
-  try {
-    v = std::stol(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != s.size() || s.empty() || v < 0 || v > 1'000'000)
-    throw UsageError("--head: expected a head index (0, 1, ...) or 'all', got '" + s + "'");
-  return int(v);
+  const std::optional<int> v = parseIndex(s, 1'000'000);
+  if (!v) throw UsageError("--head: expected a head index (0, 1, ...) or 'all', got '" + s + "'");
+  return *v;
 }
 
 // Scene masks first, the command line's on top: a term set on the command line wins, flags
@@ -75,15 +68,8 @@ std::string formatTemperature(float t) {
 const DumpLayer& pickLayer(const Dump& d, const std::string& which) {
   for (const DumpLayer& l : d.layers)
     if (l.name == which) return l;
-  std::size_t used = 0;
-  long v = -1;
-  try {
-    v = std::stol(which, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == which.size() && !which.empty() && v >= 0 && v < long(d.layers.size()))
-    return d.layers[std::size_t(v)];
+  if (const std::optional<int> v = parseIndex(which, long(d.layers.size()) - 1))
+    return d.layers[std::size_t(*v)];
   std::string names;
   for (const DumpLayer& l : d.layers) names += (names.empty() ? "" : ", ") + l.name;
   throw UsageError("--layer " + which + ": the dump has " + std::to_string(d.layers.size()) +

@@ -50,16 +50,9 @@ std::vector<int> parseIdList(const std::string& text) {
 }
 
 int parseLayerIndex(const std::string& text) {
-  std::size_t used = 0;
-  long v = -1;
-  try {
-    v = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size() || v < 0 || v > 1'000'000)
-    throw UsageError("--layer: expected a layer index (0, 1, ...), got '" + text + "'");
-  return static_cast<int>(v);
+  const std::optional<int> v = parseIndex(text, 1'000'000);
+  if (!v) throw UsageError("--layer: expected a layer index (0, 1, ...), got '" + text + "'");
+  return *v;
 }
 
 void checkLayer(int layer, const Gpt2Config& c) {

@@ -50,9 +50,6 @@ void runPass(ModelRun& run, const std::vector<int>& ids,
              const std::vector<std::pair<int, int>>& ablations,
              const AttentionCliOptions& attention);
 
-// What a model scene with no text runs on (the app's default too).
-inline constexpr const char* kDefaultModelText = "The cat sat on the mat.";
-
 // The attention parameters layer `layer` ran with (the causal mask plus its interventions).
 AttentionParams layerParams(const ForwardResult& r, int layer);
 

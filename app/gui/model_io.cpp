@@ -37,7 +37,7 @@ void adopt(AppState& s, std::unique_ptr<Gpt2Model> model) {
   if (rq.head >= H) fail(prefix + "head " + std::to_string(rq.head));
   for (auto [l, h] : rq.ablate)
     if (l >= L || h >= H) fail(prefix + "ablate " + std::to_string(l) + ":" + std::to_string(h));
-  if (m.text[0] == 0) std::snprintf(m.text, sizeof m.text, "%s", "The cat sat on the mat.");
+  if (m.text[0] == 0) std::snprintf(m.text, sizeof m.text, "%s", kDefaultModelText);
   source->setText(m.text);
   for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
   m.source = std::move(source);

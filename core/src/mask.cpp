@@ -66,6 +66,18 @@ void parseMaskOption(const std::string& text, MaskSpec& spec) {
   }
 }
 
+std::optional<int> parseIndex(const std::string& text, long maxValue) {
+  std::size_t used = 0;
+  long v = -1;
+  try {
+    v = std::stol(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (text.empty() || used != text.size() || v < 0 || v > maxValue) return std::nullopt;
+  return static_cast<int>(v);
+}
+
 bool parseIntList(const std::string& text, long maxValue, std::vector<int>& out,
                   std::string& badItem) {
   out.clear();
@@ -77,18 +89,12 @@ bool parseIntList(const std::string& text, long maxValue, std::vector<int>& out,
     const auto first = item.find_first_not_of(' ');
     const auto last = item.find_last_not_of(' ');
     item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
-    std::size_t used = 0;
-    long v = -1;
-    try {
-      v = std::stol(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || v < 0 || v > maxValue) {
+    const std::optional<int> v = parseIndex(item, maxValue);
+    if (!v) {
       badItem = item;
       return false;
     }
-    out.push_back(static_cast<int>(v));
+    out.push_back(*v);
     if (end == text.size()) return true;
     pos = end + 1;
   }

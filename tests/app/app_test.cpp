@@ -7,6 +7,7 @@
 #include "attnviz/dump.h"
 #include "attnviz/npy.h"
 #include "attnviz/raster.h"
+#include "run_shell.h"
 
 #include <gtest/gtest.h>
 #include <stb_image.h>
@@ -62,17 +63,14 @@ Shot runApp(const std::string& name, const std::string& args, int frames = 6) {
   std::remove(png.c_str());
   const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1280x800x24\" " +
                           ATTNVIZ_BIN + " --size 1280x800 --frames " + std::to_string(frames) +
-                          " --screenshot " + png + " " + args + " 2>&1";
+                          " --screenshot " + png + " " + args;
   // xvfb-run -a can race with another test starting a server at the same moment; such a
   // failure is the harness's, not the app's, so it is retried.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    s.out.clear();
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return s;
-    char buf[4096];
-    while (std::fgets(buf, sizeof buf, p)) s.out += buf;
-    const int status = pclose(p);
-    s.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const attnviz::testing::ShellRun r = attnviz::testing::runShell(cmd);
+    s.rc = r.rc;
+    s.out = r.out;
+    if (r.rc < 0) return s;
     if (s.out.find("xvfb-run: error") == std::string::npos) break;
   }
   int n = 0;
@@ -545,14 +543,8 @@ Decoded decode(const std::string& path) {
 }
 
 std::string runCli(const std::string& args) {
-  std::string out;
-  FILE* p = popen((std::string(ATTNVIZ_BIN) + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return "popen failed";
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int status = pclose(p);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) out += "\n(exit status not 0)";
-  return out;
+  const attnviz::testing::ShellRun r = attnviz::testing::runShell(std::string(ATTNVIZ_BIN) + " " + args);
+  return r.rc == 0 ? r.out : r.out + "\n(exit status not 0)";
 }
 
 class AppExportMatchesCli : public ::testing::TestWithParam<std::string> {};

@@ -22,6 +22,7 @@
 // threads. "CPU" is the CPU time of the whole process, all threads together
 // (MeasureProcessCPUTime): on a shared machine, where other jobs steal the cores, the ratio of
 // CPU times is the steadier comparison of work done.
+#include "bench_util.h"
 #include "attnviz/engine.h"
 #include "attnviz/mask.h"
 #include "attnviz/tensor.h"
@@ -43,13 +44,7 @@ using attnviz::Tensor3;
 
 constexpr int kRepetitions = 7;
 
-Tensor3 randomTensor(int H, int rows, int cols, unsigned seed) {
-  Tensor3 t(H, rows, cols);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (float& x : t.data) x = d(gen);
-  return t;
-}
+using attnviz::bench::randomTensor;
 
 // Runs fn(t) for t in [0, threads) on `threads` threads, the caller being one of them (the same
 // fork-join shape as the engine's).

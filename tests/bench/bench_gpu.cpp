@@ -12,6 +12,7 @@
 //   BM_GpuReadbackWeights  result(kStageWeights): the [H, T, T] weights to host memory
 // ATTNVIZ_BENCH_LARGE=1 adds 32 heads x T=8192 (17 GiB of GPU buffers: for real GPUs only).
 #define GL_GLEXT_PROTOTYPES 1
+#include "bench_util.h"
 #include <GL/glcorearb.h>
 #include <benchmark/benchmark.h>
 
@@ -45,13 +46,7 @@ GpuEngine* engine(std::string& why) {
   return e.get();
 }
 
-Tensor3 randomTensor(int H, int rows, int cols, unsigned seed) {
-  Tensor3 t(H, rows, cols);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> n(0.0f, 1.0f);
-  for (float& x : t.data) x = n(gen);
-  return t;
-}
+using attnviz::bench::randomTensor;
 
 struct Shape {
   int H, T, d;

@@ -18,6 +18,7 @@
 // Peak RSS: the counter `peak_rss_MB` is the process's peak so far, so run one benchmark per
 // process (--benchmark_filter) to read it for that benchmark alone.
 // The floors run on cpuThreads() threads with the same fork-join shape as the streaming path.
+#include "bench_util.h"
 #include "attnviz/npy.h"
 #include "attnviz/streaming.h"
 #include "attnviz/engine.h"
@@ -48,13 +49,7 @@ using attnviz::Tensor3;
 constexpr int kRepetitions = 3;
 constexpr int kLongT = 32768, kD = 64, kBlock = 128;
 
-Tensor3 randomTensor(int H, int rows, int cols, unsigned seed) {
-  Tensor3 t(H, rows, cols);
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  for (float& x : t.data) x = d(gen);
-  return t;
-}
+using attnviz::bench::randomTensor;
 
 void setRss(benchmark::State& state) {
   rusage ru{};

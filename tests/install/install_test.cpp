@@ -5,6 +5,7 @@
 // file and the colormap table, never from a previous run.
 #include "attnviz/colormap.h"
 #include "attnviz/font.h"
+#include "run_shell.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -27,22 +28,10 @@ namespace {
 namespace fs = std::filesystem;
 using attnviz::RGBA8;
 
-struct Shell {
-  int rc = -1;
-  std::string out;  // stdout and stderr
-};
+using Shell = attnviz::testing::ShellRun;
 
-// Runs a shell command from / and captures its output.
-Shell sh(const std::string& cmd) {
-  Shell r;
-  FILE* p = popen(("cd / && " + cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) r.out += buf;
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+// Runs a shell command from / and captures its output (stdout and stderr).
+Shell sh(const std::string& cmd) { return attnviz::testing::runShell("cd / && " + cmd); }
 
 std::string q(const std::string& s) { return "'" + s + "'"; }
 

@@ -7,7 +7,7 @@ import head_scores
 import kjv
 
 
-def s_cfg_tied(model_dir):
+def lm_head_description(model_dir):
     """How the card describes lm_head, from config.json."""
     with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
         cfg = json.load(f)
@@ -80,7 +80,7 @@ def write(model_dir, attnviz=None):
                   "windows let it drift up). All stages: "
                   f"{sum(p['recipe']['steps'] for p in parts)} steps, "
                   f"{all_tokens / 1e6:.1f} M bytes.\n")
-    tied = s_cfg_tied(model_dir)
+    tied = lm_head_description(model_dir)
     found = []
     if s["previous_token"][pl][ph] >= 0.8:
         found.append(f"a previous-token head (layer {pl} head {ph})")

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,10 @@ inline int queryPosition(int i, int Tq, int Tk) { return i + (Tk - Tq); }
 // Parses one --mask value: causal | window:W | prefix:P | sink:S | pad:N | chunk:C |
 // doc:0,0,1,1,... Throws UsageError.
 void parseMaskOption(const std::string& text, MaskSpec& spec);
+
+// A decimal integer in [0, maxValue] and nothing after it (std::stol's syntax); nullopt for
+// anything else. The command line's indices (--head, --layer) and parseIntList's items.
+std::optional<int> parseIndex(const std::string& text, long maxValue);
 
 // Parses comma-separated integers in [0, maxValue], each with optional spaces around it, into
 // `out`. On the first item that is not one, returns false with that item in `badItem` (`out` then

@@ -25,6 +25,9 @@ std::string modelName(const std::string& dir);
 // for every head the pass ablated (in any layer: an earlier one changes this layer's inputs).
 std::string modelLayerLabel(const std::string& name, int layer, const Interventions& iv);
 
+// What a model runs on when no text was given (the app, a model scene without "text").
+inline constexpr const char* kDefaultModelText = "The cat sat on the mat.";
+
 class ModelSource {
  public:
   explicit ModelSource(std::shared_ptr<const Gpt2Model> model);
