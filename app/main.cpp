@@ -1,5 +1,5 @@
 // attnviz: the GUI by default; `compute` and `export` run headless.
-#include "cli.h"
+#include "cli/cli.h"
 
 #include <cstdio>
 #include <cstring>

@@ -19,8 +19,8 @@
 // no engine function is called.
 #pragma once
 
-#include "attnviz/mask.h"
-#include "attnviz/tensor.h"
+#include "attnviz/engine/mask.h"
+#include "attnviz/engine/tensor.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,13 +9,13 @@
 //                head, average, stage and wrong-axis fields go to the session every frame
 #pragma once
 
-#include "attnviz/colormap.h"
-#include "attnviz/engine.h"
-#include "attnviz/scene.h"
-#include "attnviz/dump_source.h"
-#include "attnviz/flash_walkthrough.h"
-#include "attnviz/model_source.h"
-#include "attnviz/session.h"
+#include "attnviz/render/colormap.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/formats/scene.h"
+#include "attnviz/session/dump_source.h"
+#include "attnviz/engine/flash_walkthrough.h"
+#include "attnviz/session/model_source.h"
+#include "attnviz/session/session.h"
 #include "gui/mask_editor.h"
 
 #include <chrono>

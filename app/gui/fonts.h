@@ -2,7 +2,7 @@
 // glyphs the UI face lacks (CJK tokens, for one) merged in from fallback faces as tokens need them.
 #pragma once
 
-#include "attnviz/font.h"
+#include "attnviz/render/font.h"
 
 #include <imgui.h>
 

@@ -1,16 +1,16 @@
 // attnviz GUI: the command line of the app, then the window, ImGui and the engine behind RAII
 // guards, then the interactive loop, a scripted run (gui/script.cpp) or --report-timing
 // (gui/report_timing.cpp).
-#include "backend.h"
-#include "cli.h"
+#include "cli/backend.h"
+#include "cli/cli.h"
 #include "gui/app.h"
 #include "gui/script.h"
 #include "gui/window.h"
 #include "panels/panels.h"
 
-#include "attnviz/blocks.h"
-#include "attnviz/data_dir.h"
-#include "attnviz/dump.h"
+#include "attnviz/engine/blocks.h"
+#include "attnviz/formats/data_dir.h"
+#include "attnviz/formats/dump.h"
 
 #include <CLI/CLI.hpp>
 #include <GLFW/glfw3.h>

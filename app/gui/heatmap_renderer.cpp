@@ -1,6 +1,6 @@
 #include "heatmap_renderer.h"
 
-#include "attnviz/shader_source.h"
+#include "attnviz/shaders/shader_source.h"
 
 #include <algorithm>
 #include <cmath>

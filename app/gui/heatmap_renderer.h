@@ -5,8 +5,8 @@
 // round up so that the last odd row and column are kept.)
 #pragma once
 
-#include "attnviz/colormap.h"
-#include "attnviz/session.h"  // DisplayMatrix
+#include "attnviz/render/colormap.h"
+#include "attnviz/session/session.h"  // DisplayMatrix
 
 #include <GL/glcorearb.h>
 

@@ -3,7 +3,7 @@
 #include "gui/app.h"
 #include "panels/panels.h"
 
-#include "attnviz/mask.h"
+#include "attnviz/engine/mask.h"
 
 #include <GLFW/glfw3.h>
 #include <imgui.h>

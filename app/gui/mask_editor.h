@@ -3,7 +3,7 @@
 // and the block counts cached for the view.
 #pragma once
 
-#include "attnviz/blocks.h"
+#include "attnviz/engine/blocks.h"
 
 #include <cstdint>
 #include <string>

@@ -3,7 +3,7 @@
 // the scene's custom mask, saved with it.
 #include "app_state.h"
 
-#include "attnviz/npy.h"
+#include "attnviz/formats/npy.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 #include "screenshot.h"
 
-#include "attnviz/fileio.h"
-#include "attnviz/tensor.h"
+#include "attnviz/formats/fileio.h"
+#include "attnviz/engine/tensor.h"
 
 #include <GL/glcorearb.h>
 #include <stb_image_write.h>

@@ -2,7 +2,7 @@
 // imgui.ini. Preferences only; the scene itself is saved as a scene file.
 #include "app_state.h"
 
-#include "attnviz/fileio.h"
+#include "attnviz/formats/fileio.h"
 
 #include <nlohmann/json.hpp>
 

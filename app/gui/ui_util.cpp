@@ -1,7 +1,7 @@
 // attnviz GUI: small drawing helpers shared by the panels.
 #include "panels/panels.h"
 
-#include "attnviz/data_dir.h"
+#include "attnviz/formats/data_dir.h"
 
 #include <imgui.h>
 

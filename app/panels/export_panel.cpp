@@ -2,7 +2,7 @@
 // export` takes, with a confirmation that names the file written.
 #include "panels/panels.h"
 
-#include "attnviz/raster.h"
+#include "attnviz/render/raster.h"
 
 #include <imgui.h>
 

@@ -6,7 +6,7 @@
 
 #include "gui/heatmap_renderer.h"
 
-#include "attnviz/flash_figure.h"
+#include "attnviz/render/flash_figure.h"
 
 #include <imgui.h>
 

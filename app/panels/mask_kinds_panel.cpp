@@ -8,7 +8,7 @@
 //   kernel relative to dense, and an overlay on the heatmap.
 #include "panels/panels.h"
 
-#include "attnviz/mask_expr.h"
+#include "attnviz/engine/mask_expr.h"
 
 #include <imgui.h>
 

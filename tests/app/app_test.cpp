@@ -2,11 +2,11 @@
 // drew, and these tests decode the PNG and look at the pixels of known cells. The expected
 // colours come from the colormap table and the masked colours of colormap.h, never from the
 // app's own output.
-#include "attnviz/blocks.h"
-#include "attnviz/colormap.h"
-#include "attnviz/dump.h"
-#include "attnviz/npy.h"
-#include "attnviz/raster.h"
+#include "attnviz/engine/blocks.h"
+#include "attnviz/render/colormap.h"
+#include "attnviz/formats/dump.h"
+#include "attnviz/formats/npy.h"
+#include "attnviz/render/raster.h"
 #include "run_shell.h"
 
 #include <gtest/gtest.h>

@@ -23,9 +23,9 @@
 // (MeasureProcessCPUTime): on a shared machine, where other jobs steal the cores, the ratio of
 // CPU times is the steadier comparison of work done.
 #include "bench_util.h"
-#include "attnviz/engine.h"
-#include "attnviz/mask.h"
-#include "attnviz/tensor.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/engine/mask.h"
+#include "attnviz/engine/tensor.h"
 
 #include <benchmark/benchmark.h>
 

@@ -23,7 +23,7 @@
 #include <random>
 #include <string>
 
-#include "attnviz/gpu_engine.h"
+#include "attnviz/gpu/gpu_engine.h"
 
 namespace {
 

@@ -9,9 +9,9 @@
 // "CPU" is the process CPU time, all threads together (steadier on a shared machine).
 // The ratio expression / floor is the interpreter's cost per cell; the absolute time is the one
 // the GUI waits for while the user types.
-#include "attnviz/blocks.h"
-#include "attnviz/engine.h"
-#include "attnviz/mask_expr.h"
+#include "attnviz/engine/blocks.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/engine/mask_expr.h"
 
 #include <benchmark/benchmark.h>
 

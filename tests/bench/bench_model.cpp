@@ -9,9 +9,9 @@
 //                        peak RSS above the file size and above the parent's RSS at the fork
 // The checkpoint goes to $ATTNVIZ_BENCH_DIR or the temp folder and is removed at exit (kept when
 // ATTNVIZ_BENCH_KEEP is set, e.g. to time `attnviz model` on it with /usr/bin/time -v).
-#include "attnviz/model.h"
-#include "attnviz/safetensors.h"
-#include "attnviz/tokenizer.h"
+#include "attnviz/model/model.h"
+#include "attnviz/formats/safetensors.h"
+#include "attnviz/model/tokenizers/gpt2_bpe.h"
 
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>

@@ -19,9 +19,9 @@
 // process (--benchmark_filter) to read it for that benchmark alone.
 // The floors run on cpuThreads() threads with the same fork-join shape as the streaming path.
 #include "bench_util.h"
-#include "attnviz/npy.h"
-#include "attnviz/streaming.h"
-#include "attnviz/engine.h"
+#include "attnviz/formats/npy.h"
+#include "attnviz/engine/streaming.h"
+#include "attnviz/engine/engine.h"
 
 #include <benchmark/benchmark.h>
 

@@ -1,7 +1,7 @@
 // attnviz benchmarks: inputs shared by the benchmark files.
 #pragma once
 
-#include "attnviz/tensor.h"
+#include "attnviz/engine/tensor.h"
 
 #include <random>
 

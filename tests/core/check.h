@@ -1,7 +1,7 @@
 // attnviz core tests: comparisons of engine results with the double reference (tests/reference.h).
 #pragma once
 
-#include "attnviz/engine.h"
+#include "attnviz/engine/engine.h"
 #include "reference.h"
 #include "run_binary.h"
 

@@ -1,6 +1,6 @@
 // `attnviz compute` through the real binary: results against the reference, exit codes (2 bad
 // usage, 1 bad input), one-line messages naming the file, and no half-written outputs.
-#include "attnviz/npy.h"
+#include "attnviz/formats/npy.h"
 #include "check.h"
 #include "cli.h"
 #include "reference.h"

@@ -1,7 +1,7 @@
 // `attnviz compute` with the round 2 mask kinds through the real binary: results against the
 // double reference, block counts against a brute-force count, and bad usage (exit 2, one line
 // naming the problem).
-#include "attnviz/npy.h"
+#include "attnviz/formats/npy.h"
 #include "check.h"
 #include "cli.h"
 #include "reference.h"

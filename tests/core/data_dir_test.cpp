@@ -1,6 +1,6 @@
 // dataDir(): a binary of the build tree finds the source tree's assets/ (the installed layout,
 // ../share/attnviz beside bin/, is tested on the unpacked .deb in tests/install).
-#include "attnviz/data_dir.h"
+#include "attnviz/formats/data_dir.h"
 
 #include <gtest/gtest.h>
 

@@ -2,9 +2,9 @@
 // np.savez, np.savez_compressed) load with numpy's values; every bad dump is refused naming the
 // tensor and the problem; and re-normalising a dump under temperature, masks and bias equals the
 // softmax recomputed from the logits (the engine and the double reference) to 1e-5.
-#include "attnviz/dump.h"
-#include "attnviz/engine.h"
-#include "attnviz/npy.h"
+#include "attnviz/formats/dump.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/formats/npy.h"
 #include "reference.h"
 #include "run_binary.h"
 

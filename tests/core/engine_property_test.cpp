@@ -1,7 +1,7 @@
 // Properties of the CPU engine that hold whatever the inputs: row sums, exact zeros, limits of the
 // temperature, key permutation, shapes, fully masked rows, the caching rule, head selection.
-#include "attnviz/engine.h"
-#include "attnviz/mask.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/engine/mask.h"
 #include "check.h"
 #include "reference.h"
 

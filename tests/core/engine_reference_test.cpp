@@ -1,6 +1,6 @@
 // The CPU engine against the naive double reference: every mode and mask kind, alone and combined.
-#include "attnviz/engine.h"
-#include "attnviz/mask.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/engine/mask.h"
 #include "check.h"
 #include "reference.h"
 

@@ -3,9 +3,9 @@
 // differ (zeros for a fully masked row instead of NaN; bottom-right causal alignment instead of
 // is_causal's top-left; bool masks meaning "may attend" instead of MultiheadAttention's
 // "blocked"): see tests/fixtures/README.md.
-#include "attnviz/engine.h"
-#include "attnviz/mask.h"
-#include "attnviz/npy.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/engine/mask.h"
+#include "attnviz/formats/npy.h"
 #include "check.h"
 #include "cli.h"
 

@@ -1,8 +1,8 @@
 // The FlashAttention walkthrough: per-row running statistics at every step against sums over the
 // keys seen so far (double), skipped tiles against the mask rule, and the final output against
 // the double reference, at block sizes that do and do not divide T.
-#include "attnviz/flash_figure.h"
-#include "attnviz/flash_walkthrough.h"
+#include "attnviz/render/flash_figure.h"
+#include "attnviz/engine/flash_walkthrough.h"
 #include "reference.h"
 
 #include <gtest/gtest.h>

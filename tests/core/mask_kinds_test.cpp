@@ -1,11 +1,11 @@
 // The round 2 mask kinds: chunk:C, doc:<ids>, --mask-expr, --softcap, and the block-sparsity
 // counts. Each is checked against tests/reference.h (plain loops in double, written from
 // DESIGN.md) or against a naive loop written here, never against the engine's own output.
-#include "attnviz/blocks.h"
-#include "attnviz/engine.h"
-#include "attnviz/mask.h"
-#include "attnviz/mask_expr.h"
-#include "attnviz/scene.h"
+#include "attnviz/engine/blocks.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/engine/mask.h"
+#include "attnviz/engine/mask_expr.h"
+#include "attnviz/formats/scene.h"
 #include "check.h"
 #include "reference.h"
 

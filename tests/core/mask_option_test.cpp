@@ -1,5 +1,5 @@
 // --mask values: each kind parses into the spec, and malformed values are usage errors.
-#include "attnviz/mask.h"
+#include "attnviz/engine/mask.h"
 
 #include <gtest/gtest.h>
 

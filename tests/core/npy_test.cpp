@@ -1,7 +1,7 @@
 // .npy reading and writing: round trips, files written by NumPy, and every refusal, each of which
 // must name the file and the problem.
-#include "attnviz/fileio.h"
-#include "attnviz/npy.h"
+#include "attnviz/formats/fileio.h"
+#include "attnviz/formats/npy.h"
 #include "check.h"
 #include "reference.h"
 

@@ -2,9 +2,9 @@
 // (safetensors_py.py, numpy only) with numpy's float32 values as the reference, every refusal
 // (each naming the file, the tensor where there is one, and the problem), and the writer read
 // back by Python.
-#include "attnviz/fileio.h"
-#include "attnviz/npy.h"
-#include "attnviz/safetensors.h"
+#include "attnviz/formats/fileio.h"
+#include "attnviz/formats/npy.h"
+#include "attnviz/formats/safetensors.h"
 #include "run_binary.h"
 
 #include <gtest/gtest.h>

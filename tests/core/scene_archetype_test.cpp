@@ -1,7 +1,7 @@
 // Synthetic scenes: each head archetype's pattern must come out of the real Q K^T, through the
 // engine, and the inputs must be deterministic in the scene.
-#include "attnviz/engine.h"
-#include "attnviz/scene.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/formats/scene.h"
 #include "reference.h"
 
 #include <gtest/gtest.h>

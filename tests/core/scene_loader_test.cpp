@@ -2,7 +2,7 @@
 // field, before any conversion (a 10-minute fuzz run once found 1.67e113 as a custom-mask
 // dimension reaching an integer conversion, which is undefined behaviour). The regression
 // inputs live in tests/fuzz/corpus/scene, so the fuzzer starts from them too.
-#include "attnviz/scene.h"
+#include "attnviz/formats/scene.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // The streaming path (FlashAttention tiling) against the naive double reference at small sizes
 // and against the materialised engine up to T = 4096: every mask kind, ALiBi and temperature,
 // block sizes that do not divide T, T_q != T_k.
-#include "attnviz/engine.h"
-#include "attnviz/streaming.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/engine/streaming.h"
 #include "reference.h"
 
 #include <gtest/gtest.h>

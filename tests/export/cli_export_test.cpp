@@ -2,7 +2,7 @@
 // the double-precision reference of the attention convention (tests/reference.h).
 #include "export_util.h"
 
-#include "attnviz/npy.h"
+#include "attnviz/formats/npy.h"
 #include "reference.h"
 
 namespace attnviz::exporttest {

@@ -2,7 +2,7 @@
 // nn.TransformerEncoder and an nn.Transformer (random init, cross-attention) with
 // tools/python/attnviz_dump.py and writes reference weights computed apart from the capture. Every
 // bare PNG pixel must be the colormap of the reference weight (a weight of exactly 0 is masked).
-#include "attnviz/npy.h"
+#include "attnviz/formats/npy.h"
 #include "export_util.h"
 
 #include <gtest/gtest.h>

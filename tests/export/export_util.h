@@ -1,8 +1,8 @@
 // attnviz export tests: decoding PNGs, locating heatmaps by their cell colours, running the binary.
 #pragma once
 
-#include "attnviz/colormap.h"
-#include "attnviz/raster.h"
+#include "attnviz/render/colormap.h"
+#include "attnviz/render/raster.h"
 #include "run_binary.h"
 
 #include <gtest/gtest.h>

@@ -2,8 +2,8 @@
 // so every cell's expected colour is known without the walkthrough or the engine.
 #include "export_util.h"
 
-#include "attnviz/raster.h"
-#include "attnviz/tensor.h"
+#include "attnviz/render/raster.h"
+#include "attnviz/engine/tensor.h"
 
 #include <limits>
 

@@ -1,7 +1,7 @@
 // export --model: one layer's heatmap from the forward pass, against the torch fixture's weights.
 #include "export_util.h"
 
-#include "attnviz/npy.h"
+#include "attnviz/formats/npy.h"
 
 #include <nlohmann/json.hpp>
 

@@ -4,7 +4,7 @@
 // computed here from the double-precision reference (tests/reference.h) or from hand-made data.
 #include "export_util.h"
 
-#include "attnviz/npy.h"
+#include "attnviz/formats/npy.h"
 #include "reference.h"
 
 #include <limits>

@@ -2,8 +2,8 @@
 // expected colour of every cell is known without the engine.
 #include "export_util.h"
 
-#include "attnviz/font.h"
-#include "attnviz/tensor.h"
+#include "attnviz/render/font.h"
+#include "attnviz/engine/tensor.h"
 
 #include <limits>
 

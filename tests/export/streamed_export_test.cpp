@@ -1,7 +1,7 @@
 // Long-context export: the streamed figure (weights pooled block by block, never held whole) is
 // pixel for pixel the materialised one, at sizes where both fit.
-#include "attnviz/npy.h"
-#include "attnviz/streamed_export.h"
+#include "attnviz/formats/npy.h"
+#include "attnviz/render/streamed_export.h"
 #include "export_util.h"
 #include "reference.h"
 

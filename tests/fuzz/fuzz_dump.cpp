@@ -1,6 +1,6 @@
 // libFuzzer target: attnviz::parseDumpSafetensors (the safetensors reader plus dump validation)
 // on arbitrary bytes. Any input must either load as a valid dump or be refused with InputError.
-#include "attnviz/dump.h"
+#include "attnviz/formats/dump.h"
 #include "fuzz_dump_check.h"
 
 #include <cstddef>

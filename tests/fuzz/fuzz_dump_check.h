@@ -1,7 +1,7 @@
 // What every dump a loader accepts must satisfy; a violation aborts (a fuzz finding).
 #pragma once
 
-#include "attnviz/dump.h"
+#include "attnviz/formats/dump.h"
 
 #include <cmath>
 #include <cstdlib>

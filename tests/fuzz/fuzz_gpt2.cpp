@@ -4,8 +4,8 @@
 //   1  vocab.json, a NUL byte, then merges.txt, for Gpt2Tokenizer::fromText;
 //   2  config.json for parseGpt2Config.
 // Anything may throw InputError; nothing else (no crash, no other exception, no sanitizer report).
-#include "attnviz/model.h"
-#include "attnviz/tokenizer.h"
+#include "attnviz/model/model.h"
+#include "attnviz/model/tokenizers/gpt2_bpe.h"
 
 #include <cstddef>
 #include <cstdint>

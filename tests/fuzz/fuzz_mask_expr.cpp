@@ -1,8 +1,8 @@
 // libFuzzer target: attnviz::MaskExpr on arbitrary text (the --mask-expr option and the GUI's
 // mask field). Any input must either compile and evaluate over a small grid (every cell 0 or 1),
 // or throw UsageError; nothing else.
-#include "attnviz/mask_expr.h"
-#include "attnviz/tensor.h"
+#include "attnviz/engine/mask_expr.h"
+#include "attnviz/engine/tensor.h"
 
 #include <cstddef>
 #include <cstdint>

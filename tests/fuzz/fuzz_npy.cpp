@@ -1,7 +1,7 @@
 // libFuzzer target: attnviz::parseNpy on arbitrary bytes. Any input must either parse into an
 // array whose data matches its shape, or throw InputError; nothing else (no crash, no other
 // exception, no sanitizer report).
-#include "attnviz/npy.h"
+#include "attnviz/formats/npy.h"
 
 #include <cstddef>
 #include <cstdint>

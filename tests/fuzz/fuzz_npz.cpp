@@ -1,7 +1,7 @@
 // libFuzzer target: attnviz::parseDumpNpz (libzip, .npy entries, dump validation) on arbitrary
 // bytes. Any input must either load as a valid dump (every layer's rows sum to 1 or are zero and
 // its tokens match its shape) or be refused with InputError; nothing else.
-#include "attnviz/dump.h"
+#include "attnviz/formats/dump.h"
 #include "fuzz_dump_check.h"
 
 #include <cstddef>

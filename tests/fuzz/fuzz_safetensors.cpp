@@ -1,7 +1,7 @@
 // libFuzzer target: attnviz::SafetensorsFile on arbitrary bytes. Any input must either open, with
 // every tensor's span inside the data and its shape matching its bytes, and convert (or refuse to
 // convert) through InputError; or be refused with InputError. Nothing else.
-#include "attnviz/safetensors.h"
+#include "attnviz/formats/safetensors.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,8 +1,8 @@
 // libFuzzer target: attnviz::sceneFromJson on arbitrary text. Any input must either give a scene
 // that survives a save/load round trip (and, when small and file-free, builds its synthetic
 // inputs and runs through the CPU engine), or throw InputError; nothing else.
-#include "attnviz/engine.h"
-#include "attnviz/scene.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/formats/scene.h"
 
 #include <cstddef>
 #include <cstdint>

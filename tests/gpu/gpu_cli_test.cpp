@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "attnviz/npy.h"
+#include "attnviz/formats/npy.h"
 #include "gpu_test_util.h"
 #include "tests/run_binary.h"
 

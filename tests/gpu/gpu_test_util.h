@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "attnviz/engine.h"
-#include "attnviz/gpu_engine.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/gpu/gpu_engine.h"
 #include "tests/reference.h"
 
 namespace attnviz::gputest {

@@ -3,8 +3,8 @@
 // its presets under its own prefix, draw them (export and GUI), and ship a desktop entry and
 // AppStream metadata that the freedesktop validators accept. Expected pixels come from the scene
 // file and the colormap table, never from a previous run.
-#include "attnviz/colormap.h"
-#include "attnviz/font.h"
+#include "attnviz/render/colormap.h"
+#include "attnviz/render/font.h"
 #include "run_shell.h"
 
 #include <gtest/gtest.h>

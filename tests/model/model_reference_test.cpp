@@ -2,7 +2,7 @@
 // weights within 1e-5 abs, logits within 1e-4 of their scale, with and without interventions.
 #include "model_test_util.h"
 
-#include "attnviz/model.h"
+#include "attnviz/model/model.h"
 
 #include <nlohmann/json.hpp>
 

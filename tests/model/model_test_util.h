@@ -3,7 +3,7 @@
 
 #include "run_binary.h"
 
-#include "attnviz/npy.h"
+#include "attnviz/formats/npy.h"
 
 #include <gtest/gtest.h>
 

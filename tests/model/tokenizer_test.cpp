@@ -2,8 +2,8 @@
 // pre-tokenizer's pattern on hand-worked cases and the file checks.
 #include "model_test_util.h"
 
-#include "attnviz/model.h"
-#include "attnviz/tokenizer.h"
+#include "attnviz/model/model.h"
+#include "attnviz/model/tokenizers/gpt2_bpe.h"
 
 #include <nlohmann/json.hpp>
 

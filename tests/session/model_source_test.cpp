@@ -1,9 +1,9 @@
 // The model source without a display: a layer's matrix in the session against the torch fixture
 // of tests/model (make_gpt2_fixtures.py), and interventions re-running the pass from the first
 // layer they change, their logits against the fixture's ablation case.
-#include "attnviz/dump_source.h"
-#include "attnviz/model_source.h"
-#include "attnviz/npy.h"
+#include "attnviz/session/dump_source.h"
+#include "attnviz/session/model_source.h"
+#include "attnviz/formats/npy.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // each stage's matrix against the naive reference in tests/reference.h.
 #include "reference.h"
 
-#include "attnviz/session.h"
+#include "attnviz/session/session.h"
 
 #include <gtest/gtest.h>
 

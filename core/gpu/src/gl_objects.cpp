@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "attnviz/shader_source.h"
+#include "attnviz/shaders/shader_source.h"
 
 namespace attnviz::gpu {
 

@@ -1,6 +1,6 @@
 // attnviz GPU backend: the engine. See attnviz/gpu_engine.h for the contract and
 // shaders/matmul.comp and shaders/softmax.comp for the kernels.
-#include "attnviz/gpu_engine.h"
+#include "attnviz/gpu/gpu_engine.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // attnviz session: an attention dump as the session's source (dump_source.h).
-#include "attnviz/dump_source.h"
+#include "attnviz/session/dump_source.h"
 
-#include "attnviz/fileio.h"
+#include "attnviz/formats/fileio.h"
 
 namespace attnviz {
 

@@ -1,7 +1,7 @@
 // attnviz session: a GPT-2 model as the session's source (model_source.h).
-#include "attnviz/model_source.h"
+#include "attnviz/session/model_source.h"
 
-#include "attnviz/fileio.h"
+#include "attnviz/formats/fileio.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // attnviz session: the pooled pyramid's worker, cache and choice of tile.
-#include "attnviz/pooled_view.h"
+#include "attnviz/session/pooled_view.h"
 
 #include <algorithm>
 #include <chrono>

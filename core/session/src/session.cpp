@@ -1,7 +1,7 @@
 // attnviz session: the stages, their generation counters and the displayed matrix.
-#include "attnviz/session.h"
+#include "attnviz/session/session.h"
 
-#include "attnviz/streamed_export.h"
+#include "attnviz/render/streamed_export.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,0 +1,383 @@
+// attnviz export: a heatmap PNG from a scene or from Q, K, V files, with no display and no GL
+// (unless --backend gpu asks for the headless EGL engine).
+#include "cli/backend.h"
+#include "cli/cli.h"
+#include "cli/options.h"
+#include "cli/model_options.h"
+#include "cli/progress.h"
+
+#include "attnviz/render/colormap.h"
+#include "attnviz/formats/dump.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/render/flash_figure.h"
+#include "attnviz/formats/npy.h"
+#include "attnviz/render/raster.h"
+#include "attnviz/formats/scene.h"
+#include "attnviz/session/session.h"
+#include "attnviz/render/streamed_export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+namespace attnviz::app {
+
+namespace {
+
+// "all" -> -1, a non-negative integer -> itself; anything else is bad usage.
+int parseHead(const std::string& s) {
+  if (s == "all") return -1;
+  const std::optional<int> v = parseIndex(s, 1'000'000);
+  if (!v) throw UsageError("--head: expected a head index (0, 1, ...) or 'all', got '" + s + "'");
+  return *v;
+}
+
+// Scene masks first, the command line's on top: a term set on the command line wins, flags
+// combine, and --temperature replaces the scene's when given. (The session adds the causal term
+// of the scene's mode.)
+AttentionParams mergeParams(const AttentionParams& scene, const AttentionParams& cli,
+                            bool cliTemperature) {
+  AttentionParams p = scene;
+  const MaskSpec& c = cli.mask;
+  p.mask.causal = p.mask.causal || c.causal;
+  if (c.window > 0) p.mask.window = c.window;
+  if (c.prefix > 0) p.mask.prefix = c.prefix;
+  if (c.sink > 0) p.mask.sink = c.sink;
+  if (c.pad > 0) p.mask.pad = c.pad;
+  if (c.chunk > 0) p.mask.chunk = c.chunk;
+  if (!c.docs.empty()) p.mask.docs = c.docs;
+  if (!c.expr.empty()) p.mask.expr = c.expr;
+  if (c.softcap > 0.0f) p.mask.softcap = c.softcap;
+  p.mask.alibi = p.mask.alibi || c.alibi;
+  if (c.customKind != MaskSpec::Custom::None) {
+    p.mask.customKind = c.customKind;
+    p.mask.custom = c.custom;
+  }
+  if (cliTemperature) p.temperature = cli.temperature;
+  return p;
+}
+
+std::string formatTemperature(float t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", double(t));
+  return buf;
+}
+
+// --layer: an index into the dump's layers, or a layer's name ("decoder.0.cross").
+const DumpLayer& pickLayer(const Dump& d, const std::string& which) {
+  for (const DumpLayer& l : d.layers)
+    if (l.name == which) return l;
+  if (const std::optional<int> v = parseIndex(which, long(d.layers.size()) - 1))
+    return d.layers[std::size_t(*v)];
+  std::string names;
+  for (const DumpLayer& l : d.layers) names += (names.empty() ? "" : ", ") + l.name;
+  throw UsageError("--layer " + which + ": the dump has " + std::to_string(d.layers.size()) +
+                   " layers (0.." + std::to_string(d.layers.size() - 1) + ": " + names + ")");
+}
+
+// A dump layer: its weights are the truth; temperature, masks and bias re-normalise them
+// exactly (with q/k/v present, the logits come from them).
+Image exportDumpLayer(const std::string& dumpPath, const std::string& layerName,
+                      const AttentionCliOptions& opts, ExportOptions eo) {
+  const Dump dump = loadDump(dumpPath);
+  const DumpLayer& layer = pickLayer(dump, layerName);
+  ExportData data;
+  data.queryTokens = layer.queryTokens;
+  data.keyTokens = layer.keyTokens;
+  if (eo.stage == ExportStage::Scores && !layer.hasQkv())
+    throw InputError(dumpPath + ": layer " + layer.name +
+                     " has no q/k/v tensors; --stage scores needs them (the weights alone "
+                     "fix the logits only up to a constant per row)");
+  const Dims d = layer.hasQkv()
+                     ? validateInputs(layer.q, layer.k, layer.v)
+                     : Dims{layer.weights.heads, layer.weights.rows, layer.weights.cols, 0, 0};
+  if (eo.head >= d.H)
+    throw UsageError("--head " + std::to_string(eo.head) + ": out of range, the input has " +
+                     std::to_string(d.H) +
+                     (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
+  const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+  const AttentionResult fromWeights = renormalizeWeights(layer.weights, params);
+  data.weights = &fromWeights.weights;
+  Tensor3 logits;
+  if (layer.hasQkv()) {
+    std::string note;
+    auto engine = createHeadlessEngine(opts.backend, note);
+    if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
+    engine->setInputs(layer.q, layer.k, layer.v);
+    logits = computeLogits(engine->result(kStageScaled).scaled, params);
+  } else {
+    logits = computeLogits(fromWeights.scaled, params);
+  }
+  data.logits = &logits;
+  data.description = (dump.model.empty() ? std::string() : dump.model + " \xC2\xB7 ") + "layer " +
+                     layer.name + " \xC2\xB7 mask: " + describeMask(params.mask) +
+                     " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
+  return renderExport(data, eo);
+}
+
+// Long inputs from tensors: a labelled weights figure whose materialised scores would pass the
+// budget (exportStreamBudget) is streamed, the weights pooled block by block as the figure is
+// drawn and never held whole, with a progress bar on stderr when it is a terminal. The same
+// pixels as the session's export, which would materialise S. Returns false when this export
+// is not one to stream.
+bool exportStreamed(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
+                    const AttentionCliOptions& opts, ExportOptions eo, int head,
+                    bool defaultColormap, const std::string& png) {
+  const Dims d{Q.heads, Q.rows, K.rows, Q.cols, V.cols};
+  if (!exportShouldStream(d, eo, exportStreamBudget())) return false;
+  if (head >= d.H)
+    throw UsageError("--head " + std::to_string(head) + ": out of range, the input has " +
+                     std::to_string(d.H) +
+                     (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
+  eo.head = head;
+  if (defaultColormap) eo.colormap = ColormapId::Viridis;  // the weights stage's default
+  const AttentionParams params = buildParams(opts, d.H, d.Tq, d.Tk);
+  ExportData labels;  // a tensor source: index labels, no mode in the description
+  labels.description = "mask: " + describeMask(params.mask) +
+                       " \xC2\xB7 \xCF\x84 = " + formatTemperature(params.temperature);
+  Image img;
+  {
+    ProgressBar bar("attnviz export");  // its line ends before "wrote" is printed
+    img = renderStreamedExport(Q, K, V, params, labels, eo, [&](int h, double f) {
+      bar.update("streaming head " + std::to_string(h), f);
+    });
+  }
+  writePng(png, img);
+  std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+  return true;
+}
+
+}  // namespace
+
+int runExport(int argc, char** argv) {
+  CLI::App app{"Export an attention heatmap as a PNG (no display needed)", "export"};
+  std::string scenePath, q, k, v, png, head = "0", stage = "weights", colormap, title, blocks;
+  int cell = 0, width = 0, columns = 0, flashStep = -1;
+  bool bare = false, noLabels = false;
+  AttentionCliOptions opts;
+
+  auto* sceneOpt = app.add_option("--scene", scenePath, "scene .json (tokens, mode, heads, masks)");
+  auto* qOpt = app.add_option("--q", q, "queries [T_q, d_k] or [H, T_q, d_k] (.npy)");
+  auto* kOpt = app.add_option("--k", k, "keys [T_k, d_k] or [H, T_k, d_k] (.npy)");
+  auto* vOpt = app.add_option("--v", v, "values [T_k, d_v] or [H, T_k, d_v] (.npy)");
+  std::string dumpPath, layerName;
+  auto* dumpOpt = app.add_option(
+      "--dump", dumpPath, "attention dump (.safetensors or .npz; see README, Attention dumps)");
+  app.add_option("--layer", layerName,
+                 "layer to draw: of the dump (index or name) or of the --model (index); required "
+                 "with either");
+  sceneOpt->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
+  dumpOpt->excludes(sceneOpt)->excludes(qOpt)->excludes(kOpt)->excludes(vOpt);
+  ModelCliOptions modelOpts;
+  addModelOptions(app, modelOpts, false);
+  addAttentionOptions(app, opts);
+  app.add_option("--png", png, "output PNG (written atomically)")->required();
+  app.add_option(
+      "--head", head,
+      "head index, or 'all' for a grid of every head (default: the scene's saved head, else 0)");
+  app.add_option("--stage", stage,
+                 "weights (softmax) or scores (logits, -inf where masked); default: the scene's "
+                 "saved stage, else weights")
+      ->check(CLI::IsMember({"weights", "scores"}));
+  app.add_flag("--bare", bare, "only the cells: T_k*PX x T_q*PX pixels, row 0 at the top");
+  app.add_option("--cell", cell, "pixels per cell (default: fit --width)");
+  app.add_option("--width", width,
+                 "target page width in pixels when --cell is not given (default 1200); too "
+                 "many tokens for a pixel each are max-pooled to fit");
+  app.add_option(
+      "--colormap", colormap,
+      "viridis | magma | gray | diverging (default: viridis for weights, diverging for scores)");
+  app.add_option("--title", title, "title text instead of the generated one");
+  app.add_flag("--no-labels", noLabels, "no token labels or axis titles");
+  app.add_option("--columns", columns, "panels per row with --head all (default: by shape)");
+  addBlocksOption(app, blocks);
+  app.add_option("--flash-step", flashStep,
+                 "draw step K of the FlashAttention walkthrough (counted from 1; 0: before the "
+                 "first) with tiles of --blocks (default: the scene's, else 8x8); a scene saved in "
+                 "that stage draws its step unless --stage is given");
+  if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
+
+  return guarded("export", [&] {
+    // Everything that is bad usage is refused before any file is read.
+    const bool fromScene = !scenePath.empty(), fromDump = !dumpPath.empty(),
+               fromModel = !modelOpts.dir.empty();
+    if (fromModel && (fromScene || fromDump || !q.empty() || !k.empty() || !v.empty()))
+      throw UsageError("--model excludes --scene, --dump and --q/--k/--v");
+    if (!fromScene && !fromDump && !fromModel && (q.empty() || k.empty() || v.empty()))
+      throw UsageError(
+          "give --scene SCENE.json, --dump FILE --layer L, --model DIR --layer L, or all three of "
+          "--q, --k and --v");
+    if ((fromDump || fromModel) != !layerName.empty())
+      throw UsageError(fromDump    ? "--dump needs --layer L (an index or a layer name)"
+                       : fromModel ? "--model needs --layer L"
+                                   : "--layer goes with --dump or --model");
+    const int modelLayer = fromModel ? parseLayerIndex(layerName) : -1;
+    const int parsedHead = parseHead(head);
+    checkAttentionOptions(opts);
+    const BlockSize blockSize = blocks.empty() ? BlockSize{} : parseBlockSize(blocks);
+    const bool flashAsked = app.count("--flash-step") > 0;
+    if (flashAsked && flashStep < 0)
+      throw UsageError("--flash-step: expected a step >= 0 (0: before the first), got " +
+                       std::to_string(flashStep));
+    if (flashAsked && fromDump)
+      throw UsageError("--flash-step needs Q, K and V: give --scene, --model or --q/--k/--v");
+    if (flashAsked && (parsedHead < 0 || stage == "scores"))
+      throw UsageError(
+          "--flash-step draws one head's weights: pick it with --head N, and no "
+          "--stage scores");
+    ExportOptions eo;
+    eo.stage = stage == "scores" ? ExportStage::Scores : ExportStage::Weights;
+    if (!colormap.empty()) {
+      const std::optional<ColormapId> id = colormapFromName(colormap);
+      if (!id) {
+        std::string names;
+        for (const auto& n : colormapNames()) names += (names.empty() ? "" : ", ") + n;
+        throw UsageError("--colormap: unknown colormap '" + colormap + "' (expected one of " +
+                         names + ")");
+      }
+      eo.colormap = *id;
+    }
+    if (app.count("--cell") && cell < 1)
+      throw UsageError("--cell: expected a whole number of pixels >= 1, got " +
+                       std::to_string(cell));
+    if (app.count("--width") && width < 1)
+      throw UsageError("--width: expected a whole number of pixels >= 1, got " +
+                       std::to_string(width));
+    if (app.count("--columns") && columns < 1)
+      throw UsageError("--columns: expected a number >= 1, got " + std::to_string(columns));
+    if (bare && parsedHead < 0) throw UsageError("--bare draws one head; pick it with --head N");
+    eo.bare = bare;
+    eo.cell = cell;
+    if (width > 0) eo.targetWidth = width;
+    eo.labels = !noLabels;
+    eo.title = title;
+    eo.gridColumns = columns;
+
+    if (fromDump) {
+      eo.head = parsedHead;
+      if (colormap.empty())
+        eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
+      const Image img = exportDumpLayer(dumpPath, layerName, opts, eo);
+      writePng(png, img);
+      std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+      return 0;
+    }
+
+    // The same session and export path as the GUI's dialog and Ctrl+S.
+    std::string note;
+    Session session(createHeadlessEngine(opts.backend, note));
+    if (!note.empty()) std::fprintf(stderr, "attnviz export: %s\n", note.c_str());
+    std::optional<SceneView> view;
+    std::optional<AttentionParams> modelParams;
+    // The layer's Q, K and V from the pass (with every intervention applied), drawn with the
+    // parameters that layer ran with.
+    auto showLayer = [&](ModelRun& run, int layer, const std::string& dir) {
+      LayerActivations& a = run.result.layers[layer];
+      std::vector<std::string> labels = tokenLabels(*run.model, run.result.ids);
+      modelParams = layerParams(run.result, layer);
+      session.setTensors(std::move(a.q), std::move(a.k), std::move(a.v), labels, labels);
+      session.setSourceLabel(modelLayerLabel(modelName(dir), layer, run.interventions));
+    };
+    int sceneModelHead = -1;  // a model scene's head, the default for --head
+    if (fromModel) {
+      ModelRun run = runModelFromOptions(modelOpts, opts, app);
+      checkLayer(modelLayer, run.model->config());
+      showLayer(run, modelLayer, modelOpts.dir);
+    } else if (fromScene) {
+      Scene scene = loadScene(scenePath);
+      if (scene.model.any()) {
+        // A model scene exports what the app shows for it: the layer and head it names, on its
+        // text, with its ablations.
+        ModelRun run = runModelScene(scene, scenePath, opts);
+        showLayer(run, scene.model.layer, scene.model.path);
+        sceneModelHead = scene.model.head;
+      } else {
+        view = parseSceneView(scene.extraJson, scenePath);
+        session.setScene(std::move(scene));
+      }
+    } else {
+      QkvTensors in = loadQkvNpy(q, k, v);
+      Tensor3 Q = std::move(in.q), K = std::move(in.k), V = std::move(in.v);
+      if (exportStreamed(Q, K, V, opts, eo, parsedHead, colormap.empty(), png)) return 0;
+      validateInputs(Q, K, V);
+      session.setTensors(std::move(Q), std::move(K), std::move(V));
+    }
+    session.updateInputs();
+    const Dims d = session.dims();
+    // A scene exports as it was shown: its saved head, stage and colormap, unless given here.
+    int headIndex = parsedHead;
+    if (view && !app.count("--head")) headIndex = std::clamp(view->head, 0, d.H - 1);
+    if (sceneModelHead >= 0 && !app.count("--head")) headIndex = sceneModelHead;
+    if (view && !app.count("--stage") && !view->stage.empty())
+      eo.stage = view->stage == "weights" ? ExportStage::Weights : ExportStage::Scores;
+    if (colormap.empty()) {
+      eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
+      if (view && eo.stage == ExportStage::Weights)
+        if (const auto id = colormapFromName(view->weightColormap)) eo.colormap = *id;
+    }
+    if (bare && headIndex < 0) throw UsageError("--bare draws one head; pick it with --head N");
+    eo.head = headIndex;
+    if (headIndex >= d.H)
+      throw UsageError("--head " + std::to_string(headIndex) + ": out of range, the input has " +
+                       std::to_string(d.H) +
+                       (d.H == 1 ? " head (0)" : " heads (0.." + std::to_string(d.H - 1) + ")"));
+
+    // The command line's masks on top of the scene's.
+    const AttentionParams cli = modelParams ? *modelParams : buildParams(opts, d.H, d.Tq, d.Tk);
+    Scene& scene = session.editScene();
+    scene.params = fromScene && !modelParams ? mergeParams(scene.params, cli, app.count("--temperature") > 0) : cli;
+    session.touchMask();
+    View shown;
+    shown.head = std::max(headIndex, 0);
+    session.setView(shown);
+
+    // FlashAttention: --flash-step, or a scene saved in that stage (unless --stage is given).
+    if (flashAsked || (view && view->flashOn && !app.count("--stage"))) {
+      BlockSize b{8, 8};
+      if (view && view->flashOn) b = {view->flashBlockRows, view->flashBlockKeys};
+      if (!blocks.empty()) b = blockSize;
+      const int step = flashAsked ? flashStep : view->flashStep;
+      if (headIndex < 0)
+        throw UsageError("a FlashAttention step draws one head; pick it with --head N");
+      if ((long long)d.Tq * d.Tk > 4096LL * 4096LL)
+        throw UsageError("--flash-step: the walkthrough keeps the whole " + std::to_string(d.Tq) +
+                         " x " + std::to_string(d.Tk) +
+                         " matrix of one head; it teaches on up to 4096 x 4096");
+      session.update();
+      const SceneInputs& in = session.inputs();
+      FlashWalkthrough w(in.q, in.k, in.v, headIndex, session.params(), b.rows, b.cols);
+      if (flashAsked && step > w.steps())
+        throw UsageError("--flash-step " + std::to_string(step) + ": " + std::to_string(b.rows) +
+                         "x" + std::to_string(b.cols) + " tiles give " + std::to_string(w.steps()) +
+                         " steps (0.." + std::to_string(w.steps()) + ")");
+      w.seek(step - 1);  // a scene's step past the end shows the last, as the GUI does
+      eo.stage = ExportStage::Weights;  // whatever stage the scene was saved with
+      if (colormap.empty()) {
+        eo.colormap = ColormapId::Viridis;
+        if (view)
+          if (const auto id = colormapFromName(view->weightColormap)) eo.colormap = *id;
+      }
+      const Image img = renderFlashStep(w, in.queryTokens, in.keyTokens, session.describe(), eo);
+      writePng(png, img);
+      std::printf("wrote %s (%d x %d): %s\n", png.c_str(), img.width, img.height,
+                  flashStepTitle(w).c_str());
+      if (w.done())
+        std::printf("max |O_flash - O| = %.9g, max |A_flash - A| = %.9g\n",
+                    double(w.maxOutputDifference()), double(w.maxWeightDifference()));
+      return 0;
+    }
+    if (!blocks.empty()) {
+      // The mask as the session runs it: a scene's mode adds its causal term; tensors have none.
+      const AttentionParams shownParams = fromScene ? effectiveParams(scene) : scene.params;
+      eo.blocks = classifyEveryHead(shownParams, d.H, d.Tq, d.Tk, blockSize);
+      printBlockCounts(eo.blocks);
+    }
+    const Image img = session.exportImage(eo);
+    writePng(png, img);
+    std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+    return 0;
+  });
+}
+
+}  // namespace attnviz::app

@@ -1,0 +1,68 @@
+// attnviz model: run a model checkpoint on a text and write or print what it computed.
+#include "cli/cli.h"
+#include "cli/model_options.h"
+
+#include "attnviz/engine/mask.h"
+#include "attnviz/formats/npy.h"
+
+#include <chrono>
+#include <cstdio>
+
+namespace attnviz::app {
+
+int runModel(int argc, char** argv) {
+  CLI::App app{"Run a GPT-2-family model (Hugging Face checkpoint folder) on a text", "model"};
+  ModelCliOptions o;
+  AttentionCliOptions attention;
+  int layer = -1, topK = 0;
+  std::string weights, logits;
+  addModelOptions(app, o, true);
+  addAttentionOptions(app, attention);
+  app.add_option("--layer", layer, "only this layer's weights: [H, T, T] instead of [L, H, T, T]");
+  app.add_option("--weights", weights, "write the attention weights (float32 .npy)");
+  app.add_option("--logits", logits, "write the logits [T, V] (float32 .npy)");
+  app.add_option("--top-k", topK, "print the N most likely next tokens: id, probability, piece");
+  if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
+
+  return guarded("model", [&] {
+    if (app.count("--top-k") && topK < 1)
+      throw UsageError("--top-k: expected a number >= 1, got " + std::to_string(topK));
+    const auto t0 = std::chrono::steady_clock::now();
+    ModelRun run = runModelFromOptions(o, attention, app);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const Gpt2Model& m = *run.model;
+    const Gpt2Config& c = m.config();
+    const ForwardResult& r = run.result;
+    if (app.count("--layer")) checkLayer(layer, c);
+    const long long T = static_cast<long long>(r.ids.size());
+
+    if (!weights.empty()) {
+      if (layer >= 0) {
+        saveNpy(weights, r.layers[layer].weights);
+      } else {
+        std::vector<float> all;
+        all.reserve(std::size_t(c.nLayer) * r.layers[0].weights.size());
+        for (const LayerActivations& a : r.layers)
+          all.insert(all.end(), a.weights.data.begin(), a.weights.data.end());
+        saveNpy(weights, {c.nLayer, c.nHead, T, T}, all.data());
+      }
+    }
+    if (!logits.empty()) saveNpy(logits, {T, c.vocabSize}, r.logits.data());
+
+    const bool quiet = !weights.empty() || !logits.empty() || topK > 0;
+    if (!quiet) {
+      std::printf("model: %s (%d layers x %d heads, d=%d, vocab %d, %s)\n", m.files().dir.c_str(),
+                  c.nLayer, c.nHead, c.nEmbd, c.vocabSize, m.weightsDescription().c_str());
+      std::printf("tokens: %lld  forward pass: %.1f ms (load included)\n", T, ms);
+      std::printf("next token after '%s':\n", m.tokenizer().printable(r.ids.back()).c_str());
+    }
+    for (const TokenProb& t : Gpt2Model::topK(r, quiet ? topK : 5)) {
+      const std::string piece = t.id <= m.tokenizer().maxId() ? m.tokenizer().printable(t.id) : "";
+      std::printf("%d\t%.6f\t%s\n", t.id, double(t.prob), piece.c_str());
+    }
+    return 0;
+  });
+}
+
+}  // namespace attnviz::app

@@ -1,0 +1,139 @@
+// The model options shared by `attnviz model`, `export --model` and the GUI: parsing, loading and
+// running the pass with the requested interventions.
+#include "cli/cli.h"
+#include "cli/model_options.h"
+
+#include "attnviz/engine/mask.h"
+#include "attnviz/formats/npy.h"
+
+#include <chrono>
+#include <cstdio>
+
+namespace attnviz::app {
+
+void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
+  auto* model = app.add_option("--model", o.dir,
+                               "model folder: config.json, model.safetensors, vocab.json, "
+                               "merges.txt (a Hugging Face cache folder works too)");
+  if (required) model->required();
+  auto* text = app.add_option("--text", o.text, "text to tokenize and run");
+  auto* ids = app.add_option("--ids", o.ids, "token ids to run, e.g. 464,3290,318");
+  text->excludes(ids);
+  app.add_option("--ablate", o.ablate, "L:H zeroes head H's output in layer L (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+AttentionParams layerParams(const ForwardResult& r, int layer) {
+  AttentionParams p;
+  if (const LayerIntervention* li = r.interventions.find(layer)) {
+    p.mask = li->mask;
+    p.temperature = li->temperature;
+  }
+  p.mask.causal = true;
+  return p;
+}
+
+std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>& ids) {
+  std::vector<std::string> labels;
+  for (int id : ids)
+    labels.push_back(id <= m.tokenizer().maxId() ? m.tokenizer().label(id)
+                                                 : "#" + std::to_string(id));
+  return labels;
+}
+
+std::vector<int> parseIdList(const std::string& text) {
+  std::vector<int> ids;
+  std::string bad;
+  if (!parseIntList(text, 100'000'000, ids, bad))
+    throw UsageError("--ids: expected token ids separated by commas, got '" + bad + "'");
+  return ids;
+}
+
+int parseLayerIndex(const std::string& text) {
+  const std::optional<int> v = parseIndex(text, 1'000'000);
+  if (!v) throw UsageError("--layer: expected a layer index (0, 1, ...), got '" + text + "'");
+  return *v;
+}
+
+void checkLayer(int layer, const Gpt2Config& c) {
+  if (layer < 0 || layer >= c.nLayer) {
+    throw UsageError("--layer " + std::to_string(layer) + ": out of range, the model has " +
+                     std::to_string(c.nLayer) + " layers (0.." + std::to_string(c.nLayer - 1) +
+                     ")");
+  }
+}
+
+ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions& attention,
+                             const CLI::App& app) {
+  if (app.count("--text") + app.count("--ids") != 1) {
+    throw UsageError("give the input as --text TEXT or --ids 1,2,3");
+  }
+  std::vector<int> ids;
+  if (app.count("--ids")) ids = parseIdList(o.ids);
+  std::vector<std::pair<int, int>> ablations;
+  for (const std::string& a : o.ablate) {
+    int l = -1, h = -1;
+    char tail = 0;
+    if (std::sscanf(a.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0) {
+      throw UsageError("--ablate " + a + ": expected LAYER:HEAD, e.g. 3:7");
+    }
+    ablations.emplace_back(l, h);
+  }
+
+  ModelRun run;
+  run.model = Gpt2Model::open(o.dir);
+  const Gpt2Config& c = run.model->config();
+  if (app.count("--text")) ids = run.model->encode(o.text);
+  for (const auto& [l, h] : ablations) {
+    if (l >= c.nLayer || h >= c.nHead) {
+      throw UsageError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
+                       ": out of range, the model has " + std::to_string(c.nLayer) +
+                       " layers and " + std::to_string(c.nHead) + " heads");
+    }
+  }
+  runPass(run, ids, ablations, attention);
+  return run;
+}
+
+ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
+                       const AttentionCliOptions& attention) {
+  const SceneModel& sm = scene.model;
+  ModelRun run;
+  run.model = Gpt2Model::open(sm.path);
+  const Gpt2Config& c = run.model->config();
+  // The scene's indices, checked now that the model's sizes are known, as the app checks them.
+  const std::string sizes = " is out of range (the model " + sm.path + " has " +
+                            std::to_string(c.nLayer) + " layers of " + std::to_string(c.nHead) +
+                            " heads)";
+  auto fail = [&](const std::string& what) {
+    throw InputError(scenePath + ": model." + what + sizes);
+  };
+  if (sm.layer >= c.nLayer) fail("layer " + std::to_string(sm.layer));
+  if (sm.head >= c.nHead) fail("head " + std::to_string(sm.head));
+  for (const auto& [l, h] : sm.ablate)
+    if (l >= c.nLayer || h >= c.nHead) fail("ablate " + std::to_string(l) + ":" + std::to_string(h));
+  // An empty text runs on the app's default sentence, as the app does.
+  runPass(run, run.model->encode(sm.text.empty() ? kDefaultModelText : sm.text), sm.ablate,
+          attention);
+  return run;
+}
+
+void runPass(ModelRun& run, const std::vector<int>& ids,
+             const std::vector<std::pair<int, int>>& ablations,
+             const AttentionCliOptions& attention) {
+  const Gpt2Config& c = run.model->config();
+  run.model->checkIds(ids);
+  Interventions iv;
+  for (const auto& [l, h] : ablations) iv.ablate(l, h, c);
+  const int T = static_cast<int>(ids.size());
+  const AttentionParams p = buildParams(attention, c.nHead, T, T);
+  if (p.mask.any() || p.temperature != 1.0f) iv.setAll(p.mask, p.temperature, c.nLayer);
+  if (attention.backend != "cpu") {
+    std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
+  }
+  run.result = run.model->forward(ids, iv);
+  run.interventions = std::move(iv);
+}
+
+}  // namespace attnviz::app

@@ -1,0 +1,66 @@
+// attnviz app: the options shared by the subcommands that run a model (`model`, `export --model`).
+#pragma once
+
+#include "cli/options.h"
+
+#include "attnviz/model/model.h"
+#include "attnviz/session/model_source.h"  // modelName, modelLayerLabel
+#include "attnviz/formats/scene.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnviz::app {
+
+// --model DIR (--text TEXT | --ids 1,2,3) [--ablate L:H]... The attention options (--mask,
+// --mask-file, --alibi, --temperature; added by the caller) apply in every layer.
+struct ModelCliOptions {
+  std::string dir, text, ids;
+  std::vector<std::string> ablate;
+};
+
+// `required` = false leaves --model optional (export also takes --scene or Q/K/V).
+void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required);
+
+// "1,2,3" -> ids; throws UsageError naming the bad entry.
+std::vector<int> parseIdList(const std::string& text);
+
+struct ModelRun {
+  std::unique_ptr<Gpt2Model> model;
+  ForwardResult result;
+  Interventions interventions;  // what the pass ran with
+};
+
+// Opens the model, tokenizes (or checks the ids), builds the interventions and runs the pass.
+// Throws UsageError for bad option values, InputError for bad files or text.
+ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions& attention,
+                             const CLI::App& app);
+
+// A model scene's pass (scene.model: its folder, text and ablations; loadScene resolved the
+// path): its layer, head and ablations out of the model's range are input errors naming
+// `scenePath`. The attention options apply in every layer, as with --model.
+ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
+                       const AttentionCliOptions& attention);
+
+// Runs the pass on `ids` with the heads in `ablations` (already checked against the model)
+// zeroed and the attention options in every layer, into run.result.
+void runPass(ModelRun& run, const std::vector<int>& ids,
+             const std::vector<std::pair<int, int>>& ablations,
+             const AttentionCliOptions& attention);
+
+// The attention parameters layer `layer` ran with (the causal mask plus its interventions).
+AttentionParams layerParams(const ForwardResult& r, int layer);
+
+
+// Axis labels for the tokens: the BPE pieces with a visible mark for a leading space.
+std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>& ids);
+
+// "3" -> 3; anything but a non-negative integer is bad usage.
+int parseLayerIndex(const std::string& text);
+
+// Throws UsageError unless 0 <= layer < the model's layers.
+void checkLayer(int layer, const Gpt2Config& c);
+
+}  // namespace attnviz::app

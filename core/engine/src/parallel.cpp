@@ -1,0 +1,148 @@
+// The persistent pool behind parallelFor: cpuThreads() - 1 workers, started on first use, that
+// sleep on a condition variable between loops. One loop runs at a time; the caller works too.
+#include "attnviz/engine/parallel.h"
+
+#include "attnviz/engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace attnviz {
+
+int cpuThreads() {
+  static const int n = [] {
+    if (const char* env = std::getenv("ATTNVIZ_THREADS")) {
+      const int v = std::atoi(env);
+      if (v >= 1) return v;
+    }
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : static_cast<int>(hw);
+  }();
+  return n;
+}
+
+namespace detail {
+
+namespace {
+
+thread_local bool tInsideTask = false;
+
+class Pool {
+ public:
+  static Pool& instance() {
+    static Pool pool;
+    return pool;
+  }
+
+  // Runs the loop on the pool; false when the pool is busy with another caller's loop.
+  bool run(int n, int threads, const std::function<void(int)>& fn) {
+    std::unique_lock<std::mutex> caller(callerMutex_, std::try_to_lock);
+    if (!caller.owns_lock()) return false;
+    start(threads - 1);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      fn_ = &fn;
+      n_ = n;
+      next_.store(0);
+      error_ = nullptr;
+      helpers_ = std::min(threads - 1, int(workers_.size()));
+      active_ = helpers_;
+      ++job_;
+    }
+    wake_.notify_all();
+    work();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return active_ == 0; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    return true;
+  }
+
+  int started() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return int(workers_.size());
+  }
+
+ private:
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  void start(int want) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (int(workers_.size()) < want) {
+      const int index = int(workers_.size());
+      workers_.emplace_back([this, index] { loop(index); });
+    }
+  }
+
+  // Claims tasks until none are left.
+  void work() {
+    const bool wasInside = tInsideTask;
+    tInsideTask = true;
+    for (int t = next_.fetch_add(1); t < n_; t = next_.fetch_add(1)) {
+      try {
+        (*fn_)(t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(errorMutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+    tInsideTask = wasInside;
+  }
+
+  void loop(int index) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || (job_ != seen && index < helpers_); });
+        if (stop_) return;
+        seen = job_;
+      }
+      work();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--active_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex callerMutex_;  // one loop at a time
+  std::mutex mutex_, errorMutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int)>* fn_ = nullptr;
+  int n_ = 0;
+  std::atomic<int> next_{0};
+  int helpers_ = 0;  // workers taking part in the current loop
+  int active_ = 0;   // of those, how many have not finished it
+  std::uint64_t job_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+void parallelFor(int n, const std::function<void(int)>& fn) {
+  if (n <= 0) return;
+  const int threads = std::min(cpuThreads(), n);
+  if (threads <= 1 || tInsideTask || !Pool::instance().run(n, threads, fn)) {
+    for (int t = 0; t < n; ++t) fn(t);
+  }
+}
+
+int poolThreadsStarted() { return Pool::instance().started(); }
+
+}  // namespace detail
+}  // namespace attnviz

@@ -1,0 +1,52 @@
+#include "attnviz/engine/tensor.h"
+
+#include "attnviz/engine/memory.h"
+
+#include <limits>
+
+namespace attnviz {
+
+std::size_t checkedElementCount(long long h, long long r, long long c, const std::string& what) {
+  if (h < 0 || r < 0 || c < 0) {
+    throw InputError(what + ": negative dimension in shape [" + std::to_string(h) + ", " +
+                     std::to_string(r) + ", " + std::to_string(c) + "]");
+  }
+  const auto limit = static_cast<unsigned long long>(Tensor3::kMaxElements);
+  unsigned long long n = static_cast<unsigned long long>(h);
+  for (long long d : {r, c}) {
+    if (d != 0 && n > limit / static_cast<unsigned long long>(d)) {
+      n = limit + 1;
+      break;
+    }
+    n *= static_cast<unsigned long long>(d);
+  }
+  if (n > limit || r > std::numeric_limits<int>::max() || c > std::numeric_limits<int>::max() ||
+      h > std::numeric_limits<int>::max()) {
+    throw InputError(what + ": shape [" + std::to_string(h) + ", " + std::to_string(r) + ", " +
+                     std::to_string(c) + "] is too large (limit " + std::to_string(limit) +
+                     " elements)");
+  }
+  return static_cast<std::size_t>(n);
+}
+
+Tensor3::Tensor3(int h, int r, int c, float fill) : heads(h), rows(r), cols(c) {
+  const std::size_t n = checkedElementCount(h, r, c, "tensor");
+  detail::reserveLarge(data, n);
+  data.assign(n, fill);
+}
+
+Tensor3 Tensor3::uninit(int h, int r, int c) {
+  Tensor3 t;
+  const std::size_t n = checkedElementCount(h, r, c, "tensor");
+  detail::reserveLarge(t.data, n);
+  t.data.resize(n);  // default-initialised: nothing written
+  t.heads = h, t.rows = r, t.cols = c;
+  return t;
+}
+
+std::string Tensor3::shapeString() const {
+  return "[" + std::to_string(heads) + ", " + std::to_string(rows) + ", " + std::to_string(cols) +
+         "]";
+}
+
+}  // namespace attnviz

@@ -1,0 +1,119 @@
+// attnviz formats: GGUF files (llama.cpp, Ollama, LM Studio), versions 2 and 3, little-endian.
+//
+// Layout: "GGUF", version u32, tensor count u64, metadata count u64, the metadata (key string,
+// value type u32, value), the tensor infos (name, n_dims u32, ne[n_dims] u64 with ne[0] the
+// fastest-varying axis, type u32, offset u64 relative to the data section), padding to
+// general.alignment (default 32), then the data section. Strings are u64 length + bytes.
+//
+// open() maps the file and validates everything before anything is used: counts and string
+// lengths against the file size, value types, dimensions and their product, each tensor's byte
+// size for its type, offsets in bounds, aligned and not overlapping. Errors are InputError
+// "<file>: <problem>".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnviz {
+
+// ggml's tensor type ids (the ones attnviz reads, and the names of the rest for messages).
+enum class GgmlType : std::uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, BF16 = 30,
+};
+
+// "Q4_K", "IQ2_XXS", ... or "type 99" for an id ggml does not define.
+std::string ggmlTypeName(std::uint32_t type);
+// Values per block (1 for F32/F16/BF16, 32 for the legacy quants, 256 for K-quants) and bytes per
+// block; false for a type attnviz cannot dequantize (IQ types, Q8_1, unknown ids).
+bool ggmlTypeInfo(std::uint32_t type, int& blockValues, int& blockBytes);
+// Bytes of n values (n a multiple of the block size).
+std::size_t ggmlRowBytes(GgmlType type, std::int64_t n);
+
+// Dequantizes n values (a multiple of the type's block size) of `type` at src into dst, exactly
+// as ggml's block layouts define them (float32 arithmetic in ggml's order).
+void dequantizeRow(GgmlType type, const void* src, float* dst, std::int64_t n);
+// dot(row, x) over n values of a stored row, without expanding it to float32 first (decode's
+// matrix-vector products read the blocks as they are stored).
+float dotRow(GgmlType type, const void* row, const float* x, std::int64_t n);
+
+enum class GgufValueType : std::uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7, String = 8,
+  Array = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+
+struct GgufValue {
+  GgufValueType type = GgufValueType::U8;
+  std::int64_t i = 0;     // every integer type and bool (u64 above INT64_MAX: stored in u)
+  std::uint64_t u = 0;    // every unsigned integer type
+  double f = 0.0;         // F32, F64
+  std::string s;          // String
+  GgufValueType arrayType = GgufValueType::U8;  // Array: the items' type
+  std::vector<GgufValue> items;                 // Array (of any type, arrays included)
+
+  bool isInteger() const;  // U8..I32, U64, I64, Bool
+};
+
+struct GgufTensor {
+  std::string name;
+  std::vector<std::int64_t> ne;  // ne[0] fastest (columns of a matrix); ne[1] rows
+  std::uint32_t type = 0;
+  std::uint64_t offset = 0;      // within the data section
+  std::size_t bytes = 0;
+  const unsigned char* data = nullptr;  // into the mapping; valid while the GgufFile lives
+
+  std::int64_t count() const;  // product of ne
+  std::int64_t rows() const;   // count / ne[0]
+};
+
+class GgufFile {
+ public:
+  // Maps and validates. Throws InputError naming `path` and the problem.
+  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // The same over bytes in memory (copied), for tests and the fuzzer; `name` is what errors say.
+  static std::unique_ptr<GgufFile> fromBytes(const void* data, std::size_t size,
+                                             const std::string& name);
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::uint32_t version() const { return version_; }
+  std::size_t alignment() const { return alignment_; }
+  std::size_t fileSize() const { return size_; }
+
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
+  const GgufValue* find(const std::string& key) const;
+  // Typed look-ups: nullopt when absent; InputError "<file>: <key>: expected ..." when present
+  // with the wrong type. Integers accept every integer type that holds the value.
+  std::optional<std::string> getString(const std::string& key) const;
+  std::optional<std::int64_t> getInt(const std::string& key) const;
+  std::optional<double> getFloat(const std::string& key) const;  // F32, F64 or an integer
+  std::optional<bool> getBool(const std::string& key) const;
+  std::optional<std::vector<std::string>> getStringArray(const std::string& key) const;
+  std::optional<std::vector<float>> getFloatArray(const std::string& key) const;
+  std::optional<std::vector<std::int64_t>> getIntArray(const std::string& key) const;
+
+  const std::vector<GgufTensor>& tensors() const { return tensors_; }
+  const GgufTensor* findTensor(const std::string& name) const;
+  // The tensor as float32, row-major [rows, ne[0]]; throws InputError naming the tensor and its
+  // type when the type is one attnviz cannot dequantize.
+  std::vector<float> dequantize(const GgufTensor& t) const;
+
+ private:
+  GgufFile() = default;
+  struct Mapping;
+  std::unique_ptr<Mapping> map_;
+  std::string path_;
+  std::uint32_t version_ = 0;
+  std::size_t alignment_ = 32, size_ = 0;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::vector<GgufTensor> tensors_;
+  void parse(const unsigned char* data, std::size_t size);
+};
+
+}  // namespace attnviz

@@ -1,0 +1,119 @@
+// attnviz core: scenes (what the app shows) and the synthetic inputs that need no file.
+#pragma once
+
+#include "attnviz/engine/mask.h"
+#include "attnviz/engine/tensor.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnviz {
+
+enum class Mode { Self, Causal, Cross, Decode };
+
+// How a synthetic head's Q and K are built, so that the pattern comes out of the real Q K^T.
+enum class Archetype { PreviousToken, FirstToken, SameToken, LocalWindow, Broad, Random };
+
+const char* modeName(Mode m);
+Mode modeFromName(const std::string& s);  // throws InputError
+const char* archetypeName(Archetype a);
+Archetype archetypeFromName(const std::string& s);  // throws InputError
+std::vector<Archetype> allArchetypes();
+
+// A scene that opens a GPT-2 model (the "model" object): the model view on `text` with layer
+// and head shown and heads ablated. `path` is a model folder; loadScene resolves a relative one
+// against dataSubdir("models") (the shipped models). Indices are checked against the model's
+// config when it opens (they are only known to be >= 0 here).
+struct SceneModel {
+  std::string path;
+  std::string text;
+  int layer = 0, head = 0;
+  std::vector<std::pair<int, int>> ablate;  // (layer, head), written "L:H"
+  bool any() const { return !path.empty(); }
+};
+
+struct Scene {
+  std::string title = "attnviz";
+  std::string notes;      // what this scene shows, in a few sentences (shown above the heatmap)
+  std::string queryText;  // whitespace-separated tokens
+  std::string keyText;    // cross mode only: the key/value sequence
+  Mode mode = Mode::Causal;
+  int heads = 6;
+  int dModel = 64;  // width of the token vectors X
+  int dHead = 32;   // d_k = d_v per head
+  std::uint32_t seed = 1;
+  std::vector<Archetype> archetypes;  // per head; missing entries cycle through allArchetypes()
+  int decodeStep = -1;                // decode: KV-cache length T_k (-1 = every token)
+  float sharpness = 1.0f;             // scales archetype logits (1 = default contrast)
+  AttentionParams params;             // masks (incl. causal for Mode::Causal) and temperature
+  // Optional tensors that replace the synthetic Q, K, V (paths relative to the scene file).
+  std::string qPath, kPath, vPath;
+  SceneModel model;  // empty path: not a model scene
+  // Opaque extras (e.g. the GUI's view state), kept verbatim through load/save.
+  std::string extraJson = "{}";
+};
+
+// The sample sentence the app opens on.
+Scene defaultScene();
+
+// Splits on whitespace; an empty text gives no tokens.
+std::vector<std::string> tokenize(const std::string& text);
+
+// The view a scene was saved with: the "view" object, kept verbatim in Scene::extraJson. Empty
+// strings mean "not given". Export takes its head, stage and colormap from it, so a saved scene
+// exports as it was shown.
+struct SceneView {
+  int head = 0;
+  std::string stage;  // qk | scaled | capped | biased | logits | weights | output
+  std::string weightColormap, scoreColormap, scale;
+  float gamma = 0.5f;
+  bool autoRange = false, wrongAxis = false, headAverage = false;
+  int selectedRow = -1;
+  float zoom = 1.0f, panX = 0.0f, panY = 0.0f;
+  bool blocksOn = false;  // the block-sparsity overlay, tiles of blockRows x blockCols
+  int blockRows = 128, blockCols = 128;
+  // The FlashAttention stage ("flash": {"blockRows", "blockKeys", "step"}): the scene opens on
+  // step `flashStep`, counted from 1 as the stage shows it (0: before the first; past the
+  // schedule's end: its last step), of tiles flashBlockRows x flashBlockKeys (a size larger than
+  // T is one block).
+  bool flashOn = false;
+  int flashBlockRows = 8, flashBlockKeys = 8, flashStep = 0;
+};
+// Parses Scene::extraJson; every number is range-checked before conversion. Throws InputError
+// naming `name` and the field.
+SceneView parseSceneView(const std::string& viewJson, const std::string& name);
+
+// JSON (nlohmann) round trip. Throws InputError naming `name` and the bad field. Numbers are
+// range-checked before any conversion. Painted cells saved by older builds under view.painted
+// become the custom mask's cells.
+Scene sceneFromJson(const std::string& json, const std::string& name);
+std::string sceneToJson(const Scene& s);
+Scene loadScene(const std::string& path);               // resolves tensor paths against its folder
+void saveScene(const std::string& path, const Scene&);  // atomic
+
+// The full synthetic multi-head attention block for a scene:
+//   X [T, dModel] -> per head Q = X_q W_q, K = X_k W_k, V = X_k W_v -> attention -> concat -> W_o.
+struct SceneInputs {
+  std::vector<std::string> queryTokens;  // T_q labels
+  std::vector<std::string> keyTokens;    // T_k labels
+  Tensor3 xq;                            // [1, T_q, dModel]
+  Tensor3 xk;                            // [1, T_k, dModel]
+  Tensor3 q;                             // [H, T_q, d_k]
+  Tensor3 k;                             // [H, T_k, d_k]
+  Tensor3 v;                             // [H, T_k, d_v]
+  Tensor3 wo;                            // [1, H*d_v, dModel]
+};
+
+// Builds tokens and Q, K, V (synthetic, or from the scene's .npy paths). Deterministic in the
+// scene's text, seed and sizes. Throws InputError.
+SceneInputs buildSceneInputs(const Scene& s);
+
+// The mask the scene's mode implies on top of s.params.mask (Mode::Causal adds causal).
+AttentionParams effectiveParams(const Scene& s);
+
+// The block output concat_h(O_h) W_o: [1, T_q, dModel].
+Tensor3 blockOutput(const Tensor3& perHeadOutput, const Tensor3& wo);
+
+}  // namespace attnviz

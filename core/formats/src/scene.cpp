@@ -1,0 +1,705 @@
+// Scenes and their synthetic inputs.
+//
+// Each token vector is x = [ e(token) | pos(position) | 1 ]: a deterministic unit embedding
+// hashed from the token text and the seed, sinusoidal positions, and a constant feature. Every
+// head archetype is a choice of W_q and W_k acting on those parts, so its pattern comes out of
+// the real product Q K^T:
+//   previous-token  q_i = c pos(i),  k_j = c R pos(j) = c pos(j+1)   -> peak at j = i - 1
+//   first-token     q_i = c pos(0) (from the constant),  k_j = c pos(j)  -> peak at j = 0
+//   same-token      q_i = c e(t_i),  k_j = c e(t_j)                   -> peaks where t_j = t_i
+//   local-window    q_i = c pos(i),  k_j = c pos(j), smaller c        -> decays with |i - j|
+//   broad           tiny random projections                            -> near uniform
+//   random          random projections
+// R is the rotation taking each (sin wj, cos wj) pair to (sin w(j+1), cos w(j+1)).
+#include "attnviz/formats/scene.h"
+
+#include "attnviz/formats/data_dir.h"
+#include "attnviz/formats/fileio.h"
+#include "attnviz/engine/mask_expr.h"
+#include "attnviz/engine/engine.h"
+#include "attnviz/formats/npy.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+namespace attnviz {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Painted cells are a T_q x T_k matrix, so they stay within materialised sizes; the text itself
+// may be as long as the pooled view streams (attnviz/pooled_view.h).
+constexpr int kMaxTokens = 8192;
+constexpr int kMaxSceneTokens = 131072;
+
+struct NameTable {
+  const char* name;
+  int value;
+};
+constexpr NameTable kModes[] = {{"self", 0}, {"causal", 1}, {"cross", 2}, {"decode", 3}};
+constexpr NameTable kArchetypes[] = {{"previous-token", 0}, {"first-token", 1}, {"same-token", 2},
+                                     {"local-window", 3},   {"broad", 4},       {"random", 5}};
+
+// splitmix64: a small, well-mixed, platform-independent generator.
+struct Rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+  double gauss() {
+    const double u1 = std::max(uniform(), 1e-300), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+};
+
+std::uint64_t fnv1a(const std::string& s, std::uint64_t seed) {
+  std::uint64_t h = 0xcbf29ce484222325ULL ^ (seed * 0x100000001b3ULL);
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+struct Layout {
+  int dTok, dPos, bias;  // column ranges in x: [0, dTok), [dTok, dTok + dPos), bias
+};
+
+Layout layoutFor(int dModel) {
+  int dPos = std::min(32, dModel / 2);
+  dPos -= dPos % 2;
+  return Layout{dModel - dPos - 1, dPos, dModel - 1};
+}
+
+double frequency(int m, int dPos) { return std::pow(10000.0, -2.0 * m / dPos); }
+
+// X [T, dModel] for tokens at positions 0, step, 2 step, ...
+MatrixRM tokenVectors(const std::vector<std::string>& tokens, const Layout& L, int dModel,
+                      std::uint32_t seed, double step = 1.0) {
+  MatrixRM X = MatrixRM::Zero(static_cast<int>(tokens.size()), dModel);
+  for (int t = 0; t < X.rows(); ++t) {
+    Rng rng{fnv1a(tokens[t], seed)};
+    double norm = 0.0;
+    for (int c = 0; c < L.dTok; ++c) {
+      X(t, c) = static_cast<float>(rng.gauss());
+      norm += double(X(t, c)) * X(t, c);
+    }
+    X.row(t).head(L.dTok) /= static_cast<float>(std::sqrt(std::max(norm, 1e-12)));
+    for (int m = 0; m < L.dPos / 2; ++m) {
+      const double a = t * step * frequency(m, L.dPos);
+      X(t, L.dTok + 2 * m) = static_cast<float>(std::sin(a));
+      X(t, L.dTok + 2 * m + 1) = static_cast<float>(std::cos(a));
+    }
+    X(t, L.bias) = 1.0f;
+  }
+  return X;
+}
+
+MatrixRM randomMatrix(int rows, int cols, double scale, Rng& rng) {
+  MatrixRM m(rows, cols);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) m(r, c) = static_cast<float>(rng.gauss() * scale);
+  return m;
+}
+
+// W_q and W_k ([dModel, dk]) for one archetype.
+void archetypeWeights(Archetype a, const Layout& L, int dModel, int dk, float sharpness, Rng& rng,
+                      MatrixRM& Wq, MatrixRM& Wk) {
+  // Small content noise everywhere, so no head is a perfectly clean picture.
+  const double noise = 0.35 / std::sqrt(double(dModel));
+  Wq = randomMatrix(dModel, dk, noise, rng);
+  Wk = randomMatrix(dModel, dk, noise, rng);
+  const double rootD = std::sqrt(double(dk));
+  const int pairs = std::min(L.dPos, dk) / 2;  // highest frequencies first
+  auto setPositional = [&](double c2, bool shiftKeys, bool constantQuery) {
+    const double c = std::sqrt(c2 * rootD * sharpness);
+    for (int m = 0; m < pairs; ++m) {
+      const int xs = L.dTok + 2 * m, xc = xs + 1, qs = 2 * m, qc = qs + 1;
+      if (constantQuery) {
+        Wq(L.bias, qc) += static_cast<float>(c);  // pos(0) = (0, 1) in every pair
+      } else {
+        Wq(xs, qs) += static_cast<float>(c);
+        Wq(xc, qc) += static_cast<float>(c);
+      }
+      if (shiftKeys) {
+        const double w = frequency(m, L.dPos), cw = std::cos(w), sw = std::sin(w);
+        // (sin, cos) -> (sin cw + cos sw, cos cw - sin sw)
+        Wk(xs, qs) += static_cast<float>(c * cw);
+        Wk(xc, qs) += static_cast<float>(c * sw);
+        Wk(xs, qc) += static_cast<float>(-c * sw);
+        Wk(xc, qc) += static_cast<float>(c * cw);
+      } else {
+        Wk(xs, qs) += static_cast<float>(c);
+        Wk(xc, qc) += static_cast<float>(c);
+      }
+    }
+  };
+  switch (a) {
+    case Archetype::PreviousToken:
+      setPositional(4.0, true, false);
+      break;
+    case Archetype::FirstToken:
+      setPositional(3.0, false, true);
+      break;
+    case Archetype::LocalWindow:
+      setPositional(1.2, false, false);
+      break;
+    case Archetype::SameToken: {
+      const double c = std::sqrt(7.0 * rootD * sharpness);
+      for (int t = 0; t < std::min(L.dTok, dk); ++t) {
+        Wq(t, t) += static_cast<float>(c);
+        Wk(t, t) += static_cast<float>(c);
+      }
+      break;
+    }
+    case Archetype::Broad:
+      Wq *= 0.15f;
+      Wk *= 0.15f;
+      break;
+    case Archetype::Random: {
+      const double s = std::sqrt(2.0 * rootD * sharpness) / std::sqrt(double(dModel)) * 1.5;
+      Wq = randomMatrix(dModel, dk, s, rng);
+      Wk = randomMatrix(dModel, dk, s, rng);
+      break;
+    }
+  }
+}
+
+int lookup(const NameTable* table, std::size_t n, const std::string& s, const char* what) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (s == table[i].name) return table[i].value;
+  std::string expected;
+  for (std::size_t i = 0; i < n; ++i) expected += std::string(i ? ", " : "") + table[i].name;
+  throw InputError(std::string("unknown ") + what + " '" + s + "' (expected " + expected + ")");
+}
+
+template <typename T>
+T field(const json& j, const char* key, T fallback, const std::string& name) {
+  if (!j.contains(key)) return fallback;
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw InputError(name + ": field '" + key + "' has the wrong type");
+  }
+}
+
+// A JSON integer in [lo, hi], range-checked before any conversion (a number such as 1.67e113
+// or 2^64 - 1 is refused, never converted). `what` names the field in the message.
+long long checkedInteger(const json& v, long long lo, long long hi, const std::string& what,
+                         const std::string& name) {
+  const std::string range = " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    // (0 parses as unsigned: the lower bound applies to it too.)
+    if (u > static_cast<std::uint64_t>(hi) || (lo > 0 && u < static_cast<std::uint64_t>(lo)))
+      throw InputError(name + ": field '" + what + "' = " + std::to_string(u) + range);
+    return static_cast<long long>(u);
+  }
+  if (!v.is_number_integer()) throw InputError(name + ": field '" + what + "' must be an integer");
+  const auto x = v.get<std::int64_t>();
+  if (x < lo || x > hi)
+    throw InputError(name + ": field '" + what + "' = " + std::to_string(x) + range);
+  return x;
+}
+
+int intField(const json& j, const char* key, int fallback, int lo, int hi,
+             const std::string& name) {
+  if (!j.contains(key)) return fallback;
+  return static_cast<int>(checkedInteger(j.at(key), lo, hi, key, name));
+}
+
+// A JSON number as a float, refused when it is not a number or beyond a float's range.
+float checkedFloat(const json& v, const std::string& what, const std::string& name) {
+  if (!v.is_number()) throw InputError(name + ": field '" + what + "' must be a number");
+  const double x = v.get<double>();
+  if (!(std::fabs(x) <= double(std::numeric_limits<float>::max())))
+    throw InputError(name + ": field '" + what + "' is outside the range of a float");
+  return static_cast<float>(x);
+}
+
+float floatField(const json& j, const char* key, float fallback, const std::string& name) {
+  return j.contains(key) ? checkedFloat(j.at(key), key, name) : fallback;
+}
+
+// Scenes saved before painted cells were mask data keep them under view.painted:
+// {"rows": R, "cols": C, "blocked": [[i, j], ...]}. They become the custom mask's cells
+// (an allow matrix [1, R, C] when the scene has none) and leave the view.
+void convertPaintedCells(json& view, MaskSpec& m, const std::string& name) {
+  if (!view.is_object() || !view.contains("painted")) return;
+  const json p = view.at("painted");
+  view.erase("painted");
+  if (!p.is_object()) throw InputError(name + ": field 'view.painted' must be an object");
+  if (!p.contains("rows") || !p.contains("cols"))
+    throw InputError(name + ": field 'view.painted' needs rows and cols");
+  const int rows = int(checkedInteger(p.at("rows"), 0, kMaxTokens, "view.painted.rows", name));
+  const int cols = int(checkedInteger(p.at("cols"), 0, kMaxTokens, "view.painted.cols", name));
+  const json blocked = p.contains("blocked") ? p.at("blocked") : json::array();
+  if (!blocked.is_array())
+    throw InputError(name + ": field 'view.painted.blocked' must be an array of [i, j]");
+  if (blocked.empty() || rows == 0 || cols == 0) return;
+  if (m.customKind == MaskSpec::Custom::None) {
+    m.customKind = MaskSpec::Custom::Allow;
+    m.custom = Tensor3(1, rows, cols, 1.0f);
+  } else if (m.custom.rows != rows || m.custom.cols != cols) {
+    throw InputError(name + ": field 'view.painted' is " + std::to_string(rows) + "x" +
+                     std::to_string(cols) + " but mask.custom is " + m.custom.shapeString());
+  }
+  const float block =
+      m.customKind == MaskSpec::Custom::Allow ? 0.0f : -std::numeric_limits<float>::infinity();
+  for (const json& cell : blocked) {
+    if (!cell.is_array() || cell.size() != 2)
+      throw InputError(name + ": field 'view.painted.blocked' must hold [i, j] pairs");
+    const long long i = checkedInteger(cell[0], 0, kMaxTokens, "view.painted.blocked", name);
+    const long long j = checkedInteger(cell[1], 0, kMaxTokens, "view.painted.blocked", name);
+    if (i >= rows || j >= cols) continue;  // as the old loader did: outside cells are ignored
+    for (int h = 0; h < m.custom.heads; ++h) m.custom.at(h, int(i), int(j)) = block;
+  }
+}
+
+}  // namespace
+
+const char* modeName(Mode m) { return kModes[static_cast<int>(m)].name; }
+Mode modeFromName(const std::string& s) {
+  return static_cast<Mode>(lookup(kModes, std::size(kModes), s, "mode"));
+}
+const char* archetypeName(Archetype a) { return kArchetypes[static_cast<int>(a)].name; }
+Archetype archetypeFromName(const std::string& s) {
+  return static_cast<Archetype>(lookup(kArchetypes, std::size(kArchetypes), s, "archetype"));
+}
+std::vector<Archetype> allArchetypes() {
+  return {Archetype::PreviousToken, Archetype::FirstToken, Archetype::SameToken,
+          Archetype::LocalWindow,   Archetype::Broad,      Archetype::Random};
+}
+
+Scene defaultScene() {
+  Scene s;
+  s.title = "Six head archetypes on one sentence";
+  s.notes =
+      "Each row is one query token and shows how it splits its attention over the keys "
+      "(columns); every row sums to 1. The six heads differ only in W_q and W_k, yet each "
+      "pattern comes out of the real product Q K^T: the previous token, the first token, "
+      "repeats of the same word, a local window, an even spread, and noise. Click the "
+      "thumbnails on the right to compare them.";
+  s.queryText = "the cat sat on the mat because the mat was warm and the cat was tired";
+  s.mode = Mode::Causal;
+  s.heads = 6;
+  s.archetypes = allArchetypes();
+  return s;
+}
+
+std::vector<std::string> tokenize(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string t; in >> t;) out.push_back(t);
+  return out;
+}
+
+AttentionParams effectiveParams(const Scene& s) {
+  AttentionParams p = s.params;
+  if (s.mode == Mode::Causal || s.mode == Mode::Decode) p.mask.causal = true;
+  return p;
+}
+
+SceneInputs buildSceneInputs(const Scene& s) {
+  SceneInputs in;
+  if (s.heads < 1 || s.heads > 64) throw InputError("scene: heads must be in [1, 64]");
+  if (s.dModel < 24 || s.dModel > 1024) throw InputError("scene: d_model must be in [24, 1024]");
+  if (s.dHead < 4 || s.dHead > 256) throw InputError("scene: d_head must be in [4, 256]");
+
+  if (!s.qPath.empty() || !s.kPath.empty() || !s.vPath.empty()) {
+    if (s.qPath.empty() || s.kPath.empty() || s.vPath.empty()) {
+      throw InputError("scene: tensors need all of q, k and v");
+    }
+    in.q = loadTensorNpy(s.qPath);
+    in.k = loadTensorNpy(s.kPath);
+    in.v = loadTensorNpy(s.vPath);
+    validateInputs(in.q, in.k, in.v);
+    auto labels = [](const std::string& text, int n) {
+      std::vector<std::string> t = tokenize(text);
+      if (static_cast<int>(t.size()) != n) {
+        t.clear();
+        for (int i = 0; i < n; ++i) t.push_back(std::to_string(i));
+      }
+      return t;
+    };
+    in.queryTokens = labels(s.queryText, in.q.rows);
+    in.keyTokens = labels(s.mode == Mode::Cross ? s.keyText : s.queryText, in.k.rows);
+    return in;
+  }
+
+  std::vector<std::string> tokens = tokenize(s.queryText);
+  if (tokens.empty()) throw InputError("scene: the query text has no tokens");
+  std::vector<std::string> keys = s.mode == Mode::Cross ? tokenize(s.keyText) : tokens;
+  if (keys.empty()) throw InputError("scene: the key text has no tokens");
+  if (static_cast<int>(tokens.size()) > kMaxSceneTokens ||
+      static_cast<int>(keys.size()) > kMaxSceneTokens) {
+    throw InputError("scene: more than " + std::to_string(kMaxSceneTokens) + " tokens");
+  }
+  const Layout L = layoutFor(s.dModel);
+  MatrixRM Xq, Xk;
+  if (s.mode == Mode::Decode) {
+    const int n = static_cast<int>(tokens.size());
+    const int step = s.decodeStep < 1 ? n : std::min(s.decodeStep, n);
+    keys.assign(tokens.begin(), tokens.begin() + step);
+    Xk = tokenVectors(keys, L, s.dModel, s.seed);
+    Xq = Xk.bottomRows(1);
+    in.queryTokens = {keys.back()};
+  } else {
+    // Cross-attention: the query sequence is spread evenly over the key sequence's positions,
+    // so positional heads (local-window, previous-token) show a monotone alignment band, as
+    // between a sentence and its translation.
+    const double step = s.mode == Mode::Cross && tokens.size() > 1
+                            ? double(keys.size() - 1) / double(tokens.size() - 1)
+                            : 1.0;
+    Xq = tokenVectors(tokens, L, s.dModel, s.seed, step);
+    Xk = s.mode == Mode::Cross ? tokenVectors(keys, L, s.dModel, s.seed) : Xq;
+    in.queryTokens = tokens;
+  }
+  in.keyTokens = keys;
+  const int H = s.heads, dk = s.dHead, Tq = static_cast<int>(Xq.rows()),
+            Tk = static_cast<int>(Xk.rows());
+  in.xq = Tensor3(1, Tq, s.dModel);
+  in.xq.mat(0) = Xq;
+  in.xk = Tensor3(1, Tk, s.dModel);
+  in.xk.mat(0) = Xk;
+  in.q = Tensor3(H, Tq, dk);
+  in.k = Tensor3(H, Tk, dk);
+  in.v = Tensor3(H, Tk, dk);
+  const std::vector<Archetype> all = allArchetypes();
+  for (int h = 0; h < H; ++h) {
+    const Archetype a =
+        h < static_cast<int>(s.archetypes.size()) ? s.archetypes[h] : all[h % all.size()];
+    Rng rng{(std::uint64_t(s.seed) << 20) ^ (std::uint64_t(h) * 0x9e3779b9ULL) ^ 0xa77e11ULL};
+    MatrixRM Wq, Wk;
+    archetypeWeights(a, L, s.dModel, dk, s.sharpness, rng, Wq, Wk);
+    const MatrixRM Wv = randomMatrix(s.dModel, dk, 1.0 / std::sqrt(double(s.dModel)), rng);
+    in.q.mat(h) = Xq * Wq;
+    in.k.mat(h) = Xk * Wk;
+    in.v.mat(h) = Xk * Wv;
+  }
+  Rng rng{std::uint64_t(s.seed) * 0x51ed27ULL + 7};
+  in.wo = Tensor3(1, H * dk, s.dModel);
+  in.wo.mat(0) = randomMatrix(H * dk, s.dModel, 1.0 / std::sqrt(double(H * dk)), rng);
+  return in;
+}
+
+Tensor3 blockOutput(const Tensor3& o, const Tensor3& wo) {
+  if (wo.rows != o.heads * o.cols) {
+    throw InputError("W_o has shape " + wo.shapeString() + ", expected [1, " +
+                     std::to_string(o.heads * o.cols) + ", d_model]");
+  }
+  MatrixRM concat(o.rows, o.heads * o.cols);
+  for (int h = 0; h < o.heads; ++h) concat.middleCols(h * o.cols, o.cols) = o.mat(h);
+  Tensor3 out(1, o.rows, wo.cols);
+  out.mat(0).noalias() = concat * wo.mat(0);
+  return out;
+}
+
+// ---- JSON ----
+
+Scene sceneFromJson(const std::string& text, const std::string& name) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(name + ": not valid JSON (byte " + std::to_string(e.byte) + ")");
+  } catch (const json::exception& e) {
+    throw InputError(name + ": not valid JSON (" + e.what() + ")");  // e.g. a number overflow
+  }
+  if (!j.is_object()) throw InputError(name + ": a scene must be a JSON object");
+  Scene s;
+  s.title = field<std::string>(j, "title", s.title, name);
+  s.notes = field<std::string>(j, "notes", s.notes, name);
+  s.queryText = field<std::string>(j, "query_text", s.queryText, name);
+  s.keyText = field<std::string>(j, "key_text", s.keyText, name);
+  try {
+    s.mode = modeFromName(field<std::string>(j, "mode", modeName(s.mode), name));
+  } catch (const InputError& e) {
+    throw InputError(name + ": " + e.what());
+  }
+  s.heads = intField(j, "heads", s.heads, 1, 64, name);
+  s.dModel = intField(j, "d_model", s.dModel, 24, 1024, name);
+  s.dHead = intField(j, "d_head", s.dHead, 4, 256, name);
+  s.seed = static_cast<std::uint32_t>(
+      intField(j, "seed", static_cast<int>(s.seed), 0, 2147483647, name));
+  s.decodeStep = intField(j, "decode_step", s.decodeStep, -1, kMaxSceneTokens, name);
+  s.sharpness = floatField(j, "sharpness", s.sharpness, name);
+  if (!std::isfinite(s.sharpness) || s.sharpness <= 0.0f || s.sharpness > 100.0f) {
+    throw InputError(name + ": field 'sharpness' must be in (0, 100]");
+  }
+  if (j.contains("archetypes")) {
+    const json& a = j.at("archetypes");
+    if (!a.is_array()) throw InputError(name + ": field 'archetypes' must be an array of names");
+    for (const json& e : a) {
+      if (!e.is_string()) throw InputError(name + ": field 'archetypes' must hold names");
+      try {
+        s.archetypes.push_back(archetypeFromName(e.get<std::string>()));
+      } catch (const InputError& err) {
+        throw InputError(name + ": " + err.what());
+      }
+    }
+  } else {
+    s.archetypes = allArchetypes();
+  }
+  s.params.temperature = floatField(j, "temperature", 1.0f, name);
+  if (!std::isfinite(s.params.temperature) || s.params.temperature <= 0.0f) {
+    throw InputError(name + ": field 'temperature' must be a number > 0");
+  }
+  if (j.contains("mask")) {
+    const json& m = j.at("mask");
+    if (!m.is_object()) throw InputError(name + ": field 'mask' must be an object");
+    MaskSpec& k = s.params.mask;
+    k.causal = field<bool>(m, "causal", false, name);
+    k.window = intField(m, "window", 0, 0, 1 << 30, name);
+    k.prefix = intField(m, "prefix", 0, 0, 1 << 30, name);
+    k.sink = intField(m, "sink", 0, 0, 1 << 30, name);
+    k.pad = intField(m, "pad", 0, 0, 1 << 30, name);
+    k.alibi = field<bool>(m, "alibi", false, name);
+    k.chunk = intField(m, "chunk", 0, 0, 1 << 30, name);
+    for (const long long d : field<std::vector<long long>>(m, "docs", {}, name)) {
+      if (d < 0 || d > (1 << 30)) throw InputError(name + ": mask.docs must hold ids >= 0");
+      k.docs.push_back(static_cast<int>(d));
+    }
+    k.expr = field<std::string>(m, "expr", "", name);
+    if (!k.expr.empty()) {
+      try {
+        MaskExpr check(k.expr);
+      } catch (const UsageError& e) {
+        throw InputError(name + ": mask.expr '" + k.expr + "': " + e.what());
+      }
+    }
+    k.softcap = field<float>(m, "softcap", 0.0f, name);
+    if (!std::isfinite(k.softcap) || k.softcap < 0.0f) {
+      throw InputError(name + ": mask.softcap must be a number >= 0 (0 = off)");
+    }
+    if (m.contains("custom") && !m.at("custom").is_null()) {
+      const json& c = m.at("custom");
+      const std::string kind = field<std::string>(c, "kind", "allow", name);
+      if (kind != "allow" && kind != "bias") {
+        throw InputError(name + ": mask.custom.kind must be 'allow' or 'bias'");
+      }
+      if (!c.is_object()) throw InputError(name + ": field 'mask.custom' must be an object");
+      const json shapeJson = c.contains("shape") ? c.at("shape") : json::array();
+      if (!shapeJson.is_array() || shapeJson.size() != 3)
+        throw InputError(name + ": mask.custom.shape must be [H, T_q, T_k]");
+      std::vector<long long> shape;
+      for (const json& e : shapeJson)
+        shape.push_back(checkedInteger(e, 0, 1 << 30, "mask.custom.shape", name));
+      const json dataJson = c.contains("data") ? c.at("data") : json::array();
+      if (!dataJson.is_array())
+        throw InputError(name + ": field 'mask.custom.data' must be an array");
+      FloatBuffer data;
+      for (const json& e : dataJson) {
+        if (e.is_null()) {
+          data.push_back(-std::numeric_limits<float>::infinity());  // JSON has no -inf
+        } else if (e.is_number()) {
+          data.push_back(checkedFloat(e, "mask.custom.data", name));
+        } else {
+          throw InputError(name + ": mask.custom.data must hold numbers (null = -inf)");
+        }
+      }
+      const std::size_t n =
+          checkedElementCount(shape[0], shape[1], shape[2], name + ": mask.custom");
+      if (data.size() != n) {
+        throw InputError(name + ": mask.custom.data has " + std::to_string(data.size()) +
+                         " values, shape needs " + std::to_string(n));
+      }
+      k.customKind = kind == "allow" ? MaskSpec::Custom::Allow : MaskSpec::Custom::Bias;
+      k.custom.heads = static_cast<int>(shape[0]);
+      k.custom.rows = static_cast<int>(shape[1]);
+      k.custom.cols = static_cast<int>(shape[2]);
+      k.custom.data = std::move(data);
+    }
+  }
+  if (j.contains("tensors")) {
+    const json& t = j.at("tensors");
+    s.qPath = field<std::string>(t, "q", "", name);
+    s.kPath = field<std::string>(t, "k", "", name);
+    s.vPath = field<std::string>(t, "v", "", name);
+  }
+  if (j.contains("model")) {
+    const json& m = j.at("model");
+    if (!m.is_object()) throw InputError(name + ": field 'model' must be an object");
+    SceneModel& sm = s.model;
+    sm.path = field<std::string>(m, "path", "", name);
+    if (sm.path.empty()) throw InputError(name + ": field 'model.path' must name a model folder");
+    sm.text = field<std::string>(m, "text", "", name);
+    if (sm.text.empty()) throw InputError(name + ": field 'model.text' must be a non-empty text");
+    if (m.contains("layer"))
+      sm.layer = int(checkedInteger(m.at("layer"), 0, 1 << 20, "model.layer", name));
+    if (m.contains("head"))
+      sm.head = int(checkedInteger(m.at("head"), 0, 1 << 20, "model.head", name));
+    if (m.contains("ablate")) {
+      const json& a = m.at("ablate");
+      if (!a.is_array()) throw InputError(name + ": field 'model.ablate' must be a list of \"L:H\"");
+      for (const json& e : a) {
+        int l = -1, h = -1;
+        char tail = 0;
+        if (!e.is_string() || std::sscanf(e.get<std::string>().c_str(), "%d:%d%c", &l, &h, &tail) != 2 ||
+            l < 0 || h < 0 || l > (1 << 20) || h > (1 << 20))
+          throw InputError(name + ": model.ablate entries must be \"LAYER:HEAD\" with indices >= 0, got " +
+                           e.dump());
+        sm.ablate.emplace_back(l, h);
+      }
+    }
+  }
+  if (j.contains("view")) {
+    json view = j.at("view");
+    convertPaintedCells(view, s.params.mask, name);
+    s.extraJson = view.dump();
+    parseSceneView(s.extraJson, name);  // refuses bad fields now, naming them
+  }
+  return s;
+}
+
+std::string sceneToJson(const Scene& s) {
+  json j;
+  j["title"] = s.title;
+  if (!s.notes.empty()) j["notes"] = s.notes;
+  j["query_text"] = s.queryText;
+  if (!s.keyText.empty()) j["key_text"] = s.keyText;
+  j["mode"] = modeName(s.mode);
+  j["heads"] = s.heads;
+  j["d_model"] = s.dModel;
+  j["d_head"] = s.dHead;
+  j["seed"] = s.seed;
+  j["decode_step"] = s.decodeStep;
+  j["sharpness"] = s.sharpness;
+  json arch = json::array();
+  for (Archetype a : s.archetypes) arch.push_back(archetypeName(a));
+  j["archetypes"] = arch;
+  j["temperature"] = s.params.temperature;
+  const MaskSpec& m = s.params.mask;
+  json mask = {{"causal", m.causal}, {"window", m.window}, {"prefix", m.prefix},
+               {"sink", m.sink},     {"pad", m.pad},       {"alibi", m.alibi}};
+  if (m.chunk > 0) mask["chunk"] = m.chunk;
+  if (!m.docs.empty()) mask["docs"] = m.docs;
+  if (!m.expr.empty()) mask["expr"] = m.expr;
+  if (m.softcap > 0.0f) mask["softcap"] = m.softcap;
+  if (m.customKind != MaskSpec::Custom::None) {
+    json data = json::array();
+    for (float v : m.custom.data) {
+      if (std::isfinite(v)) {
+        data.push_back(v);
+      } else {
+        data.push_back(nullptr);
+      }
+    }
+    mask["custom"] = {{"kind", m.customKind == MaskSpec::Custom::Allow ? "allow" : "bias"},
+                      {"shape", {m.custom.heads, m.custom.rows, m.custom.cols}},
+                      {"data", data}};
+  }
+  j["mask"] = mask;
+  if (!s.qPath.empty()) j["tensors"] = {{"q", s.qPath}, {"k", s.kPath}, {"v", s.vPath}};
+  if (s.model.any()) {
+    json ablate = json::array();
+    for (auto [l, h] : s.model.ablate) ablate.push_back(std::to_string(l) + ":" + std::to_string(h));
+    j["model"] = {{"path", s.model.path}, {"text", s.model.text}, {"layer", s.model.layer},
+                  {"head", s.model.head}, {"ablate", ablate}};
+  }
+  json view = json::parse(s.extraJson.empty() ? "{}" : s.extraJson, nullptr, false);
+  if (!view.is_discarded() && !view.empty()) j["view"] = view;
+  return j.dump(2) + "\n";
+}
+
+SceneView parseSceneView(const std::string& viewJson, const std::string& name) {
+  SceneView v;
+  json j = json::parse(viewJson.empty() ? "{}" : viewJson, nullptr, false);
+  if (j.is_discarded()) throw InputError(name + ": field 'view' is not valid JSON");
+  if (!j.is_object()) return v;
+  auto text = [&](const char* key, std::string& out) {
+    if (!j.contains(key)) return;
+    if (!j.at(key).is_string())
+      throw InputError(name + ": field 'view." + key + "' must be a string");
+    out = j.at(key).get<std::string>();
+  };
+  auto flag = [&](const char* key, bool& out) {
+    if (!j.contains(key)) return;
+    if (!j.at(key).is_boolean())
+      throw InputError(name + ": field 'view." + key + "' must be true or false");
+    out = j.at(key).get<bool>();
+  };
+  auto integer = [&](const char* key, int& out, int lo, int hi) {
+    if (j.contains(key))
+      out = int(checkedInteger(j.at(key), lo, hi, std::string("view.") + key, name));
+  };
+  auto number = [&](const char* key, float& out) {
+    if (j.contains(key)) out = checkedFloat(j.at(key), std::string("view.") + key, name);
+  };
+  integer("head", v.head, 0, 1 << 20);
+  text("stage", v.stage);
+  text("weightColormap", v.weightColormap);
+  text("scoreColormap", v.scoreColormap);
+  text("scale", v.scale);
+  number("gamma", v.gamma);
+  flag("autoRange", v.autoRange);
+  flag("wrongAxis", v.wrongAxis);
+  flag("headAverage", v.headAverage);
+  integer("selectedRow", v.selectedRow, -1, 1 << 30);
+  number("zoom", v.zoom);
+  number("panX", v.panX);
+  number("panY", v.panY);
+  if (j.contains("blocks")) {  // the block-sparsity overlay: {"on", "rows", "cols"}
+    const json& b = j.at("blocks");
+    if (!b.is_object()) throw InputError(name + ": field 'view.blocks' must be an object");
+    v.blocksOn = true;
+    if (b.contains("on")) {
+      if (!b.at("on").is_boolean())
+        throw InputError(name + ": field 'view.blocks.on' must be true or false");
+      v.blocksOn = b.at("on").get<bool>();
+    }
+    if (b.contains("rows"))
+      v.blockRows = int(checkedInteger(b.at("rows"), 1, 1 << 16, "view.blocks.rows", name));
+    if (b.contains("cols"))
+      v.blockCols = int(checkedInteger(b.at("cols"), 1, 1 << 16, "view.blocks.cols", name));
+  }
+  if (j.contains("flash")) {  // the FlashAttention stage: {"on", "blockRows", "blockKeys", "step"}
+    const json& f = j.at("flash");
+    if (!f.is_object()) throw InputError(name + ": field 'view.flash' must be an object");
+    v.flashOn = true;
+    if (f.contains("on")) {
+      if (!f.at("on").is_boolean())
+        throw InputError(name + ": field 'view.flash.on' must be true or false");
+      v.flashOn = f.at("on").get<bool>();
+    }
+    if (f.contains("blockRows"))
+      v.flashBlockRows =
+          int(checkedInteger(f.at("blockRows"), 1, 1 << 16, "view.flash.blockRows", name));
+    if (f.contains("blockKeys"))
+      v.flashBlockKeys =
+          int(checkedInteger(f.at("blockKeys"), 1, 1 << 16, "view.flash.blockKeys", name));
+    if (f.contains("step"))
+      v.flashStep = int(checkedInteger(f.at("step"), 0, 1 << 30, "view.flash.step", name));
+  }
+  return v;
+}
+
+Scene loadScene(const std::string& path) {
+  Scene s = sceneFromJson(readFile(path), path);
+  const std::filesystem::path base = std::filesystem::path(path).parent_path();
+  for (std::string* p : {&s.qPath, &s.kPath, &s.vPath}) {
+    if (!p->empty() && std::filesystem::path(*p).is_relative()) *p = (base / *p).string();
+  }
+  // A model scene names a shipped model by its folder under the data dir's models/.
+  if (s.model.any() && std::filesystem::path(s.model.path).is_relative()) {
+    const std::string models = dataSubdir("models");
+    if (models.empty())
+      throw InputError(path + ": model.path '" + s.model.path +
+                       "' is relative, and no models folder was found (share/attnviz/models)");
+    s.model.path = (std::filesystem::path(models) / s.model.path).string();
+  }
+  return s;
+}
+
+void saveScene(const std::string& path, const Scene& s) { writeFileAtomic(path, sceneToJson(s)); }
+
+}  // namespace attnviz

@@ -1,0 +1,59 @@
+// attnviz model: the one tokenizer interface every vocabulary kind implements (GPT-2's
+// vocab.json + merges.txt, tokenizer.json, SentencePiece's tokenizer.model, GGUF metadata).
+//
+// Ids are exactly those the model runs on. encode(text, true) adds the special tokens the
+// tokenizer's own files say to add (Llama's BOS: tokenizer_config.json's add_bos_token, the
+// tokenizer.json post-processor, GGUF's add_bos_token); encode(text, false) adds none.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace attnviz {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Text -> ids. Throws InputError when the text needs a piece the vocabulary cannot express
+  // (a byte with no token and no unk token), naming the character.
+  virtual std::vector<int> encode(std::string_view text, bool addSpecial = true) const = 0;
+
+  // The raw bytes a token stands for (byte-fallback tokens are their byte; SentencePiece's
+  // U+2581 is a space; special tokens are their text). Throws InputError for an id outside the
+  // vocabulary.
+  virtual std::string pieceBytes(int id) const = 0;
+
+  // The bytes of a token sequence joined (special tokens included, as their text): the text back.
+  // A SentencePiece-style vocabulary drops the one leading space its normalizer added.
+  virtual std::string decode(const std::vector<int>& ids) const;
+
+  // Number of ids (the largest id + 1).
+  virtual int size() const = 0;
+  virtual bool contains(int id) const { return id >= 0 && id < size(); }
+
+  // Special ids, when the vocabulary has them.
+  virtual std::optional<int> bos() const { return std::nullopt; }
+  virtual std::optional<int> eos() const { return std::nullopt; }
+  virtual bool isSpecial(int /*id*/) const { return false; }
+
+  // "GPT-2 byte-level BPE (vocab.json + merges.txt)", "tokenizer.json: BPE, byte fallback",
+  // "SentencePiece (tokenizer.model)", "GGUF llama", ...
+  virtual std::string kind() const = 0;
+
+  // A one-line, readable label for axis labels: a leading space (or a lone one) shows as U+2423,
+  // a newline as U+21B5, a tab as U+2192, other control bytes and invalid UTF-8 as \xNN.
+  std::string label(int id) const;
+  // The piece for `tokenize --pieces`: the bytes on one line, with \n, \r and \t escaped, other
+  // control bytes and invalid UTF-8 as \xNN.
+  std::string printable(int id) const;
+};
+
+// label() and printable() of raw bytes (shared by every vocabulary kind).
+std::string tokenLabelOf(const std::string& bytes);
+std::string tokenPrintableOf(const std::string& bytes);
+
+}  // namespace attnviz

@@ -1,0 +1,361 @@
+#include "attnviz/model/tokenizers/gpt2_bpe.h"
+
+#include "attnviz/formats/fileio.h"
+#include "attnviz/engine/tensor.h"
+
+#include <nlohmann/json.hpp>
+#include <unicode/uchar.h>
+
+#include <array>
+#include <climits>
+#include <cstdio>
+
+namespace attnviz {
+
+namespace {
+
+// One character of the input: its code point (-1 for a byte that is not valid UTF-8) and length.
+struct Char {
+  int cp = -1;
+  int len = 1;
+};
+
+Char decodeUtf8(std::string_view s, std::size_t i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) return {b0, 1};
+  int len = 0, cp = 0, min = 0;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2, cp = b0 & 0x1F, min = 0x80;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3, cp = b0 & 0x0F, min = 0x800;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4, cp = b0 & 0x07, min = 0x10000;
+  } else {
+    return {};
+  }
+  if (i + len > s.size()) return {};
+  for (int k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0) != 0x80) return {};
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return {};
+  return {cp, len};
+}
+
+enum class Cls { Letter, Number, Space, Other };
+
+Cls classify(int cp) {
+  if (cp < 0) return Cls::Other;
+  const auto c = static_cast<UChar32>(cp);
+  const uint32_t mask = U_GET_GC_MASK(c);
+  if (mask & U_GC_L_MASK) return Cls::Letter;
+  if (mask & U_GC_N_MASK) return Cls::Number;
+  if (u_isUWhiteSpace(c)) return Cls::Space;
+  return Cls::Other;
+}
+
+// The text as characters with their classes, for the pattern's look-ahead.
+struct Scanned {
+  std::vector<std::size_t> pos;  // byte offset of each character, plus the end
+  std::vector<Cls> cls;
+};
+
+Scanned scan(std::string_view text) {
+  Scanned s;
+  for (std::size_t i = 0; i < text.size();) {
+    const Char c = decodeUtf8(text, i);
+    s.pos.push_back(i);
+    s.cls.push_back(classify(c.cp));
+    i += c.len;
+  }
+  s.pos.push_back(text.size());
+  return s;
+}
+
+// Code point -> byte for GPT-2's byte alphabet (-1 when the code point is not in it).
+const std::array<int, 512>& unicodeToByte() {
+  static const std::array<int, 512> table = [] {
+    std::array<int, 512> t;
+    t.fill(-1);
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      t[printable ? b : 256 + n++] = b;
+    }
+    return t;
+  }();
+  return table;
+}
+
+// A vocab or merges token spelt in the byte alphabet -> raw bytes; false when it is not.
+bool alphabetToBytes(std::string_view s, std::string& out) {
+  out.clear();
+  const auto& table = unicodeToByte();
+  for (std::size_t i = 0; i < s.size();) {
+    const Char c = decodeUtf8(s, i);
+    if (c.cp < 0 || c.cp >= 512 || table[c.cp] < 0) return false;
+    out.push_back(static_cast<char>(table[c.cp]));
+    i += c.len;
+  }
+  return !out.empty();
+}
+
+std::string pairKey(std::string_view a, std::string_view b) {
+  std::string k = std::to_string(a.size());
+  k += ':';
+  k += a;
+  k += b;
+  return k;
+}
+
+std::string hexByte(unsigned char b) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\x%02X", b);
+  return buf;
+}
+
+// Copies valid UTF-8 through and rewrites the rest with `escape(byte)`.
+template <class Escape>
+std::string escapeBytes(std::string_view s, Escape escape) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const Char c = decodeUtf8(s, i);
+    if (c.cp >= 0x20 && c.cp != 0x7F) {
+      out.append(s.substr(i, c.len));
+    } else {
+      out += escape(static_cast<unsigned char>(s[i]));
+    }
+    i += c.len;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string gpt2ByteToUnicode(unsigned char b) {
+  const auto& table = unicodeToByte();
+  int cp = 0;
+  for (int c = 0; c < 512; ++c) {
+    if (table[c] == b) cp = c;
+  }
+  std::string out;
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+  return out;
+}
+
+std::vector<std::string_view> gpt2PreTokenize(std::string_view text) {
+  const Scanned s = scan(text);
+  const int n = static_cast<int>(s.cls.size());
+  std::vector<std::string_view> pieces;
+  auto runEnd = [&](int k, Cls c) {
+    while (k < n && s.cls[k] == c) ++k;
+    return k;
+  };
+  auto emit = [&](int a, int b) { pieces.push_back(text.substr(s.pos[a], s.pos[b] - s.pos[a])); };
+  static const char* const kContractions[] = {"s", "t", "re", "ve", "m", "ll", "d"};
+  int i = 0;
+  while (i < n) {
+    const std::size_t at = s.pos[i];
+    // 's|'t|'re|'ve|'m|'ll|'d, tried in that order (case-sensitive, as in GPT-2).
+    if (text[at] == '\'') {
+      bool matched = false;
+      for (const char* c : kContractions) {
+        const std::string_view suffix(c);
+        if (text.substr(at + 1, suffix.size()) == suffix) {
+          const std::size_t end = at + 1 + suffix.size();
+          int j = i + 1;
+          while (s.pos[j] < end) ++j;
+          emit(i, j);
+          i = j;
+          matched = true;
+          break;
+        }
+      }
+      if (matched) continue;
+    }
+    // ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': an optional ASCII space, then a run of
+    // one class.
+    const int first = (text[at] == ' ' && i + 1 < n && s.cls[i + 1] != Cls::Space) ? i + 1 : i;
+    if (s.cls[first] != Cls::Space) {
+      const int j = runEnd(first, s.cls[first]);
+      emit(i, j);
+      i = j;
+      continue;
+    }
+    // '\s+(?!\S)': the whitespace run, less its last character when something follows it;
+    // '\s+': a single whitespace character before a non-space.
+    const int j = runEnd(i, Cls::Space);
+    const int end = (j < n && j - 1 > i) ? j - 1 : j;
+    emit(i, end);
+    i = end;
+  }
+  return pieces;
+}
+
+Gpt2Tokenizer Gpt2Tokenizer::load(const std::string& vocabPath, const std::string& mergesPath,
+                                  int vocabSize) {
+  const std::string vocab = readFile(vocabPath);
+  return fromText(vocab, readFile(mergesPath), vocabPath, mergesPath, vocabSize);
+}
+
+Gpt2Tokenizer Gpt2Tokenizer::fromText(const std::string& vocabJson, const std::string& merges,
+                                      const std::string& vocabPath, const std::string& mergesPath,
+                                      int vocabSize) {
+  Gpt2Tokenizer t;
+  nlohmann::json vocab;
+  try {
+    vocab = nlohmann::json::parse(vocabJson);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(vocabPath + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!vocab.is_object() || vocab.empty()) {
+    throw InputError(vocabPath + ": expected a JSON object mapping tokens to ids");
+  }
+  std::string bytes;
+  t.ids_.reserve(vocab.size());
+  for (const auto& [token, idv] : vocab.items()) {
+    if (!idv.is_number_integer() || idv.get<long long>() < 0 || idv.get<long long>() > INT_MAX) {
+      throw InputError(vocabPath + ": token '" + token + "' has an id that is not an integer >= 0");
+    }
+    const int id = idv.get<int>();
+    if (vocabSize > 0 && id >= vocabSize) {
+      throw InputError(vocabPath + ": token id " + std::to_string(id) +
+                       " is not below vocab_size " + std::to_string(vocabSize) +
+                       " of config.json (the vocab belongs to another model)");
+    }
+    if (!alphabetToBytes(token, bytes)) {
+      throw InputError(vocabPath + ": token '" + token +
+                       "' is not spelt in GPT-2's byte alphabet (not a byte-level BPE vocab)");
+    }
+    if (id >= static_cast<int>(t.present_.size())) {
+      t.present_.resize(std::max<std::size_t>(id + 1, vocab.size()), false);
+      t.pieces_.resize(t.present_.size());
+    }
+    if (t.present_[id]) {
+      throw InputError(vocabPath + ": id " + std::to_string(id) + " is given to two tokens");
+    }
+    t.present_[id] = true;
+    t.pieces_[id] = bytes;
+    t.ids_.emplace(bytes, id);
+    t.maxId_ = std::max(t.maxId_, id);
+  }
+  vocab = nlohmann::json();  // the DOM is several times the file: free it before the merges
+  for (int b = 0; b < 256; ++b) {
+    if (!t.ids_.count(std::string(1, static_cast<char>(b)))) {
+      throw InputError(vocabPath + ": the single byte " + hexByte(static_cast<unsigned char>(b)) +
+                       " (spelt '" + gpt2ByteToUnicode(static_cast<unsigned char>(b)) +
+                       "') has no token");
+    }
+  }
+
+  std::size_t lineStart = 0;
+  int lineNo = 0, rank = 0;
+  std::string a, b;
+  while (lineStart < merges.size()) {
+    std::size_t lineEnd = merges.find('\n', lineStart);
+    if (lineEnd == std::string::npos) lineEnd = merges.size();
+    std::string_view line(merges.data() + lineStart, lineEnd - lineStart);
+    lineStart = lineEnd + 1;
+    ++lineNo;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || (lineNo == 1 && line.starts_with("#version"))) continue;
+    const std::size_t sp = line.find(' ');
+    const std::string where = mergesPath + ": line " + std::to_string(lineNo);
+    if (sp == std::string_view::npos || line.find(' ', sp + 1) != std::string_view::npos) {
+      throw InputError(where + ": expected two tokens separated by one space");
+    }
+    if (!alphabetToBytes(line.substr(0, sp), a) || !alphabetToBytes(line.substr(sp + 1), b)) {
+      throw InputError(where + ": a token is not spelt in GPT-2's byte alphabet");
+    }
+    if (!t.ids_.count(a) || !t.ids_.count(b) || !t.ids_.count(a + b)) {
+      throw InputError(where + ": merge '" + std::string(line) +
+                       "' uses or makes a token that is not in " + vocabPath +
+                       " (the merges belong to another vocab)");
+    }
+    t.ranks_[pairKey(a, b)] = rank++;  // a repeated pair keeps its last rank, as in GPT-2
+  }
+  return t;
+}
+
+void Gpt2Tokenizer::bpe(std::string_view piece, std::vector<int>& out) const {
+  // Symbols are contiguous byte spans of the piece: [start[k], start[k+1]).
+  std::vector<std::size_t> start(piece.size() + 1);
+  for (std::size_t k = 0; k <= piece.size(); ++k) start[k] = k;
+  auto sym = [&](std::size_t k) { return piece.substr(start[k], start[k + 1] - start[k]); };
+  while (start.size() > 2) {
+    int best = INT_MAX;
+    std::string_view first, second;
+    for (std::size_t k = 0; k + 2 < start.size(); ++k) {
+      const auto it = ranks_.find(pairKey(sym(k), sym(k + 1)));
+      if (it != ranks_.end() && it->second < best) {
+        best = it->second;
+        first = sym(k);
+        second = sym(k + 1);
+      }
+    }
+    if (best == INT_MAX) break;
+    // Merge every occurrence of (first, second), left to right.
+    std::vector<std::size_t> next{0};
+    for (std::size_t k = 0; k + 1 < start.size();) {
+      if (k + 2 < start.size() && sym(k) == first && sym(k + 1) == second) {
+        next.push_back(start[k + 2]);
+        k += 2;
+      } else {
+        next.push_back(start[k + 1]);
+        k += 1;
+      }
+    }
+    start = std::move(next);
+  }
+  for (std::size_t k = 0; k + 1 < start.size(); ++k) out.push_back(ids_.at(std::string(sym(k))));
+}
+
+std::vector<int> Gpt2Tokenizer::encode(std::string_view text) const {
+  std::vector<int> ids;
+  for (const std::string_view piece : gpt2PreTokenize(text)) bpe(piece, ids);
+  return ids;
+}
+
+const std::string& Gpt2Tokenizer::pieceBytes(int id) const {
+  if (id < 0 || id >= static_cast<int>(present_.size()) || !present_[id]) {
+    throw InputError("token id " + std::to_string(id) + " is not in the vocab");
+  }
+  return pieces_[id];
+}
+
+std::string Gpt2Tokenizer::decode(const std::vector<int>& ids) const {
+  std::string text;
+  for (int id : ids) text += pieceBytes(id);
+  return text;
+}
+
+std::string Gpt2Tokenizer::printable(int id) const {
+  return escapeBytes(pieceBytes(id), [](unsigned char b) -> std::string {
+    if (b == '\n') return "\\n";
+    if (b == '\r') return "\\r";
+    if (b == '\t') return "\\t";
+    return hexByte(b);
+  });
+}
+
+std::string Gpt2Tokenizer::label(int id) const {
+  std::string_view bytes = pieceBytes(id);
+  std::string out;
+  if (!bytes.empty() && bytes.front() == ' ') {
+    out = "\u2423";
+    bytes.remove_prefix(1);
+  }
+  return out + escapeBytes(bytes, [](unsigned char b) -> std::string {
+           if (b == '\n') return "\u21B5";
+           if (b == '\t') return "\u2192";
+           return hexByte(b);
+         });
+}
+
+}  // namespace attnviz

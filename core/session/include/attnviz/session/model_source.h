@@ -1,0 +1,112 @@
+// attnviz session: a GPT-2 model as the session's source (session.h, "A model source ...").
+//
+// The model's pass yields per-layer Q, K, V; the source hands one layer's to the session with
+// Session::setTensors (so the heatmap, the temperature slider, the mask panel, the tooltip and
+// the export see that layer as they see any tensors), and keeps the whole pass for the layers x
+// heads grid and the next-token panel. Interventions (ablations, a mask and τ applied inside the
+// pass) re-run the pass from the first layer they change, with Gpt2Model::rerunFrom.
+// No window, no GL: tested without a display (tests/session/model_source_test.cpp).
+#pragma once
+
+#include "attnviz/model/model.h"
+#include "attnviz/session/session.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace attnviz {
+
+// A short name for titles: the folder's name, or NAME of a Hugging Face models--NAME cache path.
+std::string modelName(const std::string& dir);
+
+// What a figure's title names for a model layer: "NAME · layer L", then " · ablated L:H, ..."
+// for every head the pass ablated (in any layer: an earlier one changes this layer's inputs).
+std::string modelLayerLabel(const std::string& name, int layer, const Interventions& iv);
+
+// What a model runs on when no text was given (the app, a model scene without "text").
+inline constexpr const char* kDefaultModelText = "The cat sat on the mat.";
+
+class ModelSource {
+ public:
+  explicit ModelSource(std::shared_ptr<const Gpt2Model> model);
+
+  const Gpt2Model& model() const { return *model_; }
+  int layers() const { return model_->config().nLayer; }
+  int heads() const { return model_->config().nHead; }
+
+  // Runs the whole pass on `text` with the current interventions, and the baseline pass (none)
+  // for the next-token panel's "before". Throws InputError (empty or too long text); the last
+  // good pass is kept then. The same as adoptText(runText(model(), text, interventions(), …)).
+  void setText(const std::string& text);
+
+  // The passes setText runs, computed apart from the source, e.g. on a worker thread while the
+  // window keeps drawing: it reads only the (immutable) model and its arguments.
+  struct TextPass {
+    std::string text;
+    std::vector<std::string> tokens;
+    ForwardResult baseline, pass;
+    std::uint64_t interventionsVersion = 0;  // of the source when the pass started
+  };
+  static TextPass runText(const Gpt2Model& model, const std::string& text,
+                          const Interventions& iv, std::uint64_t interventionsVersion);
+  // Takes a pass from runText. Returns false and changes nothing when the interventions changed
+  // after it started (run it again with the current ones).
+  bool adoptText(TextPass&& p);
+  std::shared_ptr<const Gpt2Model> sharedModel() const { return model_; }
+  // Bumped by every change of the interventions.
+  std::uint64_t interventionsVersion() const { return ivVersion_; }
+  const std::string& text() const { return text_; }
+  bool ready() const { return !pass_.layers.empty(); }
+  const ForwardResult& pass() const { return pass_; }
+  // Token labels: the BPE pieces, a leading space shown as U+2423 (Gpt2Tokenizer::label).
+  const std::vector<std::string>& tokens() const { return tokens_; }
+
+  // Hands layer `layer`'s Q, K, V and the token labels to the session. The session's
+  // parameters get the causal mask (the pass always has it); its other masks, τ and the view
+  // stay. Throws UsageError when the layer is out of range.
+  void showLayer(Session& session, int layer);
+  // The name showLayer puts in the session's figure titles (modelLayerLabel); empty: none.
+  void setName(std::string name) { name_ = std::move(name); }
+  int shownLayer() const { return layer_; }
+
+  // ---- interventions ----------------------------------------------------------------------
+  const Interventions& interventions() const { return iv_; }
+  bool ablated(int layer, int head) const;
+  // Ablates (or restores) one head and re-runs the pass from its layer.
+  void setAblated(int layer, int head, bool ablate);
+  // The session's mask and τ inside the pass: in `layer`, or in every layer when layer < 0.
+  // The causal term is the pass's own, so only the other masks carry over.
+  void applyParams(const AttentionParams& p, int layer);
+  // Back to the plain pass.
+  void clearInterventions();
+  // Re-runs with `iv` from the lowest layer whose entry differs from the current one.
+  void setInterventions(const Interventions& iv);
+
+  // Next-token candidates after the last token: with the interventions, and without them.
+  std::vector<TokenProb> topK(int k) const;
+  std::vector<TokenProb> baselineTopK(int k) const;
+  // A candidate's readable text (label()).
+  std::string tokenLabel(int id) const { return model_->tokenizer().label(id); }
+
+  // Pushes the shown layer to the session again after a re-run (its activations changed).
+  // Counts re-runs, for tests and the status line.
+  int reruns() const { return reruns_; }
+  int lastRerunFrom() const { return lastFrom_; }
+
+ private:
+  void rerun(const Interventions& iv, int fromLayer);
+
+  std::shared_ptr<const Gpt2Model> model_;
+  std::string text_;
+  std::string name_;
+  ForwardResult pass_, baseline_;
+  std::vector<std::string> tokens_;
+  Interventions iv_;
+  std::uint64_t ivVersion_ = 0;
+  int layer_ = -1;
+  int reruns_ = 0, lastFrom_ = -1;
+};
+
+}  // namespace attnviz
