@@ -11,8 +11,12 @@ int main(int argc, char** argv) {
     return attnviz::app::runExport(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "model") == 0)
     return attnviz::app::runModel(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "generate") == 0)
+    return attnviz::app::runGenerate(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0)
     return attnviz::app::runTokenize(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "attribute") == 0)
+    return attnviz::app::runAttribute(argc - 1, argv + 1);
 #ifdef ATTNVIZ_HAVE_GUI
   return attnviz::app::runGui(argc, argv);
 #else

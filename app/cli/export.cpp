@@ -275,7 +275,7 @@ int runExport(int argc, char** argv) {
     auto showLayer = [&](ModelRun& run, int layer, const std::string& dir) {
       LayerActivations& a = run.result.layers[layer];
       std::vector<std::string> labels = tokenLabels(*run.model, run.result.ids);
-      modelParams = layerParams(run.result, layer);
+      modelParams = layerParams(*run.model, run.result, layer);
       session.setTensors(std::move(a.q), std::move(a.k), std::move(a.v), labels, labels);
       session.setSourceLabel(modelLayerLabel(modelName(dir), layer, run.interventions));
     };

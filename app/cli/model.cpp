@@ -11,7 +11,7 @@
 namespace attnviz::app {
 
 int runModel(int argc, char** argv) {
-  CLI::App app{"Run a GPT-2-family model (Hugging Face checkpoint folder) on a text", "model"};
+  CLI::App app{"Run a model (a Hugging Face folder: GPT-2, Llama, Mistral, Qwen2; or a .gguf file) on a text", "model"};
   ModelCliOptions o;
   AttentionCliOptions attention;
   int layer = -1, topK = 0;
@@ -31,8 +31,8 @@ int runModel(int argc, char** argv) {
     ModelRun run = runModelFromOptions(o, attention, app);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const Gpt2Model& m = *run.model;
-    const Gpt2Config& c = m.config();
+    const Model& m = *run.model;
+    const ModelConfig& c = m.config();
     const ForwardResult& r = run.result;
     if (app.count("--layer")) checkLayer(layer, c);
     const long long T = static_cast<long long>(r.ids.size());
@@ -57,8 +57,8 @@ int runModel(int argc, char** argv) {
       std::printf("tokens: %lld  forward pass: %.1f ms (load included)\n", T, ms);
       std::printf("next token after '%s':\n", m.tokenizer().printable(r.ids.back()).c_str());
     }
-    for (const TokenProb& t : Gpt2Model::topK(r, quiet ? topK : 5)) {
-      const std::string piece = t.id <= m.tokenizer().maxId() ? m.tokenizer().printable(t.id) : "";
+    for (const TokenProb& t : Model::topK(r, quiet ? topK : 5)) {
+      const std::string piece = m.tokenizer().contains(t.id) ? m.tokenizer().printable(t.id) : "";
       std::printf("%d\t%.6f\t%s\n", t.id, double(t.prob), piece.c_str());
     }
     return 0;

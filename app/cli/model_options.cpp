@@ -24,20 +24,14 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
-AttentionParams layerParams(const ForwardResult& r, int layer) {
-  AttentionParams p;
-  if (const LayerIntervention* li = r.interventions.find(layer)) {
-    p.mask = li->mask;
-    p.temperature = li->temperature;
-  }
-  p.mask.causal = true;
-  return p;
+AttentionParams layerParams(const Model& m, const ForwardResult& r, int layer) {
+  return layerAttentionParams(m.config(), r.interventions, layer, int(r.ids.size()));
 }
 
-std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>& ids) {
+std::vector<std::string> tokenLabels(const Model& m, const std::vector<int>& ids) {
   std::vector<std::string> labels;
   for (int id : ids)
-    labels.push_back(id <= m.tokenizer().maxId() ? m.tokenizer().label(id)
+    labels.push_back(m.tokenizer().contains(id) ? m.tokenizer().label(id)
                                                  : "#" + std::to_string(id));
   return labels;
 }
@@ -56,12 +50,24 @@ int parseLayerIndex(const std::string& text) {
   return *v;
 }
 
-void checkLayer(int layer, const Gpt2Config& c) {
+void checkLayer(int layer, const ModelConfig& c) {
   if (layer < 0 || layer >= c.nLayer) {
     throw UsageError("--layer " + std::to_string(layer) + ": out of range, the model has " +
                      std::to_string(c.nLayer) + " layers (0.." + std::to_string(c.nLayer - 1) +
                      ")");
   }
+}
+
+Interventions cliInterventions(const Model& m, const std::vector<int>& ids,
+                              const std::vector<std::pair<int, int>>& ablations,
+                              const AttentionCliOptions& attention) {
+  const ModelConfig& c = m.config();
+  Interventions iv;
+  for (const auto& [l, h] : ablations) iv.ablate(l, h, c);
+  const int T = static_cast<int>(ids.size());
+  const AttentionParams p = buildParams(attention, c.nHead, T, T);
+  if (p.mask.any() || p.temperature != 1.0f) iv.setAll(p.mask, p.temperature, c.nLayer);
+  return iv;
 }
 
 ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions& attention,
@@ -73,17 +79,18 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
   if (app.count("--ids")) ids = parseIdList(o.ids);
   std::vector<std::pair<int, int>> ablations;
   for (const std::string& a : o.ablate) {
-    int l = -1, h = -1;
-    char tail = 0;
-    if (std::sscanf(a.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0) {
-      throw UsageError("--ablate " + a + ": expected LAYER:HEAD, e.g. 3:7");
-    }
-    ablations.emplace_back(l, h);
+    const std::size_t colon = a.find(':');
+    const std::optional<int> l =
+        colon == std::string::npos ? std::nullopt : parseIndex(a.substr(0, colon), 1'000'000);
+    const std::optional<int> h =
+        colon == std::string::npos ? std::nullopt : parseIndex(a.substr(colon + 1), 1'000'000);
+    if (!l || !h) throw UsageError("--ablate " + a + ": expected LAYER:HEAD, e.g. 3:7");
+    ablations.emplace_back(*l, *h);
   }
 
   ModelRun run;
-  run.model = Gpt2Model::open(o.dir);
-  const Gpt2Config& c = run.model->config();
+  run.model = Model::open(o.dir);
+  const ModelConfig& c = run.model->config();
   if (app.count("--text")) ids = run.model->encode(o.text);
   for (const auto& [l, h] : ablations) {
     if (l >= c.nLayer || h >= c.nHead) {
@@ -92,7 +99,9 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
                        " layers and " + std::to_string(c.nHead) + " heads");
     }
   }
-  runPass(run, ids, ablations, attention);
+  run.ablations = ablations;
+  run.ids = ids;
+  if (!o.prepareOnly) runPass(run, ids, ablations, attention);
   return run;
 }
 
@@ -100,8 +109,8 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
                        const AttentionCliOptions& attention) {
   const SceneModel& sm = scene.model;
   ModelRun run;
-  run.model = Gpt2Model::open(sm.path);
-  const Gpt2Config& c = run.model->config();
+  run.model = Model::open(sm.path);
+  const ModelConfig& c = run.model->config();
   // The scene's indices, checked now that the model's sizes are known, as the app checks them.
   const std::string sizes = " is out of range (the model " + sm.path + " has " +
                             std::to_string(c.nLayer) + " layers of " + std::to_string(c.nHead) +
@@ -122,18 +131,12 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
 void runPass(ModelRun& run, const std::vector<int>& ids,
              const std::vector<std::pair<int, int>>& ablations,
              const AttentionCliOptions& attention) {
-  const Gpt2Config& c = run.model->config();
   run.model->checkIds(ids);
-  Interventions iv;
-  for (const auto& [l, h] : ablations) iv.ablate(l, h, c);
-  const int T = static_cast<int>(ids.size());
-  const AttentionParams p = buildParams(attention, c.nHead, T, T);
-  if (p.mask.any() || p.temperature != 1.0f) iv.setAll(p.mask, p.temperature, c.nLayer);
+  run.interventions = cliInterventions(*run.model, ids, ablations, attention);
   if (attention.backend != "cpu") {
     std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
   }
-  run.result = run.model->forward(ids, iv);
-  run.interventions = std::move(iv);
+  run.result = run.model->forward(ids, run.interventions);
 }
 
 }  // namespace attnviz::app

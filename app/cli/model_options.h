@@ -19,6 +19,7 @@ namespace attnviz::app {
 struct ModelCliOptions {
   std::string dir, text, ids;
   std::vector<std::string> ablate;
+  bool prepareOnly = false;  // runModelFromOptions opens and checks, but runs no pass
 };
 
 // `required` = false leaves --model optional (export also takes --scene or Q/K/V).
@@ -28,10 +29,18 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required);
 std::vector<int> parseIdList(const std::string& text);
 
 struct ModelRun {
-  std::unique_ptr<Gpt2Model> model;
+  std::unique_ptr<Model> model;
   ForwardResult result;
   Interventions interventions;  // what the pass ran with
+  std::vector<int> ids;         // the input ids
+  std::vector<std::pair<int, int>> ablations;
 };
+
+// The interventions the command line asks for: the ablations, and the attention options (mask,
+// temperature) in every layer.
+Interventions cliInterventions(const Model& m, const std::vector<int>& ids,
+                              const std::vector<std::pair<int, int>>& ablations,
+                              const AttentionCliOptions& attention);
 
 // Opens the model, tokenizes (or checks the ids), builds the interventions and runs the pass.
 // Throws UsageError for bad option values, InputError for bad files or text.
@@ -51,16 +60,16 @@ void runPass(ModelRun& run, const std::vector<int>& ids,
              const AttentionCliOptions& attention);
 
 // The attention parameters layer `layer` ran with (the causal mask plus its interventions).
-AttentionParams layerParams(const ForwardResult& r, int layer);
+AttentionParams layerParams(const Model& m, const ForwardResult& r, int layer);
 
 
 // Axis labels for the tokens: the BPE pieces with a visible mark for a leading space.
-std::vector<std::string> tokenLabels(const Gpt2Model& m, const std::vector<int>& ids);
+std::vector<std::string> tokenLabels(const Model& m, const std::vector<int>& ids);
 
 // "3" -> 3; anything but a non-negative integer is bad usage.
 int parseLayerIndex(const std::string& text);
 
 // Throws UsageError unless 0 <= layer < the model's layers.
-void checkLayer(int layer, const Gpt2Config& c);
+void checkLayer(int layer, const ModelConfig& c);
 
 }  // namespace attnviz::app

@@ -1,4 +1,5 @@
-// attnviz tokenize: GPT-2 byte-level BPE with a model folder's vocab.json and merges.txt.
+// attnviz tokenize: a model folder's tokenizer (tokenizer.json, tokenizer.model or GPT-2's
+// vocab.json + merges.txt), or a GGUF file's (vocab-only files included).
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -10,20 +11,23 @@ namespace attnviz::app {
 
 int runTokenize(int argc, char** argv) {
   CLI::App app{
-      "Tokenize text with a model folder's GPT-2 tokenizer (config.json, vocab.json, "
-      "merges.txt)",
+      "Tokenize text with a model's tokenizer (a folder with config.json and tokenizer.json, "
+      "tokenizer.model or vocab.json + merges.txt; or a .gguf file)",
       "tokenize"};
   std::string dir, text;
-  bool pieces = false;
-  app.add_option("--model", dir, "model folder")->required();
+  bool pieces = false, noSpecial = false;
+  app.add_option("--model", dir, "model folder or .gguf file")->required();
   app.add_option("--text", text, "text to tokenize")->required();
   app.add_flag("--pieces", pieces,
                "print each token's decoded bytes, one a line (\\n, \\r, \\t and \\xNN escaped)");
+  app.add_flag("--no-special", noSpecial,
+               "leave out the special tokens the tokenizer adds (Llama's BOS)");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("tokenize", [&] {
-    const Gpt2Tokenizer tok = loadModelTokenizer(dir);
-    const std::vector<int> ids = tok.encode(text);
+    const std::unique_ptr<Tokenizer> tokp = loadModelTokenizer(dir);
+    const Tokenizer& tok = *tokp;
+    const std::vector<int> ids = tok.encode(text, !noSpecial);
     std::string out;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (pieces) {

@@ -15,9 +15,11 @@
 #include "attnviz/session/dump_source.h"
 #include "attnviz/engine/flash_walkthrough.h"
 #include "attnviz/session/model_source.h"
+#include "attnviz/model/generate.h"
 #include "attnviz/session/session.h"
 #include "gui/mask_editor.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -25,6 +27,7 @@
 #include <mutex>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace attnviz::gui {
@@ -149,11 +152,48 @@ struct UiState {
 
 struct AppState;
 
-// A model being opened on a worker thread: what Gpt2Model::open reports, read by the frame.
+// A model being opened on a worker thread: what Model::open reports, read by the frame.
 struct ModelLoadProgress {
   std::mutex m;
   double fraction = 0;
   std::string what;
+};
+
+// The Generate panel (issue 22): one continuation generated on a worker thread (generate.h).
+// The worker appends to `pending` under the mutex; the frame moves them into `tokens`.
+struct GenerateRun {
+  std::mutex m;                         // guards pending, done, error, seconds, stop
+  std::vector<GeneratedToken> pending;  // from the worker, not yet taken by the frame
+  bool done = false;
+  std::string error, stop;
+  double seconds = 0;  // decode steps so far (the prompt's pass excluded)
+  std::atomic<bool> cancel{false};
+  // The frame's side (UI thread only).
+  std::vector<GeneratedToken> tokens;
+  std::vector<std::string> pieces;  // each token's text
+  bool finished = false;            // done, and every token taken
+};
+struct GenerateState {
+  int n = 32, topK = 40, seed = 0;
+  bool sample = false;
+  float temperature = 1.0f;
+  std::shared_ptr<GenerateRun> run, plain;  // with the interventions; without them (Compare)
+  std::vector<std::thread> workers;
+  std::vector<int> prompt;
+  int step = 0;  // the step shown, from 1; follows the newest token while `follow`
+  bool follow = true;
+  int scripted = 0;  // --generate N: started (greedy) once the model's text has run
+  bool busy() const {
+    return scripted > 0 || (run && !run->finished) || (plain && !plain->finished);
+  }
+  void stopAll() {
+    for (GenerateRun* r : {run.get(), plain.get()})
+      if (r) r->cancel = true;
+    for (std::thread& t : workers)
+      if (t.joinable()) t.join();
+    workers.clear();
+  }
+  ~GenerateState() { stopAll(); }
 };
 
 // The model view (issue 9): a GPT-2 model as the session's source (attnviz/model_source.h).
@@ -162,7 +202,7 @@ struct ModelState {
   std::string dir;
   // Opening: the folder, the worker's result and its progress.
   std::string loadingDir;
-  std::future<std::unique_ptr<Gpt2Model>> loading;
+  std::future<std::unique_ptr<Model>> loading;
   std::shared_ptr<ModelLoadProgress> progress;
   // What the opening model should show once it is open: a model scene's or the command line's
   // layer, head and ablations, range-checked then; `origin` names them in errors.
@@ -195,6 +235,7 @@ struct ModelState {
     float x0 = 0, y0 = 0, thumb = 0, pitch = 0;
   } grid;
   bool open() const { return source != nullptr; }
+  GenerateState gen;  // last: its workers are joined before the rest goes
 };
 
 // The dump view (issue 11): recorded attention as the session's source (attnviz/dump_source.h).

@@ -61,6 +61,7 @@ struct Options {
   std::vector<std::string> ablate;
   std::optional<int> flashStep;
   std::string flashBlocks;
+  int generate = 0;
 };
 
 }  // namespace
@@ -77,6 +78,9 @@ int runGui(int argc, char** argv) {
                  "with --model: once it is open, replace the text as if typed (scripted runs)");
   cli.add_option("--layer", o.layer, "with --model: show this layer");
   cli.add_option("--ablate", o.ablate, "with --model: ablate head L:H (repeatable)");
+  cli.add_option("--generate", o.generate,
+                 "with --model: once it is open, generate N tokens (greedy) in the Generate panel; "
+                 "a scripted run waits for them and prints generated-ids and generate-row");
   cli.add_option("--frames", o.frames, "run this many frames, then exit");
   cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG");
   cli.add_option("--export", o.exportPath,
@@ -220,6 +224,13 @@ int runGui(int argc, char** argv) {
       if (o.model.empty()) throw UsageError("--edit-text goes with --model");
       std::snprintf(s.model.text, sizeof s.model.text, "%s", o.editText->c_str());
       s.model.textEditedAt = 0;  // typed long enough ago: the next frame starts its pass
+    }
+    if (cli.count("--generate")) {
+      if (!s.model.open() && !s.model.loading.valid())
+        throw UsageError("--generate goes with --model (or a model scene)");
+      if (o.generate < 1 || o.generate > 4096)
+        throw UsageError("--generate: expected a number of tokens in [1, 4096]");
+      s.model.gen.scripted = o.generate;
     }
     if (!s.model.open() && !s.model.loading.valid()) s.session.touchInputs();
     if (o.selectRow) s.view.selectedRow = *o.selectRow;

@@ -59,6 +59,7 @@ void drawLayout(App& app) {
   ImGui::BeginChild("controls", ImVec2(leftW, bodyH), true);
   if (s.model.open()) {
     if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) drawModelPanel(s);
+    if (ImGui::CollapsingHeader("Generate", ImGuiTreeNodeFlags_DefaultOpen)) drawGeneratePanel(s);
   } else if (s.dump.open()) {
     if (ImGui::CollapsingHeader("Dump", ImGuiTreeNodeFlags_DefaultOpen)) drawDumpPanel(s);
   } else if (ImGui::CollapsingHeader("Scene", ImGuiTreeNodeFlags_DefaultOpen)) {
@@ -118,6 +119,10 @@ void drawLayout(App& app) {
   if ((s.model.open() || s.dump.open()) &&
       ImGui::CollapsingHeader("Model view: layers \xc3\x97 heads", ImGuiTreeNodeFlags_DefaultOpen))
     drawModelGridPanel(s);
+  if (s.model.open() && s.model.source &&
+      s.model.source->model().config().positions == PositionKind::Rope &&
+      ImGui::CollapsingHeader("RoPE: positions in the shown head", ImGuiTreeNodeFlags_DefaultOpen))
+    drawRopePanel(s);
   if (ImGui::CollapsingHeader(s.model.open() || s.dump.open() ? "Heads of this layer" : "Heads",
                               ImGuiTreeNodeFlags_DefaultOpen))
     drawHeadGridPanel(s);

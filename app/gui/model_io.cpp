@@ -1,5 +1,5 @@
 // attnviz GUI: the model view's side of the frame. A model folder opens on a worker thread (the
-// status bar shows Gpt2Model::open's progress); the pass runs at the frame boundary once the
+// status bar shows Model::open's progress); the pass runs at the frame boundary once the
 // text has not changed for a moment, and the selected layer goes to the session as tensors.
 #include "gui/app_state.h"
 
@@ -14,13 +14,13 @@ namespace {
 constexpr double kTextDebounceSeconds = 0.3;
 constexpr int kTopK = 5;
 
-void adopt(AppState& s, std::unique_ptr<Gpt2Model> model) {
+void adopt(AppState& s, std::unique_ptr<Model> model) {
   ModelState& m = s.model;
   const ModelState::Request rq = m.request;
   const std::string dir = m.loadingDir;
   m.request = {};
   m.loadingDir.clear();
-  auto source = std::make_unique<ModelSource>(std::shared_ptr<const Gpt2Model>(std::move(model)));
+  auto source = std::make_unique<ModelSource>(std::shared_ptr<const Model>(std::move(model)));
   source->setName(modelName(dir));  // figure titles name the model, the layer and the ablations
   closeSources(s);
   // The layer, head and ablations asked for, checked now that the model's sizes are known:
@@ -72,7 +72,7 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
   m.progress = std::make_shared<ModelLoadProgress>();
   auto progress = m.progress;
   m.loading = std::async(std::launch::async, [dir, progress] {
-    return Gpt2Model::open(dir, [progress](double f, const std::string& what) {
+    return Model::open(dir, [progress](double f, const std::string& what) {
       std::lock_guard<std::mutex> lock(progress->m);
       progress->fraction = f;
       progress->what = what;
@@ -142,7 +142,7 @@ void syncModel(AppState& s) {
   ModelState& m = s.model;
   if (m.loading.valid() &&
       m.loading.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    std::unique_ptr<Gpt2Model> model;
+    std::unique_ptr<Model> model;
     try {
       model = m.loading.get();
     } catch (...) {

@@ -2,12 +2,18 @@
 
 #include "gui/screenshot.h"
 #include "panels/panels.h"
+#include "panels/row_inspector.h"
 
 #include <GLFW/glfw3.h>
 
 #include <sys/resource.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace attnviz::gui {
 
@@ -20,8 +26,79 @@ CellArg parseCell(const std::string& text, const char* option) {
   return c;
 }
 
+namespace {
+
+// "first=F n=N values=v0,v1,...": a row of numbers, exact (%.9g), -inf where masked.
+void printValues(int first, const float* v, int n) {
+  std::printf("first=%d n=%d values=", first, n);
+  for (int k = 0; k < n; ++k) std::printf(k ? ",%.9g" : "%.9g", double(v[k]));
+  std::printf("\n");
+}
+
+// The selected row as the heatmap shows it: the display matrix's row (its stage and mode), or in
+// pooled mode the row of the tile on screen when it holds one cell a texel; then the row as the
+// row inspector showed it. Tests hold the two against each other.
+void printSelectedRow(const AppState& s) {
+  const int i = s.view.selectedRow;
+  const DisplayMatrix& d = s.display();
+  if (i < 0 || i >= d.rows) return;
+  const View& v = s.session.view();
+  if (!d.pooled) {
+    std::printf(
+        "heatmap-row: row=%d stage=%s wrong_axis=%d average=%d pooled=0 sum=%.9g min=%.9g "
+        "max=%.9g ",
+        i, stageKey(v.stage), int(v.wrongAxis), int(v.headAverage), double(d.rowSums[i]),
+        double(d.minFinite), double(d.maxFinite));
+    printValues(0, d.values.data() + std::size_t(i) * d.cols, d.cols);
+  } else if (const auto& tile = s.pooledView.tile;
+             tile && tile->w.poolQ == 1 && i >= tile->w.r0 && i < tile->w.r1) {
+    const PooledWeights& w = tile->w;
+    std::vector<float> row(std::size_t(w.width));
+    for (int x = 0; x < w.width; ++x) {
+      const std::size_t n = w.at(i - w.r0, x);
+      row[std::size_t(x)] = w.masked[n] ? -INFINITY : w.max[n];
+    }
+    std::printf(
+        "heatmap-row: row=%d stage=weights wrong_axis=0 average=0 pooled=1 sum=%.9g min=0 "
+        "max=%.9g ",
+        i, double(d.rowSums[i]), double(d.maxFinite));
+    printValues(w.c0, row.data(), w.width);
+  }
+  const RowInspectorValues& r = rowInspectorValues();
+  if (r.row >= 0) {
+    std::printf("row-inspector-values: row=%d what=%s ", r.row, r.what.c_str());
+    printValues(r.first, r.values.data(), int(r.values.size()));
+  }
+}
+
+// The Generate panel's continuation and the selected step's attention row (the shown layer and
+// head), for tests to compare with `attnviz generate --print-ids` and `attnviz model --weights`.
+void printGeneration(const AppState& s) {
+  const GenerateState& g = s.model.gen;
+  if (!g.run) return;
+  std::string line;
+  for (int id : g.prompt) line += " " + std::to_string(id);
+  std::printf("generate-prompt-ids:%s\n", line.c_str());
+  line.clear();
+  for (const GeneratedToken& t : g.run->tokens) line += " " + std::to_string(t.id);
+  std::printf("generated-ids:%s\n", line.c_str());
+  if (g.step < 1 || g.step > int(g.run->tokens.size())) return;
+  const GeneratedToken& t = g.run->tokens[std::size_t(g.step - 1)];
+  const int layer = s.model.layer, head = s.view.head;
+  if (layer >= int(t.rows.size()) || head >= t.rows[std::size_t(layer)].heads) return;
+  const Tensor3& row = t.rows[std::size_t(layer)];
+  std::printf("generate-step: step=%d layer=%d head=%d keys=%d\n", g.step, layer, head, row.cols);
+  const float* v = row.data.data() + std::size_t(head) * row.cols;
+  std::printf("generate-row: ");
+  for (int k = 0; k < row.cols; ++k) std::printf(k ? ",%.9g" : "%.9g", double(v[k]));
+  std::printf("\n");
+}
+
+}  // namespace
+
 void runScript(App& app, const Script& script) {
   AppState& s = app.s;
+  const double genDeadline = nowSeconds() + 600;
   for (int frame = 0; !s.ui.quit && (script.frames < 0 || frame < script.frames); ++frame) {
     ScriptedMouse mouse;
     if (script.frames > 0) {
@@ -46,6 +123,13 @@ void runScript(App& app, const Script& script) {
       }
     }
     runFrame(app, &mouse, true);
+    // A scripted run's last frame waits (up to 10 minutes) for the Generate panel to finish.
+    if (script.frames > 0 && frame == script.frames - 1 && s.model.open() && s.model.gen.busy() &&
+        nowSeconds() < genDeadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      --frame;
+      continue;
+    }
     // A run with --frames saves the last frame before it is swapped away.
     if (!script.screenshot.empty() && script.frames > 0 && frame == script.frames - 1) {
       // Rendered again without swapping so the back buffer holds exactly this frame.
@@ -80,6 +164,7 @@ void runScript(App& app, const Script& script) {
             r.row, r.head, int(r.pooled), r.topKey, double(r.topWeight), double(r.sum),
             double(r.entropy), r.allowed, int(r.fullyMasked), s.session.lastPooledRowMs());
       }
+      printSelectedRow(s);
       if (s.flash.active && s.flash.walk) {
         const FlashWalkthrough& w = *s.flash.walk;
         const FlashWalkthrough::Tile t = w.current();
@@ -107,6 +192,7 @@ void runScript(App& app, const Script& script) {
           std::printf("next-token before: %d %.6f\n", s.model.before[k].id, s.model.before[k].prob);
         for (std::size_t k = 0; k < s.model.after.size(); ++k)
           std::printf("next-token after: %d %.6f\n", s.model.after[k].id, s.model.after[k].prob);
+        printGeneration(s);
       }
       std::fflush(stdout);
     }

@@ -63,7 +63,22 @@ bool drawModelGridPanel(AppState& s) {
   const float thumb = std::clamp(std::floor((availW - gap * (H - 1)) / H), 6.0f, 64 * sc);
   const float pitch = thumb + gap;
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  // Grouped-query attention: the query heads that share one K and V head are outlined together
+  // and labelled "kv g" above the grid.
+  const int group = isModel ? m.source->model().config().kvGroup() : 1;
+  const float header = group > 1 ? ImGui::GetFontSize() + 2 * sc : 0.0f;
+  ImVec2 origin = ImGui::GetCursorScreenPos();
+  if (group > 1) {
+    for (int g = 0; g * group < H; ++g) {
+      const std::string kv = "kv " + std::to_string(g);
+      const float gx = origin.x + labelW + g * group * pitch;
+      const float gw = group * pitch - gap;
+      const float tw = ImGui::CalcTextSize(kv.c_str()).x;
+      dl->AddText(ImVec2(gx + std::max(0.0f, (gw - tw) * 0.5f), origin.y), IM_COL32(120, 200, 255, 255),
+                  kv.c_str());
+    }
+    origin.y += header;
+  }
   const float x0 = origin.x + labelW, y0 = origin.y;
   m.grid = {true, x0, y0, thumb, pitch};
   const std::uint64_t ver = (isModel ? m.passVersion * 2 : d.version * 2 + 1) * 16 +
@@ -109,7 +124,10 @@ bool drawModelGridPanel(AppState& s) {
       }
       if (hovered) {
         ImGui::BeginTooltip();
-        if (isModel)
+        if (isModel && group > 1)
+          ImGui::Text("Layer %d, query head %d (KV head %d)%s", l, h, h / group,
+                      ablated ? " (ablated)" : "");
+        else if (isModel)
           ImGui::Text("Layer %d, head %d%s", l, h, ablated ? " (ablated)" : "");
         else
           ImGui::Text("Layer %d (%s, %s), head %d: %d \xc3\x97 %d", l,
@@ -126,10 +144,20 @@ bool drawModelGridPanel(AppState& s) {
                     1.0f);  // outside the thumbnail: its pixels stay the weights'
     }
   }
+  if (group > 1) {
+    for (int g = 0; g * group < H; ++g) {
+      const float gx = x0 + g * group * pitch;
+      dl->AddRect(ImVec2(gx - 2.5f * sc, y0 - 2.5f * sc),
+                  ImVec2(gx + group * pitch - gap + 2.5f * sc, y0 + L * pitch - gap + 2.5f * sc),
+                  IM_COL32(120, 200, 255, 255), 3 * sc, 0, 1.5f * sc);
+    }
+  }
   ImGui::SetCursorScreenPos(ImVec2(origin.x, y0 + L * pitch));
   ImGui::Dummy(ImVec2(labelW + H * pitch, 0));
   ImGui::TextDisabled(isModel ? "rows: layers, columns: heads (the pass's own weights)"
                               : "rows: layers, columns: heads (the recorded weights)");
+  if (group > 1)
+    ImGui::TextDisabled("outlined: %d query heads that share one K and V head", group);
   return changed;
 }
 

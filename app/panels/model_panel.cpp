@@ -15,11 +15,30 @@ bool drawModelPanel(AppState& s) {
   ModelState& m = s.model;
   if (!m.source) return false;
   bool changed = false;
-  const Gpt2Config& c = m.source->model().config();
+  const ModelConfig& c = m.source->model().config();
   ImGui::TextUnformatted(std::filesystem::path(m.dir).filename().c_str());
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", m.dir.c_str());
-  ImGui::TextDisabled("%d layers \xc3\x97 %d heads, d = %d, %zu tokens", c.nLayer, c.nHead,
-                      c.nEmbd, m.source->tokens().size());
+  const Model& model = m.source->model();
+  ImGui::PushTextWrapPos(0.0f);  // the facts wrap in a narrow side panel
+  ImGui::TextDisabled("%s \xc2\xb7 %d layers \xc2\xb7 d = %d \xc2\xb7 %.3g M parameters",
+                      c.family.c_str(), c.nLayer, c.nEmbd, model.parameterCount() / 1e6);
+  if (c.nKvHead < c.nHead)
+    ImGui::TextDisabled("%d query heads, %d KV heads (%s: %d query heads share each K and V)",
+                        c.nHead, c.nKvHead, c.nKvHead == 1 ? "MQA" : "GQA", c.kvGroup());
+  else
+    ImGui::TextDisabled("%d heads, each with its own K and V", c.nHead);
+  ImGui::TextDisabled("weights %s", model.weightsDescription().c_str());
+  if (c.positions == PositionKind::Rope)
+    ImGui::TextDisabled("context %d \xc2\xb7 RoPE \xce\xb8 = %g (%s)%s", c.nPositions, c.ropeTheta,
+                        c.ropeStyle == RopeStyle::HalfSplit ? "rotate-half" : "adjacent pairs",
+                        c.slidingWindow > 0
+                            ? (" \xc2\xb7 window " + std::to_string(c.slidingWindow)).c_str()
+                            : "");
+  else
+    ImGui::TextDisabled("context %d \xc2\xb7 learned positions", c.nPositions);
+  ImGui::TextDisabled("tokenizer: %s \xc2\xb7 %zu tokens", model.tokenizer().kind().c_str(),
+                      m.source->tokens().size());
+  ImGui::PopTextWrapPos();
   ImGui::TextUnformatted("Text");
   if (ImGui::InputTextMultiline("##modeltext", m.text, sizeof m.text,
                                 ImVec2(-1, ImGui::GetTextLineHeight() * 4))) {
@@ -45,6 +64,16 @@ bool drawModelPanel(AppState& s) {
   if (ImGui::Button(ablLabel.c_str(), ImVec2(-1, 0)) && !s.view.headAverage) {
     m.actions.push_back([l, h, abl](AppState& st) { st.model.source->setAblated(l, h, !abl); });
     changed = true;
+  }
+  if (c.positions == PositionKind::Rope) {
+    bool off = m.source->ropeOff(l);
+    if (ImGui::Checkbox(("RoPE off in layer " + std::to_string(l)).c_str(), &off)) {
+      m.actions.push_back([l, off](AppState& st) { st.model.source->setRopeOff(l, off); });
+      changed = true;
+    }
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("Run this layer with q and k not rotated: the heads lose what positions "
+                        "told them, and every later layer and the prediction change.");
   }
   if (ImGui::Button("Mask and \xcf\x84 \xe2\x86\x92 this layer")) {
     m.actions.push_back([l](AppState& st) {
@@ -76,7 +105,8 @@ bool drawOpenModelPopup(AppState& s) {
   bool changed = false;
   if (ImGui::BeginPopupModal("Open model", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
     ImGui::TextUnformatted(
-        "A GPT-2 model folder (config.json, model.safetensors, vocab.json, merges.txt):");
+        "A model folder (GPT-2, Llama, Mistral, Qwen2: config.json, model.safetensors, the "
+        "tokenizer) or a .gguf file:");
     ImGui::SetNextItemWidth(520 * s.ui.uiScale);
     const bool enter = ImGui::InputText("##modeldir", m.openPath, sizeof m.openPath,
                                         ImGuiInputTextFlags_EnterReturnsTrue);

@@ -32,13 +32,15 @@ bool drawFlashPanel(AppState& s);
 void syncFlash(AppState& s);
 Image flashImage(AppState& s, ExportRequest r);
 bool drawLessonPanel(AppState& s);    // lesson_panel.cpp: the scene's notes
-bool drawHeatmapPanel(AppState& s);   // heatmap_panel.cpp: the matrix, labels, strips, colour bar
+bool drawHeatmapPanel(AppState& s);   // heatmap_panel.cpp (+ heatmap_axes, heatmap_tooltips)
 bool drawHeadGridPanel(AppState& s);  // head_grid_panel.cpp: thumbnails + average
 bool drawRowInspectorPanel(AppState& s);  // row_inspector_panel.cpp: the selected query's row
 bool drawMaskMatrixPanel(AppState& s);    // mask_matrix_panel.cpp: allowed(i, j) as a small matrix
 bool drawModelPanel(AppState& s);      // model_panel.cpp: text, layer, interventions
+bool drawRopePanel(AppState& s);       // rope_panel.cpp: RoPE scores and frequencies
 bool drawModelGridPanel(AppState& s);  // model_grid_panel.cpp: layers x heads thumbnails
 bool drawNextTokenPanel(AppState& s);  // next_token_panel.cpp: top-5, before/after interventions
+bool drawGeneratePanel(AppState& s);   // generate_panel.cpp: continue the text (KV cache)
 bool drawOpenModelPopup(AppState& s);
 bool drawDumpPanel(AppState& s);       // dump_panel.cpp: the dump's file, model, layer, Q/K/V  // model_panel.cpp: File > Open model (a folder path)
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings

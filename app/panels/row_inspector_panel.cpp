@@ -1,108 +1,84 @@
-// attnviz panel: the selected query's row. Its distribution over keys as labelled bars, the top
-// keys, the entropy, and the output vector as the weighted sum of value rows. In pooled mode
-// (long contexts, no materialised matrix) the row comes from Session::pooledRow and the keys
-// show as one bar a pixel column plus the largest few.
+// attnviz panel: the selected query's row, as the heatmap shows it. On the weights stage: its
+// distribution over keys as labelled bars, the top keys, the entropy, and the output vector as
+// the weighted sum of value rows. In the wrong-axis mode and the head average the bars are the
+// heatmap's row (normalised down the columns, or averaged over the heads); on a scores stage
+// (QKᵀ ... ÷τ) they are that stage's signed values; on the output stage the row is the output,
+// shown with the weights that make it. In pooled mode (long contexts, no materialised matrix)
+// the row comes from Session::pooledRow and the keys show as one bar a pixel column plus the
+// largest few.
 #include "panels/panels.h"
+#include "panels/row_inspector.h"
 
 #include <imgui.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <vector>
 
 namespace attnviz::gui {
 
+using namespace row_inspector;
+
 namespace {
 
-// One vector (a value row or the output) as a strip of diverging colours.
-void vectorStrip(const float* v, int n, float scale, float width, float height) {
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 p = ImGui::GetCursorScreenPos();
-  const float cw = width / std::max(1, n);
-  for (int k = 0; k < n; ++k) {
-    const float t = 0.5f + 0.5f * std::clamp(v[k] / scale, -1.0f, 1.0f);
-    dl->AddRectFilled(ImVec2(p.x + k * cw, p.y), ImVec2(p.x + (k + 1) * cw, p.y + height),
-                      colormapU32(ColormapId::Diverging, t));
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+RowInspectorValues g_values;
+
+// Sum, largest finite value and its key, and for a distribution the entropy, of a shown row.
+RowStats shownStats(const float* w, int n, bool distribution, bool fullyMasked) {
+  RowStats st;
+  double sum = 0, entropy = 0;
+  for (int j = 0; j < n; ++j) {
+    const float v = w[j];
+    if (!std::isfinite(v)) continue;
+    sum += v;
+    if (st.argmax < 0 || v > st.max) st.max = v, st.argmax = j;
+    if (v > 0.0f) entropy -= double(v) * std::log(double(v));
   }
-  dl->AddRect(p, ImVec2(p.x + width, p.y + height), IM_COL32(80, 82, 90, 255));
-  ImGui::Dummy(ImVec2(width, height));
+  st.sum = float(sum);
+  st.entropy = distribution ? float(entropy) : std::numeric_limits<float>::quiet_NaN();
+  st.fullyMasked = fullyMasked;
+  return st;
 }
 
-// One query row of the shown head, from the materialised result or from Session::pooledRow.
-struct RowView {
-  int i = 0, h = 0, Tk = 0, dv = 0;
-  const float* w = nullptr;      // [Tk] weights
-  RowStats st;
-  int allowed = 0;               // keys the mask allows
-  std::function<bool(int)> masked;  // whether key j is masked
-  const float* V = nullptr;      // [Tk, dv] the head's value rows, or null
-  const float* O = nullptr;      // [dv] the output, or null
-  int maxBars = 24;              // labelled bars when the keys are too many to list
-  bool pooled = false;
-};
-
-// Every key at once: one bar a pixel column, the max over the keys it covers (columns whose
-// keys are all masked in the masked colour), with a tooltip.
-void distributionPlot(const AppState& s, const RowView& r, const std::vector<std::string>& keys) {
-  const float sc = s.ui.uiScale;
-  const int Tk = r.Tk;
-  const float* w = r.w;
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 q = ImGui::GetCursorScreenPos();
-  const float W = std::max(40.0f, ImGui::GetContentRegionAvail().x), Hh = 44 * sc;
-  const float top = std::max(r.st.max, 1e-6f);
-  dl->AddRectFilled(q, ImVec2(q.x + W, q.y + Hh), IM_COL32(24, 25, 30, 255));
-  const int px = int(W);
-  RGBA8 maskedDim = kMaskedColor;
-  maskedDim.a = 96;
-  for (int x = 0; x < px; ++x) {
-    const int j0 = int(std::floor(double(x) * Tk / px)),
-              j1 = std::max(j0 + 1, int(std::floor(double(x + 1) * Tk / px)));
-    float m = 0.0f;
-    bool allMasked = true;
-    for (int j = j0; j < std::min(j1, Tk); ++j) {
-      m = std::max(m, w[j]);
-      allMasked = allMasked && (w[j] > 0.0f ? false : r.masked(j));
-    }
-    if (allMasked)  // every key of the column masked: the masked colour, dimmed
-      dl->AddRectFilled(ImVec2(q.x + x, q.y), ImVec2(q.x + x + 1, q.y + Hh),
-                        rgbaU32(maskedDim));
-    const float hgt = Hh * m / top;
-    if (hgt > 0.5f)
-      dl->AddRectFilled(ImVec2(q.x + x, q.y + Hh - hgt), ImVec2(q.x + x + 1, q.y + Hh),
-                        colormapU32(s.view.weightColormap, m / top));
-  }
-  dl->AddRect(q, ImVec2(q.x + W, q.y + Hh), IM_COL32(80, 82, 90, 255));
-  ImGui::InvisibleButton("##dist", ImVec2(W, Hh));
-  if (ImGui::IsItemHovered()) {
-    // The pixel column's keys: the largest of them (a column covers several at long T).
-    const double x = ImGui::GetIO().MousePos.x - q.x;
-    const int j0 = std::clamp(int(std::floor(x * Tk / W)), 0, Tk - 1);
-    const int j1 = std::clamp(int(std::floor((x + 1) * Tk / W)), j0 + 1, Tk);
-    int j = j0;
-    for (int k = j0; k < j1; ++k)
-      if (w[k] > w[j]) j = k;
-    if (j1 - j0 > 1)
-      ImGui::SetTooltip("keys %d..%d, largest: key %d '%s': %.4f", j0, j1 - 1, j, keys[j].c_str(),
-                        w[j]);
-    else
-      ImGui::SetTooltip("key %d '%s': %.4f", j, keys[j].c_str(), w[j]);
+// What the row is, above its numbers: the query, the head (or the average), and what the
+// heatmap shows when it is not the plain weights.
+void drawRowHeader(AppState& s, const RowView& r) {
+  const char* query = s.session.inputs().queryTokens[r.i].c_str();
+  if (r.kind == RowKind::Average)
+    ImGui::Text("Query %d: '%s'   (average of %d heads)", r.i, query, r.heads);
+  else
+    ImGui::Text("Query %d: '%s'   (head %d)", r.i, query, r.h);
+  if (r.kind == RowKind::WrongAxis) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.62f, 0.45f, 1));
+    ImGui::TextWrapped(
+        "Wrong axis: as in the heatmap, each weight is normalised over the queries (down its "
+        "column), so this row sums to %.3f, not 1.",
+        r.st.sum);
+    ImGui::PopStyleColor();
+  } else if (r.kind == RowKind::Scores) {
+    ImGui::TextDisabled("the %s stage, as the heatmap shows it", stageLabel(r.stage));
+  } else if (r.stage == ViewStage::Output) {
+    ImGui::TextDisabled("The heatmap shows this row's output o_%d (A\xc2\xb7V); its weights:", r.i);
   }
 }
 
 // The row: stats, the distribution over keys, the top keys, and the output as a weighted sum of
-// value rows. `order` receives the keys by weight (the first topN sorted).
+// value rows. `order` receives the keys by value (the first topN sorted).
 void drawRow(AppState& s, const RowView& r, std::vector<int>& order) {
   const int Tk = r.Tk, dv = r.dv, i = r.i;
   const float* w = r.w;
   const RowStats& st = r.st;
   const auto& keys = s.session.inputs().keyTokens;
   const float sc = s.ui.uiScale;
-  ImGui::Text("Query %d: '%s'   (head %d)", i, s.session.inputs().queryTokens[i].c_str(), r.h);
-  if (st.fullyMasked) {
+  drawRowHeader(s, r);
+  if (st.fullyMasked && !isScores(r)) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.45f, 0.38f, 1));
     ImGui::TextWrapped(
         "Fully masked: the mask allows no key for this query, so every weight is 0 and "
@@ -110,71 +86,90 @@ void drawRow(AppState& s, const RowView& r, std::vector<int>& order) {
     ImGui::PopStyleColor();
     return;
   }
-  ImGui::Text("sum = %.6f   entropy H = %.3f nats", st.sum, st.entropy);
-  // Two short lines: one long line was cut off by a narrow side panel.
-  ImGui::TextDisabled("at most ln %d = %.3f", r.allowed, std::log(std::max(1, r.allowed)));
-  ImGui::TextDisabled("effective keys e^H = %.2f", std::exp(st.entropy));
+  if (isScores(r)) {
+    if (st.argmax >= 0) {  // two short lines: a narrow side panel cuts a long one off
+      int lo = st.argmax;
+      for (int j = 0; j < Tk; ++j)
+        if (std::isfinite(w[j]) && w[j] < w[lo]) lo = j;
+      ImGui::Text("largest = %.4g (key %d)", st.max, st.argmax);
+      ImGui::Text("smallest = %.4g (key %d)", w[lo], lo);
+    }
+    int maskedCells = 0;
+    for (int j = 0; j < Tk; ++j) maskedCells += std::isfinite(w[j]) ? 0 : 1;
+    if (maskedCells > 0) ImGui::TextDisabled("%d of %d keys masked (-inf)", maskedCells, Tk);
+    if (st.fullyMasked)
+      ImGui::TextDisabled("the mask allows no key for this query: its weights will be all 0");
+  } else if (r.kind == RowKind::WrongAxis) {
+    ImGui::Text("sum = %.6f", st.sum);
+    ImGui::TextDisabled("(not 1: no distribution over the keys)");
+  } else {
+    ImGui::Text("sum = %.6f   entropy H = %.3f nats", st.sum, st.entropy);
+    // Two short lines: one long line was cut off by a narrow side panel.
+    ImGui::TextDisabled("at most ln %d = %.3f", r.allowed, std::log(std::max(1, r.allowed)));
+    ImGui::TextDisabled("effective keys e^H = %.2f", std::exp(st.entropy));
+  }
 
-  // Keys by weight.
+  // Keys by value.
   order.resize(Tk);
   std::iota(order.begin(), order.end(), 0);
   const int topN = std::min(Tk, 5);
   // Distribution over keys: one bar per key (all keys when few; the largest otherwise).
   const bool all = Tk <= 24;
   const int nBars = all ? Tk : std::min(Tk, r.maxBars);
-  std::partial_sort(order.begin(), order.begin() + std::max(topN, all ? topN : nBars),
-                    order.end(), [&](int a, int b) { return w[a] > w[b]; });
+  std::partial_sort(order.begin(), order.begin() + std::max(topN, all ? topN : nBars), order.end(),
+                    [&](int a, int b) { return w[a] > w[b]; });
   if (!all) {
     distributionPlot(s, r, keys);
     ImGui::TextDisabled("all %d keys (max per pixel); the %d largest:", Tk, nBars);
   }
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float lineH = ImGui::GetTextLineHeight();
-  const float labelW = 96 * sc;
-  const float barMax = std::max(40.0f, ImGui::GetContentRegionAvail().x - labelW - 64 * sc);
-  for (int k = 0; k < nBars; ++k) {
-    const int j = all ? k : order[k];
-    const ImVec2 p = ImGui::GetCursorScreenPos();
-    std::string label = std::to_string(j) + " " + keys[j];
-    while (label.size() > 2 && ImGui::CalcTextSize(label.c_str()).x > labelW - 6) label.pop_back();
-    const bool masked = r.masked(j);
-    dl->AddText(p, masked ? IM_COL32(110, 112, 120, 255) : IM_COL32(210, 212, 220, 255),
-                label.c_str());
-    const float bw = barMax * w[j] / std::max(st.max, 1e-6f);
-    const ImVec2 b0(p.x + labelW, p.y + 2), b1(p.x + labelW + std::max(1.0f, bw), p.y + lineH - 2);
-    if (masked)
-      dl->AddRectFilled(b0, ImVec2(b0.x + 6, b1.y), rgbaU32(kMaskedColor));
-    else
-      dl->AddRectFilled(b0, b1, colormapU32(s.view.weightColormap, w[j] / std::max(st.max, 1e-6f)));
-    char val[32];
-    std::snprintf(val, sizeof val, masked ? "masked" : "%.3f", w[j]);
-    dl->AddText(ImVec2(b1.x + 4, p.y), IM_COL32(170, 172, 180, 255), val);
-    ImGui::Dummy(ImVec2(labelW + barMax, lineH));
-  }
+  keyBars(s, r, order, nBars, all);
 
   ImGui::Spacing();
-  ImGui::TextUnformatted("Top keys");
-  for (int k = 0; k < topN; ++k) {
+  ImGui::TextUnformatted(isScores(r) ? "Largest keys" : "Top keys");
+  int shownTop = 0;  // the first topN keys by value that the heatmap does not draw masked
+  while (shownTop < topN && !r.masked(order[shownTop])) ++shownTop;
+  for (int k = 0; k < shownTop; ++k) {
     const int j = order[k];
     ImGui::TextDisabled("  %d.", k + 1);
     ImGui::SameLine();
-    ImGui::Text("key %d '%s'  %.4f", j, keys[j].c_str(), w[j]);
+    ImGui::Text(isScores(r) ? "key %d '%s'  %.4g" : "key %d '%s'  %.4f", j, keys[j].c_str(), w[j]);
+  }
+
+  if (isScores(r)) {
+    ImGui::Spacing();
+    ImGui::TextDisabled("(this row's weights, entropy and output: the softmax stage)");
+    return;
+  }
+  if (r.kind == RowKind::Average) {
+    ImGui::Spacing();
+    ImGui::TextDisabled(
+        "(the output is per head: pick one head to see o_%d as its value rows, "
+        "weighted)",
+        i);
+    return;
   }
 
   // The output as a weighted sum of value rows: the three largest terms, then the result.
   if (!r.V || !r.O || dv <= 0) return;
   ImGui::Spacing();
-  ImGui::TextUnformatted("Output o_i = \xce\xa3_j a_ij v_j  (the value rows, weighted)");
+  if (r.kind == RowKind::WrongAxis)
+    ImGui::TextWrapped(
+        "\xce\xa3_j a_ij v_j with these weights: they sum to %.3f, so it is no weighted average "
+        "of the value rows",
+        st.sum);
+  else
+    ImGui::TextUnformatted("Output o_i = \xce\xa3_j a_ij v_j  (the value rows, weighted)");
   const float* V = r.V;
   const float* O = r.O;
+  const float lineH = ImGui::GetTextLineHeight();
   float scale = 1e-6f;
   for (int k = 0; k < dv; ++k) scale = std::max(scale, std::fabs(O[k]));
-  for (int k = 0; k < std::min(3, topN); ++k)
+  for (int k = 0; k < std::min(3, shownTop); ++k)
     for (int c = 0; c < dv; ++c)
       scale = std::max(scale, std::fabs(V[std::size_t(order[k]) * dv + c]));
   const float stripW = std::max(40.0f, ImGui::GetContentRegionAvail().x - 150 * sc);
-  float rest = 1.0f;
-  for (int k = 0; k < std::min(3, topN); ++k) {
+  float rest = st.sum;
+  for (int k = 0; k < std::min(3, shownTop); ++k) {
     const int j = order[k];
     rest -= w[j];
     ImGui::Text("%s%.3f \xc3\x97 v%d", k ? "+ " : "  ", w[j], j);
@@ -182,7 +177,7 @@ void drawRow(AppState& s, const RowView& r, std::vector<int>& order) {
     vectorStrip(V + std::size_t(j) * dv, dv, scale, stripW, lineH * 0.8f);
   }
   if (Tk > 3)
-    ImGui::TextDisabled("+ %d more keys with total weight %.3f", Tk - std::min(3, topN),
+    ImGui::TextDisabled("+ %d more keys with total weight %.3f", Tk - std::min(3, shownTop),
                         std::max(0.0f, rest));
   ImGui::Text("= o%d", i);
   ImGui::SameLine(140 * sc);
@@ -190,7 +185,8 @@ void drawRow(AppState& s, const RowView& r, std::vector<int>& order) {
   ImGui::TextDisabled("(%d value dimensions, colour = sign and size)", dv);
 }
 
-// What was drawn, for scripted runs and tests.
+// What was drawn, for scripted runs and tests: the summary (s.rowShown) and the row itself,
+// key by key (rowInspectorValues), or on the output stage the output row the heatmap shows.
 void recordShown(AppState& s, const RowView& r) {
   RowInspectorShown& o = s.rowShown;
   o = RowInspectorShown{};
@@ -203,6 +199,20 @@ void recordShown(AppState& s, const RowView& r) {
   o.allowed = r.allowed;
   o.fullyMasked = r.st.fullyMasked;
   o.pooled = r.pooled;
+  g_values = RowInspectorValues{};
+  g_values.row = r.i;
+  if (r.stage == ViewStage::Output && r.kind == RowKind::Weights && !r.pooled) {
+    g_values.what = "output";
+    if (r.O) g_values.values.assign(r.O, r.O + r.dv);
+    return;
+  }
+  g_values.what = r.kind == RowKind::WrongAxis ? "weights-wrong-axis"
+                  : r.kind == RowKind::Average ? "weights-head-average"
+                  : r.kind == RowKind::Scores  ? stageKey(r.stage)
+                                               : "weights";
+  g_values.values.assign(r.w, r.w + r.Tk);
+  for (int j = 0; j < r.Tk; ++j)
+    if (r.masked(j)) g_values.values[std::size_t(j)] = -kInf;
 }
 
 // The value rows of head h, when the inputs have them for every key.
@@ -212,6 +222,7 @@ const float* valueRows(const AppState& s, int h) {
 }
 
 // Pooled mode: the row computed on its own (Session::pooledRow, kept until something changes).
+// Only the weights stage exists here, which is what the pooled heatmap shows.
 bool drawPooledRow(AppState& s, int i) {
   const std::shared_ptr<const QueryRow> row = s.session.pooledRow(i);
   if (!row) {
@@ -240,34 +251,76 @@ bool drawPooledRow(AppState& s, int i) {
 
 }  // namespace
 
+const RowInspectorValues& rowInspectorValues() { return g_values; }
+
 bool drawRowInspectorPanel(AppState& s) {
   const int i = s.view.selectedRow;
   s.rowShown = RowInspectorShown{};
+  g_values = RowInspectorValues{};
   if (i >= 0 && i < s.tq() && s.session.pooledMode()) return drawPooledRow(s, i);
-  if (i < 0 || i >= s.tq() || !s.session.hasResult()) {
+  const DisplayMatrix& d = s.display();
+  if (i < 0 || i >= s.tq() || !s.session.hasResult() || d.pooled || i >= d.rows ||
+      (d.columnsAreKeys && d.cols != s.tk())) {
     ImGui::TextDisabled("Click a row of the heatmap to inspect that query.");
     return false;
   }
+  const View& view = s.session.view();  // what the display matrix was built for
   const int h = s.shownHead();
   const AttentionResult& res = s.session.result();
   const int Tk = s.tk(), dv = res.dims.dv;
+  const float* shown = d.values.data() + std::size_t(i) * d.cols;  // the heatmap's row
+  const bool fullyMasked = d.rowFullyMasked[i] != 0;
   RowView r;
   r.i = i;
   r.h = h;
   r.Tk = Tk;
   r.dv = dv;
-  r.w = res.weights.head(h) + std::size_t(i) * Tk;
-  r.st = res.row(h, i);
-  r.masked = [&](int j) {
-    return std::isinf(logitAt(res.scaled, s.session.params(), s.session.slopes(), h, i, j));
-  };
-  for (int j = 0; j < Tk; ++j) r.allowed += r.masked(j) ? 0 : 1;
+  r.stage = view.stage;
+  for (int j = 0; j < Tk; ++j)
+    r.allowed +=
+        std::isinf(logitAt(res.scaled, s.session.params(), s.session.slopes(), h, i, j)) ? 0 : 1;
   r.V = valueRows(s, h);
-  r.O = res.output.head(h) + std::size_t(i) * dv;
+  std::vector<float> wrongOutput;
+  if (view.stage == ViewStage::Weights && view.wrongAxis) {
+    r.kind = RowKind::WrongAxis;
+    r.w = shown;
+    r.st = shownStats(shown, Tk, false, fullyMasked);
+    r.masked = [shown](int j) { return std::isinf(shown[j]); };
+    if (r.V && dv > 0) {  // Σ_j a_ij v_j with the wrong-axis weights
+      wrongOutput.assign(std::size_t(dv), 0.0f);
+      for (int j = 0; j < Tk; ++j)
+        if (std::isfinite(shown[j]))
+          for (int c = 0; c < dv; ++c) wrongOutput[c] += shown[j] * r.V[std::size_t(j) * dv + c];
+      r.O = wrongOutput.data();
+    }
+  } else if (view.stage == ViewStage::Weights && view.headAverage) {
+    r.kind = RowKind::Average;
+    r.heads = res.dims.H;
+    r.w = shown;
+    r.st = shownStats(shown, Tk, true, fullyMasked);
+    r.masked = [shown](int j) { return std::isinf(shown[j]); };
+    r.V = nullptr;
+  } else if (stageIsScore(view.stage) && view.stage != ViewStage::Output) {
+    r.kind = RowKind::Scores;
+    r.w = shown;
+    r.st = shownStats(shown, Tk, false, fullyMasked);
+    r.masked = [shown](int j) { return std::isinf(shown[j]); };
+    r.scoreRange = std::max({std::fabs(d.minFinite), std::fabs(d.maxFinite), 1e-6f});
+    r.V = nullptr;
+  } else {
+    // The weights stage of one head, and the output stage (the output row with its weights).
+    r.kind = RowKind::Weights;
+    r.w = res.weights.head(h) + std::size_t(i) * Tk;
+    r.st = res.row(h, i);
+    r.masked = [&](int j) {
+      return std::isinf(logitAt(res.scaled, s.session.params(), s.session.slopes(), h, i, j));
+    };
+    r.O = res.output.head(h) + std::size_t(i) * dv;
+  }
   recordShown(s, r);
   std::vector<int> order;
   drawRow(s, r, order);
-  if (r.st.fullyMasked) return false;
+  if (r.st.fullyMasked || r.kind == RowKind::WrongAxis || r.kind == RowKind::Scores) return false;
 
   // The block output of a synthetic scene: every head's o_i side by side, then W_o.
   const float sc = s.ui.uiScale;

@@ -1,10 +1,10 @@
 // GPT-2 small (12 layers x 12 heads, d=768, vocab 50257), a random-init F32 checkpoint written
 // here at start-up (never committed), each figure beside its floor from the same run (issue 9):
-//   Gpt2Forward_T128     Gpt2Model::forward on 128 ids, every layer's Q, K, V and weights kept
+//   Gpt2Forward_T128     Model::forward on 128 ids, every layer's Q, K, V and weights kept
 //   Gpt2GemmFloor_T128   the same GEMMs alone on the same mapped weights: per layer c_attn,
 //                        12 heads of Q K^T and A V, c_proj, c_fc, mlp c_proj; then the logits.
-//                        The same column-split threading (gpt2Matmul), buffers allocated once.
-//   Gpt2Open             Gpt2Model::open: config, tokenizer files, header validation, mmap
+//                        The same column-split threading (matmulInOut), buffers allocated once.
+//   Gpt2Open             Model::open: config, tokenizer files, header validation, mmap
 //   Gpt2PeakMemory       a forked child opens the model and runs T=128; the counters give its
 //                        peak RSS above the file size and above the parent's RSS at the fork
 // The checkpoint goes to $ATTNVIZ_BENCH_DIR or the temp folder and is removed at exit (kept when
@@ -138,7 +138,7 @@ double forwardFlops() {
 }
 
 void Gpt2Forward_T128(benchmark::State& state) {
-  const auto model = attnviz::Gpt2Model::open(checkpoint().dir.string());
+  const auto model = attnviz::Model::open(checkpoint().dir.string());
   const std::vector<int> in = ids();
   for (auto _ : state) benchmark::DoNotOptimize(model->forward(in).logits.data());
   state.counters["GFLOP/s"] =
@@ -156,16 +156,16 @@ void Gpt2GemmFloor_T128(benchmark::State& state) {
   for (auto _ : state) {
     for (int l = 0; l < kL; ++l) {
       const std::string p = "h." + std::to_string(l) + ".";
-      attnviz::gpt2Matmul(x, w(p + "attn.c_attn.weight"), nullptr, kD, 3 * kD, qkv);
+      attnviz::matmulInOut(x, w(p + "attn.c_attn.weight"), nullptr, kD, 3 * kD, qkv);
       for (int h = 0; h < kH; ++h) {
         scores.noalias() = qkv.middleCols(h * dh, dh) * qkv.middleCols(kD + h * dh, dh).transpose();
         o.noalias() = scores * qkv.middleCols(2 * kD + h * dh, dh);
       }
-      attnviz::gpt2Matmul(x, w(p + "attn.c_proj.weight"), nullptr, kD, kD, proj);
-      attnviz::gpt2Matmul(x, w(p + "mlp.c_fc.weight"), nullptr, kD, 4 * kD, hidden);
-      attnviz::gpt2Matmul(hidden, w(p + "mlp.c_proj.weight"), nullptr, 4 * kD, kD, out);
+      attnviz::matmulInOut(x, w(p + "attn.c_proj.weight"), nullptr, kD, kD, proj);
+      attnviz::matmulInOut(x, w(p + "mlp.c_fc.weight"), nullptr, kD, 4 * kD, hidden);
+      attnviz::matmulInOut(hidden, w(p + "mlp.c_proj.weight"), nullptr, 4 * kD, kD, out);
     }
-    attnviz::gpt2MatmulTransposed(x, w("wte.weight"), kV, kD, logits);
+    attnviz::matmulOutIn(x, w("wte.weight"), kV, kD, logits);
     benchmark::DoNotOptimize(logits.data());
   }
   state.counters["GFLOP/s"] =
@@ -174,7 +174,7 @@ void Gpt2GemmFloor_T128(benchmark::State& state) {
 
 void Gpt2Open(benchmark::State& state) {
   const std::string dir = checkpoint().dir.string();
-  for (auto _ : state) benchmark::DoNotOptimize(attnviz::Gpt2Model::open(dir).get());
+  for (auto _ : state) benchmark::DoNotOptimize(attnviz::Model::open(dir).get());
 }
 
 long currentRssKb() {
@@ -196,7 +196,7 @@ void Gpt2PeakMemory(benchmark::State& state) {
     const long before = currentRssKb();
     const pid_t pid = ::fork();
     if (pid == 0) {
-      const auto model = attnviz::Gpt2Model::open(ck.dir.string());
+      const auto model = attnviz::Model::open(ck.dir.string());
       const auto r = model->forward(ids());
       std::_Exit(r.logits.size() == std::size_t(kT) * kV ? 0 : 1);
     }

@@ -2,7 +2,7 @@
 //   0  text for encode() with a fixture's tokenizer: the pieces cover the text and decode(encode)
 //      gives it back byte for byte (invalid UTF-8 included);
 //   1  vocab.json, a NUL byte, then merges.txt, for Gpt2Tokenizer::fromText;
-//   2  config.json for parseGpt2Config.
+//   2  config.json for parseModelConfig.
 // Anything may throw InputError; nothing else (no crash, no other exception, no sanitizer report).
 #include "attnviz/model/model.h"
 #include "attnviz/model/tokenizers/gpt2_bpe.h"
@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
       default: {
-        const attnviz::Gpt2Config c = attnviz::parseGpt2Config(rest, "config.json");
+        const attnviz::ModelConfig c = attnviz::parseModelConfig(rest, "config.json");
         if (c.nEmbd % c.nHead != 0 || c.headDim() < 1 || c.nInner < 1) std::abort();
         break;
       }

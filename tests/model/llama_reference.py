@@ -210,3 +210,96 @@ def greedy(cfg, w, ids, n, rope_convention="half", eos=None):
         if eos is not None and nxt == eos:
             break
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Attribution (make_attribution_fixtures.py): the same pass with its activations kept, and head
+# ablation (zero, mean), head patching and residual-stream patching inside it.
+
+
+def forward_trace(cfg, w, ids, zero=(), mean=(), patch=None, resid_patch=None,
+                  rope_convention="half"):
+    """The forward pass of forward(), keeping what attribution reads. Interventions:
+    zero:  (layer, query head) pairs whose output is zeroed before o_proj;
+    mean:  (layer, query head) pairs whose output is replaced, at every position, by its mean
+           over the positions;
+    patch: {(layer, query head): [T, head_dim] tensor} replacing that head's output;
+    resid_patch: {layer: {position: [d] tensor}} replacing rows of the residual stream as it
+           enters that layer.
+    Returns a dict: resid [L + 1, T, d] (row l: the stream entering layer l; row L: the final
+    stream before model.norm), head_out [L, H, T, hd] (after the interventions), att
+    [L, H, T, T], v [L, H, T, hd] (each query head's values), logits [T, V]."""
+    p = params(cfg)
+    H, KV, hd, eps = p["H"], p["KV"], p["hd"], p["eps"]
+    ids = torch.as_tensor(list(ids), dtype=torch.long)
+    T = len(ids)
+    x = w["model.embed_tokens.weight"][ids].to(torch.float64)
+    pos = torch.arange(T)
+    inv = rope_inv_freq(hd, p["theta"], p["scaling"])
+    i, j = pos[:, None], pos[None, :]
+    allowed = j <= i
+    if p["window"]:
+        allowed = allowed & (j > i - p["window"])
+    zero = set((int(l), int(h)) for l, h in zero)
+    mean = set((int(l), int(h)) for l, h in mean)
+    patch = patch or {}
+    resid_patch = resid_patch or {}
+    resid, head_out, atts, vs = [], [], [], []
+    for l in range(p["L"]):
+        pre = f"model.layers.{l}."
+        if l in resid_patch:
+            x = x.clone()
+            for t, row in resid_patch[l].items():
+                x[t] = row
+        resid.append(x)
+        h = rms_norm(x, w[pre + "input_layernorm.weight"], eps)
+        q = linear(h, w, pre + "self_attn.q_proj").reshape(T, H, hd).transpose(0, 1)
+        k = linear(h, w, pre + "self_attn.k_proj").reshape(T, KV, hd).transpose(0, 1)
+        v = linear(h, w, pre + "self_attn.v_proj").reshape(T, KV, hd).transpose(0, 1)
+        q = rope(q, inv, pos, rope_convention)
+        k = rope(k, inv, pos, rope_convention)
+        k = k.repeat_interleave(H // KV, dim=0)
+        v = v.repeat_interleave(H // KV, dim=0)
+        scores = q @ k.transpose(1, 2) / math.sqrt(hd)
+        att = torch.softmax(scores.masked_fill(~allowed, -math.inf), dim=-1)
+        out = (att @ v).clone()                        # [H, T, hd]
+        for h_ in range(H):
+            if (l, h_) in zero:
+                out[h_] = 0.0
+            elif (l, h_) in patch:
+                out[h_] = patch[(l, h_)]
+            elif (l, h_) in mean:
+                out[h_] = out[h_].mean(0, keepdim=True).expand(T, hd)
+        head_out.append(out)
+        atts.append(att)
+        vs.append(v)
+        x = x + linear(out.transpose(0, 1).reshape(T, H * hd), w, pre + "self_attn.o_proj")
+        n = rms_norm(x, w[pre + "post_attention_layernorm.weight"], eps)
+        gated = silu(linear(n, w, pre + "mlp.gate_proj")) * linear(n, w, pre + "mlp.up_proj")
+        x = x + linear(gated, w, pre + "mlp.down_proj")
+    resid.append(x)
+    return {"resid": torch.stack(resid), "head_out": torch.stack(head_out),
+            "att": torch.stack(atts), "v": torch.stack(vs), "logits": unembed(cfg, w, x)}
+
+
+def unembed(cfg, w, x):
+    """Logits [n, V] of residual-stream rows x [n, d]: model.norm, then lm_head."""
+    x = rms_norm(x, w["model.norm.weight"], params(cfg)["eps"])
+    return x @ w.get("lm_head.weight", w["model.embed_tokens.weight"]).T
+
+
+def head_to_residual(cfg, w, layer, head, o):
+    """Query head `head`'s output rows o [n, hd] through its columns of o_proj (no bias)."""
+    hd = params(cfg)["hd"]
+    wo = w[f"model.layers.{layer}.self_attn.o_proj.weight"]     # [d, H * hd]
+    return o @ wo[:, head * hd:(head + 1) * hd].T
+
+
+def direct_logits(cfg, w, final_row, u):
+    """The direct logit contribution [n, V] of residual vectors u [n, d] at a position whose final
+    stream is final_row [d]: model.norm linearised there (divided by its RMS denominator, times
+    its weight), then lm_head."""
+    eps = params(cfg)["eps"]
+    denom = torch.sqrt((final_row * final_row).mean() + eps)
+    lm = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+    return (u / denom * w["model.norm.weight"]) @ lm.T

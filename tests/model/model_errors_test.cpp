@@ -182,3 +182,90 @@ TEST(ModelErrors, NoHalfWrittenOutput) {
 
 }  // namespace
 }  // namespace attnviz::testing
+
+namespace attnviz::testing {
+namespace {
+
+// A copy of a LLaMA-family fixture folder, for breaking.
+struct BrokenLlama {
+  TempDir tmp;
+  fs::path dir;
+  explicit BrokenLlama(const char* name = "llama_gqa") {
+    dir = tmp.path / "model";
+    fs::copy(fixture("llama") / name, dir, fs::copy_options::recursive);
+  }
+  fs::path file(const char* f) const { return dir / f; }
+  nlohmann::json config() const {
+    return nlohmann::json::parse(slurp(file("config.json").string()));
+  }
+  void setConfig(const nlohmann::json& j) const { std::ofstream(file("config.json")) << j.dump(); }
+  CliRun run(std::vector<std::string> extra = {"--ids", "1,2,3"}) const {
+    std::vector<std::string> args{"model", "--model", dir.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return runBinary(args, tmp.path);
+  }
+};
+
+TEST(LlamaErrors, UnknownModelType) {
+  BrokenLlama m;
+  auto c = m.config();
+  c["model_type"] = "mamba";
+  m.setConfig(c);
+  expectRefused(m.run(), "config.json", "model_type \"mamba\" is not supported");
+}
+
+TEST(LlamaErrors, HeadsNotDivisibleByKvHeads) {
+  BrokenLlama m;
+  auto c = m.config();
+  c["num_key_value_heads"] = 3;
+  m.setConfig(c);
+  expectRefused(m.run(), "config.json", "not divisible by num_key_value_heads 3");
+}
+
+TEST(LlamaErrors, HeadSizeThatDoesNotMatchTheTensors) {
+  BrokenLlama m;
+  auto c = m.config();
+  c["head_dim"] = 16;  // the tensors are 8 x 8 = 64 wide
+  m.setConfig(c);
+  expectRefused(m.run(), "model.safetensors", "q_proj.weight' has shape");
+}
+
+TEST(LlamaErrors, MissingTensor) {
+  BrokenLlama m;
+  auto c = m.config();
+  c["num_hidden_layers"] = 5;  // the file has 2
+  m.setConfig(c);
+  expectRefused(m.run(), "model.safetensors", "missing tensor 'model.layers.4.");
+}
+
+TEST(LlamaErrors, ShardNamedInTheIndexButMissing) {
+  BrokenLlama m("llama3_bf16_sharded");
+  fs::remove(m.file("model-00002-of-00002.safetensors"));
+  expectRefused(m.run(), "model-00002-of-00002.safetensors", "missing (a shard named in");
+}
+
+TEST(LlamaErrors, TokenizerJsonOfAnUnknownModelType) {
+  BrokenLlama m;
+  auto t = nlohmann::json::parse(slurp(m.file("tokenizer.json").string()));
+  t["model"]["type"] = "Unigram";
+  std::ofstream(m.file("tokenizer.json")) << t.dump();
+  expectRefused(m.run(), "tokenizer.json", "Unigram");
+}
+
+TEST(LlamaErrors, MalformedTokenizerModel) {
+  BrokenLlama m;
+  fs::remove(m.file("tokenizer.json"));
+  std::ofstream(m.file("tokenizer.model"), std::ios::binary) << "this is not a protobuf \x01\x02";
+  expectRefused(m.run(), "tokenizer.model", "");
+}
+
+TEST(LlamaErrors, UnknownRopeScaling) {
+  BrokenLlama m;
+  auto c = m.config();
+  c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  m.setConfig(c);
+  expectRefused(m.run(), "config.json", "rope_scaling type \"yarn\"");
+}
+
+}  // namespace
+}  // namespace attnviz::testing

@@ -18,7 +18,7 @@ nlohmann::json readCases(const fs::path& dir) {
   return nlohmann::json::parse(slurp((dir / "cases.json").string()));
 }
 
-Interventions interventionsOf(const nlohmann::json& c, const Gpt2Config& cfg) {
+Interventions interventionsOf(const nlohmann::json& c, const ModelConfig& cfg) {
   Interventions iv;
   for (const auto& a : c["ablate"]) {
     const std::string s = a.get<std::string>();
@@ -44,7 +44,7 @@ std::vector<float> logitsOf(const ForwardResult& r) {
 
 // Every case of one fixture folder through the core API.
 void checkFixture(const fs::path& dir) {
-  const auto model = Gpt2Model::open(dir.string());
+  const auto model = Model::open(dir.string());
   const nlohmann::json cases = readCases(dir);
   const std::vector<int> ids = cases["ids"].get<std::vector<int>>();
   // The text path: attnviz's tokenizer agrees with the script's Python BPE.
@@ -71,15 +71,15 @@ TEST(ModelReference, F32UntiedGeluInnerSetMatchesTorch) {
 }
 
 TEST(ModelReference, LoadReportsHowItHoldsTheWeights) {
-  EXPECT_EQ(Gpt2Model::open(fixture("f32_prefix_tied_gelu_new").string())->weightsDescription(),
+  EXPECT_EQ(Model::open(fixture("f32_prefix_tied_gelu_new").string())->weightsDescription(),
             "F32 (mapped)");
-  EXPECT_EQ(Gpt2Model::open(fixture("f16_untied_gelu").string())->weightsDescription(),
+  EXPECT_EQ(Model::open(fixture("f16_untied_gelu").string())->weightsDescription(),
             "F16 (converted to F32)");
 }
 
 TEST(ModelReference, ProgressRisesToOne) {
   std::vector<double> seen;
-  Gpt2Model::open(fixture("f16_untied_gelu").string(),
+  Model::open(fixture("f16_untied_gelu").string(),
                   [&](double f, const std::string&) { seen.push_back(f); });
   ASSERT_GE(seen.size(), 3u);
   for (std::size_t i = 1; i < seen.size(); ++i) EXPECT_GE(seen[i], seen[i - 1]);
@@ -99,16 +99,16 @@ TEST(ModelReference, HuggingFaceCacheLayoutOpensAsItIs) {
     fs::create_symlink(fs::path("..") / ".." / "blobs" / (std::string("sha-") + f), snap / f);
   }
   const std::vector<int> ids{3, 1, 4, 1, 5, 9, 2, 6};
-  const auto cached = Gpt2Model::open(root.string());
+  const auto cached = Model::open(root.string());
   EXPECT_EQ(fs::path(cached->files().dir).filename(), "feedbeef");
-  EXPECT_EQ(logitsOf(cached->forward(ids)), logitsOf(Gpt2Model::open(src.string())->forward(ids)));
-  EXPECT_EQ(Gpt2Model::open(snap.string())->config().nLayer, 3);
+  EXPECT_EQ(logitsOf(cached->forward(ids)), logitsOf(Model::open(src.string())->forward(ids)));
+  EXPECT_EQ(Model::open(snap.string())->config().nLayer, 3);
 }
 
 // An intervention in layer L re-runs layers >= L only, and gives what a full pass gives.
 TEST(ModelReference, RerunFromLayerEqualsFullPassWithTheIntervention) {
   const fs::path dir = fixture("f32_untied_gelu_inner");
-  const auto model = Gpt2Model::open(dir.string());
+  const auto model = Model::open(dir.string());
   const std::vector<int> ids = readCases(dir)["ids"].get<std::vector<int>>();
   ForwardResult r = model->forward(ids);
   const Tensor3 layer0 = r.layers[0].weights;
@@ -126,9 +126,9 @@ TEST(ModelReference, RerunFromLayerEqualsFullPassWithTheIntervention) {
 }
 
 TEST(ModelReference, TopKIsSortedSoftmaxOfTheLastRow) {
-  const auto model = Gpt2Model::open(fixture("f16_untied_gelu").string());
+  const auto model = Model::open(fixture("f16_untied_gelu").string());
   const ForwardResult r = model->forward({10, 20, 30});
-  const auto top = Gpt2Model::topK(r, 5);
+  const auto top = Model::topK(r, 5);
   ASSERT_EQ(top.size(), 5u);
   double sum = 0.0, mx = r.logits.row(2).maxCoeff();
   for (int v = 0; v < r.logits.cols(); ++v) sum += std::exp(double(r.logits(2, v)) - mx);
@@ -179,8 +179,8 @@ TEST(ModelCli, TopKPrintsOneCandidatePerLine) {
   const CliRun run =
       runBinary({"model", "--model", dir.string(), "--ids", "10,20,30", "--top-k", "3"}, tmp.path);
   ASSERT_EQ(run.exitCode, 0) << run.err;
-  const auto model = Gpt2Model::open(dir.string());
-  const auto top = Gpt2Model::topK(model->forward({10, 20, 30}), 3);
+  const auto model = Model::open(dir.string());
+  const auto top = Model::topK(model->forward({10, 20, 30}), 3);
   std::istringstream lines(run.out);
   for (const TokenProb& t : top) {
     std::string line;
@@ -192,6 +192,116 @@ TEST(ModelCli, TopKPrintsOneCandidatePerLine) {
     EXPECT_NEAR(p, t.prob, 1e-6);
   }
   EXPECT_EQ(lineCount(run.out), 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The LLaMA family (make_llama_fixtures.py, llama_reference.py): GQA 8/2, MQA, Qwen2's biases, a
+// Mistral window shorter than the text, llama3 and linear RoPE scaling, untied heads, F16, BF16
+// and sharded files, each against the float64 torch reference.
+
+fs::path llamaFixture(const std::string& name) { return fixture("llama") / name; }
+
+TEST(LlamaReference, GqaTiedF32MatchesTorch) { checkFixture(llamaFixture("llama_gqa")); }
+TEST(LlamaReference, MqaUntiedF16MatchesTorch) { checkFixture(llamaFixture("llama_mqa_f16")); }
+TEST(LlamaReference, Llama3ScalingBf16ShardedMatchesTorch) {
+  checkFixture(llamaFixture("llama3_bf16_sharded"));
+}
+TEST(LlamaReference, LinearScalingExplicitHeadDimMatchesTorch) {
+  checkFixture(llamaFixture("llama_linear"));
+}
+// Mistral's own window (5) AND the intervention window: window:3 narrows it, window:8 changes
+// nothing (window_wide equals plain in the reference).
+TEST(LlamaReference, MistralWindowMatchesTorch) { checkFixture(llamaFixture("mistral_window")); }
+// Qwen2's q/k/v biases; its sliding_window is present but use_sliding_window is false.
+TEST(LlamaReference, Qwen2BiasesMatchTorch) { checkFixture(llamaFixture("qwen2_bias")); }
+
+TEST(LlamaReference, ConfigDescribesTheFamily) {
+  const auto m = Model::open(llamaFixture("llama_gqa").string());
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.family, "llama");
+  EXPECT_EQ(c.nHead, 8);
+  EXPECT_EQ(c.nKvHead, 2);
+  EXPECT_EQ(c.kvHeadOf(5), 1);
+  EXPECT_EQ(m->weightsDescription(), "F32 (mapped)");
+  EXPECT_NE(c.describe().find("8 query heads, 2 KV heads (GQA"), std::string::npos) << c.describe();
+  const auto mistral = Model::open(llamaFixture("mistral_window").string());
+  EXPECT_EQ(mistral->config().windowOf(0), 5);
+  EXPECT_EQ(Model::open(llamaFixture("qwen2_bias").string())->config().windowOf(0), 0);
+  EXPECT_EQ(Model::open(llamaFixture("llama3_bf16_sharded").string())->weightsDescription(),
+            "BF16 (converted to F32)");
+}
+
+// The intervention "RoPE off in this layer" changes that layer's weights (positions were doing
+// something) and the rotation round-trips: applyRope then its inverse gives the input back.
+TEST(LlamaReference, RopeOffChangesTheLayerAndRopeInverts) {
+  const fs::path dir = llamaFixture("llama_gqa");
+  const auto model = Model::open(dir.string());
+  const std::vector<int> ids = readCases(dir)["ids"].get<std::vector<int>>();
+  const ForwardResult plain = model->forward(ids);
+  Interventions iv;
+  iv.layer(1, model->config().nLayer).ropeOff = true;
+  ForwardResult off = model->forward(ids);
+  model->rerunFrom(off, 1, iv);
+  EXPECT_EQ(off.layers[0].weights.data, plain.layers[0].weights.data);
+  EXPECT_NE(off.layers[1].weights.data, plain.layers[1].weights.data);
+  MatrixRM x = MatrixRM::Random(7, model->config().headSize);
+  MatrixRM y = x;
+  applyRope(model->config(), y, 3);
+  EXPECT_GT((y - x).norm(), 1e-3);
+  applyRope(model->config(), y, 3, true);
+  EXPECT_LT((y - x).norm(), 1e-5);
+}
+
+// Through the real binary: `attnviz model --weights/--logits` for a GQA model gives [L, H, T, T]
+// with H the query heads, equal to the reference.
+TEST(LlamaCli, WeightsAndLogitsFilesMatchTorch) {
+  const fs::path dir = llamaFixture("mistral_window");
+  const nlohmann::json cases = readCases(dir);
+  TempDir tmp;
+  const std::string w = (tmp.path / "w.npy").string(), z = (tmp.path / "z.npy").string();
+  std::string ids;
+  for (int id : cases["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  const CliRun run =
+      runBinary({"model", "--model", dir.string(), "--ids", ids, "--ablate", "0:1", "--ablate",
+                 "1:2", "--temperature", "0.5", "--mask", "window:3", "--weights", w, "--logits",
+                 z},
+                tmp.path);
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const NpyArray weights = readNpy(w);
+  const NpyArray wantW = readNpy((dir / "combined_weights.npy").string());
+  EXPECT_EQ(weights.shape, wantW.shape);
+  expectClose(weights.data, wantW, kWeightsAbs, 0, "CLI weights");
+  expectClose(readNpy(z).data, readNpy((dir / "combined_logits.npy").string()), 0, kLogitsRel,
+              "CLI logits");
+}
+
+// A real trained LLaMA model: stories260K (../shared/testdata), converted from its GGUF to an HF
+// folder by stories260k_to_hf.py (q and k permuted to rotate-half), gives the greedy story of
+// the testdata README through `attnviz model --top-k 1`, one step at a time.
+TEST(LlamaStories260K, HfFolderReproducesTheGreedyStory) {
+  const fs::path gguf = sharedTestdata() / "stories260K" / "stories260K.gguf";
+  if (!fs::exists(gguf)) {
+    if (std::getenv("CI")) FAIL() << gguf << " is missing (CI must have ../shared/testdata)";
+    GTEST_SKIP() << gguf << " is missing";
+  }
+  TempDir tmp;
+  const fs::path folder = tmp.path / "stories260K";
+  const std::string cmd = "/usr/bin/python3 " +
+                          shellQuote((modelDir() / "stories260k_to_hf.py").string()) + " " +
+                          shellQuote(gguf.string()) + " " + shellQuote(folder.string());
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::vector<int> story = {403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395,
+                                  317, 426, 338, 401, 396, 267, 337, 410, 408, 419, 292, 411};
+  std::string ids = "1";
+  for (int want : story) {
+    const CliRun run =
+        runBinary({"model", "--model", folder.string(), "--ids", ids, "--top-k", "1"}, tmp.path);
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    int got = -1;
+    ASSERT_EQ(std::sscanf(run.out.c_str(), "%d", &got), 1) << run.out;
+    ASSERT_EQ(got, want) << "after ids " << ids;
+    ids += "," + std::to_string(got);
+  }
 }
 
 // GPT-2 small's shape (12 x 12, d=768, vocab 50257), generated here by the torch script (never
@@ -216,7 +326,7 @@ TEST(ModelGpt2Small, RandomCheckpointMatchesTorch) {
     fs::create_symlink(fs::path("..") / ".." / "blobs" / blob, snap / f);
   }
   std::ofstream(tmp.path / "models--gpt2" / "refs" / "main") << "0123abcd";
-  const auto model = Gpt2Model::open((tmp.path / "models--gpt2").string());
+  const auto model = Model::open((tmp.path / "models--gpt2").string());
   EXPECT_EQ(model->config().nLayer, 12);
   EXPECT_EQ(model->config().vocabSize, 50257);
   const nlohmann::json cases = readCases(gen);

@@ -18,6 +18,8 @@ namespace fs = std::filesystem;
 
 inline fs::path modelDir() { return fs::path(ATTNVIZ_MODEL_DIR); }
 inline fs::path fixture(const std::string& name) { return modelDir() / "fixtures" / name; }
+// ../shared/testdata beside the source tree (real files nobody here wrote).
+inline fs::path sharedTestdata() { return fs::path(ATTNVIZ_SOURCE_DIR).parent_path() / "shared" / "testdata"; }
 
 // A fresh temp folder, removed at destruction.
 struct TempDir {

@@ -26,7 +26,7 @@ double maxAbsDiff(const float* a, const float* b, std::size_t n) {
 }
 
 TEST(ModelSource, LayerInSessionMatchesTorchWeights) {
-  ModelSource src(Gpt2Model::open(kFixture));
+  ModelSource src(Model::open(kFixture));
   src.setText(kText);
   const NpyArray want = readNpy(kFixture + "/plain_weights.npy");  // [L, H, T, T]
   ASSERT_EQ(want.shape.size(), 4u);
@@ -69,7 +69,7 @@ TEST(ModelSource, LayerInSessionMatchesTorchWeights) {
 }
 
 TEST(ModelSource, AblationRerunsFromItsLayerAndMatchesTorch) {
-  ModelSource src(Gpt2Model::open(kFixture));
+  ModelSource src(Model::open(kFixture));
   src.setText(kText);
   const auto before = src.topK(5);
   ASSERT_EQ(before.size(), 5u);
@@ -106,7 +106,7 @@ TEST(ModelSource, AblationRerunsFromItsLayerAndMatchesTorch) {
 // A text's pass computed on another thread (what the app does while the window keeps drawing)
 // is the pass setText computes; one started before the interventions changed is refused.
 TEST(ModelSource, ATextPassFromAWorkerThreadIsAdoptedOnlyWithTheInterventionsItRanWith) {
-  ModelSource src(Gpt2Model::open(kFixture));
+  ModelSource src(Model::open(kFixture));
   src.setText("a b");
   src.setAblated(1, 0, true);
   auto worker = std::async(std::launch::async, [model = src.sharedModel(),
@@ -118,7 +118,7 @@ TEST(ModelSource, ATextPassFromAWorkerThreadIsAdoptedOnlyWithTheInterventionsItR
   ASSERT_TRUE(src.adoptText(std::move(pass)));
   EXPECT_EQ(src.text(), kText);
   const NpyArray plain = readNpy(kFixture + "/plain_logits.npy");
-  ModelSource direct(Gpt2Model::open(kFixture));
+  ModelSource direct(Model::open(kFixture));
   direct.setText(kText);
   direct.setAblated(1, 0, true);
   ASSERT_EQ(src.pass().logits.size(), direct.pass().logits.size());
@@ -136,7 +136,7 @@ TEST(ModelSource, ATextPassFromAWorkerThreadIsAdoptedOnlyWithTheInterventionsItR
 }
 
 TEST(ModelSource, TemperatureAppliedToAllLayersMatchesTorch) {
-  ModelSource src(Gpt2Model::open(kFixture));
+  ModelSource src(Model::open(kFixture));
   src.setText(kText);
   AttentionParams p;
   p.mask.causal = true;

@@ -101,6 +101,9 @@ any text tokenizes to its UTF-8 bytes. It was trained on the CPU by `tools/train
 real learned attention offline.
 {status}
 
+**Terms:** the text it was trained on (the King James Bible) is in the public domain; the
+weights are the attnviz project's, under the MIT licence (the repository's `LICENSE`).
+
 ## Files
 - `config.json`: GPT-2 config as HF writes it: {r['n_layer']} layers, {r['n_head']} heads,
   n_embd {r['n_embd']}, n_positions {r['n_positions']}, vocab_size 256, gelu_new.

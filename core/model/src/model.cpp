@@ -1,188 +1,41 @@
+// The model: weights as typed views filled from a name/shape table per family, and the one
+// forward pass of every family.
 #include "attnviz/model/model.h"
 
 #include "attnviz/engine/engine.h"
-#include "attnviz/formats/fileio.h"
+#include "attnviz/engine/parallel.h"
+#include "attnviz/formats/gguf.h"
 #include "attnviz/formats/safetensors.h"
 
-#include "attnviz/engine/parallel.h"
-
 #include <malloc.h>
-#include <nlohmann/json.hpp>
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
+#include <limits>
+#include <map>
 #include <numeric>
+#include <set>
 
 namespace attnviz {
-
-namespace fs = std::filesystem;
-
-// ---------------------------------------------------------------------------------------------
-// config.json
-
-namespace {
-
-int requireInt(const nlohmann::json& j, const std::string& path, const char* key,
-               const char* fallback = nullptr) {
-  const nlohmann::json* v = nullptr;
-  if (j.contains(key)) {
-    v = &j[key];
-  } else if (fallback && j.contains(fallback)) {
-    v = &j[fallback];
-  }
-  if (!v) throw InputError(path + ": missing \"" + key + "\"");
-  if (!v->is_number_integer() || v->get<long long>() < 1 || v->get<long long>() > (1 << 24)) {
-    throw InputError(path + ": \"" + key + "\" must be an integer between 1 and 16777216");
-  }
-  return v->get<int>();
-}
-
-bool flag(const nlohmann::json& j, const char* key, bool fallback) {
-  return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
-}
-
-}  // namespace
-
-Gpt2Config loadGpt2Config(const std::string& path) { return parseGpt2Config(readFile(path), path); }
-
-Gpt2Config parseGpt2Config(const std::string& text, const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!j.is_object()) throw InputError(path + ": expected a JSON object");
-  if (j.contains("model_type") && j["model_type"] != "gpt2") {
-    throw InputError(path + ": model_type is " + j["model_type"].dump() +
-                     "; attnviz runs GPT-2-family models (model_type \"gpt2\")");
-  }
-  Gpt2Config c;
-  c.nLayer = requireInt(j, path, "n_layer");
-  c.nHead = requireInt(j, path, "n_head");
-  c.nEmbd = requireInt(j, path, "n_embd");
-  c.nPositions = requireInt(j, path, "n_positions", "n_ctx");
-  c.vocabSize = requireInt(j, path, "vocab_size");
-  if (c.nEmbd % c.nHead != 0) {
-    throw InputError(path + ": n_embd " + std::to_string(c.nEmbd) + " is not divisible by n_head " +
-                     std::to_string(c.nHead));
-  }
-  c.nInner = 4 * c.nEmbd;
-  if (j.contains("n_inner") && !j["n_inner"].is_null()) c.nInner = requireInt(j, path, "n_inner");
-  if (j.contains("layer_norm_epsilon")) {
-    const auto& eps = j["layer_norm_epsilon"];
-    if (!eps.is_number() || !(eps.get<double>() > 0 && eps.get<double>() < 1)) {
-      throw InputError(path + ": \"layer_norm_epsilon\" must be a number between 0 and 1");
-    }
-    c.layerNormEps = j["layer_norm_epsilon"].get<float>();
-  }
-  if (j.contains("activation_function")) {
-    if (!j["activation_function"].is_string()) {
-      throw InputError(path + ": \"activation_function\" must be a string");
-    }
-    c.activationName = j["activation_function"].get<std::string>();
-  }
-  const std::string& a = c.activationName;
-  if (a == "gelu_new" || a == "gelu_fast" || a == "gelu_pytorch_tanh") {
-    c.activation = Gpt2Activation::GeluTanh;
-  } else if (a == "gelu") {
-    c.activation = Gpt2Activation::GeluErf;
-  } else if (a == "relu") {
-    c.activation = Gpt2Activation::Relu;
-  } else {
-    throw InputError(path + ": activation_function \"" + a +
-                     "\" is not supported (gelu_new, gelu, gelu_fast, gelu_pytorch_tanh, relu)");
-  }
-  if (!flag(j, "scale_attn_weights", true)) {
-    throw InputError(path + ": scale_attn_weights false (unscaled attention) is not supported");
-  }
-  if (flag(j, "scale_attn_by_inverse_layer_idx", false)) {
-    throw InputError(path + ": scale_attn_by_inverse_layer_idx is not supported");
-  }
-  return c;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The folder
-
-ModelFiles locateModelFiles(const std::string& dirArg, bool needWeights) {
-  fs::path dir(dirArg);
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    throw InputError(dirArg + ": not a folder (a model folder holds config.json, " +
-                     "model.safetensors, vocab.json and merges.txt)");
-  }
-  // The Hugging Face cache: models--NAME/{refs/main, snapshots/<hash>/ -> ../../blobs/...}.
-  if (!fs::exists(dir / "config.json", ec) && fs::is_directory(dir / "snapshots", ec)) {
-    fs::path snap;
-    const std::string ref =
-        fs::exists(dir / "refs" / "main", ec) ? readFile((dir / "refs" / "main").string()) : "";
-    const std::string hash = ref.substr(0, ref.find_first_of("\r\n"));
-    if (!hash.empty() && fs::is_directory(dir / "snapshots" / hash, ec)) {
-      snap = dir / "snapshots" / hash;
-    } else {
-      int count = 0;
-      for (const auto& e : fs::directory_iterator(dir / "snapshots", ec)) {
-        if (e.is_directory()) snap = e.path(), ++count;
-      }
-      if (count != 1) {
-        throw InputError(dirArg + ": a Hugging Face cache folder with " + std::to_string(count) +
-                         " snapshots and no refs/main; pass one snapshots/<hash> folder");
-      }
-    }
-    dir = snap;
-  }
-  ModelFiles f;
-  f.dir = dir.string();
-  f.config = (dir / "config.json").string();
-  f.vocab = (dir / "vocab.json").string();
-  f.merges = (dir / "merges.txt").string();
-  f.weights = (dir / "model.safetensors").string();
-  std::vector<std::string> need{f.config, f.vocab, f.merges};
-  if (needWeights) {
-    // exists() follows symlinks, so a dangling cache link counts as missing.
-    if (!fs::exists(f.weights, ec)) {
-      if (fs::exists(dir / "pytorch_model.bin", ec)) {
-        throw InputError((dir / "pytorch_model.bin").string() +
-                         ": attnviz reads model.safetensors, not PyTorch pickles; convert it with "
-                         "python3 -c \"from transformers import AutoModelForCausalLM as M; "
-                         "M.from_pretrained('" +
-                         f.dir + "').save_pretrained('" + f.dir + "', safe_serialization=True)\"");
-      }
-      if (fs::exists(dir / "model.safetensors.index.json", ec)) {
-        throw InputError((dir / "model.safetensors.index.json").string() +
-                         ": sharded checkpoints are not supported; one model.safetensors is");
-      }
-    }
-    need.push_back(f.weights);
-  }
-  for (const std::string& p : need) {
-    if (!fs::exists(p, ec)) throw InputError(p + ": missing (not in the model folder)");
-  }
-  return f;
-}
-
-Gpt2Tokenizer loadModelTokenizer(const std::string& dir) {
-  const ModelFiles f = locateModelFiles(dir, false);
-  const Gpt2Config c = loadGpt2Config(f.config);
-  return Gpt2Tokenizer::load(f.vocab, f.merges, c.vocabSize);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Interventions
 
 LayerIntervention& Interventions::layer(int l, int nLayer) {
+  if (l < 0 || l >= nLayer) {
+    throw InputError("layer " + std::to_string(l) + " is outside the model (layers 0.." +
+                     std::to_string(nLayer - 1) + ")");
+  }
   if (static_cast<int>(layers.size()) < nLayer) layers.resize(nLayer);
-  return layers.at(l);
+  return layers[l];
 }
 
 const LayerIntervention* Interventions::find(int l) const {
   return l >= 0 && l < static_cast<int>(layers.size()) ? &layers[l] : nullptr;
 }
 
-void Interventions::ablate(int l, int h, const Gpt2Config& c) {
+void Interventions::ablate(int l, int h, const ModelConfig& c) {
   if (l < 0 || l >= c.nLayer || h < 0 || h >= c.nHead) {
     throw InputError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
                      " is outside the model (layers 0.." + std::to_string(c.nLayer - 1) +
@@ -199,31 +52,75 @@ void Interventions::setAll(const MaskSpec& mask, float temperature, int nLayer) 
   }
 }
 
+AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& iv, int layer,
+                                     int T) {
+  return layerAttentionParams(c, iv, layer, T, T);
+}
+
+AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& iv, int layer,
+                                     int Tq, int Tk) {
+  AttentionParams p;
+  const LayerIntervention* li = iv.find(layer);
+  if (li) {
+    p.mask = li->mask;
+    p.temperature = li->temperature;
+  }
+  const int W = c.windowOf(layer);
+  MaskSpec& m = p.mask;
+  if (m.customKind != MaskSpec::Custom::None && (m.custom.rows != Tq || m.custom.cols != Tk)) {
+    throw InputError("the painted mask of layer " + std::to_string(layer) + " is " +
+                     std::to_string(m.custom.rows) + " x " + std::to_string(m.custom.cols) +
+                     "; this pass needs " + std::to_string(Tq) + " x " + std::to_string(Tk));
+  }
+  if (m.prefix == 0 && m.sink == 0) {
+    // No OR-term in the intervention: model AND intervention is one spec (two windows, each the
+    // last W keys, AND to the narrower).
+    m.causal = true;
+    if (W > 0) m.window = m.window > 0 ? std::min(m.window, W) : W;
+    return p;
+  }
+  // The intervention's prefix or sink would let a query see keys the model's own mask hides:
+  // the model's mask (causal, its window) becomes an AND-term of the custom matrix.
+  const int H = m.customKind == MaskSpec::Custom::None ? 1 : m.custom.heads;
+  if (m.customKind == MaskSpec::Custom::None) {
+    m.customKind = MaskSpec::Custom::Allow;
+    m.custom = Tensor3(1, Tq, Tk, 1.0f);
+  }
+  for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < Tq; ++i) {
+      const int pi = queryPosition(i, Tq, Tk);
+      for (int j = 0; j < Tk; ++j) {
+        const bool allowed = j <= pi && (W == 0 || j > pi - W);
+        if (allowed) continue;
+        m.custom.at(h, i, j) = m.customKind == MaskSpec::Custom::Allow
+                                   ? 0.0f
+                                   : -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+  return p;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Weights
 
-struct Gpt2Model::Weights {
-  SafetensorsFile file;
-  std::vector<FloatBuffer> owned;  // converted F16/BF16 (or unaligned F32) tensors
-  const float *wte = nullptr, *wpe = nullptr, *lnfW = nullptr, *lnfB = nullptr, *lm = nullptr;
+struct Model::Weights {
+  std::vector<SafetensorsFile> files;
+  std::unique_ptr<GgufFile> gguf;
+  std::vector<FloatBuffer> owned;  // converted tensors
+  const float *embed = nullptr, *positions = nullptr, *normFW = nullptr, *normFB = nullptr;
+  LinearView head;  // [V, d] out-major
   struct Layer {
-    const float *ln1W, *ln1B, *attnW, *attnB, *projW, *projB;
-    const float *ln2W, *ln2B, *fcW, *fcB, *mlpW, *mlpB;
+    const float *norm1W = nullptr, *norm1B = nullptr, *norm2W = nullptr, *norm2B = nullptr;
+    LinearView q, k, v, o, up, gate, down;
   };
   std::vector<Layer> layers;
 };
 
-Gpt2Model::Gpt2Model() = default;
-Gpt2Model::~Gpt2Model() = default;
+Model::Model() = default;
+Model::~Model() = default;
 
 namespace {
-
-struct Expected {
-  std::string name;  // without the "transformer." prefix
-  std::vector<std::int64_t> shape;
-  const float** slot;
-  const StTensorInfo* info = nullptr;
-};
 
 std::string shapeText(const std::vector<std::int64_t>& s) {
   std::string t = "[";
@@ -231,101 +128,352 @@ std::string shapeText(const std::vector<std::int64_t>& s) {
   return t + "]";
 }
 
+// One stored tensor, wherever it lives.
+struct Found {
+  std::string name;                   // as stored
+  std::vector<std::int64_t> shape;    // row-major (outermost first)
+  std::string dtype;                  // "F32", "BF16", "Q4_K", ...
+  const StTensorInfo* st = nullptr;
+  const SafetensorsFile* stFile = nullptr;
+  const GgufTensor* gg = nullptr;
+};
+
+// A tensor the family table asks for: its name in the HF layout, its shape, and where it goes.
+struct Want {
+  Want(std::string n, std::vector<std::int64_t> s, const float** p)
+      : name(std::move(n)), shape(std::move(s)), slot(p) {}
+  std::string name;
+  std::vector<std::int64_t> shape;
+  const float** slot;
+  bool optional = false;
+  Found found;
+};
+
+// HF names -> llama.cpp's GGUF names.
+std::string ggufName(const std::string& hf, const std::string& family) {
+  static const std::vector<std::pair<std::string, std::string>> llamaLayer = {
+      {"self_attn.q_proj.", "attn_q."},          {"self_attn.k_proj.", "attn_k."},
+      {"self_attn.v_proj.", "attn_v."},          {"self_attn.o_proj.", "attn_output."},
+      {"mlp.gate_proj.", "ffn_gate."},           {"mlp.up_proj.", "ffn_up."},
+      {"mlp.down_proj.", "ffn_down."},           {"input_layernorm.", "attn_norm."},
+      {"post_attention_layernorm.", "ffn_norm."}};
+  static const std::vector<std::pair<std::string, std::string>> gpt2Layer = {
+      {"ln_1.", "attn_norm."},         {"attn.c_attn.", "attn_qkv."}, {"attn.c_proj.", "attn_output."},
+      {"ln_2.", "ffn_norm."},          {"mlp.c_fc.", "ffn_up."},      {"mlp.c_proj.", "ffn_down."}};
+  if (family == "gpt2") {
+    if (hf == "wte.weight") return "token_embd.weight";
+    if (hf == "wpe.weight") return "position_embd.weight";
+    if (hf.rfind("ln_f.", 0) == 0) return "output_norm." + hf.substr(5);
+    if (hf == "lm_head.weight") return "output.weight";
+    if (hf.rfind("h.", 0) == 0) {
+      const std::size_t dot = hf.find('.', 2);
+      const std::string rest = hf.substr(dot + 1);
+      for (const auto& [a, b] : gpt2Layer) {
+        if (rest.rfind(a, 0) == 0) return "blk." + hf.substr(2, dot - 2) + "." + b + rest.substr(a.size());
+      }
+    }
+    return hf;
+  }
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  const std::string p = "model.layers.";
+  if (hf.rfind(p, 0) == 0) {
+    const std::size_t dot = hf.find('.', p.size());
+    const std::string rest = hf.substr(dot + 1);
+    for (const auto& [a, b] : llamaLayer) {
+      if (rest.rfind(a, 0) == 0) {
+        return "blk." + hf.substr(p.size(), dot - p.size()) + "." + b + rest.substr(a.size());
+      }
+    }
+  }
+  return hf;
+}
+
 }  // namespace
 
-std::unique_ptr<Gpt2Model> Gpt2Model::open(const std::string& dir, const Progress& progress) {
+std::unique_ptr<Model> Model::open(const std::string& path, const Progress& progress) {
   auto report = [&](double f, const std::string& what) {
     if (progress) progress(f, what);
   };
-  std::unique_ptr<Gpt2Model> m(new Gpt2Model());
-  report(0.0, "reading config.json");
-  m->files_ = locateModelFiles(dir, true);
-  m->config_ = loadGpt2Config(m->files_.config);
-  const Gpt2Config& c = m->config_;
-  report(0.02, "reading vocab.json and merges.txt");
-  m->tokenizer_ = Gpt2Tokenizer::load(m->files_.vocab, m->files_.merges, c.vocabSize);
-  // The vocab's JSON DOM was freed in many small pieces: give them back to the system, so that
-  // the peak while the pass runs is the mapped file plus the activations.
-  ::malloc_trim(0);
-  report(0.1, "validating model.safetensors");
+  std::unique_ptr<Model> m(new Model());
   auto w = std::make_unique<Weights>();
-  w->file = SafetensorsFile::open(m->files_.weights);
-  const std::string& wpath = m->files_.weights;
+  report(0.0, "locating the model files");
+  m->files_ = locateModelFiles(path, true);
+  const bool isGguf = !m->files_.gguf.empty();
+  std::map<std::string, Found> stored;  // every tensor by name
+  if (isGguf) {
+    report(0.01, "validating " + m->files_.gguf);
+    w->gguf = GgufFile::open(m->files_.gguf);
+    m->config_ = ggufModelConfig(*w->gguf);
+    report(0.05, "reading the GGUF tokenizer");
+    m->tokenizer_ = loadGgufTokenizer(*w->gguf);
+    for (const GgufTensor& t : w->gguf->tensors()) {
+      Found f;
+      f.name = t.name;
+      f.shape.assign(t.ne.rbegin(), t.ne.rend());
+      f.dtype = ggmlTypeName(t.type);
+      f.gg = &t;
+      stored[t.name] = f;
+    }
+  } else {
+    report(0.0, "reading config.json");
+    m->config_ = loadModelConfig(m->files_.config);
+    report(0.02, "reading the tokenizer");
+    m->tokenizer_ = loadFolderTokenizer(m->files_.dir, m->config_.vocabSize);
+    // The vocab's JSON DOM was freed in many small pieces: give them back to the system, so
+    // that the peak while the pass runs is the mapped file plus the activations.
+    ::malloc_trim(0);
+    for (std::size_t s = 0; s < m->files_.shards.size(); ++s) {
+      report(0.05 + 0.05 * double(s) / double(m->files_.shards.size()),
+             "validating " + m->files_.shards[s]);
+      w->files.push_back(SafetensorsFile::open(m->files_.shards[s]));
+    }
+    for (const SafetensorsFile& file : w->files) {
+      for (const StTensorInfo& t : file.tensors()) {
+        Found f;
+        f.name = t.name;
+        f.shape = t.shape;
+        f.dtype = stDtypeName(t.dtype);
+        f.st = &t;
+        f.stFile = &file;
+        if (stored.count(t.name)) {
+          throw InputError(file.name() + ": tensor '" + t.name + "' is also in another shard");
+        }
+        stored[t.name] = f;
+      }
+    }
+  }
+  const ModelConfig& c = m->config_;
+  const std::string wpath = m->files_.weights;
+  const bool gpt2 = c.family == "gpt2";
+  auto find = [&](const std::string& hf) -> const Found* {
+    std::vector<std::string> names;
+    if (isGguf) {
+      names = {ggufName(hf, c.family)};
+    } else if (gpt2) {
+      names = {"transformer." + hf, hf};
+    } else {
+      names = {hf};
+      if (hf.rfind("model.", 0) == 0) names.push_back(hf.substr(6));
+    }
+    for (const std::string& n : names) {
+      auto it = stored.find(n);
+      if (it != stored.end()) return &it->second;
+    }
+    return nullptr;
+  };
+  auto missing = [&](const std::string& hf, const std::string& why) {
+    const std::string name = isGguf ? ggufName(hf, c.family) : hf;
+    return InputError(wpath + ": missing tensor '" + name + "'" + why);
+  };
 
   // The last layer must exist before a table for n_layer layers is built (a config that claims
   // millions of layers fails here, not in an allocation).
-  const std::string last = "h." + std::to_string(c.nLayer - 1) + ".ln_1.weight";
-  if (!w->file.find(last) && !w->file.find("transformer." + last)) {
-    throw InputError(wpath + ": missing tensor '" + last + "' (config.json says n_layer " +
-                     std::to_string(c.nLayer) + ")");
+  const std::string last = gpt2 ? "h." + std::to_string(c.nLayer - 1) + ".ln_1.weight"
+                                : "model.layers." + std::to_string(c.nLayer - 1) +
+                                      ".input_layernorm.weight";
+  if (!find(last)) {
+    throw missing(last, " (the model has " + std::to_string(c.nLayer) + " layers)");
   }
-  const std::int64_t d = c.nEmbd, V = c.vocabSize, P = c.nPositions, I = c.nInner;
-  std::vector<Expected> want = {{"wte.weight", {V, d}, &w->wte},
-                                {"wpe.weight", {P, d}, &w->wpe},
-                                {"ln_f.weight", {d}, &w->lnfW},
-                                {"ln_f.bias", {d}, &w->lnfB}};
+
+  // The family table: every tensor with its shape in the HF layout.
+  const std::int64_t d = c.nEmbd, V = c.vocabSize, I = c.nInner, dh = c.headSize;
+  const std::int64_t dq = c.nHead * dh, dkv = c.nKvHead * dh;
+  std::vector<Want> want;
+  // GPT-2's Conv1D weights are stored [in, out] in HF folders and [out, in] in GGUF files.
+  const bool conv1dInMajor = gpt2 && !isGguf;
+  auto conv = [&](std::int64_t in, std::int64_t out) {
+    return conv1dInMajor ? std::vector<std::int64_t>{in, out} : std::vector<std::int64_t>{out, in};
+  };
+  std::vector<const float*> attnQkv(c.nLayer, nullptr), attnQkvB(c.nLayer, nullptr);
   w->layers.resize(c.nLayer);
-  for (int l = 0; l < c.nLayer; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    Weights::Layer& L = w->layers[l];
-    const std::vector<Expected> layer = {{p + "ln_1.weight", {d}, &L.ln1W},
-                                         {p + "ln_1.bias", {d}, &L.ln1B},
-                                         {p + "attn.c_attn.weight", {d, 3 * d}, &L.attnW},
-                                         {p + "attn.c_attn.bias", {3 * d}, &L.attnB},
-                                         {p + "attn.c_proj.weight", {d, d}, &L.projW},
-                                         {p + "attn.c_proj.bias", {d}, &L.projB},
-                                         {p + "ln_2.weight", {d}, &L.ln2W},
-                                         {p + "ln_2.bias", {d}, &L.ln2B},
-                                         {p + "mlp.c_fc.weight", {d, I}, &L.fcW},
-                                         {p + "mlp.c_fc.bias", {I}, &L.fcB},
-                                         {p + "mlp.c_proj.weight", {I, d}, &L.mlpW},
-                                         {p + "mlp.c_proj.bias", {d}, &L.mlpB}};
-    want.insert(want.end(), layer.begin(), layer.end());
+  if (gpt2) {
+    want.push_back({"wte.weight", {V, d}, &w->embed});
+    want.push_back({"wpe.weight", {c.nPositions, d}, &w->positions});
+    want.push_back({"ln_f.weight", {d}, &w->normFW});
+    want.push_back({"ln_f.bias", {d}, &w->normFB});
+    for (int l = 0; l < c.nLayer; ++l) {
+      const std::string p = "h." + std::to_string(l) + ".";
+      Weights::Layer& L = w->layers[l];
+      const std::vector<Want> layer = {
+          {p + "ln_1.weight", {d}, &L.norm1W},         {p + "ln_1.bias", {d}, &L.norm1B},
+          {p + "attn.c_attn.weight", conv(d, 3 * d), &attnQkv[l]},
+          {p + "attn.c_attn.bias", {3 * d}, &attnQkvB[l]},
+          {p + "attn.c_proj.weight", conv(d, d), &L.o.w},
+          {p + "attn.c_proj.bias", {d}, &L.o.b},      {p + "ln_2.weight", {d}, &L.norm2W},
+          {p + "ln_2.bias", {d}, &L.norm2B},          {p + "mlp.c_fc.weight", conv(d, I), &L.up.w},
+          {p + "mlp.c_fc.bias", {I}, &L.up.b},        {p + "mlp.c_proj.weight", conv(I, d), &L.down.w},
+          {p + "mlp.c_proj.bias", {d}, &L.down.b}};
+      want.insert(want.end(), layer.begin(), layer.end());
+    }
+  } else {
+    want.push_back({"model.embed_tokens.weight", {V, d}, &w->embed});
+    want.push_back({"model.norm.weight", {d}, &w->normFW});
+    for (int l = 0; l < c.nLayer; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      Weights::Layer& L = w->layers[l];
+      want.push_back({p + "input_layernorm.weight", {d}, &L.norm1W});
+      want.push_back({p + "post_attention_layernorm.weight", {d}, &L.norm2W});
+      want.push_back({p + "self_attn.q_proj.weight", {dq, d}, &L.q.w});
+      want.push_back({p + "self_attn.k_proj.weight", {dkv, d}, &L.k.w});
+      want.push_back({p + "self_attn.v_proj.weight", {dkv, d}, &L.v.w});
+      want.push_back({p + "self_attn.o_proj.weight", {d, dq}, &L.o.w});
+      if (c.qkvBias) {
+        want.push_back({p + "self_attn.q_proj.bias", {dq}, &L.q.b});
+        want.push_back({p + "self_attn.k_proj.bias", {dkv}, &L.k.b});
+        want.push_back({p + "self_attn.v_proj.bias", {dkv}, &L.v.b});
+      }
+      if (c.outBias) want.push_back({p + "self_attn.o_proj.bias", {d}, &L.o.b});
+      want.push_back({p + "mlp.gate_proj.weight", {I, d}, &L.gate.w});
+      want.push_back({p + "mlp.up_proj.weight", {I, d}, &L.up.w});
+      want.push_back({p + "mlp.down_proj.weight", {d, I}, &L.down.w});
+      if (c.mlpBias) {
+        want.push_back({p + "mlp.gate_proj.bias", {I}, &L.gate.b});
+        want.push_back({p + "mlp.up_proj.bias", {I}, &L.up.b});
+        want.push_back({p + "mlp.down_proj.bias", {d}, &L.down.b});
+      }
+    }
   }
   // lm_head.weight when the file has one (untied), else the embedding (tied).
-  const StTensorInfo* lm = w->file.find("lm_head.weight");
-  if (!lm) lm = w->file.find("transformer.lm_head.weight");
-  if (lm) want.push_back({"lm_head.weight", {V, d}, &w->lm, lm});
+  const float* lm = nullptr;
+  const Found* lmFound = find("lm_head.weight");
+  if (lmFound) {
+    want.push_back({"lm_head.weight", {V, d}, &lm});
+  } else if (!c.tiedHead && !isGguf) {
+    throw missing("lm_head.weight", " (config.json says tie_word_embeddings false)");
+  }
 
   // Validate everything first.
-  std::string dtypes;
-  for (Expected& e : want) {
-    if (!e.info) e.info = w->file.find("transformer." + e.name);
-    if (!e.info) e.info = w->file.find(e.name);
-    if (!e.info) {
-      throw InputError(wpath + ": missing tensor '" + e.name + "' (with or without the " +
-                       "'transformer.' prefix)");
+  std::set<std::string> dtypes;
+  std::map<std::string, int> quantCounts;
+  long long params = 0;
+  for (Want& e : want) {
+    const Found* f = find(e.name);
+    if (!f) {
+      if (e.optional) continue;
+      throw missing(e.name, "");
     }
-    if (!stDtypeConvertible(e.info->dtype)) {
-      throw InputError(wpath + ": tensor '" + e.info->name + "' has dtype " +
-                       stDtypeName(e.info->dtype) + "; expected F32, F16 or BF16");
+    e.found = *f;
+    if (f->shape != e.shape) {
+      throw InputError(wpath + ": tensor '" + f->name + "' has shape " + shapeText(f->shape) +
+                       ", expected " + shapeText(e.shape) + " from " +
+                       (isGguf ? std::string("the GGUF metadata") : m->files_.config));
     }
-    if (e.info->shape != e.shape) {
-      throw InputError(wpath + ": tensor '" + e.info->name + "' has shape " +
-                       e.info->shapeString() + ", expected " + shapeText(e.shape) +
-                       " from config.json");
+    if (f->st && !stDtypeConvertible(f->st->dtype)) {
+      throw InputError(wpath + ": tensor '" + f->name + "' has dtype " + f->dtype +
+                       "; expected F32, F16 or BF16");
     }
-    const std::string dt = stDtypeName(e.info->dtype);
-    if (dtypes.find(dt) == std::string::npos) dtypes += (dtypes.empty() ? "" : "+") + dt;
+    if (f->gg) {
+      int bv = 0, bb = 0;
+      if (!ggmlTypeInfo(f->gg->type, bv, bb)) {
+        throw InputError(wpath + ": tensor '" + f->name + "' has type " + f->dtype +
+                         ", which attnviz cannot read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
+                         "Q8_0, Q2_K..Q6_K)");
+      }
+      if (f->shape.size() == 2) ++quantCounts[f->dtype];
+    }
+    dtypes.insert(f->dtype);
+    std::int64_t n = 1;
+    for (auto s : f->shape) n *= s;
+    params += n;
+  }
+  if (isGguf && !lmFound && !c.tiedHead) {
+    throw missing("lm_head.weight", "");
   }
 
   // Then map (F32, aligned) or convert.
   bool converted = false;
   for (std::size_t n = 0; n < want.size(); ++n) {
-    Expected& e = want[n];
-    const std::span<const float> view = w->file.f32View(*e.info);
-    if (!view.empty() || e.info->elementCount() == 0) {
-      *e.slot = view.data();
+    Want& e = want[n];
+    if (e.found.name.empty()) continue;
+    const Found& f = e.found;
+    if (f.st) {
+      const std::span<const float> view = f.stFile->f32View(*f.st);
+      if (!view.empty() || f.st->elementCount() == 0) {
+        *e.slot = view.data();
+      } else {
+        w->owned.push_back(f.stFile->toFloat32(*f.st));
+        *e.slot = w->owned.back().data();
+        converted = true;
+      }
     } else {
-      w->owned.push_back(w->file.toFloat32(*e.info));
-      *e.slot = w->owned.back().data();
-      converted = true;
+      const GgufTensor& t = *f.gg;
+      if (t.type == std::uint32_t(GgmlType::F32) &&
+          reinterpret_cast<std::uintptr_t>(t.data) % alignof(float) == 0) {
+        *e.slot = reinterpret_cast<const float*>(t.data);
+      } else {
+        // Straight into the kept buffer, a row at a time (no second copy of the tensor).
+        const std::int64_t cols = t.ne.empty() ? 1 : t.ne[0], rows = t.count() / cols;
+        FloatBuffer buf(static_cast<std::size_t>(t.count()));
+        for (std::int64_t r = 0; r < rows; ++r) {
+          dequantizeRow(GgmlType(t.type), t.rowData(r), buf.data() + r * cols, cols);
+        }
+        w->owned.push_back(std::move(buf));
+        *e.slot = w->owned.back().data();
+        converted = true;
+      }
     }
     report(0.1 + 0.9 * double(n + 1) / double(want.size()),
-           converted ? "converting " + e.info->name : "mapping " + e.info->name);
+           converted ? "converting " + f.name : "mapping " + f.name);
   }
-  if (!w->lm) w->lm = w->wte;
-  m->weightsDescription_ = dtypes + (converted ? " (converted to F32)" : " (mapped)");
+
+  // Linear views.
+  auto outIn = [](const float* W, const float* b, int in, int out) {
+    LinearView v;
+    v.w = W, v.b = b, v.in = in, v.out = out, v.ld = in, v.inMajor = false;
+    return v;
+  };
+  for (int l = 0; l < c.nLayer; ++l) {
+    Weights::Layer& L = w->layers[l];
+    if (gpt2) {
+      const float* qkv = attnQkv[l];
+      const float* b = attnQkvB[l];
+      if (conv1dInMajor) {
+        // [d, 3d] rows: q, k and v are column slices with row stride 3d.
+        for (int part = 0; part < 3; ++part) {
+          LinearView& v = part == 0 ? L.q : part == 1 ? L.k : L.v;
+          v.w = qkv + part * d, v.b = b + part * d, v.in = int(d), v.out = int(d);
+          v.ld = 3 * d, v.inMajor = true;
+        }
+        auto inOut = [&](LinearView& v, int in, int out) {
+          v.in = in, v.out = out, v.ld = out, v.inMajor = true;
+        };
+        inOut(L.o, int(d), int(d));
+        inOut(L.up, int(d), int(I));
+        inOut(L.down, int(I), int(d));
+      } else {
+        // [3d, d] rows: q, k and v are row slices.
+        L.q = outIn(qkv, b, int(d), int(d));
+        L.k = outIn(qkv + d * d, b + d, int(d), int(d));
+        L.v = outIn(qkv + 2 * d * d, b + 2 * d, int(d), int(d));
+        L.o = outIn(L.o.w, L.o.b, int(d), int(d));
+        L.up = outIn(L.up.w, L.up.b, int(d), int(I));
+        L.down = outIn(L.down.w, L.down.b, int(I), int(d));
+      }
+    } else {
+      L.q = outIn(L.q.w, L.q.b, int(d), int(dq));
+      L.k = outIn(L.k.w, L.k.b, int(d), int(dkv));
+      L.v = outIn(L.v.w, L.v.b, int(d), int(dkv));
+      L.o = outIn(L.o.w, L.o.b, int(dq), int(d));
+      L.gate = outIn(L.gate.w, L.gate.b, int(d), int(I));
+      L.up = outIn(L.up.w, L.up.b, int(d), int(I));
+      L.down = outIn(L.down.w, L.down.b, int(I), int(d));
+    }
+  }
+  w->head = outIn(lm ? lm : w->embed, nullptr, int(d), int(V));
+
+  std::string dt;
+  if (isGguf) {
+    dt = ggufFileTypeName(*w->gguf);
+    std::string mix;
+    for (const auto& [name, count] : quantCounts) mix += (mix.empty() ? "" : ", ") + name;
+    if (quantCounts.size() > 1) dt += " (mixed: " + mix + ")";
+  } else {
+    for (const std::string& s : dtypes) dt += (dt.empty() ? "" : "+") + s;
+  }
+  m->weightsDescription_ = dt + (converted ? " (converted to F32)" : " (mapped)");
+  m->parameterCount_ = params;
   m->w_ = std::move(w);
   report(1.0, "ready");
   return m;
@@ -334,113 +482,189 @@ std::unique_ptr<Gpt2Model> Gpt2Model::open(const std::string& dir, const Progres
 // ---------------------------------------------------------------------------------------------
 // The pass, one function per operation
 
-void gpt2Matmul(const MatrixRM& x, const float* W, const float* bias, int k, int n, MatrixRM& out) {
-  out.resize(x.rows(), n);
-  const ConstMapRM Wm(W, k, n);
-  const int tasks = std::max(1, std::min(cpuThreads(), n / 64));
-  const int chunk = ((n + tasks - 1) / tasks + 15) / 16 * 16;
-  detail::parallelFor(tasks, [&](int t) {
-    const int c0 = t * chunk, nc = std::min(n, c0 + chunk) - c0;
-    if (nc <= 0) return;
-    out.middleCols(c0, nc).noalias() = x * Wm.middleCols(c0, nc);
-    if (bias) {
-      out.middleCols(c0, nc).rowwise() += Eigen::Map<const Eigen::RowVectorXf>(bias + c0, nc);
-    }
-  });
+void matmulInOut(const MatrixRM& x, const float* W, const float* bias, int k, int n, MatrixRM& out) {
+  LinearView v;
+  v.w = W, v.b = bias, v.in = k, v.out = n, v.ld = n, v.inMajor = true;
+  linear(x, v, out);
 }
 
-void gpt2MatmulTransposed(const MatrixRM& x, const float* E, int V, int d, MatrixRM& out) {
-  out.resize(x.rows(), V);
-  const ConstMapRM Em(E, V, d);
-  // Blocks of 1024 vocab rows, claimed dynamically: GEMM packing buffers stay small (the vocab is
-  // tens of thousands wide) and uneven thread speeds balance out.
-  const int chunk = 1024, tasks = (V + chunk - 1) / chunk;
-  detail::parallelFor(tasks, [&](int t) {
-    const int r0 = t * chunk, nr = std::min(V, r0 + chunk) - r0;
-    if (nr <= 0) return;
-    out.middleCols(r0, nr).noalias() = x * Em.middleRows(r0, nr).transpose();
-  });
+void matmulOutIn(const MatrixRM& x, const float* E, int V, int d, MatrixRM& out) {
+  LinearView v;
+  v.w = E, v.in = d, v.out = V, v.ld = d, v.inMajor = false;
+  linear(x, v, out);
+}
+
+void linear(const MatrixRM& x, const LinearView& W, MatrixRM& out) {
+  const int n = W.out, k = W.in;
+  out.resize(x.rows(), n);
+  using Strided = Eigen::Map<const MatrixRM, 0, Eigen::OuterStride<>>;
+  if (W.inMajor) {
+    const Strided Wm(W.w, k, n, Eigen::OuterStride<>(W.ld));
+    const int tasks = std::max(1, std::min(cpuThreads(), n / 64));
+    const int chunk = ((n + tasks - 1) / tasks + 15) / 16 * 16;
+    detail::parallelFor(tasks, [&](int t) {
+      const int c0 = t * chunk, nc = std::min(n, c0 + chunk) - c0;
+      if (nc <= 0) return;
+      out.middleCols(c0, nc).noalias() = x * Wm.middleCols(c0, nc);
+    });
+  } else {
+    const Strided Wm(W.w, n, k, Eigen::OuterStride<>(W.ld));
+    // Blocks of output rows of W, claimed dynamically: GEMM packing buffers stay small (a vocab
+    // is tens of thousands wide) and uneven thread speeds balance out.
+    const int chunk = n >= 4096 ? 1024 : std::max(64, (n + cpuThreads() - 1) / cpuThreads());
+    const int tasks = (n + chunk - 1) / chunk;
+    detail::parallelFor(tasks, [&](int t) {
+      const int r0 = t * chunk, nr = std::min(n, r0 + chunk) - r0;
+      if (nr <= 0) return;
+      out.middleCols(r0, nr).noalias() = x * Wm.middleRows(r0, nr).transpose();
+    });
+  }
+  if (W.b) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(W.b, n);
 }
 
 namespace {
 
-// out[T, d] = (x - mean) / sqrt(var + eps) * w + b, per row (biased variance, as torch).
-void layernormForward(const MatrixRM& x, const float* w, const float* b, float eps, MatrixRM& out) {
+// out[T, d] = (x - mean) / sqrt(var + eps) * w + b, per row (biased variance, as torch); or
+// RMSNorm: x / sqrt(mean(x^2) + eps) * w.
+void normForward(NormKind kind, const MatrixRM& x, const float* w, const float* b, float eps,
+                 MatrixRM& out) {
   const int d = static_cast<int>(x.cols());
   out.resize(x.rows(), d);
-  const Eigen::Map<const Eigen::ArrayXf> W(w, d), B(b, d);
+  const Eigen::Map<const Eigen::ArrayXf> W(w, d);
   for (Eigen::Index t = 0; t < x.rows(); ++t) {
     const Eigen::ArrayXf row = x.row(t).transpose().array();
-    const float mean = row.mean();
-    const Eigen::ArrayXf centred = row - mean;
-    const float var = centred.square().mean();
-    out.row(t) = ((centred / std::sqrt(var + eps)) * W + B).matrix().transpose();
+    if (kind == NormKind::RMSNorm) {
+      const float ms = row.square().mean();
+      out.row(t) = (row * (1.0f / std::sqrt(ms + eps)) * W).matrix().transpose();
+    } else {
+      const float mean = row.mean();
+      const Eigen::ArrayXf centred = row - mean;
+      const float var = centred.square().mean();
+      Eigen::ArrayXf y = (centred / std::sqrt(var + eps)) * W;
+      if (b) y += Eigen::Map<const Eigen::ArrayXf>(b, d);
+      out.row(t) = y.matrix().transpose();
+    }
   }
 }
 
 // In place, element-wise.
-void activationForward(MatrixRM& h, Gpt2Activation act) {
+void activationForward(MatrixRM& h, Activation act) {
   auto a = h.array();
   switch (act) {
-    case Gpt2Activation::GeluTanh: {
+    case Activation::GeluTanh: {
       const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
       a = 0.5f * a * (1.0f + (k * (a + 0.044715f * a.cube())).tanh());
       break;
     }
-    case Gpt2Activation::GeluErf:
+    case Activation::GeluErf:
       a = 0.5f * a * (1.0f + (a * static_cast<float>(M_SQRT1_2)).erf());
       break;
-    case Gpt2Activation::Relu:
+    case Activation::Relu:
       a = a.max(0.0f);
+      break;
+    case Activation::Silu:
+      a = a / (1.0f + (-a).exp());
       break;
   }
 }
 
-// qkv [T, 3d] -> Q, K, V [H, T, d_h] (head h is columns h*d_h.. of each third).
-void splitHeads(const MatrixRM& qkv, int H, int dh, Tensor3& q, Tensor3& k, Tensor3& v) {
-  const int T = static_cast<int>(qkv.rows()), d = H * dh;
-  // every element is copied in below
-  q = Tensor3::uninit(H, T, dh), k = Tensor3::uninit(H, T, dh), v = Tensor3::uninit(H, T, dh);
-  for (int h = 0; h < H; ++h) {
-    q.mat(h) = qkv.block(0, h * dh, T, dh);
-    k.mat(h) = qkv.block(0, d + h * dh, T, dh);
-    v.mat(h) = qkv.block(0, 2 * d + h * dh, T, dh);
-  }
+// x [T, n*dh] -> [n, T, dh] (head h is columns h*dh..).
+void splitHeads(const MatrixRM& x, int n, int dh, Tensor3& out) {
+  const int T = static_cast<int>(x.rows());
+  out = Tensor3::uninit(n, T, dh);  // every element is copied in below
+  for (int h = 0; h < n; ++h) out.mat(h) = x.block(0, h * dh, T, dh);
 }
 
-// O [H, T, d_h] -> [T, d], with the ablated heads' columns zero.
-void mergeHeads(const Tensor3& o, const std::vector<int>& ablated, MatrixRM& out) {
+// KV heads [KV, T, dh] -> [H, T, dh], KV head g repeated for its group of query heads.
+Tensor3 repeatKv(const Tensor3& kv, int H) {
+  if (kv.heads == H) return kv;
+  const int group = H / kv.heads;
+  Tensor3 out = Tensor3::uninit(H, kv.rows, kv.cols);
+  for (int h = 0; h < H; ++h) out.mat(h) = kv.mat(h / group);
+  return out;
+}
+
+// O [H, T, d_h] -> [T, d], with the layer's ablations and patches applied (zeroed heads, heads
+// replaced by their mean over the positions, patched heads); `kept` (when not null) receives the
+// heads' outputs as they enter W_o.
+void mergeHeads(const Tensor3& o, const LayerIntervention* li, MatrixRM& out, Tensor3* kept) {
   const int H = o.heads, T = o.rows, dh = o.cols;
   out.resize(T, H * dh);
+  auto has = [](const std::vector<int>& v, int h) {
+    return std::find(v.begin(), v.end(), h) != v.end();
+  };
   for (int h = 0; h < H; ++h) {
-    const bool off = std::find(ablated.begin(), ablated.end(), h) != ablated.end();
-    if (off) {
-      out.block(0, h * dh, T, dh).setZero();
-    } else {
-      out.block(0, h * dh, T, dh) = o.mat(h);
+    auto dst = out.block(0, h * dh, T, dh);
+    const MatrixRM* patch = nullptr;
+    if (li) {
+      for (const auto& [ph, m] : li->patchedHeads)
+        if (ph == h) patch = &m;
     }
+    if (li && has(li->ablatedHeads, h)) {
+      dst.setZero();
+    } else if (patch) {
+      if (patch->rows() != T || patch->cols() != dh) {
+        throw InputError("a patch for head " + std::to_string(h) + " is " +
+                         std::to_string(patch->rows()) + " x " + std::to_string(patch->cols()) +
+                         "; the head's output is " + std::to_string(T) + " x " +
+                         std::to_string(dh));
+      }
+      dst = *patch;
+    } else if (li && has(li->meanAblatedHeads, h)) {
+      const Eigen::RowVectorXf mean = o.mat(h).colwise().mean();
+      dst = mean.replicate(T, 1);
+    } else {
+      dst = o.mat(h);
+    }
+  }
+  if (kept) {
+    *kept = Tensor3::uninit(H, T, dh);
+    for (int h = 0; h < H; ++h) kept->mat(h) = out.block(0, h * dh, T, dh);
   }
 }
 
 }  // namespace
 
-std::vector<int> Gpt2Model::encode(const std::string& text) const {
-  std::vector<int> ids = tokenizer_.encode(text);
+void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse) {
+  if (c.positions != PositionKind::Rope) return;
+  const std::vector<double> inv = c.ropeInvFreq();
+  const int pairs = static_cast<int>(inv.size()), half = c.ropeDim / 2;
+  const float sign = inverse ? -1.0f : 1.0f;
+  for (Eigen::Index t = 0; t < x.rows(); ++t) {
+    float* row = x.row(t).data();
+    const float pos = float(pos0 + t);
+    for (int i = 0; i < pairs; ++i) {
+      // As HF computes the angle: float32 position times float32 frequency.
+      const float angle = pos * float(inv[i]);
+      const float cs = std::cos(angle), sn = sign * std::sin(angle);
+      float& a = c.ropeStyle == RopeStyle::HalfSplit ? row[i] : row[2 * i];
+      float& b = c.ropeStyle == RopeStyle::HalfSplit ? row[i + half] : row[2 * i + 1];
+      const float a0 = a, b0 = b;
+      a = a0 * cs - b0 * sn;
+      b = b0 * cs + a0 * sn;
+    }
+  }
+}
+
+std::vector<int> Model::encode(const std::string& text) const {
+  std::vector<int> ids = tokenizer_->encode(text, true);
   if (ids.empty()) throw InputError("--text is empty: nothing to run");
   if (static_cast<int>(ids.size()) > config_.nPositions) {
+    const std::string key = !files_.gguf.empty()         ? config_.family + ".context_length"
+                            : config_.family == "gpt2" ? "n_positions"
+                                                       : "max_position_embeddings";
     throw InputError("the text is " + std::to_string(ids.size()) + " tokens, more than the " +
-                     std::to_string(config_.nPositions) + " positions (n_positions) of " +
-                     files_.config + "; shorten it");
+                     std::to_string(config_.nPositions) + " positions (" + key + ") of " +
+                     (files_.gguf.empty() ? files_.config : files_.gguf) + "; shorten it");
   }
   return ids;
 }
 
-void Gpt2Model::checkIds(const std::vector<int>& ids) const {
+void Model::checkIds(const std::vector<int>& ids) const {
   if (ids.empty()) throw InputError("no token ids: nothing to run");
   if (static_cast<int>(ids.size()) > config_.nPositions) {
     throw InputError(std::to_string(ids.size()) + " tokens are more than the " +
-                     std::to_string(config_.nPositions) + " positions (n_positions) of " +
-                     files_.config);
+                     std::to_string(config_.nPositions) + " positions of the model's context");
   }
   for (int id : ids) {
     if (id < 0 || id >= config_.vocabSize) {
@@ -452,34 +676,84 @@ void Gpt2Model::checkIds(const std::vector<int>& ids) const {
 
 // Buffers one pass reuses from layer to layer: no allocation churn between the layers, so the
 // heap does not fragment around the activations that are kept.
-struct Gpt2Model::Workspace {
+struct Model::Workspace {
   std::unique_ptr<AttentionEngine> engine = makeCpuEngine();
-  MatrixRM a, qkv, merged, proj, m, hidden, out;
+  MatrixRM a, qm, km, vm, merged, proj, m, hidden, gate, out;
+  Tensor3 kvK, kvV;
+
+  // qm, km, vm = the layer's projections of norm_1(x), rows at positions pos0.., q and k rotated
+  // per head when `rope`.
+  void project(const ModelConfig& c, const Weights::Layer& W, const MatrixRM& x, int pos0,
+               bool rope) {
+    normForward(c.norm, x, W.norm1W, W.norm1B, c.layerNormEps, a);
+    linear(a, W.q, qm);
+    linear(a, W.k, km);
+    linear(a, W.v, vm);
+    if (!rope || c.positions != PositionKind::Rope) return;
+    // Each head's slice rotates on its own: rotate per head through a [T, dh] copy.
+    const int T = static_cast<int>(x.rows()), dh = c.headSize;
+    auto rotate = [&](MatrixRM& mat, int heads) {
+      MatrixRM head(T, dh);
+      for (int h = 0; h < heads; ++h) {
+        head = mat.block(0, h * dh, T, dh);
+        applyRope(c, head, pos0);
+        mat.block(0, h * dh, T, dh) = head;
+      }
+    };
+    rotate(qm, c.nHead);
+    rotate(km, c.nKvHead);
+  }
+
+  // x += MLP(norm_2(x)).
+  void mlp(const ModelConfig& c, const Weights::Layer& W, MatrixRM& x) {
+    normForward(c.norm, x, W.norm2W, W.norm2B, c.layerNormEps, m);
+    linear(m, W.up, hidden);
+    if (c.mlp == MlpKind::Gated) {
+      linear(m, W.gate, gate);
+      activationForward(gate, c.activation);
+      hidden.array() *= gate.array();
+    } else {
+      activationForward(hidden, c.activation);
+    }
+    linear(hidden, W.down, out);
+    x += out;
+  }
 };
 
-ForwardResult Gpt2Model::forward(const std::vector<int>& ids, const Interventions& iv) const {
+ForwardResult Model::forward(const std::vector<int>& ids, const Interventions& iv) const {
   checkIds(ids);
   const int T = static_cast<int>(ids.size()), d = config_.nEmbd;
   ForwardResult r;
   r.ids = ids;
   r.layers.resize(config_.nLayer);
-  // x = wte[ids] + wpe[0..T)
   MatrixRM& x = config_.nLayer > 0 ? r.layers[0].residualIn : r.residualOut;
   x.resize(T, d);
-  const ConstMapRM wte(w_->wte, config_.vocabSize, d), wpe(w_->wpe, config_.nPositions, d);
-  for (int t = 0; t < T; ++t) x.row(t) = wte.row(ids[t]) + wpe.row(t);
+  const ConstMapRM embed(w_->embed, config_.vocabSize, d);
+  for (int t = 0; t < T; ++t) x.row(t) = embed.row(ids[t]);
+  if (config_.positions == PositionKind::Learned) {
+    const ConstMapRM pos(w_->positions, config_.nPositions, d);
+    for (int t = 0; t < T; ++t) x.row(t) += pos.row(t);
+  }
   rerunFrom(r, 0, iv);
   return r;
 }
 
-void Gpt2Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const {
+void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const {
   if (fromLayer < 0 || fromLayer > config_.nLayer ||
       static_cast<int>(r.layers.size()) != config_.nLayer) {
     throw InputError("rerunFrom: layer " + std::to_string(fromLayer) + " is outside the model");
   }
+  if (iv.layers.size() > std::size_t(config_.nLayer)) {
+    throw InputError("interventions for " + std::to_string(iv.layers.size()) +
+                     " layers; the model has " + std::to_string(config_.nLayer));
+  }
   for (std::size_t l = 0; l < iv.layers.size(); ++l) {
-    for (int h : iv.layers[l].ablatedHeads) {
-      if (h < 0 || h >= config_.nHead || l >= std::size_t(config_.nLayer)) {
+    std::vector<int> heads = iv.layers[l].ablatedHeads;
+    heads.insert(heads.end(), iv.layers[l].meanAblatedHeads.begin(),
+                 iv.layers[l].meanAblatedHeads.end());
+    for (const auto& p : iv.layers[l].patchedHeads) heads.push_back(p.first);
+    for (int h : heads) {
+      if (h < 0 || h >= config_.nHead) {
         throw InputError("ablation " + std::to_string(l) + ":" + std::to_string(h) +
                          " is outside the model");
       }
@@ -496,50 +770,113 @@ void Gpt2Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& 
   finish(r);
 }
 
-void Gpt2Model::runLayer(ForwardResult& r, int l, const Interventions& iv, Workspace& ws) const {
+void Model::runLayer(ForwardResult& r, int l, const Interventions& iv, Workspace& ws) const {
   const Weights::Layer& W = w_->layers[l];
-  const Gpt2Config& c = config_;
-  const int d = c.nEmbd, H = c.nHead, dh = c.headDim();
+  const ModelConfig& c = config_;
+  const int H = c.nHead, dh = c.headSize;
   LayerActivations& act = r.layers[l];
   const MatrixRM& x = act.residualIn;
   const int T = static_cast<int>(x.rows());
   MatrixRM& next = l + 1 < c.nLayer ? r.layers[l + 1].residualIn : r.residualOut;
+  const LayerIntervention* li = iv.find(l);
 
   // Attention block.
-  layernormForward(x, W.ln1W, W.ln1B, c.layerNormEps, ws.a);
-  gpt2Matmul(ws.a, W.attnW, W.attnB, d, 3 * d, ws.qkv);
-  splitHeads(ws.qkv, H, dh, act.q, act.k, act.v);
-  AttentionParams p;
-  static const LayerIntervention kNone;
-  const LayerIntervention* li = iv.find(l);
-  if (!li) li = &kNone;
-  p.mask = li->mask;
-  p.mask.causal = true;
-  p.temperature = li->temperature;
+  ws.project(c, W, x, 0, !(li && li->ropeOff));
+  splitHeads(ws.qm, H, dh, act.q);
+  splitHeads(ws.km, c.nKvHead, dh, ws.kvK);
+  splitHeads(ws.vm, c.nKvHead, dh, ws.kvV);
+  act.k = repeatKv(ws.kvK, H);
+  act.v = repeatKv(ws.kvV, H);
+  const AttentionParams p = layerAttentionParams(c, iv, l, T);
   validateParams(p, H, T, T);
   ws.engine->run(act.q, act.k, act.v, p);
   const AttentionResult& res = ws.engine->result(kStageWeights | kStageOutput | kStageRows);
   act.weights = res.weights;
   act.rows = res.rows;
-  mergeHeads(res.output, li->ablatedHeads, ws.merged);
-  gpt2Matmul(ws.merged, W.projW, W.projB, d, d, ws.proj);
+  mergeHeads(res.output, li, ws.merged, &act.headOut);
+  linear(ws.merged, W.o, ws.proj);
   next = x + ws.proj;
-
-  // MLP block.
-  layernormForward(next, W.ln2W, W.ln2B, c.layerNormEps, ws.m);
-  gpt2Matmul(ws.m, W.fcW, W.fcB, d, c.nInner, ws.hidden);
-  activationForward(ws.hidden, c.activation);
-  gpt2Matmul(ws.hidden, W.mlpW, W.mlpB, c.nInner, d, ws.out);
-  next += ws.out;
+  ws.mlp(c, W, next);  // MLP block
 }
 
-void Gpt2Model::finish(ForwardResult& r) const {
+void Model::finish(ForwardResult& r) const {
   MatrixRM f;
-  layernormForward(r.residualOut, w_->lnfW, w_->lnfB, config_.layerNormEps, f);
-  gpt2MatmulTransposed(f, w_->lm, config_.vocabSize, config_.nEmbd, r.logits);
+  normForward(config_.norm, r.residualOut, w_->normFW, w_->normFB, config_.layerNormEps, f);
+  linear(f, w_->head, r.logits);
 }
 
-std::vector<TokenProb> Gpt2Model::topK(const ForwardResult& r, int k, int pos) {
+KvCache Model::cacheFrom(const ForwardResult& r) const {
+  KvCache cache;
+  const int group = config_.kvGroup(), dh = config_.headSize, KV = config_.nKvHead;
+  for (const LayerActivations& a : r.layers) {
+    const int T = a.k.rows;
+    MatrixRM k(T, KV * dh), v(T, KV * dh);
+    for (int g = 0; g < KV; ++g) {
+      k.block(0, g * dh, T, dh) = a.k.mat(g * group);
+      v.block(0, g * dh, T, dh) = a.v.mat(g * group);
+    }
+    cache.k.push_back(std::move(k));
+    cache.v.push_back(std::move(v));
+  }
+  return cache;
+}
+
+DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv) const {
+  const ModelConfig& c = config_;
+  const int pos = cache.length(), d = c.nEmbd, H = c.nHead, KV = c.nKvHead, dh = c.headSize;
+  if (pos >= c.nPositions) {
+    throw InputError("the context is full (" + std::to_string(c.nPositions) + " positions)");
+  }
+  if (id < 0 || id >= c.vocabSize) {
+    throw InputError("token id " + std::to_string(id) + " is outside the vocab (0.." +
+                     std::to_string(c.vocabSize - 1) + ")");
+  }
+  if (cache.k.empty()) cache.k.resize(c.nLayer), cache.v.resize(c.nLayer);
+  const int Tk = pos + 1, group = c.kvGroup();
+  MatrixRM x(1, d);
+  x.row(0) = ConstMapRM(w_->embed, c.vocabSize, d).row(id);
+  if (c.positions == PositionKind::Learned) {
+    x.row(0) += ConstMapRM(w_->positions, c.nPositions, d).row(pos);
+  }
+  DecodeStep step;
+  step.rows.resize(c.nLayer);
+  Workspace ws;
+  for (int l = 0; l < c.nLayer; ++l) {
+    const Weights::Layer& W = w_->layers[l];
+    const LayerIntervention* li = iv.find(l);
+    ws.project(c, W, x, pos, !(li && li->ropeOff));
+    MatrixRM& K = cache.k[l];
+    MatrixRM& V = cache.v[l];
+    K.conservativeResize(Tk, KV * dh);
+    V.conservativeResize(Tk, KV * dh);
+    K.row(pos) = ws.km.row(0);
+    V.row(pos) = ws.vm.row(0);
+    Tensor3 q = Tensor3::uninit(H, 1, dh), k = Tensor3::uninit(H, Tk, dh),
+            v = Tensor3::uninit(H, Tk, dh);
+    for (int h = 0; h < H; ++h) {
+      const int g = h / group;
+      q.mat(h) = ws.qm.block(0, h * dh, 1, dh);
+      k.mat(h) = K.block(0, g * dh, Tk, dh);
+      v.mat(h) = V.block(0, g * dh, Tk, dh);
+    }
+    const AttentionParams p = layerAttentionParams(c, iv, l, 1, Tk);
+    validateParams(p, H, 1, Tk);
+    ws.engine->run(q, k, v, p);
+    const AttentionResult& res = ws.engine->result(kStageWeights | kStageOutput);
+    step.rows[l] = res.weights;
+    mergeHeads(res.output, li, ws.merged, nullptr);
+    linear(ws.merged, W.o, ws.proj);
+    x += ws.proj;
+    ws.mlp(c, W, x);
+  }
+  MatrixRM f, logits;
+  normForward(c.norm, x, w_->normFW, w_->normFB, c.layerNormEps, f);
+  linear(f, w_->head, logits);
+  step.logits.assign(logits.data(), logits.data() + logits.size());
+  return step;
+}
+
+std::vector<TokenProb> Model::topK(const ForwardResult& r, int k, int pos) {
   const int T = static_cast<int>(r.logits.rows()), V = static_cast<int>(r.logits.cols());
   if (T == 0) return {};
   if (pos < 0) pos = T - 1;
@@ -557,6 +894,114 @@ std::vector<TokenProb> Gpt2Model::topK(const ForwardResult& r, int k, int pos) {
     out.push_back({order[i], static_cast<float>(std::exp(double(row(order[i])) - mx) / sum)});
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// For attribution (attribution.h)
+
+MatrixRM Model::unembedResidual(const MatrixRM& x) const {
+  if (x.cols() != config_.nEmbd) {
+    throw InputError("unembedResidual: rows of " + std::to_string(x.cols()) +
+                     " values; the model's width is " + std::to_string(config_.nEmbd));
+  }
+  MatrixRM f, logits;
+  normForward(config_.norm, x, w_->normFW, w_->normFB, config_.layerNormEps, f);
+  linear(f, w_->head, logits);
+  return logits;
+}
+
+MatrixRM Model::headToResidual(int layer, int head, const MatrixRM& o) const {
+  const ModelConfig& c = config_;
+  if (layer < 0 || layer >= c.nLayer || head < 0 || head >= c.nHead) {
+    throw InputError("head " + std::to_string(layer) + ":" + std::to_string(head) +
+                     " is outside the model");
+  }
+  if (o.cols() != c.headSize) {
+    throw InputError("headToResidual: rows of " + std::to_string(o.cols()) +
+                     " values; the head size is " + std::to_string(c.headSize));
+  }
+  const LinearView& W = w_->layers[layer].o;
+  LinearView s = W;
+  s.b = nullptr;
+  s.in = c.headSize;
+  // [in, out] rows: the head's rows; [out, in] rows: the head's columns (same row stride).
+  s.w = W.inMajor ? W.w + long(head) * c.headSize * W.ld : W.w + long(head) * c.headSize;
+  MatrixRM out;
+  linear(o, s, out);
+  return out;
+}
+
+MatrixRM Model::directLogits(const MatrixRM& u, const ForwardResult& r, int pos) const {
+  const ModelConfig& c = config_;
+  const int T = static_cast<int>(r.residualOut.rows()), d = c.nEmbd;
+  if (pos < 0 || pos >= T) {
+    throw InputError("position " + std::to_string(pos) + " is outside the " + std::to_string(T) +
+                     " tokens");
+  }
+  if (u.cols() != d || r.residualOut.cols() != d) {
+    throw InputError("directLogits: vectors of " + std::to_string(u.cols()) +
+                     " values; the model's width is " + std::to_string(d));
+  }
+  // The norm's denominator at pos, computed as normForward computes it.
+  const Eigen::ArrayXf row = r.residualOut.row(pos).transpose().array();
+  float denom;
+  if (c.norm == NormKind::RMSNorm) {
+    denom = std::sqrt(row.square().mean() + c.layerNormEps);
+  } else {
+    const float mean = row.mean();
+    denom = std::sqrt((row - mean).square().mean() + c.layerNormEps);
+  }
+  const Eigen::Map<const Eigen::RowVectorXf> W(w_->normFW, d);
+  MatrixRM scaled(u.rows(), d);
+  for (Eigen::Index i = 0; i < u.rows(); ++i) {
+    Eigen::RowVectorXf v = u.row(i);
+    if (c.norm == NormKind::LayerNorm) v.array() -= v.mean();
+    scaled.row(i) = (v.array() / denom * W.array()).matrix();
+  }
+  LinearView head = w_->head;
+  head.b = nullptr;
+  MatrixRM out;
+  linear(scaled, head, out);
+  return out;
+}
+
+std::vector<float> Model::rerunLogitsAt(ForwardResult& r, int fromLayer, const Interventions& iv,
+                                        int pos) const {
+  if (fromLayer < 0 || fromLayer > config_.nLayer ||
+      static_cast<int>(r.layers.size()) != config_.nLayer) {
+    throw InputError("rerunFrom: layer " + std::to_string(fromLayer) + " is outside the model");
+  }
+  if (iv.layers.size() > std::size_t(config_.nLayer)) {
+    throw InputError("interventions for " + std::to_string(iv.layers.size()) +
+                     " layers; the model has " + std::to_string(config_.nLayer));
+  }
+  for (std::size_t l = 0; l < iv.layers.size(); ++l) {
+    std::vector<int> heads = iv.layers[l].ablatedHeads;
+    heads.insert(heads.end(), iv.layers[l].meanAblatedHeads.begin(),
+                 iv.layers[l].meanAblatedHeads.end());
+    for (const auto& p : iv.layers[l].patchedHeads) heads.push_back(p.first);
+    for (int h : heads) {
+      if (h < 0 || h >= config_.nHead) {
+        throw InputError("ablation " + std::to_string(l) + ":" + std::to_string(h) +
+                         " is outside the model");
+      }
+    }
+  }
+  const MatrixRM& in = config_.nLayer > 0 ? r.layers[0].residualIn : r.residualOut;
+  if (pos < 0 || pos >= in.rows()) {
+    throw InputError("position " + std::to_string(pos) + " is outside the " +
+                     std::to_string(in.rows()) + " tokens");
+  }
+  r.interventions = iv;
+  {
+    Workspace ws;
+    for (int l = fromLayer; l < config_.nLayer; ++l) runLayer(r, l, iv, ws);
+  }
+  const MatrixRM x = r.residualOut.row(pos);
+  MatrixRM f, logits;
+  normForward(config_.norm, x, w_->normFW, w_->normFB, config_.layerNormEps, f);
+  linear(f, w_->head, logits);
+  return std::vector<float>(logits.data(), logits.data() + logits.size());
 }
 
 }  // namespace attnviz

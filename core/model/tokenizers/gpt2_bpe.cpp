@@ -1,47 +1,22 @@
 #include "attnviz/model/tokenizers/gpt2_bpe.h"
 
+#include "tokenizer_internal.h"
+
 #include "attnviz/formats/fileio.h"
 #include "attnviz/engine/tensor.h"
 
 #include <nlohmann/json.hpp>
 #include <unicode/uchar.h>
 
-#include <array>
+#include <algorithm>
 #include <climits>
-#include <cstdio>
 
 namespace attnviz {
 
 namespace {
 
-// One character of the input: its code point (-1 for a byte that is not valid UTF-8) and length.
-struct Char {
-  int cp = -1;
-  int len = 1;
-};
-
-Char decodeUtf8(std::string_view s, std::size_t i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) return {b0, 1};
-  int len = 0, cp = 0, min = 0;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2, cp = b0 & 0x1F, min = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3, cp = b0 & 0x0F, min = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4, cp = b0 & 0x07, min = 0x10000;
-  } else {
-    return {};
-  }
-  if (i + len > s.size()) return {};
-  for (int k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) return {};
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return {};
-  return {cp, len};
-}
+using tok::decodeUtf8;
+using Char = tok::Utf8Char;
 
 enum class Cls { Letter, Number, Space, Other };
 
@@ -73,32 +48,10 @@ Scanned scan(std::string_view text) {
   return s;
 }
 
-// Code point -> byte for GPT-2's byte alphabet (-1 when the code point is not in it).
-const std::array<int, 512>& unicodeToByte() {
-  static const std::array<int, 512> table = [] {
-    std::array<int, 512> t;
-    t.fill(-1);
-    int n = 0;
-    for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-      t[printable ? b : 256 + n++] = b;
-    }
-    return t;
-  }();
-  return table;
-}
-
-// A vocab or merges token spelt in the byte alphabet -> raw bytes; false when it is not.
-bool alphabetToBytes(std::string_view s, std::string& out) {
-  out.clear();
-  const auto& table = unicodeToByte();
-  for (std::size_t i = 0; i < s.size();) {
-    const Char c = decodeUtf8(s, i);
-    if (c.cp < 0 || c.cp >= 512 || table[c.cp] < 0) return false;
-    out.push_back(static_cast<char>(table[c.cp]));
-    i += c.len;
-  }
-  return !out.empty();
+std::string hexOf(char c) {
+  static const char* const digits = "0123456789ABCDEF";
+  const auto b = static_cast<unsigned char>(c);
+  return std::string("\\x") + digits[b >> 4] + digits[b & 15];
 }
 
 std::string pairKey(std::string_view a, std::string_view b) {
@@ -109,45 +62,9 @@ std::string pairKey(std::string_view a, std::string_view b) {
   return k;
 }
 
-std::string hexByte(unsigned char b) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "\\x%02X", b);
-  return buf;
-}
-
-// Copies valid UTF-8 through and rewrites the rest with `escape(byte)`.
-template <class Escape>
-std::string escapeBytes(std::string_view s, Escape escape) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size();) {
-    const Char c = decodeUtf8(s, i);
-    if (c.cp >= 0x20 && c.cp != 0x7F) {
-      out.append(s.substr(i, c.len));
-    } else {
-      out += escape(static_cast<unsigned char>(s[i]));
-    }
-    i += c.len;
-  }
-  return out;
-}
-
 }  // namespace
 
-std::string gpt2ByteToUnicode(unsigned char b) {
-  const auto& table = unicodeToByte();
-  int cp = 0;
-  for (int c = 0; c < 512; ++c) {
-    if (table[c] == b) cp = c;
-  }
-  std::string out;
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-  return out;
-}
+std::string gpt2ByteToUnicode(unsigned char b) { return tok::byteToAlphabet(b); }
 
 std::vector<std::string_view> gpt2PreTokenize(std::string_view text) {
   const Scanned s = scan(text);
@@ -229,7 +146,12 @@ Gpt2Tokenizer Gpt2Tokenizer::fromText(const std::string& vocabJson, const std::s
                        " is not below vocab_size " + std::to_string(vocabSize) +
                        " of config.json (the vocab belongs to another model)");
     }
-    if (!alphabetToBytes(token, bytes)) {
+    // Dense ids are the rule; a few holes are fine, but no table is sized from a stray huge id.
+    if (static_cast<long long>(id) >= 2LL * static_cast<long long>(vocab.size()) + 1024) {
+      throw InputError(vocabPath + ": token id " + std::to_string(id) + " is far beyond the " +
+                       std::to_string(vocab.size()) + " tokens of the vocabulary");
+    }
+    if (!tok::alphabetToBytes(token, bytes)) {
       throw InputError(vocabPath + ": token '" + token +
                        "' is not spelt in GPT-2's byte alphabet (not a byte-level BPE vocab)");
     }
@@ -246,13 +168,10 @@ Gpt2Tokenizer Gpt2Tokenizer::fromText(const std::string& vocabJson, const std::s
     t.maxId_ = std::max(t.maxId_, id);
   }
   vocab = nlohmann::json();  // the DOM is several times the file: free it before the merges
-  for (int b = 0; b < 256; ++b) {
-    if (!t.ids_.count(std::string(1, static_cast<char>(b)))) {
-      throw InputError(vocabPath + ": the single byte " + hexByte(static_cast<unsigned char>(b)) +
-                       " (spelt '" + gpt2ByteToUnicode(static_cast<unsigned char>(b)) +
-                       "') has no token");
-    }
-  }
+  // Single bytes may be missing (a character-level vocab): encode() refuses the texts that need
+  // them (vocab.json names no unknown token, so there is none).
+  t.vocabName_ = vocabPath;
+  if (const auto it = t.ids_.find("<|endoftext|>"); it != t.ids_.end()) t.endOfText_ = it->second;
 
   std::size_t lineStart = 0;
   int lineNo = 0, rank = 0;
@@ -270,7 +189,7 @@ Gpt2Tokenizer Gpt2Tokenizer::fromText(const std::string& vocabJson, const std::s
     if (sp == std::string_view::npos || line.find(' ', sp + 1) != std::string_view::npos) {
       throw InputError(where + ": expected two tokens separated by one space");
     }
-    if (!alphabetToBytes(line.substr(0, sp), a) || !alphabetToBytes(line.substr(sp + 1), b)) {
+    if (!tok::alphabetToBytes(line.substr(0, sp), a) || !tok::alphabetToBytes(line.substr(sp + 1), b)) {
       throw InputError(where + ": a token is not spelt in GPT-2's byte alphabet");
     }
     if (!t.ids_.count(a) || !t.ids_.count(b) || !t.ids_.count(a + b)) {
@@ -313,49 +232,32 @@ void Gpt2Tokenizer::bpe(std::string_view piece, std::vector<int>& out) const {
     }
     start = std::move(next);
   }
-  for (std::size_t k = 0; k + 1 < start.size(); ++k) out.push_back(ids_.at(std::string(sym(k))));
+  for (std::size_t k = 0; k + 1 < start.size(); ++k) {
+    const auto it = ids_.find(std::string(sym(k)));
+    if (it != ids_.end()) {
+      out.push_back(it->second);
+    } else {  // a single byte the vocab lacks (merges only make vocab tokens)
+      const std::size_t at = tok::charStartContaining(piece, start[k]);
+      throw InputError("the text needs " + tok::describeChar(piece, at) + ", which " +
+                       (vocabName_.empty() ? std::string("the vocabulary") : vocabName_) +
+                       " cannot express (no token for byte " + hexOf(piece[start[k]]) + ")");
+    }
+  }
 }
 
-std::vector<int> Gpt2Tokenizer::encode(std::string_view text) const {
+std::vector<int> Gpt2Tokenizer::encode(std::string_view text, bool /*addSpecial*/) const {
   std::vector<int> ids;
   for (const std::string_view piece : gpt2PreTokenize(text)) bpe(piece, ids);
   return ids;
 }
 
-const std::string& Gpt2Tokenizer::pieceBytes(int id) const {
-  if (id < 0 || id >= static_cast<int>(present_.size()) || !present_[id]) {
-    throw InputError("token id " + std::to_string(id) + " is not in the vocab");
-  }
+bool Gpt2Tokenizer::contains(int id) const {
+  return id >= 0 && id < static_cast<int>(present_.size()) && present_[id];
+}
+
+std::string Gpt2Tokenizer::pieceBytes(int id) const {
+  if (!contains(id)) throw InputError("token id " + std::to_string(id) + " is not in the vocab");
   return pieces_[id];
-}
-
-std::string Gpt2Tokenizer::decode(const std::vector<int>& ids) const {
-  std::string text;
-  for (int id : ids) text += pieceBytes(id);
-  return text;
-}
-
-std::string Gpt2Tokenizer::printable(int id) const {
-  return escapeBytes(pieceBytes(id), [](unsigned char b) -> std::string {
-    if (b == '\n') return "\\n";
-    if (b == '\r') return "\\r";
-    if (b == '\t') return "\\t";
-    return hexByte(b);
-  });
-}
-
-std::string Gpt2Tokenizer::label(int id) const {
-  std::string_view bytes = pieceBytes(id);
-  std::string out;
-  if (!bytes.empty() && bytes.front() == ' ') {
-    out = "\u2423";
-    bytes.remove_prefix(1);
-  }
-  return out + escapeBytes(bytes, [](unsigned char b) -> std::string {
-           if (b == '\n') return "\u21B5";
-           if (b == '\t') return "\u2192";
-           return hexByte(b);
-         });
 }
 
 }  // namespace attnviz

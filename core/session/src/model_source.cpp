@@ -13,7 +13,8 @@ bool sameMask(const MaskSpec& a, const MaskSpec& b) {
   return a.causal == b.causal && a.window == b.window && a.prefix == b.prefix &&
          a.sink == b.sink && a.pad == b.pad && a.alibi == b.alibi &&
          a.customKind == b.customKind && a.custom.sameShape(b.custom) &&
-         a.custom.data == b.custom.data;
+         a.custom.data == b.custom.data && a.chunk == b.chunk && a.docs == b.docs &&
+         a.expr == b.expr && a.softcap == b.softcap;
 }
 
 bool sameLayer(const LayerIntervention* a, const LayerIntervention* b) {
@@ -23,12 +24,23 @@ bool sameLayer(const LayerIntervention* a, const LayerIntervention* b) {
   std::vector<int> ha = a->ablatedHeads, hb = b->ablatedHeads;
   std::sort(ha.begin(), ha.end());
   std::sort(hb.begin(), hb.end());
-  return ha == hb && a->temperature == b->temperature && sameMask(a->mask, b->mask);
+  std::vector<int> ma = a->meanAblatedHeads, mb = b->meanAblatedHeads;
+  std::sort(ma.begin(), ma.end());
+  std::sort(mb.begin(), mb.end());
+  if (ma != mb || a->patchedHeads.size() != b->patchedHeads.size()) return false;
+  for (std::size_t i = 0; i < a->patchedHeads.size(); ++i) {
+    const MatrixRM &x = a->patchedHeads[i].second, &y = b->patchedHeads[i].second;
+    if (a->patchedHeads[i].first != b->patchedHeads[i].first || x.rows() != y.rows() ||
+        x.cols() != y.cols() || x != y)
+      return false;
+  }
+  return ha == hb && a->temperature == b->temperature && a->ropeOff == b->ropeOff &&
+         sameMask(a->mask, b->mask);
 }
 
 }  // namespace
 
-ModelSource::ModelSource(std::shared_ptr<const Gpt2Model> model) : model_(std::move(model)) {
+ModelSource::ModelSource(std::shared_ptr<const Model> model) : model_(std::move(model)) {
   if (!model_) throw UsageError("ModelSource: no model");
 }
 
@@ -36,7 +48,7 @@ void ModelSource::setText(const std::string& text) {
   adoptText(runText(*model_, text, iv_, ivVersion_));
 }
 
-ModelSource::TextPass ModelSource::runText(const Gpt2Model& model, const std::string& text,
+ModelSource::TextPass ModelSource::runText(const Model& model, const std::string& text,
                                            const Interventions& iv,
                                            std::uint64_t interventionsVersion) {
   TextPass p;
@@ -65,7 +77,10 @@ void ModelSource::showLayer(Session& session, int layer) {
                      std::to_string(layers()) + " layers)");
   if (!ready()) throw UsageError("the model has no text to run on yet");
   const LayerActivations& a = pass_.layers[layer];
-  session.editScene().params.mask.causal = true;
+  // The session shows what the pass computed: the model's own mask AND the layer's intervention.
+  const AttentionParams p = layerAttentionParams(model_->config(), iv_, layer, a.q.rows);
+  session.editScene().params.mask = p.mask;
+  session.editScene().params.temperature = p.temperature;
   session.touchMask();
   session.setTensors(a.q, a.k, a.v, tokens_, tokens_);
   if (!name_.empty()) session.setSourceLabel(modelLayerLabel(name_, layer, iv_));
@@ -110,21 +125,41 @@ void ModelSource::setAblated(int layer, int head, bool ablate) {
   setInterventions(iv);
 }
 
+bool ModelSource::ropeOff(int layer) const {
+  const LayerIntervention* li = iv_.find(layer);
+  return li && li->ropeOff;
+}
+
+void ModelSource::setRopeOff(int layer, bool off) {
+  if (ropeOff(layer) == off) return;
+  Interventions iv = iv_;
+  iv.layer(layer, layers()).ropeOff = off;
+  setInterventions(iv);
+}
+
 void ModelSource::applyParams(const AttentionParams& p, int layer) {
   if (!(p.temperature > 0.0f)) throw UsageError("temperature must be > 0");
   MaskSpec mask = p.mask;
   mask.causal = false;  // the pass keeps its own causal mask
   Interventions iv = iv_;
+  // A window no narrower than the model's own adds nothing to it (the two are ANDed): what the
+  // session shows of the model's window is not stored as an intervention.
+  auto own = [&](int l) {
+    MaskSpec m = mask;
+    const int W = model_->config().windowOf(l);
+    if (W > 0 && m.window >= W) m.window = 0;
+    return m;
+  };
   if (layer < 0) {
     for (int l = 0; l < layers(); ++l) {
       LayerIntervention& li = iv.layer(l, layers());
-      li.mask = mask;
+      li.mask = own(l);
       li.temperature = p.temperature;
     }
   } else {
     if (layer >= layers()) throw UsageError("layer " + std::to_string(layer) + " is out of range");
     LayerIntervention& li = iv.layer(layer, layers());
-    li.mask = mask;
+    li.mask = own(layer);
     li.temperature = p.temperature;
   }
   setInterventions(iv);
@@ -159,11 +194,11 @@ void ModelSource::rerun(const Interventions& iv, int fromLayer) {
 }
 
 std::vector<TokenProb> ModelSource::topK(int k) const {
-  return ready() ? Gpt2Model::topK(pass_, k) : std::vector<TokenProb>{};
+  return ready() ? Model::topK(pass_, k) : std::vector<TokenProb>{};
 }
 
 std::vector<TokenProb> ModelSource::baselineTopK(int k) const {
-  return ready() ? Gpt2Model::topK(baseline_, k) : std::vector<TokenProb>{};
+  return ready() ? Model::topK(baseline_, k) : std::vector<TokenProb>{};
 }
 
 }  // namespace attnviz

@@ -33,13 +33,26 @@ std::string ggmlTypeName(std::uint32_t type);
 bool ggmlTypeInfo(std::uint32_t type, int& blockValues, int& blockBytes);
 // Bytes of n values (n a multiple of the block size).
 std::size_t ggmlRowBytes(GgmlType type, std::int64_t n);
+// The block layout of every type ggml defines for files, readable or not (IQ types, Q8_1, I8 ...
+// included); false for unknown ids and for ids ggml removed (Q4_2, Q4_0_4_4, ...).
+bool ggmlTypeLayout(std::uint32_t type, int& blockValues, int& blockBytes);
+// Whether ggml has (or had) a type with this id, so ggmlTypeName() gives it a real name.
+bool ggmlTypeKnown(std::uint32_t type);
 
 // Dequantizes n values (a multiple of the type's block size) of `type` at src into dst, exactly
 // as ggml's block layouts define them (float32 arithmetic in ggml's order).
+// src needs no alignment. Throws std::invalid_argument for a type ggmlTypeInfo() refuses or an n
+// that is not a whole number of blocks (a caller's bug: GgufFile validated its tensors).
 void dequantizeRow(GgmlType type, const void* src, float* dst, std::int64_t n);
 // dot(row, x) over n values of a stored row, without expanding it to float32 first (decode's
-// matrix-vector products read the blocks as they are stored).
+// matrix-vector products read the blocks as they are stored). Agrees with
+// dot(dequantizeRow(row), x) to float32 rounding (~1e-6 of sum |w_i x_i|), not bit for bit: the
+// AVX-512 kernels scale each block's sum once. Same preconditions and errors as dequantizeRow.
 float dotRow(GgmlType type, const void* row, const float* x, std::int64_t n);
+// y[r] = dotRow(type, rows + r * ggmlRowBytes(type, n), x, n) for r in [0, nRows): a stored
+// [nRows, n] matrix times x (decode's matrix-vector product), checked once for the whole matrix.
+void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* x,
+            float* y);
 
 enum class GgufValueType : std::uint32_t {
   U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7, String = 8,
@@ -48,12 +61,13 @@ enum class GgufValueType : std::uint32_t {
 
 struct GgufValue {
   GgufValueType type = GgufValueType::U8;
-  std::int64_t i = 0;     // every integer type and bool (u64 above INT64_MAX: stored in u)
-  std::uint64_t u = 0;    // every unsigned integer type
+  std::int64_t i = 0;     // every integer type and bool (u64 above INT64_MAX: wrapped; read u)
+  std::uint64_t u = 0;    // every unsigned integer type and bool (signed types: i's bits)
   double f = 0.0;         // F32, F64
   std::string s;          // String
   GgufValueType arrayType = GgufValueType::U8;  // Array: the items' type
-  std::vector<GgufValue> items;                 // Array (of any type, arrays included)
+  std::vector<GgufValue> items;                 // Array (of any type; an inner array is an
+                                                // item of type Array with its own arrayType)
 
   bool isInteger() const;  // U8..I32, U64, I64, Bool
 };
@@ -64,10 +78,17 @@ struct GgufTensor {
   std::uint32_t type = 0;
   std::uint64_t offset = 0;      // within the data section
   std::size_t bytes = 0;
-  const unsigned char* data = nullptr;  // into the mapping; valid while the GgufFile lives
+  // Into the mapping; valid while the GgufFile lives. Aligned to the file's general.alignment
+  // (the mapping is page-aligned), so F32 data is float-aligned unless a file declares an
+  // alignment of 1 or 2 (ggml accepts any power of two); dotRow/dequantizeRow need no alignment.
+  const unsigned char* data = nullptr;
 
   std::int64_t count() const;  // product of ne
-  std::int64_t rows() const;   // count / ne[0]
+  std::int64_t rows() const;   // count / ne[0] (the product of ne[1..]; 1 for a 1-D tensor)
+  // A matrix view [rows(), ne[0]]: row r is rowBytes() bytes at rowData(r), whole blocks, ready
+  // for dotRow(GgmlType(type), rowData(r), x, ne[0]) or dequantizeRow.
+  std::size_t rowBytes() const;
+  const unsigned char* rowData(std::int64_t r) const { return data + std::size_t(r) * rowBytes(); }
 };
 
 class GgufFile {
@@ -85,6 +106,8 @@ class GgufFile {
   std::uint32_t version() const { return version_; }
   std::size_t alignment() const { return alignment_; }
   std::size_t fileSize() const { return size_; }
+  // Where the data section starts in the file (tensor offsets count from here).
+  std::size_t dataOffset() const { return dataOffset_; }
 
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* find(const std::string& key) const;
@@ -110,7 +133,7 @@ class GgufFile {
   std::unique_ptr<Mapping> map_;
   std::string path_;
   std::uint32_t version_ = 0;
-  std::size_t alignment_ = 32, size_ = 0;
+  std::size_t alignment_ = 32, size_ = 0, dataOffset_ = 0;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<GgufTensor> tensors_;
   void parse(const unsigned char* data, std::size_t size);

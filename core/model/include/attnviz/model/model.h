@@ -1,109 +1,215 @@
-// attnviz core: GPT-2-family language models (Hugging Face GPT2LMHeadModel checkpoints) and their
-// forward pass, with the activations the views need and interventions inside the pass.
+// attnviz model: decoder-only language models of every supported family, and their forward pass,
+// with the activations the views need and interventions inside the pass.
 //
-// A model folder, as it is downloaded: config.json, model.safetensors (F32, F16 or BF16; keys with
-// or without "transformer."; lm_head.weight or tied to wte), vocab.json, merges.txt. The Hugging
-// Face cache layout (models--NAME/snapshots/<hash>/ with symlinks into blobs/) opens as it is.
+// One pass for every family. A family is data: ModelConfig names the norm (LayerNorm or RMSNorm),
+// the positions (learned, or RoPE with its pair convention, base and scaling), the attention
+// (query heads, KV heads, head size, biases, sliding window), the MLP (GELU with biases, or gated
+// SiLU) and the tied or untied head. GPT-2, LLaMA, Mistral and Qwen2 are rows of familyTable(),
+// filled from config.json (Hugging Face folders) or GGUF metadata.
 //
-// The pass, per the GPT-2 paper and Hugging Face's GPT2Model (pre-LayerNorm blocks):
-//   x = wte[ids] + wpe[0..T)                               x: [T, d]
-//   for each layer l:  a = ln_1(x); q,k,v = split(a W_attn + b_attn) into H heads of d/H
-//                      o_h = attention(q_h, k_h, v_h) (the engine: causal mask always on,
-//                            plus the layer's mask, temperature and ALiBi); ablated heads o_h = 0
-//                      x += concat(o) W_proj + b_proj
-//                      x += act(ln_2(x) W_fc + b_fc) W_mlp + b_mlp
-//   logits = ln_f(x) W_lm^T                                 logits: [T, V]
-// Weights are used in place from the mapped file when they are F32 and aligned; F16 and BF16
-// tensors are converted to float32 once, at load.
+//   x = embed[ids] (+ learned positions)                     x: [T, d]
+//   for each layer l:  a = norm_1(x); q = a W_q (+b), k = a W_k (+b), v = a W_v (+b)
+//                      q, k rotated by position (RoPE families) unless the layer's RoPE is off
+//                      o_h = attention(q_h, k_{g(h)}, v_{g(h)}) with g(h) = h / (H / H_kv): the
+//                            engine, with the model's own mask (causal, the family's window)
+//                            AND the layer's intervention mask, temperature; ablated o_h = 0
+//                      x += concat(o) W_o (+b)
+//                      x += MLP(norm_2(x))   (act(m W_fc + b) W_proj + b, or
+//                                             (silu(m W_gate) * m W_up) W_down)
+//   logits = norm_f(x) W_lm^T                                 logits: [T, V]
+//
+// Weights are typed views filled from a name/shape table per family; F32 tensors are used in
+// place from the mapped file, F16/BF16 (and GGUF's quantized blocks) are converted to float32 at
+// load.
 #pragma once
 
 #include "attnviz/engine/engine.h"
 #include "attnviz/engine/mask.h"
 #include "attnviz/engine/tensor.h"
-#include "attnviz/model/tokenizers/gpt2_bpe.h"
+#include "attnviz/model/tokenizers/tokenizer.h"
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace attnviz {
 
-enum class Gpt2Activation {
+enum class Activation {
   GeluTanh,  // "gelu_new", "gelu_fast", "gelu_pytorch_tanh": 0.5x(1 + tanh(sqrt(2/pi)(x +
              // 0.044715x^3)))
   GeluErf,   // "gelu": 0.5x(1 + erf(x / sqrt 2))
   Relu,      // "relu"
+  Silu,      // "silu", "swish": x sigmoid(x)
 };
 
-struct Gpt2Config {
-  int nLayer = 0, nHead = 0, nEmbd = 0;
-  int nInner = 0;      // n_inner, or 4 n_embd when null
-  int nPositions = 0;  // n_positions (n_ctx in old files)
+enum class NormKind { LayerNorm, RMSNorm };
+enum class MlpKind { Plain, Gated };  // act(x W_fc + b) W_proj + b, or (act(x W_g) * x W_u) W_d
+enum class PositionKind { Learned, Rope };
+// Which dimensions of a head rotate together: HF's rotate-half (dimension i with i + d/2; also
+// llama.cpp's NEOX kind, Qwen2's GGUF tensors) or adjacent pairs (2i with 2i + 1: Meta's
+// checkpoints and llama.cpp's `llama` GGUF tensors).
+enum class RopeStyle { HalfSplit, Interleaved };
+
+struct RopeScaling {
+  enum class Kind { None, Linear, Llama3 } kind = Kind::None;
+  float factor = 1.0f;
+  float lowFreqFactor = 1.0f, highFreqFactor = 4.0f;  // llama3
+  int originalMaxPositions = 8192;                    // llama3
+};
+
+struct ModelConfig {
+  std::string family = "gpt2";  // "gpt2", "llama", "mistral", "qwen2"
+  int nLayer = 0;
+  int nHead = 0;    // query heads
+  int nKvHead = 0;  // key/value heads (GQA: fewer; MQA: 1)
+  int nEmbd = 0;    // hidden size d
+  int headSize = 0;
+  int nInner = 0;      // MLP width
+  int nPositions = 0;  // context length
   int vocabSize = 0;
+  NormKind norm = NormKind::LayerNorm;
   float layerNormEps = 1e-5f;
-  Gpt2Activation activation = Gpt2Activation::GeluTanh;
+  PositionKind positions = PositionKind::Learned;
+  RopeStyle ropeStyle = RopeStyle::HalfSplit;
+  float ropeTheta = 10000.0f;
+  int ropeDim = 0;  // dimensions of each head that rotate (the first ropeDim); = headSize
+  RopeScaling ropeScaling;
+  // Per-frequency divisors (GGUF's rope_freqs.weight: how llama.cpp stores Llama 3.1's scaling);
+  // empty = none.
+  std::vector<float> ropeFreqFactors;
+  bool qkvBias = false, outBias = false, mlpBias = false;
+  int slidingWindow = 0;    // W >= 1: the model's own window (Mistral, Qwen2 when enabled)
+  int windowFromLayer = 0;  // layers >= this use the window (Qwen2's max_window_layers)
+  MlpKind mlp = MlpKind::Plain;
+  Activation activation = Activation::GeluTanh;
   std::string activationName = "gelu_new";
+  bool tiedHead = true;
+  std::optional<int> bosId, eosId;  // from config.json / GGUF, when given
 
-  int headDim() const { return nEmbd / nHead; }
+  int headDim() const { return headSize; }
+  int kvGroup() const { return nHead / nKvHead; }
+  int kvHeadOf(int h) const { return h / kvGroup(); }
+  // The model's own sliding window in `layer` (0 = none).
+  int windowOf(int layer) const {
+    return slidingWindow > 0 && layer >= windowFromLayer ? slidingWindow : 0;
+  }
+  // RoPE's inverse frequencies, one per rotated pair, after the scaling.
+  std::vector<double> ropeInvFreq() const;
+  // "llama: 8 query heads, 2 KV heads (GQA), RMSNorm, RoPE θ=10000 (rotate-half), gated SiLU"
+  std::string describe() const;
 };
 
-// Reads and checks config.json. Throws InputError "<path>: <problem>" for a missing or malformed
-// field, n_embd not divisible by n_head, an unknown activation or a GPT-2 variant the pass does
-// not implement (scale_attn_by_inverse_layer_idx, unscaled attention, another model_type).
-Gpt2Config loadGpt2Config(const std::string& path);
+// Reads and checks config.json (model_type gpt2, llama, mistral or qwen2). Throws InputError
+// "<path>: <problem>" for a missing or malformed field, an unknown model_type, heads that do not
+// divide, an unknown activation, an unknown rope_scaling or a variant the pass does not implement.
+ModelConfig loadModelConfig(const std::string& path);
 // The same from the file's text; `name` is what errors say.
-Gpt2Config parseGpt2Config(const std::string& text, const std::string& name);
+ModelConfig parseModelConfig(const std::string& text, const std::string& name);
 
-// The files of a model folder. `dir` may be the folder itself, a Hugging Face cache snapshot, or
-// the cache's models--NAME folder (refs/main, or its only snapshot, is used).
+class GgufFile;
+// The same from a GGUF file's metadata (general.architecture llama, qwen2 or gpt2; the
+// <arch>.* keys; the vocabulary size from token_embd). llama.cpp's `llama` tensors keep Meta's
+// adjacent RoPE pairs, its `qwen2` tensors rotate halves.
+ModelConfig ggufModelConfig(const GgufFile& file);
+// "Q4_K_M", "Q8_0", "F16", ... from general.file_type, else from the tensors' types.
+std::string ggufFileTypeName(const GgufFile& file);
+
+// The files of a model: a folder, or a .gguf file. `dir` may be the folder itself, a Hugging Face
+// cache snapshot, or the cache's models--NAME folder (refs/main, or its only snapshot, is used).
 struct ModelFiles {
-  std::string dir, config, weights, vocab, merges;
+  std::string dir, config;
+  std::string weights;              // model.safetensors, the index, or the .gguf file
+  std::vector<std::string> shards;  // the safetensors files (one unless sharded)
+  std::string gguf;                 // set when the model is a GGUF file
 };
 
 // Finds the files. Throws InputError naming the missing file; a folder with pytorch_model.bin
-// and no model.safetensors gets a message that says how to convert it. `needWeights` = false
-// for the tokenizer alone.
+// and no model.safetensors gets a message that says how to convert it; a shard named in the index
+// but missing is named. `needWeights` = false for the tokenizer alone.
 ModelFiles locateModelFiles(const std::string& dir, bool needWeights = true);
+// The shard file names of model.safetensors.index.json's weight_map (sorted, each a plain file
+// name). Throws InputError "<indexPath>: <problem>".
+std::vector<std::string> parseShardIndex(const std::string& text, const std::string& indexPath);
 
-// config.json + vocab.json + merges.txt: what `attnviz tokenize` needs.
-Gpt2Tokenizer loadModelTokenizer(const std::string& dir);
+// What `attnviz tokenize` needs: config.json and the tokenizer files (no weights), or a GGUF
+// (vocab-only files included).
+std::unique_ptr<Tokenizer> loadModelTokenizer(const std::string& path);
 
 // What the pass changes in one layer ("interventions are data": the CLI, the GUI and the tests
 // all say it this way).
 struct LayerIntervention {
-  std::vector<int> ablatedHeads;  // these heads' outputs are zeroed before W_proj
-  MaskSpec mask;                  // combined with the causal mask, which always stays on
+  std::vector<int> ablatedHeads;  // these query heads' outputs are zeroed before W_o
+  // These heads' outputs are replaced, at every position, by their mean over the positions
+  // (mean ablation).
+  std::vector<int> meanAblatedHeads;
+  // Activation patching: head h's output [T, d_h] is replaced by the given one (for example the
+  // same head's output in another run of the same length).
+  std::vector<std::pair<int, MatrixRM>> patchedHeads;
+  MaskSpec mask;                  // ANDed with the model's own mask (causal, its window)
   float temperature = 1.0f;       // tau > 0
+  bool ropeOff = false;           // q and k of this layer are not rotated
 
-  bool any() const { return !ablatedHeads.empty() || mask.any() || temperature != 1.0f; }
+  bool any() const {
+    return !ablatedHeads.empty() || !meanAblatedHeads.empty() || !patchedHeads.empty() ||
+           mask.any() || temperature != 1.0f || ropeOff;
+  }
 };
 
 // One entry per layer (empty = no intervention anywhere).
 struct Interventions {
   std::vector<LayerIntervention> layers;
 
-  // The entry of `layer`, growing the list to nLayer entries first.
+  // The entry of `layer`; throws InputError when it is outside [0, nLayer). Grows the list to
+  // nLayer entries first.
   LayerIntervention& layer(int layer, int nLayer);
   const LayerIntervention* find(int layer) const;
-  // Ablates head H of layer L; throws InputError when out of range.
-  void ablate(int layer, int head, const Gpt2Config& c);
+  // Ablates query head H of layer L; throws InputError when out of range.
+  void ablate(int layer, int head, const ModelConfig& c);
   // The same mask and temperature in every layer.
   void setAll(const MaskSpec& mask, float temperature, int nLayer);
 };
 
-// Per layer, what the views read. Shapes with T tokens, H heads, d_h = d / H.
+// The attention parameters of `layer` for T tokens: the model's own mask (causal, the family's
+// sliding window) AND the layer's intervention mask, and its temperature. The one place this
+// combination is written.
+AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& iv, int layer,
+                                     int T);
+// The same for T_q queries that are the last T_q of T_k positions (a decode step: T_q = 1).
+// Throws InputError when the intervention holds a painted [T, T] mask of another shape.
+AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& iv, int layer,
+                                     int Tq, int Tk);
+
+// Decoding: per layer the rotated keys and values of every position so far, one row a position
+// ([T, H_kv * d_h]); a step appends one row.
+struct KvCache {
+  std::vector<MatrixRM> k, v;
+  int length() const { return k.empty() ? 0 : static_cast<int>(k[0].rows()); }
+};
+
+// One decode step: the new token's logits [V] and, per layer, its attention row over the cache
+// [H, 1, T_k] (after the mask and temperature).
+struct DecodeStep {
+  std::vector<float> logits;
+  std::vector<Tensor3> rows;
+};
+
+// Per layer, what the views read. Shapes with T tokens, H query heads, d_h the head size.
 struct LayerActivations {
   MatrixRM residualIn;         // [T, d] the residual stream entering the layer (re-runs start here)
-  Tensor3 q, k, v;             // [H, T, d_h]
+  Tensor3 q, k, v;             // [H, T, d_h] as the engine saw them (q, k rotated; a KV head
+                               // repeated for each query head of its group)
   Tensor3 weights;             // [H, T, T] attention weights after the layer's mask and temperature
+  Tensor3 headOut;             // [H, T, d_h] each head's output before W_o, after the layer's
+                               // ablations and patches
   std::vector<RowStats> rows;  // [H * T] as in AttentionResult
 };
 
 struct ForwardResult {
   std::vector<int> ids;                  // [T]
   std::vector<LayerActivations> layers;  // [L]
-  MatrixRM residualOut;                  // [T, d] the stream after the last layer, before ln_f
+  MatrixRM residualOut;                  // [T, d] the stream after the last layer, before norm_f
   MatrixRM logits;                       // [T, V]
   Interventions interventions;           // what the pass ran with
 };
@@ -114,28 +220,43 @@ struct TokenProb {
   float prob = 0.0f;
 };
 
-class Gpt2Model {
+// A weight matrix as the pass reads it: float32, row-major, either [in, out] (GPT-2's Conv1D,
+// possibly a column slice of a fused matrix with row stride `ld`) or [out, in] (nn.Linear).
+struct LinearView {
+  const float* w = nullptr;
+  const float* b = nullptr;  // [out] or null
+  int in = 0, out = 0;
+  long ld = 0;               // row stride in floats (in-major: >= out; out-major: >= in)
+  bool inMajor = false;      // true: [in, out] rows; false: [out, in] rows
+};
+// out[T, n] = x[T, k] W (+ b): the one linear layer of every family, split over the CPU threads.
+void linear(const MatrixRM& x, const LinearView& W, MatrixRM& out);
+
+class Model {
  public:
   // fraction in [0, 1] and what is being done ("validating model.safetensors", ...).
   using Progress = std::function<void(double fraction, const std::string& what)>;
 
-  // Locates, validates and maps a model folder; nothing is used before everything is checked.
-  // Throws InputError "<file>: <problem>" (never a half-loaded model).
-  static std::unique_ptr<Gpt2Model> open(const std::string& dir, const Progress& progress = {});
+  // Locates, validates and maps a model folder or GGUF file; nothing is used before everything is
+  // checked. Throws InputError "<file>: <problem>" (never a half-loaded model).
+  static std::unique_ptr<Model> open(const std::string& path, const Progress& progress = {});
 
-  ~Gpt2Model();
-  Gpt2Model(const Gpt2Model&) = delete;
-  Gpt2Model& operator=(const Gpt2Model&) = delete;
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
 
-  const Gpt2Config& config() const { return config_; }
-  const Gpt2Tokenizer& tokenizer() const { return tokenizer_; }
+  const ModelConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ModelFiles& files() const { return files_; }
-  // "F32 (mapped)", "F16 (converted to F32)", ...
+  // "F32 (mapped)", "F16 (converted to F32)", "Q4_K_M (mixed: Q4_K, Q6_K; converted to F32)"...
   const std::string& weightsDescription() const { return weightsDescription_; }
+  // Parameters stored (every weight tensor's element count).
+  long long parameterCount() const { return parameterCount_; }
 
-  // Text -> ids; throws InputError when the text is empty or longer than n_positions tokens.
+  // Text -> ids (with the tokenizer's special tokens); throws InputError when the text is empty
+  // or longer than the context.
   std::vector<int> encode(const std::string& text) const;
-  // Throws InputError when an id is outside the vocab, ids are empty or more than n_positions.
+  // Throws InputError when an id is outside the vocab, ids are empty or more than the context.
   void checkIds(const std::vector<int>& ids) const;
 
   // forward() and rerunFrom() are const: each pass has its own workspace and engine, so a worker
@@ -148,28 +269,64 @@ class Gpt2Model {
   // be unchanged for the result to equal a full forward(). 0 <= fromLayer <= nLayer.
   void rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const;
 
+  // The cache a full pass leaves: every layer's rotated K and V (one per KV head).
+  KvCache cacheFrom(const ForwardResult& r) const;
+  // One token's pass at position cache.length(): matrix-vector products and attention over the
+  // cache, which grows by one row. Interventions apply as in forward(). Throws InputError when
+  // the context is full or the id is outside the vocab.
+  DecodeStep decodeStep(KvCache& cache, int id, const Interventions& iv = {}) const;
+
   // The k most likely next tokens after position `pos` (-1 = the last), most likely first.
   static std::vector<TokenProb> topK(const ForwardResult& r, int k, int pos = -1);
 
-  struct Weights;  // views into the mapped file or converted buffers (model.cpp)
+  struct Weights;  // views into the mapped files or converted buffers (model.cpp)
 
  private:
-  Gpt2Model();
-  Gpt2Config config_;
-  Gpt2Tokenizer tokenizer_;
+  Model();
+  ModelConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
   ModelFiles files_;
   std::string weightsDescription_;
+  long long parameterCount_ = 0;
   std::unique_ptr<Weights> w_;
 
   struct Workspace;
   void runLayer(ForwardResult& r, int layer, const Interventions& iv, Workspace& ws) const;
   void finish(ForwardResult& r) const;
+
+ public:
+  // ---- For attribution (attribution.h): the pieces of the pass after the residual stream, and a
+  // re-run that reads one position. They read the weights as the pass does (float32 views).
+
+  // The logits [n, V] of residual-stream rows x [n, d]: the final norm and the unembedding, as
+  // the pass ends (the logit lens applies it to earlier layers' streams).
+  MatrixRM unembedResidual(const MatrixRM& x) const;
+  // Query head `head`'s output rows o [n, d_h] in layer `layer` through its slice of W_o (input
+  // rows head*d_h .. (head+1)*d_h - 1), without W_o's bias: [n, d]. Throws InputError for a
+  // layer or head outside the model or o of the wrong width.
+  MatrixRM headToResidual(int layer, int head, const MatrixRM& o) const;
+  // The direct logit contributions [n, V] of residual-space vectors u [n, d] at position `pos` of
+  // r: the final norm linearised at r.residualOut's row pos (LayerNorm: u centred; both norms:
+  // divided by that row's denominator sqrt(var + eps) or sqrt(mean square + eps), times the
+  // norm's weight, no bias), then the unembedding without a bias. Throws InputError for a
+  // position outside r.
+  MatrixRM directLogits(const MatrixRM& u, const ForwardResult& r, int pos) const;
+  // rerunFrom() for a caller that reads one position: layers >= fromLayer are re-run, then only
+  // position pos's logits are computed and returned ([V]); r.logits is left as it was. Throws
+  // as rerunFrom() does, and InputError for a position outside r.
+  std::vector<float> rerunLogitsAt(ForwardResult& r, int fromLayer, const Interventions& iv,
+                                   int pos) const;
 };
+
+// RoPE on one head's rows: rotates x [T, d_h] (row t at position pos0 + t) by the config's
+// frequencies, in its pair convention; inverse = true undoes it (the RoPE view shows scores with
+// the rotation removed).
+void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse = false);
 
 // Pieces of the pass, exposed for the benchmark's GEMM floor and for tests.
 // out[T, n] = x[T, k] * W[k, n] (+ bias[n]), W row-major, split over the CPU threads by columns.
-void gpt2Matmul(const MatrixRM& x, const float* W, const float* bias, int k, int n, MatrixRM& out);
-// out[T, V] = x[T, d] * E[V, d]^T, E row-major (the tied embedding), split by rows of E.
-void gpt2MatmulTransposed(const MatrixRM& x, const float* E, int V, int d, MatrixRM& out);
+void matmulInOut(const MatrixRM& x, const float* W, const float* bias, int k, int n, MatrixRM& out);
+// out[T, V] = x[T, d] * E[V, d]^T, E row-major (nn.Linear, the tied embedding), split by rows of E.
+void matmulOutIn(const MatrixRM& x, const float* E, int V, int d, MatrixRM& out);
 
 }  // namespace attnviz

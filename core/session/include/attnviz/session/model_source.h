@@ -1,10 +1,10 @@
-// attnviz session: a GPT-2 model as the session's source (session.h, "A model source ...").
+// attnviz session: a model (any family) as the session's source (session.h, "A model source ...").
 //
 // The model's pass yields per-layer Q, K, V; the source hands one layer's to the session with
 // Session::setTensors (so the heatmap, the temperature slider, the mask panel, the tooltip and
 // the export see that layer as they see any tensors), and keeps the whole pass for the layers x
 // heads grid and the next-token panel. Interventions (ablations, a mask and τ applied inside the
-// pass) re-run the pass from the first layer they change, with Gpt2Model::rerunFrom.
+// pass) re-run the pass from the first layer they change, with Model::rerunFrom.
 // No window, no GL: tested without a display (tests/session/model_source_test.cpp).
 #pragma once
 
@@ -30,9 +30,9 @@ inline constexpr const char* kDefaultModelText = "The cat sat on the mat.";
 
 class ModelSource {
  public:
-  explicit ModelSource(std::shared_ptr<const Gpt2Model> model);
+  explicit ModelSource(std::shared_ptr<const Model> model);
 
-  const Gpt2Model& model() const { return *model_; }
+  const Model& model() const { return *model_; }
   int layers() const { return model_->config().nLayer; }
   int heads() const { return model_->config().nHead; }
 
@@ -49,12 +49,12 @@ class ModelSource {
     ForwardResult baseline, pass;
     std::uint64_t interventionsVersion = 0;  // of the source when the pass started
   };
-  static TextPass runText(const Gpt2Model& model, const std::string& text,
+  static TextPass runText(const Model& model, const std::string& text,
                           const Interventions& iv, std::uint64_t interventionsVersion);
   // Takes a pass from runText. Returns false and changes nothing when the interventions changed
   // after it started (run it again with the current ones).
   bool adoptText(TextPass&& p);
-  std::shared_ptr<const Gpt2Model> sharedModel() const { return model_; }
+  std::shared_ptr<const Model> sharedModel() const { return model_; }
   // Bumped by every change of the interventions.
   std::uint64_t interventionsVersion() const { return ivVersion_; }
   const std::string& text() const { return text_; }
@@ -76,6 +76,9 @@ class ModelSource {
   bool ablated(int layer, int head) const;
   // Ablates (or restores) one head and re-runs the pass from its layer.
   void setAblated(int layer, int head, bool ablate);
+  // "RoPE off in this layer": q and k of `layer` are not rotated (re-runs from that layer).
+  bool ropeOff(int layer) const;
+  void setRopeOff(int layer, bool off);
   // The session's mask and τ inside the pass: in `layer`, or in every layer when layer < 0.
   // The causal term is the pass's own, so only the other masks carry over.
   void applyParams(const AttentionParams& p, int layer);
@@ -98,7 +101,7 @@ class ModelSource {
  private:
   void rerun(const Interventions& iv, int fromLayer);
 
-  std::shared_ptr<const Gpt2Model> model_;
+  std::shared_ptr<const Model> model_;
   std::string text_;
   std::string name_;
   ForwardResult pass_, baseline_;

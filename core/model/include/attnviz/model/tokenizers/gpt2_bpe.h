@@ -9,8 +9,17 @@
 //   3. the lowest-ranked adjacent pair from merges.txt is merged until no pair has a rank.
 // Bytes that are not valid UTF-8 (possible in text from a command line) each count as one
 // character that is neither a letter, a number nor a space, and keep their byte.
+//
+// A vocab.json may lack single bytes (a character-level model such as nanoGPT's): it loads, and
+// only a text that needs a missing byte is refused (InputError naming the character). vocab.json
+// names no unknown token, so there is none (a token spelt "<unk>" is an ordinary token here).
+// Special tokens written in the text ("<|endoftext|>") are encoded as text, as GPT-2's own
+// encoder does.
 #pragma once
 
+#include "attnviz/model/tokenizers/tokenizer.h"
+
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -25,15 +34,15 @@ std::string gpt2ByteToUnicode(unsigned char b);
 // Step 1: the pieces of `text` (views into it, in order, covering it exactly).
 std::vector<std::string_view> gpt2PreTokenize(std::string_view text);
 
-class Gpt2Tokenizer {
+class Gpt2Tokenizer : public Tokenizer {
  public:
   Gpt2Tokenizer() = default;
 
   // Reads vocab.json (token -> id) and merges.txt ("#version" line, then "a b" per line, best
   // first). Checks: JSON object of non-negative integer ids, no id twice, every id < vocabSize
-  // (when vocabSize > 0), every token spelt in the byte alphabet, all 256 single bytes present,
-  // every merge a pair of vocab tokens whose concatenation is in the vocab. Throws InputError
-  // "<file>: <problem>".
+  // (when vocabSize > 0) and below twice the number of tokens + 1024 (so no table is sized from
+  // an unbounded id), every token spelt in the byte alphabet, every merge a pair of vocab tokens
+  // whose concatenation is in the vocab. Throws InputError "<file>: <problem>".
   static Gpt2Tokenizer load(const std::string& vocabPath, const std::string& mergesPath,
                             int vocabSize = 0);
   // The same from the files' text; the names are what errors say.
@@ -41,26 +50,24 @@ class Gpt2Tokenizer {
                                 const std::string& vocabName, const std::string& mergesName,
                                 int vocabSize = 0);
 
-  std::vector<int> encode(std::string_view text) const;
+  // GPT-2 adds no special tokens, so `addSpecial` changes nothing.
+  std::vector<int> encode(std::string_view text, bool addSpecial = true) const override;
 
   // The raw bytes of a token (may be part of a UTF-8 character); throws InputError when `id` is
   // not in the vocab.
-  const std::string& pieceBytes(int id) const;
+  std::string pieceBytes(int id) const override;
 
-  // The bytes of a token sequence joined: the text back.
-  std::string decode(const std::vector<int>& ids) const;
+  // The largest id + 1 (the number of entries in vocab.json when its ids are dense); at most the
+  // model's vocab_size.
+  int size() const override { return maxId_ + 1; }
+  bool contains(int id) const override;
+  // "<|endoftext|>" when vocab.json has it (GPT-2's BOS and EOS; never added by encode()).
+  std::optional<int> bos() const override { return endOfText_; }
+  std::optional<int> eos() const override { return endOfText_; }
+  bool isSpecial(int id) const override { return endOfText_ && id == *endOfText_; }
+  std::string kind() const override { return "GPT-2 byte-level BPE (vocab.json + merges.txt)"; }
 
-  // A one-line, readable label for a token, for axis labels: a leading space (or a lone one) shows
-  // as U+2423 (open box), a newline as U+21B5, a tab as U+2192, other control bytes and bytes that
-  // are not valid UTF-8 as \xNN.
-  std::string label(int id) const;
-
-  // The piece for `tokenize --pieces`: the decoded bytes on one line, with \n, \r and \t
-  // written as those escapes, other control bytes and invalid UTF-8 as \xNN.
-  std::string printable(int id) const;
-
-  // Number of entries in vocab.json; the largest id + 1 is at most the model's vocab_size.
-  int size() const { return static_cast<int>(ids_.size()); }
+  int entries() const { return static_cast<int>(ids_.size()); }
   int maxId() const { return maxId_; }
   int mergeCount() const { return static_cast<int>(ranks_.size()); }
 
@@ -70,6 +77,8 @@ class Gpt2Tokenizer {
   std::vector<bool> present_;                   // id is in vocab.json
   std::unordered_map<std::string, int> ranks_;  // pairKey(a, b) -> merge rank
   int maxId_ = -1;
+  std::string vocabName_;    // for errors
+  std::optional<int> endOfText_;
 
   void bpe(std::string_view piece, std::vector<int>& out) const;
 };

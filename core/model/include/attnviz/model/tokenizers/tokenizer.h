@@ -38,6 +38,8 @@ class Tokenizer {
   // Special ids, when the vocabulary has them.
   virtual std::optional<int> bos() const { return std::nullopt; }
   virtual std::optional<int> eos() const { return std::nullopt; }
+  // The id unknown characters map to, when the vocabulary has one.
+  virtual std::optional<int> unk() const { return std::nullopt; }
   virtual bool isSpecial(int /*id*/) const { return false; }
 
   // "GPT-2 byte-level BPE (vocab.json + merges.txt)", "tokenizer.json: BPE, byte fallback",
@@ -55,5 +57,24 @@ class Tokenizer {
 // label() and printable() of raw bytes (shared by every vocabulary kind).
 std::string tokenLabelOf(const std::string& bytes);
 std::string tokenPrintableOf(const std::string& bytes);
+
+// The tokenizer of a Hugging Face model folder: tokenizer.json, else tokenizer.model
+// (SentencePiece), else vocab.json + merges.txt (GPT-2); tokenizer_config.json is read when
+// present. `vocabSize` > 0 (config.json's vocab_size) bounds the ids. Throws InputError naming
+// the file and the problem (attnviz/model/tokenizers/folder.cpp).
+std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocabSize = 0);
+
+// The tokenizer in a GGUF file's metadata (tokenizer.ggml.*); see gguf_vocab.h.
+class GgufFile;
+std::unique_ptr<Tokenizer> loadGgufTokenizer(const GgufFile& file);
+
+// The tokenizer of a model folder: tokenizer.json, else tokenizer.model (SentencePiece), else
+// GPT-2's vocab.json + merges.txt; tokenizer_config.json read when present. `vocabSize` is the
+// model's (0 = unknown): ids must lie below it. Throws InputError naming the file.
+std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocabSize);
+
+class GgufFile;
+// The tokenizer in a GGUF file's metadata (tokenizer.ggml.*). Throws InputError naming the file.
+std::unique_ptr<Tokenizer> loadGgufTokenizer(const GgufFile& file);
 
 }  // namespace attnviz

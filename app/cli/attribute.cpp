@@ -1,0 +1,196 @@
+// attnviz attribute: which heads matter for one prediction (attnviz/model/attribution.h). An
+// ablation sweep (each head zeroed or mean-ablated in turn) or activation patching from a clean
+// text into the corrupted --text; writes the [L, H] matrix (--out), its figure (--png) and prints
+// the five heads with the largest |value|.
+#include "cli/cli.h"
+#include "cli/model_options.h"
+#include "cli/progress.h"
+
+#include "attnviz/formats/npy.h"
+#include "attnviz/model/attribution.h"
+#include "attnviz/render/attribution_figure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+namespace attnviz::app {
+
+namespace {
+
+// "--target-id 7" -> 7; anything but a non-negative integer is bad usage.
+int parseId(const std::string& option, const std::string& text) {
+  const std::optional<int> v = parseIndex(text, 100'000'000);
+  if (!v) throw UsageError(option + ": expected a non-negative integer, got '" + text + "'");
+  return *v;
+}
+
+void checkVocabId(const std::string& option, int id, int vocab) {
+  if (id >= vocab) {
+    throw UsageError(option + " " + std::to_string(id) + ": outside the vocab (0.." +
+                     std::to_string(vocab - 1) + ")");
+  }
+}
+
+std::string pieceOf(const Model& m, int id) {
+  const Tokenizer& tok = m.tokenizer();
+  return tok.contains(id) ? tok.printable(id) : "#" + std::to_string(id);
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// The five (layer, head) cells with the largest |value|, largest first (ties: lower layer, head).
+void printTop(const AttributionMatrix& a, const char* valueName) {
+  std::vector<int> order(std::size_t(a.rows) * a.cols);
+  std::iota(order.begin(), order.end(), 0);
+  const auto mag = [&](int i) {
+    const float v = a.values[std::size_t(i)];
+    return std::isfinite(v) ? std::fabs(v) : -1.0f;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return mag(x) > mag(y); });
+  std::printf("layer\thead\t%s\n", valueName);
+  for (std::size_t k = 0; k < std::min<std::size_t>(5, order.size()); ++k) {
+    const int i = order[k];
+    std::printf("%d\t%d\t%.6f\n", i / a.cols, i % a.cols, double(a.values[std::size_t(i)]));
+  }
+}
+
+}  // namespace
+
+int runAttribute(int argc, char** argv) {
+  CLI::App app{"Which heads matter for one prediction: ablate each head in turn, or patch each "
+               "head from a clean text into a corrupted one",
+               "attribute"};
+  ModelCliOptions o;
+  AttentionCliOptions attention;  // no attention options here: the model's own pass
+  std::string position, targetId, foilId, sweep, patchFrom, out, png;
+  addModelOptions(app, o, true);
+  app.add_option("--position", position, "the position P whose prediction is read (default: the last)");
+  app.add_option("--target-id", targetId,
+                 "the token whose probability or logit is read (default: the clean run's most "
+                 "likely next token at P)");
+  auto* sweepOpt = app.add_option("--ablate-sweep", sweep,
+                                  "zero|mean: ablate each head in turn and write delta[l, h] = "
+                                  "log p_ablated(target) - log p(target)");
+  auto* patchOpt = app.add_option("--patch-from", patchFrom,
+                                  "CLEAN_TEXT: --text is the corrupted run (same token count); "
+                                  "write the fraction of logit(target) - logit(foil) that patching "
+                                  "each head's output from the clean run restores");
+  sweepOpt->excludes(patchOpt);
+  app.add_option("--foil-id", foilId,
+                 "with --patch-from: the foil (default: the corrupted run's most likely token, "
+                 "or its second most likely when that is the target)");
+  app.add_option("--out", out, "write the [L, H] values (float32 .npy)");
+  app.add_option("--png", png, "write the labelled layers x heads figure");
+  if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
+
+  return guarded("attribute", [&] {
+    const bool patch = app.count("--patch-from") > 0;
+    if (!patch && !app.count("--ablate-sweep")) {
+      throw UsageError("give --ablate-sweep zero|mean or --patch-from CLEAN_TEXT");
+    }
+    AblationKind kind = AblationKind::Zero;
+    if (!patch) {
+      if (sweep == "mean") {
+        kind = AblationKind::Mean;
+      } else if (sweep != "zero") {
+        throw UsageError("--ablate-sweep: expected zero or mean, got '" + sweep + "'");
+      }
+    }
+    if (app.count("--foil-id") && !patch) throw UsageError("--foil-id needs --patch-from");
+    if (!o.ablate.empty()) {
+      throw UsageError("--ablate: attribute ablates every head in turn; it takes no --ablate");
+    }
+    AttributionTarget at;
+    if (app.count("--position")) at.position = parseId("--position", position);
+    if (app.count("--target-id")) at.target = parseId("--target-id", targetId);
+    if (app.count("--foil-id")) at.foil = parseId("--foil-id", foilId);
+
+    o.prepareOnly = true;
+    ModelRun run = runModelFromOptions(o, attention, app);
+    const Model& m = *run.model;
+    const ModelConfig& c = m.config();
+    m.checkIds(run.ids);
+    const int T = static_cast<int>(run.ids.size());
+    if (at.target >= 0) checkVocabId("--target-id", at.target, c.vocabSize);
+    if (at.foil >= 0) checkVocabId("--foil-id", at.foil, c.vocabSize);
+    if (at.position >= T) {
+      throw UsageError("--position " + std::to_string(at.position) + ": outside the " +
+                       std::to_string(T) + " tokens (0.." + std::to_string(T - 1) + ")");
+    }
+
+    AttributionMatrix values;
+    std::string title, valueName, header;
+    std::vector<std::string> captions;
+    {
+      ProgressBar bar("attnviz attribute");
+      AttributionControl control;
+      control.progress = [&](double f) { bar.update("heads", f); };
+      if (!patch) {
+        const ForwardResult clean = m.forward(run.ids);
+        const AblationSweep s = ablationSweep(m, clean, kind, at, control);
+        values = s.delta;
+        valueName = "delta";
+        title = std::string("\xCE\x94 log p(target) with each head ") +
+                (kind == AblationKind::Zero ? "zero-ablated" : "mean-ablated");
+        header = std::string("attribute: ") + ablationKindName(kind) + "-ablation sweep of " +
+                 std::to_string(c.nLayer) + " x " + std::to_string(c.nHead) +
+                 " heads at position " + std::to_string(s.position) + " ('" +
+                 pieceOf(m, run.ids[std::size_t(s.position)]) + "'), target " +
+                 std::to_string(s.target) + " ('" + pieceOf(m, s.target) + "'): log p = " +
+                 fmt("%.6f", s.logProb);
+        captions.push_back("position " + std::to_string(s.position) + ", target " +
+                           std::to_string(s.target) + " '" + pieceOf(m, s.target) +
+                           "', clean log p = " + fmt("%.4f", s.logProb));
+      } else {
+        const std::vector<int> cleanIds = m.encode(patchFrom);
+        const ForwardResult corrupt = m.forward(run.ids);
+        if (cleanIds.size() != run.ids.size()) {
+          throw InputError("--patch-from is " + std::to_string(cleanIds.size()) +
+                           " tokens and --" + (app.count("--text") ? "text" : "ids") + " is " +
+                           std::to_string(run.ids.size()) +
+                           "; patching needs the same number of tokens");
+        }
+        const ForwardResult clean = m.forward(cleanIds);
+        const PatchingResult p = patchHeads(m, clean, corrupt, at, control);
+        const PatchingSetup& s = p.setup;
+        values = p.fraction;
+        valueName = "fraction";
+        title = "Logit difference restored by patching each head from the clean run";
+        header = "attribute: patching " + std::to_string(c.nLayer) + " x " +
+                 std::to_string(c.nHead) + " heads at position " + std::to_string(s.position) +
+                 ", target " + std::to_string(s.target) + " ('" + pieceOf(m, s.target) +
+                 "') vs foil " + std::to_string(s.foil) + " ('" + pieceOf(m, s.foil) +
+                 "'): m_clean = " + fmt("%.6f", s.mClean) + ", m_corrupt = " +
+                 fmt("%.6f", s.mCorrupt);
+        captions.push_back("(m_patched - m_corrupt) / (m_clean - m_corrupt), m = logit(" +
+                           std::to_string(s.target) + " '" + pieceOf(m, s.target) +
+                           "') - logit(" + std::to_string(s.foil) + " '" + pieceOf(m, s.foil) +
+                           "') at position " + std::to_string(s.position));
+        captions.push_back("m_clean = " + fmt("%.4f", s.mClean) +
+                           ", m_corrupt = " + fmt("%.4f", s.mCorrupt));
+      }
+    }
+
+    if (!out.empty()) saveNpy(out, {c.nLayer, c.nHead}, values.values.data());
+    if (!png.empty()) {
+      AttributionFigure fig;
+      fig.rows = values.rows, fig.cols = values.cols;
+      fig.values = values.values;
+      fig.title = title;
+      fig.valueTitle = patch ? "fraction" : "\xCE\x94 log p";
+      fig.captions = captions;
+      writePng(png, renderAttributionFigure(fig));
+    }
+    std::printf("%s\n", header.c_str());
+    printTop(values, valueName.c_str());
+    return 0;
+  });
+}
+
+}  // namespace attnviz::app

@@ -1,0 +1,78 @@
+// attnviz generate: continue a text with a KV cache (generate.h), greedy or sampled, with the
+// interventions in every step; the text streams to stdout as tokens come.
+#include "cli/cli.h"
+#include "cli/model_options.h"
+
+#include "attnviz/model/generate.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace attnviz::app {
+
+int runGenerate(int argc, char** argv) {
+  CLI::App app{"Continue a text with a model (KV cache: each new token is one step over the "
+               "cache); interventions apply at every step",
+               "generate"};
+  ModelCliOptions o;
+  AttentionCliOptions attention;
+  int n = -1, topK = 0;
+  float sampleTemperature = 0.0f;
+  std::uint64_t seed = 0;
+  bool printIds = false, verbose = false;
+  addModelOptions(app, o, true);
+  addAttentionOptions(app, attention);
+  app.add_option("-n", n, "tokens to append (fewer at EOS or the end of the context)")->required();
+  app.add_option("--sample-temperature", sampleTemperature,
+                 "0 (the default) is greedy; otherwise sample from softmax(logits / T)");
+  app.add_option("--top-k", topK, "sample only from the K most likely tokens");
+  app.add_option("--seed", seed, "the sampler's seed");
+  app.add_flag("--print-ids", printIds,
+               "print the generated ids on one line instead of the text (an EOS that ends the "
+               "generation is printed last)");
+  app.add_flag("--verbose", verbose, "tokens per second and why it stopped, on stderr");
+  if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
+
+  return guarded("generate", [&] {
+    if (n < 0) throw UsageError("-n: expected a number >= 0, got " + std::to_string(n));
+    if (topK < 0) throw UsageError("--top-k: expected a number >= 0, got " + std::to_string(topK));
+    if (!(sampleTemperature >= 0.0f) || !std::isfinite(sampleTemperature)) {
+      throw UsageError("--sample-temperature: expected a number >= 0");
+    }
+    o.prepareOnly = true;
+    ModelRun run = runModelFromOptions(o, attention, app);
+    const Model& m = *run.model;
+    const Interventions iv = cliInterventions(m, run.ids, run.ablations, attention);
+    GenerateOptions opts;
+    opts.maxNew = n;
+    opts.sampleTemperature = sampleTemperature;
+    opts.topK = topK;
+    opts.seed = seed;
+    const Tokenizer& tok = m.tokenizer();
+    const std::optional<int> eos = tok.eos() ? tok.eos() : m.config().eosId;
+    const Generation g = generate(m, run.ids, iv, opts, [&](const GeneratedToken& t) {
+      if (!printIds && !(eos && t.id == *eos)) {
+        const std::string bytes = tok.contains(t.id) ? tok.pieceBytes(t.id) : "";
+        std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+        std::fflush(stdout);
+      }
+      return true;
+    });
+    if (printIds) {
+      std::string line;
+      for (int id : g.ids()) line += (line.empty() ? "" : " ") + std::to_string(id);
+      std::printf("%s\n", line.c_str());
+    } else {
+      std::printf("\n");
+    }
+    if (verbose) {
+      const double tps = g.seconds > 0 ? double(g.tokens.size()) / g.seconds : 0.0;
+      std::fprintf(stderr, "attnviz: %zu tokens in %.3f s (%.1f tokens/s); stopped: %s\n",
+                   g.tokens.size(), g.seconds, tps, g.stopReason());
+    }
+    return 0;
+  });
+}
+
+}  // namespace attnviz::app

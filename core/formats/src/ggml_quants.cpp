@@ -1,0 +1,857 @@
+// ggml's tensor types: the type table, block dequantization and dot products over stored blocks.
+//
+// The block layouts are ggml's (ggml-common.h); tools/gguf/quants.py documents each one byte by
+// byte and is the source of the test fixtures. Dequantization is float32 arithmetic in ggml's
+// order, every product and difference rounded on its own: this file is compiled with
+// -ffp-contract=off (core/CMakeLists.txt), so `a * b - c` never becomes an FMA and the results
+// match ggml's reference dequantizer (and the fixtures) bit for bit. (Today every product that
+// could be fused is exact in float32, e.g. Q4_K's (d * sc) * q is 11 + 6 + 4 significant bits, so
+// a contracting build happens to agree too; the flag keeps that from being luck.)
+//
+// Blocks are read through byte structs (alignment 1) and memcpy, so a tensor at any address (a
+// GGUF file may declare general.alignment 1) is read without unaligned-access UB.
+#include "attnviz/formats/gguf.h"
+#include "attnviz/formats/safetensors.h"  // halfToFloat
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define ATTNVIZ_AVX512 1
+#else
+#define ATTNVIZ_AVX512 0
+#endif
+
+#if ATTNVIZ_AVX512 || defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#if defined(__clang__)
+// The same guarantee as -ffp-contract=off for builds that compile this file without the flag
+// (the instrumented fuzz library).
+#pragma clang fp contract(off)
+#endif
+
+// GCC fully unrolls the 16- and 32-value loops of a block before it vectorises, and then leaves
+// them scalar; kept as loops they become a few vector instructions.
+#if defined(__GNUC__) && !defined(__clang__)
+#define ATTNVIZ_VECTOR_LOOP _Pragma("GCC unroll 1")
+#else
+#define ATTNVIZ_VECTOR_LOOP
+#endif
+
+namespace attnviz {
+
+namespace {
+
+constexpr int QK = 32;     // values per legacy block
+constexpr int QK_K = 256;  // values per K-quant super-block
+
+// ------------------------------------------------------------------------------------ blocks
+// Every field is bytes: halves are read with half(), 32-bit words with memcpy.
+struct BlockQ4_0 {
+  unsigned char d[2];
+  unsigned char qs[QK / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 2 + QK / 2);
+struct BlockQ4_1 {
+  unsigned char d[2];
+  unsigned char m[2];
+  unsigned char qs[QK / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 4 + QK / 2);
+struct BlockQ5_0 {
+  unsigned char d[2];
+  unsigned char qh[4];
+  unsigned char qs[QK / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 2 + 4 + QK / 2);
+struct BlockQ5_1 {
+  unsigned char d[2];
+  unsigned char m[2];
+  unsigned char qh[4];
+  unsigned char qs[QK / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 4 + 4 + QK / 2);
+struct BlockQ8_0 {
+  unsigned char d[2];
+  signed char qs[QK];
+};
+static_assert(sizeof(BlockQ8_0) == 2 + QK);
+// Q2_K: 16 sub-blocks of 16; scales[s] = scale (low nibble) | min (high nibble).
+struct BlockQ2_K {
+  unsigned char scales[QK_K / 16];
+  unsigned char qs[QK_K / 4];
+  unsigned char d[2];
+  unsigned char dmin[2];
+};
+static_assert(sizeof(BlockQ2_K) == QK_K / 16 + QK_K / 4 + 4);
+// Q3_K: 16 sub-blocks of 16 with 6-bit signed scales packed in 12 bytes; a high-bit mask.
+struct BlockQ3_K {
+  unsigned char hmask[QK_K / 8];
+  unsigned char qs[QK_K / 4];
+  unsigned char scales[12];
+  unsigned char d[2];
+};
+static_assert(sizeof(BlockQ3_K) == QK_K / 8 + QK_K / 4 + 12 + 2);
+// Q4_K: 8 sub-blocks of 32 with 6-bit scales and mins packed in 12 bytes.
+struct BlockQ4_K {
+  unsigned char d[2];
+  unsigned char dmin[2];
+  unsigned char scales[12];
+  unsigned char qs[QK_K / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 4 + 12 + QK_K / 2);
+struct BlockQ5_K {
+  unsigned char d[2];
+  unsigned char dmin[2];
+  unsigned char scales[12];
+  unsigned char qh[QK_K / 8];
+  unsigned char qs[QK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 4 + 12 + QK_K / 8 + QK_K / 2);
+// Q6_K: 16 sub-blocks of 16 with int8 scales; 4 low bits in ql, 2 high bits in qh.
+struct BlockQ6_K {
+  unsigned char ql[QK_K / 2];
+  unsigned char qh[QK_K / 4];
+  signed char scales[QK_K / 16];
+  unsigned char d[2];
+};
+static_assert(sizeof(BlockQ6_K) == QK_K / 2 + QK_K / 4 + QK_K / 16 + 2);
+
+inline float half(const unsigned char* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return halfToFloat(h);
+#endif
+}
+
+inline std::uint32_t word(const unsigned char* p) {
+  std::uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+
+// Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
+inline void scaleMinK4(int j, const unsigned char* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q3_K: the 16 signed 6-bit scales (-32..31).
+inline void scalesQ3K(const unsigned char* s, int out[16]) {
+  for (int j = 0; j < 16; ++j) {
+    const int low4 = j < 8 ? (s[j] & 15) : (s[j - 8] >> 4);
+    const int high2 = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    out[j] = (low4 | (high2 << 4)) - 32;
+  }
+}
+
+// ------------------------------------------------------------------------ dequantization
+// Each takes nb whole blocks at src and writes nb * block values at y.
+using DequantFn = void (*)(const unsigned char* src, float* y, std::int64_t nb);
+
+void dequantF32(const unsigned char* src, float* y, std::int64_t n) {
+  std::memcpy(y, src, std::size_t(n) * 4);
+}
+
+void dequantF16(const unsigned char* src, float* y, std::int64_t n) {
+  std::int64_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) y[i] = half(src + 2 * i);
+}
+
+void dequantBF16(const unsigned char* src, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    const std::uint32_t bits = std::uint32_t(b) << 16;
+    std::memcpy(y + i, &bits, 4);
+  }
+}
+
+void dequantQ4_0(const unsigned char* src, float* y, std::int64_t nb) {
+  for (std::int64_t i = 0; i < nb; ++i, src += sizeof(BlockQ4_0), y += QK) {
+    const auto* b = reinterpret_cast<const BlockQ4_0*>(src);
+    const float d = half(b->d);
+    ATTNVIZ_VECTOR_LOOP
+    for (int j = 0; j < QK / 2; ++j) y[j] = float((b->qs[j] & 0x0F) - 8) * d;
+    ATTNVIZ_VECTOR_LOOP
+    for (int j = 0; j < QK / 2; ++j) y[j + QK / 2] = float((b->qs[j] >> 4) - 8) * d;
+  }
+}
+
+void dequantQ4_1(const unsigned char* src, float* y, std::int64_t nb) {
+  for (std::int64_t i = 0; i < nb; ++i, src += sizeof(BlockQ4_1), y += QK) {
+    const auto* b = reinterpret_cast<const BlockQ4_1*>(src);
+    const float d = half(b->d), m = half(b->m);
+    ATTNVIZ_VECTOR_LOOP
+    for (int j = 0; j < QK / 2; ++j) y[j] = float(b->qs[j] & 0x0F) * d + m;
+    ATTNVIZ_VECTOR_LOOP
+    for (int j = 0; j < QK / 2; ++j) y[j + QK / 2] = float(b->qs[j] >> 4) * d + m;
+  }
+}
+
+void dequantQ5_0(const unsigned char* src, float* y, std::int64_t nb) {
+  for (std::int64_t i = 0; i < nb; ++i, src += sizeof(BlockQ5_0), y += QK) {
+    const auto* b = reinterpret_cast<const BlockQ5_0*>(src);
+    const float d = half(b->d);
+    const std::uint32_t qh = word(b->qh);
+    ATTNVIZ_VECTOR_LOOP
+    for (int j = 0; j < QK / 2; ++j)
+      y[j] = float(((b->qs[j] & 0x0F) | int((qh >> j) & 1u) << 4) - 16) * d;
+    ATTNVIZ_VECTOR_LOOP
+    for (int j = 0; j < QK / 2; ++j)
+      y[j + QK / 2] = float(((b->qs[j] >> 4) | int((qh >> (j + 16)) & 1u) << 4) - 16) * d;
+  }
+}
+
+void dequantQ5_1(const unsigned char* src, float* y, std::int64_t nb) {
+  for (std::int64_t i = 0; i < nb; ++i, src += sizeof(BlockQ5_1), y += QK) {
+    const auto* b = reinterpret_cast<const BlockQ5_1*>(src);
+    const float d = half(b->d), m = half(b->m);
+    const std::uint32_t qh = word(b->qh);
+    ATTNVIZ_VECTOR_LOOP
+    for (int j = 0; j < QK / 2; ++j)
+      y[j] = float((b->qs[j] & 0x0F) | int((qh >> j) & 1u) << 4) * d + m;
+    ATTNVIZ_VECTOR_LOOP
+    for (int j = 0; j < QK / 2; ++j)
+      y[j + QK / 2] = float((b->qs[j] >> 4) | int((qh >> (j + 16)) & 1u) << 4) * d + m;
+  }
+}
+
+void dequantQ8_0(const unsigned char* src, float* y, std::int64_t nb) {
+  for (std::int64_t i = 0; i < nb; ++i, src += sizeof(BlockQ8_0), y += QK) {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+    const float d = half(b->d);
+    ATTNVIZ_VECTOR_LOOP
+    for (int j = 0; j < QK; ++j) y[j] = float(b->qs[j]) * d;
+  }
+}
+
+// e = 128n + 32j + l: 2 bits at shift 2j of qs[32n + l]; sub-block e / 16.
+void dequantQ2_K(const unsigned char* src, float* y, std::int64_t nb) {
+  for (std::int64_t i = 0; i < nb; ++i, src += sizeof(BlockQ2_K)) {
+    const auto* b = reinterpret_cast<const BlockQ2_K*>(src);
+    const float d = half(b->d), dmin = half(b->dmin);
+    const unsigned char* q = b->qs;
+    int is = 0;
+    for (int n = 0; n < QK_K; n += 128, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int h = 0; h < 2; ++h) {
+          const int sc = b->scales[is++];
+          const float dl = d * float(sc & 0xF), ml = dmin * float(sc >> 4);
+          const unsigned char* qq = q + 16 * h;
+          ATTNVIZ_VECTOR_LOOP
+          for (int l = 0; l < 16; ++l) y[l] = dl * float((qq[l] >> shift) & 3) - ml;
+          y += 16;
+        }
+      }
+    }
+  }
+}
+
+// As Q2_K for the low 2 bits; the high bit (hmask[e % 32] >> e / 32) set means q = low, clear
+// means q = low - 4.
+void dequantQ3_K(const unsigned char* src, float* y, std::int64_t nb) {
+  for (std::int64_t i = 0; i < nb; ++i, src += sizeof(BlockQ3_K)) {
+    const auto* b = reinterpret_cast<const BlockQ3_K*>(src);
+    const float d = half(b->d);
+    int sc[16];
+    scalesQ3K(b->scales, sc);
+    const unsigned char* q = b->qs;
+    int is = 0;
+    unsigned m = 1;
+    for (int n = 0; n < QK_K; n += 128, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2, m <<= 1) {
+        for (int h = 0; h < 2; ++h) {
+          const float dl = d * float(sc[is++]);
+          const unsigned char* qq = q + 16 * h;
+          const unsigned char* hm = b->hmask + 16 * h;
+          ATTNVIZ_VECTOR_LOOP
+          for (int l = 0; l < 16; ++l)
+            y[l] = dl * float(((qq[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+          y += 16;
+        }
+      }
+    }
+  }
+}
+
+// e = 64c + l (l < 32): low nibble of qs[32c + l], sub-block 2c; e = 64c + 32 + l: high nibble,
+// sub-block 2c + 1. x = (d * sc) * q - (dmin * m).
+void dequantQ4_K(const unsigned char* src, float* y, std::int64_t nb) {
+  for (std::int64_t i = 0; i < nb; ++i, src += sizeof(BlockQ4_K)) {
+    const auto* b = reinterpret_cast<const BlockQ4_K*>(src);
+    const float d = half(b->d), dmin = half(b->dmin);
+    const unsigned char* q = b->qs;
+    for (int c = 0; c < 4; ++c, q += 32) {
+      int sc, m;
+      scaleMinK4(2 * c, b->scales, sc, m);
+      const float d1 = d * float(sc), m1 = dmin * float(m);
+      scaleMinK4(2 * c + 1, b->scales, sc, m);
+      const float d2 = d * float(sc), m2 = dmin * float(m);
+      ATTNVIZ_VECTOR_LOOP
+      for (int l = 0; l < 32; ++l) y[l] = d1 * float(q[l] & 0xF) - m1;
+      ATTNVIZ_VECTOR_LOOP
+      for (int l = 0; l < 32; ++l) y[l + 32] = d2 * float(q[l] >> 4) - m2;
+      y += 64;
+    }
+  }
+}
+
+// As Q4_K plus a fifth bit: q += 16 * ((qh[e % 32] >> (e / 32)) & 1).
+void dequantQ5_K(const unsigned char* src, float* y, std::int64_t nb) {
+  for (std::int64_t i = 0; i < nb; ++i, src += sizeof(BlockQ5_K)) {
+    const auto* b = reinterpret_cast<const BlockQ5_K*>(src);
+    const float d = half(b->d), dmin = half(b->dmin);
+    const unsigned char* q = b->qs;
+    for (int c = 0; c < 4; ++c, q += 32) {
+      int sc, m;
+      scaleMinK4(2 * c, b->scales, sc, m);
+      const float d1 = d * float(sc), m1 = dmin * float(m);
+      scaleMinK4(2 * c + 1, b->scales, sc, m);
+      const float d2 = d * float(sc), m2 = dmin * float(m);
+      const unsigned u1 = 1u << (2 * c), u2 = 2u << (2 * c);
+      ATTNVIZ_VECTOR_LOOP
+      for (int l = 0; l < 32; ++l)
+        y[l] = d1 * float((q[l] & 0xF) + ((b->qh[l] & u1) ? 16 : 0)) - m1;
+      ATTNVIZ_VECTOR_LOOP
+      for (int l = 0; l < 32; ++l)
+        y[l + 32] = d2 * float((q[l] >> 4) + ((b->qh[l] & u2) ? 16 : 0)) - m2;
+      y += 64;
+    }
+  }
+}
+
+// e = 128n + 32k + l: low 4 bits from ql[64n + 32(k % 2) + l] (low nibble for k < 2, high
+// for k >= 2), high 2 bits from qh[32n + l] >> 2k; q - 32; x = (d * scales[e / 16]) * q.
+void dequantQ6_K(const unsigned char* src, float* y, std::int64_t nb) {
+  for (std::int64_t i = 0; i < nb; ++i, src += sizeof(BlockQ6_K)) {
+    const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
+    const float d = half(b->d);
+    const unsigned char* ql = b->ql;
+    const unsigned char* qh = b->qh;
+    const signed char* sc = b->scales;
+    for (int n = 0; n < QK_K; n += 128, ql += 64, qh += 32, sc += 8, y += 128) {
+      // 8 groups of 16: group g = 2k + l / 16 covers values 32k + 16(g % 2) + 0..15.
+      for (int g = 0; g < 8; ++g) {
+        const int k = g / 2, l0 = 16 * (g % 2);
+        const unsigned char* lo = ql + 32 * (k % 2) + l0;
+        const unsigned char* hi = qh + l0;
+        const int loShift = 4 * (k / 2), hiShift = 2 * k;
+        const float dl = d * float(sc[g % 2 + 2 * k]);
+        float* yg = y + 32 * k + l0;
+        ATTNVIZ_VECTOR_LOOP
+        for (int l = 0; l < 16; ++l)
+          yg[l] = dl * float((((lo[l] >> loShift) & 0xF) | (((hi[l] >> hiShift) & 3) << 4)) - 32);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------ dot products
+// Each takes nb whole blocks (n values for the float types) and x with as many values.
+using DotFn = float (*)(const unsigned char* src, const float* x, std::int64_t nb);
+
+// Any type, portably (the fallback without AVX-512): 256 values at a time (one super-block,
+// 8 legacy blocks) into a stack buffer in L1, then 16 partial sums the compiler vectorises.
+template <DequantFn Dequant, int BlockValues, int BlockBytes>
+float dotGeneric(const unsigned char* src, const float* x, std::int64_t nb) {
+  constexpr int kChunk = 256;                    // values per step
+  constexpr int kBlocks = kChunk / BlockValues;  // blocks per step
+  float acc[16] = {};
+  alignas(64) float tmp[kChunk];
+  std::int64_t i = 0;
+  for (; i + kBlocks <= nb; i += kBlocks, src += kBlocks * BlockBytes, x += kChunk) {
+    Dequant(src, tmp, kBlocks);
+    for (int j = 0; j < kChunk; j += 16)
+      for (int k = 0; k < 16; ++k) acc[k] += tmp[j + k] * x[j + k];
+  }
+  float tail = 0.0f;
+  if (i < nb) {  // the last blocks short of a whole step
+    const int left = int(nb - i);
+    Dequant(src, tmp, left);
+    for (int j = 0; j < left * BlockValues; ++j) tail += tmp[j] * x[j];
+  }
+  float s = 0.0f;
+  for (float a : acc) s += a;
+  return s + tail;
+}
+
+#if ATTNVIZ_AVX512
+// AVX-512: the row's blocks are decoded in registers and multiplied into x as they stream past.
+// Bits are unpacked on 16 bytes at a time (128-bit integer ops issue on three ports), widened to
+// 16 int32 lanes, converted, and multiplied; per-block scales are applied once per block (legacy
+// quants) or folded into the weights per 16/32-value group (K-quants: w = dl * q - ml). Scales
+// of a super-block are computed into a small array first, so each is one broadcast load.
+
+inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m512 toFloatS(__m128i b) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)); }  // int8
+inline __m512 toFloatU(__m128i b) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)); }  // uint8
+inline __m128i lowNibbles(__m128i b) { return _mm_and_si128(b, _mm_set1_epi8(0x0F)); }
+inline __m128i highNibbles(__m128i b) {
+  return _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
+}
+inline __m128i bits2(__m128i b, int shift) {  // (b >> shift) & 3 per byte
+  return _mm_and_si128(_mm_srl_epi16(b, _mm_cvtsi32_si128(shift)), _mm_set1_epi8(3));
+}
+
+// The sum of the 16 lanes, once per row (GCC 12's reduce and shuffle intrinsics trip
+// -Wuninitialized on their _mm512_undefined_ps() in its own header).
+inline float hsum(__m512 v) {
+  alignas(64) float t[16];
+  _mm512_store_ps(t, v);
+  for (int w = 8; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) t[k] += t[k + w];
+  return t[0];
+}
+
+float dotF32(const unsigned char* src, const float* x, std::int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(),
+         a3 = _mm512_setzero_ps();
+  const float* w = reinterpret_cast<const float*>(src);  // read only through loadu
+  std::int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), load16(x + i), a0);
+    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), load16(x + i + 16), a1);
+    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), load16(x + i + 32), a2);
+    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 48), load16(x + i + 48), a3);
+  }
+  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), load16(x + i), a0);
+  if (i < n) {
+    const __mmask16 k = __mmask16((1u << (n - i)) - 1u);
+    a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, w + i), _mm512_maskz_loadu_ps(k, x + i), a1);
+  }
+  return hsum(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+float dotF16(const unsigned char* src, const float* x, std::int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 w0 =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i)));
+    const __m512 w1 =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i + 32)));
+    a0 = _mm512_fmadd_ps(w0, load16(x + i), a0);
+    a1 = _mm512_fmadd_ps(w1, load16(x + i + 16), a1);
+  }
+  float s = hsum(_mm512_add_ps(a0, a1));
+  for (; i < n; ++i) s += half(src + 2 * i) * x[i];
+  return s;
+}
+
+float dotBF16(const unsigned char* src, const float* x, std::int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i b0 =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i)));
+    const __m512i b1 = _mm512_cvtepu16_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i + 32)));
+    a0 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(b0, 16)), load16(x + i), a0);
+    a1 = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(b1, 16)), load16(x + i + 16), a1);
+  }
+  float s = hsum(_mm512_add_ps(a0, a1));
+  for (; i < n; ++i) {
+    std::uint16_t b;
+    std::memcpy(&b, src + 2 * i, 2);
+    const std::uint32_t bits = std::uint32_t(b) << 16;
+    float w;
+    std::memcpy(&w, &bits, 4);
+    s += w * x[i];
+  }
+  return s;
+}
+
+// Legacy quants with a scale only: acc += d * sum(q x), blocks taken two at a time so two
+// accumulators hide the FMA latency. blockSum(b, x) gives sum(q x) of one block.
+template <class Block, __m512 (*blockSum)(const Block*, const float*)>
+float dotScaled(const unsigned char* src, const float* x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const Block*>(src);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 2 <= nb; i += 2, x += 2 * QK) {
+    a0 = _mm512_fmadd_ps(_mm512_set1_ps(half(b[i].d)), blockSum(b + i, x), a0);
+    a1 = _mm512_fmadd_ps(_mm512_set1_ps(half(b[i + 1].d)), blockSum(b + i + 1, x + QK), a1);
+  }
+  if (i < nb) a0 = _mm512_fmadd_ps(_mm512_set1_ps(half(b[i].d)), blockSum(b + i, x), a0);
+  return hsum(_mm512_add_ps(a0, a1));
+}
+
+inline __m512 sumQ8_0(const BlockQ8_0* b, const float* x) {
+  return _mm512_fmadd_ps(toFloatS(load128(b->qs + 16)), load16(x + 16),
+                         _mm512_mul_ps(toFloatS(load128(b->qs)), load16(x)));
+}
+
+inline __m512 sumQ4_0(const BlockQ4_0* b, const float* x) {  // q - 8 in -8..7
+  const __m128i qs = load128(b->qs), eight = _mm_set1_epi8(8);
+  const __m512 lo = toFloatS(_mm_sub_epi8(lowNibbles(qs), eight));
+  const __m512 hi = toFloatS(_mm_sub_epi8(highNibbles(qs), eight));
+  return _mm512_fmadd_ps(hi, load16(x + 16), _mm512_mul_ps(lo, load16(x)));
+}
+
+inline __m512 sumQ5_0(const BlockQ5_0* b, const float* x) {  // (nibble | bit << 4) - 16
+  const __m128i qs = load128(b->qs), k16 = _mm_set1_epi8(16);
+  const std::uint32_t qh = word(b->qh);
+  const __m128i lo = _mm_mask_add_epi8(lowNibbles(qs), __mmask16(qh), lowNibbles(qs), k16);
+  const __m128i hi = _mm_mask_add_epi8(highNibbles(qs), __mmask16(qh >> 16), highNibbles(qs), k16);
+  return _mm512_fmadd_ps(toFloatS(_mm_sub_epi8(hi, k16)), load16(x + 16),
+                         _mm512_mul_ps(toFloatS(_mm_sub_epi8(lo, k16)), load16(x)));
+}
+
+float dotQ8_0(const unsigned char* src, const float* x, std::int64_t nb) {
+  return dotScaled<BlockQ8_0, sumQ8_0>(src, x, nb);
+}
+float dotQ4_0(const unsigned char* src, const float* x, std::int64_t nb) {
+  return dotScaled<BlockQ4_0, sumQ4_0>(src, x, nb);
+}
+float dotQ5_0(const unsigned char* src, const float* x, std::int64_t nb) {
+  return dotScaled<BlockQ5_0, sumQ5_0>(src, x, nb);
+}
+
+// Legacy quants with scale and min: w = q * d + m per value, acc += w x.
+template <class Block, void (*unpack)(const Block*, __m128i&, __m128i&)>
+float dotAffine(const unsigned char* src, const float* x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const Block*>(src);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  for (std::int64_t i = 0; i < nb; ++i, x += QK) {
+    __m128i lo, hi;
+    unpack(b + i, lo, hi);
+    const __m512 d = _mm512_set1_ps(half(b[i].d)), m = _mm512_set1_ps(half(b[i].m));
+    a0 = _mm512_fmadd_ps(_mm512_fmadd_ps(toFloatU(lo), d, m), load16(x), a0);
+    a1 = _mm512_fmadd_ps(_mm512_fmadd_ps(toFloatU(hi), d, m), load16(x + 16), a1);
+  }
+  return hsum(_mm512_add_ps(a0, a1));
+}
+
+inline void unpackQ4_1(const BlockQ4_1* b, __m128i& lo, __m128i& hi) {
+  const __m128i qs = load128(b->qs);
+  lo = lowNibbles(qs);
+  hi = highNibbles(qs);
+}
+
+inline void unpackQ5_1(const BlockQ5_1* b, __m128i& lo, __m128i& hi) {
+  const __m128i qs = load128(b->qs), k16 = _mm_set1_epi8(16);
+  const std::uint32_t qh = word(b->qh);
+  lo = _mm_mask_add_epi8(lowNibbles(qs), __mmask16(qh), lowNibbles(qs), k16);
+  hi = _mm_mask_add_epi8(highNibbles(qs), __mmask16(qh >> 16), highNibbles(qs), k16);
+}
+
+float dotQ4_1(const unsigned char* src, const float* x, std::int64_t nb) {
+  return dotAffine<BlockQ4_1, unpackQ4_1>(src, x, nb);
+}
+float dotQ5_1(const unsigned char* src, const float* x, std::int64_t nb) {
+  return dotAffine<BlockQ5_1, unpackQ5_1>(src, x, nb);
+}
+
+// acc += (dl * q - ml) x for 16 values whose 8-bit codes are `q` (unsigned).
+inline __m512 groupAffine(__m128i q, const float* dl, const float* ml, const float* x, __m512 acc) {
+  const __m512 w = _mm512_fmsub_ps(toFloatU(q), _mm512_set1_ps(*dl), _mm512_set1_ps(*ml));
+  return _mm512_fmadd_ps(w, load16(x), acc);
+}
+// acc += (dl * q) x for 16 values whose codes are `q` (signed).
+inline __m512 groupScaled(__m128i q, const float* dl, const float* x, __m512 acc) {
+  return _mm512_fmadd_ps(_mm512_mul_ps(toFloatS(q), _mm512_set1_ps(*dl)), load16(x), acc);
+}
+
+// Q2_K: value 128n + 32j + l is (qs[32n + l] >> 2j) & 3 in sub-block 8n + 2j + l / 16.
+float dotQ2_K(const unsigned char* src, const float* x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ2_K*>(src);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  alignas(64) float dl[16], ml[16];
+  for (std::int64_t i = 0; i < nb; ++i, x += QK_K) {
+    const float d = half(b[i].d), dmin = half(b[i].dmin);
+    for (int s = 0; s < 16; ++s) {
+      dl[s] = d * float(b[i].scales[s] & 0xF);
+      ml[s] = dmin * float(b[i].scales[s] >> 4);
+    }
+    for (int n = 0; n < 2; ++n) {
+      const __m128i q0 = load128(b[i].qs + 32 * n), q1 = load128(b[i].qs + 32 * n + 16);
+      for (int j = 0; j < 4; ++j) {
+        const int s = 8 * n + 2 * j;
+        const float* xs = x + 128 * n + 32 * j;
+        a0 = groupAffine(bits2(q0, 2 * j), dl + s, ml + s, xs, a0);
+        a1 = groupAffine(bits2(q1, 2 * j), dl + s + 1, ml + s + 1, xs + 16, a1);
+      }
+    }
+  }
+  return hsum(_mm512_add_ps(a0, a1));
+}
+
+// Q3_K: as Q2_K's low bits; the high bit (hmask[l] >> 4n + j) set keeps them, clear takes 4 off.
+float dotQ3_K(const unsigned char* src, const float* x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ3_K*>(src);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  alignas(64) float dl[16];
+  const __m128i four = _mm_set1_epi8(4);
+  for (std::int64_t i = 0; i < nb; ++i, x += QK_K) {
+    const float d = half(b[i].d);
+    int sc[16];
+    scalesQ3K(b[i].scales, sc);
+    for (int s = 0; s < 16; ++s) dl[s] = d * float(sc[s]);
+    const __m128i h0 = load128(b[i].hmask), h1 = load128(b[i].hmask + 16);
+    for (int n = 0; n < 2; ++n) {
+      const __m128i q0 = load128(b[i].qs + 32 * n), q1 = load128(b[i].qs + 32 * n + 16);
+      for (int j = 0; j < 4; ++j) {
+        const __m128i bit = _mm_set1_epi8(char(1 << (4 * n + j)));
+        __m128i v0 = _mm_sub_epi8(bits2(q0, 2 * j), four);
+        __m128i v1 = _mm_sub_epi8(bits2(q1, 2 * j), four);
+        v0 = _mm_mask_add_epi8(v0, _mm_test_epi8_mask(h0, bit), v0, four);
+        v1 = _mm_mask_add_epi8(v1, _mm_test_epi8_mask(h1, bit), v1, four);
+        const int s = 8 * n + 2 * j;
+        const float* xs = x + 128 * n + 32 * j;
+        a0 = groupScaled(v0, dl + s, xs, a0);
+        a1 = groupScaled(v1, dl + s + 1, xs + 16, a1);
+      }
+    }
+  }
+  return hsum(_mm512_add_ps(a0, a1));
+}
+
+// Q4_K / Q5_K: 8 sub-blocks of 32; chunk c holds sub-block 2c in the low nibbles of qs[32c..]
+// and 2c + 1 in the high nibbles. Q5_K adds 16 where bit 2c (2c + 1) of qh[l] is set.
+template <bool Five>
+float dotQ45_K(const unsigned char* src, const float* x, std::int64_t nb) {
+  using Block = std::conditional_t<Five, BlockQ5_K, BlockQ4_K>;
+  const auto* b = reinterpret_cast<const Block*>(src);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  alignas(64) float dl[8], ml[8];
+  const __m128i k16 = _mm_set1_epi8(16);
+  for (std::int64_t i = 0; i < nb; ++i, x += QK_K) {
+    const float d = half(b[i].d), dmin = half(b[i].dmin);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      scaleMinK4(j, b[i].scales, sc, m);
+      dl[j] = d * float(sc);
+      ml[j] = dmin * float(m);
+    }
+    __m128i qh0 = _mm_setzero_si128(), qh1 = _mm_setzero_si128();
+    if constexpr (Five) qh0 = load128(b[i].qh), qh1 = load128(b[i].qh + 16);
+    for (int c = 0; c < 4; ++c) {
+      const __m128i qa = load128(b[i].qs + 32 * c), qb = load128(b[i].qs + 32 * c + 16);
+      __m128i la = lowNibbles(qa), lb = lowNibbles(qb), ha = highNibbles(qa), hb = highNibbles(qb);
+      if constexpr (Five) {
+        const __m128i bl = _mm_set1_epi8(char(1 << (2 * c))),
+                      bh = _mm_set1_epi8(char(2 << (2 * c)));
+        la = _mm_mask_add_epi8(la, _mm_test_epi8_mask(qh0, bl), la, k16);
+        lb = _mm_mask_add_epi8(lb, _mm_test_epi8_mask(qh1, bl), lb, k16);
+        ha = _mm_mask_add_epi8(ha, _mm_test_epi8_mask(qh0, bh), ha, k16);
+        hb = _mm_mask_add_epi8(hb, _mm_test_epi8_mask(qh1, bh), hb, k16);
+      }
+      const float* xc = x + 64 * c;
+      a0 = groupAffine(la, dl + 2 * c, ml + 2 * c, xc, a0);
+      a1 = groupAffine(lb, dl + 2 * c, ml + 2 * c, xc + 16, a1);
+      a0 = groupAffine(ha, dl + 2 * c + 1, ml + 2 * c + 1, xc + 32, a0);
+      a1 = groupAffine(hb, dl + 2 * c + 1, ml + 2 * c + 1, xc + 48, a1);
+    }
+  }
+  return hsum(_mm512_add_ps(a0, a1));
+}
+
+float dotQ4_K(const unsigned char* src, const float* x, std::int64_t nb) {
+  return dotQ45_K<false>(src, x, nb);
+}
+float dotQ5_K(const unsigned char* src, const float* x, std::int64_t nb) {
+  return dotQ45_K<true>(src, x, nb);
+}
+
+// Q6_K: value 128n + 32k + l: low 4 bits from ql[64n + 32(k % 2) + l] (low nibble for k < 2,
+// high for k >= 2), high 2 bits from qh[32n + l] >> 2k; q - 32; scale scales[8n + 2k + l / 16].
+float dotQ6_K(const unsigned char* src, const float* x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  alignas(64) float dl[16];
+  const __m128i m30 = _mm_set1_epi8(0x30), k32 = _mm_set1_epi8(32);
+  for (std::int64_t i = 0; i < nb; ++i, x += QK_K) {
+    const float d = half(b[i].d);
+    for (int s = 0; s < 16; ++s) dl[s] = d * float(b[i].scales[s]);
+    for (int n = 0; n < 2; ++n) {
+      for (int l0 = 0; l0 < 32; l0 += 16) {
+        const __m128i A = load128(b[i].ql + 64 * n + l0), B = load128(b[i].ql + 64 * n + 32 + l0);
+        const __m128i H = load128(b[i].qh + 32 * n + l0);
+        const __m128i h0 = _mm_and_si128(_mm_slli_epi16(H, 4), m30);
+        const __m128i h1 = _mm_and_si128(_mm_slli_epi16(H, 2), m30);
+        const __m128i h2 = _mm_and_si128(H, m30);
+        const __m128i h3 = _mm_and_si128(_mm_srli_epi16(H, 2), m30);
+        const __m128i q0 = _mm_sub_epi8(_mm_or_si128(lowNibbles(A), h0), k32);
+        const __m128i q1 = _mm_sub_epi8(_mm_or_si128(lowNibbles(B), h1), k32);
+        const __m128i q2 = _mm_sub_epi8(_mm_or_si128(highNibbles(A), h2), k32);
+        const __m128i q3 = _mm_sub_epi8(_mm_or_si128(highNibbles(B), h3), k32);
+        const float* xs = x + 128 * n + l0;
+        const float* ds = dl + 8 * n + l0 / 16;
+        a0 = groupScaled(q0, ds + 0, xs, a0);
+        a1 = groupScaled(q1, ds + 2, xs + 32, a1);
+        a0 = groupScaled(q2, ds + 4, xs + 64, a0);
+        a1 = groupScaled(q3, ds + 6, xs + 96, a1);
+      }
+    }
+  }
+  return hsum(_mm512_add_ps(a0, a1));
+}
+
+#endif
+
+// ------------------------------------------------------------------------------- type table
+// ggml's type ids (ggml.h, enum ggml_type) with block size and bytes per block; ids ggml removed
+// keep their names (files may still carry them) with blockValues 0. dequant/dot: the types
+// attnviz reads.
+struct TypeRow {
+  const char* name;
+  int blockValues;
+  int blockBytes;
+  DequantFn dequant;
+  DotFn dot;
+};
+
+// A type attnviz reads: its dequantizer, and its AVX-512 dot kernel or the portable one.
+#if ATTNVIZ_AVX512
+#define ATTNVIZ_READABLE(name, values, bytes, dequant, dot) \
+  { name, values, bytes, dequant, dot }
+#else
+#define ATTNVIZ_READABLE(name, values, bytes, dequant, dot) \
+  { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes> }
+#endif
+
+constexpr TypeRow kTypes[] = {
+    ATTNVIZ_READABLE("F32", 1, 4, dequantF32, dotF32),         // 0
+    ATTNVIZ_READABLE("F16", 1, 2, dequantF16, dotF16),         // 1
+    ATTNVIZ_READABLE("Q4_0", 32, 18, dequantQ4_0, dotQ4_0),    // 2
+    ATTNVIZ_READABLE("Q4_1", 32, 20, dequantQ4_1, dotQ4_1),    // 3
+    {"Q4_2", 0, 0, nullptr, nullptr},                          // 4
+    {"Q4_3", 0, 0, nullptr, nullptr},                          // 5
+    ATTNVIZ_READABLE("Q5_0", 32, 22, dequantQ5_0, dotQ5_0),    // 6
+    ATTNVIZ_READABLE("Q5_1", 32, 24, dequantQ5_1, dotQ5_1),    // 7
+    ATTNVIZ_READABLE("Q8_0", 32, 34, dequantQ8_0, dotQ8_0),    // 8
+    {"Q8_1", 32, 36, nullptr, nullptr},                        // 9
+    ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),   // 10
+    ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),  // 11
+    ATTNVIZ_READABLE("Q4_K", 256, 144, dequantQ4_K, dotQ4_K),  // 12
+    ATTNVIZ_READABLE("Q5_K", 256, 176, dequantQ5_K, dotQ5_K),  // 13
+    ATTNVIZ_READABLE("Q6_K", 256, 210, dequantQ6_K, dotQ6_K),  // 14
+    {"Q8_K", 256, 292, nullptr, nullptr},                      // 15
+    {"IQ2_XXS", 256, 66, nullptr, nullptr},                    // 16
+    {"IQ2_XS", 256, 74, nullptr, nullptr},                     // 17
+    {"IQ3_XXS", 256, 98, nullptr, nullptr},                    // 18
+    {"IQ1_S", 256, 50, nullptr, nullptr},                      // 19
+    {"IQ4_NL", 32, 18, nullptr, nullptr},                      // 20
+    {"IQ3_S", 256, 110, nullptr, nullptr},                     // 21
+    {"IQ2_S", 256, 82, nullptr, nullptr},                      // 22
+    {"IQ4_XS", 256, 136, nullptr, nullptr},                    // 23
+    {"I8", 1, 1, nullptr, nullptr},                            // 24
+    {"I16", 1, 2, nullptr, nullptr},                           // 25
+    {"I32", 1, 4, nullptr, nullptr},                           // 26
+    {"I64", 1, 8, nullptr, nullptr},                           // 27
+    {"F64", 1, 8, nullptr, nullptr},                           // 28
+    {"IQ1_M", 256, 56, nullptr, nullptr},                      // 29
+    ATTNVIZ_READABLE("BF16", 1, 2, dequantBF16, dotBF16),      // 30
+    {"Q4_0_4_4", 0, 0, nullptr, nullptr},                      // 31
+    {"Q4_0_4_8", 0, 0, nullptr, nullptr},                      // 32
+    {"Q4_0_8_8", 0, 0, nullptr, nullptr},                      // 33
+    {"TQ1_0", 256, 54, nullptr, nullptr},                      // 34
+    {"TQ2_0", 256, 66, nullptr, nullptr},                      // 35
+    {"IQ4_NL_4_4", 0, 0, nullptr, nullptr},                    // 36
+    {"IQ4_NL_4_8", 0, 0, nullptr, nullptr},                    // 37
+    {"IQ4_NL_8_8", 0, 0, nullptr, nullptr},                    // 38
+    {"MXFP4", 32, 17, nullptr, nullptr},                       // 39
+    {"NVFP4", 64, 36, nullptr, nullptr},                       // 40
+    {"Q1_0", 128, 18, nullptr, nullptr},                       // 41
+};
+constexpr std::uint32_t kTypeCount = sizeof(kTypes) / sizeof(kTypes[0]);
+constexpr int bytesOf(GgmlType t) { return kTypes[std::uint32_t(t)].blockBytes; }
+static_assert(bytesOf(GgmlType::Q4_0) == sizeof(BlockQ4_0) &&
+              bytesOf(GgmlType::Q4_1) == sizeof(BlockQ4_1));
+static_assert(bytesOf(GgmlType::Q5_0) == sizeof(BlockQ5_0) &&
+              bytesOf(GgmlType::Q5_1) == sizeof(BlockQ5_1));
+static_assert(bytesOf(GgmlType::Q8_0) == sizeof(BlockQ8_0) &&
+              bytesOf(GgmlType::Q2_K) == sizeof(BlockQ2_K));
+static_assert(bytesOf(GgmlType::Q3_K) == sizeof(BlockQ3_K) &&
+              bytesOf(GgmlType::Q4_K) == sizeof(BlockQ4_K));
+static_assert(bytesOf(GgmlType::Q5_K) == sizeof(BlockQ5_K) &&
+              bytesOf(GgmlType::Q6_K) == sizeof(BlockQ6_K));
+static_assert(bytesOf(GgmlType::BF16) == 2 && bytesOf(GgmlType::Q8_K) == 292 && kTypeCount == 42);
+
+const TypeRow* findType(std::uint32_t type) { return type < kTypeCount ? &kTypes[type] : nullptr; }
+
+const TypeRow& readable(GgmlType type, std::int64_t n, const char* what) {
+  const TypeRow* r = findType(std::uint32_t(type));
+  if (!r || !r->dequant) {
+    throw std::invalid_argument(std::string(what) + ": cannot read type " +
+                                ggmlTypeName(std::uint32_t(type)));
+  }
+  if (n < 0 || n % r->blockValues != 0) {
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(n) +
+                                " values are not a whole number of " + r->name + " blocks of " +
+                                std::to_string(r->blockValues));
+  }
+  return *r;
+}
+
+}  // namespace
+
+std::string ggmlTypeName(std::uint32_t type) {
+  const TypeRow* r = findType(type);
+  return r ? std::string(r->name) : "type " + std::to_string(type);
+}
+
+bool ggmlTypeLayout(std::uint32_t type, int& blockValues, int& blockBytes) {
+  const TypeRow* r = findType(type);
+  if (!r || r->blockValues == 0) return false;
+  blockValues = r->blockValues;
+  blockBytes = r->blockBytes;
+  return true;
+}
+
+bool ggmlTypeKnown(std::uint32_t type) { return findType(type) != nullptr; }
+
+bool ggmlTypeInfo(std::uint32_t type, int& blockValues, int& blockBytes) {
+  const TypeRow* r = findType(type);
+  if (!r || !r->dequant) return false;
+  blockValues = r->blockValues;
+  blockBytes = r->blockBytes;
+  return true;
+}
+
+std::size_t ggmlRowBytes(GgmlType type, std::int64_t n) {
+  const TypeRow* r = findType(std::uint32_t(type));
+  if (!r || r->blockValues == 0 || n < 0) return 0;
+  return std::size_t(n / r->blockValues) * std::size_t(r->blockBytes);
+}
+
+void dequantizeRow(GgmlType type, const void* src, float* dst, std::int64_t n) {
+  const TypeRow& r = readable(type, n, "dequantizeRow");
+  r.dequant(static_cast<const unsigned char*>(src), dst, n / r.blockValues);
+}
+
+float dotRow(GgmlType type, const void* row, const float* x, std::int64_t n) {
+  const TypeRow& r = readable(type, n, "dotRow");
+  return r.dot(static_cast<const unsigned char*>(row), x, n / r.blockValues);
+}
+
+void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* x,
+            float* y) {
+  const TypeRow& r = readable(type, n, "matVec");
+  const std::int64_t nb = n / r.blockValues;
+  const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
+  const auto* p = static_cast<const unsigned char*>(rows);
+  for (std::int64_t i = 0; i < nRows; ++i) y[i] = r.dot(p + std::size_t(i) * rowBytes, x, nb);
+}
+
+}  // namespace attnviz

@@ -1,0 +1,132 @@
+// Generation with a KV cache (generate.h).
+#include "attnviz/model/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+namespace attnviz {
+
+std::vector<int> Generation::ids() const {
+  std::vector<int> out;
+  for (const GeneratedToken& t : tokens) out.push_back(t.id);
+  return out;
+}
+
+const char* Generation::stopReason() const {
+  switch (stop) {
+    case Stop::Eos:
+      return "end of text (EOS)";
+    case Stop::Context:
+      return "the model's context is full";
+    case Stop::Cancelled:
+      return "stopped";
+    default:
+      return "the requested number of tokens";
+  }
+}
+
+namespace {
+
+std::vector<TokenProb> softmaxTop(const std::vector<float>& logits, int k) {
+  const int V = int(logits.size());
+  const double mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float z : logits) sum += std::exp(double(z) - mx);
+  std::vector<int> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  k = std::min(k, V);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  std::vector<TokenProb> out;
+  for (int i = 0; i < k; ++i) {
+    out.push_back({order[i], float(std::exp(double(logits[order[i]]) - mx) / sum)});
+  }
+  return out;
+}
+
+}  // namespace
+
+int sampleToken(const std::vector<float>& logits, float temperature, int topK,
+                std::uint64_t& rngState) {
+  const int V = int(logits.size());
+  if (!(temperature > 0.0f)) {
+    return int(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  std::vector<int> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  const int k = topK > 0 ? std::min(topK, V) : V;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  const double mx = logits[order[0]] / double(temperature);
+  std::vector<double> p(k);
+  double sum = 0.0;
+  for (int i = 0; i < k; ++i) sum += p[i] = std::exp(logits[order[i]] / double(temperature) - mx);
+  std::mt19937_64 rng(rngState);
+  const double u = std::uniform_real_distribution<double>(0.0, sum)(rng);
+  rngState = rng();
+  double acc = 0.0;
+  for (int i = 0; i < k; ++i) {
+    acc += p[i];
+    if (u < acc) return order[i];
+  }
+  return order[k - 1];
+}
+
+Generation generate(const Model& model, const std::vector<int>& prompt, const Interventions& iv,
+                    const GenerateOptions& opts,
+                    const std::function<bool(const GeneratedToken&)>& onToken) {
+  if (opts.maxNew < 0) throw UsageError("-n must be >= 0");
+  if (opts.sampleTemperature < 0 || !std::isfinite(opts.sampleTemperature)) {
+    throw UsageError("--sample-temperature must be a finite number >= 0");
+  }
+  Generation g;
+  g.prompt = prompt;
+  const ModelConfig& c = model.config();
+  const ForwardResult r = model.forward(prompt, iv);
+  KvCache cache = model.cacheFrom(r);
+  std::vector<float> logits(r.logits.row(r.logits.rows() - 1).data(),
+                            r.logits.row(r.logits.rows() - 1).data() + r.logits.cols());
+  std::vector<Tensor3> rows;  // the attention rows of the token that produced `logits`
+  std::uint64_t rng = opts.seed * 0x9E3779B97F4A7C15ull + 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::optional<int> eos = model.tokenizer().eos() ? model.tokenizer().eos() : c.eosId;
+  for (int n = 0; n < opts.maxNew; ++n) {
+    if (cache.length() >= c.nPositions) {
+      g.stop = Generation::Stop::Context;
+      break;
+    }
+    GeneratedToken t;
+    t.id = sampleToken(logits, opts.sampleTemperature, opts.topK, rng);
+    t.candidates = softmaxTop(logits, 10);
+    {
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      double sum = 0.0;
+      for (float z : logits) sum += std::exp(double(z) - mx);
+      t.prob = float(std::exp(double(logits[t.id]) - mx) / sum);
+    }
+    const bool isEos = opts.stopAtEos && eos && t.id == *eos;
+    if (!isEos && cache.length() < c.nPositions) {
+      DecodeStep step = model.decodeStep(cache, t.id, iv);
+      logits = std::move(step.logits);
+      t.rows = std::move(step.rows);
+    }
+    g.tokens.push_back(std::move(t));
+    if (onToken && !onToken(g.tokens.back())) {
+      g.stop = Generation::Stop::Cancelled;
+      break;
+    }
+    if (isEos) {
+      g.stop = Generation::Stop::Eos;
+      break;
+    }
+  }
+  g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return g;
+}
+
+}  // namespace attnviz

@@ -1,0 +1,35 @@
+// loadFolderTokenizer: which tokenizer a Hugging Face model folder has.
+#include "attnviz/model/tokenizers/tokenizer.h"
+
+#include "attnviz/engine/tensor.h"
+#include "attnviz/model/tokenizers/gpt2_bpe.h"
+#include "attnviz/model/tokenizers/sentencepiece.h"
+#include "attnviz/model/tokenizers/tokenizer_json.h"
+
+#include <filesystem>
+
+namespace attnviz {
+
+std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocabSize) {
+  namespace fs = std::filesystem;
+  const fs::path d(dir);
+  const std::string config = (d / "tokenizer_config.json").string();
+  std::error_code ec;
+  if (fs::exists(d / "tokenizer.json", ec)) {
+    return loadTokenizerJson((d / "tokenizer.json").string(), config, vocabSize);
+  }
+  if (fs::exists(d / "tokenizer.model", ec)) {
+    return loadSentencePieceTokenizer((d / "tokenizer.model").string(), config, vocabSize);
+  }
+  const bool vocab = fs::exists(d / "vocab.json", ec), merges = fs::exists(d / "merges.txt", ec);
+  if (vocab || merges) {
+    if (!merges) throw InputError((d / "merges.txt").string() + ": missing (vocab.json needs it)");
+    if (!vocab) throw InputError((d / "vocab.json").string() + ": missing (merges.txt needs it)");
+    return std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::load(
+        (d / "vocab.json").string(), (d / "merges.txt").string(), vocabSize));
+  }
+  throw InputError(dir + ": no tokenizer (tokenizer.json, tokenizer.model, or vocab.json + "
+                         "merges.txt)");
+}
+
+}  // namespace attnviz

@@ -1,0 +1,175 @@
+// attnviz model: pieces the tokenizer kinds share (private to core/model/tokenizers).
+//   - UTF-8 walking that keeps invalid bytes (each a one-byte "character" of its own);
+//   - GPT-2's byte alphabet (the printable spelling of bytes in byte-level vocabularies);
+//   - regexes in Hugging Face's dialect (Oniguruma, Ruby syntax) compiled by ICU;
+//   - split behaviours (Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous);
+//   - rank-ordered BPE merging over ids;
+//   - Unicode normalization and case mapping (ICU), leaving invalid bytes as they are;
+//   - a leftmost-longest literal matcher for added and special tokens.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace attnviz::tok {
+
+// ---- UTF-8 ------------------------------------------------------------------------------------
+
+// One character: its code point (-1 for a byte that does not start valid UTF-8) and its length.
+struct Utf8Char {
+  int cp = -1;
+  int len = 1;
+};
+Utf8Char decodeUtf8(std::string_view s, std::size_t i);
+void appendUtf8(std::string& out, int cp);
+std::string utf8Of(int cp);
+// "'é' (U+00E9)" for a character, "byte \xFF" for an invalid byte: how errors name a character.
+std::string describeChar(std::string_view s, std::size_t i);
+// The character of `s` that contains byte offset `at` (for naming it in errors).
+std::size_t charStartContaining(std::string_view s, std::size_t at);
+
+// ---- GPT-2's byte alphabet ---------------------------------------------------------------------
+
+// The UTF-8 spelling of byte b ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF as themselves, the
+// rest as U+0100 + n in byte order).
+const std::string& byteToAlphabet(unsigned char b);
+std::string bytesToAlphabet(std::string_view bytes);
+// A token spelt in the alphabet -> raw bytes; false when a character is not in the alphabet (or
+// the token is empty).
+bool alphabetToBytes(std::string_view s, std::string& out);
+
+// ---- Regexes -----------------------------------------------------------------------------------
+
+// A pattern in Hugging Face's dialect (tokenizer.json's {"Regex": ...}; Oniguruma with Ruby
+// syntax), compiled by ICU with these rewrites so that ICU matches what Oniguruma matches:
+//   \s, \S  -> \p{White_Space}, \P{White_Space} (Oniguruma's \s; spelt out so that it does
+//              not depend on the ICU version: older documentation gives [\t\n\f\r\p{Z}])
+//   .       -> [^\n]                             (Oniguruma's dot excludes only \n)
+//   ^, $    line anchors at \n only              (UREGEX_MULTILINE | UREGEX_UNIX_LINES)
+class Regex {
+ public:
+  // Throws InputError "<what>: regex does not compile (<ICU error>): <pattern>".
+  Regex(std::string_view pattern, const std::string& what);
+  ~Regex();
+  Regex(Regex&&) noexcept;
+  Regex& operator=(Regex&&) noexcept;
+  // The non-empty matches in `text`, left to right, as byte ranges. Bytes that are not valid
+  // UTF-8 are matched as U+FFFD but keep their place.
+  std::vector<std::pair<std::size_t, std::size_t>> findAll(std::string_view text) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A literal pattern's matches (tokenizer.json's {"String": ...}).
+std::vector<std::pair<std::size_t, std::size_t>> findAllLiteral(std::string_view text,
+                                                                std::string_view literal);
+
+enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
+// Hugging Face's split of `text` at `matches` (sorted, non-overlapping): the non-empty pieces as
+// byte ranges. `invert` swaps what counts as a match.
+std::vector<std::pair<std::size_t, std::size_t>> splitAt(
+    std::string_view text, const std::vector<std::pair<std::size_t, std::size_t>>& matches,
+    SplitBehavior behavior, bool invert);
+
+// ---- BPE merging -------------------------------------------------------------------------------
+
+// (left id, right id) -> (rank, merged id); lower ranks merge first.
+class MergeTable {
+ public:
+  void add(int left, int right, int rank, int merged);
+  bool find(int left, int right, int& rank, int& merged) const;
+  std::size_t size() const { return map_.size(); }
+
+ private:
+  static std::uint64_t key(int a, int b) {
+    return (std::uint64_t(std::uint32_t(a)) << 32) | std::uint32_t(b);
+  }
+  std::unordered_map<std::uint64_t, std::pair<int, int>> map_;
+};
+
+// Merges `symbols` in place: repeatedly the adjacent pair with the lowest rank (the leftmost on
+// a tie), as Hugging Face's BPE and GPT-2 do.
+void bpeMerge(std::vector<int>& symbols, const MergeTable& merges);
+
+// ---- Normalization and case --------------------------------------------------------------------
+
+enum class NormalForm { NFC, NFD, NFKC, NFKD };
+std::string normalizeUnicode(std::string_view text, NormalForm form);
+// Each character's full lowercase mapping, with no context (as Rust's char::to_lowercase).
+std::string lowercase(std::string_view text);
+// Drops nonspacing marks (general category Mn).
+std::string stripMarks(std::string_view text);
+int generalCategoryMask(int cp);   // U_GC_*_MASK of a code point (0 for -1)
+bool isWhiteSpace(int cp);         // Unicode White_Space
+bool isAlphanumeric(int cp);       // letters and numbers (L*, N*)
+
+// ---- BERT ----------------------------------------------------------------------------------------
+
+// Hugging Face's BertNormalizer: clean_text drops NUL, U+FFFD and other-category characters (Cc,
+// Cf, Cs, Co, Cn; tab, CR and LF are whitespace) and turns whitespace into ' ';
+// handle_chinese_chars puts spaces around CJK ideographs; strip_accents is NFD then no Mn;
+// lowercase is each character's full lowercase.
+struct BertNormOptions {
+  bool cleanText = true, handleChineseChars = true, stripAccents = true, lowercase = true;
+};
+std::string bertNormalize(std::string_view text, const BertNormOptions& o);
+bool isBertPunctuation(int cp);  // ASCII punctuation or Unicode P*
+// BertPreTokenizer: whitespace removed, each punctuation character its own piece.
+std::vector<std::pair<std::size_t, std::size_t>> bertPreTokenize(std::string_view text);
+
+// WordPiece on one word: greedy longest match from the left, `lookup(piece, continuation)`
+// giving an id or -1. False when a part has no token or the word has more than `maxChars`
+// characters (the caller then emits the unknown token for the whole word).
+template <class Lookup>
+bool wordPiece(std::string_view word, int maxChars, Lookup lookup, std::vector<int>& out) {
+  std::vector<std::size_t> bounds;  // character starts, plus the end
+  for (std::size_t i = 0; i < word.size(); i += decodeUtf8(word, i).len) bounds.push_back(i);
+  if (static_cast<int>(bounds.size()) > maxChars) return false;
+  bounds.push_back(word.size());
+  std::vector<int> parts;
+  std::size_t s = 0;
+  while (s + 1 < bounds.size()) {
+    int found = -1;
+    std::size_t e = bounds.size() - 1;
+    for (; e > s; --e) {
+      found = lookup(word.substr(bounds[s], bounds[e] - bounds[s]), s > 0);
+      if (found >= 0) break;
+    }
+    if (found < 0) return false;
+    parts.push_back(found);
+    s = e;
+  }
+  out.insert(out.end(), parts.begin(), parts.end());
+  return true;
+}
+
+// ---- Literal token matcher ---------------------------------------------------------------------
+
+// Finds, scanning left to right, the longest token that starts at each position (leftmost-
+// longest, as Hugging Face's added-token splitter).
+class LiteralMatcher {
+ public:
+  void add(const std::string& text, int value);
+  bool empty() const { return nodes_.size() <= 1; }
+  // The longest token starting at `pos`: its length and value; 0 when none.
+  std::size_t longestAt(std::string_view text, std::size_t pos, int& value) const;
+
+ private:
+  struct Node {
+    std::unordered_map<unsigned char, int> next;
+    int value = -1;
+    bool terminal = false;
+  };
+  std::vector<Node> nodes_{Node{}};
+};
+
+}  // namespace attnviz::tok

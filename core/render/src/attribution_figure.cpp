@@ -1,0 +1,235 @@
+// The attribution figure: a labelled matrix of signed values in diverging colours (0 at the
+// centre), with axis titles, a colour bar, a title and captions, laid out in pixels and drawn on
+// a white page.
+#include "attnviz/render/attribution_figure.h"
+
+#include "attnviz/render/colormap.h"
+#include "attnviz/render/font.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace attnviz {
+
+namespace {
+
+constexpr RGBA8 kPaper{255, 255, 255, 255};
+constexpr RGBA8 kInk{30, 30, 30, 255};
+constexpr RGBA8 kSoftInk{70, 70, 70, 255};
+constexpr RGBA8 kLine{40, 40, 40, 255};
+
+void fill(Image& im, long x, long y, long w, long h, RGBA8 c) {
+  const long x0 = std::max(0L, x), y0 = std::max(0L, y);
+  const long x1 = std::min<long>(im.width, x + w), y1 = std::min<long>(im.height, y + h);
+  for (long yy = y0; yy < y1; ++yy) {
+    std::uint8_t* p = im.rgba.data() + (std::size_t(yy) * im.width + x0) * 4;
+    for (long xx = x0; xx < x1; ++xx, p += 4) p[0] = c.r, p[1] = c.g, p[2] = c.b, p[3] = 255;
+  }
+}
+
+void blend(Image& im, long x, long y, RGBA8 c, int alpha) {
+  if (alpha <= 0 || x < 0 || y < 0 || x >= im.width || y >= im.height) return;
+  std::uint8_t* p = im.rgba.data() + (std::size_t(y) * im.width + x) * 4;
+  const int a = std::min(alpha, 255), ia = 255 - a;
+  p[0] = std::uint8_t((c.r * a + p[0] * ia + 127) / 255);
+  p[1] = std::uint8_t((c.g * a + p[1] * ia + 127) / 255);
+  p[2] = std::uint8_t((c.b * a + p[2] * ia + 127) / 255);
+}
+
+void frame(Image& im, long x, long y, long w, long h, RGBA8 c) {
+  fill(im, x - 1, y - 1, w + 2, 1, c);
+  fill(im, x - 1, y + h, w + 2, 1, c);
+  fill(im, x - 1, y, 1, h, c);
+  fill(im, x + w, y, 1, h, c);
+}
+
+// Text with its top-left at (x, y); `up` turns it to read bottom to top (its box is then
+// height x width).
+void text(Image& im, const TextMask& m, long x, long y, RGBA8 c, bool up = false) {
+  for (int ty = 0; ty < m.height; ++ty)
+    for (int tx = 0; tx < m.width; ++tx) {
+      if (up)
+        blend(im, x + ty, y + (m.width - 1 - tx), c, m.at(tx, ty));
+      else
+        blend(im, x + tx, y + ty, c, m.at(tx, ty));
+    }
+}
+
+// The built-in font draws ASCII only: spell the symbols the titles use.
+std::string fit(const Font& font, std::string s) {
+  static const std::pair<const char*, const char*> subs[] = {{"\xCE\x94", "delta "},
+                                                             {"\xE2\x88\x92", "-"},
+                                                             {"\xC2\xB7", "|"},
+                                                             {"\xC3\x97", "x"},
+                                                             {"\xE2\x80\x94", "-"}};
+  for (const auto& [from, to] : subs) {
+    if (font.hasGlyph(decodeUtf8(from)[0])) continue;
+    for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p))
+      s.replace(p, std::char_traits<char>::length(from), to);
+  }
+  return s;
+}
+
+std::string cellText(float v) {
+  char buf[32];
+  const float a = std::fabs(v);
+  std::snprintf(buf, sizeof buf, a >= 100 ? "%.0f" : a >= 10 ? "%.1f" : "%.2f", double(v));
+  std::string s = buf;
+  if (s == "-0.00" || s == "-0.0" || s == "-0") s.erase(0, 1);
+  return s;
+}
+
+std::string tickText(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", std::fabs(v) < 1e-12 ? 0.0 : v);
+  return buf;
+}
+
+}  // namespace
+
+Image renderAttributionFigure(const AttributionFigure& f) {
+  if (f.rows < 1 || f.cols < 1 ||
+      f.values.size() != std::size_t(f.rows) * std::size_t(f.cols)) {
+    throw InputError("attribution figure: " + std::to_string(f.values.size()) +
+                     " values for a " + std::to_string(f.rows) + " x " + std::to_string(f.cols) +
+                     " matrix");
+  }
+  float range = f.range;
+  if (!(range > 0.0f)) {
+    range = 0.0f;
+    for (float v : f.values)
+      if (std::isfinite(v)) range = std::max(range, std::fabs(v));
+    if (!(range > 0.0f)) range = 1.0f;
+  }
+  int cell = f.cell;
+  if (cell <= 0) cell = std::clamp(std::min(720 / f.cols, 540 / f.rows), 6, 48);
+  if ((long long)cell * f.cols > f.maxSide || (long long)cell * f.rows > f.maxSide) {
+    throw UsageError("the figure would be " + std::to_string((long long)cell * f.cols) + " x " +
+                     std::to_string((long long)cell * f.rows) + " pixels of cells; the limit is " +
+                     std::to_string(f.maxSide) + " a side");
+  }
+
+  Font font = f.fontPath.empty() ? Font() : Font(std::vector<std::string>{f.fontPath});
+  const float fsTitle = 17.0f, fsAxis = 14.0f, fsLabel = 12.5f, fsTick = 12.0f;
+  const int pad = 16, gap = 6, barW = 14, tickLen = 4;
+  const float fsNumber = std::min(12.0f, float(cell) * 0.3f);
+
+  auto label = [](const std::vector<std::string>& v, int i) {
+    return i < int(v.size()) ? v[std::size_t(i)] : std::to_string(i);
+  };
+  const int labelLine = font.lineHeight(fsLabel);
+  // Every k-th label, so that neighbours never overlap.
+  long rowLabelW = 0, colLabelW = 0;
+  for (int r = 0; r < f.rows; ++r)
+    rowLabelW = std::max<long>(rowLabelW, long(std::ceil(font.measure(fit(font, label(f.rowLabels, r)), fsLabel))));
+  for (int c = 0; c < f.cols; ++c)
+    colLabelW = std::max<long>(colLabelW, long(std::ceil(font.measure(fit(font, label(f.colLabels, c)), fsLabel))));
+  const int rowStep = std::max(1, int(std::ceil(labelLine * 1.05 / cell)));
+  const int colStep = std::max(1, int(std::ceil(double(colLabelW + gap) / cell)));
+
+  const TextMask title = f.title.empty() ? TextMask{} : font.render(fit(font, f.title), fsTitle);
+  const TextMask rowTitle = font.render(fit(font, f.rowTitle), fsAxis);
+  const TextMask colTitle = font.render(fit(font, f.colTitle), fsAxis);
+  const TextMask barTitle =
+      f.valueTitle.empty() ? TextMask{} : font.render(fit(font, f.valueTitle), fsTick);
+  std::vector<TextMask> captions;
+  for (const std::string& c : f.captions) captions.push_back(font.render(fit(font, c), fsTick));
+
+  // Ticks of the colour bar: -range, -range/2, 0, range/2, range.
+  const double ticks[] = {-range, -range / 2, 0.0, range / 2, range};
+  long tickW = 0;
+  for (double v : ticks)
+    tickW = std::max<long>(tickW, long(std::ceil(font.measure(fit(font, tickText(v)), fsTick))));
+
+  const long gw = long(cell) * f.cols, gh = long(cell) * f.rows;
+  const long barH = std::max<long>(gh, 160);
+  const long gridX = pad + rowTitle.height + gap * 2 + rowLabelW + gap;
+  const long topH = (title.height ? title.height + gap * 2 : 0) +
+                    std::max<long>(barTitle.height ? barTitle.height + gap : 0, gap);
+  const long gridY = pad + topH;
+  const long barX = gridX + gw + pad;
+  const long right = barX + barW + tickLen + gap + tickW + pad;
+  const long belowGrid = gridY + gh + gap + labelLine + gap + colTitle.height;
+  long bottom = std::max(belowGrid, gridY + barH + long(fsTick)) + gap;
+  long capW = 0;
+  for (const TextMask& c : captions) capW = std::max<long>(capW, c.width);
+  const long captionsY = bottom + gap;
+  for (const TextMask& c : captions) bottom += c.height + gap;
+  const long W = std::max({right, long(title.width) + 2L * pad, capW + 2L * pad,
+                           gridX + long(colTitle.width) + pad});
+  const long H = bottom + pad;
+  if (W > f.maxSide || H > f.maxSide) {
+    throw UsageError("the figure would be " + std::to_string(W) + " x " + std::to_string(H) +
+                     " pixels; the limit is " + std::to_string(f.maxSide) + " a side");
+  }
+
+  Image im;
+  im.width = int(W), im.height = int(H);
+  im.rgba.assign(std::size_t(W) * std::size_t(H) * 4, 255);
+  fill(im, 0, 0, W, H, kPaper);
+  if (title.height) text(im, title, (W - title.width) / 2, pad, kInk);
+
+  // Cells, with their values where they fit.
+  ValueMapping map;
+  map.lo = -range, map.hi = range;
+  for (int r = 0; r < f.rows; ++r)
+    for (int c = 0; c < f.cols; ++c) {
+      const float v = f.values[std::size_t(r) * f.cols + c];
+      const RGBA8 col = std::isnan(v)         ? kNotComputedColor
+                        : !std::isfinite(v) ? kNonFiniteColor
+                                            : colormapLookup(ColormapId::Diverging, mapValue(map, v));
+      const long x = gridX + long(c) * cell, y = gridY + long(r) * cell;
+      fill(im, x, y, cell, cell, col);
+      if (f.numbers && std::isfinite(v) && fsNumber >= 8.0f) {
+        const TextMask m = font.render(cellText(v), fsNumber);
+        if (m.width <= cell - 4 && m.height <= cell - 2) {
+          const double lum = 0.299 * col.r + 0.587 * col.g + 0.114 * col.b;
+          text(im, m, x + (cell - m.width) / 2, y + (cell - m.height) / 2,
+               lum < 135 ? RGBA8{255, 255, 255, 255} : kInk);
+        }
+      }
+    }
+  frame(im, gridX, gridY, gw, gh, kLine);
+
+  // Row labels (right-aligned, centred on their rows) and the turned row title.
+  for (int r = 0; r < f.rows; r += rowStep) {
+    const TextMask m = font.render(fit(font, label(f.rowLabels, r)), fsLabel);
+    text(im, m, gridX - gap - m.width, gridY + long(r) * cell + (cell - m.height) / 2, kSoftInk);
+  }
+  if (rowTitle.width <= gh + 2 * labelLine) {
+    text(im, rowTitle, pad, gridY + (gh - rowTitle.width) / 2, kInk, true);
+  } else {
+    text(im, rowTitle, pad, gridY, kInk, true);
+  }
+  // Column labels under the grid, and the column title under them.
+  for (int c = 0; c < f.cols; c += colStep) {
+    const TextMask m = font.render(fit(font, label(f.colLabels, c)), fsLabel);
+    text(im, m, gridX + long(c) * cell + (cell - m.width) / 2, gridY + gh + gap, kSoftInk);
+  }
+  text(im, colTitle, gridX + (gw - colTitle.width) / 2, gridY + gh + gap + labelLine + gap, kInk);
+
+  // The colour bar: high at the top.
+  for (long k = 0; k < barH; ++k) {
+    const float t = barH > 1 ? 1.0f - float(k) / float(barH - 1) : 0.5f;
+    fill(im, barX, gridY + k, barW, 1, colormapLookup(ColormapId::Diverging, t));
+  }
+  frame(im, barX, gridY, barW, barH, kLine);
+  if (barTitle.height) text(im, barTitle, barX, gridY - gap - barTitle.height, kInk);
+  for (double v : ticks) {
+    const long y = gridY + std::lround((range - v) / (2.0 * range) * double(barH - 1));
+    fill(im, barX + barW, y, tickLen, 1, kLine);
+    const TextMask m = font.render(fit(font, tickText(v)), fsTick);
+    text(im, m, barX + barW + tickLen + gap, y - m.height / 2, kSoftInk);
+  }
+
+  long y = captionsY;
+  for (const TextMask& c : captions) {
+    text(im, c, pad, y, kSoftInk);
+    y += c.height + gap;
+  }
+  im.heatX = int(gridX), im.heatY = int(gridY), im.cellPx = cell;
+  return im;
+}
+
+}  // namespace attnviz

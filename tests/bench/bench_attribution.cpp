@@ -1,0 +1,176 @@
+// A full zero-ablation sweep (attribution.h) of a GPT-2-small-shaped random checkpoint (12 layers
+// x 12 heads, d=768, vocab 50257; F32, written here at start-up and removed at exit) at T = 64,
+// beside what it saves:
+//   AttributionSweep_T64        ablationSweep: 144 heads, each re-run from its own layer on one
+//                               kept copy, logits of position P only (Model::rerunLogitsAt)
+//   SweepByRerunFrom_T64        the sum over heads of Model::rerunFrom from the head's layer
+//                               (every layer from there, and the logits of all T positions)
+//   SweepByFullPasses_T64       one full Model::forward per head
+// Counters: heads/s, and "layers" (the layer passes one sweep runs).
+// The checkpoint writer is bench_model.cpp's recipe (no shared header holds it); the folder goes
+// to $ATTNVIZ_BENCH_DIR or the temp folder.
+#include "attnviz/model/attribution.h"
+#include "attnviz/model/model.h"
+#include "attnviz/model/tokenizers/gpt2_bpe.h"
+
+#include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kL = 12, kH = 12, kD = 768, kV = 50257, kP = 1024, kT = 64;
+
+struct Folder {
+  fs::path dir;
+  ~Folder() {
+    std::error_code ec;
+    if (!dir.empty()) fs::remove_all(dir, ec);
+  }
+};
+
+const fs::path& checkpoint() {
+  static Folder f = [] {
+    Folder ck;
+    const char* base = std::getenv("ATTNVIZ_BENCH_DIR");
+    ck.dir = fs::path(base ? base : fs::temp_directory_path().string()) /
+             ("attnviz_attr_gpt2_small_" + std::to_string(::getpid()));
+    fs::create_directories(ck.dir);
+    std::ofstream(ck.dir / "config.json") << nlohmann::json{{"model_type", "gpt2"},
+                                                            {"n_layer", kL},
+                                                            {"n_head", kH},
+                                                            {"n_embd", kD},
+                                                            {"n_positions", kP},
+                                                            {"vocab_size", kV},
+                                                            {"activation_function", "gelu_new"}}
+                                                 .dump();
+    nlohmann::json vocab = nlohmann::json::object();
+    std::vector<std::string> alpha;
+    for (int b = 0; b < 256; ++b) alpha.push_back(attnviz::gpt2ByteToUnicode(b));
+    int id = 0;
+    for (const auto& a : alpha) vocab[a] = id++;
+    for (int n = 0; n < 50000; ++n) vocab[alpha[n / 256] + alpha[n % 256]] = id++;
+    vocab["<|endoftext|>"] = id++;
+    std::ofstream(ck.dir / "vocab.json") << vocab.dump();
+    std::ofstream(ck.dir / "merges.txt") << "#version: 0.2\n";
+
+    using Shapes = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
+    Shapes shapes = {{"wte.weight", {kV, kD}}, {"wpe.weight", {kP, kD}}};
+    for (int l = 0; l < kL; ++l) {
+      const std::string p = "h." + std::to_string(l) + ".";
+      for (const auto& [n, s] : Shapes{{"ln_1.weight", {kD}},
+                                      {"ln_1.bias", {kD}},
+                                      {"attn.c_attn.weight", {kD, 3 * kD}},
+                                      {"attn.c_attn.bias", {3 * kD}},
+                                      {"attn.c_proj.weight", {kD, kD}},
+                                      {"attn.c_proj.bias", {kD}},
+                                      {"ln_2.weight", {kD}},
+                                      {"ln_2.bias", {kD}},
+                                      {"mlp.c_fc.weight", {kD, 4 * kD}},
+                                      {"mlp.c_fc.bias", {4 * kD}},
+                                      {"mlp.c_proj.weight", {4 * kD, kD}},
+                                      {"mlp.c_proj.bias", {kD}}})
+        shapes.emplace_back(p + n, s);
+    }
+    shapes.push_back({"ln_f.weight", {kD}});
+    shapes.push_back({"ln_f.bias", {kD}});
+    nlohmann::json header = nlohmann::json::object();
+    std::size_t offset = 0;
+    for (const auto& [name, s] : shapes) {
+      std::size_t n = 4;
+      for (auto v : s) n *= std::size_t(v);
+      header["transformer." + name] = {
+          {"dtype", "F32"}, {"shape", s}, {"data_offsets", {offset, offset + n}}};
+      offset += n;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    std::ofstream out(ck.dir / "model.safetensors", std::ios::binary);
+    const std::uint64_t len = text.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << text;
+    std::mt19937 gen(1);
+    std::vector<float> chunk(1 << 20);
+    for (const auto& [name, s] : shapes) {
+      std::size_t n = 1;
+      for (auto v : s) n *= std::size_t(v);
+      const bool scale = name.find("ln_") != std::string::npos && name.ends_with("weight");
+      std::normal_distribution<float> dist(scale ? 1.0f : 0.0f, scale ? 0.1f : 0.05f);
+      for (std::size_t done = 0; done < n; done += chunk.size()) {
+        const std::size_t m = std::min(chunk.size(), n - done);
+        for (std::size_t i = 0; i < m; ++i) chunk[i] = dist(gen);
+        out.write(reinterpret_cast<const char*>(chunk.data()), std::streamsize(m * 4));
+      }
+    }
+    return ck;
+  }();
+  return f.dir;
+}
+
+std::vector<int> ids() {
+  std::vector<int> v(kT);
+  for (int t = 0; t < kT; ++t) v[t] = (t * 7919) % kV;
+  return v;
+}
+
+void counters(benchmark::State& state, double layerPasses) {
+  state.counters["heads/s"] =
+      benchmark::Counter(kL * kH, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["layers"] = layerPasses;
+}
+
+void AttributionSweep_T64(benchmark::State& state) {
+  const auto m = attnviz::Model::open(checkpoint().string());
+  const attnviz::ForwardResult clean = m->forward(ids());
+  for (auto _ : state) {
+    const attnviz::AblationSweep s = attnviz::ablationSweep(*m, clean, attnviz::AblationKind::Zero);
+    benchmark::DoNotOptimize(s.delta.values.data());
+  }
+  counters(state, kH * kL * (kL + 1) / 2.0);
+}
+
+void SweepByRerunFrom_T64(benchmark::State& state) {
+  const auto m = attnviz::Model::open(checkpoint().string());
+  const attnviz::ForwardResult clean = m->forward(ids());
+  for (auto _ : state) {
+    attnviz::ForwardResult work = clean;
+    for (int l = 0; l < kL; ++l) {
+      work.layers[l].residualIn = clean.layers[l].residualIn;
+      for (int h = 0; h < kH; ++h) {
+        attnviz::Interventions iv;
+        iv.ablate(l, h, m->config());
+        m->rerunFrom(work, l, iv);
+        benchmark::DoNotOptimize(work.logits.data());
+      }
+    }
+  }
+  counters(state, kH * kL * (kL + 1) / 2.0);
+}
+
+void SweepByFullPasses_T64(benchmark::State& state) {
+  const auto m = attnviz::Model::open(checkpoint().string());
+  const std::vector<int> in = ids();
+  for (auto _ : state) {
+    for (int l = 0; l < kL; ++l)
+      for (int h = 0; h < kH; ++h) {
+        attnviz::Interventions iv;
+        iv.ablate(l, h, m->config());
+        benchmark::DoNotOptimize(m->forward(in, iv).logits.data());
+      }
+  }
+  counters(state, double(kH) * kL * kL);
+}
+
+}  // namespace
+
+BENCHMARK(AttributionSweep_T64)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+BENCHMARK(SweepByRerunFrom_T64)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+BENCHMARK(SweepByFullPasses_T64)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();

@@ -1,0 +1,229 @@
+// ggml tensor types: the type table, dequantization bit for bit against the fixtures that
+// tools/gguf/quants.py wrote (types/<T>.gguf: quantized "weight" and "random_blocks" whose every
+// bit matters), hand-made blocks, and dotRow against a double-precision dot of the expected
+// values.
+#include "attnviz/formats/gguf.h"
+#include "gguf_fixtures.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+namespace attnviz {
+namespace {
+
+using namespace attnviz::testing;
+
+const std::vector<std::string> kReadable = {"F32",  "F16",  "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
+                                            "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"};
+
+std::uint32_t typeId(const std::string& name) {
+  for (std::uint32_t t = 0; t < 64; ++t)
+    if (ggmlTypeName(t) == name) return t;
+  throw std::runtime_error("no type " + name);
+}
+
+std::vector<float> randomVector(std::size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = d(gen);
+  return x;
+}
+
+TEST(GgmlTypes, NamesFollowGgmlIdsAndUnknownIdsSayTypeN) {
+  EXPECT_EQ(ggmlTypeName(0), "F32");
+  EXPECT_EQ(ggmlTypeName(2), "Q4_0");
+  EXPECT_EQ(ggmlTypeName(12), "Q4_K");
+  EXPECT_EQ(ggmlTypeName(16), "IQ2_XXS");
+  EXPECT_EQ(ggmlTypeName(30), "BF16");
+  EXPECT_EQ(ggmlTypeName(39), "MXFP4");
+  EXPECT_EQ(ggmlTypeName(99), "type 99");
+}
+
+TEST(GgmlTypes, InfoGivesBlockLayoutOfReadableTypesOnly) {
+  struct Row {
+    const char* name;
+    int values, bytes;
+  };
+  const Row rows[] = {{"F32", 1, 4},     {"F16", 1, 2},      {"BF16", 1, 2},     {"Q4_0", 32, 18},
+                      {"Q4_1", 32, 20},  {"Q5_0", 32, 22},   {"Q5_1", 32, 24},   {"Q8_0", 32, 34},
+                      {"Q2_K", 256, 84}, {"Q3_K", 256, 110}, {"Q4_K", 256, 144}, {"Q5_K", 256, 176},
+                      {"Q6_K", 256, 210}};
+  for (const Row& r : rows) {
+    int v = 0, b = 0;
+    ASSERT_TRUE(ggmlTypeInfo(typeId(r.name), v, b)) << r.name;
+    EXPECT_EQ(v, r.values) << r.name;
+    EXPECT_EQ(b, r.bytes) << r.name;
+  }
+  int v = 0, b = 0;
+  EXPECT_FALSE(ggmlTypeInfo(9, v, b));   // Q8_1
+  EXPECT_FALSE(ggmlTypeInfo(16, v, b));  // IQ2_XXS
+  EXPECT_FALSE(ggmlTypeInfo(99, v, b));
+  // ... though the layout of every type ggml defines is known (the reader checks byte spans).
+  ASSERT_TRUE(ggmlTypeLayout(16, v, b));
+  EXPECT_EQ(v, 256);
+  EXPECT_EQ(b, 66);
+  EXPECT_FALSE(ggmlTypeLayout(4, v, b));  // Q4_2, removed from ggml
+  EXPECT_EQ(ggmlRowBytes(GgmlType::Q4_0, 64), 36u);
+  EXPECT_EQ(ggmlRowBytes(GgmlType::Q6_K, 512), 420u);
+  EXPECT_EQ(ggmlRowBytes(GgmlType::F16, 7), 14u);
+}
+
+TEST(GgmlDequantize, HandMadeQ4_0BlockPutsLowNibblesFirst) {
+  unsigned char blk[18] = {};
+  blk[0] = 0x00, blk[1] = 0x38;  // half 0.5
+  blk[2] = 0xF1;                 // element 0: 1, element 16: 15
+  float y[32];
+  dequantizeRow(GgmlType::Q4_0, blk, y, 32);
+  EXPECT_EQ(y[0], -3.5f);  // (1 - 8) * 0.5
+  EXPECT_EQ(y[16], 3.5f);  // (15 - 8) * 0.5
+  EXPECT_EQ(y[1], -4.0f);  // (0 - 8) * 0.5
+}
+
+TEST(GgmlDequantize, HandMadeQ8_0BlockIsSigned) {
+  unsigned char blk[34] = {};
+  blk[0] = 0x00, blk[1] = 0x34;  // half 0.25
+  blk[2 + 3] = 0x80;             // -128
+  float y[32];
+  dequantizeRow(GgmlType::Q8_0, blk, y, 32);
+  EXPECT_EQ(y[3], -32.0f);
+  EXPECT_EQ(y[0], 0.0f);
+}
+
+TEST(GgmlDequantize, RefusesPartialBlocksAndUnreadableTypes) {
+  unsigned char blk[64] = {};
+  float y[64];
+  EXPECT_THROW(dequantizeRow(GgmlType::Q4_0, blk, y, 33), std::invalid_argument);
+  EXPECT_THROW(dequantizeRow(GgmlType::Q8_1, blk, y, 32), std::invalid_argument);
+  EXPECT_THROW(dotRow(GgmlType::Q4_K, blk, y, 32), std::invalid_argument);
+  EXPECT_THROW(dotRow(GgmlType(16), blk, y, 256), std::invalid_argument);
+}
+
+// One type's fixture file: both tensors, dequantized as a whole and row by row.
+class GgmlTypeFixture : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string file() const { return "types/" + GetParam() + ".gguf"; }
+};
+
+TEST_P(GgmlTypeFixture, DequantizedValuesEqualTheFixtureBitForBit) {
+  const auto f = GgufFile::open(fixture(file()));
+  const nlohmann::json& entry = manifestFile(file());
+  ASSERT_EQ(f->tensors().size(), entry["tensors"].size());
+  for (const nlohmann::json& e : entry["tensors"]) {
+    const GgufTensor* t = f->findTensor(e["name"]);
+    ASSERT_NE(t, nullptr) << e["name"];
+    EXPECT_EQ(ggmlTypeName(t->type), GetParam());
+    const std::vector<float> want = expectedValues(e["expected"]);
+    const std::vector<float> got = f->dequantize(*t);
+    EXPECT_EQ(firstBitDifference(got, want), -1)
+        << GetParam() << " " << t->name << ": first differing value";
+    // dequantizeRow on each row of the [rows, ne[0]] view gives the same values.
+    std::vector<float> row(std::size_t(t->ne[0]));
+    for (std::int64_t r = 0; r < t->rows(); ++r) {
+      dequantizeRow(GgmlType(t->type), t->rowData(r), row.data(), t->ne[0]);
+      const std::vector<float> wantRow(want.begin() + r * t->ne[0],
+                                       want.begin() + (r + 1) * t->ne[0]);
+      EXPECT_TRUE(sameBits(row, wantRow)) << t->name << " row " << r;
+    }
+  }
+}
+
+// dotRow reads the stored blocks; it must agree with a double-precision dot of the expected
+// values to float32 rounding: |got - ref| <= 1e-5 * sum |w_i x_i|.
+TEST_P(GgmlTypeFixture, DotRowAgreesWithDoubleDotOfExpectedValues) {
+  const auto f = GgufFile::open(fixture(file()));
+  const nlohmann::json& entry = manifestFile(file());
+  for (const nlohmann::json& e : entry["tensors"]) {
+    const GgufTensor* t = f->findTensor(e["name"]);
+    ASSERT_NE(t, nullptr);
+    const std::vector<float> want = expectedValues(e["expected"]);
+    const std::int64_t n = t->ne[0];
+    const std::vector<float> x = randomVector(std::size_t(n), 7);
+    for (std::int64_t r = 0; r < t->rows(); ++r) {
+      double ref = 0.0, mag = 0.0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        ref += double(want[r * n + i]) * double(x[i]);
+        mag += std::fabs(double(want[r * n + i]) * double(x[i]));
+      }
+      // The float types' random bit patterns reach 3e38: their float32 dot overflows, as any
+      // float32 dot of them would.
+      if (mag > 1e37) continue;
+      const float got = dotRow(GgmlType(t->type), t->rowData(r), x.data(), n);
+      EXPECT_NEAR(got, ref, 1e-5 * mag + 1e-30) << t->name << " row " << r;
+      // Prefixes of whole blocks: one block, and an odd number (the kernels unroll by two).
+      int bv = 0, bb = 0;
+      ASSERT_TRUE(ggmlTypeInfo(t->type, bv, bb));
+      for (std::int64_t m : {std::int64_t(bv), std::int64_t(bv) * 3, std::int64_t(bv) * 7}) {
+        if (m > n) continue;
+        double refM = 0.0, magM = 0.0;
+        for (std::int64_t i = 0; i < m; ++i) {
+          refM += double(want[r * n + i]) * double(x[i]);
+          magM += std::fabs(double(want[r * n + i]) * double(x[i]));
+        }
+        EXPECT_NEAR(dotRow(GgmlType(t->type), t->rowData(r), x.data(), m), refM,
+                    1e-5 * magM + 1e-30)
+            << t->name << " row " << r << " first " << m << " values";
+      }
+    }
+  }
+}
+
+TEST_P(GgmlTypeFixture, MatVecGivesDotRowOfEveryRow) {
+  const auto f = GgufFile::open(fixture(file()));
+  const GgufTensor* t = f->findTensor("weight");
+  ASSERT_NE(t, nullptr);
+  const std::vector<float> x = randomVector(std::size_t(t->ne[0]), 5);
+  std::vector<float> y(std::size_t(t->rows()), -1.0f);
+  matVec(GgmlType(t->type), t->data, t->rows(), t->ne[0], x.data(), y.data());
+  for (std::int64_t r = 0; r < t->rows(); ++r)
+    EXPECT_EQ(y[std::size_t(r)], dotRow(GgmlType(t->type), t->rowData(r), x.data(), t->ne[0]));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryReadableType, GgmlTypeFixture, ::testing::ValuesIn(kReadable),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// The float types have blocks of one value: every length works, the kernels' tails included.
+TEST(GgmlDotRow, FloatTypesHandleEveryLengthUpTo100) {
+  for (const char* name : {"F32", "F16", "BF16"}) {
+    const auto f = GgufFile::open(fixture(std::string("types/") + name + ".gguf"));
+    const GgufTensor* t = f->findTensor("weight");
+    ASSERT_NE(t, nullptr);
+    const std::vector<float> want = expectedValues(std::string("types/") + name + ".weight.npy");
+    const std::vector<float> x = randomVector(512, 3);
+    for (std::int64_t n = 0; n <= 100; ++n) {
+      double ref = 0.0, mag = 0.0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        ref += double(want[i]) * double(x[i]);
+        mag += std::fabs(double(want[i]) * double(x[i]));
+      }
+      EXPECT_NEAR(dotRow(GgmlType(t->type), t->data, x.data(), n), ref, 1e-5 * mag + 1e-30)
+          << name << " n " << n;
+    }
+  }
+}
+
+// A row that does not start on an aligned address (general.alignment may be 1) reads the same.
+TEST(GgmlDotRow, UnalignedRowsReadTheSame) {
+  for (const std::string& name : kReadable) {
+    const auto f = GgufFile::open(fixture("types/" + name + ".gguf"));
+    const GgufTensor* t = f->findTensor("weight");
+    ASSERT_NE(t, nullptr);
+    const std::size_t bytes = t->rowBytes();
+    std::vector<unsigned char> shifted(bytes + 1);
+    std::memcpy(shifted.data() + 1, t->data, bytes);
+    const std::vector<float> x = randomVector(std::size_t(t->ne[0]), 11);
+    const float a = dotRow(GgmlType(t->type), t->data, x.data(), t->ne[0]);
+    const float b = dotRow(GgmlType(t->type), shifted.data() + 1, x.data(), t->ne[0]);
+    EXPECT_EQ(a, b) << name;
+    std::vector<float> ya(std::size_t(t->ne[0])), yb(std::size_t(t->ne[0]));
+    dequantizeRow(GgmlType(t->type), t->data, ya.data(), t->ne[0]);
+    dequantizeRow(GgmlType(t->type), shifted.data() + 1, yb.data(), t->ne[0]);
+    EXPECT_TRUE(sameBits(ya, yb)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace attnviz
