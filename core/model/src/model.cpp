@@ -738,7 +738,7 @@ ForwardResult Model::forward(const std::vector<int>& ids, const Interventions& i
   return r;
 }
 
-void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const {
+void Model::checkRerun(const ForwardResult& r, int fromLayer, const Interventions& iv) const {
   if (fromLayer < 0 || fromLayer > config_.nLayer ||
       static_cast<int>(r.layers.size()) != config_.nLayer) {
     throw InputError("rerunFrom: layer " + std::to_string(fromLayer) + " is outside the model");
@@ -759,6 +759,10 @@ void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) 
       }
     }
   }
+}
+
+void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const {
+  checkRerun(r, fromLayer, iv);
   r.interventions = iv;
   {
     Workspace ws;  // freed before the logits, the largest buffer, are allocated
@@ -967,26 +971,7 @@ MatrixRM Model::directLogits(const MatrixRM& u, const ForwardResult& r, int pos)
 
 std::vector<float> Model::rerunLogitsAt(ForwardResult& r, int fromLayer, const Interventions& iv,
                                         int pos) const {
-  if (fromLayer < 0 || fromLayer > config_.nLayer ||
-      static_cast<int>(r.layers.size()) != config_.nLayer) {
-    throw InputError("rerunFrom: layer " + std::to_string(fromLayer) + " is outside the model");
-  }
-  if (iv.layers.size() > std::size_t(config_.nLayer)) {
-    throw InputError("interventions for " + std::to_string(iv.layers.size()) +
-                     " layers; the model has " + std::to_string(config_.nLayer));
-  }
-  for (std::size_t l = 0; l < iv.layers.size(); ++l) {
-    std::vector<int> heads = iv.layers[l].ablatedHeads;
-    heads.insert(heads.end(), iv.layers[l].meanAblatedHeads.begin(),
-                 iv.layers[l].meanAblatedHeads.end());
-    for (const auto& p : iv.layers[l].patchedHeads) heads.push_back(p.first);
-    for (int h : heads) {
-      if (h < 0 || h >= config_.nHead) {
-        throw InputError("ablation " + std::to_string(l) + ":" + std::to_string(h) +
-                         " is outside the model");
-      }
-    }
-  }
+  checkRerun(r, fromLayer, iv);
   const MatrixRM& in = config_.nLayer > 0 ? r.layers[0].residualIn : r.residualOut;
   if (pos < 0 || pos >= in.rows()) {
     throw InputError("position " + std::to_string(pos) + " is outside the " +

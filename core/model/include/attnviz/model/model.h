@@ -291,6 +291,8 @@ class Model {
   std::unique_ptr<Weights> w_;
 
   struct Workspace;
+  // Throws InputError when fromLayer or an intervention's head is outside the model.
+  void checkRerun(const ForwardResult& r, int fromLayer, const Interventions& iv) const;
   void runLayer(ForwardResult& r, int layer, const Interventions& iv, Workspace& ws) const;
   void finish(ForwardResult& r) const;
 
