@@ -3,6 +3,7 @@
 // the scene's custom mask, saved with it.
 #include "app_state.h"
 
+#include "attnviz/formats/data_dir.h"
 #include "attnviz/formats/npy.h"
 
 #include <nlohmann/json.hpp>
@@ -99,7 +100,17 @@ void loadSceneInto(AppState& s, const std::string& path) {
   if (sc.model.any()) {  // a model scene: the model view, once the folder has opened
     s.model.sceneTitle = sc.title;
     s.model.sceneNotes = sc.notes;
+    const SceneView v = parseSceneView(sc.extraJson, path);
     openModelScene(s, sc, path, false);
+    if (sc.extraJson != "{}" && !sc.extraJson.empty()) {  // a saved model view: as it was left
+      s.view = ViewState{};
+      try {
+        applyView(s, v);
+      } catch (const UsageError& e) {
+        throw InputError(path + ": view." + e.what());
+      }
+      s.view.head = sc.model.head;  // the model's head wins (the model view shows it)
+    }
     return;
   }
   const SceneView v = parseSceneView(sc.extraJson, path);
@@ -115,7 +126,43 @@ void loadSceneInto(AppState& s, const std::string& path) {
   notify(s, "Opened " + path);
 }
 
+// A model view's folder as a scene names it: relative to the shipped models folder when it lies
+// under it (loadScene resolves a relative path there), else absolute.
+static std::string sceneModelPath(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  if (ec) p = fs::absolute(dir).lexically_normal();
+  const std::string models = dataSubdir("models");
+  if (!models.empty()) {
+    std::error_code ec2;
+    const fs::path root = fs::weakly_canonical(fs::path(models), ec2);
+    if (!ec2) {
+      const fs::path rel = p.lexically_relative(root);
+      if (!rel.empty() && *rel.begin() != ".." && rel != ".") return rel.generic_string();
+    }
+  }
+  return p.string();
+}
+
 void saveSceneFrom(AppState& s, const std::string& path) {
+  if (s.model.open()) {  // a model view: the "model" object (folder, text, layer, head, ablations)
+    const ModelSource& src = *s.model.source;
+    Scene sc;
+    sc.title = s.sceneData().title;
+    sc.notes = s.sceneData().notes;
+    sc.model.path = sceneModelPath(s.model.dir);
+    sc.model.text = src.text();
+    sc.model.layer = s.model.layer;
+    sc.model.head = s.view.head;
+    for (int l = 0; l < src.layers(); ++l)
+      for (int h = 0; h < src.heads(); ++h)
+        if (src.ablated(l, h)) sc.model.ablate.emplace_back(l, h);
+    sc.extraJson = viewJson(s, "{}");
+    saveScene(path, sc);
+    s.scene.path = path;
+    return;
+  }
   Scene sc = s.sceneData();
   sc.extraJson = viewJson(s, sc.extraJson);
   saveScene(path, sc);

@@ -1559,4 +1559,45 @@ TEST(AppGenerate, ThePanelsTokensAndAttentionRowMatchTheCommandLine) {
     EXPECT_NEAR(row[j], w.data[(std::size_t(2) * T + T - 1) * T + j], 1e-5) << "key " << j;
 }
 
+
+// ---- issue 24: a model view saved as a scene keeps its model ------------------------------------
+// Open a model view, --save-scene it: `export --scene` of the saved file draws the app's own export
+// of that view byte for byte, and reopening the saved scene and saving it again gives the same JSON.
+TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJson) {
+  const std::string model = std::string(ATTNVIZ_SCENES) + "/../models/kjv-byte-2l";
+  const std::vector<std::pair<std::string, std::string>> views = {
+      {"13", "--scene " + scene("13-model-previous-token-head.json")},
+      {"15", "--scene " + scene("15-model-induction-heads.json")},
+      {"16", "--scene " + scene("16-model-ablate-induction-head.json")},
+      {"ab", "--model " + model + " --text 'In the beginning God' --layer 1 --head 1 --ablate 1:2"},
+  };
+  for (const auto& [id, args] : views) {
+    const std::string tag = "model-save-" + id;
+    const std::string gui = tempPath(tag + "-gui.png"), cli = tempPath(tag + "-cli.png");
+    const std::string saved = tempPath(tag + ".json"), again = tempPath(tag + "-again.json");
+    for (const auto& f : {gui, cli, saved, again}) std::remove(f.c_str());
+    const Shot s = runApp(tag, args + " --export " + gui + " --save-scene " + saved, 6);
+    ASSERT_RAN(s);
+    const std::vector<unsigned char> json = fileBytes(saved);
+    ASSERT_FALSE(json.empty()) << id << ": no scene saved\n" << s.out;
+    ASSERT_NE(std::string(json.begin(), json.end()).find("\"model\""), std::string::npos)
+        << id << ": the saved scene has no model\n" << std::string(json.begin(), json.end());
+    const std::string out = runCli("export --scene " + saved + " --png " + cli);
+    ASSERT_EQ(out.find("exit status"), std::string::npos) << id << ": " << out;
+    ASSERT_FALSE(fileBytes(gui).empty()) << id << ": the app wrote no PNG\n" << s.out;
+    EXPECT_TRUE(fileBytes(gui) == fileBytes(cli)) << id << ": the PNG files differ";
+    const Shot r = runApp(tag + "-reopen", "--scene " + saved + " --save-scene " + again, 6);
+    ASSERT_RAN(r);
+    const std::vector<unsigned char> json2 = fileBytes(again);
+    EXPECT_EQ(std::string(json.begin(), json.end()), std::string(json2.begin(), json2.end()))
+        << id << ": reopen and save again changed the scene";
+  }
+  // A saved scene whose model folder is gone names the path it looked for.
+  const std::string gone = tempPath("model-save-gone.json");
+  std::ofstream(gone) << "{\"model\": {\"path\": \"no-such-model-24\", \"text\": \"the cat\"}}";
+  const std::string out = runCli("export --scene " + gone + " --png " + tempPath("never24.png"));
+  EXPECT_NE(out.find("no-such-model-24"), std::string::npos) << out;
+  EXPECT_NE(out.find("exit status not 0"), std::string::npos) << out;
+}
+
 }  // namespace
