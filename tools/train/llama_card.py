@@ -39,14 +39,25 @@ def write(model_dir, log, s):
     wall = log.get("total_seconds", log["train_seconds"]) / 60
     cpu = log.get("total_cpu_seconds", log["train_cpu_seconds"]) / 60
     check = log.get("tokenizer_json_check")
+    rl, rh = s["best_induction_head_random"]
+    nl, nh = len(s["previous_token"]), len(s["previous_token"][0])
+    prev_heads = [(l, h) for l in range(nl) for h in range(nh) if s["previous_token"][l][h] >= 0.8]
+    group = s["induction_heads"]
+
+    def heads_text(pairs, table):
+        return ", ".join(f"{l}:{h} ({s[table][l][h]:.3f})" for l, h in pairs)
     found = []
-    if s["previous_token"][pl][phd] >= 0.8:
-        found.append(f"a previous-token head (layer {pl} head {phd}, "
-                     f"{s['previous_token'][pl][phd]:.3f})")
-    if ind_r >= 0.5:
-        found.append(f"an induction head (layer {il} head {ih}: {ind_r:.3f} on repeated random "
-                     f"ids, {ind_e:.3f} on a repeated English verse)")
+    if prev_heads:
+        found.append(f"previous-token heads (layer:head, score on held-out text: "
+                     f"{heads_text(prev_heads, 'previous_token')})")
+    if group:
+        found.append(f"induction heads (on repeated random ids: "
+                     f"{heads_text([tuple(map(int, g.split(':'))) for g in group], 'induction_random')}"
+                     f"; the best, layer {il} head {ih}, scores {ind_e:.3f} on a repeated "
+                     f"held-out English verse)")
     status = "It has " + " and ".join(found) + "." if found else ""
+    gr, ge = (s["copy_prob_induction_heads_ablated"]["random"],
+              s["copy_prob_induction_heads_ablated"]["english"])
     if check is None:
         check_text = ("Not checked in this run (node or the npm package "
                       "`@huggingface/tokenizers` was missing).")
@@ -155,8 +166,8 @@ from the start.
         f"{p['recipe']['p_text_repeat']:.0%} | {p['recipe']['seed']} |" for p in ph) + f"""
 
 In all {steps} steps, {tokens / 1e6:.1f} M tokens. **Short copies** comes first, from the
-initialisation: with 32 keys the right key holds a large share of a query's attention, so a
-layer-0 head learns to attend to the previous token and a later head to the token after the
+initialisation: with 32 keys the right key holds a large share of a query's attention, so one
+head learns to attend to the previous token and a head of a later layer to the token after the
 current token's earlier occurrence, reading what the previous-token head wrote there. The batch
 loss sits on a plateau, then falls within ~100 steps as both heads appear together
 {formed}. **Medium context** (64 positions, half text) then trains the text cheaply, and **long
@@ -206,15 +217,21 @@ with BOS (id 1).
 - **Induction score, random ids:** on BOS + S + S with S {s['repeat_len']} random ids
   (uniform over 3-{cfg['vocab_size'] - 1}, numpy `default_rng(1000 + seed)`, seeds 0-7), the
   mean over the second copy (t = L+1 .. 2L) of A[t, t-L+1], the token after the current
-  token's first occurrence. Best in layer >= 1: **layer {il} head {ih}, {ind_r:.3f}**.
+  token's first occurrence. Best in layer >= 1: layer {rl} head {rh},
+  {s['induction_random'][rl][rh]:.3f}.
 - **Induction score, English:** the same on BOS + S + S with S a held-out verse (8 verses of
-  20-60 tokens, listed below). Layer {il} head {ih}: **{ind_e:.3f}**; best in layer >= 1:
-  layer {el} head {eh}, {s['induction_english'][el][eh]:.3f}. A verse repeats some tokens
+  20-60 tokens, listed below). Best in layer >= 1: layer {el} head {eh},
+  {s['induction_english'][el][eh]:.3f}. A verse repeats some tokens
   ("the", "of", ",") within itself, and such a token's query splits its attention between the
   tokens after each earlier occurrence, so this score is lower than on random ids by
   construction.
+- **The best induction head** is the head of layer >= 1 (layer 0 has no earlier head to
+  compose with) with the highest mean of the two induction scores: **layer {il} head {ih},
+  {ind_r:.3f} on random ids and {ind_e:.3f} on English** (on random ids alone several heads
+  are within a few thousandths of each other).
 - **First-token (BOS) score:** the mean of A[t, 0] over t >= 1 on the held-out windows.
-  Strongest: layer {fl} head {fh}, {s['first_token'][fl][fh]:.3f}.
+  Strongest: layer {fl} head {fh}, {s['first_token'][fl][fh]:.3f}. A head with nothing to
+  copy parks its attention on BOS.
 
 Previous-token score:
 
@@ -247,6 +264,8 @@ The probability the model gives the correct next token on the second copy (t = L
 - English: **{cp['english']:.3f}**; with layer {il} head {ih} zeroed **{ca['english'][key]:.3f}**
   (a drop of {cp['english'] - ca['english'][key]:.3f}); with layer {pl} head {phd} zeroed
   {ca['english'][pkey]:.3f}.
+- The induction heads back each other up: zeroing all of them together ({', '.join(group)})
+  gives **{gr:.3f}** on random ids and **{ge:.3f}** on English.
 
 Each head ablated alone, random ids:
 
@@ -269,8 +288,8 @@ probes, the same numbers to about 1e-4):
 probe of seed 0 is BOS + S + S with L = {s['repeat_len']}, T = {len(probe0)}
 (`head_scores.json` has its ids under `probe_random_seed0` and its scores):
 
-    attnviz model --model assets/models/{NAME} --ids "$(python3 -c 'import json; print(",".join(map(str, json.load(open("assets/models/{NAME}/head_scores.json"))["probe_random_seed0"]["ids"])))')" --weights A.npy --logits Z.npy
-    python3 -c 'import numpy as np; A = np.load("A.npy"); L = {s['repeat_len']}; t = np.arange(L + 1, 2 * L + 1); print(A[{il}, {ih}, t, t - L + 1].mean(), A[{pl}, {phd}, np.arange(1, 2 * L + 1), np.arange(0, 2 * L)].mean())'
+    attnviz model --model assets/models/{NAME} --ids "$(/usr/bin/python3 -c 'import json; print(",".join(map(str, json.load(open("assets/models/{NAME}/head_scores.json"))["probe_random_seed0"]["ids"])))')" --weights A.npy --logits Z.npy
+    /usr/bin/python3 -c 'import numpy as np; A = np.load("A.npy"); L = {s['repeat_len']}; t = np.arange(L + 1, 2 * L + 1); print(A[{il}, {ih}, t, t - L + 1].mean(), A[{pl}, {phd}, np.arange(1, 2 * L + 1), np.arange(0, 2 * L)].mean())'
 
 The first number is layer {il} head {ih}'s induction score on that probe
 ({s['probe_random_seed0']['induction']:.4f} in torch), the second layer {pl} head {phd}'s previous-token

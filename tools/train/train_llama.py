@@ -342,11 +342,11 @@ def plot_losses(log, path, name):
         r = p["recipe"]
         if i > 0:
             ax.axvline(o, color="#444444", lw=0.8, ls="--")
-            ax.text(o, ymax - 0.1 if i % 2 else ymax - 1.1,
-                    f" {r['phase']}: {r['seq']}-token\n sequences, "
-                    f"{r['p_random_repeat'] + r['p_text_repeat']:.0%} repeats",
-                    fontsize=7, color="#444444", va="top")
-    ax.set_xlabel("step")
+        ax.text(o, ymax - 0.1 if i % 2 == 0 else ymax - 1.1,
+                f" {r['phase']}: {r['seq']}-token\n sequences, "
+                f"{r['p_random_repeat'] + r['p_text_repeat']:.0%} repeats",
+                fontsize=7, color="#444444", va="top")
+    ax.set_xlabel("step (evaluations: 16 windows of 256 positions; probes of up to 201 positions)")
     ax.set_ylabel("cross-entropy (nats per token)")
     ax.set_ylim(0, ymax)
     ax.grid(alpha=0.3)
