@@ -19,29 +19,11 @@ constexpr RGBA8 kInk{30, 30, 30, 255};
 constexpr RGBA8 kSoftInk{70, 70, 70, 255};
 constexpr RGBA8 kLine{40, 40, 40, 255};
 
-void fill(Image& im, long x, long y, long w, long h, RGBA8 c) {
-  const long x0 = std::max(0L, x), y0 = std::max(0L, y);
-  const long x1 = std::min<long>(im.width, x + w), y1 = std::min<long>(im.height, y + h);
-  for (long yy = y0; yy < y1; ++yy) {
-    std::uint8_t* p = im.rgba.data() + (std::size_t(yy) * im.width + x0) * 4;
-    for (long xx = x0; xx < x1; ++xx, p += 4) p[0] = c.r, p[1] = c.g, p[2] = c.b, p[3] = 255;
-  }
-}
-
-void blend(Image& im, long x, long y, RGBA8 c, int alpha) {
-  if (alpha <= 0 || x < 0 || y < 0 || x >= im.width || y >= im.height) return;
-  std::uint8_t* p = im.rgba.data() + (std::size_t(y) * im.width + x) * 4;
-  const int a = std::min(alpha, 255), ia = 255 - a;
-  p[0] = std::uint8_t((c.r * a + p[0] * ia + 127) / 255);
-  p[1] = std::uint8_t((c.g * a + p[1] * ia + 127) / 255);
-  p[2] = std::uint8_t((c.b * a + p[2] * ia + 127) / 255);
-}
-
 void frame(Image& im, long x, long y, long w, long h, RGBA8 c) {
-  fill(im, x - 1, y - 1, w + 2, 1, c);
-  fill(im, x - 1, y + h, w + 2, 1, c);
-  fill(im, x - 1, y, 1, h, c);
-  fill(im, x + w, y, 1, h, c);
+  fillRect(im, x - 1, y - 1, w + 2, 1, c);
+  fillRect(im, x - 1, y + h, w + 2, 1, c);
+  fillRect(im, x - 1, y, 1, h, c);
+  fillRect(im, x + w, y, 1, h, c);
 }
 
 // Text with its top-left at (x, y); `up` turns it to read bottom to top (its box is then
@@ -50,9 +32,9 @@ void text(Image& im, const TextMask& m, long x, long y, RGBA8 c, bool up = false
   for (int ty = 0; ty < m.height; ++ty)
     for (int tx = 0; tx < m.width; ++tx) {
       if (up)
-        blend(im, x + ty, y + (m.width - 1 - tx), c, m.at(tx, ty));
+        blendPixel(im, x + ty, y + (m.width - 1 - tx), c, m.at(tx, ty));
       else
-        blend(im, x + tx, y + ty, c, m.at(tx, ty));
+        blendPixel(im, x + tx, y + ty, c, m.at(tx, ty));
     }
 }
 
@@ -167,7 +149,7 @@ Image renderAttributionFigure(const AttributionFigure& f) {
   Image im;
   im.width = int(W), im.height = int(H);
   im.rgba.assign(std::size_t(W) * std::size_t(H) * 4, 255);
-  fill(im, 0, 0, W, H, kPaper);
+  fillRect(im, 0, 0, W, H, kPaper);
   if (title.height) text(im, title, (W - title.width) / 2, pad, kInk);
 
   // Cells, with their values where they fit.
@@ -180,7 +162,7 @@ Image renderAttributionFigure(const AttributionFigure& f) {
                         : !std::isfinite(v) ? kNonFiniteColor
                                             : colormapLookup(ColormapId::Diverging, mapValue(map, v));
       const long x = gridX + long(c) * cell, y = gridY + long(r) * cell;
-      fill(im, x, y, cell, cell, col);
+      fillRect(im, x, y, cell, cell, col);
       if (f.numbers && std::isfinite(v) && fsNumber >= 8.0f) {
         const TextMask m = font.render(cellText(v), fsNumber);
         if (m.width <= cell - 4 && m.height <= cell - 2) {
@@ -212,13 +194,13 @@ Image renderAttributionFigure(const AttributionFigure& f) {
   // The colour bar: high at the top.
   for (long k = 0; k < barH; ++k) {
     const float t = barH > 1 ? 1.0f - float(k) / float(barH - 1) : 0.5f;
-    fill(im, barX, gridY + k, barW, 1, colormapLookup(ColormapId::Diverging, t));
+    fillRect(im, barX, gridY + k, barW, 1, colormapLookup(ColormapId::Diverging, t));
   }
   frame(im, barX, gridY, barW, barH, kLine);
   if (barTitle.height) text(im, barTitle, barX, gridY - gap - barTitle.height, kInk);
   for (double v : ticks) {
     const long y = gridY + std::lround((range - v) / (2.0 * range) * double(barH - 1));
-    fill(im, barX + barW, y, tickLen, 1, kLine);
+    fillRect(im, barX + barW, y, tickLen, 1, kLine);
     const TextMask m = font.render(fit(font, tickText(v)), fsTick);
     text(im, m, barX + barW + tickLen + gap, y - m.height / 2, kSoftInk);
   }

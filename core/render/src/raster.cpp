@@ -28,16 +28,6 @@ RGBA8 Image::pixel(int x, int y) const {
   return RGBA8{rgba[o], rgba[o + 1], rgba[o + 2], rgba[o + 3]};
 }
 
-namespace {
-
-constexpr RGBA8 kPaper{255, 255, 255, 255};
-constexpr RGBA8 kInk{30, 30, 30, 255};      // titles and labels
-constexpr RGBA8 kSoftInk{70, 70, 70, 255};  // tick labels
-constexpr RGBA8 kLine{40, 40, 40, 255};     // frames and ticks
-
-// ---------------------------------------------------------------------------------------------
-// Pixels
-
 void fillRect(Image& im, long x, long y, long w, long h, RGBA8 c) {
   const long x0 = std::max(0L, x), y0 = std::max(0L, y);
   const long x1 = std::min<long>(im.width, x + w), y1 = std::min<long>(im.height, y + h);
@@ -56,6 +46,17 @@ void blendPixel(Image& im, long x, long y, RGBA8 c, int alpha) {
   p[2] = std::uint8_t((c.b * a + p[2] * ia + 127) / 255);
   p[3] = 255;
 }
+
+namespace {
+
+constexpr RGBA8 kPaper{255, 255, 255, 255};
+constexpr RGBA8 kInk{30, 30, 30, 255};      // titles and labels
+constexpr RGBA8 kSoftInk{70, 70, 70, 255};  // tick labels
+constexpr RGBA8 kLine{40, 40, 40, 255};     // frames and ticks
+
+// ---------------------------------------------------------------------------------------------
+// Pixels
+
 
 // A 1-pixel outline just outside the rectangle (x, y, w, h).
 void frameRect(Image& im, long x, long y, long w, long h, RGBA8 c) {

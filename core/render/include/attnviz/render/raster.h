@@ -96,6 +96,11 @@ struct ExportData {
 // "max-pooled: 1 px = f keys x f queries". Bare exports and an explicit cell never pool.
 Image renderExport(const ExportData& data, const ExportOptions& opt);
 
+// Pixels of an Image, shared by the figures: a filled rectangle (clipped to the image), and one
+// pixel blended over what is there with `alpha` in 0..255.
+void fillRect(Image& im, long x, long y, long w, long h, RGBA8 c);
+void blendPixel(Image& im, long x, long y, RGBA8 c, int alpha);
+
 // A file name that says what the figure is, for the GUI's save dialog:
 // "attnviz_<title>_head3_weights.png", "..._all-heads_scores.png", "..._head0_weights_bare.png".
 // The title is reduced to lowercase ASCII letters, digits and '-' (at most 40 characters).
