@@ -23,6 +23,7 @@ int runGenerate(int argc, char** argv) {
   bool printIds = false, verbose = false;
   addModelOptions(app, o, true);
   addAttentionOptions(app, attention);
+  addRopeOffOption(app, o);
   app.add_option("-n", n, "tokens to append (fewer at EOS or the end of the context)")->required();
   app.add_option("--sample-temperature", sampleTemperature,
                  "0 (the default) is greedy; otherwise sample from softmax(logits / T)");
@@ -43,7 +44,7 @@ int runGenerate(int argc, char** argv) {
     o.prepareOnly = true;
     ModelRun run = runModelFromOptions(o, attention, app);
     const Model& m = *run.model;
-    const Interventions iv = cliInterventions(m, run.ids, run.ablations, attention);
+    const Interventions iv = cliInterventions(m, run.ids, run.ablations, attention, run.ropeOff);
     GenerateOptions opts;
     opts.maxNew = n;
     opts.sampleTemperature = sampleTemperature;

@@ -18,6 +18,7 @@ int runModel(int argc, char** argv) {
   std::string weights, logits;
   addModelOptions(app, o, true);
   addAttentionOptions(app, attention);
+  addRopeOffOption(app, o);
   app.add_option("--layer", layer, "only this layer's weights: [H, T, T] instead of [L, H, T, T]");
   app.add_option("--weights", weights, "write the attention weights (float32 .npy)");
   app.add_option("--logits", logits, "write the logits [T, V] (float32 .npy)");

@@ -24,6 +24,13 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
+void addRopeOffOption(CLI::App& app, ModelCliOptions& o) {
+  app.add_option("--rope-off", o.ropeOff,
+                 "L runs layer L with q and k not rotated (RoPE models; repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
 AttentionParams layerParams(const Model& m, const ForwardResult& r, int layer) {
   return layerAttentionParams(m.config(), r.interventions, layer, int(r.ids.size()));
 }
@@ -60,10 +67,12 @@ void checkLayer(int layer, const ModelConfig& c) {
 
 Interventions cliInterventions(const Model& m, const std::vector<int>& ids,
                               const std::vector<std::pair<int, int>>& ablations,
-                              const AttentionCliOptions& attention) {
+                              const AttentionCliOptions& attention,
+                              const std::vector<int>& ropeOff) {
   const ModelConfig& c = m.config();
   Interventions iv;
   for (const auto& [l, h] : ablations) iv.ablate(l, h, c);
+  for (int l : ropeOff) iv.layer(l, c.nLayer).ropeOff = true;
   const int T = static_cast<int>(ids.size());
   const AttentionParams p = buildParams(attention, c.nHead, T, T);
   if (p.mask.any() || p.temperature != 1.0f) iv.setAll(p.mask, p.temperature, c.nLayer);
@@ -99,6 +108,16 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
                        " layers and " + std::to_string(c.nHead) + " heads");
     }
   }
+  for (const std::string& a : o.ropeOff) {
+    const std::optional<int> l = parseIndex(a, 1'000'000);
+    if (!l) throw UsageError("--rope-off " + a + ": expected a layer index (0, 1, ...)");
+    if (*l >= c.nLayer)
+      throw UsageError("--rope-off " + a + ": out of range, the model has " +
+                       std::to_string(c.nLayer) + " layers");
+    if (c.positions != PositionKind::Rope)
+      throw UsageError("--rope-off " + a + ": the model has no RoPE (its positions are learned)");
+    run.ropeOff.push_back(*l);
+  }
   run.ablations = ablations;
   run.ids = ids;
   if (!o.prepareOnly) runPass(run, ids, ablations, attention);
@@ -132,7 +151,7 @@ void runPass(ModelRun& run, const std::vector<int>& ids,
              const std::vector<std::pair<int, int>>& ablations,
              const AttentionCliOptions& attention) {
   run.model->checkIds(ids);
-  run.interventions = cliInterventions(*run.model, ids, ablations, attention);
+  run.interventions = cliInterventions(*run.model, ids, ablations, attention, run.ropeOff);
   if (attention.backend != "cpu") {
     std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
   }

@@ -19,11 +19,15 @@ namespace attnviz::app {
 struct ModelCliOptions {
   std::string dir, text, ids;
   std::vector<std::string> ablate;
+  std::vector<std::string> ropeOff;  // --rope-off L (model, generate): layers run unrotated
   bool prepareOnly = false;  // runModelFromOptions opens and checks, but runs no pass
 };
 
 // `required` = false leaves --model optional (export also takes --scene or Q/K/V).
 void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required);
+// --rope-off L (repeatable): layer L runs with q and k not rotated (RoPE models), the GUI's
+// "RoPE off in layer L". For `model` and `generate`.
+void addRopeOffOption(CLI::App& app, ModelCliOptions& o);
 
 // "1,2,3" -> ids; throws UsageError naming the bad entry.
 std::vector<int> parseIdList(const std::string& text);
@@ -34,13 +38,15 @@ struct ModelRun {
   Interventions interventions;  // what the pass ran with
   std::vector<int> ids;         // the input ids
   std::vector<std::pair<int, int>> ablations;
+  std::vector<int> ropeOff;  // layers run with q and k not rotated
 };
 
 // The interventions the command line asks for: the ablations, and the attention options (mask,
 // temperature) in every layer.
 Interventions cliInterventions(const Model& m, const std::vector<int>& ids,
                               const std::vector<std::pair<int, int>>& ablations,
-                              const AttentionCliOptions& attention);
+                              const AttentionCliOptions& attention,
+                              const std::vector<int>& ropeOff = {});
 
 // Opens the model, tokenizes (or checks the ids), builds the interventions and runs the pass.
 // Throws UsageError for bad option values, InputError for bad files or text.

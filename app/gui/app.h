@@ -46,6 +46,8 @@ void drawLayout(App& app);
 
 // report_timing.cpp: --report-timing, a scripted temperature drag at T=1024 x 12 heads, a real
 // slider drag, a mask drag, idle frames and panning at T=4096; prints "timing: ..." lines.
+// With a model and --generate N instead: the frame times while the Generate panel's worker
+// decodes N tokens.
 void reportTiming(App& app);
 // The scene's text repeated to n tokens.
 std::string repeatedText(const std::string& base, int n);

@@ -183,9 +183,13 @@ struct GenerateState {
   int step = 0;  // the step shown, from 1; follows the newest token while `follow`
   bool follow = true;
   int scripted = 0;  // --generate N: started (greedy) once the model's text has run
+  // A model scene's "generate" object: started with these settings once the text has run.
+  bool autoStart = false;
   bool busy() const {
-    return scripted > 0 || (run && !run->finished) || (plain && !plain->finished);
+    return scripted > 0 || autoStart || (run && !run->finished) || (plain && !plain->finished);
   }
+  // Whether a saved scene carries these settings: a continuation was generated or is to be.
+  bool used() const { return autoStart || scripted > 0 || run != nullptr; }
   void stopAll() {
     for (GenerateRun* r : {run.get(), plain.get()})
       if (r) r->cancel = true;
@@ -209,6 +213,7 @@ struct ModelState {
   struct Request {
     int layer = 0, head = 0;
     std::vector<std::pair<int, int>> ablate;
+    SceneGenerate generate;  // a model scene's continuation, started once the text has run
     std::string origin;  // the scene file, for errors
     bool cli = false;    // from --layer/--head/--ablate: out of range is a usage error
   } request;

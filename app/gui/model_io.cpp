@@ -40,6 +40,19 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   if (m.text[0] == 0) std::snprintf(m.text, sizeof m.text, "%s", kDefaultModelText);
   source->setText(m.text);
   for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
+  // A new model: the last one's continuation goes; a scene's "generate" sets up the next.
+  GenerateState& g = m.gen;
+  g.stopAll();
+  g.run.reset(), g.plain.reset();
+  g.autoStart = false;
+  if (rq.generate.any()) {
+    g.n = rq.generate.tokens;
+    g.sample = !rq.generate.greedy;
+    g.temperature = float(rq.generate.temperature);
+    g.topK = rq.generate.topK;
+    g.seed = rq.generate.seed;
+    g.autoStart = true;
+  }
   m.source = std::move(source);
   m.dir = dir;
   m.layer = rq.layer;
@@ -84,7 +97,7 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
 void openModelScene(AppState& s, const Scene& scene, const std::string& path, bool wait) {
   const SceneModel& sm = scene.model;
   std::snprintf(s.model.text, sizeof s.model.text, "%s", sm.text.c_str());
-  s.model.request = {sm.layer, sm.head, sm.ablate, path, false};
+  s.model.request = {sm.layer, sm.head, sm.ablate, sm.generate, path, false};
   openModel(s, sm.path, wait);
 }
 

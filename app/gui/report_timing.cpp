@@ -98,6 +98,31 @@ void reportPooledTiming(App& app) {
   app.waitForPooled = true;
 }
 
+// --report-timing with a model and --generate N: the Generate panel's worker decodes while the
+// frames keep coming. Frames are drawn back to back (as in a window) from the one that starts the
+// run to the one that takes its last token; their times show whether the window stalls.
+void reportGenerateTiming(App& app) {
+  AppState& s = app.s;
+  GenerateState& g = s.model.gen;
+  const int asked = g.scripted;
+  std::vector<double> frames;
+  const auto t0 = Clock::now();
+  bool started = false;
+  while (g.busy() && msSince(t0) < 600e3) {
+    const double ms = runFrame(app, nullptr, true);
+    if (g.run) started = true;
+    if (started) frames.push_back(ms);
+  }
+  const int tokens = g.run ? int(g.run->tokens.size()) : 0;
+  const double seconds = g.run ? g.run->seconds : 0.0;
+  std::printf(
+      "timing: generate %d of %d tokens on the worker in %.2f s (%.1f tokens/s): %d frames drawn "
+      "meanwhile, median %.1f ms, p90 %.1f ms, max %.1f ms\n",
+      tokens, asked, seconds, seconds > 0 ? tokens / seconds : 0.0, int(frames.size()),
+      median(frames), percentile(frames, 0.9), percentile(frames, 1.0));
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 std::string repeatedText(const std::string& base, int n) {
@@ -114,6 +139,10 @@ std::string repeatedText(const std::string& base, int n) {
 // --report-timing: scripted temperature drag at T=1024 x 12 heads, then panning at T=4096.
 void reportTiming(App& app) {
   AppState& s = app.s;
+  if (s.model.open() && s.model.gen.scripted > 0) {  // --model M --generate N --report-timing
+    reportGenerateTiming(app);
+    return;
+  }
   Scene sc = defaultScene();
   sc.queryText = repeatedText(sc.queryText, 1024);
   sc.heads = 12;

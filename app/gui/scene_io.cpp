@@ -158,6 +158,14 @@ void saveSceneFrom(AppState& s, const std::string& path) {
     for (int l = 0; l < src.layers(); ++l)
       for (int h = 0; h < src.heads(); ++h)
         if (src.ablated(l, h)) sc.model.ablate.emplace_back(l, h);
+    const GenerateState& g = s.model.gen;
+    if (g.used()) {  // the Generate panel's settings, started again when the scene reopens
+      sc.model.generate.tokens = std::clamp(g.n, 1, 4096);
+      sc.model.generate.greedy = !g.sample;
+      sc.model.generate.temperature = double(std::max(g.temperature, 0.01f));
+      sc.model.generate.topK = std::max(g.topK, 0);
+      sc.model.generate.seed = std::max(g.seed, 0);
+    }
     sc.extraJson = viewJson(s, "{}");
     saveScene(path, sc);
     s.scene.path = path;

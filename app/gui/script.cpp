@@ -82,6 +82,11 @@ void printGeneration(const AppState& s) {
   line.clear();
   for (const GeneratedToken& t : g.run->tokens) line += " " + std::to_string(t.id);
   std::printf("generated-ids:%s\n", line.c_str());
+  if (g.plain) {  // the compare view's continuation without the interventions
+    line.clear();
+    for (const GeneratedToken& t : g.plain->tokens) line += " " + std::to_string(t.id);
+    std::printf("generated-plain-ids:%s\n", line.c_str());
+  }
   if (g.step < 1 || g.step > int(g.run->tokens.size())) return;
   const GeneratedToken& t = g.run->tokens[std::size_t(g.step - 1)];
   const int layer = s.model.layer, head = s.view.head;

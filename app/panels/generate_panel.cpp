@@ -128,8 +128,11 @@ bool drawGeneratePanel(AppState& s) {
   GenerateState& g = m.gen;
   const Model& model = m.source->model();
   if (g.scripted > 0 && !m.textBusy() && m.actions.empty()) {
-    g.n = g.scripted, g.scripted = 0;
+    g.n = g.scripted, g.scripted = 0, g.autoStart = false;
     start(s, true);
+  } else if (g.autoStart && !m.textBusy() && m.actions.empty()) {
+    g.autoStart = false;  // a model scene's "generate": its own settings
+    start(s, false);
   }
   for (GenerateRun* r : {g.run.get(), g.plain.get()})
     if (r && !r->finished) take(*r, model);

@@ -6,6 +6,7 @@
 #include "attnviz/render/colormap.h"
 #include "attnviz/formats/dump.h"
 #include "attnviz/formats/npy.h"
+#include "attnviz/formats/scene.h"
 #include "attnviz/render/raster.h"
 #include "run_shell.h"
 
@@ -609,7 +610,9 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
     (text.find("\"model\":") != std::string::npos ? models : n) += 1;
   }
   EXPECT_EQ(n, 13);
-  EXPECT_EQ(models, 3);  // previous-token, induction, ablation
+  // previous-token, induction, ablation (kjv-byte-2l); grouped-query attention, RoPE, induction
+  // on English, watch it write, ablate and watch it forget (kjv-sp-llama)
+  EXPECT_EQ(models, 8);
 }
 
 }  // namespace
@@ -1569,6 +1572,11 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
       {"13", "--scene " + scene("13-model-previous-token-head.json")},
       {"15", "--scene " + scene("15-model-induction-heads.json")},
       {"16", "--scene " + scene("16-model-ablate-induction-head.json")},
+      {"17", "--scene " + scene("17-grouped-query-attention.json")},
+      {"18", "--scene " + scene("18-rope.json")},
+      {"19", "--scene " + scene("19-induction-on-english.json")},
+      {"20", "--scene " + scene("20-watch-it-write.json")},
+      {"21", "--scene " + scene("21-ablate-and-watch-it-forget.json")},
       {"ab", "--model " + model + " --text 'In the beginning God' --layer 1 --head 1 --ablate 1:2"},
   };
   for (const auto& [id, args] : views) {
@@ -1598,6 +1606,158 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
   const std::string out = runCli("export --scene " + gone + " --png " + tempPath("never24.png"));
   EXPECT_NE(out.find("no-such-model-24"), std::string::npos) << out;
   EXPECT_NE(out.find("exit status not 0"), std::string::npos) << out;
+}
+
+}  // namespace
+
+// ---- the kjv-sp-llama presets (17-21) and frames during generation -----------------------------
+namespace {
+
+const std::string kSpLlama = std::string(ATTNVIZ_SCENES) + "/../models/kjv-sp-llama";
+
+attnviz::Scene presetScene(const char* file) {
+  std::ifstream in(scene(file));
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  return attnviz::sceneFromJson(text, file);
+}
+
+std::string outLine(const std::string& out, const std::string& key) {
+  const auto at = out.find(key);
+  if (at == std::string::npos) return "";
+  return out.substr(at + key.size(), out.find('\n', at) - at - key.size());
+}
+
+std::vector<int> idsOf(const std::string& line) {
+  std::vector<int> ids;
+  std::istringstream in(line);
+  for (int id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+// Grouped-query attention: the kjv-sp-llama grid, 3 layers of 8 query heads, on the layer and
+// head the scene names.
+TEST(AppLlamaPresets, GroupedQueryAttentionShowsTheWholeGrid) {
+  const attnviz::Scene sc = presetScene("17-grouped-query-attention.json");
+  const Shot s = runApp("preset17", "--scene " + scene("17-grouped-query-attention.json"));
+  ASSERT_RAN(s);
+  const ModelGrid g = modelGrid(s.out);
+  ASSERT_TRUE(g.valid) << s.out;
+  EXPECT_EQ(g.layers, 3);
+  EXPECT_EQ(g.heads, 8);
+  EXPECT_NE(s.out.find("model-layer: " + std::to_string(sc.model.layer)), std::string::npos)
+      << s.out;
+}
+
+// RoPE: layer 1 head 3, the previous-token head: most rows bright one cell left of the diagonal.
+TEST(AppLlamaPresets, TheRopePresetShowsThePreviousTokenLine) {
+  const Shot s = runApp("preset18", "--scene " + scene("18-rope.json"));
+  ASSERT_RAN(s);
+  ASSERT_GT(s.g.rows, 10);
+  EXPECT_NE(s.out.find("model-layer: 1"), std::string::npos) << s.out;
+  int bright = 0;
+  for (int i = 1; i < s.g.rows; ++i)
+    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, i - 1)) >= 192 &&
+        tableIndex(attnviz::ColormapId::Viridis, s.cell(i, i)) < 64)
+      ++bright;
+  EXPECT_GE(bright, (s.g.rows - 1) * 9 / 10) << bright << " of " << s.g.rows - 1 << " rows";
+}
+
+// Induction on English: BOS + S + S (the ids from `attnviz tokenize`, not from the app); in the
+// second copy layer 2 head 1 is bright at key t - L + 1, the token after the query's match.
+TEST(AppLlamaPresets, InductionOnEnglishShowsTheStripeAfterTheMatch) {
+  const attnviz::Scene sc = presetScene("19-induction-on-english.json");
+  const std::string text = sc.model.text;
+  ASSERT_EQ(text.substr(0, text.size() / 2), text.substr(text.size() / 2 + 1))
+      << "the preset's text is one sentence said twice with a space between";
+  const std::vector<int> all =
+      idsOf(runCli("tokenize --model " + kSpLlama + " --text " + shellQuote(text)));
+  const std::vector<int> once =
+      idsOf(runCli("tokenize --model " + kSpLlama + " --text " + shellQuote(text.substr(0, text.size() / 2))));
+  const int L = int(once.size()) - 1;
+  ASSERT_EQ(int(all.size()), 2 * L + 1) << "the second copy tokenizes as the first";
+  const Shot s = runApp("preset19", "--scene " + scene("19-induction-on-english.json"));
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, 2 * L + 1);
+  EXPECT_NE(s.out.find("model-layer: 2"), std::string::npos) << s.out;
+  int bright = 0;
+  for (int t = L + 1; t <= 2 * L; ++t)
+    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(t, t - L + 1)) >= 128) ++bright;
+  EXPECT_GE(bright, L * 7 / 10) << bright << " of " << L << " rows";
+}
+
+// Watch it write: the scene's "generate" object starts the Generate panel when the scene opens;
+// its continuation is `attnviz generate`'s on the scene's text, greedy, as many tokens.
+TEST(AppLlamaPresets, WatchItWriteGeneratesOnOpenAsTheCommandLineDoes) {
+  const attnviz::Scene sc = presetScene("20-watch-it-write.json");
+  ASSERT_TRUE(sc.model.generate.any());
+  ASSERT_TRUE(sc.model.generate.greedy);
+  const Shot s = runApp("preset20", "--scene " + scene("20-watch-it-write.json"));
+  ASSERT_RAN(s);
+  const std::string ids = outLine(s.out, "generated-ids: ");
+  ASSERT_FALSE(ids.empty()) << "nothing generated on open\n" << s.out;
+  const std::string want = runCli("generate --model " + kSpLlama + " --text " +
+                                  shellQuote(sc.model.text) + " -n " +
+                                  std::to_string(sc.model.generate.tokens) + " --print-ids");
+  EXPECT_EQ(ids + "\n", want);
+  EXPECT_EQ(s.out.find("generated-plain-ids:"), std::string::npos) << "no interventions, no compare";
+}
+
+// Ablate and watch it forget: with the scene's ablations the app's continuation is `attnviz
+// generate --ablate`'s, the compare view's is the plain model's, and the two differ.
+TEST(AppLlamaPresets, AblateAndWatchItForgetComparesBothContinuations) {
+  const attnviz::Scene sc = presetScene("21-ablate-and-watch-it-forget.json");
+  ASSERT_TRUE(sc.model.generate.any());
+  ASSERT_FALSE(sc.model.ablate.empty());
+  const Shot s = runApp("preset21", "--scene " + scene("21-ablate-and-watch-it-forget.json"));
+  ASSERT_RAN(s);
+  const std::string ablated = outLine(s.out, "generated-ids: ");
+  const std::string plain = outLine(s.out, "generated-plain-ids: ");
+  ASSERT_FALSE(ablated.empty()) << s.out;
+  ASSERT_FALSE(plain.empty()) << "no compare run\n" << s.out;
+  std::string args = "generate --model " + kSpLlama + " --text " + shellQuote(sc.model.text) +
+                     " -n " + std::to_string(sc.model.generate.tokens) + " --print-ids";
+  const std::string wantPlain = runCli(args);
+  for (auto [l, h] : sc.model.ablate) args += " --ablate " + std::to_string(l) + ":" + std::to_string(h);
+  const std::string wantAblated = runCli(args);
+  EXPECT_EQ(ablated + "\n", wantAblated);
+  EXPECT_EQ(plain + "\n", wantPlain);
+  EXPECT_NE(wantAblated, wantPlain);
+}
+
+// Issue 22: the window keeps drawing while a long generation runs on the worker thread. A
+// random-weight LLaMA folder made here (tests/app/make_slow_llama.py, 8 layers of width 512, 100
+// MB) decodes 300 tokens over more than a second; --report-timing draws frames back to back
+// meanwhile and reports their times: many frames, none over 250 ms.
+TEST(AppGenerate, TheWindowKeepsDrawingWhileALongGenerationRuns) {
+  const std::string dir = tempPath("slow-llama");
+  const std::string make = "/usr/bin/python3 " + std::string(ATTNVIZ_SCENES) +
+                           "/../../tests/app/make_slow_llama.py " + kSpLlama + " " + dir;
+  ASSERT_EQ(attnviz::testing::runShell(make).rc, 0) << make;
+  const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1280x800x24\" " +
+                          ATTNVIZ_BIN + " --size 1280x800 --model " + dir +
+                          " --text 'In the beginning God created the heaven and the earth.'" +
+                          " --layer 3 --generate 300 --report-timing";
+  attnviz::testing::ShellRun r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = attnviz::testing::runShell(cmd);
+    if (r.out.find("xvfb-run: error") == std::string::npos) break;
+  }
+  ASSERT_EQ(r.rc, 0) << r.out;
+  int tokens = 0, asked = 0, frames = 0;
+  double seconds = 0, tps = 0, median = 0, p90 = 0, worst = 0;
+  const auto at = r.out.find("timing: generate ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
+                        "timing: generate %d of %d tokens on the worker in %lf s (%lf tokens/s): "
+                        "%d frames drawn meanwhile, median %lf ms, p90 %lf ms, max %lf ms",
+                        &tokens, &asked, &seconds, &tps, &frames, &median, &p90, &worst),
+            8)
+      << r.out;
+  EXPECT_EQ(tokens, 300);
+  ASSERT_GE(seconds, 1.0) << "the generation is too short to show a stall";
+  EXPECT_GE(frames, 10) << r.out;
+  EXPECT_LE(worst, 250.0) << r.out;
+  std::printf("%s\n", outLine(r.out, "timing: ").c_str());
 }
 
 }  // namespace

@@ -9,7 +9,11 @@
 #include "attnviz/model/model.h"
 #include "attnviz/model/tokenizers/sentencepiece.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <sstream>
 
 namespace attnviz::testing {
 namespace {
@@ -94,6 +98,165 @@ TEST(ShippedLlama, TokenizerJsonAgreesWithTokenizerModel) {
                            "Caf\xc3\xa9 \xe2\x80\x94 12345 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80",
                            "  two  spaces\nand a newline"})
     EXPECT_EQ(json->encode(text), sp->encode(text)) << text;
+}
+
+// ---- through the command line: English induction and the GGUF twin ---------------------------
+
+// A held-out verse (Hebrews 11:1; the model trained on Genesis to Philemon), the sentence of the
+// "Induction on English" preset.
+const char* kHeldOutVerse =
+    "Now faith is the substance of things hoped for, the evidence of things not seen.";
+
+std::vector<int> parseIds(const std::string& line) {
+  std::vector<int> ids;
+  std::istringstream in(line);
+  for (int id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+std::string joinIds(const std::vector<int>& ids) {
+  std::string s;
+  for (std::size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+// `attnviz tokenize` on the verse (BOS and its L pieces), then `attnviz model --weights` on BOS
+// + S + S. The score of a head: the mean, over the second copy t = L+1 .. 2L, of its weight on
+// key t - L + 1 (the token after the query's match in the first copy), from the dumped [L, H, T,
+// T] weights. Layer 2 head 1 (the model card's best induction head) scores >= 0.5; the
+// previous-token head (1:3), which attends to t - 1, does not.
+TEST(ShippedLlamaCli, TheInductionHeadCopiesARepeatedHeldOutSentence) {
+  TempDir tmp;
+  const CliRun tok = runBinary({"tokenize", "--model", shippedLlama().string(), "--text",
+                                kHeldOutVerse}, tmp.path);
+  ASSERT_EQ(tok.exitCode, 0) << tok.err;
+  const std::vector<int> once = parseIds(tok.out);
+  ASSERT_GE(once.size(), 10u) << tok.out;
+  ASSERT_EQ(once[0], 1) << "BOS first";
+  const int L = int(once.size()) - 1;
+  std::vector<int> ids = once;
+  ids.insert(ids.end(), once.begin() + 1, once.end());
+  const std::string w = (tmp.path / "A.npy").string();
+  const CliRun run = runBinary(
+      {"model", "--model", shippedLlama().string(), "--ids", joinIds(ids), "--weights", w},
+      tmp.path);
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const NpyArray a = readNpy(w);
+  const long long T = 2 * L + 1;
+  ASSERT_EQ(a.shape, (std::vector<long long>{3, 8, T, T}));
+  auto at = [&](int l, int h, long long i, long long j) {
+    return double(a.data[((std::size_t(l) * 8 + h) * T + i) * T + j]);
+  };
+  auto inductionScore = [&](int l, int h) {
+    double s = 0;
+    for (int t = L + 1; t <= 2 * L; ++t) s += at(l, h, t, t - L + 1);
+    return s / L;
+  };
+  auto previousTokenScore = [&](int l, int h) {
+    double s = 0;
+    for (int t = 1; t < T; ++t) s += at(l, h, t, t - 1);
+    return s / double(T - 1);
+  };
+  const double induction = inductionScore(2, 1);
+  EXPECT_GE(induction, 0.5) << "layer 2 head 1 on a repeated held-out verse";
+  EXPECT_LT(inductionScore(1, 3), 0.2) << "the previous-token head is not an induction head";
+  EXPECT_GE(previousTokenScore(1, 3), 0.8);
+  std::printf("induction score of 2:1 on the repeated verse (L = %d): %.3f\n", L, induction);
+}
+
+// Runs tools/gguf/hf_to_gguf.py on the shipped folder.
+fs::path toGguf(const fs::path& dir, const char* type) {
+  const fs::path out = dir / (std::string("kjv-sp-llama-") + type + ".gguf");
+  const std::string cmd =
+      "/usr/bin/python3 " +
+      shellQuote((fs::path(ATTNVIZ_SOURCE_DIR) / "tools" / "gguf" / "hf_to_gguf.py").string()) +
+      " " + shellQuote(shippedLlama().string()) + " " + shellQuote(out.string()) + " --type " +
+      type + " >/dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return out;
+}
+
+// The largest |a - b| over two arrays of one shape.
+double maxAbsDiff(const NpyArray& a, const NpyArray& b) {
+  EXPECT_EQ(a.shape, b.shape);
+  if (a.data.size() != b.data.size()) return INFINITY;
+  double worst = 0;
+  for (std::size_t i = 0; i < a.data.size(); ++i)
+    worst = std::max(worst, std::fabs(double(a.data[i]) - double(b.data[i])));
+  return worst;
+}
+
+// The GGUF twin, converted here at test time (no binary committed): the F32 file computes what
+// the folder computes (attention and logits within 1e-5) and its tokenizer, read from the GGUF
+// metadata, gives the folder's ids; the Q8_0 file stays within a stated tolerance of the folder
+// and predicts the same next token nearly everywhere.
+TEST(ShippedLlamaCli, TheGgufTwinComputesWhatTheFolderComputes) {
+  TempDir tmp;
+  const fs::path f32 = toGguf(tmp.path, "F32"), q8 = toGguf(tmp.path, "Q8_0");
+  ASSERT_TRUE(fs::exists(f32) && fs::exists(q8));
+  // Tokenizers: the same ids from the folder (tokenizer.json) and the GGUF (its metadata), with
+  // and without the special tokens, on text, byte fallback, digits and odd whitespace.
+  for (const char* text :
+       {kHeldOutVerse, "In the beginning God created the heaven and the earth.",
+        "And the LORD said unto Moses, Stretch out thine hand.",
+        "Caf\xc3\xa9 \xe2\x80\x94 12345 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80",
+        "  two  spaces\nand a newline\tand a tab"}) {
+    for (bool special : {true, false}) {
+      std::vector<std::string> args{"tokenize", "--model", "", "--text", text};
+      if (!special) args.push_back("--no-special");
+      args[2] = shippedLlama().string();
+      const CliRun folder = runBinary(args, tmp.path);
+      args[2] = f32.string();
+      const CliRun twin = runBinary(args, tmp.path);
+      args[2] = q8.string();
+      const CliRun quant = runBinary(args, tmp.path);
+      ASSERT_EQ(folder.exitCode, 0) << folder.err;
+      EXPECT_FALSE(folder.out.empty());
+      EXPECT_EQ(twin.out, folder.out) << text << (special ? "" : " (--no-special)") << twin.err;
+      EXPECT_EQ(quant.out, folder.out) << text << (special ? "" : " (--no-special)") << quant.err;
+    }
+  }
+  // The pass on BOS + verse + verse (the induction probe: every head has something to do).
+  const CliRun tok = runBinary({"tokenize", "--model", shippedLlama().string(), "--text",
+                                kHeldOutVerse}, tmp.path);
+  std::vector<int> ids = parseIds(tok.out);
+  const std::vector<int> once = ids;
+  ids.insert(ids.end(), once.begin() + 1, once.end());
+  auto pass = [&](const fs::path& model, const std::string& tag) {
+    const std::string w = (tmp.path / (tag + "_w.npy")).string(),
+                      z = (tmp.path / (tag + "_z.npy")).string();
+    const CliRun r = runBinary({"model", "--model", model.string(), "--ids", joinIds(ids),
+                                "--weights", w, "--logits", z},
+                               tmp.path);
+    EXPECT_EQ(r.exitCode, 0) << tag << ": " << r.err;
+    return std::make_pair(readNpy(w), readNpy(z));
+  };
+  const auto [wf, zf] = pass(shippedLlama(), "folder");
+  const auto [wt, zt] = pass(f32, "f32");
+  const auto [wq, zq] = pass(q8, "q8");
+  ASSERT_EQ(wf.shape, (std::vector<long long>{3, 8, (long long)ids.size(), (long long)ids.size()}));
+  ASSERT_EQ(zf.shape, (std::vector<long long>{(long long)ids.size(), 2048}));
+  const double f32Weights = maxAbsDiff(wt, wf), f32Logits = maxAbsDiff(zt, zf);
+  EXPECT_LE(f32Weights, 1e-5);
+  EXPECT_LE(f32Logits, 1e-5);
+  // Q8_0: 8-bit blocks of 32 with one scale each, about 0.4% of a block's largest weight.
+  const double q8Weights = maxAbsDiff(wq, wf), q8Logits = maxAbsDiff(zq, zf);
+  EXPECT_LE(q8Weights, 0.02);
+  EXPECT_LE(q8Logits, 0.1);
+  int sameTop = 0;
+  const std::size_t V = 2048;
+  for (std::size_t t = 0; t < ids.size(); ++t) {
+    auto top = [&](const NpyArray& z) {
+      return std::max_element(z.data.begin() + t * V, z.data.begin() + (t + 1) * V) -
+             (z.data.begin() + t * V);
+    };
+    sameTop += top(zq) == top(zf);
+  }
+  EXPECT_GE(sameTop, int(ids.size()) - 1) << "the Q8_0 twin's next token differs at "
+                                          << ids.size() - sameTop << " of " << ids.size();
+  std::printf("GGUF twin: F32 max |dA| %.3g, max |dlogit| %.3g; Q8_0 max |dA| %.3g, max |dlogit| "
+              "%.3g, same top-1 at %d of %zu positions\n",
+              f32Weights, f32Logits, q8Weights, q8Logits, sameTop, ids.size());
 }
 
 }  // namespace

@@ -551,6 +551,30 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
         sm.ablate.emplace_back(l, h);
       }
     }
+    if (m.contains("generate")) {
+      const json& g = m.at("generate");
+      if (!g.is_object())
+        throw InputError(name + ": field 'model.generate' must be an object {\"tokens\": N, ...}");
+      SceneGenerate& sg = sm.generate;
+      if (!g.contains("tokens"))
+        throw InputError(name + ": field 'model.generate.tokens' is missing (the number of tokens)");
+      sg.tokens = int(checkedInteger(g.at("tokens"), 1, 4096, "model.generate.tokens", name));
+      if (g.contains("greedy")) {
+        if (!g.at("greedy").is_boolean())
+          throw InputError(name + ": field 'model.generate.greedy' must be true or false");
+        sg.greedy = g.at("greedy").get<bool>();
+      }
+      if (g.contains("temperature")) {
+        const json& t = g.at("temperature");
+        if (!t.is_number() || !(t.get<double>() > 0.0 && t.get<double>() <= 100.0))
+          throw InputError(name + ": field 'model.generate.temperature' must be a number in (0, 100]");
+        sg.temperature = t.get<double>();
+      }
+      if (g.contains("top_k"))
+        sg.topK = int(checkedInteger(g.at("top_k"), 0, 1 << 20, "model.generate.top_k", name));
+      if (g.contains("seed"))
+        sg.seed = int(checkedInteger(g.at("seed"), 0, 2147483647, "model.generate.seed", name));
+    }
   }
   if (j.contains("view")) {
     json view = j.at("view");
@@ -605,6 +629,11 @@ std::string sceneToJson(const Scene& s) {
     for (auto [l, h] : s.model.ablate) ablate.push_back(std::to_string(l) + ":" + std::to_string(h));
     j["model"] = {{"path", s.model.path}, {"text", s.model.text}, {"layer", s.model.layer},
                   {"head", s.model.head}, {"ablate", ablate}};
+    const SceneGenerate& g = s.model.generate;
+    if (g.any())
+      j["model"]["generate"] = {{"tokens", g.tokens}, {"greedy", g.greedy},
+                                {"temperature", g.temperature}, {"top_k", g.topK},
+                                {"seed", g.seed}};
   }
   json view = json::parse(s.extraJson.empty() ? "{}" : s.extraJson, nullptr, false);
   if (!view.is_discarded() && !view.empty()) j["view"] = view;

@@ -22,8 +22,21 @@ const char* archetypeName(Archetype a);
 Archetype archetypeFromName(const std::string& s);  // throws InputError
 std::vector<Archetype> allArchetypes();
 
-// A scene that opens a GPT-2 model (the "model" object): the model view on `text` with layer
-// and head shown and heads ablated. `path` is a model folder; loadScene resolves a relative one
+// A continuation to generate when a model scene opens (the model object's "generate":
+// {"tokens", "greedy", "temperature", "top_k", "seed"}): the Generate panel's settings. The GUI
+// starts it once the model's text has run, as a user opening "Watch it write" expects.
+// temperature, top_k and seed matter only when greedy is false (top_k 0: every token).
+struct SceneGenerate {
+  int tokens = 0;  // 0: no "generate" object
+  bool greedy = true;
+  double temperature = 1.0;
+  int topK = 40;
+  int seed = 0;
+  bool any() const { return tokens > 0; }
+};
+
+// A scene that opens a model (the "model" object): the model view on `text` with layer
+// and head shown and heads ablated, and optionally a continuation to generate. `path` is a model folder; loadScene resolves a relative one
 // against dataSubdir("models") (the shipped models). Indices are checked against the model's
 // config when it opens (they are only known to be >= 0 here).
 struct SceneModel {
@@ -31,6 +44,7 @@ struct SceneModel {
   std::string text;
   int layer = 0, head = 0;
   std::vector<std::pair<int, int>> ablate;  // (layer, head), written "L:H"
+  SceneGenerate generate;
   bool any() const { return !path.empty(); }
 };
 
