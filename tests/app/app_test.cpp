@@ -1755,8 +1755,13 @@ TEST(AppGenerate, TheWindowKeepsDrawingWhileALongGenerationRuns) {
       << r.out;
   EXPECT_EQ(tokens, 300);
   ASSERT_GE(seconds, 1.0) << "the generation is too short to show a stall";
+  // Frames kept coming at a steady pace. The bound is on the 90th percentile, not the maximum:
+  // on this shared 2-core machine (the worker's threads, builds) a single frame reached 654 ms
+  // once (median 68 ms, p90 161 ms). A decode on the frame thread would make one frame as long
+  // as the whole generation and leave no frames meanwhile.
   EXPECT_GE(frames, 10) << r.out;
-  EXPECT_LE(worst, 250.0) << r.out;
+  EXPECT_LE(p90, 250.0) << r.out;
+  EXPECT_LE(worst, 0.25 * seconds * 1000.0) << r.out;
   std::printf("%s\n", outLine(r.out, "timing: ").c_str());
 }
 
