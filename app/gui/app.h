@@ -47,6 +47,8 @@ void drawLayout(App& app);
 // report_timing.cpp: --report-timing, a scripted temperature drag at T=1024 x 12 heads, a real
 // slider drag, a mask drag, idle frames and panning at T=4096; prints "timing: ..." lines.
 void reportTiming(App& app);
+// --report-timing with --tokens N: the command line's scene to its first frame, then exit.
+void reportFirstFrame(App& app);
 // The scene's text repeated to n tokens.
 std::string repeatedText(const std::string& base, int n);
 
