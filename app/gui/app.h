@@ -49,6 +49,8 @@ void drawLayout(App& app);
 // With a model and --generate N instead: the frame times while the Generate panel's worker
 // decodes N tokens.
 void reportTiming(App& app);
+// --report-timing with --tokens N: the command line's scene to its first frame, then exit.
+void reportFirstFrame(App& app);
 // The scene's text repeated to n tokens.
 std::string repeatedText(const std::string& base, int n);
 

@@ -36,7 +36,9 @@ void frameBoundary(App& app) {
       s.ui.npyRole = 0;
       useNpyAs(s, s.ui.npyRolePath, role);
     }
-    // A scripted run also waits for an edited text's pass (deterministic output).
+    // A scripted run also waits for a model a dropped file opens, and for an edited text's
+    // pass (deterministic output).
+    if (app.waitForPooled && s.model.loading.valid()) s.model.loading.wait();
     if (app.waitForPooled && s.model.textPass.valid()) s.model.textPass.wait();
     syncModel(s);
     syncSession(s);

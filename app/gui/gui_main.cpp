@@ -39,6 +39,7 @@ void onDrop(GLFWwindow* w, int count, const char** paths) {
 struct Options {
   std::string scenePositional, scene;
   int frames = -1;
+  std::vector<std::string> drop;
   std::string screenshot, exportPath, saveScenePath, popup;
   std::string size = "1600x960";
   std::optional<float> temperature;
@@ -82,6 +83,9 @@ int runGui(int argc, char** argv) {
                  "with --model: once it is open, generate N tokens (greedy) in the Generate panel; "
                  "a scripted run waits for them and prints generated-ids and generate-row");
   cli.add_option("--frames", o.frames, "run this many frames, then exit");
+  cli.add_option("--drop", o.drop,
+                 "open this file (scene, dump, model folder) on the first frame, as if dropped "
+                 "on the window (repeatable; scripted runs)");
   cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG");
   cli.add_option("--export", o.exportPath,
                  "after the last frame, export the heatmap PNG as Ctrl+S would");
@@ -119,7 +123,8 @@ int runGui(int argc, char** argv) {
   cli.add_option("--ui-scale", o.uiScale, "UI scale (default: the monitor's content scale)");
   cli.add_flag(
       "--report-timing", o.reportTiming,
-      "print frame times of a scripted temperature drag (T=1024, 12 heads) and a pan (T=4096)");
+      "print frame times of a scripted temperature drag (T=1024, 12 heads) and a pan (T=4096); "
+      "with --tokens N: the time to that scene's first frame");
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -233,6 +238,7 @@ int runGui(int argc, char** argv) {
       s.model.gen.scripted = o.generate;
     }
     if (!s.model.open() && !s.model.loading.valid()) s.session.touchInputs();
+    for (const std::string& d : o.drop) s.ui.dropped.push_back(d);
     if (o.selectRow) s.view.selectedRow = *o.selectRow;
     if (o.head && !s.model.open()) s.view.head = *o.head;
     if (!o.stage.empty()) s.view.stage = stage;
@@ -327,7 +333,9 @@ int runGui(int argc, char** argv) {
     // Where the presets and the UI font came from (install tests check the relocated prefix).
     if (scripted)
       std::printf("data: %s\nfont: %s\n", dataDir().c_str(), app.fonts.font->path().c_str());
-    if (o.reportTiming)
+    if (o.reportTiming && o.syntheticTokens > 0)
+      reportFirstFrame(app);
+    else if (o.reportTiming)
       reportTiming(app);
     else
       runScript(app, script);

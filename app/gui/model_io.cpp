@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <utility>
 
 namespace attnviz::gui {
 
@@ -14,21 +15,31 @@ namespace {
 constexpr double kTextDebounceSeconds = 0.3;
 constexpr int kTopK = 5;
 
+// A model scene's text, held until its model has opened and its request passed the checks (the
+// text box keeps the open model's text until then). One model opens at a time (openModel).
+struct PendingText {
+  bool set = false;
+  std::string text;
+} gPendingText;
+
 void adopt(AppState& s, std::unique_ptr<Model> model) {
   ModelState& m = s.model;
   const ModelState::Request rq = m.request;
   const std::string dir = m.loadingDir;
   m.request = {};
   m.loadingDir.clear();
+  const PendingText pending = std::exchange(gPendingText, PendingText{});
   auto source = std::make_unique<ModelSource>(std::shared_ptr<const Model>(std::move(model)));
   source->setName(modelName(dir));  // figure titles name the model, the layer and the ablations
-  closeSources(s);
-  // The layer, head and ablations asked for, checked now that the model's sizes are known:
-  // command-line options are usage errors, a scene's fields input errors naming the file.
+  // The layer, head and ablations asked for, checked now that the model's sizes are known, and
+  // before anything open is closed: a bad request leaves the open model (or scene) as it was.
+  // Command-line options are usage errors, a scene's fields input errors naming the file.
   const int L = source->layers(), H = source->heads();
   const std::string sizes = " is out of range (the model " + dir + " has " + std::to_string(L) +
                             " layers of " + std::to_string(H) + " heads)";
   auto fail = [&](const std::string& what) -> void {
+    m.sceneTitle.clear();
+    m.sceneNotes.clear();
     if (rq.cli) throw UsageError(what + sizes);
     throw InputError(rq.origin + ": " + what + sizes);
   };
@@ -37,9 +48,18 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   if (rq.head >= H) fail(prefix + "head " + std::to_string(rq.head));
   for (auto [l, h] : rq.ablate)
     if (l >= L || h >= H) fail(prefix + "ablate " + std::to_string(l) + ":" + std::to_string(h));
-  if (m.text[0] == 0) std::snprintf(m.text, sizeof m.text, "%s", kDefaultModelText);
-  source->setText(m.text);
+  std::string text = pending.set ? pending.text : std::string(m.text);
+  if (text.empty()) text = kDefaultModelText;
+  try {
+    source->setText(text);  // may refuse the text (too long for the model): nothing closed yet
+  } catch (...) {
+    m.sceneTitle.clear();
+    m.sceneNotes.clear();
+    throw;
+  }
   for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
+  closeSources(s);
+  std::snprintf(m.text, sizeof m.text, "%s", text.c_str());
   // A new model: the last one's continuation goes; a scene's "generate" sets up the next.
   GenerateState& g = m.gen;
   g.stopAll();
@@ -96,8 +116,9 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
 
 void openModelScene(AppState& s, const Scene& scene, const std::string& path, bool wait) {
   const SceneModel& sm = scene.model;
-  std::snprintf(s.model.text, sizeof s.model.text, "%s", sm.text.c_str());
+  if (s.model.loading.valid()) throw InputError(sm.path + ": another model is still opening");
   s.model.request = {sm.layer, sm.head, sm.ablate, sm.generate, path, false};
+  gPendingText = {true, sm.text};
   openModel(s, sm.path, wait);
 }
 
@@ -161,6 +182,10 @@ void syncModel(AppState& s) {
     } catch (...) {
       m.loadingDir.clear();
       m.progress.reset();
+      m.request = {};
+      m.sceneTitle.clear();
+      m.sceneNotes.clear();
+      gPendingText = {};
       throw;
     }
     m.progress.reset();
@@ -174,6 +199,8 @@ void syncModel(AppState& s) {
     if (m.source->adoptText(std::move(pass))) {
       m.layerDirty = true;
       refreshNextTokens(s);
+      // A painted mask or document ids of the old length were dropped: say so.
+      if (const std::string note = m.source->takeNote(); !note.empty()) notify(s, note);
     } else if (m.textEditedAt < 0) {
       m.textEditedAt = 0;  // the interventions changed while it ran: run the text again
     }

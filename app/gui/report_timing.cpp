@@ -136,6 +136,32 @@ std::string repeatedText(const std::string& base, int n) {
   return out;
 }
 
+// --report-timing with --tokens N: the scene as the command line set it, from its inputs to its
+// first frame (drawn, and every head's thumbnail after it), then exit. With /usr/bin/time -v
+// this gives the memory figures of the README's Speed section.
+void reportFirstFrame(App& app) {
+  AppState& s = app.s;
+  const auto t0 = Clock::now();
+  runFrame(app, nullptr, true);
+  const double first = msSince(t0);
+  const Dims d = s.session.dims();
+  std::printf(
+      "timing: first frame T=%d H=%d: %.0f ms (inputs %.0f ms, softmax %.0f ms); %s\n", d.Tq, d.H,
+      first, s.session.timing().setInputsMs, s.session.timing().softmaxMs,
+      s.session.pooledMode()      ? "pooled: nothing materialised"
+      : s.session.headsStreamed() ? "only the shown head materialised"
+                                  : "every head materialised");
+  int frames = 0;
+  while (!s.session.allHeadsFresh() && frames < 10000) {
+    runFrame(app, nullptr, true);
+    ++frames;
+  }
+  if (s.session.pooledMode()) s.session.pooled().wait();
+  std::printf("timing: every head's thumbnail after %.0f ms (%d more frames)\n", msSince(t0),
+              frames);
+  std::fflush(stdout);
+}
+
 // --report-timing: scripted temperature drag at T=1024 x 12 heads, then panning at T=4096.
 void reportTiming(App& app) {
   AppState& s = app.s;

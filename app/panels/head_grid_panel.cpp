@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace attnviz::gui {
@@ -46,6 +47,65 @@ void thumbnailPixels(const AppState& s, const std::vector<int>& heads, int maxSi
     }
 }
 
+// The matrix on screen (-inf: masked), max-pooled as above.
+void displayThumbnailPixels(const AppState& s, int maxSide, std::vector<std::uint8_t>& rgba,
+                            int& w, int& h) {
+  const DisplayMatrix& d = s.display();
+  const int Tq = d.rows, Tk = d.cols;
+  const int step = std::max(1, int(std::ceil(std::max(Tq, Tk) / double(maxSide))));
+  w = (Tk + step - 1) / step;
+  h = (Tq + step - 1) / step;
+  rgba.assign(std::size_t(w) * h * 4, 255);
+  for (int by = 0; by < h; ++by)
+    for (int bx = 0; bx < w; ++bx) {
+      float m = 0.0f;
+      bool allowed = false;
+      for (int i = by * step; i < std::min(Tq, (by + 1) * step); ++i)
+        for (int j = bx * step; j < std::min(Tk, (bx + 1) * step); ++j) {
+          const float v = d.values[std::size_t(i) * Tk + j];
+          if (v == -std::numeric_limits<float>::infinity()) continue;
+          allowed = true;
+          m = std::max(m, v);
+        }
+      const RGBA8 c = allowed ? colormapLookup(s.view.weightColormap, m) : kMaskedColor;
+      std::uint8_t* px = &rgba[(std::size_t(by) * w + bx) * 4];
+      px[0] = c.r, px[1] = c.g, px[2] = c.b, px[3] = 255;
+    }
+}
+
+// Many heads over the memory budget (Session::headsStreamed): head h's weights come max-pooled
+// from the session at thumbnailPool() cells a pixel; the thumbnail pools them further, at a
+// multiple of that pool, so every pixel is the max over its cells as above.
+void streamedThumbnailPixels(const AppState& s, int head, int maxSide,
+                             std::vector<std::uint8_t>& rgba, int& w, int& h) {
+  const std::shared_ptr<const PooledWeights> t = s.session.headThumbnail(head);
+  const int Tq = s.tq(), Tk = s.tk(), pool = s.session.thumbnailPool();
+  const int want = std::max(1, int(std::ceil(std::max(Tq, Tk) / double(maxSide))));
+  const int f = std::max(1, (want + pool - 1) / pool);  // thumbnail pixels per pooled pixel
+  const int step = f * pool;
+  w = (Tk + step - 1) / step;
+  h = (Tq + step - 1) / step;
+  rgba.assign(std::size_t(w) * h * 4, 255);
+  const ColormapId cm = s.view.weightColormap;
+  for (int by = 0; by < h; ++by)
+    for (int bx = 0; bx < w; ++bx) {
+      float m = 0.0f;
+      if (t)
+        for (int y = by * f; y < std::min(t->height, (by + 1) * f); ++y)
+          for (int x = bx * f; x < std::min(t->width, (bx + 1) * f); ++x)
+            m = std::max(m, t->max[t->at(y, x)]);
+      RGBA8 c;
+      const int ci = std::min(Tq - 1, by * step + step / 2),
+                cj = std::min(Tk - 1, bx * step + step / 2);
+      if (m == 0.0f && !maskAllowed(s.session.params().mask, head, ci, cj, Tq, Tk))
+        c = kMaskedColor;
+      else
+        c = colormapLookup(cm, m);
+      std::uint8_t* px = &rgba[(std::size_t(by) * w + bx) * 4];
+      px[0] = c.r, px[1] = c.g, px[2] = c.b, px[3] = 255;
+    }
+}
+
 }  // namespace
 
 bool drawHeadGridPanel(AppState& s) {
@@ -69,18 +129,24 @@ bool drawHeadGridPanel(AppState& s) {
   const float tileH = std::max(8.0f, std::min(side, side * aspect));
   const std::uint64_t cmKey = std::uint64_t(s.view.weightColormap) + (s.view.autoRange ? 8 : 0);
 
+  const bool streamed = s.session.headsStreamed();
   bool allFresh = true;
   for (int h = 0; h <= H; ++h) {
     const bool average = h == H;
     if (average && !allFresh) break;
+    // Streamed heads: the average is computed only when shown (every head runs once for it).
+    const bool averageShown = s.session.view().headAverage && s.display().isWeights &&
+                              !s.display().pooled && !s.display().values.empty();
     ImGui::PushID(h);
     if (h % perRow != 0) ImGui::SameLine();
     ImGui::BeginGroup();
     RgbaImage& img = s.renderer->image(average ? "thumb-avg" : "thumb-" + std::to_string(h));
-    const bool fresh = average || s.session.headFresh(h);
+    const bool fresh = average ? (!streamed || averageShown) : s.session.headFresh(h);
     allFresh &= fresh;
     std::uint64_t ver = 0;
-    if (average)
+    if (average && streamed)
+      ver = s.display().version;
+    else if (average)
       for (int k = 0; k < H; ++k) ver = ver * 31 + s.session.headVersion(k);
     else
       ver = s.session.headVersion(h);
@@ -94,7 +160,12 @@ bool drawHeadGridPanel(AppState& s) {
         for (int k = 0; k < H; ++k) heads.push_back(k);
       else
         heads.push_back(h);
-      thumbnailPixels(s, heads, maxSide, px, w, hh);
+      if (streamed && !average)
+        streamedThumbnailPixels(s, h, maxSide, px, w, hh);
+      else if (streamed)  // the head average on screen: pool the shown matrix
+        displayThumbnailPixels(s, maxSide, px, w, hh);
+      else
+        thumbnailPixels(s, heads, maxSide, px, w, hh);
       img.set(px, w, hh);
       img.version = ver;
     }
@@ -127,7 +198,9 @@ bool drawHeadGridPanel(AppState& s) {
     const std::string name = average     ? "average"
                              : fromFiles ? (s.model.open() || s.dump.open() ? "" : "(file)")
                                          : std::string(archetypeName(a));
-    if (ImGui::IsItemHovered() && img.tex.id()) {
+    if (ImGui::IsItemHovered() && average && streamed && !img.tex.id()) {
+      ImGui::SetTooltip("Average of all %d heads: click to compute it (each head runs once)", H);
+    } else if (ImGui::IsItemHovered() && img.tex.id()) {
       ImGui::BeginTooltip();
       if (average)
         ImGui::Text("Average of all %d heads", H);
@@ -135,7 +208,9 @@ bool drawHeadGridPanel(AppState& s) {
         ImGui::Text("Head %d: %s%s", h, name.c_str(), fresh ? "" : " (updating)");
       const float big = 240 * sc;
       ImGui::Image(img.imguiId(), ImVec2(big, std::max(8.0f, big * std::min(1.0f, aspect))));
-      ImGui::TextDisabled("click to show it in the heatmap");
+      ImGui::TextDisabled(average && streamed && !fresh
+                              ? "click to compute it (each head runs once) and show it"
+                              : "click to show it in the heatmap");
       ImGui::EndTooltip();
     }
     std::string label = average ? "avg" : std::to_string(h) + " " + name;

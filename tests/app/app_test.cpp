@@ -913,6 +913,26 @@ TEST(AppModel, AModelSceneWithALayerTheModelLacksIsRefusedNamingTheFile) {
   EXPECT_NE(s.out.find(sc + ": model.layer 7 is out of range"), std::string::npos) << s.out;
 }
 
+// A model scene whose request the model cannot meet, opened over an open model: the error names
+// the scene and the field, and the open model stays open with its text (issue 24).
+TEST(AppModel, ABadModelSceneOpenedOverAModelLeavesTheModelOpenAndSaysWhy) {
+  const std::string sc = tempPath("bad_model_drop.json");
+  std::ofstream(sc) << "{\"model\": {\"path\": \"" << kModelFixture
+                    << "\", \"text\": \"the dog ran\", \"layer\": 7}}";
+  const std::string saved = tempPath("bad_model_drop_saved.json");
+  std::remove(saved.c_str());
+  const Shot s = runApp("model_drop_bad", "--model " + kModelFixture +
+                                              " --text 'the cat' --layer 1 --drop " + sc +
+                                              " --save-scene " + saved);
+  EXPECT_NE(s.out.find(sc + ": model.layer 7 is out of range"), std::string::npos) << s.out;
+  const std::vector<unsigned char> bytes = fileBytes(saved);
+  const std::string json(bytes.begin(), bytes.end());
+  EXPECT_NE(json.find("\"model\""), std::string::npos) << "the open model was closed\n" << json;
+  EXPECT_NE(json.find("\"the cat\""), std::string::npos) << "the open model's text changed\n"
+                                                         << json;
+  EXPECT_NE(json.find("\"layer\": 1"), std::string::npos) << json;
+}
+
 // ---- the dump view (issue 11) ------------------------------------------------------------------
 // A dump written by the core's saveDump with weights made here: a 4 x 4 self layer and a 3 x 5
 // cross layer, no Q/K/V. The pixels against those weights and their naive renormalisation.

@@ -149,6 +149,54 @@ TEST(ModelSource, TemperatureAppliedToAllLayersMatchesTorch) {
   EXPECT_TRUE(src.ready());  // the last good pass is kept
 }
 
+// A painted [T, T] mask and document ids fit one text's length: a new text refits them (drops
+// them, saying so) instead of failing every later edit; the other interventions stay.
+TEST(ModelSource, ANewTextRefitsLengthDependentInterventions) {
+  ModelSource src(Model::open(kFixture));
+  src.setText(kText);
+  const int T = int(src.tokens().size());
+  AttentionParams p;
+  p.temperature = 0.5f;
+  p.mask.customKind = MaskSpec::Custom::Allow;
+  p.mask.custom = Tensor3(1, T, T, 1.0f);
+  p.mask.custom.at(0, T - 1, 0) = 0.0f;  // a painted cell
+  src.applyParams(p, 1);
+  AttentionParams d;
+  d.temperature = 0.5f;
+  d.mask.docs.assign(std::size_t(T), 0);
+  src.applyParams(d, 0);
+  ASSERT_EQ(src.interventions().find(1)->mask.custom.rows, T);
+  const std::uint64_t before = src.interventionsVersion();
+  ASSERT_NO_THROW(src.setText("the cat sat"));
+  const int T2 = int(src.tokens().size());
+  ASSERT_NE(T2, T);
+  EXPECT_EQ(src.text(), "the cat sat");
+  EXPECT_EQ(src.interventions().find(1)->mask.customKind, MaskSpec::Custom::None);
+  EXPECT_TRUE(src.interventions().find(0)->mask.docs.empty());
+  EXPECT_EQ(src.interventions().find(1)->temperature, 0.5f) << "τ fits any length and stays";
+  EXPECT_NE(src.interventionsVersion(), before);
+  const std::string note = src.takeNote();
+  EXPECT_NE(note.find("custom mask"), std::string::npos) << note;
+  EXPECT_NE(note.find("document ids"), std::string::npos) << note;
+  EXPECT_EQ(src.takeNote(), "");
+  // The pass is the plain pass of the new text at τ = 0.5 in layers 0 and 1.
+  Interventions iv;
+  iv.layer(0, src.layers()).temperature = 0.5f;
+  iv.layer(1, src.layers()).temperature = 0.5f;
+  const ForwardResult want = src.model().forward(src.model().encode("the cat sat"), iv);
+  ASSERT_EQ(src.pass().logits.size(), want.logits.size());
+  EXPECT_EQ(maxAbsDiff(src.pass().logits.data(), want.logits.data(),
+                       std::size_t(want.logits.size())),
+            0.0);
+  // A later edit works as well, and a mask of the new length is kept.
+  AttentionParams p2 = p;
+  p2.mask.custom = Tensor3(1, T2, T2, 1.0f);
+  src.applyParams(p2, 1);
+  ASSERT_NO_THROW(src.setText("the dog"));
+  ASSERT_NO_THROW(src.setText("the cat sat"));
+  EXPECT_EQ(src.interventions().find(1)->mask.customKind, MaskSpec::Custom::None);
+}
+
 // ---- model scenes: the "model" object of a scene file ----------------------------------------
 
 std::string refusal(const std::string& json) {

@@ -500,6 +500,179 @@ void expectTileMatches(const PooledTile& tile, const ref::Result& r, int h, bool
   }
 }
 
+// ---- many heads over the memory budget: only the shown head is materialised -------------------
+
+// Auto policy with a budget that 4 heads of T x T pass and one head does not: headsStreamed().
+struct StreamedHeads {
+  Fixture f;
+  ref::ExprRef expr = [](int h, int i, int j, int Tq, int Tk) {
+    return h != 2 || j != (i + Tk - Tq) - 1;  // head 2 never sees the previous token
+  };
+  StreamedHeads(int T, bool alibi) {
+    PooledPolicy policy;
+    policy.mode = PooledPolicy::Mode::Auto;
+    policy.maxBytes = std::size_t(4) * T * T * 8 - 1;  // every head's S and A: one byte too many
+    f.session->setPooledPolicy(policy);
+    Scene sc = longScene(T);
+    sc.heads = 4;
+    sc.params.mask.alibi = alibi;
+    sc.params.mask.expr = "h != 2 || k != q - 1";
+    sc.params.temperature = 0.7f;
+    f.session->setScene(sc);
+  }
+  ref::Result reference() const {
+    return ref::attention(f.session->inputs().q, f.session->inputs().k, f.session->inputs().v,
+                          f.session->params(), expr);
+  }
+};
+
+void expectShownHeadIs(const Session& s, const ref::Result& r, int h) {
+  const DisplayMatrix& d = s.display();
+  ASSERT_EQ(d.rows, r.Tq);
+  ASSERT_EQ(d.cols, r.Tk);
+  int bad = 0;
+  for (int i = 0; i < r.Tq && bad < 5; ++i)
+    for (int j = 0; j < r.Tk && bad < 5; ++j) {
+      const float got = d.values[std::size_t(i) * d.cols + j];
+      const bool masked = r.l(h, i, j) == -ref::kInf;
+      if (masked ? got != kNegInf : !ref::close(got, r.w(h, i, j), 1e-6, 1e-4)) {
+        ++bad;
+        ADD_FAILURE() << "head " << h << " cell " << i << "," << j << ": " << got
+                      << ", reference " << (masked ? -ref::kInf : r.w(h, i, j));
+      }
+    }
+}
+
+TEST(SessionStreamedHeads, OnlyTheShownHeadIsMaterialisedAndSwitchingShowsTheRightHead) {
+  for (bool alibi : {false, true}) {
+    SCOPED_TRACE(alibi ? "ALiBi" : "no ALiBi");
+    StreamedHeads t(300, alibi);
+    Session& s = *t.f.session;
+    s.update();
+    ASSERT_TRUE(s.headsStreamed());
+    EXPECT_EQ(s.heads(), 4);
+    EXPECT_EQ(t.f.engine->dims().H, 1) << "the engine holds the shown head only";
+    const ref::Result r = t.reference();
+    // Every head in turn, and back: the heatmap shows that head (ALiBi's slope and the
+    // expression's h are those of the head, not of a one-head engine).
+    for (int h : {0, 2, 1, 3, 2, 0}) {
+      s.setView({h, false, ViewStage::Weights, false, false});
+      s.update();
+      EXPECT_EQ(t.f.engine->dims().H, 1);
+      expectShownHeadIs(s, r, h);
+      // The row statistics and the tooltip read the shown head too.
+      EXPECT_NEAR(s.result().row(h, 150).max, r.row(h, 150).max, 1e-5);
+      const CellInfo ci = s.cellInfo(150, 149);
+      EXPECT_EQ(ci.masked, r.l(h, 150, 149) == -ref::kInf) << "head " << h;
+    }
+    // A temperature step re-runs the shown head (no other), still right.
+    s.setTemperature(1.3f);
+    s.update();
+    expectShownHeadIs(s, t.reference(), 0);
+  }
+}
+
+TEST(SessionStreamedHeads, ThumbnailsAndOutputsOfEveryHeadEqualTheFullComputation) {
+  StreamedHeads t(600, true);
+  Session& s = *t.f.session;
+  s.update();
+  ASSERT_TRUE(s.headsStreamed());
+  EXPECT_FALSE(s.allHeadsFresh());
+  EXPECT_EQ(s.thumbnailPool(), 3);  // ceil(600 / 256)
+  while (s.refreshStaleHeads(0.0)) {
+  }
+  ASSERT_TRUE(s.allHeadsFresh());
+  EXPECT_EQ(t.f.engine->dims().H, 1) << "the other heads ran one at a time";
+  const ref::Result r = t.reference();
+  for (int h = 0; h < 4; ++h) {
+    const auto th = s.headThumbnail(h);
+    ASSERT_TRUE(th) << "head " << h;
+    // The naive reference's weights, max-pooled over the same 3 x 3 blocks.
+    PooledWeights grid = *th;
+    const std::vector<double> want = pooledReference(r, h, grid, false);
+    ASSERT_EQ(want.size(), th->max.size());
+    int bad = 0;
+    for (std::size_t n = 0; n < want.size() && bad < 5; ++n) {
+      const double expect = std::max(0.0, want[n]);  // an all-masked block pools to 0
+      if (!ref::close(th->max[n], expect, 1e-6, 1e-4)) {
+        ++bad;
+        ADD_FAILURE() << "head " << h << " pixel " << n << ": " << th->max[n] << ", reference "
+                      << expect;
+      }
+    }
+    for (int i = 0; i < r.Tq; i += 37)
+      for (int c = 0; c < r.dv; ++c)
+        ASSERT_TRUE(ref::close(s.result().output.at(h, i, c), r.o(h, i, c), 1e-5, 1e-4))
+            << "output of head " << h << " row " << i;
+  }
+  // The head average, computed head by head.
+  s.setView({0, true, ViewStage::Weights, false, false});
+  s.update();
+  const DisplayMatrix& d = s.display();
+  for (int i = 0; i < r.Tq; i += 13)
+    for (int j = 0; j < r.Tk; j += 7) {
+      double mean = 0;
+      bool anyAllowed = false;
+      for (int h = 0; h < 4; ++h) {
+        mean += r.w(h, i, j) / 4;
+        anyAllowed |= r.l(h, i, j) != -ref::kInf;
+      }
+      const float got = d.values[std::size_t(i) * d.cols + j];
+      if (got == kNegInf) {
+        EXPECT_FALSE(r.l(0, i, j) != -ref::kInf) << i << "," << j;
+      } else {
+        EXPECT_TRUE(ref::close(got, mean, 1e-6, 1e-4)) << i << "," << j << ": " << got << " vs "
+                                                       << mean << (anyAllowed ? "" : " (masked)");
+      }
+    }
+}
+
+TEST(SessionStreamedHeads, ExportsDrawWhatTheMaterialisedSessionDraws) {
+  StreamedHeads t(300, true);
+  Session& s = *t.f.session;
+  s.update();
+  ASSERT_TRUE(s.headsStreamed());
+  Session full(makeCpuEngine());  // policy Off: every head materialised
+  full.setScene(s.scene());
+  full.update();
+  ASSERT_FALSE(full.headsStreamed());
+  for (ExportStage stage : {ExportStage::Weights, ExportStage::Scores})
+    for (int head : {-1, 2})
+      for (bool bare : {false, true}) {
+        if (bare && head < 0) continue;
+        ExportRequest rq;
+        rq.stage = stage;
+        rq.head = head;
+        rq.bare = bare;
+        if (bare) rq.cell = 2;
+        const Image a = s.exportImage(rq), b = full.exportImage(rq);
+        ASSERT_EQ(a.width, b.width);
+        ASSERT_EQ(a.height, b.height);
+        std::size_t differ = 0;
+        for (std::size_t n = 0; n < a.rgba.size(); ++n) differ += a.rgba[n] != b.rgba[n];
+        EXPECT_EQ(differ, 0u) << "stage " << int(stage) << " head " << head << " bare " << bare;
+      }
+}
+
+TEST(SessionStreamedHeads, UnderTheBudgetEveryHeadIsMaterialisedAsBefore) {
+  Fixture f;
+  PooledPolicy policy;
+  policy.mode = PooledPolicy::Mode::Auto;
+  policy.maxBytes = std::size_t(4) * 300 * 300 * 8;  // exactly fits
+  f.session->setPooledPolicy(policy);
+  Scene sc = longScene(300);
+  sc.heads = 4;
+  f.session->setScene(sc);
+  f.session->update();
+  EXPECT_FALSE(f.session->headsStreamed());
+  EXPECT_EQ(f.engine->dims().H, 4);
+  // The GUI's default budget: 12 heads of 4096 x 4096 are over it, of 1024 x 1024 are not.
+  const PooledPolicy gui{PooledPolicy::Mode::Auto};
+  EXPECT_TRUE(gui.oneHead(12, 4096, 4096));
+  EXPECT_FALSE(gui.oneHead(12, 1024, 1024));
+  EXPECT_FALSE(gui.oneHead(1, 4096, 4096));
+}
+
 // Pooled mode forced on, on a scene of T tokens.
 void pooledOn(Session& s, int T) {
   PooledPolicy policy;

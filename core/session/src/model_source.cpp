@@ -38,6 +38,31 @@ bool sameLayer(const LayerIntervention* a, const LayerIntervention* b) {
          sameMask(a->mask, b->mask);
 }
 
+// Drops what fits another length than T: a custom matrix that is not [.., T, T] and document ids
+// that are not T long. Returns what it dropped, "" when nothing.
+std::string refitToLength(Interventions& iv, int T) {
+  std::string note;
+  for (std::size_t l = 0; l < iv.layers.size(); ++l) {
+    MaskSpec& m = iv.layers[l].mask;
+    if (m.customKind != MaskSpec::Custom::None && (m.custom.rows != T || m.custom.cols != T)) {
+      note += (note.empty() ? "" : "; ") + std::string("layer ") + std::to_string(l) +
+              ": the custom mask (" + std::to_string(m.custom.rows) + "\xc3\x97" +
+              std::to_string(m.custom.cols) + ")";
+      m.customKind = MaskSpec::Custom::None;
+      m.custom = Tensor3{};
+    }
+    if (!m.docs.empty() && int(m.docs.size()) != T) {
+      note += (note.empty() ? "" : "; ") + std::string("layer ") + std::to_string(l) +
+              ": the document ids (" + std::to_string(m.docs.size()) + " positions)";
+      m.docs.clear();
+      m.exprCache.reset();
+    }
+  }
+  if (!note.empty())
+    note = "interventions refit to the new text (" + std::to_string(T) + " tokens), dropped " + note;
+  return note;
+}
+
 }  // namespace
 
 ModelSource::ModelSource(std::shared_ptr<const Model> model) : model_(std::move(model)) {
@@ -53,8 +78,11 @@ ModelSource::TextPass ModelSource::runText(const Model& model, const std::string
                                            std::uint64_t interventionsVersion) {
   TextPass p;
   const std::vector<int> ids = model.encode(text);
+  p.interventions = iv;
+  p.note = refitToLength(p.interventions, int(ids.size()));
+  p.refit = !p.note.empty();
   p.baseline = model.forward(ids);
-  p.pass = iv.layers.empty() ? p.baseline : model.forward(ids, iv);
+  p.pass = p.interventions.layers.empty() ? p.baseline : model.forward(ids, p.interventions);
   p.tokens.reserve(ids.size());
   for (int id : ids) p.tokens.push_back(model.tokenizer().label(id));
   p.text = text;
@@ -64,6 +92,11 @@ ModelSource::TextPass ModelSource::runText(const Model& model, const std::string
 
 bool ModelSource::adoptText(TextPass&& p) {
   if (p.interventionsVersion != ivVersion_) return false;
+  if (p.refit) {
+    iv_ = std::move(p.interventions);
+    ++ivVersion_;
+    note_ = std::move(p.note);
+  }
   baseline_ = std::move(p.baseline);
   pass_ = std::move(p.pass);
   tokens_ = std::move(p.tokens);

@@ -1,6 +1,7 @@
 // attnviz session: the stages, their generation counters and the displayed matrix.
 #include "attnviz/session/session.h"
 
+#include "attnviz/engine/engine_detail.h"
 #include "attnviz/render/streamed_export.h"
 
 #include <algorithm>
@@ -22,6 +23,87 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr std::uint64_t kNever = ~std::uint64_t{0};
 // The largest T_q x T_k whose mask expression pooled mode evaluates (a byte a cell, 64 MiB).
 constexpr std::size_t kMaxPooledExprCells = std::size_t(8192) * 8192;
+
+// headsStreamed(): the thumbnails' resolution, about this many pixels along the longer axis.
+constexpr int kThumbnailPixels = 256;
+
+Tensor3 headSlice(const Tensor3& t, int h) {
+  Tensor3 s = Tensor3::uninit(1, t.rows, t.cols);
+  std::copy_n(t.head(h), std::size_t(t.rows) * t.cols, s.head(0));
+  return s;
+}
+
+// The parameters under which head 0 of a one-head engine (given head h's slice of Q, K and V)
+// computes what head h of an H-head engine computes: a per-head custom matrix is cut to head
+// h; ALiBi (whose slope depends on h and H) and an expression that reads h are folded into the
+// custom matrix. The ALiBi term goes in as the additive bias -(m_h |p_i - j|), which the
+// engine's row code adds exactly as it subtracts m_h |p_i - j| (a custom bias on top of ALiBi
+// is added in one rounding step fewer).
+AttentionParams headParams(const AttentionParams& p, int h, int H, int Tq, int Tk) {
+  const MaskSpec& m0 = p.mask;
+  const ExprGrid* grid = m0.expr.empty() ? nullptr : exprGrid(m0, H, Tq, Tk);
+  const bool foldExpr = grid && grid->heads > 1;
+  const bool perHead = m0.customKind != MaskSpec::Custom::None && m0.custom.heads > 1;
+  AttentionParams out;
+  out.temperature = p.temperature;
+  MaskSpec& m = out.mask;
+  m.causal = m0.causal, m.window = m0.window, m.prefix = m0.prefix, m.sink = m0.sink;
+  m.pad = m0.pad, m.chunk = m0.chunk, m.docs = m0.docs, m.softcap = m0.softcap;
+  m.alibi = m0.alibi;
+  m.expr = m0.expr;
+  m.exprCache = m0.exprCache;
+  m.customKind = m0.customKind;
+  if (m0.customKind != MaskSpec::Custom::None) m.custom = perHead ? headSlice(m0.custom, h) : m0.custom;
+  if (!m0.alibi && !foldExpr) return out;
+  const bool hadCustom = m.customKind != MaskSpec::Custom::None;
+  const bool allowKind = m.customKind == MaskSpec::Custom::Allow;
+  const float slope = m0.alibi ? alibiSlopes(H)[std::size_t(h)] : 0.0f;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  // ALiBi or a bias matrix: an additive bias; otherwise an allow matrix (exact either way).
+  const bool bias = m0.alibi || m.customKind == MaskSpec::Custom::Bias;
+  Tensor3 c = Tensor3::uninit(1, Tq, Tk);
+  for (int i = 0; i < Tq; ++i) {
+    const float pos = static_cast<float>(queryPosition(i, Tq, Tk));
+    const std::uint8_t* allowed = foldExpr ? grid->row(h, i) : nullptr;
+    const float* old = hadCustom ? m.custom.head(0) + std::size_t(i) * Tk : nullptr;
+    float* row = c.head(0) + std::size_t(i) * Tk;
+    for (int j = 0; j < Tk; ++j) {
+      bool ok = !allowed || allowed[j];
+      if (allowKind && old[j] == 0.0f) ok = false;
+      if (!bias) {
+        row[j] = ok ? 1.0f : 0.0f;
+        continue;
+      }
+      float v = m0.alibi ? -(slope * std::fabs(pos - static_cast<float>(j))) : 0.0f;
+      if (hadCustom && !allowKind) v = m0.alibi ? v + old[j] : old[j];
+      row[j] = ok ? v : -kInf;
+    }
+  }
+  m.customKind = bias ? MaskSpec::Custom::Bias : MaskSpec::Custom::Allow;
+  m.custom = std::move(c);
+  m.alibi = false;
+  if (foldExpr) {
+    m.expr.clear();
+    m.exprCache.reset();
+  }
+  return out;
+}
+
+// Max-pools one head's weights [T_q, T_k] at pool x pool cells a pixel (PooledWeights::max).
+PooledWeights poolMax(const float* w, int Tq, int Tk, int pool) {
+  PooledWeights p;
+  p.Tq = Tq, p.Tk = Tk, p.poolQ = p.poolK = pool;
+  p.width = (Tk + pool - 1) / pool;
+  p.height = (Tq + pool - 1) / pool;
+  p.r1 = Tq, p.c1 = Tk;
+  p.max.assign(std::size_t(p.width) * p.height, 0.0f);
+  for (int i = 0; i < Tq; ++i) {
+    float* out = p.max.data() + std::size_t(i / pool) * p.width;
+    const float* row = w + std::size_t(i) * Tk;
+    for (int j = 0; j < Tk; ++j) out[j / pool] = std::max(out[j / pool], row[j]);
+  }
+  return p;
+}
 
 std::string formatTemperature(float t) {
   char buf[32];
@@ -234,6 +316,15 @@ void Session::update() {
     runPooled();
     return;
   }
+  if (oneHead_) {
+    const int h = shownHead();
+    if (hostHead_ != h || !headFresh_[h]) runOneHead(h, true);
+    const bool average = view_.headAverage && view_.stage == ViewStage::Weights;
+    if (average && averageFor_ != computed_.params) computeStreamedAverage();
+    const std::uint64_t key = average ? averageVersion_ : headVersion_[h];
+    if (displayFor_.view != requested_.view || displayFor_.weights != key) runView();
+    return;
+  }
   const int h = shownHead();
   bool ran = false;
   if (!headFresh(h)) {
@@ -270,9 +361,12 @@ void Session::runInputs(bool fusedRun) {
   // Too large to materialise: the engine is not given the inputs; the pooled pyramid streams
   // the shown head from Q and K (shared with its worker).
   const bool pooled = mayPool_ && policy_.pools(in.q.rows, in.k.rows);
+  // Every head's scores and weights over the memory budget: the engine gets the shown head's
+  // slice only (runOneHead), the others are run one at a time for their thumbnails.
+  const bool oneHead = !pooled && mayPool_ && policy_.oneHead(in.q.heads, in.q.rows, in.k.rows);
   // The first inputs of a session asked for every head: the engine's fused run (GEMMs and
   // softmax per block of rows), with the parameters as they are now.
-  const bool fused = fusedRun && !hadInputs && !pooled;
+  const bool fused = fusedRun && !hadInputs && !pooled && !oneHead;
   AttentionParams fusedParams;
   if (pooled) {
     if (in.q.cols != in.k.cols || in.k.rows != in.v.rows || in.q.heads != in.k.heads ||
@@ -283,19 +377,51 @@ void Session::runInputs(bool fusedRun) {
                        std::to_string(in.k.cols) + "], V [" + std::to_string(in.v.heads) +
                        ", " + std::to_string(in.v.rows) + ", " + std::to_string(in.v.cols) + "]");
     pooledDims_ = Dims{in.q.heads, in.q.rows, in.k.rows, in.q.cols, in.v.cols};
-    pooledQ_ = std::make_shared<const Tensor3>(in.q);
-    pooledK_ = std::make_shared<const Tensor3>(in.k);
     biased_ = std::vector<float>();
     biasedHead_ = -1;
+  } else if (oneHead) {
+    const Dims d = detail::validateStreamInputs(in.q, in.k, &in.v);
+    if (d.Tk != in.v.rows || in.q.heads != in.v.heads)
+      throw InputError("V " + in.v.shapeString() + " does not fit K " + in.k.shapeString());
+    pooledDims_ = d;
   } else if (fused) {
     fusedParams = fromTensors_ ? scene_.params : effectiveParams(scene_);
     engine_->run(in.q, in.k, in.v, fusedParams);
   } else {
     engine_->setInputs(in.q, in.k, in.v);
   }
+  // The pyramid's worker reads Q and K in place (pooledQ_ and pooledK_ alias inputs_): it stops
+  // before they are replaced.
+  pyramid_.clear();
+  pyramid_.wait();
+  pooledQ_.reset();
+  pooledK_.reset();
   inputs_ = std::move(in);
   haveInputs_ = true;
+  if (pooled) {  // shared with the worker without a copy (no owner: the session outlives it)
+    pooledQ_ = std::shared_ptr<const Tensor3>(std::shared_ptr<const Tensor3>(), &inputs_.q);
+    pooledK_ = std::shared_ptr<const Tensor3>(std::shared_ptr<const Tensor3>(), &inputs_.k);
+  }
   pooledMode_ = pooled;
+  oneHead_ = oneHead;
+  engineHead_ = -1;
+  hostHead_ = -1;
+  host_ = AttentionResult{};
+  thumbs_.clear();
+  average_ = std::vector<float>();
+  averageFor_ = kNever;
+  if (oneHead) {
+    // Only the shown head's cells are ever written (the rest of the buffers takes no memory);
+    // the outputs of every head are small and kept.
+    host_.dims = pooledDims_;
+    host_.scaled = Tensor3::uninit(pooledDims_.H, pooledDims_.Tq, pooledDims_.Tk);
+    host_.weights = Tensor3::uninit(pooledDims_.H, pooledDims_.Tq, pooledDims_.Tk);
+    host_.output = Tensor3(pooledDims_.H, pooledDims_.Tq, pooledDims_.dv);
+    host_.rows.assign(std::size_t(pooledDims_.H) * pooledDims_.Tq, RowStats{});
+    thumbs_.assign(std::size_t(pooledDims_.H), nullptr);
+    thumbPool_ = std::max(1, (std::max(pooledDims_.Tq, pooledDims_.Tk) + kThumbnailPixels - 1) /
+                                 kThumbnailPixels);
+  }
   pooledFor_ = PooledFor{};
   if (!pooled) {
     pyramid_.clear();
@@ -361,6 +487,11 @@ void Session::runParams() {
   std::fill(headFresh_.begin(), headFresh_.end(), 0);
   if (pooledMode_) return;  // the pyramid's worker runs the softmax (runPooled)
   const auto t0 = Clock::now();
+  if (oneHead_) {  // the head on screen; the head average, when shown, in update()
+    runOneHead(shownHead(), true);
+    timing_.softmaxMs = msSince(t0);
+    return;
+  }
   // The head on screen first; every head when the average is shown.
   if (view_.headAverage)
     computeHeads({});
@@ -403,6 +534,13 @@ bool Session::refreshStaleHeads(double budgetMs) {
   for (int h = 0; h < heads(); ++h)
     if (!headFresh_[h]) stale.push_back(h);
   if (stale.empty()) return false;
+  if (oneHead_) {  // one head at a time through the engine: never more than one materialised
+    for (int h : stale) {
+      runOneHead(h, false);
+      if (budgetMs >= 0 && msSince(t0) > budgetMs) break;
+    }
+    return true;
+  }
   if (budgetMs < 0) {
     computeHeads(stale.size() == std::size_t(heads()) ? std::vector<int>{} : stale);
   } else {
@@ -413,6 +551,64 @@ bool Session::refreshStaleHeads(double budgetMs) {
   }
   fetchResult();
   return true;
+}
+
+void Session::runOneHead(int h, bool shown) {
+  const Dims& d = pooledDims_;
+  if (engineHead_ != h) {
+    engineHead_ = -1;  // a failed setInputs leaves no head
+    engine_->setInputs(headSlice(inputs_.q, h), headSlice(inputs_.k, h), headSlice(inputs_.v, h));
+    engineHead_ = h;
+  }
+  engine_->softmax(headParams(params_, h, d.H, d.Tq, d.Tk), {});
+  engine_->output({});
+  const bool newShown = shown && hostHead_ != h;
+  const AttentionResult& r =
+      engine_->result(newShown ? kStageAll : (kStageWeights | kStageOutput | kStageRows));
+  const std::size_t cells = std::size_t(d.Tq) * d.Tk;
+  if (shown) {
+    if (newShown) {
+      // Fresh buffers: the last shown head's cells go back to the system.
+      host_.scaled = Tensor3::uninit(d.H, d.Tq, d.Tk);
+      host_.weights = Tensor3::uninit(d.H, d.Tq, d.Tk);
+      std::copy_n(r.scaled.head(0), cells, host_.scaled.head(h));
+      hostHead_ = h;
+      scaledFetched_ = true;
+      biasedHead_ = -1;
+    }
+    std::copy_n(r.weights.head(0), cells, host_.weights.head(h));
+    std::copy_n(r.rows.begin(), d.Tq, host_.rows.begin() + std::size_t(h) * d.Tq);
+    result_ = &host_;
+  }
+  std::copy_n(r.output.head(0), std::size_t(d.Tq) * d.dv, host_.output.head(h));
+  thumbs_[std::size_t(h)] =
+      std::make_shared<const PooledWeights>(poolMax(r.weights.head(0), d.Tq, d.Tk, thumbPool_));
+  if (!average_.empty() && averageFor_ == kNever) {  // computeStreamedAverage is summing
+    const float* w = r.weights.head(0);
+    for (std::size_t k = 0; k < cells; ++k) average_[k] += w[k];
+  }
+  headFresh_[h] = 1;
+  ++headVersion_[h];
+  ++weightsVersion_;
+}
+
+void Session::computeStreamedAverage() {
+  const int H = heads(), shown = shownHead();
+  average_.assign(std::size_t(tq()) * tk(), 0.0f);
+  averageFor_ = kNever;
+  try {
+    for (int h = 0; h < H; ++h) runOneHead(h, h == shown);  // sums into average_, in head order
+  } catch (...) {
+    average_ = std::vector<float>();
+    throw;
+  }
+  averageFor_ = computed_.params;
+  ++averageVersion_;
+}
+
+std::shared_ptr<const PooledWeights> Session::headThumbnail(int h) const {
+  if (!oneHead_ || h < 0 || h >= int(thumbs_.size()) || !headFresh(h)) return nullptr;
+  return thumbs_[std::size_t(h)];
 }
 
 void Session::buildBiased(int h) {
@@ -470,10 +666,14 @@ void Session::runView() {
           if (B[k] == kNegInf) out[k] = kNegInf;
       } else if (view_.headAverage) {
         const int H = heads();
-        std::fill(out, out + n, 0.0f);
-        for (int hh = 0; hh < H; ++hh) {
-          const float* W = r.weights.head(hh);
-          for (std::size_t k = 0; k < n; ++k) out[k] += W[k];
+        if (oneHead_ && average_.size() == n) {
+          std::copy(average_.begin(), average_.end(), out);  // the sum, head by head
+        } else {
+          std::fill(out, out + n, 0.0f);
+          for (int hh = 0; hh < H; ++hh) {
+            const float* W = r.weights.head(hh);
+            for (std::size_t k = 0; k < n; ++k) out[k] += W[k];
+          }
         }
         for (std::size_t k = 0; k < n; ++k)
           out[k] = (B[k] == kNegInf && out[k] == 0.0f) ? kNegInf : out[k] / H;
@@ -528,7 +728,11 @@ void Session::runView() {
   ++d.version;
   computed_.view = requested_.view;
   displayFor_.view = requested_.view;
-  displayFor_.weights = view_.headAverage ? weightsVersion_ : headVersion_[h];
+  displayFor_.weights = oneHead_ ? (view_.headAverage && stage == ViewStage::Weights
+                                        ? averageVersion_
+                                        : headVersion_[h])
+                      : view_.headAverage ? weightsVersion_
+                                          : headVersion_[h];
   timing_.displayMs = msSince(t0);
 }
 
@@ -680,6 +884,33 @@ Image Session::exportImage(const ExportRequest& request) {
     data.description = describe();
     return renderStreamedExport(inputs_.q, inputs_.k, inputs_.v, params_, std::move(data),
                                 request);
+  }
+  if (oneHead_) {
+    ExportData data;
+    data.queryTokens = inputs_.queryTokens;
+    data.keyTokens = inputs_.keyTokens;
+    data.description = describe();
+    // The labelled weights figure streams, pixel for pixel what the materialised export draws.
+    if (request.stage == ExportStage::Weights && !request.bare && request.cell <= 0)
+      return renderStreamedExport(inputs_.q, inputs_.k, inputs_.v, params_, std::move(data),
+                                  request);
+    // Otherwise the drawn heads only, one at a time through the engine (the others' cells are
+    // never written, so they take no memory).
+    const Dims& d = pooledDims_;
+    Tensor3 W = Tensor3::uninit(d.H, d.Tq, d.Tk), L = Tensor3::uninit(d.H, d.Tq, d.Tk);
+    const std::vector<float> one = alibiSlopes(1);
+    for (int h = 0; h < d.H; ++h) {
+      if (request.head >= 0 && h != request.head) continue;
+      runOneHead(h, false);
+      const AttentionParams hp = headParams(params_, h, d.H, d.Tq, d.Tk);
+      const AttentionResult& r = engine_->result(kStageAll);
+      std::copy_n(r.weights.head(0), std::size_t(d.Tq) * d.Tk, W.head(h));
+      biasedScoresHead(r.scaled, hp, one, 0, L.head(h));
+      applyTemperature(L.head(h), std::size_t(d.Tq) * d.Tk, params_.temperature);
+    }
+    data.weights = &W;
+    data.logits = &L;
+    return renderExport(data, request);
   }
   if (request.stage == ExportStage::Weights) {
     if (request.head < 0) {

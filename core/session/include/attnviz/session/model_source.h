@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attnviz {
@@ -43,17 +44,26 @@ class ModelSource {
 
   // The passes setText runs, computed apart from the source, e.g. on a worker thread while the
   // window keeps drawing: it reads only the (immutable) model and its arguments.
+  // Interventions that fit one length only (a painted [T, T] mask, document ids) are refit to
+  // the new text: a custom matrix or a document list of another length is dropped (as the
+  // synthetic session drops such a mask itself), the pass runs without it, and `note` says so.
   struct TextPass {
     std::string text;
     std::vector<std::string> tokens;
     ForwardResult baseline, pass;
     std::uint64_t interventionsVersion = 0;  // of the source when the pass started
+    Interventions interventions;             // what the pass ran with (refit to its length)
+    bool refit = false;                      // differs from the interventions it was given
+    std::string note;                        // what the refit dropped, "" when nothing
   };
   static TextPass runText(const Model& model, const std::string& text,
                           const Interventions& iv, std::uint64_t interventionsVersion);
   // Takes a pass from runText. Returns false and changes nothing when the interventions changed
-  // after it started (run it again with the current ones).
+  // after it started (run it again with the current ones). A refit pass replaces the
+  // interventions with the ones it ran with (a new interventionsVersion) and keeps its note.
   bool adoptText(TextPass&& p);
+  // What the last refit dropped (TextPass::note); says it once, then "".
+  std::string takeNote() { return std::exchange(note_, std::string()); }
   std::shared_ptr<const Model> sharedModel() const { return model_; }
   // Bumped by every change of the interventions.
   std::uint64_t interventionsVersion() const { return ivVersion_; }
@@ -110,6 +120,7 @@ class ModelSource {
   std::uint64_t ivVersion_ = 0;
   int layer_ = -1;
   int reruns_ = 0, lastFrom_ = -1;
+  std::string note_;
 };
 
 }  // namespace attnviz

@@ -35,12 +35,24 @@ namespace attnviz {
 // for themselves, streamed_export.h); the GUI sets Auto. Auto's 4096 x 4096 keeps every view the
 // materialised engine drew before and pools what would need over 64 MiB of scores a head (plus
 // as much again for the weights, for every head).
+//
+// Below that size Auto still decides by memory: when the scores and weights of every head
+// (8 bytes a cell, H x T_q x T_k cells) would pass `maxBytes`, only the shown head is
+// materialised (Session::headsStreamed) and the other heads are computed one at a time for
+// their thumbnails and outputs, never held together.
 struct PooledPolicy {
   enum class Mode { Auto, On, Off } mode = Mode::Off;
   std::size_t maxCells = std::size_t(4096) * 4096;
+  std::size_t maxBytes = std::size_t(512) << 20;  // the memory budget for every head's S and A
   bool pools(int Tq, int Tk) const {
     if (mode != Mode::Auto) return mode == Mode::On;
     return std::size_t(Tq) * std::size_t(Tk) > maxCells;
+  }
+  // Materialise only the shown head: Auto, more than one head, and every head's S and A over
+  // the budget (checked after pools(): a pooled source materialises nothing).
+  bool oneHead(int H, int Tq, int Tk) const {
+    if (mode != Mode::Auto || H <= 1) return false;
+    return double(H) * double(Tq) * double(Tk) * 8.0 > double(maxBytes);
   }
 };
 

@@ -172,6 +172,20 @@ class Session {
   PooledPyramid& pooled() { return pyramid_; }
   const PooledPyramid& pooled() const { return pyramid_; }
 
+  // ---- many heads over the memory budget (PooledPolicy::oneHead) ----------------------------
+  // True while only the shown head is materialised: the engine holds that head alone (its
+  // slice of Q, K and V, with the parameters it has among all heads), result() has the full
+  // shape but only the shown head's scores, weights and row statistics (the other heads' cells
+  // are never written, so they take no memory), and every head's output. The other heads are
+  // run one at a time (refreshStaleHeads) for their thumbnails (headThumbnail) and outputs.
+  // The head average is computed head by head when shown.
+  bool headsStreamed() const { return oneHead_; }
+  // Head h's weights max-pooled (PooledWeights::max, `masked`) at thumbnailPool() cells a
+  // pixel, once refreshStaleHeads has reached it for the current parameters (headFresh(h));
+  // null before, and outside headsStreamed().
+  std::shared_ptr<const PooledWeights> headThumbnail(int h) const;
+  int thumbnailPool() const { return thumbPool_; }
+
   // Query row i of the shown head (the row inspector's): its logits over every key, weights, row
   // statistics and output (streamQueryRow, from Q, K and V; never the T_q x T_k matrix), with
   // the current parameters. Kept for the (inputs, parameters, head, row) it was computed for,
@@ -187,7 +201,8 @@ class Session {
   Generations computed() const { return computed_; }
   const SceneInputs& inputs() const { return inputs_; }
   Dims dims() const {
-    return haveInputs_ && engine_ ? (pooledMode_ ? pooledDims_ : engine_->dims()) : Dims{};
+    return haveInputs_ && engine_ ? (pooledMode_ || oneHead_ ? pooledDims_ : engine_->dims())
+                                  : Dims{};
   }
   int heads() const { return dims().H; }
   int tq() const { return dims().Tq; }
@@ -229,6 +244,11 @@ class Session {
   void runPooled();
   void runPooledView();
   void computeHeads(const std::vector<int>& heads);
+  // headsStreamed(): the engine holds head h (setInputs with its slice) and runs its softmax
+  // and output; the shown head's stages are copied into result() (`shown`), another head gives
+  // its thumbnail and output only.
+  void runOneHead(int h, bool shown);
+  void computeStreamedAverage();
   void fetchResult();
   void buildBiased(int h);
   void bumpInputs();
@@ -283,6 +303,17 @@ class Session {
   } pooledRowFor_;
   std::shared_ptr<const QueryRow> pooledRow_;
   double pooledRowMs_ = 0;
+  // headsStreamed(): the engine's head, the host copy result() points at, the thumbnails.
+  bool oneHead_ = false;
+  int engineHead_ = -1;
+  bool engineHeadFresh_ = false;  // the engine's softmax is for the current parameters
+  AttentionResult host_;
+  int hostHead_ = -1;  // the head whose scores and weights host_ holds
+  std::uint64_t hostScaledFor_ = ~std::uint64_t{0};
+  int thumbPool_ = 1;
+  std::vector<std::shared_ptr<const PooledWeights>> thumbs_;
+  std::vector<float> average_;  // the head average's weights [T_q, T_k]
+  std::uint64_t averageFor_ = ~std::uint64_t{0}, averageVersion_ = 0;
   PooledPyramid pyramid_;  // last, so destroyed first: its worker stops before the rest goes
 };
 
