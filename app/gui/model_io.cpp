@@ -58,11 +58,12 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
     throw;
   }
   for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
-  closeSources(s);
-  std::snprintf(m.text, sizeof m.text, "%s", text.c_str());
-  // A new model: the last one's continuation goes; a scene's "generate" sets up the next.
+  // A new model: the last one's continuation goes (its worker stopped before the model closes);
+  // a scene's "generate" sets up the next.
   GenerateState& g = m.gen;
   g.stopAll();
+  closeSources(s);
+  std::snprintf(m.text, sizeof m.text, "%s", text.c_str());
   g.run.reset(), g.plain.reset();
   g.autoStart = false;
   if (rq.generate.any()) {
