@@ -158,6 +158,7 @@ void saveSceneFrom(AppState& s, const std::string& path) {
     for (int l = 0; l < src.layers(); ++l)
       for (int h = 0; h < src.heads(); ++h)
         if (src.ablated(l, h)) sc.model.ablate.emplace_back(l, h);
+    sc.model.attribution = sceneAttribution(s);
     sc.extraJson = viewJson(s, "{}");
     saveScene(path, sc);
     s.scene.path = path;

@@ -551,6 +551,29 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
         sm.ablate.emplace_back(l, h);
       }
     }
+    if (m.contains("attribution")) {
+      const json& a = m.at("attribution");
+      if (!a.is_object()) throw InputError(name + ": field 'model.attribution' must be an object");
+      SceneAttribution& sa = sm.attribution;
+      sa.method = field<std::string>(a, "method", "", name);
+      if (sa.method != "zero" && sa.method != "mean" && sa.method != "patch")
+        throw InputError(name + ": model.attribution.method must be zero, mean or patch, got '" +
+                         sa.method + "'");
+      auto index = [&](const char* key) {
+        return a.contains(key) ? int(checkedInteger(a.at(key), -1, 100'000'000,
+                                                    std::string("model.attribution.") + key, name))
+                               : -1;
+      };
+      sa.position = index("position");
+      sa.target = index("target");
+      sa.foil = index("foil");
+      sa.clean = field<std::string>(a, "clean", "", name);
+      sa.run = field<bool>(a, "run", false, name);
+      if (sa.method == "patch" && sa.clean.empty())
+        throw InputError(name + ": model.attribution.clean must be the clean text of a patch");
+      if (sa.method != "patch" && (a.contains("clean") || a.contains("foil")))
+        throw InputError(name + ": model.attribution.clean and .foil go with method patch");
+    }
   }
   if (j.contains("view")) {
     json view = j.at("view");
@@ -605,6 +628,12 @@ std::string sceneToJson(const Scene& s) {
     for (auto [l, h] : s.model.ablate) ablate.push_back(std::to_string(l) + ":" + std::to_string(h));
     j["model"] = {{"path", s.model.path}, {"text", s.model.text}, {"layer", s.model.layer},
                   {"head", s.model.head}, {"ablate", ablate}};
+    if (const SceneAttribution& a = s.model.attribution; a.any()) {
+      json o = {{"method", a.method}, {"position", a.position}, {"target", a.target}};
+      if (a.method == "patch") o["foil"] = a.foil, o["clean"] = a.clean;
+      o["run"] = a.run;
+      j["model"]["attribution"] = o;
+    }
   }
   json view = json::parse(s.extraJson.empty() ? "{}" : s.extraJson, nullptr, false);
   if (!view.is_discarded() && !view.empty()) j["view"] = view;
