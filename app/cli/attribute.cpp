@@ -2,6 +2,7 @@
 // ablation sweep (each head zeroed or mean-ablated in turn) or activation patching from a clean
 // text into the corrupted --text; writes the [L, H] matrix (--out), its figure (--png) and prints
 // the five heads with the largest |value|.
+#include "cli/attribution_report.h"
 #include "cli/cli.h"
 #include "cli/model_options.h"
 #include "cli/progress.h"
@@ -31,17 +32,6 @@ void checkVocabId(const std::string& option, int id, int vocab) {
     throw UsageError(option + " " + std::to_string(id) + ": outside the vocab (0.." +
                      std::to_string(vocab - 1) + ")");
   }
-}
-
-std::string pieceOf(const Model& m, int id) {
-  const Tokenizer& tok = m.tokenizer();
-  return tok.contains(id) ? tok.printable(id) : "#" + std::to_string(id);
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 // The five (layer, head) cells with the largest |value|, largest first (ties: lower layer, head).
@@ -124,29 +114,14 @@ int runAttribute(int argc, char** argv) {
                        std::to_string(T) + " tokens (0.." + std::to_string(T - 1) + ")");
     }
 
-    AttributionMatrix values;
-    std::string title, valueName, header;
-    std::vector<std::string> captions;
+    AttributionReport report;
     {
       ProgressBar bar("attnviz attribute");
       AttributionControl control;
       control.progress = [&](double f) { bar.update("heads", f); };
       if (!patch) {
         const ForwardResult clean = m.forward(run.ids);
-        const AblationSweep s = ablationSweep(m, clean, kind, at, control);
-        values = s.delta;
-        valueName = "delta";
-        title = std::string("\xCE\x94 log p(target) with each head ") +
-                (kind == AblationKind::Zero ? "zero-ablated" : "mean-ablated");
-        header = std::string("attribute: ") + ablationKindName(kind) + "-ablation sweep of " +
-                 std::to_string(c.nLayer) + " x " + std::to_string(c.nHead) +
-                 " heads at position " + std::to_string(s.position) + " ('" +
-                 pieceOf(m, run.ids[std::size_t(s.position)]) + "'), target " +
-                 std::to_string(s.target) + " ('" + pieceOf(m, s.target) + "'): log p = " +
-                 fmt("%.6f", s.logProb);
-        captions.push_back("position " + std::to_string(s.position) + ", target " +
-                           std::to_string(s.target) + " '" + pieceOf(m, s.target) +
-                           "', clean log p = " + fmt("%.4f", s.logProb));
+        report = reportOf(ablationSweep(m, clean, kind, at, control));
       } else {
         const std::vector<int> cleanIds = m.encode(patchFrom);
         const ForwardResult corrupt = m.forward(run.ids);
@@ -157,38 +132,15 @@ int runAttribute(int argc, char** argv) {
                            "; patching needs the same number of tokens");
         }
         const ForwardResult clean = m.forward(cleanIds);
-        const PatchingResult p = patchHeads(m, clean, corrupt, at, control);
-        const PatchingSetup& s = p.setup;
-        values = p.fraction;
-        valueName = "fraction";
-        title = "Logit difference restored by patching each head from the clean run";
-        header = "attribute: patching " + std::to_string(c.nLayer) + " x " +
-                 std::to_string(c.nHead) + " heads at position " + std::to_string(s.position) +
-                 ", target " + std::to_string(s.target) + " ('" + pieceOf(m, s.target) +
-                 "') vs foil " + std::to_string(s.foil) + " ('" + pieceOf(m, s.foil) +
-                 "'): m_clean = " + fmt("%.6f", s.mClean) + ", m_corrupt = " +
-                 fmt("%.6f", s.mCorrupt);
-        captions.push_back("(m_patched - m_corrupt) / (m_clean - m_corrupt), m = logit(" +
-                           std::to_string(s.target) + " '" + pieceOf(m, s.target) +
-                           "') - logit(" + std::to_string(s.foil) + " '" + pieceOf(m, s.foil) +
-                           "') at position " + std::to_string(s.position));
-        captions.push_back("m_clean = " + fmt("%.4f", s.mClean) +
-                           ", m_corrupt = " + fmt("%.4f", s.mCorrupt));
+        report = reportOf(patchHeads(m, clean, corrupt, at, control));
       }
     }
 
+    const AttributionMatrix& values = report.values;
     if (!out.empty()) saveNpy(out, {c.nLayer, c.nHead}, values.values.data());
-    if (!png.empty()) {
-      AttributionFigure fig;
-      fig.rows = values.rows, fig.cols = values.cols;
-      fig.values = values.values;
-      fig.title = title;
-      fig.valueTitle = patch ? "fraction" : "\xCE\x94 log p";
-      fig.captions = captions;
-      writePng(png, renderAttributionFigure(fig));
-    }
-    std::printf("%s\n", header.c_str());
-    printTop(values, valueName.c_str());
+    if (!png.empty()) writePng(png, renderAttributionFigure(attributionFigure(m, report)));
+    std::printf("%s\n", attributionHeader(m, run.ids, report).c_str());
+    printTop(values, patch ? "fraction" : "delta");
     return 0;
   });
 }

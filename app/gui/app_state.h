@@ -17,6 +17,7 @@
 #include "attnviz/session/model_source.h"
 #include "attnviz/model/generate.h"
 #include "attnviz/session/session.h"
+#include "cli/attribution_report.h"
 #include "gui/mask_editor.h"
 
 #include <atomic>
@@ -200,6 +201,60 @@ struct GenerateState {
   ~GenerateState() { stopAll(); }
 };
 
+// The Attribution panel (issue 21): an ablation sweep or activation patching
+// (attnviz/model/attribution.h) on a worker thread, on a copy of the model view's pass. The worker
+// copies each finished layer's row into `values` under the mutex, so the map fills in row by row.
+struct AttributionRun {
+  std::mutex m;  // guards all but cancel
+  int rows = 0, cols = 0;
+  std::vector<float> values;  // [rows, cols]; NaN until its row arrives
+  int rowsDone = 0;
+  double fraction = 0;
+  std::atomic<bool> done{false};  // set last, under the mutex; read without it
+  std::string error;
+  bool haveReport = false;  // once done: the figure's report, and the logit lens at P
+  app::AttributionReport report;
+  LogitLens lens;
+  double startedAt = 0, firstRowAt = -1, finishedAt = -1;  // nowSeconds()
+  std::atomic<bool> cancel{false};
+};
+struct AttributionState {
+  int method = 0;  // 0 zero-ablation sweep, 1 mean-ablation sweep, 2 activation patching
+  int position = -1, target = -1, foil = -1;  // -1: the defaults (attribution.h)
+  char clean[4096] = "";                      // patching: the clean text (the model's is corrupted)
+  char targetPiece[256] = "", foilPiece[256] = "";  // typed tokens
+  std::shared_ptr<AttributionRun> run;
+  std::thread worker;
+  std::uint64_t runPass = 0;  // ModelState::passVersion the run started on
+  std::vector<int> runIds;    // the ids it ran on (the corrupted run's for a patch)
+  bool wantRun = false;       // run at the next frame (a scene's "run": true)
+  bool used = false;          // a scene gave settings or the panel ran: a saved scene keeps them
+  double firstShownAt = -1;   // the first frame that drew a filled row
+  char exportPath[1024] = "attribution.png";
+  // The selected head's direct effect, for (pass, layer, head, position).
+  struct Effect {
+    std::uint64_t pass = ~std::uint64_t{0};
+    int layer = -1, head = -1, position = -2;
+    DirectEffect e;
+    std::string error;
+  } effect;
+  // Where the map was drawn last frame (screen pixels), for scripted clicks and tests.
+  struct Grid {
+    bool valid = false;
+    float x0 = 0, y0 = 0, cell = 0;
+    int rows = 0, cols = 0;
+  } grid;
+  // Scripted (--attribution-click L,H, --attribution-export PATH).
+  int clickLayer = -1, clickHead = -1, clickPhase = 0;
+  std::string scriptExport;
+  bool busy() const { return wantRun || (run && !run->done); }
+  void stop() {
+    if (run) run->cancel = true;
+    if (worker.joinable()) worker.join();
+  }
+  ~AttributionState() { stop(); }
+};
+
 // The model view (issue 9): a GPT-2 model as the session's source (attnviz/model_source.h).
 struct ModelState {
   std::unique_ptr<ModelSource> source;  // null: no model open
@@ -216,6 +271,7 @@ struct ModelState {
     SceneGenerate generate;  // a model scene's continuation, started once the text has run
     std::string origin;  // the scene file, for errors
     bool cli = false;    // from --layer/--head/--ablate: out of range is a usage error
+    SceneAttribution attribution;  // the Attribution panel's settings (a model scene's)
   } request;
   std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
   char text[4096] = "";
@@ -240,6 +296,7 @@ struct ModelState {
     float x0 = 0, y0 = 0, thumb = 0, pitch = 0;
   } grid;
   bool open() const { return source != nullptr; }
+  AttributionState attr;
   GenerateState gen;  // last: its workers are joined before the rest goes
 };
 
@@ -346,6 +403,12 @@ void openDump(AppState& s, const std::string& path);
 void closeSources(AppState& s);
 // The next-token lists after a pass.
 void refreshNextTokens(AppState& s);
+// The Attribution panel's settings from a model scene's "attribution" object (run: at the next
+// frame), and back (attribution_panel.cpp).
+void applySceneAttribution(AppState& s, const SceneAttribution& a);
+SceneAttribution sceneAttribution(const AppState& s);
+// Starts a run with the panel's settings on the current pass (stopping one that runs).
+void startAttribution(AppState& s);
 
 // settings.cpp
 std::string configDirectory();  // $XDG_CONFIG_HOME/attnviz or ~/.config/attnviz, created

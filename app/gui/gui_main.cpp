@@ -63,6 +63,7 @@ struct Options {
   std::optional<int> flashStep;
   std::string flashBlocks;
   int generate = 0;
+  std::string attribute, attributionClick, attributionExport;
 };
 
 }  // namespace
@@ -82,6 +83,13 @@ int runGui(int argc, char** argv) {
   cli.add_option("--generate", o.generate,
                  "with --model: once it is open, generate N tokens (greedy) in the Generate panel; "
                  "a scripted run waits for them and prints generated-ids and generate-row");
+  cli.add_option("--attribute", o.attribute,
+                 "with --model: once it is open, run a zero or mean ablation sweep in the "
+                 "Attribution panel (zero|mean)");
+  cli.add_option("--attribution-click", o.attributionClick,
+                 "once the attribution has run, click its map's cell LAYER,HEAD (scripted runs)");
+  cli.add_option("--attribution-export", o.attributionExport,
+                 "once the attribution has run, export its figure to this PNG (scripted runs)");
   cli.add_option("--frames", o.frames, "run this many frames, then exit");
   cli.add_option("--drop", o.drop,
                  "open this file (scene, dump, model folder) on the first frame, as if dropped "
@@ -236,6 +244,22 @@ int runGui(int argc, char** argv) {
       if (o.generate < 1 || o.generate > 4096)
         throw UsageError("--generate: expected a number of tokens in [1, 4096]");
       s.model.gen.scripted = o.generate;
+    }
+    if (!o.attribute.empty() || !o.attributionClick.empty() || !o.attributionExport.empty()) {
+      if (!s.model.open() && !s.model.loading.valid())
+        throw UsageError("--attribute and --attribution-* go with --model (or a model scene)");
+      AttributionState& a = s.model.attr;
+      if (!o.attribute.empty()) {
+        if (o.attribute != "zero" && o.attribute != "mean")
+          throw UsageError("--attribute: expected zero or mean, got '" + o.attribute + "'");
+        a.method = o.attribute == "zero" ? 0 : 1;
+        a.wantRun = a.used = true;
+      }
+      if (!o.attributionClick.empty()) {
+        const CellArg c = parseCell(o.attributionClick, "--attribution-click");
+        a.clickLayer = c.i, a.clickHead = c.j;
+      }
+      a.scriptExport = o.attributionExport;
     }
     if (!s.model.open() && !s.model.loading.valid()) s.session.touchInputs();
     for (const std::string& d : o.drop) s.ui.dropped.push_back(d);

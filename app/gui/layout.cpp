@@ -115,6 +115,8 @@ void drawLayout(App& app) {
   if (s.model.open()) {
     if (ImGui::CollapsingHeader("Next token", ImGuiTreeNodeFlags_DefaultOpen))
       drawNextTokenPanel(s);
+    if (ImGui::CollapsingHeader("Attribution: which heads matter?", ImGuiTreeNodeFlags_DefaultOpen))
+      drawAttributionPanel(s);
   }
   if ((s.model.open() || s.dump.open()) &&
       ImGui::CollapsingHeader("Model view: layers \xc3\x97 heads", ImGuiTreeNodeFlags_DefaultOpen))

@@ -92,6 +92,7 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   }
   m.sceneTitle.clear();
   m.sceneNotes.clear();
+  applySceneAttribution(s, rq.attribution);
   refreshNextTokens(s);
   notify(s, "Opened the model " + std::filesystem::path(m.dir).filename().string() + " (" +
                 m.source->model().weightsDescription() + ")");
@@ -118,7 +119,7 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
 void openModelScene(AppState& s, const Scene& scene, const std::string& path, bool wait) {
   const SceneModel& sm = scene.model;
   if (s.model.loading.valid()) throw InputError(sm.path + ": another model is still opening");
-  s.model.request = {sm.layer, sm.head, sm.ablate, sm.generate, path, false};
+  s.model.request = {sm.layer, sm.head, sm.ablate, sm.generate, path, false, sm.attribution};
   gPendingText = {true, sm.text};
   openModel(s, sm.path, wait);
 }
@@ -127,6 +128,9 @@ void closeSources(AppState& s) {
   if (s.model.textPass.valid()) s.model.textPass.wait();  // it holds its own model reference
   s.model.textPass = {};
   s.model.textEditedAt = -1;
+  s.model.attr.stop();  // its worker holds its own model reference and copies of the passes
+  s.model.attr.run.reset();
+  s.model.attr.wantRun = false;
   s.model.source.reset();
   if (s.dump.source) {
     s.dump.source.reset();
@@ -226,6 +230,17 @@ void syncModel(AppState& s) {
   if (m.layerDirty) {
     m.layerDirty = false;
     m.source->showLayer(s.session, m.layer);
+  }
+  // The Attribution panel: a scene's run once its text has run; a finished worker joined.
+  AttributionState& a = m.attr;
+  if (a.wantRun && !m.textBusy() && m.actions.empty() && m.source->ready()) startAttribution(s);
+  if (a.run && a.worker.joinable()) {
+    bool done;
+    {
+      std::lock_guard<std::mutex> lock(a.run->m);
+      done = a.run->done;
+    }
+    if (done) a.worker.join();
   }
 }
 

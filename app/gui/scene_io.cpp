@@ -166,6 +166,7 @@ void saveSceneFrom(AppState& s, const std::string& path) {
       sc.model.generate.topK = std::max(g.topK, 0);
       sc.model.generate.seed = std::max(g.seed, 0);
     }
+    sc.model.attribution = sceneAttribution(s);
     sc.extraJson = viewJson(s, "{}");
     saveScene(path, sc);
     s.scene.path = path;

@@ -99,6 +99,33 @@ void printGeneration(const AppState& s) {
   std::printf("\n");
 }
 
+// The Attribution panel's map as it was drawn, its values (exact) and its timing: the time from
+// Run to the worker's first finished row, and to the first frame that drew it.
+void printAttribution(const AppState& s) {
+  const AttributionState& a = s.model.attr;
+  if (!a.run) return;
+  AttributionRun& r = *a.run;
+  std::lock_guard<std::mutex> lock(r.m);
+  const auto& g = a.grid;
+  if (g.valid)
+    std::printf("attribution-grid: x0=%.2f y0=%.2f cell=%.2f rows=%d cols=%d\n", g.x0, g.y0,
+                g.cell, g.rows, g.cols);
+  std::printf(
+      "attribution: rows_done=%d of %d done=%d error=%s first_row_ms=%.1f first_shown_ms=%.1f "
+      "total_ms=%.1f\n",
+      r.rowsDone, r.rows, int(r.done.load()), r.error.empty() ? "-" : r.error.c_str(),
+      r.firstRowAt < 0 ? -1.0 : 1000.0 * (r.firstRowAt - r.startedAt),
+      a.firstShownAt < 0 ? -1.0 : 1000.0 * (a.firstShownAt - r.startedAt),
+      r.finishedAt < 0 ? -1.0 : 1000.0 * (r.finishedAt - r.startedAt));
+  if (r.haveReport)
+    std::printf("attribution-target: position=%d target=%d foil=%d patch=%d\n", r.report.position,
+                r.report.target, r.report.foil, int(r.report.patch));
+  std::printf("attribution-values: ");
+  for (std::size_t k = 0; k < r.values.size(); ++k)
+    std::printf(k ? ",%.9g" : "%.9g", double(r.values[k]));
+  std::printf("\n");
+}
+
 }  // namespace
 
 void runScript(App& app, const Script& script) {
@@ -127,10 +154,23 @@ void runScript(App& app, const Script& script) {
         s.ui.printHover = true;
       }
     }
+    // --attribution-click: once the attribution has run and its map is laid out, the mouse
+    // moves onto the cell, presses and releases (three frames).
+    AttributionState& attr = s.model.attr;
+    const bool attrClickPending = s.model.open() && attr.clickLayer >= 0 && attr.clickPhase < 3;
+    if (attrClickPending && !attr.busy() && attr.run && attr.grid.valid && frame >= 2) {
+      mouse.active = true;
+      mouse.x = attr.grid.x0 + (attr.clickHead + 0.5f) * attr.grid.cell;
+      mouse.y = attr.grid.y0 + (attr.clickLayer + 0.5f) * attr.grid.cell;
+      mouse.down = attr.clickPhase == 1;
+      ++attr.clickPhase;
+    }
     runFrame(app, &mouse, true);
-    // A scripted run's last frame waits (up to 10 minutes) for the Generate panel to finish.
-    if (script.frames > 0 && frame == script.frames - 1 && s.model.open() && s.model.gen.busy() &&
-        nowSeconds() < genDeadline) {
+    // A scripted run's last frame waits (up to 10 minutes) for the Generate and Attribution
+    // panels to finish (and a scripted click on the attribution's map to be made).
+    const bool attrBusy = s.model.open() && (attr.busy() || (attr.clickLayer >= 0 && attr.clickPhase < 3));
+    if (script.frames > 0 && frame == script.frames - 1 && s.model.open() &&
+        (s.model.gen.busy() || attrBusy) && nowSeconds() < genDeadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       --frame;
       continue;
@@ -198,6 +238,8 @@ void runScript(App& app, const Script& script) {
         for (std::size_t k = 0; k < s.model.after.size(); ++k)
           std::printf("next-token after: %d %.6f\n", s.model.after[k].id, s.model.after[k].prob);
         printGeneration(s);
+        std::printf("model-view: layer=%d head=%d\n", s.model.layer, s.view.head);
+        printAttribution(s);
       }
       std::fflush(stdout);
     }
@@ -205,6 +247,9 @@ void runScript(App& app, const Script& script) {
       saveSceneFrom(s, script.saveScene);
       std::printf("saved scene: %s\n", script.saveScene.c_str());
     }
+    if (!s.model.attr.scriptExport.empty() && script.frames > 0 && frame == script.frames - 1)
+      std::printf("attribution-exported: %s\n",
+                  exportAttribution(s, s.model.attr.scriptExport).c_str());
     if (!script.exportPath.empty() && script.frames > 0 && frame == script.frames - 1) {
       exportOptionsFromView(s);
       std::printf("exported: %s\n", exportPng(s, script.exportPath).c_str());

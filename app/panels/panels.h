@@ -41,6 +41,12 @@ bool drawRopePanel(AppState& s);       // rope_panel.cpp: RoPE scores and freque
 bool drawModelGridPanel(AppState& s);  // model_grid_panel.cpp: layers x heads thumbnails
 bool drawNextTokenPanel(AppState& s);  // next_token_panel.cpp: top-5, before/after interventions
 bool drawGeneratePanel(AppState& s);   // generate_panel.cpp: continue the text (KV cache)
+// attribution_panel.cpp: which heads matter for one prediction (ablation sweeps, activation
+// patching) on a worker thread, the layers x heads map filling in row by row; a click shows that
+// head. The export writes what `attnviz attribute --png` writes for the same arguments and
+// returns the path.
+bool drawAttributionPanel(AppState& s);
+std::string exportAttribution(AppState& s, const std::string& path);
 bool drawOpenModelPopup(AppState& s);
 bool drawDumpPanel(AppState& s);       // dump_panel.cpp: the dump's file, model, layer, Q/K/V  // model_panel.cpp: File > Open model (a folder path)
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings

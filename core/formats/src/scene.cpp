@@ -575,6 +575,29 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
       if (g.contains("seed"))
         sg.seed = int(checkedInteger(g.at("seed"), 0, 2147483647, "model.generate.seed", name));
     }
+    if (m.contains("attribution")) {
+      const json& a = m.at("attribution");
+      if (!a.is_object()) throw InputError(name + ": field 'model.attribution' must be an object");
+      SceneAttribution& sa = sm.attribution;
+      sa.method = field<std::string>(a, "method", "", name);
+      if (sa.method != "zero" && sa.method != "mean" && sa.method != "patch")
+        throw InputError(name + ": model.attribution.method must be zero, mean or patch, got '" +
+                         sa.method + "'");
+      auto index = [&](const char* key) {
+        return a.contains(key) ? int(checkedInteger(a.at(key), -1, 100'000'000,
+                                                    std::string("model.attribution.") + key, name))
+                               : -1;
+      };
+      sa.position = index("position");
+      sa.target = index("target");
+      sa.foil = index("foil");
+      sa.clean = field<std::string>(a, "clean", "", name);
+      sa.run = field<bool>(a, "run", false, name);
+      if (sa.method == "patch" && sa.clean.empty())
+        throw InputError(name + ": model.attribution.clean must be the clean text of a patch");
+      if (sa.method != "patch" && (a.contains("clean") || a.contains("foil")))
+        throw InputError(name + ": model.attribution.clean and .foil go with method patch");
+    }
   }
   if (j.contains("view")) {
     json view = j.at("view");
@@ -634,6 +657,12 @@ std::string sceneToJson(const Scene& s) {
       j["model"]["generate"] = {{"tokens", g.tokens}, {"greedy", g.greedy},
                                 {"temperature", g.temperature}, {"top_k", g.topK},
                                 {"seed", g.seed}};
+    if (const SceneAttribution& a = s.model.attribution; a.any()) {
+      json o = {{"method", a.method}, {"position", a.position}, {"target", a.target}};
+      if (a.method == "patch") o["foil"] = a.foil, o["clean"] = a.clean;
+      o["run"] = a.run;
+      j["model"]["attribution"] = o;
+    }
   }
   json view = json::parse(s.extraJson.empty() ? "{}" : s.extraJson, nullptr, false);
   if (!view.is_discarded() && !view.empty()) j["view"] = view;

@@ -39,12 +39,27 @@ struct SceneGenerate {
 // and head shown and heads ablated, and optionally a continuation to generate. `path` is a model folder; loadScene resolves a relative one
 // against dataSubdir("models") (the shipped models). Indices are checked against the model's
 // config when it opens (they are only known to be >= 0 here).
+// The model view's attribution panel (the model object's "attribution"): which heads matter for
+// one prediction. method "zero" | "mean" (an ablation sweep) or "patch" (activation patching from
+// `clean` into the model's text, the corrupted run); position, target and foil -1 = the default
+// (the last position; the run's most likely next token; the corrupted run's most likely other
+// token). `run`: compute it as the scene opens (the panel showed a result when it was saved).
+struct SceneAttribution {
+  std::string method;  // empty: no attribution object
+  int position = -1, target = -1, foil = -1;
+  std::string clean;  // patch only
+  bool run = false;
+  bool any() const { return !method.empty(); }
+  bool operator==(const SceneAttribution&) const = default;
+};
+
 struct SceneModel {
   std::string path;
   std::string text;
   int layer = 0, head = 0;
   std::vector<std::pair<int, int>> ablate;  // (layer, head), written "L:H"
   SceneGenerate generate;
+  SceneAttribution attribution;
   bool any() const { return !path.empty(); }
 };
 
