@@ -216,6 +216,7 @@ struct ModelState {
     SceneGenerate generate;  // a model scene's continuation, started once the text has run
     std::string origin;  // the scene file, for errors
     bool cli = false;    // from --layer/--head/--ablate: out of range is a usage error
+    std::vector<SceneLayerIntervention> interventions;  // a model scene's masks, τ, RoPE off
   } request;
   std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
   char text[4096] = "";
