@@ -141,17 +141,38 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
   if (sm.head >= c.nHead) fail("head " + std::to_string(sm.head));
   for (const auto& [l, h] : sm.ablate)
     if (l >= c.nLayer || h >= c.nHead) fail("ablate " + std::to_string(l) + ":" + std::to_string(h));
+  for (const SceneLayerIntervention& li : sm.interventions) {
+    if (li.layer >= c.nLayer) fail("interventions layer " + std::to_string(li.layer));
+    if (li.ropeOff && c.positions != PositionKind::Rope)
+      throw InputError(scenePath + ": model.interventions: layer " + std::to_string(li.layer) +
+                       " asks for RoPE off, but the model " + sm.path + " has no RoPE");
+  }
   // An empty text runs on the app's default sentence, as the app does.
-  runPass(run, run.model->encode(sm.text.empty() ? kDefaultModelText : sm.text), sm.ablate,
-          attention);
+  try {
+    runPass(run, run.model->encode(sm.text.empty() ? kDefaultModelText : sm.text), sm.ablate,
+            attention, sm.interventions);
+  } catch (const UsageError& e) {  // the scene's request does not fit its text: the file's fault
+    throw InputError(scenePath + ": " + e.what());
+  } catch (const InputError& e) {  // (a painted mask of another length, say)
+    const std::string what = e.what();
+    if (what.rfind(scenePath, 0) == 0) throw;
+    throw InputError(scenePath + ": " + what);
+  }
   return run;
 }
 
 void runPass(ModelRun& run, const std::vector<int>& ids,
              const std::vector<std::pair<int, int>>& ablations,
-             const AttentionCliOptions& attention) {
+             const AttentionCliOptions& attention,
+             const std::vector<SceneLayerIntervention>& sceneLayers) {
   run.model->checkIds(ids);
   run.interventions = cliInterventions(*run.model, ids, ablations, attention, run.ropeOff);
+  for (const SceneLayerIntervention& li : sceneLayers) {
+    LayerIntervention& e = run.interventions.layer(li.layer, run.model->config().nLayer);
+    e.mask = li.mask;
+    e.temperature = li.temperature;
+    e.ropeOff = li.ropeOff;
+  }
   if (attention.backend != "cpu") {
     std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
   }

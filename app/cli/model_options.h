@@ -60,10 +60,12 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
                        const AttentionCliOptions& attention);
 
 // Runs the pass on `ids` with the heads in `ablations` (already checked against the model)
-// zeroed and the attention options in every layer, into run.result.
+// zeroed and the attention options in every layer, into run.result. A model scene's per-layer
+// interventions (checked too) replace those layers' mask, τ and RoPE switch.
 void runPass(ModelRun& run, const std::vector<int>& ids,
              const std::vector<std::pair<int, int>>& ablations,
-             const AttentionCliOptions& attention);
+             const AttentionCliOptions& attention,
+             const std::vector<SceneLayerIntervention>& sceneLayers = {});
 
 // The attention parameters layer `layer` ran with (the causal mask plus its interventions).
 AttentionParams layerParams(const Model& m, const ForwardResult& r, int layer);

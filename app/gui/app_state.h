@@ -272,6 +272,7 @@ struct ModelState {
     std::string origin;  // the scene file, for errors
     bool cli = false;    // from --layer/--head/--ablate: out of range is a usage error
     SceneAttribution attribution;  // the Attribution panel's settings (a model scene's)
+    std::vector<SceneLayerIntervention> interventions;  // a model scene's masks, τ, RoPE off
   } request;
   std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
   char text[4096] = "";

@@ -48,16 +48,40 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   if (rq.head >= H) fail(prefix + "head " + std::to_string(rq.head));
   for (auto [l, h] : rq.ablate)
     if (l >= L || h >= H) fail(prefix + "ablate " + std::to_string(l) + ":" + std::to_string(h));
+  const bool rope = source->model().config().positions == PositionKind::Rope;
+  for (const SceneLayerIntervention& li : rq.interventions) {
+    if (li.layer >= L) fail(prefix + "interventions layer " + std::to_string(li.layer));
+    if (li.ropeOff && !rope) {
+      m.sceneTitle.clear();
+      m.sceneNotes.clear();
+      throw InputError(rq.origin + ": model.interventions: layer " + std::to_string(li.layer) +
+                       " asks for RoPE off, but the model " + dir + " has no RoPE");
+    }
+  }
   std::string text = pending.set ? pending.text : std::string(m.text);
   if (text.empty()) text = kDefaultModelText;
   try {
     source->setText(text);  // may refuse the text (too long for the model): nothing closed yet
+    for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
+    if (!rq.interventions.empty()) {  // a saved model view's masks, τ and RoPE switches
+      Interventions iv = source->interventions();
+      for (const SceneLayerIntervention& li : rq.interventions) {
+        LayerIntervention& e = iv.layer(li.layer, L);
+        e.mask = li.mask;
+        e.temperature = li.temperature;
+        e.ropeOff = li.ropeOff;
+      }
+      try {
+        source->setInterventions(iv);  // a painted mask of another length is refused here
+      } catch (const std::exception& e) {
+        throw InputError(rq.origin + ": model.interventions: " + e.what());
+      }
+    }
   } catch (...) {
     m.sceneTitle.clear();
     m.sceneNotes.clear();
     throw;
   }
-  for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
   // A new model: the last one's continuation goes (its worker stopped before the model closes);
   // a scene's "generate" sets up the next.
   GenerateState& g = m.gen;
@@ -120,6 +144,7 @@ void openModelScene(AppState& s, const Scene& scene, const std::string& path, bo
   const SceneModel& sm = scene.model;
   if (s.model.loading.valid()) throw InputError(sm.path + ": another model is still opening");
   s.model.request = {sm.layer, sm.head, sm.ablate, sm.generate, path, false, sm.attribution};
+  s.model.request.interventions = sm.interventions;
   gPendingText = {true, sm.text};
   openModel(s, sm.path, wait);
 }

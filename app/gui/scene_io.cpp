@@ -158,6 +158,19 @@ void saveSceneFrom(AppState& s, const std::string& path) {
     for (int l = 0; l < src.layers(); ++l)
       for (int h = 0; h < src.heads(); ++h)
         if (src.ablated(l, h)) sc.model.ablate.emplace_back(l, h);
+    // The masks, τ and RoPE switches of every layer that has one (ablations are listed above).
+    const Interventions& iv = src.interventions();
+    for (int l = 0; l < static_cast<int>(iv.layers.size()); ++l) {
+      const LayerIntervention& e = iv.layers[l];
+      if (!e.mask.any() && e.temperature == 1.0f && !e.ropeOff) continue;
+      SceneLayerIntervention li;
+      li.layer = l;
+      li.mask = e.mask;
+      li.mask.causal = false;
+      li.temperature = e.temperature;
+      li.ropeOff = e.ropeOff;
+      sc.model.interventions.push_back(std::move(li));
+    }
     const GenerateState& g = s.model.gen;
     if (g.used()) {  // the Generate panel's settings, started again when the scene reopens
       sc.model.generate.tokens = std::clamp(g.n, 1, 4096);

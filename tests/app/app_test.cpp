@@ -1584,6 +1584,22 @@ TEST(AppGenerate, ThePanelsTokensAndAttentionRowMatchTheCommandLine) {
 
 
 // ---- issue 24: a model view saved as a scene keeps its model ------------------------------------
+// A model view with an ablation, a mask and a temperature in layer 1, RoPE-free layer 0 aside (the
+// GPT-2 model has learned positions): the scene file a user saves after "Mask and τ → this layer".
+std::string interventionScene(bool withInterventions = true) {
+  const std::string path =
+      tempPath(withInterventions ? "model-iv-scene.json" : "model-iv-plain-scene.json");
+  std::ofstream f(path);
+  f << R"({"title": "masked model view", "model": {"path": "kjv-byte-2l",
+      "text": "In the beginning God created the heaven and the earth", "layer": 1, "head": 2,
+      "ablate": ["0:1"])";
+  if (withInterventions)
+    f << R"(, "interventions": [{"layer": 1, "temperature": 0.5, "mask": {"window": 6, "sink": 1}},
+        {"layer": 0, "mask": {"expr": "i - j <= 3"}}])";
+  f << "}}\n";
+  return path;
+}
+
 // Open a model view, --save-scene it: `export --scene` of the saved file draws the app's own export
 // of that view byte for byte, and reopening the saved scene and saving it again gives the same JSON.
 TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJson) {
@@ -1598,6 +1614,7 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
       {"20", "--scene " + scene("20-watch-it-write.json")},
       {"21", "--scene " + scene("21-ablate-and-watch-it-forget.json")},
       {"ab", "--model " + model + " --text 'In the beginning God' --layer 1 --head 1 --ablate 1:2"},
+      {"iv", "--scene " + interventionScene()},
   };
   for (const auto& [id, args] : views) {
     const std::string tag = "model-save-" + id;
@@ -1619,6 +1636,20 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
     const std::vector<unsigned char> json2 = fileBytes(again);
     EXPECT_EQ(std::string(json.begin(), json.end()), std::string(json2.begin(), json2.end()))
         << id << ": reopen and save again changed the scene";
+  }
+  // The interventions ran: the plain view (same ablation, no mask or τ) draws other pixels,
+  // and the saved scene lists them.
+  {
+    const std::string with = tempPath("model-iv-with.png"), plain = tempPath("model-iv-plain.png");
+    runCli("export --scene " + interventionScene(true) + " --png " + with);
+    runCli("export --scene " + interventionScene(false) + " --png " + plain);
+    ASSERT_FALSE(fileBytes(with).empty());
+    EXPECT_FALSE(fileBytes(with) == fileBytes(plain)) << "the scene's interventions were ignored";
+    const std::vector<unsigned char> saved = fileBytes(tempPath("model-save-iv.json"));
+    const std::string text(saved.begin(), saved.end());
+    EXPECT_NE(text.find("\"interventions\""), std::string::npos) << text;
+    EXPECT_NE(text.find("\"temperature\": 0.5"), std::string::npos) << text;
+    EXPECT_NE(text.find("i - j <= 3"), std::string::npos) << text;
   }
   // A saved scene whose model folder is gone names the path it looked for.
   const std::string gone = tempPath("model-save-gone.json");

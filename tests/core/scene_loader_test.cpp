@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace attnviz {
 namespace {
@@ -112,6 +113,63 @@ TEST(SceneLoaderNumbers, GoodNumbersStillLoad) {
   const SceneView v = parseSceneView(s.extraJson, "ok.json");
   EXPECT_EQ(v.head, 2);
   EXPECT_FLOAT_EQ(v.zoom, 2.5f);
+}
+
+
+// A model scene's per-layer interventions (mask, τ, RoPE off) load, save and load again to the
+// same values; bad entries are refused naming the field.
+TEST(SceneLoaderModel, InterventionsRoundTripAndBadOnesAreRefusedNamingTheField) {
+  const Scene s = sceneFromJson(
+      R"({"model": {"path": "m", "text": "a b c", "ablate": ["1:2"],
+          "interventions": [
+            {"layer": 1, "temperature": 0.5, "mask": {"window": 2, "sink": 1}},
+            {"layer": 0, "rope_off": true, "mask": {"causal": true, "docs": [0, 0, 1],
+             "custom": {"kind": "bias", "shape": [1, 3, 3],
+                        "data": [0, null, null, 0, 0, null, -1, 0, 0]}}}]}})",
+      "m.json");
+  ASSERT_EQ(s.model.interventions.size(), 2u);
+  const SceneLayerIntervention& a = s.model.interventions[0];
+  const SceneLayerIntervention& b = s.model.interventions[1];
+  EXPECT_EQ(a.layer, 1);
+  EXPECT_FLOAT_EQ(a.temperature, 0.5f);
+  EXPECT_EQ(a.mask.window, 2);
+  EXPECT_EQ(a.mask.sink, 1);
+  EXPECT_FALSE(a.ropeOff);
+  EXPECT_EQ(b.layer, 0);
+  EXPECT_TRUE(b.ropeOff);
+  EXPECT_FALSE(b.mask.causal);  // the pass keeps its own causal mask: never an intervention
+  EXPECT_EQ(b.mask.docs, (std::vector<int>{0, 0, 1}));
+  ASSERT_EQ(b.mask.custom.size(), 9u);
+  EXPECT_EQ(b.mask.custom.data[1], -std::numeric_limits<float>::infinity());
+  EXPECT_FLOAT_EQ(b.mask.custom.data[6], -1.0f);
+  const std::string saved = sceneToJson(s);
+  const Scene t = sceneFromJson(saved, "saved.json");
+  ASSERT_EQ(t.model.interventions.size(), 2u);
+  EXPECT_EQ(t.model.interventions[0].mask.window, 2);
+  EXPECT_FLOAT_EQ(t.model.interventions[0].temperature, 0.5f);
+  EXPECT_TRUE(t.model.interventions[1].ropeOff);
+  EXPECT_EQ(t.model.interventions[1].mask.custom.data, b.mask.custom.data);
+  EXPECT_EQ(sceneToJson(t), saved);
+
+  auto model = [](const std::string& iv) {
+    return R"({"model": {"path": "m", "text": "a b", "interventions": )" + iv + "}}";
+  };
+  EXPECT_NE(refusal(model("{}")).find("model.interventions"), std::string::npos);
+  EXPECT_NE(refusal(model(R"([{"temperature": 2}])")).find("interventions[0].layer"),
+            std::string::npos);
+  EXPECT_NE(refusal(model(R"([{"layer": 0, "temperature": 0}])")).find("temperature"),
+            std::string::npos);
+  EXPECT_NE(refusal(model(R"([{"layer": 0}, {"layer": 0}])")).find("two entries"),
+            std::string::npos);
+  EXPECT_NE(refusal(model(R"([{"layer": 0, "mask": {"custom": {"shape": [1, 2], "data": []}}}])"))
+                .find("model.interventions[0].mask.custom.shape"),
+            std::string::npos);
+  EXPECT_NE(refusal(model(R"([{"layer": 0, "rope_off": 1}])")).find("rope_off"),
+            std::string::npos);
+  // Indices too large for an int are refused, not wrapped (the "L:H" parser).
+  EXPECT_NE(refusal(R"({"model": {"path": "m", "text": "a", "ablate": ["99999999999:1"]}})")
+                .find("model.ablate"),
+            std::string::npos);
 }
 
 }  // namespace

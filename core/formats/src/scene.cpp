@@ -27,6 +27,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 namespace attnviz {
@@ -265,6 +266,98 @@ void convertPaintedCells(json& view, MaskSpec& m, const std::string& name) {
   }
 }
 
+// A "mask" object (a scene's, or one layer's in a model scene's "interventions"); `what` names
+// it in errors ("mask", "model.interventions[1].mask").
+MaskSpec maskFromJson(const json& m, const std::string& what, const std::string& name) {
+  if (!m.is_object()) throw InputError(name + ": field '" + what + "' must be an object");
+  MaskSpec k;
+  k.causal = field<bool>(m, "causal", false, name);
+  k.window = intField(m, "window", 0, 0, 1 << 30, name);
+  k.prefix = intField(m, "prefix", 0, 0, 1 << 30, name);
+  k.sink = intField(m, "sink", 0, 0, 1 << 30, name);
+  k.pad = intField(m, "pad", 0, 0, 1 << 30, name);
+  k.alibi = field<bool>(m, "alibi", false, name);
+  k.chunk = intField(m, "chunk", 0, 0, 1 << 30, name);
+  for (const long long d : field<std::vector<long long>>(m, "docs", {}, name)) {
+    if (d < 0 || d > (1 << 30)) throw InputError(name + ": " + what + ".docs must hold ids >= 0");
+    k.docs.push_back(static_cast<int>(d));
+  }
+  k.expr = field<std::string>(m, "expr", "", name);
+  if (!k.expr.empty()) {
+    try {
+      MaskExpr check(k.expr);
+    } catch (const UsageError& e) {
+      throw InputError(name + ": " + what + ".expr '" + k.expr + "': " + e.what());
+    }
+  }
+  k.softcap = field<float>(m, "softcap", 0.0f, name);
+  if (!std::isfinite(k.softcap) || k.softcap < 0.0f) {
+    throw InputError(name + ": " + what + ".softcap must be a number >= 0 (0 = off)");
+  }
+  if (m.contains("custom") && !m.at("custom").is_null()) {
+    const json& c = m.at("custom");
+    const std::string kind = field<std::string>(c, "kind", "allow", name);
+    if (kind != "allow" && kind != "bias") {
+      throw InputError(name + ": " + what + ".custom.kind must be 'allow' or 'bias'");
+    }
+    if (!c.is_object()) throw InputError(name + ": field '" + what + ".custom' must be an object");
+    const json shapeJson = c.contains("shape") ? c.at("shape") : json::array();
+    if (!shapeJson.is_array() || shapeJson.size() != 3)
+      throw InputError(name + ": " + what + ".custom.shape must be [H, T_q, T_k]");
+    std::vector<long long> shape;
+    for (const json& e : shapeJson)
+      shape.push_back(checkedInteger(e, 0, 1 << 30, what + ".custom.shape", name));
+    const json dataJson = c.contains("data") ? c.at("data") : json::array();
+    if (!dataJson.is_array())
+      throw InputError(name + ": field '" + what + ".custom.data' must be an array");
+    FloatBuffer data;
+    for (const json& e : dataJson) {
+      if (e.is_null()) {
+        data.push_back(-std::numeric_limits<float>::infinity());  // JSON has no -inf
+      } else if (e.is_number()) {
+        data.push_back(checkedFloat(e, what + ".custom.data", name));
+      } else {
+        throw InputError(name + ": " + what + ".custom.data must hold numbers (null = -inf)");
+      }
+    }
+    const std::size_t n =
+        checkedElementCount(shape[0], shape[1], shape[2], name + ": " + what + ".custom");
+    if (data.size() != n) {
+      throw InputError(name + ": " + what + ".custom.data has " + std::to_string(data.size()) +
+                       " values, shape needs " + std::to_string(n));
+    }
+    k.customKind = kind == "allow" ? MaskSpec::Custom::Allow : MaskSpec::Custom::Bias;
+    k.custom.heads = static_cast<int>(shape[0]);
+    k.custom.rows = static_cast<int>(shape[1]);
+    k.custom.cols = static_cast<int>(shape[2]);
+    k.custom.data = std::move(data);
+  }
+  return k;
+}
+
+json maskToJson(const MaskSpec& m) {
+  json mask = {{"causal", m.causal}, {"window", m.window}, {"prefix", m.prefix},
+               {"sink", m.sink},     {"pad", m.pad},       {"alibi", m.alibi}};
+  if (m.chunk > 0) mask["chunk"] = m.chunk;
+  if (!m.docs.empty()) mask["docs"] = m.docs;
+  if (!m.expr.empty()) mask["expr"] = m.expr;
+  if (m.softcap > 0.0f) mask["softcap"] = m.softcap;
+  if (m.customKind != MaskSpec::Custom::None) {
+    json data = json::array();
+    for (float v : m.custom.data) {
+      if (std::isfinite(v)) {
+        data.push_back(v);
+      } else {
+        data.push_back(nullptr);
+      }
+    }
+    mask["custom"] = {{"kind", m.customKind == MaskSpec::Custom::Allow ? "allow" : "bias"},
+                      {"shape", {m.custom.heads, m.custom.rows, m.custom.cols}},
+                      {"data", data}};
+  }
+  return mask;
+}
+
 }  // namespace
 
 const char* modeName(Mode m) { return kModes[static_cast<int>(m)].name; }
@@ -454,72 +547,7 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
   if (!std::isfinite(s.params.temperature) || s.params.temperature <= 0.0f) {
     throw InputError(name + ": field 'temperature' must be a number > 0");
   }
-  if (j.contains("mask")) {
-    const json& m = j.at("mask");
-    if (!m.is_object()) throw InputError(name + ": field 'mask' must be an object");
-    MaskSpec& k = s.params.mask;
-    k.causal = field<bool>(m, "causal", false, name);
-    k.window = intField(m, "window", 0, 0, 1 << 30, name);
-    k.prefix = intField(m, "prefix", 0, 0, 1 << 30, name);
-    k.sink = intField(m, "sink", 0, 0, 1 << 30, name);
-    k.pad = intField(m, "pad", 0, 0, 1 << 30, name);
-    k.alibi = field<bool>(m, "alibi", false, name);
-    k.chunk = intField(m, "chunk", 0, 0, 1 << 30, name);
-    for (const long long d : field<std::vector<long long>>(m, "docs", {}, name)) {
-      if (d < 0 || d > (1 << 30)) throw InputError(name + ": mask.docs must hold ids >= 0");
-      k.docs.push_back(static_cast<int>(d));
-    }
-    k.expr = field<std::string>(m, "expr", "", name);
-    if (!k.expr.empty()) {
-      try {
-        MaskExpr check(k.expr);
-      } catch (const UsageError& e) {
-        throw InputError(name + ": mask.expr '" + k.expr + "': " + e.what());
-      }
-    }
-    k.softcap = field<float>(m, "softcap", 0.0f, name);
-    if (!std::isfinite(k.softcap) || k.softcap < 0.0f) {
-      throw InputError(name + ": mask.softcap must be a number >= 0 (0 = off)");
-    }
-    if (m.contains("custom") && !m.at("custom").is_null()) {
-      const json& c = m.at("custom");
-      const std::string kind = field<std::string>(c, "kind", "allow", name);
-      if (kind != "allow" && kind != "bias") {
-        throw InputError(name + ": mask.custom.kind must be 'allow' or 'bias'");
-      }
-      if (!c.is_object()) throw InputError(name + ": field 'mask.custom' must be an object");
-      const json shapeJson = c.contains("shape") ? c.at("shape") : json::array();
-      if (!shapeJson.is_array() || shapeJson.size() != 3)
-        throw InputError(name + ": mask.custom.shape must be [H, T_q, T_k]");
-      std::vector<long long> shape;
-      for (const json& e : shapeJson)
-        shape.push_back(checkedInteger(e, 0, 1 << 30, "mask.custom.shape", name));
-      const json dataJson = c.contains("data") ? c.at("data") : json::array();
-      if (!dataJson.is_array())
-        throw InputError(name + ": field 'mask.custom.data' must be an array");
-      FloatBuffer data;
-      for (const json& e : dataJson) {
-        if (e.is_null()) {
-          data.push_back(-std::numeric_limits<float>::infinity());  // JSON has no -inf
-        } else if (e.is_number()) {
-          data.push_back(checkedFloat(e, "mask.custom.data", name));
-        } else {
-          throw InputError(name + ": mask.custom.data must hold numbers (null = -inf)");
-        }
-      }
-      const std::size_t n =
-          checkedElementCount(shape[0], shape[1], shape[2], name + ": mask.custom");
-      if (data.size() != n) {
-        throw InputError(name + ": mask.custom.data has " + std::to_string(data.size()) +
-                         " values, shape needs " + std::to_string(n));
-      }
-      k.customKind = kind == "allow" ? MaskSpec::Custom::Allow : MaskSpec::Custom::Bias;
-      k.custom.heads = static_cast<int>(shape[0]);
-      k.custom.rows = static_cast<int>(shape[1]);
-      k.custom.cols = static_cast<int>(shape[2]);
-      k.custom.data = std::move(data);
-    }
-  }
+  if (j.contains("mask")) s.params.mask = maskFromJson(j.at("mask"), "mask", name);
   if (j.contains("tensors")) {
     const json& t = j.at("tensors");
     s.qPath = field<std::string>(t, "q", "", name);
@@ -542,13 +570,16 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
       const json& a = m.at("ablate");
       if (!a.is_array()) throw InputError(name + ": field 'model.ablate' must be a list of \"L:H\"");
       for (const json& e : a) {
-        int l = -1, h = -1;
-        char tail = 0;
-        if (!e.is_string() || std::sscanf(e.get<std::string>().c_str(), "%d:%d%c", &l, &h, &tail) != 2 ||
-            l < 0 || h < 0 || l > (1 << 20) || h > (1 << 20))
+        const std::string t = e.is_string() ? e.get<std::string>() : std::string();
+        const std::size_t colon = t.find(':');
+        const std::optional<int> l =
+            colon == std::string::npos ? std::nullopt : parseIndex(t.substr(0, colon), 1 << 20);
+        const std::optional<int> h =
+            colon == std::string::npos ? std::nullopt : parseIndex(t.substr(colon + 1), 1 << 20);
+        if (!l || !h)
           throw InputError(name + ": model.ablate entries must be \"LAYER:HEAD\" with indices >= 0, got " +
                            e.dump());
-        sm.ablate.emplace_back(l, h);
+        sm.ablate.emplace_back(*l, *h);
       }
     }
     if (m.contains("generate")) {
@@ -598,6 +629,37 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
       if (sa.method != "patch" && (a.contains("clean") || a.contains("foil")))
         throw InputError(name + ": model.attribution.clean and .foil go with method patch");
     }
+    if (m.contains("interventions")) {
+      const json& a = m.at("interventions");
+      if (!a.is_array())
+        throw InputError(name + ": field 'model.interventions' must be a list of "
+                                "{\"layer\", \"temperature\", \"rope_off\", \"mask\"}");
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        const json& e = a[i];
+        const std::string what = "model.interventions[" + std::to_string(i) + "]";
+        if (!e.is_object()) throw InputError(name + ": field '" + what + "' must be an object");
+        SceneLayerIntervention li;
+        if (!e.contains("layer")) throw InputError(name + ": field '" + what + ".layer' is missing");
+        li.layer = int(checkedInteger(e.at("layer"), 0, 1 << 20, what + ".layer", name));
+        for (const SceneLayerIntervention& o : sm.interventions)
+          if (o.layer == li.layer)
+            throw InputError(name + ": " + what + ": layer " + std::to_string(li.layer) +
+                             " has two entries");
+        if (e.contains("temperature")) {
+          li.temperature = checkedFloat(e.at("temperature"), what + ".temperature", name);
+          if (!(li.temperature > 0.0f))
+            throw InputError(name + ": field '" + what + ".temperature' must be a number > 0");
+        }
+        if (e.contains("rope_off")) {
+          if (!e.at("rope_off").is_boolean())
+            throw InputError(name + ": field '" + what + ".rope_off' must be true or false");
+          li.ropeOff = e.at("rope_off").get<bool>();
+        }
+        if (e.contains("mask")) li.mask = maskFromJson(e.at("mask"), what + ".mask", name);
+        li.mask.causal = false;  // the pass keeps its own causal mask
+        sm.interventions.push_back(std::move(li));
+      }
+    }
   }
   if (j.contains("view")) {
     json view = j.at("view");
@@ -625,27 +687,7 @@ std::string sceneToJson(const Scene& s) {
   for (Archetype a : s.archetypes) arch.push_back(archetypeName(a));
   j["archetypes"] = arch;
   j["temperature"] = s.params.temperature;
-  const MaskSpec& m = s.params.mask;
-  json mask = {{"causal", m.causal}, {"window", m.window}, {"prefix", m.prefix},
-               {"sink", m.sink},     {"pad", m.pad},       {"alibi", m.alibi}};
-  if (m.chunk > 0) mask["chunk"] = m.chunk;
-  if (!m.docs.empty()) mask["docs"] = m.docs;
-  if (!m.expr.empty()) mask["expr"] = m.expr;
-  if (m.softcap > 0.0f) mask["softcap"] = m.softcap;
-  if (m.customKind != MaskSpec::Custom::None) {
-    json data = json::array();
-    for (float v : m.custom.data) {
-      if (std::isfinite(v)) {
-        data.push_back(v);
-      } else {
-        data.push_back(nullptr);
-      }
-    }
-    mask["custom"] = {{"kind", m.customKind == MaskSpec::Custom::Allow ? "allow" : "bias"},
-                      {"shape", {m.custom.heads, m.custom.rows, m.custom.cols}},
-                      {"data", data}};
-  }
-  j["mask"] = mask;
+  j["mask"] = maskToJson(s.params.mask);
   if (!s.qPath.empty()) j["tensors"] = {{"q", s.qPath}, {"k", s.kPath}, {"v", s.vPath}};
   if (s.model.any()) {
     json ablate = json::array();
@@ -662,6 +704,15 @@ std::string sceneToJson(const Scene& s) {
       if (a.method == "patch") o["foil"] = a.foil, o["clean"] = a.clean;
       o["run"] = a.run;
       j["model"]["attribution"] = o;
+    }
+    if (!s.model.interventions.empty()) {
+      json list = json::array();
+      for (const SceneLayerIntervention& li : s.model.interventions)
+        list.push_back({{"layer", li.layer},
+                        {"temperature", li.temperature},
+                        {"rope_off", li.ropeOff},
+                        {"mask", maskToJson(li.mask)}});
+      j["model"]["interventions"] = list;
     }
   }
   json view = json::parse(s.extraJson.empty() ? "{}" : s.extraJson, nullptr, false);

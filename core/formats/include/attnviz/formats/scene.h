@@ -35,6 +35,16 @@ struct SceneGenerate {
   bool any() const { return tokens > 0; }
 };
 
+// One layer's mask, temperature and RoPE switch inside a model's pass, as a model scene saves it
+// (the model object's "interventions": [{"layer", "temperature", "rope_off", "mask"}]). The mask
+// is ANDed with the model's own (causal, its window); ablations are saved in "ablate".
+struct SceneLayerIntervention {
+  int layer = 0;
+  MaskSpec mask;
+  float temperature = 1.0f;
+  bool ropeOff = false;
+};
+
 // A scene that opens a model (the "model" object): the model view on `text` with layer
 // and head shown and heads ablated, and optionally a continuation to generate. `path` is a model folder; loadScene resolves a relative one
 // against dataSubdir("models") (the shipped models). Indices are checked against the model's
@@ -60,6 +70,7 @@ struct SceneModel {
   std::vector<std::pair<int, int>> ablate;  // (layer, head), written "L:H"
   SceneGenerate generate;
   SceneAttribution attribution;
+  std::vector<SceneLayerIntervention> interventions;  // at most one entry a layer
   bool any() const { return !path.empty(); }
 };
 
