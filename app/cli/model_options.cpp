@@ -101,12 +101,12 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
   }
   run.ablations = ablations;
   run.ids = ids;
-  if (!o.prepareOnly) runPass(run, ids, ablations, attention);
+  if (!o.prepareOnly) runPass(run, ids, ablations, attention, o.capture);
   return run;
 }
 
 ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
-                       const AttentionCliOptions& attention) {
+                       const AttentionCliOptions& attention, const Capture& capture) {
   const SceneModel& sm = scene.model;
   ModelRun run;
   run.model = Model::open(sm.path);
@@ -124,19 +124,19 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
     if (l >= c.nLayer || h >= c.nHead) fail("ablate " + std::to_string(l) + ":" + std::to_string(h));
   // An empty text runs on the app's default sentence, as the app does.
   runPass(run, run.model->encode(sm.text.empty() ? kDefaultModelText : sm.text), sm.ablate,
-          attention);
+          attention, capture);
   return run;
 }
 
 void runPass(ModelRun& run, const std::vector<int>& ids,
              const std::vector<std::pair<int, int>>& ablations,
-             const AttentionCliOptions& attention) {
+             const AttentionCliOptions& attention, const Capture& capture) {
   run.model->checkIds(ids);
   run.interventions = cliInterventions(*run.model, ids, ablations, attention);
   if (attention.backend != "cpu") {
     std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
   }
-  run.result = run.model->forward(ids, run.interventions);
+  run.result = run.model->forward(ids, run.interventions, capture);
 }
 
 }  // namespace attnviz::app

@@ -20,6 +20,7 @@ struct ModelCliOptions {
   std::string dir, text, ids;
   std::vector<std::string> ablate;
   bool prepareOnly = false;  // runModelFromOptions opens and checks, but runs no pass
+  Capture capture;           // what the pass keeps (everything unless the command narrows it)
 };
 
 // `required` = false leaves --model optional (export also takes --scene or Q/K/V).
@@ -51,13 +52,13 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
 // path): its layer, head and ablations out of the model's range are input errors naming
 // `scenePath`. The attention options apply in every layer, as with --model.
 ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
-                       const AttentionCliOptions& attention);
+                       const AttentionCliOptions& attention, const Capture& capture = {});
 
 // Runs the pass on `ids` with the heads in `ablations` (already checked against the model)
 // zeroed and the attention options in every layer, into run.result.
 void runPass(ModelRun& run, const std::vector<int>& ids,
              const std::vector<std::pair<int, int>>& ablations,
-             const AttentionCliOptions& attention);
+             const AttentionCliOptions& attention, const Capture& capture = {});
 
 // The attention parameters layer `layer` ran with (the causal mask plus its interventions).
 AttentionParams layerParams(const Model& m, const ForwardResult& r, int layer);

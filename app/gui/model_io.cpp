@@ -13,6 +13,9 @@ namespace {
 
 constexpr double kTextDebounceSeconds = 0.3;
 constexpr int kTopK = 5;
+// Cells a side of each head's pooled weights in the layers x heads grid (its thumbnails are at
+// most 64 pixels a side at a UI scale of 1, 128 at 2).
+constexpr int kGridThumbnail = 128;
 
 void adopt(AppState& s, std::unique_ptr<Model> model) {
   ModelState& m = s.model;
@@ -22,6 +25,9 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   m.loadingDir.clear();
   auto source = std::make_unique<ModelSource>(std::shared_ptr<const Model>(std::move(model)));
   source->setName(modelName(dir));  // figure titles name the model, the layer and the ablations
+  // The passes keep only what the window shows: the grid's thumbnails and the last logits row
+  // (the shown layer's Q, K, V are recomputed from its residual stream when it is shown).
+  source->setCapture(Capture::view(kGridThumbnail));
   closeSources(s);
   // The layer, head and ablations asked for, checked now that the model's sizes are known:
   // command-line options are usage errors, a scene's fields input errors naming the file.
@@ -171,8 +177,9 @@ void syncModel(AppState& s) {
     m.textPass = std::async(std::launch::async,
                             [model = m.source->sharedModel(), text = std::string(m.text),
                              iv = m.source->interventions(),
-                             version = m.source->interventionsVersion()] {
-                              return ModelSource::runText(*model, text, iv, version);
+                             version = m.source->interventionsVersion(),
+                             capture = m.source->capture()] {
+                              return ModelSource::runText(*model, text, iv, version, capture);
                             });
   }
   if (!m.actions.empty()) {
