@@ -185,7 +185,7 @@ void SmolPeakMemory(benchmark::State& state) {
     if (pid == 0) {
       const auto model = attnviz::Model::open(ck.dir.string());
       const auto r = model->forward(ids(T));
-      std::_Exit(r.logits.size() == std::size_t(T) * kV ? 0 : 1);
+      std::_Exit(std::size_t(r.logits.size()) == std::size_t(T) * kV ? 0 : 1);
     }
     int status = 0;
     rusage ru{};
