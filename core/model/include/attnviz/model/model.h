@@ -353,7 +353,8 @@ class Model {
   // Re-runs layers >= `fromLayer` (and the logits) from the cached residual stream with new
   // interventions, keeping what r.capture asks for; layers below keep their activations, shared
   // with any copy of r (not copied). Interventions in those lower layers must be unchanged for
-  // the result to equal a full forward(). 0 <= fromLayer <= nLayer.
+  // the result to equal a full forward(). 0 <= fromLayer <= nLayer. Layers >= fromLayer become
+  // new objects: references into the old ones (r.layers[l] for l >= fromLayer) dangle after.
   void rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const;
 
   // Layer `layer`'s Q [H, T, d_h] and the KV heads' K, V [H_kv, T, d_h] as the pass computed them
