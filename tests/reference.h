@@ -121,8 +121,10 @@ struct Result {
   const Row& row(int h, int i) const { return rows[std::size_t(h) * Tq + i]; }
 };
 
+// kvGroup > 1: grouped-query attention, K and V hold q.heads / kvGroup heads and query head h
+// reads K/V head h / kvGroup (the GQA papers' grouping: consecutive query heads share one).
 inline Result attention(const Tensor3& q, const Tensor3& k, const Tensor3& v,
-                        const AttentionParams& p, const ExprRef& expr = {}) {
+                        const AttentionParams& p, const ExprRef& expr = {}, int kvGroup = 1) {
   Result r;
   r.H = q.heads;
   r.Tq = q.rows;
@@ -142,7 +144,8 @@ inline Result attention(const Tensor3& q, const Tensor3& k, const Tensor3& v,
       double mx = -kInf;
       for (int j = 0; j < Tk; ++j) {
         double dot = 0.0;
-        for (int c = 0; c < dk; ++c) dot += double(q.at(h, i, c)) * double(k.at(h, j, c));
+        for (int c = 0; c < dk; ++c)
+          dot += double(q.at(h, i, c)) * double(k.at(h / kvGroup, j, c));
         const double s = dot / std::sqrt(double(dk));
         r.scaled[base + j] = s;
         const double c = p.mask.softcap;
@@ -172,7 +175,8 @@ inline Result attention(const Tensor3& q, const Tensor3& k, const Tensor3& v,
       }
       for (int c = 0; c < dv; ++c) {
         double acc = 0.0;
-        for (int j = 0; j < Tk; ++j) acc += r.weights[base + j] * double(v.at(h, j, c));
+        for (int j = 0; j < Tk; ++j)
+          acc += r.weights[base + j] * double(v.at(h / kvGroup, j, c));
         r.output[(std::size_t(h) * Tq + i) * dv + c] = acc;
       }
     }

@@ -273,14 +273,20 @@ int runExport(int argc, char** argv) {
     // The layer's Q, K and V from the pass (with every intervention applied), drawn with the
     // parameters that layer ran with.
     auto showLayer = [&](ModelRun& run, int layer, const std::string& dir) {
-      LayerActivations& a = run.result.layers[layer];
+      // The pass kept no activations (Capture::view): the layer's Q, K, V are recomputed from
+      // its residual stream, and K, V repeated per query head for the session's engines.
+      Tensor3 q, k, v;
+      run.model->layerQkv(run.result, layer, q, k, v);
+      const int group = run.model->config().kvGroup();
       std::vector<std::string> labels = tokenLabels(*run.model, run.result.ids);
       modelParams = layerParams(*run.model, run.result, layer);
-      session.setTensors(std::move(a.q), std::move(a.k), std::move(a.v), labels, labels);
+      session.setTensors(std::move(q), repeatKvHeads(k, group), repeatKvHeads(v, group), labels,
+                         labels);
       session.setSourceLabel(modelLayerLabel(modelName(dir), layer, run.interventions));
     };
     int sceneModelHead = -1;  // a model scene's head, the default for --head
     if (fromModel) {
+      modelOpts.capture = Capture::view(0);
       ModelRun run = runModelFromOptions(modelOpts, opts, app);
       checkLayer(modelLayer, run.model->config());
       showLayer(run, modelLayer, modelOpts.dir);
@@ -289,7 +295,7 @@ int runExport(int argc, char** argv) {
       if (scene.model.any()) {
         // A model scene exports what the app shows for it: the layer and head it names, on its
         // text, with its ablations.
-        ModelRun run = runModelScene(scene, scenePath, opts);
+        ModelRun run = runModelScene(scene, scenePath, opts, Capture::view(0));
         showLayer(run, scene.model.layer, scene.model.path);
         sceneModelHead = scene.model.head;
       } else {

@@ -29,6 +29,11 @@ int runModel(int argc, char** argv) {
     if (app.count("--top-k") && topK < 1)
       throw UsageError("--top-k: expected a number >= 1, got " + std::to_string(topK));
     const auto t0 = std::chrono::steady_clock::now();
+    // The pass keeps only what is written: the weights asked for (one layer's or every
+    // layer's), all logits rows for --logits, else the last one (--top-k).
+    o.capture = Capture::view(0);
+    if (!weights.empty()) o.capture.weights = layer >= 0 ? LayerSet::just(layer) : LayerSet::every();
+    o.capture.allLogits = !logits.empty();
     ModelRun run = runModelFromOptions(o, attention, app);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

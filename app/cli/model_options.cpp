@@ -120,12 +120,12 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
   }
   run.ablations = ablations;
   run.ids = ids;
-  if (!o.prepareOnly) runPass(run, ids, ablations, attention);
+  if (!o.prepareOnly) runPass(run, ids, ablations, attention, o.capture);
   return run;
 }
 
 ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
-                       const AttentionCliOptions& attention) {
+                       const AttentionCliOptions& attention, const Capture& capture) {
   const SceneModel& sm = scene.model;
   ModelRun run;
   run.model = Model::open(sm.path);
@@ -150,7 +150,7 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
   // An empty text runs on the app's default sentence, as the app does.
   try {
     runPass(run, run.model->encode(sm.text.empty() ? kDefaultModelText : sm.text), sm.ablate,
-            attention, sm.interventions);
+            attention, capture, sm.interventions);
   } catch (const UsageError& e) {  // the scene's request does not fit its text: the file's fault
     throw InputError(scenePath + ": " + e.what());
   } catch (const InputError& e) {  // (a painted mask of another length, say)
@@ -163,7 +163,7 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
 
 void runPass(ModelRun& run, const std::vector<int>& ids,
              const std::vector<std::pair<int, int>>& ablations,
-             const AttentionCliOptions& attention,
+             const AttentionCliOptions& attention, const Capture& capture,
              const std::vector<SceneLayerIntervention>& sceneLayers) {
   run.model->checkIds(ids);
   run.interventions = cliInterventions(*run.model, ids, ablations, attention, run.ropeOff);
@@ -176,7 +176,7 @@ void runPass(ModelRun& run, const std::vector<int>& ids,
   if (attention.backend != "cpu") {
     std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
   }
-  run.result = run.model->forward(ids, run.interventions);
+  run.result = run.model->forward(ids, run.interventions, capture);
 }
 
 }  // namespace attnviz::app

@@ -21,6 +21,7 @@ struct ModelCliOptions {
   std::vector<std::string> ablate;
   std::vector<std::string> ropeOff;  // --rope-off L (model, generate): layers run unrotated
   bool prepareOnly = false;  // runModelFromOptions opens and checks, but runs no pass
+  Capture capture;           // what the pass keeps (everything unless the command narrows it)
 };
 
 // `required` = false leaves --model optional (export also takes --scene or Q/K/V).
@@ -57,14 +58,14 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
 // path): its layer, head and ablations out of the model's range are input errors naming
 // `scenePath`. The attention options apply in every layer, as with --model.
 ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
-                       const AttentionCliOptions& attention);
+                       const AttentionCliOptions& attention, const Capture& capture = {});
 
 // Runs the pass on `ids` with the heads in `ablations` (already checked against the model)
 // zeroed and the attention options in every layer, into run.result. A model scene's per-layer
 // interventions (checked too) replace those layers' mask, τ and RoPE switch.
 void runPass(ModelRun& run, const std::vector<int>& ids,
              const std::vector<std::pair<int, int>>& ablations,
-             const AttentionCliOptions& attention,
+             const AttentionCliOptions& attention, const Capture& capture = {},
              const std::vector<SceneLayerIntervention>& sceneLayers = {});
 
 // The attention parameters layer `layer` ran with (the causal mask plus its interventions).

@@ -14,6 +14,9 @@ namespace {
 
 constexpr double kTextDebounceSeconds = 0.3;
 constexpr int kTopK = 5;
+// Cells a side of each head's pooled weights in the layers x heads grid (its thumbnails are at
+// most 64 pixels a side at a UI scale of 1, 128 at 2).
+constexpr int kGridThumbnail = 128;
 
 // A model scene's text, held until its model has opened and its request passed the checks (the
 // text box keeps the open model's text until then). One model opens at a time (openModel).
@@ -34,6 +37,13 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   // The layer, head and ablations asked for, checked now that the model's sizes are known, and
   // before anything open is closed: a bad request leaves the open model (or scene) as it was.
   // Command-line options are usage errors, a scene's fields input errors naming the file.
+  // The passes keep only what the window shows: the grid's thumbnails and the last logits row
+  // (the shown layer's Q, K, V are recomputed from its residual stream when it is shown).
+  // Head outputs too (the Attribution panel's direct effect reads the shown head's): [H, T, d_h]
+  // a layer, the size of the residual stream.
+  Capture view = Capture::view(kGridThumbnail);
+  view.headOut = LayerSet::every();
+  source->setCapture(view);
   const int L = source->layers(), H = source->heads();
   const std::string sizes = " is out of range (the model " + dir + " has " + std::to_string(L) +
                             " layers of " + std::to_string(H) + " heads)";
@@ -241,8 +251,9 @@ void syncModel(AppState& s) {
     m.textPass = std::async(std::launch::async,
                             [model = m.source->sharedModel(), text = std::string(m.text),
                              iv = m.source->interventions(),
-                             version = m.source->interventionsVersion()] {
-                              return ModelSource::runText(*model, text, iv, version);
+                             version = m.source->interventionsVersion(),
+                             capture = m.source->capture()] {
+                              return ModelSource::runText(*model, text, iv, version, capture);
                             });
   }
   if (!m.actions.empty()) {

@@ -86,8 +86,16 @@ bool tokenPicker(AppState& s, const char* label, int& id, char* typed, std::size
 
 // The worker's half: everything it reads is its own (the model is immutable and shared).
 void work(const std::shared_ptr<AttributionRun>& run, const std::shared_ptr<const Model>& model,
-          const ForwardResult& pass, int method, AttributionTarget at, const std::string& clean) {
+          const ForwardResult& viewPass, int method, AttributionTarget at,
+          const std::string& clean) {
   try {
+    // The model view's pass keeps only what the window shows (thumbnails, the last logits row);
+    // the sweep and the patches read every position's logits and head outputs: one full pass
+    // here, on the worker, with the same interventions.
+    const Capture& c = viewPass.capture;
+    const ForwardResult pass = c.allLogits && c.headOut.all && c.weights.all
+                                   ? viewPass
+                                   : model->forward(viewPass.ids, viewPass.interventions);
     AttributionControl control;
     control.cancel = &run->cancel;
     control.progress = [&](double f) {

@@ -44,7 +44,9 @@ bool drawModelGridPanel(AppState& s) {
   // The layers' weights: the model's pass, or the dump's recorded layers.
   std::vector<const Tensor3*> layers;
   if (m.source && m.source->ready()) {
-    for (const auto& la : m.source->pass().layers) layers.push_back(&la.weights);
+    // The pass keeps each layer's pooled thumbnail (Capture::view), or its full weights.
+    for (const auto& la : m.source->pass().layers)
+      layers.push_back(la.weights.empty() ? &la.thumb : &la.weights);
   } else if (d.source) {
     for (const auto& la : d.source->dump().layers) layers.push_back(&la.weights);
   } else {

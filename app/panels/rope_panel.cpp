@@ -21,9 +21,8 @@ bool drawRopePanel(AppState& s) {
     ImGui::TextDisabled("This model has learned positions, not RoPE.");
     return false;
   }
-  const auto& layers = m.source->pass().layers;
-  const int l = std::clamp(m.layer, 0, int(layers.size()) - 1);
-  const LayerActivations& a = layers[l];
+  const int l = std::clamp(m.layer, 0, m.source->layers() - 1);
+  const ModelSource::Qkv& a = m.source->layerQkv(l);  // K, V: one per KV head
   const int h = std::clamp(s.view.head, 0, a.q.heads - 1), T = a.q.rows, d = a.q.cols;
   const int i = s.view.selectedRow >= 0 && s.view.selectedRow < T ? s.view.selectedRow : T - 1;
   const bool off = m.source->ropeOff(l);
@@ -37,7 +36,7 @@ bool drawRopePanel(AppState& s) {
   if (!off) applyRope(c, qPlain, i, true);
   const float scale = 1.0f / std::sqrt(float(d));
   for (int j = 0; j <= i; ++j) {
-    MatrixRM k = a.k.mat(h).row(j);
+    MatrixRM k = a.k.mat(c.kvHeadOf(h)).row(j);
     rotated[i - j] = (q.row(0).dot(k.row(0))) * scale;
     if (!off) applyRope(c, k, j, true);
     plain[i - j] = (qPlain.row(0).dot(k.row(0))) * scale;

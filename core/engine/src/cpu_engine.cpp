@@ -224,16 +224,17 @@ class CpuEngine final : public AttentionEngine {
     return "CPU (Eigen, " + std::to_string(cpuThreads()) + " threads)";
   }
 
+  // Q and K are read during the call only (S is what later calls need); V is kept, for output().
   void setInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) override {
     const Dims d = validateInputs(q, k, v);
-    q_ = q;
-    k_ = k;
-    v_ = v;
+    vOwned_ = v;
+    bind(q, k, vOwned_, 1);
     allocate(d, false);
     detail::parallelFor(taskCount(allHeads()), [&](int t) {
       const auto [h, r0, r1] = task(allHeads(), t);
       scoresBlock(h, r0, r1);
     });
+    q_ = k_ = nullptr;
   }
 
   void softmax(const AttentionParams& p, const std::vector<int>& heads) override {
@@ -248,6 +249,7 @@ class CpuEngine final : public AttentionEngine {
   }
 
   void output(const std::vector<int>& heads) override {
+    if (!v_) throw UsageError("output() after runGrouped() needs setInputs() first");
     const std::vector<int> hs = resolve(heads);
     detail::parallelFor(taskCount(hs), [&](int t) {
       const auto [h, r0, r1] = task(hs, t);
@@ -259,18 +261,17 @@ class CpuEngine final : public AttentionEngine {
            const AttentionParams& p) override {
     const Dims d = validateInputs(q, k, v);
     validateParams(p, d.H, d.Tq, d.Tk);
-    q_ = q;
-    k_ = k;
-    v_ = v;
-    allocate(d, true);
-    const std::vector<float> slopes = alibiSlopes(d.H);
-    // Fused per block: the block of S is still in cache when the softmax and A V read it.
-    detail::parallelFor(taskCount(allHeads()), [&](int t) {
-      const auto [h, r0, r1] = task(allHeads(), t);
-      scoresBlock(h, r0, r1);
-      softmaxBlock(p, slopes, h, r0, r1);
-      outputBlock(h, r0, r1);
-    });
+    vOwned_ = v;
+    fused(d, q, k, vOwned_, 1, p);
+  }
+
+  void runGrouped(const Tensor3& q, const Tensor3& k, const Tensor3& v, int kvGroup,
+                  const AttentionParams& p) override {
+    const Dims d = validateInputs(q, k, v, kvGroup);
+    validateParams(p, d.H, d.Tq, d.Tk);
+    vOwned_ = Tensor3();
+    fused(d, q, k, v, kvGroup, p);
+    v_ = nullptr;  // the caller's V is not kept
   }
 
   const AttentionResult& result(unsigned) override { return res_; }
@@ -303,6 +304,29 @@ class CpuEngine final : public AttentionEngine {
 
   const std::vector<int>& allHeads() const { return all_; }
 
+  void bind(const Tensor3& q, const Tensor3& k, const Tensor3& v, int group) {
+    q_ = &q;
+    k_ = &k;
+    v_ = &v;
+    group_ = group;
+  }
+
+  // Scores, softmax and A V fused per block: the block of S is still in cache when the softmax
+  // and A V read it. Q and K are read only here.
+  void fused(const Dims& d, const Tensor3& q, const Tensor3& k, const Tensor3& v, int group,
+             const AttentionParams& p) {
+    bind(q, k, v, group);
+    allocate(d, true);
+    const std::vector<float> slopes = alibiSlopes(d.H);
+    detail::parallelFor(taskCount(allHeads()), [&](int t) {
+      const auto [h, r0, r1] = task(allHeads(), t);
+      scoresBlock(h, r0, r1);
+      softmaxBlock(p, slopes, h, r0, r1);
+      outputBlock(h, r0, r1);
+    });
+    q_ = k_ = nullptr;
+  }
+
   std::vector<int> resolve(const std::vector<int>& heads) const {
     if (heads.empty()) return all_;
     for (int h : heads) {
@@ -329,7 +353,8 @@ class CpuEngine final : public AttentionEngine {
     const float scale = 1.0f / std::sqrt(static_cast<float>(d.dk));
     MapRM S = res_.scaled.mat(h);
     auto block = S.middleRows(r0, r1 - r0);
-    block.noalias() = scale * (q_.mat(h).middleRows(r0, r1 - r0) * k_.mat(h).transpose());
+    block.noalias() =
+        scale * (q_->mat(h).middleRows(r0, r1 - r0) * k_->mat(kvHeadOf(h, group_)).transpose());
     // Checked while the block is still in cache: finite inputs can still overflow float32.
     if (!std::isfinite((block.array() * 0.0f).sum())) {  // 0 * inf and 0 * NaN are NaN
       detail::throwScoresOverflow(h);
@@ -353,10 +378,15 @@ class CpuEngine final : public AttentionEngine {
 
   void outputBlock(int h, int r0, int r1) {
     MapRM O = res_.output.mat(h);
-    O.middleRows(r0, r1 - r0).noalias() = res_.weights.mat(h).middleRows(r0, r1 - r0) * v_.mat(h);
+    O.middleRows(r0, r1 - r0).noalias() =
+        res_.weights.mat(h).middleRows(r0, r1 - r0) * v_->mat(kvHeadOf(h, group_));
   }
 
-  Tensor3 q_, k_, v_;
+  // Q and K while a call computes S; V while output() may read it: vOwned_ (setInputs, run) or
+  // the caller's (during runGrouped only). Query head h reads K/V head h / group_.
+  const Tensor3 *q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
+  Tensor3 vOwned_;
+  int group_ = 1;
   AttentionResult res_;
   std::vector<int> all_;
 };
@@ -375,15 +405,39 @@ void AttentionEngine::run(const Tensor3& q, const Tensor3& k, const Tensor3& v,
   output({});
 }
 
+void AttentionEngine::runGrouped(const Tensor3& q, const Tensor3& k, const Tensor3& v,
+                                 int kvGroup, const AttentionParams& p) {
+  validateInputs(q, k, v, kvGroup);
+  if (kvGroup == 1) return run(q, k, v, p);
+  run(q, repeatKvHeads(k, kvGroup), repeatKvHeads(v, kvGroup), p);
+}
+
+Tensor3 repeatKvHeads(const Tensor3& kv, int kvGroup) {
+  if (kvGroup < 1) throw InputError("a KV group of " + std::to_string(kvGroup) + " query heads");
+  if (kvGroup == 1) return kv;
+  Tensor3 out = Tensor3::uninit(kv.heads * kvGroup, kv.rows, kv.cols);
+  for (int h = 0; h < out.heads; ++h) out.mat(h) = kv.mat(kvHeadOf(h, kvGroup));
+  return out;
+}
+
 namespace {
 
-void checkShapes(const Tensor3& q, const Tensor3& k, const Tensor3* v) {
+void checkShapes(const Tensor3& q, const Tensor3& k, const Tensor3* v, int group = 1) {
   const std::string vs = v ? v->shapeString() : "(not used)";
   if (q.empty() || k.empty() || (v && v->empty())) {
     throw InputError("Q, K and V must be non-empty (got Q " + q.shapeString() + ", K " +
                      k.shapeString() + ", V " + vs + ")");
   }
-  if (q.heads != k.heads || (v && q.heads != v->heads)) {
+  if (group < 1 || (group > 1 && (q.heads % group != 0 || (v && k.heads != v->heads)))) {
+    throw InputError("grouped-query attention: " + std::to_string(q.heads) +
+                     " query heads cannot share K/V heads in groups of " + std::to_string(group));
+  }
+  if (group > 1 && q.heads != k.heads * group) {
+    throw InputError("K/V head counts do not match the groups: Q " + q.shapeString() + ", K " +
+                     k.shapeString() + ", V " + vs + " with " + std::to_string(group) +
+                     " query heads a KV head");
+  }
+  if (group == 1 && (q.heads != k.heads || (v && q.heads != v->heads))) {
     throw InputError("head counts differ: Q " + q.shapeString() + ", K " + k.shapeString() +
                      ", V " + vs);
   }
@@ -408,7 +462,11 @@ Dims detail::validateStreamInputs(const Tensor3& q, const Tensor3& k, const Tens
 }
 
 Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
-  checkShapes(q, k, &v);
+  return validateInputs(q, k, v, 1);
+}
+
+Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v, int kvGroup) {
+  checkShapes(q, k, &v, kvGroup);
   const std::size_t cells = checkedElementCount(q.heads, q.rows, k.rows, "scores");
   // Scores, weights and (for --scores or export) logits: refuse cleanly rather than let the
   // kernel kill the process when memory runs out.
@@ -422,7 +480,10 @@ Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v) {
       << " GiB of memory allows";
     throw InputError(s.str());
   }
-  return detail::validateStreamInputs(q, k, &v);
+  checkFinite(q, "Q");
+  checkFinite(k, "K");
+  checkFinite(v, "V");
+  return Dims{q.heads, q.rows, k.rows, q.cols, v.cols};
 }
 
 void biasedScoresHead(const Tensor3& scaled, const AttentionParams& p,

@@ -225,10 +225,10 @@ PatchingResult patchResidual(const Model& m, const ForwardResult& clean,
       out.fraction, control,
       [&](int l) { work.layers[l].residualIn = corrupt.layers[l].residualIn; },
       [&](int l, int t) {
-        MatrixRM& x = work.layers[l].residualIn;
-        x.row(t) = clean.layers[l].residualIn.row(t);
+        // Through work.layers each time: the re-run replaces layer l (a reference would dangle).
+        work.layers[l].residualIn.row(t) = clean.layers[l].residualIn.row(t);
         const std::vector<float> z = m.rerunLogitsAt(work, l, corrupt.interventions, s.position);
-        x.row(t) = corrupt.layers[l].residualIn.row(t);
+        work.layers[l].residualIn.row(t) = corrupt.layers[l].residualIn.row(t);
         const double mp = double(z[s.target]) - double(z[s.foil]);
         return float((mp - s.mCorrupt) / (s.mClean - s.mCorrupt));
       });
@@ -336,7 +336,8 @@ MatrixRM valueWeightedAttention(const Model& m, const ForwardResult& r, int laye
     throw InputError("the run is not a complete pass of this model");
   }
   const LayerActivations& a = r.layers[layer];
-  const MatrixRM f = m.headToResidual(layer, head, MatrixRM(a.v.mat(head)));  // [T, d]
+  // V is kept once per KV head: the query head's group's.
+  const MatrixRM f = m.headToResidual(layer, head, MatrixRM(a.v.mat(c.kvHeadOf(head))));
   const Eigen::RowVectorXf norms = f.rowwise().norm().transpose();
   MatrixRM out = a.weights.mat(head);
   out.array().rowwise() *= norms.array();

@@ -16,6 +16,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <utility>
 
 namespace attnviz {
 
@@ -99,6 +100,46 @@ AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& 
     }
   }
   return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a pass keeps
+
+bool LayerSet::has(int layer) const {
+  return all || std::find(only.begin(), only.end(), layer) != only.end();
+}
+
+Capture Capture::view(int thumbnail) {
+  Capture c;
+  c.weights = c.qkv = c.headOut = LayerSet::none();
+  c.thumbnail = thumbnail;
+  c.allLogits = false;
+  return c;
+}
+
+LayerActivations& LayerList::operator[](std::size_t l) {
+  std::shared_ptr<LayerActivations>& p = layers_[l];
+  if (p.use_count() > 1) p = std::make_shared<LayerActivations>(*p);  // shared: copy first
+  return *p;
+}
+
+void LayerList::resize(std::size_t n) {
+  const std::size_t old = layers_.size();
+  layers_.resize(n);
+  for (std::size_t l = old; l < n; ++l) layers_[l] = std::make_shared<LayerActivations>();
+}
+
+std::size_t LayerActivations::bytes() const {
+  const auto m = [](const MatrixRM& x) { return std::size_t(x.size()) * sizeof(float); };
+  const auto t = [](const Tensor3& x) { return x.size() * sizeof(float); };
+  return m(residualIn) + t(q) + t(k) + t(v) + t(weights) + t(headOut) + t(thumb) +
+         rows.size() * sizeof(RowStats);
+}
+
+std::size_t ForwardResult::bytes() const {
+  std::size_t n = std::size_t(residualOut.size() + logits.size()) * sizeof(float);
+  for (const LayerActivations& a : layers) n += a.bytes();
+  return n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -575,12 +616,22 @@ void splitHeads(const MatrixRM& x, int n, int dh, Tensor3& out) {
   for (int h = 0; h < n; ++h) out.mat(h) = x.block(0, h * dh, T, dh);
 }
 
-// KV heads [KV, T, dh] -> [H, T, dh], KV head g repeated for its group of query heads.
-Tensor3 repeatKv(const Tensor3& kv, int H) {
-  if (kv.heads == H) return kv;
-  const int group = H / kv.heads;
-  Tensor3 out = Tensor3::uninit(H, kv.rows, kv.cols);
-  for (int h = 0; h < H; ++h) out.mat(h) = kv.mat(h / group);
+// Each head's weights [H, T, T] max-pooled in blocks of s x s, s = ceil(T / side) (see
+// LayerActivations::thumb).
+Tensor3 poolThumb(const Tensor3& w, int side) {
+  const int T = std::max(w.rows, w.cols), s = std::max(1, (T + side - 1) / side);
+  const int nr = (w.rows + s - 1) / s, nc = (w.cols + s - 1) / s;
+  Tensor3 out(w.heads, nr, nc);
+  detail::parallelFor(w.heads, [&](int h) {
+    for (int i = 0; i < w.rows; ++i) {
+      const float* row = w.head(h) + std::size_t(i) * w.cols;
+      float* dst = out.head(h) + std::size_t(i / s) * nc;
+      for (int b = 0; b < nc; ++b) {
+        const int j0 = b * s, n = std::min(w.cols, j0 + s) - j0;
+        dst[b] = std::max(dst[b], Eigen::Map<const Eigen::ArrayXf>(row + j0, n).maxCoeff());
+      }
+    }
+  });
   return out;
 }
 
@@ -679,7 +730,7 @@ void Model::checkIds(const std::vector<int>& ids) const {
 struct Model::Workspace {
   std::unique_ptr<AttentionEngine> engine = makeCpuEngine();
   MatrixRM a, qm, km, vm, merged, proj, m, hidden, gate, out;
-  Tensor3 kvK, kvV;
+  Tensor3 q, kvK, kvV;
 
   // qm, km, vm = the layer's projections of norm_1(x), rows at positions pos0.., q and k rotated
   // per head when `rope`.
@@ -720,11 +771,13 @@ struct Model::Workspace {
   }
 };
 
-ForwardResult Model::forward(const std::vector<int>& ids, const Interventions& iv) const {
+ForwardResult Model::forward(const std::vector<int>& ids, const Interventions& iv,
+                             const Capture& capture) const {
   checkIds(ids);
   const int T = static_cast<int>(ids.size()), d = config_.nEmbd;
   ForwardResult r;
   r.ids = ids;
+  r.capture = capture;
   r.layers.resize(config_.nLayer);
   MatrixRM& x = config_.nLayer > 0 ? r.layers[0].residualIn : r.residualOut;
   x.resize(T, d);
@@ -764,60 +817,103 @@ void Model::checkRerun(const ForwardResult& r, int fromLayer, const Intervention
 void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const {
   checkRerun(r, fromLayer, iv);
   r.interventions = iv;
-  {
-    Workspace ws;  // freed before the logits, the largest buffer, are allocated
-    for (int l = fromLayer; l < config_.nLayer; ++l) runLayer(r, l, iv, ws);
-  }
+  runLayers(r, fromLayer, iv);  // its workspace is freed before the logits are allocated
   // The workspace now lies as free holes between kept activations: hand its pages back, so the
   // peak is the mapped file plus what the result holds.
   ::malloc_trim(0);
   finish(r);
 }
 
-void Model::runLayer(ForwardResult& r, int l, const Interventions& iv, Workspace& ws) const {
+void Model::runLayers(ForwardResult& r, int fromLayer, const Interventions& iv) const {
+  if (fromLayer >= config_.nLayer) return;
+  // Layers below fromLayer stay as they are (shared with any copy of r); the ones re-run are new
+  // objects, so a pass that shares them keeps its own.
+  MatrixRM x = std::as_const(r.layers)[fromLayer].residualIn;
+  Workspace ws;
+  for (int l = fromLayer; l < config_.nLayer; ++l) {
+    auto act = std::make_shared<LayerActivations>();
+    act->residualIn = std::move(x);
+    runLayer(*act, l, iv, r.capture, ws, x);
+    r.layers.set(l, std::move(act));
+  }
+  r.residualOut = std::move(x);
+}
+
+void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, const Capture& cap,
+                     Workspace& ws, MatrixRM& next) const {
   const Weights::Layer& W = w_->layers[l];
   const ModelConfig& c = config_;
   const int H = c.nHead, dh = c.headSize;
-  LayerActivations& act = r.layers[l];
   const MatrixRM& x = act.residualIn;
   const int T = static_cast<int>(x.rows());
-  MatrixRM& next = l + 1 < c.nLayer ? r.layers[l + 1].residualIn : r.residualOut;
   const LayerIntervention* li = iv.find(l);
 
-  // Attention block.
+  // Attention block: each query head reads its group's K/V head where it is (no repeated copy).
   ws.project(c, W, x, 0, !(li && li->ropeOff));
-  splitHeads(ws.qm, H, dh, act.q);
+  splitHeads(ws.qm, H, dh, ws.q);
   splitHeads(ws.km, c.nKvHead, dh, ws.kvK);
   splitHeads(ws.vm, c.nKvHead, dh, ws.kvV);
-  act.k = repeatKv(ws.kvK, H);
-  act.v = repeatKv(ws.kvV, H);
   const AttentionParams p = layerAttentionParams(c, iv, l, T);
   validateParams(p, H, T, T);
-  ws.engine->run(act.q, act.k, act.v, p);
+  ws.engine->runGrouped(ws.q, ws.kvK, ws.kvV, c.kvGroup(), p);
   const AttentionResult& res = ws.engine->result(kStageWeights | kStageOutput | kStageRows);
-  act.weights = res.weights;
-  act.rows = res.rows;
-  mergeHeads(res.output, li, ws.merged, &act.headOut);
+  if (cap.weights.has(l)) {
+    act.weights = res.weights;
+    act.rows = res.rows;
+  }
+  if (cap.thumbnail > 0) act.thumb = poolThumb(res.weights, cap.thumbnail);
+  mergeHeads(res.output, li, ws.merged, cap.headOut.has(l) ? &act.headOut : nullptr);
+  if (cap.qkv.has(l)) {  // the workspace's buffers are handed over (new ones next layer)
+    act.q = std::move(ws.q);
+    act.k = std::move(ws.kvK);
+    act.v = std::move(ws.kvV);
+  }
   linear(ws.merged, W.o, ws.proj);
   next = x + ws.proj;
   ws.mlp(c, W, next);  // MLP block
 }
 
+void Model::layerQkv(const ForwardResult& r, int layer, Tensor3& q, Tensor3& k,
+                     Tensor3& v) const {
+  const ModelConfig& c = config_;
+  if (layer < 0 || layer >= c.nLayer || static_cast<int>(r.layers.size()) != c.nLayer) {
+    throw InputError("layer " + std::to_string(layer) + " is outside the model");
+  }
+  const LayerActivations& a = r.layers[layer];
+  if (!a.q.empty()) {
+    q = a.q, k = a.k, v = a.v;
+    return;
+  }
+  Workspace ws;
+  const LayerIntervention* li = r.interventions.find(layer);
+  ws.project(c, w_->layers[layer], a.residualIn, 0, !(li && li->ropeOff));
+  splitHeads(ws.qm, c.nHead, c.headSize, q);
+  splitHeads(ws.km, c.nKvHead, c.headSize, k);
+  splitHeads(ws.vm, c.nKvHead, c.headSize, v);
+}
+
 void Model::finish(ForwardResult& r) const {
   MatrixRM f;
-  normForward(config_.norm, r.residualOut, w_->normFW, w_->normFB, config_.layerNormEps, f);
+  if (r.capture.allLogits || r.residualOut.rows() == 0) {
+    normForward(config_.norm, r.residualOut, w_->normFW, w_->normFB, config_.layerNormEps, f);
+  } else {
+    const MatrixRM last = r.residualOut.bottomRows(1);
+    normForward(config_.norm, last, w_->normFW, w_->normFB, config_.layerNormEps, f);
+  }
   linear(f, w_->head, r.logits);
 }
 
 KvCache Model::cacheFrom(const ForwardResult& r) const {
   KvCache cache;
-  const int group = config_.kvGroup(), dh = config_.headSize, KV = config_.nKvHead;
-  for (const LayerActivations& a : r.layers) {
-    const int T = a.k.rows;
+  const int dh = config_.headSize, KV = config_.nKvHead;
+  for (int l = 0; l < config_.nLayer; ++l) {
+    Tensor3 q, ak, av;  // one per KV head: kept by the pass, or recomputed from its stream
+    layerQkv(r, l, q, ak, av);
+    const int T = ak.rows;
     MatrixRM k(T, KV * dh), v(T, KV * dh);
     for (int g = 0; g < KV; ++g) {
-      k.block(0, g * dh, T, dh) = a.k.mat(g * group);
-      v.block(0, g * dh, T, dh) = a.v.mat(g * group);
+      k.block(0, g * dh, T, dh) = ak.mat(g);
+      v.block(0, g * dh, T, dh) = av.mat(g);
     }
     cache.k.push_back(std::move(k));
     cache.v.push_back(std::move(v));
@@ -978,10 +1074,7 @@ std::vector<float> Model::rerunLogitsAt(ForwardResult& r, int fromLayer, const I
                      std::to_string(in.rows()) + " tokens");
   }
   r.interventions = iv;
-  {
-    Workspace ws;
-    for (int l = fromLayer; l < config_.nLayer; ++l) runLayer(r, l, iv, ws);
-  }
+  runLayers(r, fromLayer, iv);
   const MatrixRM x = r.residualOut.row(pos);
   MatrixRM f, logits;
   normForward(config_.norm, x, w_->normFW, w_->normFB, config_.layerNormEps, f);

@@ -70,19 +70,29 @@ ModelSource::ModelSource(std::shared_ptr<const Model> model) : model_(std::move(
 }
 
 void ModelSource::setText(const std::string& text) {
-  adoptText(runText(*model_, text, iv_, ivVersion_));
+  adoptText(runText(*model_, text, iv_, ivVersion_, capture_));
 }
 
 ModelSource::TextPass ModelSource::runText(const Model& model, const std::string& text,
                                            const Interventions& iv,
-                                           std::uint64_t interventionsVersion) {
+                                           std::uint64_t interventionsVersion,
+                                           const Capture& capture) {
   TextPass p;
   const std::vector<int> ids = model.encode(text);
   p.interventions = iv;
   p.note = refitToLength(p.interventions, int(ids.size()));
   p.refit = !p.note.empty();
-  p.baseline = model.forward(ids);
-  p.pass = p.interventions.layers.empty() ? p.baseline : model.forward(ids, p.interventions);
+  p.baseline = model.forward(ids, {}, capture);
+  // The pass shares the baseline's layers below the first one an intervention changes.
+  const int L = model.config().nLayer;
+  int from = L;
+  for (int l = 0; l < L; ++l)
+    if (!sameLayer(nullptr, p.interventions.find(l))) {
+      from = l;
+      break;
+    }
+  p.pass = p.baseline;
+  if (from < L) model.rerunFrom(p.pass, from, p.interventions);
   p.tokens.reserve(ids.size());
   for (int id : ids) p.tokens.push_back(model.tokenizer().label(id));
   p.text = text;
@@ -99,6 +109,7 @@ bool ModelSource::adoptText(TextPass&& p) {
   }
   baseline_ = std::move(p.baseline);
   pass_ = std::move(p.pass);
+  qkvLayer_ = -1;
   tokens_ = std::move(p.tokens);
   text_ = std::move(p.text);
   return true;
@@ -109,15 +120,26 @@ void ModelSource::showLayer(Session& session, int layer) {
     throw UsageError("layer " + std::to_string(layer) + " is out of range (the model has " +
                      std::to_string(layers()) + " layers)");
   if (!ready()) throw UsageError("the model has no text to run on yet");
-  const LayerActivations& a = pass_.layers[layer];
+  const Qkv& a = layerQkv(layer);
   // The session shows what the pass computed: the model's own mask AND the layer's intervention.
   const AttentionParams p = layerAttentionParams(model_->config(), iv_, layer, a.q.rows);
   session.editScene().params.mask = p.mask;
   session.editScene().params.temperature = p.temperature;
   session.touchMask();
-  session.setTensors(a.q, a.k, a.v, tokens_, tokens_);
+  // The session's engines take one K and V per query head: this layer's are repeated for it.
+  const int group = model_->config().kvGroup();
+  session.setTensors(a.q, repeatKvHeads(a.k, group), repeatKvHeads(a.v, group), tokens_, tokens_);
   if (!name_.empty()) session.setSourceLabel(modelLayerLabel(name_, layer, iv_));
   layer_ = layer;
+}
+
+const ModelSource::Qkv& ModelSource::layerQkv(int layer) {
+  if (layer != qkvLayer_) {
+    qkvLayer_ = -1;
+    model_->layerQkv(pass_, layer, qkv_.q, qkv_.k, qkv_.v);
+    qkvLayer_ = layer;
+  }
+  return qkv_;
 }
 
 std::string modelName(const std::string& dir) {
@@ -218,8 +240,9 @@ void ModelSource::setInterventions(const Interventions& iv) {
 void ModelSource::rerun(const Interventions& iv, int fromLayer) {
   if (ready()) {
     ForwardResult r = pass_;
-    model_->rerunFrom(r, fromLayer, iv);
+    model_->rerunFrom(r, fromLayer, iv);  // r shares the layers below fromLayer with pass_
     pass_ = std::move(r);
+    qkvLayer_ = -1;
   }
   iv_ = iv;
   ++reruns_;

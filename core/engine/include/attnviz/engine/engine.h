@@ -67,6 +67,16 @@ class AttentionEngine {
   // setInputs + softmax + output for every head; a backend may fuse them.
   virtual void run(const Tensor3& q, const Tensor3& k, const Tensor3& v, const AttentionParams& p);
 
+  // Grouped-query attention (GQA; MQA when K and V have one head) in one call: Q is
+  // [H, T_q, d_k], K and V hold H / kvGroup heads, and query head h reads K/V head
+  // h / kvGroup (kvHeadOf), where they are: no repeated copy. kvGroup = 1 is run(). Fills the
+  // weights, the row stats and the output of every query head. The engine keeps no reference to
+  // Q, K or V after the call: softmax() may follow (S is cached), output() needs setInputs()
+  // first. The default repeats K and V (repeatKvHeads) and calls run(); the CPU engine reads
+  // them in place.
+  virtual void runGrouped(const Tensor3& q, const Tensor3& k, const Tensor3& v, int kvGroup,
+                          const AttentionParams& p);
+
   // Host copies of the stages in `stages` (a mask of Stage bits). The CPU returns its own
   // buffers; the GPU reads back what was asked for.
   virtual const AttentionResult& result(unsigned stages = kStageAll) = 0;
@@ -78,6 +88,15 @@ std::unique_ptr<AttentionEngine> makeCpuEngine();
 
 // Validates Q, K, V as described at setInputs; returns the dimensions.
 Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v);
+// The same for grouped-query attention: K and V have q.heads / kvGroup heads (InputError when
+// kvGroup < 1 or the heads do not divide). dims().H is the query heads.
+Dims validateInputs(const Tensor3& q, const Tensor3& k, const Tensor3& v, int kvGroup);
+
+// The K/V head that query head h reads when `kvGroup` query heads share each one.
+inline int kvHeadOf(int h, int kvGroup) { return h / kvGroup; }
+// KV heads [H_kv, T, d] -> [H_kv * kvGroup, T, d]: each repeated for its group of query heads
+// (what a backend without grouped attention is given, and `model --weights`' convention).
+Tensor3 repeatKvHeads(const Tensor3& kv, int kvGroup);
 
 // The logits L = (S + b) / tau with -inf where masked, for every head: [H, T_q, T_k].
 Tensor3 computeLogits(const Tensor3& scaled, const AttentionParams& p);

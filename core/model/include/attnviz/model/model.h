@@ -11,7 +11,8 @@
 //   for each layer l:  a = norm_1(x); q = a W_q (+b), k = a W_k (+b), v = a W_v (+b)
 //                      q, k rotated by position (RoPE families) unless the layer's RoPE is off
 //                      o_h = attention(q_h, k_{g(h)}, v_{g(h)}) with g(h) = h / (H / H_kv): the
-//                            engine, with the model's own mask (causal, the family's window)
+//                            engine's grouped attention (runGrouped: the shared K/V heads read
+//                            in place), with the model's own mask (causal, the family's window)
 //                            AND the layer's intervention mask, temperature; ablated o_h = 0
 //                      x += concat(o) W_o (+b)
 //                      x += MLP(norm_2(x))   (act(m W_fc + b) W_proj + b, or
@@ -28,7 +29,9 @@
 #include "attnviz/engine/tensor.h"
 #include "attnviz/model/tokenizers/tokenizer.h"
 
+#include <cstddef>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -195,23 +198,104 @@ struct DecodeStep {
   std::vector<Tensor3> rows;
 };
 
-// Per layer, what the views read. Shapes with T tokens, H query heads, d_h the head size.
+// Which layers a pass keeps something for: every layer, or the listed ones.
+struct LayerSet {
+  bool all = true;
+  std::vector<int> only;  // when !all
+  static LayerSet every() { return {}; }
+  static LayerSet none() { return {false, {}}; }
+  static LayerSet just(int layer) { return {false, {layer}}; }
+  bool has(int layer) const;
+};
+
+// What a pass keeps ("a pass keeps what is asked, not everything"). Every layer's residual
+// stream is always kept (re-runs start there; Model::layerQkv recomputes a layer's Q, K, V from
+// it). The default keeps everything, as the pass always did; a view asks only for what it shows:
+// the GUI's model view keeps thumbnails and the last logits row, `model --weights --layer L` one
+// layer's weights.
+struct Capture {
+  LayerSet weights;   // [H, T, T] weights and the row stats
+  LayerSet qkv;       // Q and the KV heads' K and V
+  LayerSet headOut;   // each head's output before W_o (attribution's patches and direct effects)
+  int thumbnail = 0;  // > 0: every layer's weights max-pooled to at most this many cells a side
+  bool allLogits = true;  // false: only the last position's logits ([1, V])
+
+  // Thumbnails and the last logits row only (the GUI's model view, a baseline pass).
+  static Capture view(int thumbnail);
+};
+
+// Per layer, what the views read. Shapes with T tokens, H query heads, H_kv KV heads, d_h the
+// head size. What the Capture did not ask for is left empty.
 struct LayerActivations {
   MatrixRM residualIn;         // [T, d] the residual stream entering the layer (re-runs start here)
-  Tensor3 q, k, v;             // [H, T, d_h] as the engine saw them (q, k rotated; a KV head
-                               // repeated for each query head of its group)
+  Tensor3 q;                   // [H, T, d_h] as the engine saw it (rotated)
+  Tensor3 k, v;                // [H_kv, T, d_h] one per KV head (k rotated): query head h reads
+                               // KV head config().kvHeadOf(h); repeatKvHeads gives [H, T, d_h]
   Tensor3 weights;             // [H, T, T] attention weights after the layer's mask and temperature
   Tensor3 headOut;             // [H, T, d_h] each head's output before W_o, after the layer's
                                // ablations and patches
-  std::vector<RowStats> rows;  // [H * T] as in AttentionResult
+  std::vector<RowStats> rows;  // [H * T] as in AttentionResult (with the weights)
+  // [H, n, n] each head's weights max-pooled in blocks of s x s (s = ceil(T / thumbnail),
+  // n = ceil(T / s)); 0 where every cell of the block is masked. With Capture::thumbnail.
+  Tensor3 thumb;
+  // Bytes the activations hold.
+  std::size_t bytes() const;
+};
+
+// The layers of a pass, shared between passes: a copy of a ForwardResult shares every layer, and
+// a re-run from layer l replaces layers >= l, so the layers below stay shared (no deep copy).
+// Read access is plain; a non-const [] copies the layer first when another pass shares it.
+class LayerList {
+ public:
+  std::size_t size() const { return layers_.size(); }
+  bool empty() const { return layers_.empty(); }
+  const LayerActivations& operator[](std::size_t l) const { return *layers_[l]; }
+  LayerActivations& operator[](std::size_t l);  // copy-on-write
+  const LayerActivations& back() const { return *layers_.back(); }
+  void resize(std::size_t n);  // new layers are empty
+  // Layer l becomes `a` (a re-run's fresh layer).
+  void set(std::size_t l, std::shared_ptr<LayerActivations> a) { layers_[l] = std::move(a); }
+  // Whether this list and `o` hold layer l as one object (not a copy).
+  bool shares(const LayerList& o, std::size_t l) const {
+    return l < size() && l < o.size() && layers_[l] == o.layers_[l];
+  }
+
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = LayerActivations;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const LayerActivations*;
+    using reference = const LayerActivations&;
+    explicit const_iterator(std::vector<std::shared_ptr<LayerActivations>>::const_iterator it)
+        : it_(it) {}
+    reference operator*() const { return **it_; }
+    pointer operator->() const { return it_->get(); }
+    const_iterator& operator++() { return ++it_, *this; }
+    bool operator==(const const_iterator& o) const { return it_ == o.it_; }
+    bool operator!=(const const_iterator& o) const { return it_ != o.it_; }
+
+   private:
+    std::vector<std::shared_ptr<LayerActivations>>::const_iterator it_;
+  };
+  const_iterator begin() const { return const_iterator(layers_.begin()); }
+  const_iterator end() const { return const_iterator(layers_.end()); }
+
+ private:
+  std::vector<std::shared_ptr<LayerActivations>> layers_;
 };
 
 struct ForwardResult {
-  std::vector<int> ids;                  // [T]
-  std::vector<LayerActivations> layers;  // [L]
-  MatrixRM residualOut;                  // [T, d] the stream after the last layer, before norm_f
-  MatrixRM logits;                       // [T, V]
-  Interventions interventions;           // what the pass ran with
+  std::vector<int> ids;         // [T]
+  LayerList layers;             // [L]
+  MatrixRM residualOut;         // [T, d] the stream after the last layer, before norm_f
+  MatrixRM logits;              // [T, V]; [1, V] (the last position) when !capture.allLogits
+  Interventions interventions;  // what the pass ran with
+  Capture capture;              // what it keeps (re-runs keep the same)
+
+  // Bytes the activations, the residual stream and the logits hold, counting a layer shared
+  // with another pass once per pass.
+  std::size_t bytes() const;
 };
 
 // A next-token candidate.
@@ -261,13 +345,23 @@ class Model {
 
   // forward() and rerunFrom() are const: each pass has its own workspace and engine, so a worker
   // thread may run one while the UI reads another ForwardResult.
-  // The whole pass. Throws InputError for bad ids or interventions.
-  ForwardResult forward(const std::vector<int>& ids, const Interventions& iv = {}) const;
+  // The whole pass, keeping what `capture` asks for. Throws InputError for bad ids or
+  // interventions.
+  ForwardResult forward(const std::vector<int>& ids, const Interventions& iv = {},
+                        const Capture& capture = {}) const;
 
   // Re-runs layers >= `fromLayer` (and the logits) from the cached residual stream with new
-  // interventions; layers below keep their activations. Interventions in those lower layers must
-  // be unchanged for the result to equal a full forward(). 0 <= fromLayer <= nLayer.
+  // interventions, keeping what r.capture asks for; layers below keep their activations, shared
+  // with any copy of r (not copied). Interventions in those lower layers must be unchanged for
+  // the result to equal a full forward(). 0 <= fromLayer <= nLayer. Layers >= fromLayer become
+  // new objects: references into the old ones (r.layers[l] for l >= fromLayer) dangle after.
   void rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const;
+
+  // Layer `layer`'s Q [H, T, d_h] and the KV heads' K, V [H_kv, T, d_h] as the pass computed them
+  // (rotated, unless the pass's interventions turned RoPE off there): the kept ones, else
+  // recomputed from the layer's residual stream (three projections, no attention). Throws
+  // InputError for a layer outside the model.
+  void layerQkv(const ForwardResult& r, int layer, Tensor3& q, Tensor3& k, Tensor3& v) const;
 
   // The cache a full pass leaves: every layer's rotated K and V (one per KV head).
   KvCache cacheFrom(const ForwardResult& r) const;
@@ -293,7 +387,13 @@ class Model {
   struct Workspace;
   // Throws InputError when fromLayer or an intervention's head is outside the model.
   void checkRerun(const ForwardResult& r, int fromLayer, const Interventions& iv) const;
-  void runLayer(ForwardResult& r, int layer, const Interventions& iv, Workspace& ws) const;
+  // Layers >= fromLayer into fresh (unshared) activations, from layer fromLayer's residual
+  // stream; the last one's output becomes r.residualOut.
+  void runLayers(ForwardResult& r, int fromLayer, const Interventions& iv) const;
+  // One layer from act.residualIn: keeps in `act` what `cap` asks for; `next` receives the
+  // stream leaving the layer.
+  void runLayer(LayerActivations& act, int layer, const Interventions& iv, const Capture& cap,
+                Workspace& ws, MatrixRM& next) const;
   void finish(ForwardResult& r) const;
 
  public:

@@ -56,14 +56,28 @@ class ModelSource {
     bool refit = false;                      // differs from the interventions it was given
     std::string note;                        // what the refit dropped, "" when nothing
   };
+  // Both passes keep what `capture` asks for, and share the layers below the first one the
+  // interventions change (the pass is the baseline re-run from there).
   static TextPass runText(const Model& model, const std::string& text,
-                          const Interventions& iv, std::uint64_t interventionsVersion);
+                          const Interventions& iv, std::uint64_t interventionsVersion,
+                          const Capture& capture = {});
   // Takes a pass from runText. Returns false and changes nothing when the interventions changed
   // after it started (run it again with the current ones). A refit pass replaces the
   // interventions with the ones it ran with (a new interventionsVersion) and keeps its note.
   bool adoptText(TextPass&& p);
   // What the last refit dropped (TextPass::note); says it once, then "".
   std::string takeNote() { return std::exchange(note_, std::string()); }
+  // What the passes keep (Model's Capture): everything by default; the GUI asks for
+  // Capture::view (the grid's thumbnails, the last logits row), and the shown layer's Q, K, V
+  // are recomputed from its residual stream (layerQkv). Applies from the next setText.
+  void setCapture(const Capture& c) { capture_ = c; }
+  const Capture& capture() const { return capture_; }
+  // Layer `layer`'s Q [H, T, d_h] and the KV heads' K, V [H_kv, T, d_h] (Model::layerQkv),
+  // cached for the last layer asked until the pass changes. Throws InputError out of range.
+  struct Qkv {
+    Tensor3 q, k, v;
+  };
+  const Qkv& layerQkv(int layer);
   std::shared_ptr<const Model> sharedModel() const { return model_; }
   // Bumped by every change of the interventions.
   std::uint64_t interventionsVersion() const { return ivVersion_; }
@@ -112,6 +126,9 @@ class ModelSource {
   void rerun(const Interventions& iv, int fromLayer);
 
   std::shared_ptr<const Model> model_;
+  Capture capture_;
+  Qkv qkv_;
+  int qkvLayer_ = -1;  // the layer qkv_ holds; -1 after the pass changes
   std::string text_;
   std::string name_;
   ForwardResult pass_, baseline_;
