@@ -11,8 +11,10 @@
 // Blocks are read through byte structs (alignment 1) and memcpy, so a tensor at any address (a
 // GGUF file may declare general.alignment 1) is read without unaligned-access UB.
 #include "attnviz/formats/gguf.h"
+#include "attnviz/engine/parallel.h"
 #include "attnviz/formats/safetensors.h"  // halfToFloat
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -851,7 +853,24 @@ void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
   const std::int64_t nb = n / r.blockValues;
   const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
   const auto* p = static_cast<const unsigned char*>(rows);
-  for (std::int64_t i = 0; i < nRows; ++i) y[i] = r.dot(p + std::size_t(i) * rowBytes, x, nb);
+  // Rows split over the CPU threads in chunks of about 64 KB of stored bytes, claimed
+  // dynamically; a matrix under two chunks stays on the calling thread (a wake-up costs more
+  // than it saves).
+  constexpr std::size_t kChunkBytes = std::size_t(64) << 10;
+  const std::int64_t chunk =
+      std::max<std::int64_t>(1, std::int64_t(kChunkBytes / std::max<std::size_t>(rowBytes, 1)));
+  const std::int64_t tasks = (nRows + chunk - 1) / chunk;
+  auto run = [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t i = r0; i < r1; ++i) y[i] = r.dot(p + std::size_t(i) * rowBytes, x, nb);
+  };
+  if (tasks < 2) {
+    run(0, nRows);
+    return;
+  }
+  detail::parallelFor(int(tasks), [&](int t) {
+    const std::int64_t r0 = std::int64_t(t) * chunk;
+    run(r0, std::min(nRows, r0 + chunk));
+  });
 }
 
 }  // namespace attnviz

@@ -51,6 +51,8 @@ void dequantizeRow(GgmlType type, const void* src, float* dst, std::int64_t n);
 float dotRow(GgmlType type, const void* row, const float* x, std::int64_t n);
 // y[r] = dotRow(type, rows + r * ggmlRowBytes(type, n), x, n) for r in [0, nRows): a stored
 // [nRows, n] matrix times x (decode's matrix-vector product), checked once for the whole matrix.
+// Rows are split over the CPU threads (engine's thread pool) in chunks of about 64 KB of stored
+// bytes; each y[r] is the same dotRow whichever thread computes it.
 void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* x,
             float* y);
 
