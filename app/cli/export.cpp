@@ -277,7 +277,8 @@ int runExport(int argc, char** argv) {
       std::vector<std::string> labels = tokenLabels(*run.model, run.result.ids);
       modelParams = layerParams(*run.model, run.result, layer);
       session.setTensors(std::move(a.q), std::move(a.k), std::move(a.v), labels, labels);
-      session.setSourceLabel(modelLayerLabel(modelName(dir), layer, run.interventions));
+      session.setSourceLabel(
+          modelLayerLabel(modelTitleName(*run.model, dir), layer, run.interventions));
     };
     int sceneModelHead = -1;  // a model scene's head, the default for --head
     if (fromModel) {
@@ -289,7 +290,7 @@ int runExport(int argc, char** argv) {
       if (scene.model.any()) {
         // A model scene exports what the app shows for it: the layer and head it names, on its
         // text, with its ablations.
-        ModelRun run = runModelScene(scene, scenePath, opts);
+        ModelRun run = runModelScene(scene, scenePath, opts, parseMaxMemory(modelOpts.maxMemory));
         showLayer(run, scene.model.layer, scene.model.path);
         sceneModelHead = scene.model.head;
       } else {
