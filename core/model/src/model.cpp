@@ -16,6 +16,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -649,13 +650,17 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
       *e.slot = w->owned.back().data();
       converted = true;
     } else {
-      // Straight into the kept buffer, a row at a time (no second copy of the tensor).
+      // Straight into the kept buffer, a row at a time (no second copy of the tensor), the rows
+      // split over the CPU threads.
       const GgufTensor& t = *f.gg;
       const std::int64_t cols = t.ne.empty() ? 1 : t.ne[0], rows = t.count() / cols;
       FloatBuffer buf(static_cast<std::size_t>(t.count()));
-      for (std::int64_t r = 0; r < rows; ++r) {
-        dequantizeRow(GgmlType(t.type), t.rowData(r), buf.data() + r * cols, cols);
-      }
+      constexpr std::int64_t kRows = 64;
+      detail::parallelFor(int((rows + kRows - 1) / kRows), [&](int task) {
+        const std::int64_t r0 = task * kRows, r1 = std::min(rows, r0 + kRows);
+        for (std::int64_t r = r0; r < r1; ++r)
+          dequantizeRow(GgmlType(t.type), t.rowData(r), buf.data() + r * cols, cols);
+      });
       w->owned.push_back(std::move(buf));
       *e.slot = w->owned.back().data();
       converted = true;
@@ -939,14 +944,37 @@ struct Model::Workspace {
     linear(x, f, out);
   }
 
+  // The same for several matrices of one input: in a decode step one parallel loop over them all
+  // (q, k and v; up and gate), else lin() on each in turn.
+  struct Out {
+    const LinearView* f;
+    const StoredMatrix* s;
+    MatrixRM* out;
+  };
+  void lins(const MatrixRM& x, std::initializer_list<Out> outs) {
+    bool batch = decode && x.rows() == 1;
+    for (const Out& o : outs) batch = batch && *o.s;
+    if (!batch) {
+      for (const Out& o : outs) lin(x, *o.f, *o.s, *o.out);
+      return;
+    }
+    MatVecJob jobs[4];
+    int n = 0;
+    for (const Out& o : outs) {
+      o.out->resize(1, o.s->rows);
+      jobs[n++] = {o.s->type, o.s->data, o.s->rows, o.s->cols, x.data(), o.out->data()};
+    }
+    matVecBatch(jobs, n);
+    for (const Out& o : outs)
+      if (o.f->b) o.out->row(0) += Eigen::Map<const Eigen::RowVectorXf>(o.f->b, o.s->rows);
+  }
+
   // qm, km, vm = the layer's projections of norm_1(x), rows at positions pos0.., q and k rotated
   // per head when `rope`.
   void project(const ModelConfig& c, const Weights::Layer& W, const MatrixRM& x, int pos0,
                bool rope) {
     normForward(c.norm, x, W.norm1W, W.norm1B, c.layerNormEps, a);
-    lin(a, W.q, W.qS, qm);
-    lin(a, W.k, W.kS, km);
-    lin(a, W.v, W.vS, vm);
+    lins(a, {{&W.q, &W.qS, &qm}, {&W.k, &W.kS, &km}, {&W.v, &W.vS, &vm}});
     if (!rope || c.positions != PositionKind::Rope) return;
     // Each head's slice rotates on its own: rotate per head through a [T, dh] copy.
     const int T = static_cast<int>(x.rows()), dh = c.headSize;
@@ -965,12 +993,12 @@ struct Model::Workspace {
   // x += MLP(norm_2(x)).
   void mlp(const ModelConfig& c, const Weights::Layer& W, MatrixRM& x) {
     normForward(c.norm, x, W.norm2W, W.norm2B, c.layerNormEps, m);
-    lin(m, W.up, W.upS, hidden);
     if (c.mlp == MlpKind::Gated) {
-      lin(m, W.gate, W.gateS, gate);
+      lins(m, {{&W.up, &W.upS, &hidden}, {&W.gate, &W.gateS, &gate}});
       activationForward(gate, c.activation);
       hidden.array() *= gate.array();
     } else {
+      lin(m, W.up, W.upS, hidden);
       activationForward(hidden, c.activation);
     }
     lin(hidden, W.down, W.downS, out);
