@@ -282,7 +282,8 @@ int runExport(int argc, char** argv) {
       modelParams = layerParams(*run.model, run.result, layer);
       session.setTensors(std::move(q), repeatKvHeads(k, group), repeatKvHeads(v, group), labels,
                          labels);
-      session.setSourceLabel(modelLayerLabel(modelName(dir), layer, run.interventions));
+      session.setSourceLabel(
+          modelLayerLabel(modelTitleName(*run.model, dir), layer, run.interventions));
     };
     int sceneModelHead = -1;  // a model scene's head, the default for --head
     if (fromModel) {
@@ -295,7 +296,8 @@ int runExport(int argc, char** argv) {
       if (scene.model.any()) {
         // A model scene exports what the app shows for it: the layer and head it names, on its
         // text, with its ablations.
-        ModelRun run = runModelScene(scene, scenePath, opts, Capture::view(0));
+        ModelRun run = runModelScene(scene, scenePath, opts, Capture::view(0),
+                                     parseMaxMemory(modelOpts.maxMemory));
         showLayer(run, scene.model.layer, scene.model.path);
         sceneModelHead = scene.model.head;
       } else {

@@ -22,6 +22,19 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
   app.add_option("--ablate", o.ablate, "L:H zeroes head H's output in layer L (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--max-memory", o.maxMemory,
+                 "SIZE (bytes, or 512M, 4G): budget for float32 copies of F16/BF16/quantized "
+                 "weights; past it they stay as stored and each layer is converted as it runs "
+                 "(default: a quarter of physical RAM)");
+}
+
+std::int64_t parseMaxMemory(const std::string& text) {
+  if (text.empty()) return -1;
+  try {
+    return parseMemorySize(text);
+  } catch (const InputError& e) {
+    throw UsageError(std::string("--max-memory: ") + e.what());
+  }
 }
 
 void addRopeOffOption(CLI::App& app, ModelCliOptions& o) {
@@ -97,8 +110,9 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
     ablations.emplace_back(*l, *h);
   }
 
+  const std::int64_t maxMemory = parseMaxMemory(o.maxMemory);
   ModelRun run;
-  run.model = Model::open(o.dir);
+  run.model = Model::open(o.dir, {}, maxMemory);
   const ModelConfig& c = run.model->config();
   if (app.count("--text")) ids = run.model->encode(o.text);
   for (const auto& [l, h] : ablations) {
@@ -125,10 +139,11 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
 }
 
 ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
-                       const AttentionCliOptions& attention, const Capture& capture) {
+                       const AttentionCliOptions& attention, const Capture& capture,
+                       std::int64_t maxMemory) {
   const SceneModel& sm = scene.model;
   ModelRun run;
-  run.model = Model::open(sm.path);
+  run.model = Model::open(sm.path, {}, maxMemory);
   const ModelConfig& c = run.model->config();
   // The scene's indices, checked now that the model's sizes are known, as the app checks them.
   const std::string sizes = " is out of range (the model " + sm.path + " has " +

@@ -18,6 +18,7 @@ namespace attnviz::app {
 // --mask-file, --alibi, --temperature; added by the caller) apply in every layer.
 struct ModelCliOptions {
   std::string dir, text, ids;
+  std::string maxMemory;  // --max-memory SIZE (empty: a quarter of physical RAM)
   std::vector<std::string> ablate;
   std::vector<std::string> ropeOff;  // --rope-off L (model, generate): layers run unrotated
   bool prepareOnly = false;  // runModelFromOptions opens and checks, but runs no pass
@@ -49,6 +50,10 @@ Interventions cliInterventions(const Model& m, const std::vector<int>& ids,
                               const AttentionCliOptions& attention,
                               const std::vector<int>& ropeOff = {});
 
+// --max-memory's bytes (-1 when not given: the model's default budget); throws UsageError for a
+// value that is not a size.
+std::int64_t parseMaxMemory(const std::string& text);
+
 // Opens the model, tokenizes (or checks the ids), builds the interventions and runs the pass.
 // Throws UsageError for bad option values, InputError for bad files or text.
 ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions& attention,
@@ -58,7 +63,8 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
 // path): its layer, head and ablations out of the model's range are input errors naming
 // `scenePath`. The attention options apply in every layer, as with --model.
 ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
-                       const AttentionCliOptions& attention, const Capture& capture = {});
+                       const AttentionCliOptions& attention, const Capture& capture = {},
+                       std::int64_t maxMemory = -1);
 
 // Runs the pass on `ids` with the heads in `ablations` (already checked against the model)
 // zeroed and the attention options in every layer, into run.result. A model scene's per-layer

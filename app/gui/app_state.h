@@ -259,6 +259,7 @@ struct AttributionState {
 struct ModelState {
   std::unique_ptr<ModelSource> source;  // null: no model open
   std::string dir;
+  std::int64_t maxMemory = -1;  // --max-memory in bytes (-1: a quarter of physical RAM)
   // Opening: the folder, the worker's result and its progress.
   std::string loadingDir;
   std::future<std::unique_ptr<Model>> loading;

@@ -56,7 +56,7 @@ struct Options {
   int syntheticTokens = 0;
   int heads = 0;
   float uiScale = 0;
-  std::string model, text;
+  std::string model, text, maxMemory;
   std::optional<std::string> editText;
   std::optional<int> layer;
   std::vector<std::string> ablate;
@@ -80,6 +80,9 @@ int runGui(int argc, char** argv) {
                  "with --model: once it is open, replace the text as if typed (scripted runs)");
   cli.add_option("--layer", o.layer, "with --model: show this layer");
   cli.add_option("--ablate", o.ablate, "with --model: ablate head L:H (repeatable)");
+  cli.add_option("--max-memory", o.maxMemory,
+                 "SIZE (bytes, or 512M, 4G): budget for float32 copies of a model's F16/BF16/"
+                 "quantized weights; past it they stay as stored (default: a quarter of RAM)");
   cli.add_option("--generate", o.generate,
                  "with --model: once it is open, generate N tokens (greedy) in the Generate panel; "
                  "a scripted run waits for them and prints generated-ids and generate-row");
@@ -207,6 +210,13 @@ int runGui(int argc, char** argv) {
       if (std::sscanf(a.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0)
         throw UsageError("--ablate: expected LAYER:HEAD, got '" + a + "'");
       ablations.emplace_back(l, h);
+    }
+    if (!o.maxMemory.empty()) {
+      try {
+        s.model.maxMemory = parseMemorySize(o.maxMemory);
+      } catch (const InputError& e) {
+        throw UsageError(std::string("--max-memory: ") + e.what());
+      }
     }
     s.configDir = configDirectory();
     loadSettings(s);

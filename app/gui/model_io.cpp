@@ -33,7 +33,8 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   m.loadingDir.clear();
   const PendingText pending = std::exchange(gPendingText, PendingText{});
   auto source = std::make_unique<ModelSource>(std::shared_ptr<const Model>(std::move(model)));
-  source->setName(modelName(dir));  // figure titles name the model, the layer and the ablations
+  // Figure titles name the model (and a GGUF's quantization), the layer and the ablations.
+  source->setName(modelTitleName(source->model(), dir));
   // The layer, head and ablations asked for, checked now that the model's sizes are known, and
   // before anything open is closed: a bad request leaves the open model (or scene) as it was.
   // Command-line options are usage errors, a scene's fields input errors naming the file.
@@ -140,12 +141,15 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
   m.loadingDir = dir;
   m.progress = std::make_shared<ModelLoadProgress>();
   auto progress = m.progress;
-  m.loading = std::async(std::launch::async, [dir, progress] {
-    return Model::open(dir, [progress](double f, const std::string& what) {
-      std::lock_guard<std::mutex> lock(progress->m);
-      progress->fraction = f;
-      progress->what = what;
-    });
+  m.loading = std::async(std::launch::async, [dir, progress, maxMemory = m.maxMemory] {
+    return Model::open(
+        dir,
+        [progress](double f, const std::string& what) {
+          std::lock_guard<std::mutex> lock(progress->m);
+          progress->fraction = f;
+          progress->what = what;
+        },
+        maxMemory);
   });
   if (wait) m.loading.wait();
 }

@@ -893,6 +893,59 @@ TEST(AppModel, AModelPresetExportsTheSameFromTheAppAndTheCommandLine) {
   EXPECT_LT(lastRow, da.height / 20) << "more than the title differs";
 }
 
+// A quantized GGUF's figure names its type in the title ("NAME · Q8_0 · layer L"), and the app's
+// export of a model scene on it is still byte for byte `export --scene`'s. The file is the shipped
+// kjv-sp-llama converted by tools/gguf/hf_to_gguf.py; beside it an F32 conversion, whose title
+// names no type: the two figures' titles differ where the type is written.
+TEST(AppModel, AQuantizedGgufsTitleNamesItsTypeTheSameInTheAppAndTheCommandLine) {
+  const std::string dir = tempPath("gguf-title");
+  std::filesystem::create_directories(dir);
+  const std::string tool = std::string(ATTNVIZ_SOURCE_DIR) + "/tools/gguf/hf_to_gguf.py";
+  const std::string model = std::string(ATTNVIZ_SOURCE_DIR) + "/assets/models/kjv-sp-llama";
+  auto sceneFor = [&](const std::string& type) {
+    // The same file name in both folders: the titles differ only by the type.
+    std::filesystem::create_directories(dir + "/" + type);
+    const std::string gguf = dir + "/" + type + "/kjv.gguf";
+    const attnviz::testing::ShellRun conv = attnviz::testing::runShell(
+        "/usr/bin/python3 " + tool + " " + model + " " + gguf + " --type " + type);
+    EXPECT_EQ(conv.rc, 0) << conv.out;
+    const std::string path = dir + "/scene-" + type + ".json";
+    std::ofstream(path) << "{\"model\": {\"path\": \"" << gguf
+                        << "\", \"text\": \"In the beginning God created the heaven and the "
+                           "earth.\", \"layer\": 1, \"head\": 2}}";
+    return path;
+  };
+  const std::string q8 = sceneFor("Q8_0"), f32 = sceneFor("F32");
+  const std::string gui = tempPath("gguf-title-gui.png"), cli = tempPath("gguf-title-cli.png"),
+                    plain = tempPath("gguf-title-f32.png");
+  for (const auto& f : {gui, cli, plain}) std::remove(f.c_str());
+  const Shot s = runApp("gguf-title", "--scene " + q8 + " --export " + gui, 6);
+  ASSERT_RAN(s);
+  const std::string out = runCli("export --scene " + q8 + " --png " + cli);
+  ASSERT_EQ(out.find("exit status"), std::string::npos) << out;
+  ASSERT_FALSE(fileBytes(gui).empty()) << "the app wrote no PNG\n" << s.out;
+  EXPECT_TRUE(fileBytes(gui) == fileBytes(cli)) << "the PNG files differ";
+  runCli("export --scene " + f32 + " --png " + plain);
+  const Decoded dq = decode(cli), df = decode(plain);
+  ASSERT_GT(dq.width, 0);
+  ASSERT_EQ(dq.width, df.width);
+  // The title band: "kjv.gguf · Q8_0 · layer 1 ..." against "kjv.gguf · layer 1 ...": the Q8_0
+  // title is the wider.
+  auto inkColumns = [](const Decoded& d) {
+    int last = -1;
+    for (int y = 0; y < d.height / 20; ++y)
+      for (int x = 0; x < d.width; ++x) {
+        const std::size_t k = (std::size_t(y) * d.width + x) * 4;
+        const std::size_t bg = (std::size_t(y) * d.width + d.width - 1) * 4;
+        if (!std::equal(&d.rgba[k], &d.rgba[k] + 3, &d.rgba[bg])) last = std::max(last, x);
+      }
+    return last;
+  };
+  EXPECT_GT(inkColumns(dq), inkColumns(df) + 10)
+      << "the Q8_0 figure's title is no wider than the F32 one's";
+  std::filesystem::remove_all(dir);
+}
+
 // A model scene whose layer the model lacks: the command line refuses it naming the file, as the
 // app does.
 TEST(AppModel, ExportOfAModelSceneWithALayerTheModelLacksNamesTheFile) {

@@ -7,11 +7,12 @@
 //                               (every layer from there, and the logits of all T positions)
 //   SweepByFullPasses_T64       one full Model::forward per head
 // Counters: heads/s, and "layers" (the layer passes one sweep runs).
-// The checkpoint writer is bench_model.cpp's recipe (no shared header holds it); the folder goes
-// to $ATTNVIZ_BENCH_DIR or the temp folder.
+// The checkpoint is bench_model.cpp's (bench_util.h); the folder goes to $ATTNVIZ_BENCH_DIR or the
+// temp folder.
+#include "bench/bench_util.h"
+
 #include "attnviz/model/attribution.h"
 #include "attnviz/model/model.h"
-#include "attnviz/model/tokenizers/gpt2_bpe.h"
 
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
@@ -29,21 +30,11 @@ namespace fs = std::filesystem;
 
 constexpr int kL = 12, kH = 12, kD = 768, kV = 50257, kP = 1024, kT = 64;
 
-struct Folder {
-  fs::path dir;
-  ~Folder() {
-    std::error_code ec;
-    if (!dir.empty()) fs::remove_all(dir, ec);
-  }
-};
-
+// The checkpoint of bench_model.cpp (bench_util.h writes it): random F32 model.safetensors and
+// GPT-2 tokenizer files.
 const fs::path& checkpoint() {
-  static Folder f = [] {
-    Folder ck;
-    const char* base = std::getenv("ATTNVIZ_BENCH_DIR");
-    ck.dir = fs::path(base ? base : fs::temp_directory_path().string()) /
-             ("attnviz_attr_gpt2_small_" + std::to_string(::getpid()));
-    fs::create_directories(ck.dir);
+  static attnviz::bench::BenchFolder f = [] {
+    attnviz::bench::BenchFolder ck("attr_gpt2_small");
     std::ofstream(ck.dir / "config.json") << nlohmann::json{{"model_type", "gpt2"},
                                                             {"n_layer", kL},
                                                             {"n_head", kH},
@@ -52,17 +43,8 @@ const fs::path& checkpoint() {
                                                             {"vocab_size", kV},
                                                             {"activation_function", "gelu_new"}}
                                                  .dump();
-    nlohmann::json vocab = nlohmann::json::object();
-    std::vector<std::string> alpha;
-    for (int b = 0; b < 256; ++b) alpha.push_back(attnviz::gpt2ByteToUnicode(b));
-    int id = 0;
-    for (const auto& a : alpha) vocab[a] = id++;
-    for (int n = 0; n < 50000; ++n) vocab[alpha[n / 256] + alpha[n % 256]] = id++;
-    vocab["<|endoftext|>"] = id++;
-    std::ofstream(ck.dir / "vocab.json") << vocab.dump();
-    std::ofstream(ck.dir / "merges.txt") << "#version: 0.2\n";
-
-    using Shapes = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
+    attnviz::bench::writeByteLevelVocab(ck.dir, kV);
+    using Shapes = attnviz::bench::TensorShapes;
     Shapes shapes = {{"wte.weight", {kV, kD}}, {"wpe.weight", {kP, kD}}};
     for (int l = 0; l < kL; ++l) {
       const std::string p = "h." + std::to_string(l) + ".";
@@ -82,34 +64,7 @@ const fs::path& checkpoint() {
     }
     shapes.push_back({"ln_f.weight", {kD}});
     shapes.push_back({"ln_f.bias", {kD}});
-    nlohmann::json header = nlohmann::json::object();
-    std::size_t offset = 0;
-    for (const auto& [name, s] : shapes) {
-      std::size_t n = 4;
-      for (auto v : s) n *= std::size_t(v);
-      header["transformer." + name] = {
-          {"dtype", "F32"}, {"shape", s}, {"data_offsets", {offset, offset + n}}};
-      offset += n;
-    }
-    std::string text = header.dump();
-    text.append((8 - text.size() % 8) % 8, ' ');
-    std::ofstream out(ck.dir / "model.safetensors", std::ios::binary);
-    const std::uint64_t len = text.size();
-    out.write(reinterpret_cast<const char*>(&len), 8);
-    out << text;
-    std::mt19937 gen(1);
-    std::vector<float> chunk(1 << 20);
-    for (const auto& [name, s] : shapes) {
-      std::size_t n = 1;
-      for (auto v : s) n *= std::size_t(v);
-      const bool scale = name.find("ln_") != std::string::npos && name.ends_with("weight");
-      std::normal_distribution<float> dist(scale ? 1.0f : 0.0f, scale ? 0.1f : 0.05f);
-      for (std::size_t done = 0; done < n; done += chunk.size()) {
-        const std::size_t m = std::min(chunk.size(), n - done);
-        for (std::size_t i = 0; i < m; ++i) chunk[i] = dist(gen);
-        out.write(reinterpret_cast<const char*>(chunk.data()), std::streamsize(m * 4));
-      }
-    }
+    attnviz::bench::writeRandomSafetensors(ck.dir / "model.safetensors", shapes, "transformer.");
     return ck;
   }();
   return f.dir;

@@ -70,17 +70,9 @@ const Checkpoint& checkpoint() {
         {"rope_theta", 100000.0},
         {"hidden_act", "silu"},
         {"tie_word_embeddings", true}}.dump();
-    nlohmann::json vocab = nlohmann::json::object();
-    std::vector<std::string> alpha;
-    for (int b = 0; b < 256; ++b) alpha.push_back(attnviz::gpt2ByteToUnicode(b));
-    int id = 0;
-    for (const auto& a : alpha) vocab[a] = id++;
-    for (int n = 0; id < kV - 1; ++n) vocab[alpha[n / 256] + alpha[n % 256]] = id++;
-    vocab["<|endoftext|>"] = id++;
-    std::ofstream(ck.dir / "vocab.json") << vocab.dump();
-    std::ofstream(ck.dir / "merges.txt") << "#version: 0.2\n";
+    attnviz::bench::writeByteLevelVocab(ck.dir, kV);
 
-    std::vector<attnviz::bench::TensorShape> shapes = {{"model.embed_tokens.weight", {kV, kD}}};
+    attnviz::bench::TensorShapes shapes = {{"model.embed_tokens.weight", {kV, kD}}};
     for (int l = 0; l < kL; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       shapes.push_back({p + "input_layernorm.weight", {kD}});
@@ -94,9 +86,7 @@ const Checkpoint& checkpoint() {
       shapes.push_back({p + "mlp.down_proj.weight", {kD, kI}});
     }
     shapes.push_back({"model.norm.weight", {kD}});
-    ck.bytes = attnviz::bench::writeRandomSafetensors(
-        (ck.dir / "model.safetensors").string(), shapes, 1,
-        [](const std::string& n) { return n.find("norm") != std::string::npos; });
+    ck.bytes = attnviz::bench::writeRandomSafetensors(ck.dir / "model.safetensors", shapes);
     return ck;
   }();
   return c;

@@ -9,9 +9,10 @@
 //                        peak RSS above the file size and above the parent's RSS at the fork
 // The checkpoint goes to $ATTNVIZ_BENCH_DIR or the temp folder and is removed at exit (kept when
 // ATTNVIZ_BENCH_KEEP is set, e.g. to time `attnviz model` on it with /usr/bin/time -v).
+#include "bench/bench_util.h"
+
 #include "attnviz/model/model.h"
 #include "attnviz/formats/safetensors.h"
-#include "attnviz/model/tokenizers/gpt2_bpe.h"
 
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
@@ -34,24 +35,17 @@ using attnviz::MatrixRM;
 constexpr int kL = 12, kH = 12, kD = 768, kV = 50257, kP = 1024, kT = 128;
 
 struct Checkpoint {
-  fs::path dir;
+  attnviz::bench::BenchFolder folder{"gpt2_small"};
+  fs::path dir = folder.dir;
   std::uintmax_t bytes = 0;
-  ~Checkpoint() {
-    std::error_code ec;
-    if (!dir.empty() && !std::getenv("ATTNVIZ_BENCH_KEEP")) fs::remove_all(dir, ec);
-  }
 };
 
-// Streams random F32 tensors to model.safetensors (a few MB of RAM at a time), with the tokenizer
-// files a GPT-2 folder has: 256 byte tokens, 50000 two-byte tokens, <|endoftext|>.
+// model.safetensors of random F32 tensors (bench_util.h), with the tokenizer files a GPT-2
+// folder has: 256 byte tokens, 50000 two-byte tokens, <|endoftext|>.
 const Checkpoint& checkpoint() {
-  static Checkpoint c = [] {
-    Checkpoint ck;
-    const char* base = std::getenv("ATTNVIZ_BENCH_DIR");
-    ck.dir = fs::path(base ? base : fs::temp_directory_path().string()) /
-             ("attnviz_gpt2_small_" + std::to_string(::getpid()));
-    fs::create_directories(ck.dir);
-    std::ofstream(ck.dir / "config.json") << nlohmann::json{
+  static Checkpoint ck = [] {
+    Checkpoint c;
+    std::ofstream(c.dir / "config.json") << nlohmann::json{
         {"model_type", "gpt2"},
         {"n_layer", kL},
         {"n_head", kH},
@@ -59,21 +53,11 @@ const Checkpoint& checkpoint() {
         {"n_positions", kP},
         {"vocab_size", kV},
         {"activation_function", "gelu_new"}}.dump();
-    nlohmann::json vocab = nlohmann::json::object();
-    std::vector<std::string> alpha;
-    for (int b = 0; b < 256; ++b) alpha.push_back(attnviz::gpt2ByteToUnicode(b));
-    int id = 0;
-    for (const auto& a : alpha) vocab[a] = id++;
-    for (int n = 0; n < 50000; ++n) vocab[alpha[n / 256] + alpha[n % 256]] = id++;
-    vocab["<|endoftext|>"] = id++;
-    std::ofstream(ck.dir / "vocab.json") << vocab.dump();
-    std::ofstream(ck.dir / "merges.txt") << "#version: 0.2\n";
-
-    std::vector<std::pair<std::string, std::vector<std::int64_t>>> shapes = {
-        {"wte.weight", {kV, kD}}, {"wpe.weight", {kP, kD}}};
+    attnviz::bench::writeByteLevelVocab(c.dir, kV);
+    attnviz::bench::TensorShapes shapes = {{"wte.weight", {kV, kD}}, {"wpe.weight", {kP, kD}}};
     for (int l = 0; l < kL; ++l) {
       const std::string p = "h." + std::to_string(l) + ".";
-      for (auto [n, s] : std::vector<std::pair<std::string, std::vector<std::int64_t>>>{
+      for (auto [n, s] : attnviz::bench::TensorShapes{
                {"ln_1.weight", {kD}},
                {"ln_1.bias", {kD}},
                {"attn.c_attn.weight", {kD, 3 * kD}},
@@ -90,39 +74,11 @@ const Checkpoint& checkpoint() {
     }
     shapes.push_back({"ln_f.weight", {kD}});
     shapes.push_back({"ln_f.bias", {kD}});
-    nlohmann::json header = nlohmann::json::object();
-    std::size_t offset = 0;
-    for (const auto& [name, s] : shapes) {
-      std::size_t n = 4;
-      for (auto v : s) n *= std::size_t(v);
-      header["transformer." + name] = {
-          {"dtype", "F32"}, {"shape", s}, {"data_offsets", {offset, offset + n}}};
-      offset += n;
-    }
-    std::string text = header.dump();
-    text.append((8 - text.size() % 8) % 8, ' ');
-    std::ofstream out(ck.dir / "model.safetensors", std::ios::binary);
-    const std::uint64_t len = text.size();
-    out.write(reinterpret_cast<const char*>(&len), 8);
-    out << text;
-    std::mt19937 gen(1);
-    std::vector<float> chunk(1 << 20);
-    for (const auto& [name, s] : shapes) {
-      std::size_t n = 1;
-      for (auto v : s) n *= std::size_t(v);
-      const bool scale = name.find("ln_") != std::string::npos && name.ends_with("weight");
-      std::normal_distribution<float> dist(scale ? 1.0f : 0.0f, scale ? 0.1f : 0.05f);
-      for (std::size_t done = 0; done < n; done += chunk.size()) {
-        const std::size_t m = std::min(chunk.size(), n - done);
-        for (std::size_t i = 0; i < m; ++i) chunk[i] = dist(gen);
-        out.write(reinterpret_cast<const char*>(chunk.data()), std::streamsize(m * 4));
-      }
-    }
-    out.close();
-    ck.bytes = fs::file_size(ck.dir / "model.safetensors");
-    return ck;
+    c.bytes = attnviz::bench::writeRandomSafetensors(c.dir / "model.safetensors", shapes,
+                                                     "transformer.");
+    return c;
   }();
-  return c;
+  return ck;
 }
 
 std::vector<int> ids() {
@@ -177,23 +133,10 @@ void Gpt2Open(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(attnviz::Model::open(dir).get());
 }
 
-long currentRssKb() {
-  std::ifstream s("/proc/self/status");
-  std::string key;
-  long v = 0;
-  while (s >> key) {
-    if (key == "VmRSS:") {
-      s >> v;
-      return v;
-    }
-  }
-  return 0;
-}
-
 void Gpt2PeakMemory(benchmark::State& state) {
   const Checkpoint& ck = checkpoint();
   for (auto _ : state) {
-    const long before = currentRssKb();
+    const long before = attnviz::bench::currentRssKb();
     const pid_t pid = ::fork();
     if (pid == 0) {
       const auto model = attnviz::Model::open(ck.dir.string());

@@ -1,13 +1,19 @@
-// attnviz benchmarks: inputs shared by the benchmark files.
+// attnviz benchmarks: inputs shared by the benchmark files, and the random checkpoints the model
+// benchmarks write at start-up (never committed).
 #pragma once
 
 #include "attnviz/engine/tensor.h"
+#include "attnviz/model/tokenizers/gpt2_bpe.h"
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
-#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -24,45 +30,94 @@ inline Tensor3 randomTensor(int H, int rows, int cols, unsigned seed) {
   return t;
 }
 
-// One tensor of a checkpoint the benchmarks write: its stored name and shape.
-using TensorShape = std::pair<std::string, std::vector<std::int64_t>>;
+// A folder for a benchmark's files: $ATTNVIZ_BENCH_DIR or the temp folder, /attnviz_NAME_PID;
+// removed at exit unless ATTNVIZ_BENCH_KEEP is set (e.g. to time `attnviz model` on it with
+// /usr/bin/time -v).
+struct BenchFolder {
+  std::filesystem::path dir;
+  explicit BenchFolder(const std::string& name) {
+    const char* base = std::getenv("ATTNVIZ_BENCH_DIR");
+    dir = std::filesystem::path(base ? base : std::filesystem::temp_directory_path().string()) /
+          ("attnviz_" + name + "_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+  }
+  ~BenchFolder() {
+    std::error_code ec;
+    if (!dir.empty() && !std::getenv("ATTNVIZ_BENCH_KEEP")) std::filesystem::remove_all(dir, ec);
+  }
+  BenchFolder(BenchFolder&& o) noexcept : dir(std::move(o.dir)) { o.dir.clear(); }
+  BenchFolder(const BenchFolder&) = delete;
+  BenchFolder& operator=(const BenchFolder&) = delete;
+};
 
-// Writes `path` as an F32 safetensors file of the given tensors, streamed (a few MB of RAM at a
-// time) from a normal(mean, sd) generator seeded by `seed`: mean 1, sd 0.1 for the tensors
-// `isNormWeight` names (norm scales), else mean 0, sd `sd`. Returns the file's size in bytes.
-inline std::uint64_t writeRandomSafetensors(const std::string& path,
-                                            const std::vector<TensorShape>& shapes, unsigned seed,
-                                            const std::function<bool(const std::string&)>& isNormWeight,
-                                            float sd = 0.05f) {
+// GPT-2 tokenizer files for a vocab of `vocabSize` tokens: the 256 byte tokens, two-byte tokens,
+// then <|endoftext|> (no merges: the benchmarks feed ids).
+inline void writeByteLevelVocab(const std::filesystem::path& dir, int vocabSize) {
+  nlohmann::json vocab = nlohmann::json::object();
+  std::vector<std::string> alpha;
+  for (int b = 0; b < 256; ++b) alpha.push_back(gpt2ByteToUnicode(b));
+  int id = 0;
+  for (const auto& a : alpha) vocab[a] = id++;
+  for (int n = 0; n < vocabSize - 257; ++n) vocab[alpha[n / 256] + alpha[n % 256]] = id++;
+  vocab["<|endoftext|>"] = id++;
+  std::ofstream(dir / "vocab.json") << vocab.dump();
+  std::ofstream(dir / "merges.txt") << "#version: 0.2\n";
+}
+
+using TensorShapes = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
+
+// Streams random F32 tensors to a safetensors file (a few MB of RAM at a time), each named
+// prefix + name: norm scales ("ln_*" / "*norm*" weights) N(1, 0.1), everything else N(0, 0.05),
+// from one seeded generator in the listed order. Returns the file's size.
+inline std::uintmax_t writeRandomSafetensors(const std::filesystem::path& path,
+                                             const TensorShapes& shapes,
+                                             const std::string& prefix = "") {
   nlohmann::json header = nlohmann::json::object();
   std::size_t offset = 0;
   for (const auto& [name, s] : shapes) {
     std::size_t n = 4;
     for (auto v : s) n *= std::size_t(v);
-    header[name] = {{"dtype", "F32"}, {"shape", s}, {"data_offsets", {offset, offset + n}}};
+    header[prefix + name] = {{"dtype", "F32"}, {"shape", s}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  std::ofstream out(path, std::ios::binary);
-  const std::uint64_t len = text.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);
-  out << text;
-  std::mt19937 gen(seed);
-  std::vector<float> chunk(1 << 20);
-  for (const auto& [name, s] : shapes) {
-    std::size_t n = 1;
-    for (auto v : s) n *= std::size_t(v);
-    const bool norm = isNormWeight(name);
-    std::normal_distribution<float> dist(norm ? 1.0f : 0.0f, norm ? 0.1f : sd);
-    for (std::size_t done = 0; done < n; done += chunk.size()) {
-      const std::size_t m = std::min(chunk.size(), n - done);
-      for (std::size_t i = 0; i < m; ++i) chunk[i] = dist(gen);
-      out.write(reinterpret_cast<const char*>(chunk.data()), std::streamsize(m * 4));
+  {
+    std::ofstream out(path, std::ios::binary);
+    const std::uint64_t len = text.size();
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out << text;
+    std::mt19937 gen(1);
+    std::vector<float> chunk(1 << 20);
+    for (const auto& [name, s] : shapes) {
+      std::size_t n = 1;
+      for (auto v : s) n *= std::size_t(v);
+      const bool scale =
+          (name.find("ln_") != std::string::npos || name.find("norm") != std::string::npos) &&
+          name.ends_with("weight");
+      std::normal_distribution<float> dist(scale ? 1.0f : 0.0f, scale ? 0.1f : 0.05f);
+      for (std::size_t done = 0; done < n; done += chunk.size()) {
+        const std::size_t m = std::min(chunk.size(), n - done);
+        for (std::size_t i = 0; i < m; ++i) chunk[i] = dist(gen);
+        out.write(reinterpret_cast<const char*>(chunk.data()), std::streamsize(m * 4));
+      }
     }
   }
-  out.close();
-  return 8 + text.size() + offset;
+  return std::filesystem::file_size(path);
+}
+
+// This process's resident set (VmRSS), in kB.
+inline long currentRssKb() {
+  std::ifstream s("/proc/self/status");
+  std::string key;
+  long v = 0;
+  while (s >> key) {
+    if (key == "VmRSS:") {
+      s >> v;
+      return v;
+    }
+  }
+  return 0;
 }
 
 }  // namespace attnviz::bench

@@ -194,6 +194,172 @@ TEST(GgufModelFiles, BadFilesExitOneNamingTheFile) {
   }
 }
 
+std::vector<float> logitsOf(const ForwardResult& r) {
+  return std::vector<float>(r.logits.data(), r.logits.data() + r.logits.size());
+}
+
+// The largest |a - b| over two float rows, and the largest |b|.
+std::pair<double, double> rowError(const float* a, const float* b, int n) {
+  double worst = 0.0, scale = 0.0;
+  for (int i = 0; i < n; ++i) {
+    worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return {worst, scale};
+}
+
+// A decode step reads every matrix as stored (matrix-vector products on the Q8_0, Q4_K, ...
+// blocks), while the full pass multiplies the float32 conversion: each step's logits equal the
+// full pass's logits at the same position within 1e-4 of the row's largest, and its attention
+// rows the full pass's rows within 1e-5, for every family and type.
+TEST(GgufDecode, StepsEqualTheFullPassOnQuantizedFiles) {
+  TempDir tmp;
+  const nlohmann::json cases = makeCases(tmp.path);
+  ASSERT_FALSE(cases.is_null());
+  int checked = 0;
+  for (const auto& m : cases["models"]) {
+    const std::vector<int> ids = m["ids"].get<std::vector<int>>();
+    for (const auto& f : m["files"]) {
+      const fs::path file = tmp.path / f["file"].get<std::string>();
+      SCOPED_TRACE(file.filename().string());
+      const auto model = Model::open(file.string());
+      const ForwardResult full = model->forward(ids);
+      const int T = int(ids.size()), P = T / 2, V = model->config().vocabSize;
+      KvCache cache = model->cacheFrom(model->forward({ids.begin(), ids.begin() + P}));
+      for (int t = P; t < T; ++t) {
+        const DecodeStep step = model->decodeStep(cache, ids[t]);
+        ASSERT_EQ(int(step.logits.size()), V);
+        const auto [worst, scale] = rowError(step.logits.data(), full.logits.row(t).data(), V);
+        EXPECT_LE(worst, kLogitsRel * scale) << "position " << t;
+        for (int l = 0; l < model->config().nLayer; ++l)
+          for (int h = 0; h < model->config().nHead; ++h) {
+            const auto [dw, unused] =
+                rowError(step.rows[l].head(h),
+                         full.layers[l].weights.head(h) + std::size_t(t) * T, t + 1);
+            EXPECT_LE(dw, 1e-5) << "position " << t << " layer " << l << " head " << h;
+          }
+      }
+      EXPECT_EQ(cache.length(), T);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 18);
+}
+
+// Everything a model computes, opened with no budget to speak of against one that holds every
+// conversion: the same numbers bit for bit (the same dequantization, the same products).
+void expectSameResults(const Model& big, const Model& tiny, const std::vector<int>& ids) {
+  ForwardResult a = big.forward(ids), b = tiny.forward(ids);
+  EXPECT_EQ(logitsOf(a), logitsOf(b));
+  for (int l = 0; l < big.config().nLayer; ++l) {
+    EXPECT_TRUE(a.layers[l].weights.data == b.layers[l].weights.data) << "layer " << l;
+    EXPECT_TRUE(a.layers[l].headOut.data == b.layers[l].headOut.data) << "layer " << l;
+  }
+  // Re-runs with an intervention (what the GUI and attribution do).
+  Interventions iv;
+  iv.ablate(big.config().nLayer - 1, 0, big.config());
+  big.rerunFrom(a, big.config().nLayer - 1, iv);
+  tiny.rerunFrom(b, big.config().nLayer - 1, iv);
+  EXPECT_EQ(logitsOf(a), logitsOf(b));
+  EXPECT_EQ(big.rerunLogitsAt(a, 0, {}, 1), tiny.rerunLogitsAt(b, 0, {}, 1));
+  const MatrixRM o = a.layers[0].headOut.mat(0);
+  EXPECT_TRUE(big.headToResidual(0, 0, o) == tiny.headToResidual(0, 0, o));
+  EXPECT_TRUE(big.unembedResidual(a.residualOut) == tiny.unembedResidual(b.residualOut));
+  // Decode steps from each one's cache.
+  const std::vector<int> prompt(ids.begin(), ids.begin() + ids.size() / 2);
+  KvCache ca = big.cacheFrom(big.forward(prompt)), cb = tiny.cacheFrom(tiny.forward(prompt));
+  for (std::size_t t = prompt.size(); t < ids.size(); ++t) {
+    const DecodeStep sa = big.decodeStep(ca, ids[t]), sb = tiny.decodeStep(cb, ids[t]);
+    EXPECT_EQ(sa.logits, sb.logits) << "step at " << t;
+    for (std::size_t l = 0; l < sa.rows.size(); ++l)
+      EXPECT_TRUE(sa.rows[l].data == sb.rows[l].data) << "step at " << t << " layer " << l;
+  }
+}
+
+// --max-memory: within the budget the quantized matrices are converted to float32 at load; past
+// it they stay as stored and each layer is converted into the pass's one scratch as it runs. The
+// results are the same, the resident float32 bytes far fewer, and the model says how it loaded.
+TEST(MemoryBudget, PastItTheWeightsStayAsStoredWithTheSameResults) {
+  TempDir tmp;
+  const nlohmann::json cases = makeCases(tmp.path);
+  ASSERT_FALSE(cases.is_null());
+  int checked = 0;
+  for (const auto& m : cases["models"]) {
+    const std::vector<int> ids = m["ids"].get<std::vector<int>>();
+    for (const auto& f : m["files"]) {
+      const std::string type = f["type"].get<std::string>();
+      const fs::path file = tmp.path / f["file"].get<std::string>();
+      SCOPED_TRACE(file.filename().string());
+      const auto big = Model::open(file.string(), {}, std::int64_t(1) << 40);
+      const auto tiny = Model::open(file.string(), {}, 1);
+      if (type == "F32") {  // mapped either way
+        EXPECT_EQ(tiny->convertedBytes(), 0u);
+        EXPECT_FALSE(tiny->keptAsStored());
+        EXPECT_EQ(tiny->weightsDescription(), "F32 (mapped)");
+        continue;
+      }
+      EXPECT_FALSE(big->keptAsStored());
+      EXPECT_TRUE(tiny->keptAsStored());
+      // Every matrix converted (the parameters less the F32 norms), against none of them.
+      EXPECT_GT(big->convertedBytes(), std::size_t(big->parameterCount()) * 4 * 9 / 10);
+      EXPECT_LT(tiny->convertedBytes(), big->convertedBytes() / 20);
+      EXPECT_NE(big->weightsDescription().find("(converted to F32)"), std::string::npos);
+      EXPECT_NE(tiny->weightsDescription().find(type), std::string::npos);
+      EXPECT_NE(tiny->weightsDescription().find(", kept as stored (over the 1 bytes budget)"),
+                std::string::npos)
+          << tiny->weightsDescription();
+      expectSameResults(*big, *tiny, ids);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 15);
+  // Through the CLI: the budget with a unit, and `model` saying which way it loaded; a size
+  // that is not one is bad usage.
+  const fs::path q4 = tmp.path / "llama_Q4_K.gguf";
+  const std::string ids = joinIds(cases["models"][0]["ids"].get<std::vector<int>>(), ",");
+  const CliRun kept = runBinary({"model", "--model", q4.string(), "--ids", ids, "--max-memory", "64K"},
+                                tmp.path);
+  ASSERT_EQ(kept.exitCode, 0) << kept.err;
+  EXPECT_NE(kept.out.find("kept as stored (over the 64 KB budget)"), std::string::npos) << kept.out;
+  const CliRun converted =
+      runBinary({"model", "--model", q4.string(), "--ids", ids, "--max-memory", "1G"}, tmp.path);
+  ASSERT_EQ(converted.exitCode, 0) << converted.err;
+  EXPECT_NE(converted.out.find("(converted to F32)"), std::string::npos) << converted.out;
+  const CliRun bad =
+      runBinary({"model", "--model", q4.string(), "--ids", ids, "--max-memory", "lots"}, tmp.path);
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_EQ(lineCount(bad.err), 1) << bad.err;
+  EXPECT_NE(bad.err.find("--max-memory"), std::string::npos) << bad.err;
+}
+
+// Folders too: F16 GPT-2 (Conv1D [in, out] matrices, which decode converts per layer) and F16
+// LLaMA (read as stored by decode) past the budget compute what they compute within it.
+TEST(MemoryBudget, F16FoldersPastTheBudgetGiveTheSameResults) {
+  for (const fs::path& dir : {fixture("f16_untied_gelu"), fixture("llama") / "llama_mqa_f16"}) {
+    SCOPED_TRACE(dir.filename().string());
+    const auto big = Model::open(dir.string(), {}, std::int64_t(1) << 40);
+    const auto tiny = Model::open(dir.string(), {}, 1);
+    EXPECT_TRUE(tiny->keptAsStored());
+    EXPECT_LT(tiny->convertedBytes(), big->convertedBytes() / 10);
+    std::vector<int> ids = nlohmann::json::parse(slurp((dir / "cases.json").string()))["ids"]
+                               .get<std::vector<int>>();
+    expectSameResults(*big, *tiny, ids);
+  }
+}
+
+TEST(MemoryBudget, SizesParse) {
+  EXPECT_EQ(parseMemorySize("1048576"), 1048576);
+  EXPECT_EQ(parseMemorySize("64K"), 64 << 10);
+  EXPECT_EQ(parseMemorySize("512m"), std::int64_t(512) << 20);
+  EXPECT_EQ(parseMemorySize("4G"), std::int64_t(4) << 30);
+  EXPECT_EQ(parseMemorySize("4GiB"), std::int64_t(4) << 30);
+  EXPECT_EQ(parseMemorySize("2MB"), std::int64_t(2) << 20);
+  for (const char* bad : {"", "G", "4X", "-1", "1.5G", "99999999999999999"})
+    EXPECT_THROW(parseMemorySize(bad), InputError) << bad;
+  EXPECT_EQ(memorySizeText(std::int64_t(64) << 20), "64 MB");
+  EXPECT_GT(defaultMemoryBudget(), 0);
+}
+
 // llama.cpp's stories260K (a real trained model, Meta's interleaved RoPE pairs): its per-layer
 // attention equals that of its HF conversion (q/k rows permuted to rotate-half), and greedy
 // decoding from BOS starts its known story.

@@ -3,6 +3,7 @@
 
     /usr/bin/python3 tools/gguf/hf_to_gguf.py MODEL_DIR OUT.gguf [--type Q8_0] [--vocab-only]
         [--name NAME] [--pre llama-bpe] [--tokenizer auto|spm|json|gpt2] [--version 3] [--alignment 32]
+        [--fallback F16]
 
 MODEL_DIR holds config.json, model.safetensors or model.safetensors.index.json (+ shards,
 F32/F16/BF16), and a tokenizer: tokenizer.model (SentencePiece), tokenizer.json, or GPT-2's
@@ -28,7 +29,9 @@ Architectures (config.json model_type), with llama.cpp's tensor names:
 
 Types: --type F32|F16|BF16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q2_K|Q3_K|Q4_K|Q5_K|Q6_K applies to the
 2-D weights; 1-D tensors (norms, biases) stay F32; a matrix whose row length is not a multiple
-of the type's block size falls back to F16 (as llama.cpp's converter does).
+of the type's block size falls back to F16 (as llama.cpp's converter does), or to --fallback's type
+when its blocks fit (llama.cpp's quantizer takes Q5_0 for Q4_K, Q5_1 for Q5_K and Q8_0 for Q6_K:
+a SmolLM2-shaped model, d = 576, is mostly that fallback in a "Q4_K_M" file).
 """
 
 import argparse
@@ -614,7 +617,7 @@ def _producer(weights, item):
 
 
 def convert(folder, out, qtype="F16", vocab_only=False, name=None, pre=None, tokenizer="auto",
-            version=3, alignment=32, quiet=False):
+            version=3, alignment=32, quiet=False, fallback="F16"):
     config = _read_json(os.path.join(folder, "config.json"))
     if config is None:
         raise ConvertError("%s: no config.json" % folder)
@@ -644,6 +647,8 @@ def convert(folder, out, qtype="F16", vocab_only=False, name=None, pre=None, tok
                 t = "F32"
             elif ne[0] % quants.block_size(qtype):
                 t = "F16" if qtype != "F32" else "F32"
+                if qtype != "F32" and ne[0] % quants.block_size(fallback) == 0:
+                    t = fallback
             if not quiet and t != qtype and len(shape) > 1:
                 print("note: %s row %d is not a multiple of the %s block: stored as %s"
                       % (gname, ne[0], qtype, t), file=sys.stderr)
@@ -666,9 +671,12 @@ def main(argv=None):
     ap.add_argument("--tokenizer", default="auto", choices=["auto", "spm", "json", "gpt2"])
     ap.add_argument("--version", type=int, default=3, choices=[2, 3])
     ap.add_argument("--alignment", type=int, default=32)
+    ap.add_argument("--fallback", default="F16", choices=quants.SUPPORTED,
+                    help="type for matrices whose rows are not whole --type blocks (default F16)")
     a = ap.parse_args(argv)
     try:
-        convert(a.model_dir, a.out, a.type, a.vocab_only, a.name, a.pre, a.tokenizer, a.version, a.alignment)
+        convert(a.model_dir, a.out, a.type, a.vocab_only, a.name, a.pre, a.tokenizer, a.version, a.alignment,
+                fallback=a.fallback)
     except ConvertError as e:
         print("error: %s" % e, file=sys.stderr)
         return 1

@@ -11,12 +11,15 @@
 // Blocks are read through byte structs (alignment 1) and memcpy, so a tensor at any address (a
 // GGUF file may declare general.alignment 1) is read without unaligned-access UB.
 #include "attnviz/formats/gguf.h"
+#include "attnviz/engine/parallel.h"
 #include "attnviz/formats/safetensors.h"  // halfToFloat
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define ATTNVIZ_AVX512 1
@@ -847,11 +850,42 @@ float dotRow(GgmlType type, const void* row, const float* x, std::int64_t n) {
 
 void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* x,
             float* y) {
-  const TypeRow& r = readable(type, n, "matVec");
-  const std::int64_t nb = n / r.blockValues;
-  const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
-  const auto* p = static_cast<const unsigned char*>(rows);
-  for (std::int64_t i = 0; i < nRows; ++i) y[i] = r.dot(p + std::size_t(i) * rowBytes, x, nb);
+  const MatVecJob job{type, rows, nRows, n, x, y};
+  matVecBatch(&job, 1);
+}
+
+void matVecBatch(const MatVecJob* jobs, int count) {
+  // Rows split over the CPU threads in chunks of about 64 KB of stored bytes, claimed
+  // dynamically; work under two chunks stays on the calling thread (a wake-up costs more than it
+  // saves).
+  constexpr std::size_t kChunkBytes = std::size_t(64) << 10;
+  struct Task {
+    const TypeRow* type;
+    const MatVecJob* job;
+    std::int64_t r0, r1, nb;
+    std::size_t rowBytes;
+  };
+  std::vector<Task> tasks;
+  for (int j = 0; j < count; ++j) {
+    const MatVecJob& m = jobs[j];
+    const TypeRow& r = readable(m.type, m.n, "matVec");
+    const std::int64_t nb = m.n / r.blockValues;
+    const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
+    const std::int64_t chunk =
+        std::max<std::int64_t>(1, std::int64_t(kChunkBytes / std::max<std::size_t>(rowBytes, 1)));
+    for (std::int64_t r0 = 0; r0 < m.nRows; r0 += chunk)
+      tasks.push_back({&r, &m, r0, std::min(m.nRows, r0 + chunk), nb, rowBytes});
+  }
+  auto run = [&](const Task& t) {
+    const auto* p = static_cast<const unsigned char*>(t.job->rows);
+    for (std::int64_t i = t.r0; i < t.r1; ++i)
+      t.job->y[i] = t.type->dot(p + std::size_t(i) * t.rowBytes, t.job->x, t.nb);
+  };
+  if (tasks.size() < 2) {
+    for (const Task& t : tasks) run(t);
+    return;
+  }
+  detail::parallelFor(int(tasks.size()), [&](int t) { run(tasks[std::size_t(t)]); });
 }
 
 }  // namespace attnviz

@@ -3,18 +3,24 @@
 #include "attnviz/model/model.h"
 
 #include "attnviz/engine/engine.h"
+#include "attnviz/engine/engine_detail.h"
 #include "attnviz/engine/parallel.h"
 #include "attnviz/formats/gguf.h"
 #include "attnviz/formats/safetensors.h"
 
 #include <malloc.h>
+#include <unistd.h>
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -145,17 +151,58 @@ std::size_t ForwardResult::bytes() const {
 // ---------------------------------------------------------------------------------------------
 // Weights
 
+namespace {
+
+// A matrix as the file stores it: `rows` rows of `cols` values of `type`, `rowBytes` apart (a
+// GGUF tensor of any readable type, or a safetensors F32/F16/BF16 tensor in nn.Linear's [out, in]
+// layout). Decode's matrix-vector products read these (formats::matVec); a layer kept as stored
+// is converted from these into the pass's scratch.
+struct StoredMatrix {
+  GgmlType type = GgmlType::F32;
+  const unsigned char* data = nullptr;
+  std::size_t rowBytes = 0;
+  int rows = 0, cols = 0;
+  explicit operator bool() const { return data != nullptr; }
+  // Rows r0 .. r0 + n - 1 (a slice of a fused matrix).
+  StoredMatrix rowSlice(int r0, int n) const {
+    StoredMatrix s = *this;
+    s.data = data + std::size_t(r0) * rowBytes;
+    s.rows = n;
+    return s;
+  }
+};
+
+}  // namespace
+
 struct Model::Weights {
   std::vector<SafetensorsFile> files;
   std::unique_ptr<GgufFile> gguf;
   std::vector<FloatBuffer> owned;  // converted tensors
   const float *embed = nullptr, *positions = nullptr, *normFW = nullptr, *normFB = nullptr;
-  LinearView head;  // [V, d] out-major
+  LinearView head;  // [V, d] out-major; w is null when the head is kept as stored
+  StoredMatrix embedStored, headStored;
   struct Layer {
     const float *norm1W = nullptr, *norm1B = nullptr, *norm2W = nullptr, *norm2B = nullptr;
+    const float *qkvW = nullptr, *qkvB = nullptr;  // GPT-2's fused c_attn (q, k, v slice it)
     LinearView q, k, v, o, up, gate, down;
+    // The same matrices as stored, when they are [out, in] rows (every family's GGUF, LLaMA-family
+    // folders): what decode reads.
+    StoredMatrix qS, kS, vS, oS, upS, gateS, downS;
+    // Kept as stored (over the memory budget): each matrix's float32 slot in this struct (a byte
+    // offset) and its place in the pass's scratch; the views above are rebuilt on a copy.
+    struct Lazy {
+      StoredMatrix src;
+      std::size_t offset = 0;  // floats into the scratch
+      std::ptrdiff_t slot = 0;  // byte offset of the `const float*` within Layer
+    };
+    std::vector<Lazy> lazy;
+    std::size_t lazyFloats = 0;
   };
   std::vector<Layer> layers;
+  std::size_t convertedBytes = 0;  // float32 bytes held in `owned`
+  std::size_t scratchFloats = 0;   // the largest layer kept as stored
+  bool kept = false;               // matrices kept as stored (over the budget)
+  bool conv1dInMajor = false;      // GPT-2 folder: Conv1D [in, out] matrices
 };
 
 Model::Model() = default;
@@ -187,6 +234,8 @@ struct Want {
   std::vector<std::int64_t> shape;
   const float** slot;
   bool optional = false;
+  int layer = -1;                  // the layer this matrix belongs to (-1: embeddings, head, ...)
+  StoredMatrix* stored = nullptr;  // where decode's [out, in] view of it goes, if anywhere
   Found found;
 };
 
@@ -231,9 +280,141 @@ std::string ggufName(const std::string& hf, const std::string& family) {
   return hf;
 }
 
+LinearView outIn(const float* W, const float* b, int in, int out) {
+  LinearView v;
+  v.w = W, v.b = b, v.in = in, v.out = out, v.ld = in, v.inMajor = false;
+  return v;
+}
+
+// A layer's linear views from its float32 pointers: at load, and again on the copy a pass makes
+// of a layer kept as stored, once the pass's scratch holds it (a null pointer: not yet there).
+void layerViews(Model::Weights::Layer& L, const ModelConfig& c, bool conv1dInMajor) {
+  const int d = c.nEmbd, I = c.nInner, dq = c.nHead * c.headSize, dkv = c.nKvHead * c.headSize;
+  if (c.family != "gpt2") {
+    L.q = outIn(L.q.w, L.q.b, d, dq);
+    L.k = outIn(L.k.w, L.k.b, d, dkv);
+    L.v = outIn(L.v.w, L.v.b, d, dkv);
+    L.o = outIn(L.o.w, L.o.b, dq, d);
+    L.gate = outIn(L.gate.w, L.gate.b, d, I);
+    L.up = outIn(L.up.w, L.up.b, d, I);
+    L.down = outIn(L.down.w, L.down.b, I, d);
+    return;
+  }
+  const float* qkv = L.qkvW;
+  const float* b = L.qkvB;
+  // Part `part` of c_attn: [d, 3d] rows, a column slice with row stride 3d; or [3d, d] rows, a
+  // row slice.
+  auto slice = [&](int part) -> const float* {
+    if (!qkv) return nullptr;
+    return conv1dInMajor ? qkv + part * d : qkv + std::size_t(part) * d * d;
+  };
+  if (conv1dInMajor) {
+    for (int part = 0; part < 3; ++part) {
+      LinearView& v = part == 0 ? L.q : part == 1 ? L.k : L.v;
+      v.w = slice(part), v.b = b + part * d, v.in = d, v.out = d;
+      v.ld = 3 * d, v.inMajor = true;
+    }
+    auto inOut = [&](LinearView& v, int in, int out) {
+      v.in = in, v.out = out, v.ld = out, v.inMajor = true;
+    };
+    inOut(L.o, d, d);
+    inOut(L.up, d, I);
+    inOut(L.down, I, d);
+  } else {
+    L.q = outIn(slice(0), b, d, d);
+    L.k = outIn(slice(1), b + d, d, d);
+    L.v = outIn(slice(2), b + 2 * d, d, d);
+    L.o = outIn(L.o.w, L.o.b, d, d);
+    L.up = outIn(L.up.w, L.up.b, d, I);
+    L.down = outIn(L.down.w, L.down.b, I, d);
+  }
+}
+
+// Rows [r0, r0 + n) of a stored matrix as float32 into out, split over the CPU threads.
+void convertRows(const StoredMatrix& s, int r0, int n, float* out) {
+  const int chunk = 64;
+  detail::parallelFor((n + chunk - 1) / chunk, [&](int t) {
+    const int a = t * chunk, b = std::min(n, a + chunk);
+    for (int r = a; r < b; ++r) {
+      dequantizeRow(s.type, s.data + std::size_t(r0 + r) * s.rowBytes,
+                    out + std::size_t(r) * s.cols, s.cols);
+    }
+  });
+}
+
+// The token's embedding row (mapped, converted, or dequantized from the stored rows).
+void embedRow(const Model::Weights& w, int d, int id, float* out) {
+  if (w.embed) {
+    std::copy_n(w.embed + std::size_t(id) * d, d, out);
+  } else {
+    dequantizeRow(w.embedStored.type, w.embedStored.data + std::size_t(id) * w.embedStored.rowBytes,
+                  out, d);
+  }
+}
+
+// logits [T, V] = f [T, d] times the head. A head kept as stored is converted a task's rows at a
+// time, in the same tasks as linear()'s [out, in] branch (so the products, and the logits, are
+// bit for bit those of the converted head).
+void unembed(const Model::Weights& w, const MatrixRM& f, MatrixRM& logits) {
+  if (w.head.w) {
+    linear(f, w.head, logits);
+    return;
+  }
+  const StoredMatrix& s = w.headStored;
+  const int n = s.rows, d = s.cols;
+  logits.resize(f.rows(), n);
+  const int chunk = n >= 4096 ? 1024 : std::max(64, (n + cpuThreads() - 1) / cpuThreads());
+  const int tasks = (n + chunk - 1) / chunk;
+  detail::parallelFor(tasks, [&](int t) {
+    const int r0 = t * chunk, nr = std::min(n, r0 + chunk) - r0;
+    if (nr <= 0) return;
+    thread_local FloatBuffer rows;
+    if (rows.size() < std::size_t(nr) * d) rows = FloatBuffer(std::size_t(nr) * d);
+    for (int r = 0; r < nr; ++r) {
+      dequantizeRow(s.type, s.data + std::size_t(r0 + r) * s.rowBytes, rows.data() + std::size_t(r) * d,
+                    d);
+    }
+    const ConstMapRM W(rows.data(), nr, d);
+    logits.middleCols(r0, nr).noalias() = f * W.transpose();
+  });
+}
+
 }  // namespace
 
-std::unique_ptr<Model> Model::open(const std::string& path, const Progress& progress) {
+std::int64_t defaultMemoryBudget() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return std::int64_t(4) << 30;
+  return std::int64_t(pages) * page / 4;
+}
+
+std::int64_t parseMemorySize(const std::string& text) {
+  std::size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  std::string unit = text.substr(i);
+  for (char& ch : unit) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();  // "MB", "GiB"
+  if (unit.size() == 2 && unit[1] == 'I') unit.pop_back();
+  const std::map<std::string, int> shifts = {{"", 0}, {"K", 10}, {"M", 20}, {"G", 30}, {"T", 40}};
+  const auto shift = shifts.find(unit);
+  if (i == 0 || i > 15 || shift == shifts.end()) {
+    throw InputError("'" + text + "' is not a size: expected bytes, or a number with K, M, G or T "
+                     "(e.g. 512M, 4G)");
+  }
+  return std::stoll(text.substr(0, i)) << shift->second;
+}
+
+std::string memorySizeText(std::int64_t bytes) {
+  const char* units[] = {"bytes", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  double v = double(bytes);
+  while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", v, units[u]);
+  return buf;
+}
+
+std::unique_ptr<Model> Model::open(const std::string& path, const Progress& progress,
+                                   std::int64_t maxMemory) {
   auto report = [&](double f, const std::string& what) {
     if (progress) progress(f, what);
   };
@@ -327,7 +508,6 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
   auto conv = [&](std::int64_t in, std::int64_t out) {
     return conv1dInMajor ? std::vector<std::int64_t>{in, out} : std::vector<std::int64_t>{out, in};
   };
-  std::vector<const float*> attnQkv(c.nLayer, nullptr), attnQkvB(c.nLayer, nullptr);
   w->layers.resize(c.nLayer);
   if (gpt2) {
     want.push_back({"wte.weight", {V, d}, &w->embed});
@@ -339,14 +519,24 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
       Weights::Layer& L = w->layers[l];
       const std::vector<Want> layer = {
           {p + "ln_1.weight", {d}, &L.norm1W},         {p + "ln_1.bias", {d}, &L.norm1B},
-          {p + "attn.c_attn.weight", conv(d, 3 * d), &attnQkv[l]},
-          {p + "attn.c_attn.bias", {3 * d}, &attnQkvB[l]},
+          {p + "attn.c_attn.weight", conv(d, 3 * d), &L.qkvW},
+          {p + "attn.c_attn.bias", {3 * d}, &L.qkvB},
           {p + "attn.c_proj.weight", conv(d, d), &L.o.w},
           {p + "attn.c_proj.bias", {d}, &L.o.b},      {p + "ln_2.weight", {d}, &L.norm2W},
           {p + "ln_2.bias", {d}, &L.norm2B},          {p + "mlp.c_fc.weight", conv(d, I), &L.up.w},
           {p + "mlp.c_fc.bias", {I}, &L.up.b},        {p + "mlp.c_proj.weight", conv(I, d), &L.down.w},
           {p + "mlp.c_proj.bias", {d}, &L.down.b}};
-      want.insert(want.end(), layer.begin(), layer.end());
+      for (Want e : layer) {
+        e.layer = l;
+        // GGUF's [out, in] matrices: c_attn's rows are q, k and v (sliced below).
+        if (!conv1dInMajor) {
+          if (e.slot == &L.qkvW) e.stored = &L.qS;
+          if (e.slot == &L.o.w) e.stored = &L.oS;
+          if (e.slot == &L.up.w) e.stored = &L.upS;
+          if (e.slot == &L.down.w) e.stored = &L.downS;
+        }
+        want.push_back(std::move(e));
+      }
     }
   } else {
     want.push_back({"model.embed_tokens.weight", {V, d}, &w->embed});
@@ -354,6 +544,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
     for (int l = 0; l < c.nLayer; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       Weights::Layer& L = w->layers[l];
+      const std::size_t first = want.size();
       want.push_back({p + "input_layernorm.weight", {d}, &L.norm1W});
       want.push_back({p + "post_attention_layernorm.weight", {d}, &L.norm2W});
       want.push_back({p + "self_attn.q_proj.weight", {dq, d}, &L.q.w});
@@ -374,13 +565,24 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
         want.push_back({p + "mlp.up_proj.bias", {I}, &L.up.b});
         want.push_back({p + "mlp.down_proj.bias", {d}, &L.down.b});
       }
+      for (std::size_t n = first; n < want.size(); ++n) {
+        Want& e = want[n];
+        e.layer = l;
+        const std::pair<const float* const*, StoredMatrix*> views[] = {
+            {&L.q.w, &L.qS},  {&L.k.w, &L.kS},       {&L.v.w, &L.vS},      {&L.o.w, &L.oS},
+            {&L.up.w, &L.upS}, {&L.gate.w, &L.gateS}, {&L.down.w, &L.downS}};
+        for (const auto& [slot, stored] : views)
+          if (e.slot == slot) e.stored = stored;
+      }
     }
   }
+  want.front().stored = &w->embedStored;  // wte / embed_tokens
   // lm_head.weight when the file has one (untied), else the embedding (tied).
   const float* lm = nullptr;
   const Found* lmFound = find("lm_head.weight");
   if (lmFound) {
     want.push_back({"lm_head.weight", {V, d}, &lm});
+    want.back().stored = &w->headStored;
   } else if (!c.tiedHead && !isGguf) {
     throw missing("lm_head.weight", " (config.json says tie_word_embeddings false)");
   }
@@ -423,102 +625,130 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
     throw missing("lm_head.weight", "");
   }
 
-  // Then map (F32, aligned) or convert.
-  bool converted = false;
+  // Then map (F32, aligned), convert to float32 (while the copies fit the memory budget) or keep
+  // as stored (past it: each layer is converted into the pass's scratch when it runs).
+  auto mapped = [](const Found& f) -> const float* {
+    if (f.st) return f.stFile->f32View(*f.st).data();
+    const GgufTensor& t = *f.gg;
+    return t.type == std::uint32_t(GgmlType::F32) &&
+                   reinterpret_cast<std::uintptr_t>(t.data) % alignof(float) == 0
+               ? reinterpret_cast<const float*>(t.data)
+               : nullptr;
+  };
+  auto elements = [](const Found& f) {
+    std::size_t n = 1;
+    for (auto s : f.shape) n *= std::size_t(s);
+    return n;
+  };
+  // A 2-D tensor's rows as stored; empty for a dtype decode cannot read in place (F64...).
+  auto storedOf = [](const Found& f) -> StoredMatrix {
+    StoredMatrix s;
+    if (f.shape.size() != 2) return s;
+    if (f.gg) {
+      s.type = GgmlType(f.gg->type);
+      s.data = f.gg->data;
+      s.rowBytes = f.gg->rowBytes();
+    } else {
+      const StDtype dt = f.st->dtype;
+      if (dt != StDtype::F32 && dt != StDtype::F16 && dt != StDtype::BF16) return s;
+      s.type = dt == StDtype::F32 ? GgmlType::F32 : dt == StDtype::F16 ? GgmlType::F16 : GgmlType::BF16;
+      s.data = reinterpret_cast<const unsigned char*>(f.stFile->bytes(*f.st).data());
+      s.rowBytes = f.st->byteSize() / std::size_t(std::max<std::int64_t>(1, f.shape[0]));
+    }
+    s.rows = int(f.shape[0]), s.cols = int(f.shape[1]);
+    return s;
+  };
+  std::size_t copyBytes = 0;  // float32 copies of everything not mapped
+  for (const Want& e : want) {
+    if (!e.found.name.empty() && !mapped(e.found) && elements(e.found) > 0)
+      copyBytes += elements(e.found) * sizeof(float);
+  }
+  const std::int64_t budget = maxMemory < 0 ? defaultMemoryBudget() : maxMemory;
+  const bool keepStored = copyBytes > std::size_t(budget);
+  bool converted = false, kept = false;
   for (std::size_t n = 0; n < want.size(); ++n) {
     Want& e = want[n];
     if (e.found.name.empty()) continue;
     const Found& f = e.found;
-    if (f.st) {
-      const std::span<const float> view = f.stFile->f32View(*f.st);
-      if (!view.empty() || f.st->elementCount() == 0) {
-        *e.slot = view.data();
-      } else {
-        w->owned.push_back(f.stFile->toFloat32(*f.st));
-        *e.slot = w->owned.back().data();
-        converted = true;
+    const StoredMatrix st = storedOf(f);
+    if (e.stored) *e.stored = st;
+    bool keep = false;
+    if (const float* p = mapped(f); p || elements(f) == 0) {
+      *e.slot = p;
+    } else if (keepStored && st && e.slot != &w->positions) {
+      // Matrices only (norms and biases are small and always float32); the embedding and an
+      // untied head are read through embedStored / headStored.
+      keep = kept = true;
+      if (e.layer >= 0) {
+        Weights::Layer& L = w->layers[e.layer];
+        L.lazy.push_back({st, L.lazyFloats,
+                          reinterpret_cast<const char*>(e.slot) -
+                              reinterpret_cast<const char*>(&L)});
+        L.lazyFloats += elements(f);
       }
+    } else if (f.st) {
+      w->owned.push_back(f.stFile->toFloat32(*f.st));
+      *e.slot = w->owned.back().data();
+      converted = true;
     } else {
+      // Straight into the kept buffer, a row at a time (no second copy of the tensor), the rows
+      // split over the CPU threads.
       const GgufTensor& t = *f.gg;
-      if (t.type == std::uint32_t(GgmlType::F32) &&
-          reinterpret_cast<std::uintptr_t>(t.data) % alignof(float) == 0) {
-        *e.slot = reinterpret_cast<const float*>(t.data);
-      } else {
-        // Straight into the kept buffer, a row at a time (no second copy of the tensor).
-        const std::int64_t cols = t.ne.empty() ? 1 : t.ne[0], rows = t.count() / cols;
-        FloatBuffer buf(static_cast<std::size_t>(t.count()));
-        for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t cols = t.ne.empty() ? 1 : t.ne[0], rows = t.count() / cols;
+      FloatBuffer buf(static_cast<std::size_t>(t.count()));
+      constexpr std::int64_t kRows = 64;
+      detail::parallelFor(int((rows + kRows - 1) / kRows), [&](int task) {
+        const std::int64_t r0 = task * kRows, r1 = std::min(rows, r0 + kRows);
+        for (std::int64_t r = r0; r < r1; ++r)
           dequantizeRow(GgmlType(t.type), t.rowData(r), buf.data() + r * cols, cols);
-        }
-        w->owned.push_back(std::move(buf));
-        *e.slot = w->owned.back().data();
-        converted = true;
-      }
+      });
+      w->owned.push_back(std::move(buf));
+      *e.slot = w->owned.back().data();
+      converted = true;
     }
+    if (*e.slot && !mapped(f)) w->convertedBytes += elements(f) * sizeof(float);
     report(0.1 + 0.9 * double(n + 1) / double(want.size()),
-           converted ? "converting " + f.name : "mapping " + f.name);
+           (keep ? "keeping " : *e.slot == mapped(f) ? "mapping " : "converting ") + f.name);
+  }
+  if (!lmFound) w->headStored = w->embedStored;  // tied
+  w->kept = kept;
+  w->conv1dInMajor = conv1dInMajor;
+  for (Weights::Layer& L : w->layers) {
+    w->scratchFloats = std::max(w->scratchFloats, L.lazyFloats);
+    if (gpt2 && L.qS) {  // c_attn's [3d, d] rows: q, k, v
+      const StoredMatrix qkv = L.qS;
+      L.qS = qkv.rowSlice(0, int(d)), L.kS = qkv.rowSlice(int(d), int(d));
+      L.vS = qkv.rowSlice(int(2 * d), int(d));
+    }
   }
 
   // Linear views.
-  auto outIn = [](const float* W, const float* b, int in, int out) {
-    LinearView v;
-    v.w = W, v.b = b, v.in = in, v.out = out, v.ld = in, v.inMajor = false;
-    return v;
-  };
-  for (int l = 0; l < c.nLayer; ++l) {
-    Weights::Layer& L = w->layers[l];
-    if (gpt2) {
-      const float* qkv = attnQkv[l];
-      const float* b = attnQkvB[l];
-      if (conv1dInMajor) {
-        // [d, 3d] rows: q, k and v are column slices with row stride 3d.
-        for (int part = 0; part < 3; ++part) {
-          LinearView& v = part == 0 ? L.q : part == 1 ? L.k : L.v;
-          v.w = qkv + part * d, v.b = b + part * d, v.in = int(d), v.out = int(d);
-          v.ld = 3 * d, v.inMajor = true;
-        }
-        auto inOut = [&](LinearView& v, int in, int out) {
-          v.in = in, v.out = out, v.ld = out, v.inMajor = true;
-        };
-        inOut(L.o, int(d), int(d));
-        inOut(L.up, int(d), int(I));
-        inOut(L.down, int(I), int(d));
-      } else {
-        // [3d, d] rows: q, k and v are row slices.
-        L.q = outIn(qkv, b, int(d), int(d));
-        L.k = outIn(qkv + d * d, b + d, int(d), int(d));
-        L.v = outIn(qkv + 2 * d * d, b + 2 * d, int(d), int(d));
-        L.o = outIn(L.o.w, L.o.b, int(d), int(d));
-        L.up = outIn(L.up.w, L.up.b, int(d), int(I));
-        L.down = outIn(L.down.w, L.down.b, int(I), int(d));
-      }
-    } else {
-      L.q = outIn(L.q.w, L.q.b, int(d), int(dq));
-      L.k = outIn(L.k.w, L.k.b, int(d), int(dkv));
-      L.v = outIn(L.v.w, L.v.b, int(d), int(dkv));
-      L.o = outIn(L.o.w, L.o.b, int(dq), int(d));
-      L.gate = outIn(L.gate.w, L.gate.b, int(d), int(I));
-      L.up = outIn(L.up.w, L.up.b, int(d), int(I));
-      L.down = outIn(L.down.w, L.down.b, int(I), int(d));
-    }
-  }
+  for (Weights::Layer& L : w->layers) layerViews(L, c, conv1dInMajor);
   w->head = outIn(lm ? lm : w->embed, nullptr, int(d), int(V));
 
   std::string dt;
   if (isGguf) {
     dt = ggufFileTypeName(*w->gguf);
+    for (const auto& [name, count] : quantCounts)
+      if (name != "F32" && name != "F16" && name != "BF16") m->quantization_ = dt;
     std::string mix;
     for (const auto& [name, count] : quantCounts) mix += (mix.empty() ? "" : ", ") + name;
     if (quantCounts.size() > 1) dt += " (mixed: " + mix + ")";
   } else {
     for (const std::string& s : dtypes) dt += (dt.empty() ? "" : "+") + s;
   }
-  m->weightsDescription_ = dt + (converted ? " (converted to F32)" : " (mapped)");
+  m->weightsDescription_ =
+      dt + (kept      ? ", kept as stored (over the " + memorySizeText(budget) + " budget)"
+            : converted ? " (converted to F32)"
+                        : " (mapped)");
   m->parameterCount_ = params;
   m->w_ = std::move(w);
   report(1.0, "ready");
   return m;
 }
+
+std::size_t Model::convertedBytes() const { return w_->convertedBytes; }
+bool Model::keptAsStored() const { return w_->kept; }
 
 // ---------------------------------------------------------------------------------------------
 // The pass, one function per operation
@@ -731,15 +961,71 @@ struct Model::Workspace {
   std::unique_ptr<AttentionEngine> engine = makeCpuEngine();
   MatrixRM a, qm, km, vm, merged, proj, m, hidden, gate, out;
   Tensor3 q, kvK, kvV;
+  // A decode step: one row, and every [out, in] matrix read as stored (matrix-vector products on
+  // the blocks).
+  bool decode = false;
+  // The layer a pass runs when the model keeps its matrices as stored: converted into the one
+  // scratch the pass reuses from layer to layer.
+  FloatBuffer scratch;
+  Weights::Layer converted;
+
+  // The layer's float32 views: the model's own, or the layer converted into the scratch.
+  const Weights::Layer& weights(const Weights& w, int l, const ModelConfig& c) {
+    const Weights::Layer& L = w.layers[l];
+    if (L.lazy.empty()) return L;
+    if (scratch.size() < w.scratchFloats) scratch = FloatBuffer(w.scratchFloats);
+    converted = L;
+    for (const Weights::Layer::Lazy& z : L.lazy) {
+      convertRows(z.src, 0, z.src.rows, scratch.data() + z.offset);
+      *reinterpret_cast<const float**>(reinterpret_cast<char*>(&converted) + z.slot) =
+          scratch.data() + z.offset;
+    }
+    layerViews(converted, c, w.conv1dInMajor);
+    return converted;
+  }
+
+  // out = x W (+ b): a matrix-vector product on the stored rows in a decode step, else linear().
+  void lin(const MatrixRM& x, const LinearView& f, const StoredMatrix& s, MatrixRM& out) {
+    if (decode && s && x.rows() == 1) {
+      out.resize(1, s.rows);
+      matVec(s.type, s.data, s.rows, s.cols, x.data(), out.data());
+      if (f.b) out.row(0) += Eigen::Map<const Eigen::RowVectorXf>(f.b, s.rows);
+      return;
+    }
+    linear(x, f, out);
+  }
+
+  // The same for several matrices of one input: in a decode step one parallel loop over them all
+  // (q, k and v; up and gate), else lin() on each in turn.
+  struct Out {
+    const LinearView* f;
+    const StoredMatrix* s;
+    MatrixRM* out;
+  };
+  void lins(const MatrixRM& x, std::initializer_list<Out> outs) {
+    bool batch = decode && x.rows() == 1;
+    for (const Out& o : outs) batch = batch && *o.s;
+    if (!batch) {
+      for (const Out& o : outs) lin(x, *o.f, *o.s, *o.out);
+      return;
+    }
+    MatVecJob jobs[4];
+    int n = 0;
+    for (const Out& o : outs) {
+      o.out->resize(1, o.s->rows);
+      jobs[n++] = {o.s->type, o.s->data, o.s->rows, o.s->cols, x.data(), o.out->data()};
+    }
+    matVecBatch(jobs, n);
+    for (const Out& o : outs)
+      if (o.f->b) o.out->row(0) += Eigen::Map<const Eigen::RowVectorXf>(o.f->b, o.s->rows);
+  }
 
   // qm, km, vm = the layer's projections of norm_1(x), rows at positions pos0.., q and k rotated
   // per head when `rope`.
   void project(const ModelConfig& c, const Weights::Layer& W, const MatrixRM& x, int pos0,
                bool rope) {
     normForward(c.norm, x, W.norm1W, W.norm1B, c.layerNormEps, a);
-    linear(a, W.q, qm);
-    linear(a, W.k, km);
-    linear(a, W.v, vm);
+    lins(a, {{&W.q, &W.qS, &qm}, {&W.k, &W.kS, &km}, {&W.v, &W.vS, &vm}});
     if (!rope || c.positions != PositionKind::Rope) return;
     // Each head's slice rotates on its own: rotate per head through a [T, dh] copy.
     const int T = static_cast<int>(x.rows()), dh = c.headSize;
@@ -758,15 +1044,15 @@ struct Model::Workspace {
   // x += MLP(norm_2(x)).
   void mlp(const ModelConfig& c, const Weights::Layer& W, MatrixRM& x) {
     normForward(c.norm, x, W.norm2W, W.norm2B, c.layerNormEps, m);
-    linear(m, W.up, hidden);
     if (c.mlp == MlpKind::Gated) {
-      linear(m, W.gate, gate);
+      lins(m, {{&W.up, &W.upS, &hidden}, {&W.gate, &W.gateS, &gate}});
       activationForward(gate, c.activation);
       hidden.array() *= gate.array();
     } else {
+      lin(m, W.up, W.upS, hidden);
       activationForward(hidden, c.activation);
     }
-    linear(hidden, W.down, out);
+    lin(hidden, W.down, W.downS, out);
     x += out;
   }
 };
@@ -781,8 +1067,7 @@ ForwardResult Model::forward(const std::vector<int>& ids, const Interventions& i
   r.layers.resize(config_.nLayer);
   MatrixRM& x = config_.nLayer > 0 ? r.layers[0].residualIn : r.residualOut;
   x.resize(T, d);
-  const ConstMapRM embed(w_->embed, config_.vocabSize, d);
-  for (int t = 0; t < T; ++t) x.row(t) = embed.row(ids[t]);
+  for (int t = 0; t < T; ++t) embedRow(*w_, d, ids[t], x.row(t).data());
   if (config_.positions == PositionKind::Learned) {
     const ConstMapRM pos(w_->positions, config_.nPositions, d);
     for (int t = 0; t < T; ++t) x.row(t) += pos.row(t);
@@ -841,7 +1126,7 @@ void Model::runLayers(ForwardResult& r, int fromLayer, const Interventions& iv) 
 
 void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, const Capture& cap,
                      Workspace& ws, MatrixRM& next) const {
-  const Weights::Layer& W = w_->layers[l];
+  const Weights::Layer& W = ws.weights(*w_, l, config_);
   const ModelConfig& c = config_;
   const int H = c.nHead, dh = c.headSize;
   const MatrixRM& x = act.residualIn;
@@ -886,7 +1171,7 @@ void Model::layerQkv(const ForwardResult& r, int layer, Tensor3& q, Tensor3& k,
   }
   Workspace ws;
   const LayerIntervention* li = r.interventions.find(layer);
-  ws.project(c, w_->layers[layer], a.residualIn, 0, !(li && li->ropeOff));
+  ws.project(c, ws.weights(*w_, layer, c), a.residualIn, 0, !(li && li->ropeOff));
   splitHeads(ws.qm, c.nHead, c.headSize, q);
   splitHeads(ws.km, c.nKvHead, c.headSize, k);
   splitHeads(ws.vm, c.nKvHead, c.headSize, v);
@@ -900,7 +1185,7 @@ void Model::finish(ForwardResult& r) const {
     const MatrixRM last = r.residualOut.bottomRows(1);
     normForward(config_.norm, last, w_->normFW, w_->normFB, config_.layerNormEps, f);
   }
-  linear(f, w_->head, r.logits);
+  unembed(*w_, f, r.logits);
 }
 
 KvCache Model::cacheFrom(const ForwardResult& r) const {
@@ -921,6 +1206,38 @@ KvCache Model::cacheFrom(const ForwardResult& r) const {
   return cache;
 }
 
+namespace {
+
+// One query over the cache: for query head h (KV head g = h / group), s_j = (q_h . k_j) / sqrt(d_h)
+// read in place from the cache's rows j < Tk, then the engine's own row logits and softmax
+// (engine_detail.h: the mask, ALiBi, temperature as a full pass applies them), then
+// o_h = sum_j a_j v_j. No [H, T_k, d_h] copy of the cache per step. weights [H, 1, Tk], out
+// [H, 1, dh].
+void decodeAttention(const MatrixRM& q, const MatrixRM& K, const MatrixRM& V, int Tk, int group,
+                     int dh, const AttentionParams& p, Tensor3& weights, Tensor3& out) {
+  using Strided = Eigen::Map<const MatrixRM, 0, Eigen::OuterStride<>>;
+  const int H = weights.heads;
+  const float scale = 1.0f / std::sqrt(float(dh));
+  const std::vector<float> slopes = alibiSlopes(H);
+  detail::parallelFor(H, [&](int h) {
+    const int g = h / group;
+    const Strided Kg(K.data() + g * dh, Tk, dh, Eigen::OuterStride<>(K.cols()));
+    const Strided Vg(V.data() + g * dh, Tk, dh, Eigen::OuterStride<>(V.cols()));
+    thread_local std::vector<float, Eigen::aligned_allocator<float>> z, scratch;
+    z.resize(std::size_t(Tk));
+    scratch.resize(std::size_t(Tk));
+    Eigen::Map<Eigen::VectorXf> s(z.data(), Tk);
+    s.noalias() = scale * (Kg * q.block(0, h * dh, 1, dh).transpose());
+    if (!std::isfinite((s.array() * 0.0f).sum())) detail::throwScoresOverflow(h);
+    detail::rowLogits(z.data(), z.data(), p, slopes[h], h, 0, 1, Tk, 0, Tk);
+    detail::rowSoftmax(z.data(), scratch.data(), weights.head(h), Tk, p.temperature);
+    const Eigen::Map<const Eigen::RowVectorXf> a(weights.head(h), Tk);
+    Eigen::Map<Eigen::RowVectorXf>(out.head(h), dh).noalias() = a * Vg;
+  });
+}
+
+}  // namespace
+
 DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv) const {
   const ModelConfig& c = config_;
   const int pos = cache.length(), d = c.nEmbd, H = c.nHead, KV = c.nKvHead, dh = c.headSize;
@@ -932,47 +1249,56 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv) co
                      std::to_string(c.vocabSize - 1) + ")");
   }
   if (cache.k.empty()) cache.k.resize(c.nLayer), cache.v.resize(c.nLayer);
+  if (cache.rows < 0) cache.rows = pos;  // from here on the matrices may hold spare rows
   const int Tk = pos + 1, group = c.kvGroup();
   MatrixRM x(1, d);
-  x.row(0) = ConstMapRM(w_->embed, c.vocabSize, d).row(id);
+  embedRow(*w_, d, id, x.row(0).data());
   if (c.positions == PositionKind::Learned) {
     x.row(0) += ConstMapRM(w_->positions, c.nPositions, d).row(pos);
   }
   DecodeStep step;
   step.rows.resize(c.nLayer);
   Workspace ws;
+  ws.decode = true;
   for (int l = 0; l < c.nLayer; ++l) {
-    const Weights::Layer& W = w_->layers[l];
+    // Every matrix read as stored, unless one of a layer kept as stored has no [out, in] rows (a
+    // GPT-2 folder's Conv1D): then the layer is converted as a full pass converts it.
+    const Weights::Layer& S = w_->layers[l];
+    const bool inPlace = S.qS && S.kS && S.vS && S.oS && S.upS && S.downS &&
+                         (c.mlp != MlpKind::Gated || S.gateS);
+    const Weights::Layer& W = inPlace ? S : ws.weights(*w_, l, c);
     const LayerIntervention* li = iv.find(l);
     ws.project(c, W, x, pos, !(li && li->ropeOff));
     MatrixRM& K = cache.k[l];
     MatrixRM& V = cache.v[l];
-    K.conservativeResize(Tk, KV * dh);
-    V.conservativeResize(Tk, KV * dh);
+    if (K.rows() < Tk) {  // room for more rows than this one: no copy of the cache every step
+      const int rows = std::min(c.nPositions, std::max(Tk, std::max(64, 2 * int(K.rows()))));
+      K.conservativeResize(rows, KV * dh);
+      V.conservativeResize(rows, KV * dh);
+    }
     K.row(pos) = ws.km.row(0);
     V.row(pos) = ws.vm.row(0);
-    Tensor3 q = Tensor3::uninit(H, 1, dh), k = Tensor3::uninit(H, Tk, dh),
-            v = Tensor3::uninit(H, Tk, dh);
-    for (int h = 0; h < H; ++h) {
-      const int g = h / group;
-      q.mat(h) = ws.qm.block(0, h * dh, 1, dh);
-      k.mat(h) = K.block(0, g * dh, Tk, dh);
-      v.mat(h) = V.block(0, g * dh, Tk, dh);
-    }
     const AttentionParams p = layerAttentionParams(c, iv, l, 1, Tk);
     validateParams(p, H, 1, Tk);
-    ws.engine->run(q, k, v, p);
-    const AttentionResult& res = ws.engine->result(kStageWeights | kStageOutput);
-    step.rows[l] = res.weights;
-    mergeHeads(res.output, li, ws.merged, nullptr);
-    linear(ws.merged, W.o, ws.proj);
+    step.rows[l] = Tensor3::uninit(H, 1, Tk);
+    Tensor3 o = Tensor3::uninit(H, 1, dh);
+    decodeAttention(ws.qm, K, V, Tk, group, dh, p, step.rows[l], o);
+    mergeHeads(o, li, ws.merged, nullptr);
+    ws.lin(ws.merged, W.o, W.oS, ws.proj);
     x += ws.proj;
     ws.mlp(c, W, x);
   }
-  MatrixRM f, logits;
+  cache.rows = Tk;
+  MatrixRM f;
   normForward(c.norm, x, w_->normFW, w_->normFB, c.layerNormEps, f);
-  linear(f, w_->head, logits);
-  step.logits.assign(logits.data(), logits.data() + logits.size());
+  step.logits.resize(std::size_t(c.vocabSize));
+  if (const StoredMatrix& h = w_->headStored) {
+    matVec(h.type, h.data, h.rows, h.cols, f.data(), step.logits.data());
+  } else {
+    MatrixRM logits;
+    unembed(*w_, f, logits);
+    std::copy_n(logits.data(), logits.size(), step.logits.data());
+  }
   return step;
 }
 
@@ -1006,7 +1332,7 @@ MatrixRM Model::unembedResidual(const MatrixRM& x) const {
   }
   MatrixRM f, logits;
   normForward(config_.norm, x, w_->normFW, w_->normFB, config_.layerNormEps, f);
-  linear(f, w_->head, logits);
+  unembed(*w_, f, logits);
   return logits;
 }
 
@@ -1020,7 +1346,10 @@ MatrixRM Model::headToResidual(int layer, int head, const MatrixRM& o) const {
     throw InputError("headToResidual: rows of " + std::to_string(o.cols()) +
                      " values; the head size is " + std::to_string(c.headSize));
   }
-  const LinearView& W = w_->layers[layer].o;
+  // A layer kept as stored: this layer converted for the call.
+  std::optional<Workspace> ws;
+  if (!w_->layers[layer].lazy.empty()) ws.emplace();
+  const LinearView& W = ws ? ws->weights(*w_, layer, c).o : w_->layers[layer].o;
   LinearView s = W;
   s.b = nullptr;
   s.in = c.headSize;
@@ -1058,10 +1387,8 @@ MatrixRM Model::directLogits(const MatrixRM& u, const ForwardResult& r, int pos)
     if (c.norm == NormKind::LayerNorm) v.array() -= v.mean();
     scaled.row(i) = (v.array() / denom * W.array()).matrix();
   }
-  LinearView head = w_->head;
-  head.b = nullptr;
   MatrixRM out;
-  linear(scaled, head, out);
+  unembed(*w_, scaled, out);  // the head has no bias
   return out;
 }
 
@@ -1078,7 +1405,7 @@ std::vector<float> Model::rerunLogitsAt(ForwardResult& r, int fromLayer, const I
   const MatrixRM x = r.residualOut.row(pos);
   MatrixRM f, logits;
   normForward(config_.norm, x, w_->normFW, w_->normFB, config_.layerNormEps, f);
-  linear(f, w_->head, logits);
+  unembed(*w_, f, logits);
   return std::vector<float>(logits.data(), logits.data() + logits.size());
 }
 

@@ -152,6 +152,11 @@ std::string modelName(const std::string& dir) {
   return d.substr(d.find_last_of('/') == std::string::npos ? 0 : d.find_last_of('/') + 1);
 }
 
+std::string modelTitleName(const Model& model, const std::string& dir) {
+  const std::string& q = model.quantization();
+  return q.empty() ? modelName(dir) : modelName(dir) + " \xC2\xB7 " + q;
+}
+
 std::string modelLayerLabel(const std::string& name, int layer, const Interventions& iv) {
   std::string label = name + " \xC2\xB7 layer " + std::to_string(layer);
   std::string ablated;

@@ -51,8 +51,20 @@ void dequantizeRow(GgmlType type, const void* src, float* dst, std::int64_t n);
 float dotRow(GgmlType type, const void* row, const float* x, std::int64_t n);
 // y[r] = dotRow(type, rows + r * ggmlRowBytes(type, n), x, n) for r in [0, nRows): a stored
 // [nRows, n] matrix times x (decode's matrix-vector product), checked once for the whole matrix.
+// Rows are split over the CPU threads (engine's thread pool) in chunks of about 64 KB of stored
+// bytes; each y[r] is the same dotRow whichever thread computes it.
 void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* x,
             float* y);
+// Several matVec products in one parallel loop (decode's q, k and v; gate and up): one wake-up of
+// the thread pool instead of one per matrix, the same y as matVec on each.
+struct MatVecJob {
+  GgmlType type = GgmlType::F32;
+  const void* rows = nullptr;
+  std::int64_t nRows = 0, n = 0;
+  const float* x = nullptr;
+  float* y = nullptr;
+};
+void matVecBatch(const MatVecJob* jobs, int count);
 
 enum class GgufValueType : std::uint32_t {
   U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7, String = 8,

@@ -21,7 +21,8 @@
 //
 // Weights are typed views filled from a name/shape table per family; F32 tensors are used in
 // place from the mapped file, F16/BF16 (and GGUF's quantized blocks) are converted to float32 at
-// load.
+// load while those copies fit the memory budget, else kept as stored and converted a layer at a
+// time as a pass runs. A decode step reads every [out, in] matrix as stored (formats::matVec).
 #pragma once
 
 #include "attnviz/engine/engine.h"
@@ -30,6 +31,7 @@
 #include "attnviz/model/tokenizers/tokenizer.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <iterator>
 #include <memory>
@@ -112,6 +114,14 @@ ModelConfig loadModelConfig(const std::string& path);
 ModelConfig parseModelConfig(const std::string& text, const std::string& name);
 
 class GgufFile;
+
+// The default memory budget for float32 copies of weights: a quarter of physical RAM.
+std::int64_t defaultMemoryBudget();
+// "1048576", "512K", "64M", "4G", "1T" (powers of 1024; "MB", "GiB" accepted) -> bytes. Throws
+// InputError "'<text>' is not a size: ..." otherwise.
+std::int64_t parseMemorySize(const std::string& text);
+// 67108864 -> "64 MB".
+std::string memorySizeText(std::int64_t bytes);
 // The same from a GGUF file's metadata (general.architecture llama, qwen2 or gpt2; the
 // <arch>.* keys; the vocabulary size from token_embd). llama.cpp's `llama` tensors keep Meta's
 // adjacent RoPE pairs, its `qwen2` tensors rotate halves.
@@ -185,10 +195,14 @@ AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& 
                                      int Tq, int Tk);
 
 // Decoding: per layer the rotated keys and values of every position so far, one row a position
-// ([T, H_kv * d_h]); a step appends one row.
+// ([T, H_kv * d_h]); a step appends one row. decodeStep grows the matrices ahead (spare rows past
+// `rows`, so a step never copies the cache); rows < 0: every row is filled (cacheFrom's cache).
 struct KvCache {
   std::vector<MatrixRM> k, v;
-  int length() const { return k.empty() ? 0 : static_cast<int>(k[0].rows()); }
+  int rows = -1;
+  int length() const {
+    return rows >= 0 ? rows : k.empty() ? 0 : static_cast<int>(k[0].rows());
+  }
 };
 
 // One decode step: the new token's logits [V] and, per layer, its attention row over the cache
@@ -323,7 +337,12 @@ class Model {
 
   // Locates, validates and maps a model folder or GGUF file; nothing is used before everything is
   // checked. Throws InputError "<file>: <problem>" (never a half-loaded model).
-  static std::unique_ptr<Model> open(const std::string& path, const Progress& progress = {});
+  // maxMemory (--max-memory; < 0: defaultMemoryBudget()) is the budget for float32 copies of the
+  // weights the file does not hold as F32: when they all fit, F16/BF16/quantized matrices are
+  // converted at load (the prompt's GEMMs read float32); past it they stay as stored and each
+  // pass converts one layer at a time into one reused scratch (and the head in slices).
+  static std::unique_ptr<Model> open(const std::string& path, const Progress& progress = {},
+                                     std::int64_t maxMemory = -1);
 
   ~Model();
   Model(const Model&) = delete;
@@ -332,10 +351,19 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ModelFiles& files() const { return files_; }
-  // "F32 (mapped)", "F16 (converted to F32)", "Q4_K_M (mixed: Q4_K, Q6_K; converted to F32)"...
+  // "F32 (mapped)", "F16 (converted to F32)", "Q4_K_M (mixed: Q4_K, Q6_K) (converted to F32)",
+  // "Q4_K_M (mixed: Q4_K, Q6_K), kept as stored (over the 64 MB budget)"...
   const std::string& weightsDescription() const { return weightsDescription_; }
   // Parameters stored (every weight tensor's element count).
   long long parameterCount() const { return parameterCount_; }
+  // Bytes of float32 copies of weights held for the model's lifetime (0 when every tensor is
+  // mapped; past the memory budget only norms, biases and positions); a pass's scratch excluded.
+  std::size_t convertedBytes() const;
+  // Whether the matrices were kept as stored (over the memory budget).
+  bool keptAsStored() const;
+  // A GGUF with quantized matrices: its type as ggufFileTypeName() says it ("Q4_K_M", "Q8_0");
+  // empty otherwise (folders, F32/F16/BF16 files).
+  const std::string& quantization() const { return quantization_; }
 
   // Text -> ids (with the tokenizer's special tokens); throws InputError when the text is empty
   // or longer than the context.
@@ -381,6 +409,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   ModelFiles files_;
   std::string weightsDescription_;
+  std::string quantization_;
   long long parameterCount_ = 0;
   std::unique_ptr<Weights> w_;
 

@@ -21,6 +21,9 @@ namespace attnviz {
 
 // A short name for titles: the folder's name, or NAME of a Hugging Face models--NAME cache path.
 std::string modelName(const std::string& dir);
+// The name figure titles give a model: modelName(dir), then " · Q4_K_M" (Model::quantization)
+// when it is a quantized GGUF. The app and `export --model` / `export --scene` both title with it.
+std::string modelTitleName(const Model& model, const std::string& dir);
 
 // What a figure's title names for a model layer: "NAME · layer L", then " · ablated L:H, ..."
 // for every head the pass ablated (in any layer: an earlier one changes this layer's inputs).
