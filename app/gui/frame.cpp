@@ -128,6 +128,8 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   glClearColor(0.118f, 0.121f, 0.140f, 1.0f);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  // Thumbnails and pictures no panel drew this frame (heads or layers that are gone) go.
+  app.renderer->releaseUnusedImages();
   glFinish();
   const double ms = msSince(t0);
   // Thumbnails of the other heads catch up when this frame did not already run a softmax.

@@ -30,6 +30,17 @@ GLuint GlTexture::create() {
   return id_;
 }
 
+void HeatmapRenderer::releaseUnusedImages() {
+  for (auto it = images_.begin(); it != images_.end();) {
+    if (!it->second.used) {
+      it = images_.erase(it);
+    } else {
+      it->second.used = false;
+      ++it;
+    }
+  }
+}
+
 namespace {
 
 GLuint compile(GLenum type, const std::string& name) {
