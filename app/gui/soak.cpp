@@ -12,7 +12,7 @@
 // threads and live GL objects. Between checkpoints the same figures are sampled every second
 // in whatever state the session is in.
 //
-// Pass: after the warm-up (a quarter of the run, at least 10 s, at most 60 s), the least-squares
+// Pass: after the warm-up (40% of the run, at least 10 s, at most 120 s), the least-squares
 // slope of the checkpoints' RSS is at most 1 MB/min, and the last checkpoint holds no more file
 // descriptors, threads or GL objects of any kind than the first one after the warm-up.
 //
@@ -557,7 +557,7 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
   const char* injectEnv = std::getenv("ATTNVIZ_SOAK_INJECT");
   const std::string inject = injectEnv ? injectEnv : "";
   std::vector<void*> injected;
-  const double warmup = std::clamp(seconds * 0.25, 10.0, 60.0);
+  const double warmup = std::clamp(seconds * 0.4, 10.0, 120.0);
   std::printf("soak: %.0f s, seed %llu, warm-up %.0f s, %d actions an episode\n", seconds,
               static_cast<unsigned long long>(seed), warmup, kActionsPerEpisode);
   std::fflush(stdout);
@@ -574,13 +574,15 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
     for (int k = 0; k < kActionsPerEpisode && !s.ui.quit; ++k) {
       soak.act();
       soak.frame();
-      soak.frame();
       if (elapsed() >= nextSample) {
         samples.push_back(takeSample(census, elapsed()));
         nextSample += 1.0;
       }
     }
-    // The checkpoint: the default scene, settled, every worker done.
+    // The checkpoint: what the last action queued (a preset, a model) is handled first, then the
+    // default scene, settled, every worker done.
+    soak.frame();
+    soak.frame();
     soak.defaultSceneNow();
     for (int k = 0; k < 4; ++k) soak.frame();
     if (s.session.pooledMode()) s.session.pooled().wait();
