@@ -130,6 +130,12 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
   // Thumbnails and pictures no panel drew this frame (heads or layers that are gone) go.
   app.renderer->releaseUnusedImages();
+  // Out of pooled mode, the last pooled tile's textures and texels go (they stayed, up to a
+  // screenful of texels on the GPU and on the host, until the next long scene).
+  if (!s.session.pooledMode() && (app.pooledRenderer->holdsMatrix() || s.pooledView.tile)) {
+    app.pooledRenderer->releaseMatrix();
+    s.pooledView = PooledViewState{};
+  }
   glFinish();
   const double ms = msSince(t0);
   // Thumbnails of the other heads catch up when this frame did not already run a softmax.

@@ -41,6 +41,17 @@ void HeatmapRenderer::releaseUnusedImages() {
   }
 }
 
+void HeatmapRenderer::releaseMatrix() {
+  levels_.clear();
+  pyramid_.clear();
+  pyramid_.shrink_to_fit();
+  target_ = GlTexture();
+  cols_ = rows_ = 0;
+  targetW_ = targetH_ = 0;
+  uploadedVersion_ = renderedVersion_ = ~std::uint64_t{0};
+  haveLast_ = false;
+}
+
 namespace {
 
 GLuint compile(GLenum type, const std::string& name) {

@@ -98,6 +98,10 @@ class HeatmapRenderer {
   // heads and layers that are gone, a closed panel's picture. Without it every head ever shown
   // kept its texture for the rest of the session.
   void releaseUnusedImages();
+  // Deletes the matrix's textures and host pyramid (the colormaps and images stay): the pooled
+  // renderer once the view is no longer pooled. The next upload starts afresh.
+  void releaseMatrix();
+  bool holdsMatrix() const { return !levels_.empty() || target_.id() != 0; }
   int maxTextureSize() const { return maxTextureSize_; }
 
  private:

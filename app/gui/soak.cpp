@@ -138,6 +138,7 @@ double rssMb() {
 struct Sample {
   double t = 0;  // seconds since the start
   double rss = 0;
+  double heap = 0;  // MB malloc hands out (mallinfo2), to tell heap growth from the rest
   int fds = 0;      // open file descriptors (the directory listing's own excluded)
   int threads = 0;  // /proc/self/task
   std::array<int, kGlKinds> gl{};
@@ -152,6 +153,7 @@ Sample takeSample(GlCensus& census, double t) {
   Sample s;
   s.t = t;
   s.rss = rssMb();
+  s.heap = double(mallinfo2().uordblks) / (1024.0 * 1024.0);
   s.fds = countDir("/proc/self/fd") - 1;
   s.threads = countDir("/proc/self/task");
   s.gl = census.count();
@@ -251,7 +253,8 @@ struct Soak {
     if (!s.ui.error.empty() && s.ui.error != lastError) ++errors[s.ui.error];
     lastError = s.ui.error;
     // A generation runs to its end before the next action (a short one: a few tokens).
-    while (s.model.gen.busy() && s.model.open()) {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (s.model.gen.busy() && s.model.open() && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       runFrame(app, &parked, true);
       ++frames;
@@ -281,9 +284,11 @@ struct Soak {
                   g.y0 + (float(i) + 0.5f - s.view.panY) * g.cellPx);
   }
 
-  // File > Default scene, as the menu does it; the generation's worker is joined first.
+  // File > Default scene, as the menu does it.
   void defaultSceneNow() {
-    s.model.gen.stopAll();
+    // A model still opening would replace the default scene once it is open (closeSources does
+    // not cancel it): the soak lets it open first.
+    if (s.model.loading.valid()) frame();
     closeSources(s);
     s.session.setScene(defaultScene());
     s.scene.path.clear();
@@ -296,11 +301,20 @@ struct Soak {
     s.maskEditor.blocksOn = false;
   }
 
+  // The first episode tours every action once, in order (long scenes pooled), so what is made
+  // once a session (the pooled worker, a model's first pass) exists before the warm-up ends;
+  // later actions are drawn by weight.
+  int tour = 0;
   void act() {
-    int total = 0;
-    for (int w : kWeights) total += w;
-    int r = pick(total), a = 0;
-    while (r >= kWeights[a]) r -= kWeights[a++];
+    int a = 0;
+    if (tour < int(Action::Count)) {
+      a = tour++;
+    } else {
+      int total = 0;
+      for (int w : kWeights) total += w;
+      int r = pick(total);
+      while (r >= kWeights[a]) r -= kWeights[a++];
+    }
     ++actions;
     Scene& sc = s.session.editScene();
     MaskSpec& m = sc.params.mask;
@@ -502,8 +516,14 @@ struct Soak {
         }
         break;
       case Action::LongScene:  // a long text: the level-of-detail pyramid, or the pooled view
+        if (tour == int(Action::Count) && actions == int(Action::Count) && !synthetic()) {
+          frame();  // the tour's pooled scene: from the default scene whatever came before
+          defaultSceneNow();
+        }
         if (synthetic()) {
-          const bool pooled = pick(3) == 0;
+          const bool pooled = tour == int(Action::Count) && actions == int(Action::Count)
+                                  ? true
+                                  : pick(3) == 0;
           sc.queryText = repeatedText(sc.queryText, pooled ? range(4200, 6000) : range(300, 900));
           sc.heads = pooled ? range(1, 2) : range(1, 4);
           sc.mode = Mode::Causal;
@@ -571,7 +591,8 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
   int episode = 0;
   soak.defaultSceneNow();
   while (!s.ui.quit && (elapsed() < seconds || episode == 0)) {
-    for (int k = 0; k < kActionsPerEpisode && !s.ui.quit; ++k) {
+    const int n = episode == 0 ? int(Action::Count) : kActionsPerEpisode;
+    for (int k = 0; k < n && !s.ui.quit; ++k) {
       soak.act();
       soak.frame();
       if (elapsed() >= nextSample) {
@@ -592,8 +613,8 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
     checkpoints.push_back(takeSample(census, elapsed()));
     ++episode;
     const Sample& c = checkpoints.back();
-    std::printf("soak: checkpoint %d t=%.1f s rss=%.1f MB fds=%d threads=%d gl=%d\n", episode, c.t,
-                c.rss, c.fds, c.threads, c.glTotal());
+    std::printf("soak: checkpoint %d t=%.1f s rss=%.1f MB heap=%.1f MB fds=%d threads=%d gl=%d\n",
+                episode, c.t, c.rss, c.heap, c.fds, c.threads, c.glTotal());
     std::fflush(stdout);
     if (episode == 8) digest8 = soak.digest;
   }
@@ -638,8 +659,9 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
     const Sample &a = settled.front(), &b = settled.back();
     std::printf(
         "soak: %zu checkpoints after the warm-up (default scene, settled, malloc_trim): RSS "
-        "%.1f -> %.1f MB, slope %.3f MB/min (least squares; limit %.1f)\n",
-        settled.size(), a.rss, b.rss, rssSlope, kMaxSlopeMbPerMin);
+        "%.1f -> %.1f MB, slope %.3f MB/min (least squares; limit %.1f); heap in use %.1f -> "
+        "%.1f MB\n",
+        settled.size(), a.rss, b.rss, rssSlope, kMaxSlopeMbPerMin, a.heap, b.heap);
     std::string gl;
     for (int k = 0; k < kGlKinds; ++k)
       gl += std::string(k ? ", " : "") + kGlKindNames[k] + " " + std::to_string(a.gl[k]) +
