@@ -130,6 +130,14 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   glClearColor(0.118f, 0.121f, 0.140f, 1.0f);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  // Thumbnails and pictures no panel drew this frame (heads or layers that are gone) go.
+  app.renderer->releaseUnusedImages();
+  // Out of pooled mode, the last pooled tile's textures and texels go (they stayed, up to a
+  // screenful of texels on the GPU and on the host, until the next long scene).
+  if (!s.session.pooledMode() && (app.pooledRenderer->holdsMatrix() || s.pooledView.tile)) {
+    app.pooledRenderer->releaseMatrix();
+    s.pooledView = PooledViewState{};
+  }
   glFinish();
   const double ms = msSince(t0);
   // Thumbnails of the other heads catch up when this frame did not already run a softmax.

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "gui/app.h"
 #include "gui/script.h"
+#include "gui/soak.h"
 #include "gui/window.h"
 #include "panels/panels.h"
 
@@ -64,6 +65,8 @@ struct Options {
   std::string flashBlocks;
   int generate = 0;
   std::string attribute, attributionClick, attributionExport;
+  double soak = 0;
+  std::uint64_t seed = 1;
 };
 
 }  // namespace
@@ -136,6 +139,12 @@ int runGui(int argc, char** argv) {
       "--report-timing", o.reportTiming,
       "print frame times of a scripted temperature drag (T=1024, 12 heads) and a pan (T=4096); "
       "with --tokens N: the time to that scene's first frame");
+  cli.add_option("--soak", o.soak,
+                 "run SECONDS of random user actions, sample RSS, file descriptors, threads and "
+                 "GL objects, print a summary; exit 1 on an RSS slope above 1 MB/min or any "
+                 "growth");
+  cli.add_option("--seed", o.seed, "with --soak: the seed of its random actions")
+      ->capture_default_str();
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -157,6 +166,11 @@ int runGui(int argc, char** argv) {
     script.hover = parseCell(o.hoverCell, "--hover-cell");
     script.click = parseCell(o.clickCell, "--click-cell");
     script.frames = o.frames;
+    if (cli.count("--soak") && !(o.soak >= 1 && o.soak <= 86400))
+      throw UsageError("--soak: expected a number of seconds in [1, 86400]");
+    if (cli.count("--seed") && !cli.count("--soak")) throw UsageError("--seed goes with --soak");
+    if (cli.count("--soak") && (o.frames > 0 || o.reportTiming))
+      throw UsageError("--soak goes without --frames and --report-timing");
     script.screenshot = o.screenshot;
     script.saveScene = o.saveScenePath;
     script.exportPath = o.exportPath;
@@ -321,7 +335,7 @@ int runGui(int argc, char** argv) {
         "attnviz: cannot open a window (no display?). Headless use: attnviz export / compute\n");
     return 1;
   }
-  const bool scripted = o.frames > 0 || o.reportTiming;
+  const bool scripted = o.frames > 0 || o.reportTiming || o.soak > 0;
   app.interactive = !scripted;
   app.waitForPooled = scripted;
   Window window(winW, winH, !scripted);
@@ -367,7 +381,9 @@ int runGui(int argc, char** argv) {
     // Where the presets and the UI font came from (install tests check the relocated prefix).
     if (scripted)
       std::printf("data: %s\nfont: %s\n", dataDir().c_str(), app.fonts.font->path().c_str());
-    if (o.reportTiming && o.syntheticTokens > 0)
+    if (o.soak > 0)
+      rc = runSoak(app, o.soak, o.seed);
+    else if (o.reportTiming && o.syntheticTokens > 0)
       reportFirstFrame(app);
     else if (o.reportTiming)
       reportTiming(app);

@@ -30,6 +30,28 @@ GLuint GlTexture::create() {
   return id_;
 }
 
+void HeatmapRenderer::releaseUnusedImages() {
+  for (auto it = images_.begin(); it != images_.end();) {
+    if (!it->second.used) {
+      it = images_.erase(it);
+    } else {
+      it->second.used = false;
+      ++it;
+    }
+  }
+}
+
+void HeatmapRenderer::releaseMatrix() {
+  levels_.clear();
+  pyramid_.clear();
+  pyramid_.shrink_to_fit();
+  target_ = GlTexture();
+  cols_ = rows_ = 0;
+  targetW_ = targetH_ = 0;
+  uploadedVersion_ = renderedVersion_ = ~std::uint64_t{0};
+  haveLast_ = false;
+}
+
 namespace {
 
 GLuint compile(GLenum type, const std::string& name) {
@@ -184,6 +206,12 @@ void HeatmapRenderer::upload(const DisplayMatrix& m) {
     return;
   }
   // Level 0 is the matrix itself; the levels above reuse their buffers from the last upload.
+  // The host levels are reused between uploads, but not at the size of a much larger matrix
+  // shown before (their capacity stayed: the soak saw it as growth).
+  if (!pyramid_.empty() && pyramid_[0].capacity() > 2 * (std::size_t(m.cols) * m.rows / 4) + 65536) {
+    pyramid_.clear();
+    pyramid_.shrink_to_fit();
+  }
   maxPyramidLevels(m.values.data(), m.cols, m.rows, pyramid_);
   const std::size_t levelCount = pyramid_.size() + 1;
   auto levelData = [&](std::size_t l) { return l == 0 ? m.values.data() : pyramid_[l - 1].data(); };

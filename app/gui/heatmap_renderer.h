@@ -38,6 +38,7 @@ struct RgbaImage {
   GlTexture tex;
   int width = 0, height = 0;
   std::uint64_t version = ~std::uint64_t{0};
+  bool used = false;  // asked for since the last releaseUnusedImages()
   void set(const std::vector<std::uint8_t>& rgba, int w, int h);
   void* imguiId() const { return reinterpret_cast<void*>(std::uintptr_t(tex.id())); }
 };
@@ -86,7 +87,21 @@ class HeatmapRenderer {
   // heatmap was laid out this frame), so the frame being built already shows the new values.
   void refresh();
 
-  RgbaImage& image(const std::string& key) { return images_[key]; }
+  // The image named `key` (thumbnails, the mask matrix, the FlashAttention figure), created
+  // empty on first use.
+  RgbaImage& image(const std::string& key) {
+    RgbaImage& im = images_[key];
+    im.used = true;
+    return im;
+  }
+  // Deletes the images no panel asked for since the last call (once a frame): the thumbnails of
+  // heads and layers that are gone, a closed panel's picture. Without it every head ever shown
+  // kept its texture for the rest of the session.
+  void releaseUnusedImages();
+  // Deletes the matrix's textures and host pyramid (the colormaps and images stay): the pooled
+  // renderer once the view is no longer pooled. The next upload starts afresh.
+  void releaseMatrix();
+  bool holdsMatrix() const { return !levels_.empty() || target_.id() != 0; }
   int maxTextureSize() const { return maxTextureSize_; }
 
  private:

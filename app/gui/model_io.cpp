@@ -164,6 +164,14 @@ void openModelScene(AppState& s, const Scene& scene, const std::string& path, bo
 }
 
 void closeSources(AppState& s) {
+  // The Generate panel's continuation belongs to the model going away: its workers are stopped
+  // and joined, its tokens dropped (they were kept, with their threads unjoined, until another
+  // model's panel drew, and showed there). A --generate request waiting for the model stays.
+  GenerateState& g = s.model.gen;
+  g.stopAll();
+  g.run.reset(), g.plain.reset();
+  g.prompt.clear();
+  g.step = 0, g.follow = true;
   if (s.model.textPass.valid()) s.model.textPass.wait();  // it holds its own model reference
   s.model.textPass = {};
   s.model.textEditedAt = -1;

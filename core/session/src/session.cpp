@@ -612,7 +612,11 @@ std::shared_ptr<const PooledWeights> Session::headThumbnail(int h) const {
 }
 
 void Session::buildBiased(int h) {
-  biased_.resize(std::size_t(tq()) * tk());
+  // A smaller scene gives the memory back: resize alone kept the capacity of the largest T_q x
+  // T_k shown so far (3 MB after a 900-token scene), which the soak saw as growth.
+  const std::size_t n = std::size_t(tq()) * tk();
+  if (biased_.capacity() > 2 * n + 65536) biased_ = std::vector<float>();
+  biased_.resize(n);
   biasedScoresHead(result_->scaled, params_, slopes_, h, biased_.data());
   biasedHead_ = h;
   biasedFor_ = maskGeneration_;
