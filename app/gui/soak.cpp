@@ -13,8 +13,9 @@
 // in whatever state the session is in.
 //
 // Pass: after the warm-up (40% of the run, at least 10 s, at most 120 s), the least-squares
-// slope of the checkpoints' RSS is at most 1 MB/min, and the last checkpoint holds no more file
-// descriptors, threads or GL objects of any kind than the first one after the warm-up.
+// slope of the checkpoints' RSS is at most 1 MB/min (10 MB/min in a run under 5 minutes, see
+// kShortRunSeconds), and the last checkpoint holds no more file descriptors, threads or GL
+// objects of any kind than the first one after the warm-up.
 //
 // Live GL objects are counted in the context itself, whoever made them (our renderer, the GPU
 // engine, ImGui's backend): each kind's next free name is probed and every name up to the
@@ -78,6 +79,12 @@ constexpr bool kCheckRss = true;
 constexpr bool kCheckRss = true;
 #endif
 constexpr double kMaxSlopeMbPerMin = 1.0;
+// A short run (under 5 minutes) is still filling caches that fill once (a 60-s run on the
+// shipped models measured 5.3 MB/min between 24 s and 60 s, flat afterwards: 0.7 MB/min over
+// 600 s): its slope is held to this looser limit, which a leak of one allocation an action
+// (the injected one: about 50 MB/min) still exceeds. The 1 MB/min limit applies from 300 s.
+constexpr double kShortRunSeconds = 300.0;
+constexpr double kShortRunMaxSlopeMbPerMin = 10.0;
 
 using Clock = std::chrono::steady_clock;
 
@@ -688,11 +695,13 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
     failures.push_back("fewer than 2 checkpoints after the warm-up (run longer)");
   } else {
     const Sample &a = settled.front(), &b = settled.back();
+    const double maxSlope =
+        seconds >= kShortRunSeconds ? kMaxSlopeMbPerMin : kShortRunMaxSlopeMbPerMin;
     std::printf(
         "soak: %zu checkpoints after the warm-up (default scene, settled, malloc_trim): RSS "
         "%.1f -> %.1f MB, slope %.3f MB/min (least squares; limit %.1f); heap in use %.1f -> "
         "%.1f MB\n",
-        settled.size(), a.rss, b.rss, rssSlope, kMaxSlopeMbPerMin, a.heap, b.heap);
+        settled.size(), a.rss, b.rss, rssSlope, maxSlope, a.heap, b.heap);
     std::string gl;
     for (int k = 0; k < kGlKinds; ++k)
       gl += std::string(k ? ", " : "") + kGlKindNames[k] + " " + std::to_string(a.gl[k]) +
@@ -702,9 +711,9 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
     if (!kCheckRss)
       std::printf("soak: RSS slope not checked under AddressSanitizer (its quarantine holds freed "
                   "memory; LeakSanitizer checks for leaks at exit)\n");
-    if (kCheckRss && rssSlope > kMaxSlopeMbPerMin) {
+    if (kCheckRss && rssSlope > maxSlope) {
       char buf[128];
-      std::snprintf(buf, sizeof buf, "RSS slope %.3f MB/min > %.1f", rssSlope, kMaxSlopeMbPerMin);
+      std::snprintf(buf, sizeof buf, "RSS slope %.3f MB/min > %.1f", rssSlope, maxSlope);
       failures.push_back(buf);
     }
     if (b.fds > a.fds) failures.push_back("file descriptors grew");

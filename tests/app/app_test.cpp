@@ -1648,7 +1648,7 @@ std::string interventionScene(bool withInterventions = true) {
       "ablate": ["0:1"])";
   if (withInterventions)
     f << R"(, "interventions": [{"layer": 1, "temperature": 0.5, "mask": {"window": 6, "sink": 1}},
-        {"layer": 0, "mask": {"expr": "i - j <= 3"}}])";
+        {"layer": 0, "mask": {"expr": "q - k <= 3"}}])";
   f << "}}\n";
   return path;
 }
@@ -1702,7 +1702,7 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
     const std::string text(saved.begin(), saved.end());
     EXPECT_NE(text.find("\"interventions\""), std::string::npos) << text;
     EXPECT_NE(text.find("\"temperature\": 0.5"), std::string::npos) << text;
-    EXPECT_NE(text.find("i - j <= 3"), std::string::npos) << text;
+    EXPECT_NE(text.find("q - k <= 3"), std::string::npos) << text;
   }
   // A saved scene whose model folder is gone names the path it looked for.
   const std::string gone = tempPath("model-save-gone.json");
