@@ -35,9 +35,6 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   auto source = std::make_unique<ModelSource>(std::shared_ptr<const Model>(std::move(model)));
   // Figure titles name the model (and a GGUF's quantization), the layer and the ablations.
   source->setName(modelTitleName(source->model(), dir));
-  // The layer, head and ablations asked for, checked now that the model's sizes are known, and
-  // before anything open is closed: a bad request leaves the open model (or scene) as it was.
-  // Command-line options are usage errors, a scene's fields input errors naming the file.
   // The passes keep only what the window shows: the grid's thumbnails and the last logits row
   // (the shown layer's Q, K, V are recomputed from its residual stream when it is shown).
   // Head outputs too (the Attribution panel's direct effect reads the shown head's): [H, T, d_h]
@@ -45,6 +42,9 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   Capture view = Capture::view(kGridThumbnail);
   view.headOut = LayerSet::every();
   source->setCapture(view);
+  // The layer, head and ablations asked for, checked now that the model's sizes are known, and
+  // before anything open is closed: a bad request leaves the open model (or scene) as it was.
+  // Command-line options are usage errors, a scene's fields input errors naming the file.
   const int L = source->layers(), H = source->heads();
   const std::string sizes = " is out of range (the model " + dir + " has " + std::to_string(L) +
                             " layers of " + std::to_string(H) + " heads)";
