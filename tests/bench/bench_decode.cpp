@@ -45,7 +45,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kL = 30, kH = 9, kKv = 3, kDh = 64, kD = 576, kI = 1536, kV = 49152, kP = 2048;
+using S = attnviz::bench::SmolLm2;
+constexpr int kL = S::kL, kH = S::kH, kKv = S::kKv, kDh = S::kDh, kD = S::kD, kI = S::kI,
+              kV = S::kV, kP = S::kP;
 constexpr int kCache = 512, kT = 128;
 const char* const kTypes[] = {"F32", "Q8_0", "Q4_K"};
 
@@ -58,39 +60,7 @@ const Files& files() {
   static Files f = [] {
     Files ck;
     const fs::path& dir = ck.folder.dir;
-    std::ofstream(dir / "config.json") << nlohmann::json{
-        {"model_type", "llama"},
-        {"hidden_size", kD},
-        {"intermediate_size", kI},
-        {"num_hidden_layers", kL},
-        {"num_attention_heads", kH},
-        {"num_key_value_heads", kKv},
-        {"hidden_act", "silu"},
-        {"max_position_embeddings", kP},
-        {"rms_norm_eps", 1e-5},
-        {"rope_theta", 100000.0},
-        {"vocab_size", kV},
-        {"tie_word_embeddings", true},
-        {"bos_token_id", 0},
-        {"eos_token_id", 0}}.dump();
-    attnviz::bench::writeByteLevelVocab(dir, kV);
-    attnviz::bench::TensorShapes shapes = {{"model.embed_tokens.weight", {kV, kD}},
-                                           {"model.norm.weight", {kD}}};
-    for (int l = 0; l < kL; ++l) {
-      const std::string p = "model.layers." + std::to_string(l) + ".";
-      for (auto [n, s] : attnviz::bench::TensorShapes{
-               {"input_layernorm.weight", {kD}},
-               {"post_attention_layernorm.weight", {kD}},
-               {"self_attn.q_proj.weight", {kH * kDh, kD}},
-               {"self_attn.k_proj.weight", {kKv * kDh, kD}},
-               {"self_attn.v_proj.weight", {kKv * kDh, kD}},
-               {"self_attn.o_proj.weight", {kD, kH * kDh}},
-               {"mlp.gate_proj.weight", {kI, kD}},
-               {"mlp.up_proj.weight", {kI, kD}},
-               {"mlp.down_proj.weight", {kD, kI}}})
-        shapes.emplace_back(p + n, s);
-    }
-    attnviz::bench::writeRandomSafetensors(dir / "model.safetensors", shapes);
+    attnviz::bench::writeSmolLm2Folder(dir);
     const fs::path tool = fs::path(ATTNVIZ_SOURCE_DIR) / "tools" / "gguf" / "hf_to_gguf.py";
     for (int t = 0; t < 3; ++t) {
       ck.gguf[t] = dir / (std::string("smol_") + kTypes[t] + ".gguf");

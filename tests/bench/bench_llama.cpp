@@ -36,7 +36,9 @@ namespace {
 namespace fs = std::filesystem;
 using attnviz::MatrixRM;
 
-constexpr int kL = 30, kH = 9, kKv = 3, kDh = 64, kD = 576, kI = 1536, kV = 49152, kP = 2048;
+using S = attnviz::bench::SmolLm2;
+constexpr int kL = S::kL, kH = S::kH, kKv = S::kKv, kDh = S::kDh, kD = S::kD, kI = S::kI,
+              kV = S::kV, kP = S::kP;
 
 struct Checkpoint {
   fs::path dir;
@@ -57,36 +59,7 @@ const Checkpoint& checkpoint() {
     ck.dir = fs::path(base ? base : fs::temp_directory_path().string()) /
              ("attnviz_smollm2_135m_" + std::to_string(::getpid()));
     fs::create_directories(ck.dir);
-    std::ofstream(ck.dir / "config.json") << nlohmann::json{
-        {"model_type", "llama"},
-        {"hidden_size", kD},
-        {"num_hidden_layers", kL},
-        {"num_attention_heads", kH},
-        {"num_key_value_heads", kKv},
-        {"intermediate_size", kI},
-        {"vocab_size", kV},
-        {"max_position_embeddings", kP},
-        {"rms_norm_eps", 1e-5},
-        {"rope_theta", 100000.0},
-        {"hidden_act", "silu"},
-        {"tie_word_embeddings", true}}.dump();
-    attnviz::bench::writeByteLevelVocab(ck.dir, kV);
-
-    attnviz::bench::TensorShapes shapes = {{"model.embed_tokens.weight", {kV, kD}}};
-    for (int l = 0; l < kL; ++l) {
-      const std::string p = "model.layers." + std::to_string(l) + ".";
-      shapes.push_back({p + "input_layernorm.weight", {kD}});
-      shapes.push_back({p + "self_attn.q_proj.weight", {kH * kDh, kD}});
-      shapes.push_back({p + "self_attn.k_proj.weight", {kKv * kDh, kD}});
-      shapes.push_back({p + "self_attn.v_proj.weight", {kKv * kDh, kD}});
-      shapes.push_back({p + "self_attn.o_proj.weight", {kD, kH * kDh}});
-      shapes.push_back({p + "post_attention_layernorm.weight", {kD}});
-      shapes.push_back({p + "mlp.gate_proj.weight", {kI, kD}});
-      shapes.push_back({p + "mlp.up_proj.weight", {kI, kD}});
-      shapes.push_back({p + "mlp.down_proj.weight", {kD, kI}});
-    }
-    shapes.push_back({"model.norm.weight", {kD}});
-    ck.bytes = attnviz::bench::writeRandomSafetensors(ck.dir / "model.safetensors", shapes);
+    ck.bytes = attnviz::bench::writeSmolLm2Folder(ck.dir);
     return ck;
   }();
   return c;

@@ -106,6 +106,52 @@ inline std::uintmax_t writeRandomSafetensors(const std::filesystem::path& path,
   return std::filesystem::file_size(path);
 }
 
+// SmolLM2-135M's shape (LLaMA layout: 30 layers, d 576, 9 query heads over 3 KV heads of 64,
+// MLP 1536, vocab 49152, context 2048, RoPE θ 100000, RMSNorm 1e-5, tied head).
+struct SmolLm2 {
+  static constexpr int kL = 30, kH = 9, kKv = 3, kDh = 64, kD = 576, kI = 1536, kV = 49152,
+                       kP = 2048;
+};
+
+// Writes a random-init SmolLM2-135M-shaped folder into `dir`: config.json, a byte-level
+// vocabulary of kV entries (a text of n ASCII bytes is n tokens) and model.safetensors (F32).
+// Returns the weights file's size.
+inline std::uintmax_t writeSmolLm2Folder(const std::filesystem::path& dir) {
+  using S = SmolLm2;
+  std::ofstream(dir / "config.json") << nlohmann::json{
+      {"model_type", "llama"},
+      {"hidden_size", S::kD},
+      {"intermediate_size", S::kI},
+      {"num_hidden_layers", S::kL},
+      {"num_attention_heads", S::kH},
+      {"num_key_value_heads", S::kKv},
+      {"hidden_act", "silu"},
+      {"max_position_embeddings", S::kP},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", 100000.0},
+      {"vocab_size", S::kV},
+      {"tie_word_embeddings", true},
+      {"bos_token_id", 0},
+      {"eos_token_id", 0}}.dump();
+  writeByteLevelVocab(dir, S::kV);
+  TensorShapes shapes = {{"model.embed_tokens.weight", {S::kV, S::kD}},
+                         {"model.norm.weight", {S::kD}}};
+  for (int l = 0; l < S::kL; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (auto [n, s] : TensorShapes{{"input_layernorm.weight", {S::kD}},
+                                    {"post_attention_layernorm.weight", {S::kD}},
+                                    {"self_attn.q_proj.weight", {S::kH * S::kDh, S::kD}},
+                                    {"self_attn.k_proj.weight", {S::kKv * S::kDh, S::kD}},
+                                    {"self_attn.v_proj.weight", {S::kKv * S::kDh, S::kD}},
+                                    {"self_attn.o_proj.weight", {S::kD, S::kH * S::kDh}},
+                                    {"mlp.gate_proj.weight", {S::kI, S::kD}},
+                                    {"mlp.up_proj.weight", {S::kI, S::kD}},
+                                    {"mlp.down_proj.weight", {S::kD, S::kI}}})
+      shapes.emplace_back(p + n, s);
+  }
+  return writeRandomSafetensors(dir / "model.safetensors", shapes);
+}
+
 // This process's resident set (VmRSS), in kB.
 inline long currentRssKb() {
   std::ifstream s("/proc/self/status");
