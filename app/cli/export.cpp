@@ -318,7 +318,11 @@ int runExport(int argc, char** argv) {
     if (view && !app.count("--head")) headIndex = std::clamp(view->head, 0, d.H - 1);
     if (sceneModelHead >= 0 && !app.count("--head")) headIndex = sceneModelHead;
     if (view && !app.count("--stage") && !view->stage.empty())
-      eo.stage = view->stage == "weights" ? ExportStage::Weights : ExportStage::Scores;
+      // A model's own stages (value-weighted, rollout) export their weights, as the app does.
+      eo.stage = view->stage == "weights" || view->stage == "value_weighted" ||
+                         view->stage == "rollout"
+                     ? ExportStage::Weights
+                     : ExportStage::Scores;
     if (colormap.empty()) {
       eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
       if (view && eo.stage == ExportStage::Weights)

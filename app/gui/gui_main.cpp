@@ -113,7 +113,7 @@ int runGui(int argc, char** argv) {
   cli.add_option("--head", o.head, "show this head");
   cli.add_option("--hover-cell", o.hoverCell, "move the mouse over cell I,J and print the tooltip");
   cli.add_option("--click-cell", o.clickCell, "click cell I,J (selects its row)");
-  cli.add_option("--stage", o.stage, "qk | scaled | capped | biased | logits | weights | output");
+  cli.add_option("--stage", o.stage, "qk | scaled | capped | biased | logits | weights | output | value_weighted | rollout (a model's)");
   cli.add_option("--colormap", o.colormap, "weights colormap: viridis | magma | gray | diverging");
   cli.add_option("--flash-step", o.flashStep,
                  "open the FlashAttention stage at step K (counted from 1; 0: before the first)");

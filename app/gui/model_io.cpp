@@ -275,6 +275,13 @@ void syncModel(AppState& s) {
     m.layerDirty = true;
     refreshNextTokens(s);
   }
+  // The rollout stage is computed while it is shown (one T³ product a layer below the shown one).
+  const bool wantRollout = s.view.stage == ViewStage::Rollout;
+  if (wantRollout != m.source->rolloutShown()) {
+    m.source->setRolloutShown(wantRollout);
+    if (!m.layerDirty && m.source->ready() && m.source->shownLayer() == m.layer)
+      m.source->showStages(s.session);
+  }
   if (m.layerDirty) {
     m.layerDirty = false;
     m.source->showLayer(s.session, m.layer);

@@ -105,7 +105,7 @@ void work(const std::shared_ptr<AttributionRun>& run, const std::shared_ptr<cons
     control.row = [&](int row, const std::vector<float>& v) {
       std::lock_guard<std::mutex> lock(run->m);
       std::copy(v.begin(), v.end(), run->values.begin() + std::ptrdiff_t(row) * run->cols);
-      run->rowsDone = std::max(run->rowsDone, row + 1);
+      ++run->rowsDone;  // rows come from the last layer up
       if (run->firstRowAt < 0) run->firstRowAt = nowSeconds();
     };
     app::AttributionReport report;
@@ -427,7 +427,7 @@ bool drawAttributionPanel(AppState& s) {
   ImGui::PushTextWrapPos(0.0f);
   if (!error.empty()) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "%s", error.c_str());
   if (!done)
-    ImGui::TextDisabled("layer %d of %d \xc2\xb7 %.0f%% \xc2\xb7 %.2f s", rowsDone, rows,
+    ImGui::TextDisabled("%d of %d layers (from the last up) \xc2\xb7 %.0f%% \xc2\xb7 %.2f s", rowsDone, rows,
                         100.0 * fraction, nowSeconds() - t0);
   else if (haveReport)
     ImGui::TextDisabled("%s%d of %d layers in %.2f s (first row after %.0f ms)",

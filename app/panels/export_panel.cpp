@@ -75,7 +75,8 @@ std::string exportPng(AppState& s, const std::string& path) {
 
 void exportOptionsFromView(AppState& s) {
   s.exporter.colormap = s.view.weightColormap;
-  s.exporter.stage = s.view.stage == ViewStage::Weights ? 0 : 1;
+  // A model's own stages (value-weighted, rollout) export the weights, as `export --scene` does.
+  s.exporter.stage = s.view.stage == ViewStage::Weights || stageFromSource(s.view.stage) ? 0 : 1;
 }
 
 bool drawExportPopup(AppState& s) {

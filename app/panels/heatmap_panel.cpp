@@ -81,7 +81,10 @@ ValueMapping currentMapping(const AppState& s) {
   } else {
     m.lo = 0.0f;
     // Mean-pooled weights are small (a block's average): always on [0, their largest].
-    const bool autoRange = s.view.autoRange || (d.pooled && s.view.pooledMean);
+    // The value-weighted stage has no natural top (a norm): always on [0, its largest].
+    const bool autoRange = s.view.autoRange || (d.pooled && s.view.pooledMean) ||
+                           (s.view.stage == ViewStage::ValueWeighted &&
+                            s.session.stageAvailable(ViewStage::ValueWeighted));
     m.hi = autoRange ? std::max(d.maxFinite, 1e-6f) : 1.0f;
     m.scale = s.view.scale;
     m.gamma = s.view.gamma;

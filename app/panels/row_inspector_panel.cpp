@@ -300,7 +300,8 @@ bool drawRowInspectorPanel(AppState& s) {
     r.st = shownStats(shown, Tk, true, fullyMasked);
     r.masked = [shown](int j) { return std::isinf(shown[j]); };
     r.V = nullptr;
-  } else if (stageIsScore(view.stage) && view.stage != ViewStage::Output) {
+  } else if ((stageIsScore(view.stage) && view.stage != ViewStage::Output) ||
+             (stageFromSource(view.stage) && s.session.stageAvailable(view.stage))) {
     r.kind = RowKind::Scores;
     r.w = shown;
     r.st = shownStats(shown, Tk, false, fullyMasked);

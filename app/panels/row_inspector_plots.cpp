@@ -22,6 +22,8 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // The colour of value v, as the heatmap colours it (scores: the diverging map on [-m, m];
 // weights: the weights colormap on [0, the row's largest]).
 ImU32 valueColour(const AppState& s, const RowView& r, float v) {
+  if (isScores(r) && stageFromSource(r.stage))  // non-negative: the weights colormap, [0, max]
+    return colormapU32(s.view.weightColormap, v / std::max(r.scoreRange, 1e-6f));
   if (isScores(r))
     return colormapU32(s.view.scoreColormap,
                        0.5f + 0.5f * std::clamp(v / std::max(r.scoreRange, 1e-6f), -1.0f, 1.0f));

@@ -14,6 +14,7 @@ bool drawStageBar(AppState& s) {
     const ViewStage st = ViewStage(k);
     // The softcap is a stage of its own while one is set (Gemma 2).
     if (st == ViewStage::Capped && !(s.sceneData().params.mask.softcap > 0.0f)) continue;
+    if (stageFromSource(st)) continue;  // a model's own stages: after the pipeline, below
     ImGui::SameLine();
     if (k > 0) {
       ImGui::TextDisabled("\xe2\x86\x92");
@@ -58,6 +59,39 @@ bool drawStageBar(AppState& s) {
           "average and\nthe wrong axis would need the whole matrix, so they are off.",
           s.tq(), s.tk());
     return changed;
+  }
+  // A model's own views of the shown head and layer (attribution.h): how much each key moves,
+  // and how attention composes through the layers below.
+  if (s.model.source && s.model.source->ready()) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("|");
+    for (const ViewStage st : {ViewStage::ValueWeighted, ViewStage::Rollout}) {
+      ImGui::SameLine();
+      const bool on = s.view.stage == st && !s.flash.active;
+      const bool tooLong =
+          st == ViewStage::Rollout && s.tq() > ModelSource::kRolloutMaxTokens;
+      const bool off = !s.session.stageAvailable(st) && (st != ViewStage::Rollout || tooLong);
+      if (on)
+        ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+      if (off) ImGui::BeginDisabled();
+      if (ImGui::Button(stageLabel(st))) {
+        s.view.stage = st;
+        s.view.wrongAxis = s.view.headAverage = false;
+        s.flash.active = false;
+        changed = true;
+      }
+      if (off) ImGui::EndDisabled();
+      if (on) ImGui::PopStyleColor();
+      if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip(
+            "%s%s", stageFormula(st),
+            tooLong ? "\n(rollout is computed for texts up to 512 tokens)"
+            : st == ViewStage::ValueWeighted
+                ? "\nA head can look hard at a token and move almost nothing: this shows "
+                  "what it moves."
+                : "\nHow much each token's information reaches row i through every layer "
+                  "up to this one, residual included.");
+    }
   }
   // The same softmax computed tile by tile (flash_panel.cpp), after the stages it replays.
   ImGui::SameLine();

@@ -6,6 +6,10 @@
 //   SweepByRerunFrom_T64        the sum over heads of Model::rerunFrom from the head's layer
 //                               (every layer from there, and the logits of all T positions)
 //   SweepByFullPasses_T64       one full Model::forward per head
+//   AttributionFirstRow_T64     the GUI's time to the first filled row of the map: from the model
+//                               view's narrow pass (Capture::view), the Attribution worker's full
+//                               pass, then the sweep until its first row (a layer's 12 heads)
+//                               is reported; the window draws it on its next frame (+ one frame)
 // Counters: heads/s, and "layers" (the layer passes one sweep runs).
 // The checkpoint is bench_model.cpp's (bench_util.h); the folder goes to $ATTNVIZ_BENCH_DIR or the
 // temp folder.
@@ -18,6 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 
 #include <cstdlib>
 #include <filesystem>
@@ -124,8 +131,35 @@ void SweepByFullPasses_T64(benchmark::State& state) {
   counters(state, double(kH) * kL * kL);
 }
 
+void AttributionFirstRow_T64(benchmark::State& state) {
+  const auto m = attnviz::Model::open(checkpoint().string());
+  // What the model view keeps (app/gui/model_io.cpp): thumbnails and the last logits row.
+  const attnviz::ForwardResult view = m->forward(ids(), {}, attnviz::Capture::view(64));
+  int firstRow = -1;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::atomic<bool> cancel{false};
+    double seconds = 0;
+    attnviz::AttributionControl control;
+    control.cancel = &cancel;
+    control.row = [&](int row, const std::vector<float>&) {
+      if (cancel) return;
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      firstRow = row;
+      cancel = true;  // the rest of the sweep is not what this measures
+    };
+    const attnviz::ForwardResult pass = m->forward(view.ids, view.interventions);
+    benchmark::DoNotOptimize(
+        attnviz::ablationSweep(*m, pass, attnviz::AblationKind::Zero, {}, control).delta.values.data());
+    state.SetIterationTime(seconds);
+  }
+  state.counters["first_row"] = firstRow;
+}
+
 }  // namespace
 
+BENCHMARK(AttributionFirstRow_T64)->Unit(benchmark::kMillisecond)->UseManualTime()->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 BENCHMARK(AttributionSweep_T64)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 BENCHMARK(SweepByRerunFrom_T64)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 BENCHMARK(SweepByFullPasses_T64)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();

@@ -126,6 +126,56 @@ TEST_P(AttributionReference, ValueWeightedAttentionAndRolloutMatchTorch) {
     EXPECT_NEAR(roll.mat(roll.heads - 1).row(i).sum(), 1.0f, 1e-5f);
 }
 
+// The GUI's stages come from a pass that keeps no weights and no Q/K/V (Capture::view): the
+// norms, the value-weighted map and the rollout up to each layer are recomputed from the residual
+// stream, and must still equal the torch reference.
+TEST_P(AttributionReference, ValueWeightedAndRolloutFromANarrowRunMatchTorch) {
+  const ForwardResult narrow = model_->forward(ids_, {}, Capture::view(16));
+  const auto& vw = case_["value_weighted"];
+  const int layer = vw["layer"].get<int>(), head = vw["head"].get<int>();
+  ASSERT_TRUE(narrow.layers[layer].weights.empty());
+  ASSERT_TRUE(narrow.layers[layer].v.empty());
+  const MatrixRM v = valueWeightedAttention(*model_, narrow, layer, head);
+  expectNear(asVector(v), npyOf(name_, "value_weighted.npy"), name_ + " value-weighted (narrow)");
+  // valueNorms is the factor: weight × norm of the key's column.
+  const std::vector<float> norms = valueNorms(*model_, narrow, layer);
+  const int T = int(ids_.size());
+  ASSERT_EQ(norms.size(), std::size_t(model_->config().nHead) * T);
+  const MatrixRM& w = run_.layers[layer].weights.mat(head);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j <= i; ++j)
+      EXPECT_NEAR(v(i, j), w(i, j) * norms[std::size_t(head) * T + j], 1e-5f) << i << "," << j;
+  const NpyArray roll = npyOf(name_, "rollout.npy");
+  for (int l = 0; l < model_->config().nLayer; ++l) {
+    const MatrixRM r = attentionRolloutTo(*model_, narrow, l);
+    ASSERT_EQ(r.rows(), T);
+    ASSERT_EQ(roll.data.size(), std::size_t(model_->config().nLayer) * T * T);
+    double worst = 0;
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j < T; ++j)
+        worst = std::max(worst, std::fabs(double(r(i, j)) -
+                                          double(roll.data[(std::size_t(l) * T + i) * T + j])));
+    EXPECT_LE(worst, kTol) << name_ << " rollout to layer " << l;
+  }
+  // With a mask and a temperature inside the pass, the recomputed weights are the pass's own.
+  Interventions iv;
+  MaskSpec m;
+  m.window = 2;
+  iv.setAll(m, 0.5f, model_->config().nLayer);
+  const ForwardResult full = model_->forward(ids_, iv);
+  const ForwardResult thin = model_->forward(ids_, iv, Capture::view(16));
+  const Tensor3 all = attentionRollout(full);
+  const int last = model_->config().nLayer - 1;
+  const MatrixRM got = attentionRolloutTo(*model_, thin, last);
+  EXPECT_LE((got - all.mat(last)).cwiseAbs().maxCoeff(), 1e-5f);
+  // And they differ from the plain pass's (the test sees the interventions).
+  EXPECT_GT((got - attentionRolloutTo(*model_, narrow, last)).cwiseAbs().maxCoeff(), 1e-3f);
+  EXPECT_THROW(attentionRolloutTo(*model_, narrow, model_->config().nLayer), InputError);
+  EXPECT_THROW(valueNorms(*model_, narrow, -1), InputError);
+  std::atomic<bool> cancel{true};
+  EXPECT_EQ(attentionRolloutTo(*model_, narrow, last, &cancel).size(), 0);
+}
+
 TEST_P(AttributionReference, DirectEffectsMatchTorch) {
   const auto& d = case_["direct"];
   const DirectEffect e =
@@ -257,12 +307,12 @@ TEST(Attribution, RowsFillInOrderAndCancellationKeepsWhatIsDone) {
   };
   control.progress = [&](double f) { fractions.push_back(f); };
   const AblationSweep full = ablationSweep(*m, r, AblationKind::Zero, {}, control);
-  EXPECT_EQ(rows, (std::vector<int>{0, 1}));
+  EXPECT_EQ(rows, (std::vector<int>{1, 0}));  // from the last layer up: the cheapest first
   ASSERT_EQ(int(fractions.size()), L * H);
   EXPECT_TRUE(std::is_sorted(fractions.begin(), fractions.end()));
   EXPECT_DOUBLE_EQ(fractions.back(), 1.0);
 
-  // Cancel after the first layer and two heads of the second.
+  // Cancel after the last layer and two heads of the one below.
   std::atomic<bool> cancel{false};
   int steps = 0;
   AttributionControl stop;
@@ -275,8 +325,8 @@ TEST(Attribution, RowsFillInOrderAndCancellationKeepsWhatIsDone) {
   EXPECT_EQ(part.delta.rowsDone, 1);
   EXPECT_FALSE(part.delta.complete());
   for (int h = 0; h < H; ++h) {
-    EXPECT_EQ(part.delta.at(0, h), full.delta.at(0, h));
-    EXPECT_TRUE(std::isnan(part.delta.at(1, h)));
+    EXPECT_EQ(part.delta.at(L - 1, h), full.delta.at(L - 1, h));
+    EXPECT_TRUE(std::isnan(part.delta.at(L - 2, h)));
   }
   cancel = true;
   const LogitLens lens = logitLens(*m, r, {}, stop);

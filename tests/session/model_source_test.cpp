@@ -68,6 +68,62 @@ TEST(ModelSource, LayerInSessionMatchesTorchWeights) {
   EXPECT_THROW(src.showLayer(session, L), UsageError);
 }
 
+// The model's own stages as the GUI gets them (a pass that keeps only thumbnails): the
+// value-weighted map and the rollout in the session's display against the torch reference of
+// tests/model/make_attribution_fixtures.py, on the same text.
+TEST(ModelSource, ValueWeightedAndRolloutStagesMatchTorch) {
+  const std::string dir = std::string(ATTNVIZ_MODEL_FIXTURES) + "/attribution/f32_prefix_tied_gelu_new";
+  ModelSource src(Model::open(kFixture));
+  src.setCapture(Capture::view(32));
+  src.setText(kText);
+  const NpyArray vw = readNpy(dir + "/value_weighted.npy");  // layer 0, head 1 (case.json)
+  const NpyArray roll = readNpy(dir + "/rollout.npy");       // [L, T, T]
+  const int L = src.layers(), T = int(src.tokens().size());
+  ASSERT_EQ(roll.data.size(), std::size_t(L) * T * T) << "the fixture ran on another text";
+  Session session(makeCpuEngine());
+  src.showLayer(session, 0);
+  EXPECT_TRUE(session.stageAvailable(ViewStage::ValueWeighted));
+  EXPECT_FALSE(session.stageAvailable(ViewStage::Rollout));  // computed only while shown
+  View v;
+  v.head = 1;
+  v.stage = ViewStage::ValueWeighted;
+  session.setView(v);
+  session.update();
+  std::vector<float> shown = session.display().values;
+  for (float& x : shown)
+    if (std::isinf(x)) x = 0.0f;  // masked: -inf shown, 0 in the reference
+  ASSERT_EQ(shown.size(), vw.data.size());
+  EXPECT_LT(maxAbsDiff(shown.data(), vw.data.data(), shown.size()), 1e-4);
+  // τ acts on it live: at τ = 0.5 the weights change, so does the stage.
+  session.setTemperature(0.5f);
+  session.update();
+  EXPECT_GT(maxAbsDiff(session.display().values.data(), shown.data(), 3 * T), 1e-3);
+  session.setTemperature(1.0f);
+
+  src.setRolloutShown(true);
+  for (int l = 0; l < L; ++l) {
+    src.showLayer(session, l);
+    ASSERT_TRUE(session.stageAvailable(ViewStage::Rollout));
+    v.stage = ViewStage::Rollout;
+    session.setView(v);
+    session.update();
+    const DisplayMatrix& d = session.display();
+    ASSERT_EQ(d.values.size(), std::size_t(T) * T);
+    EXPECT_LT(maxAbsDiff(d.values.data(), roll.data.data() + std::size_t(l) * T * T, d.values.size()),
+              1e-4)
+        << "rollout to layer " << l;
+  }
+  // A synthetic scene has neither: the view falls back to the weights.
+  Scene synthetic;
+  synthetic.queryText = "a b c d";
+  session.setScene(synthetic);
+  session.update();
+  EXPECT_FALSE(session.stageAvailable(ViewStage::ValueWeighted));
+  EXPECT_FALSE(session.stageAvailable(ViewStage::Rollout));
+  EXPECT_TRUE(session.display().isWeights);
+  EXPECT_THROW(session.setSourceStages({1.0f}, {}), UsageError);
+}
+
 TEST(ModelSource, AblationRerunsFromItsLayerAndMatchesTorch) {
   ModelSource src(Model::open(kFixture));
   src.setText(kText);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 
 namespace attnviz {
@@ -60,11 +61,14 @@ std::vector<float> logitsAt(const Model& m, const ForwardResult& r, int pos) {
 }
 
 // Runs `step(row, col)` -> value over a rows x cols grid with progress, rows and cancellation.
+// Rows (layers) go from the last to the first: a step re-runs from its own layer, so the last
+// layer's steps are the cheapest, and a view shows its first row soonest.
 template <class Step>
 void fillMatrix(AttributionMatrix& out, const AttributionControl& control,
                 const std::function<void(int)>& beginRow, Step step) {
   const double total = double(out.rows) * double(out.cols);
-  for (int r = 0; r < out.rows; ++r) {
+  double done = 0;
+  for (int r = out.rows - 1; r >= 0; --r) {
     if (beginRow) beginRow(r);
     std::vector<float> row(std::size_t(out.cols), kNaN);
     for (int c = 0; c < out.cols; ++c) {
@@ -73,10 +77,10 @@ void fillMatrix(AttributionMatrix& out, const AttributionControl& control,
         return;
       }
       row[std::size_t(c)] = step(r, c);
-      if (control.progress) control.progress((double(r) * out.cols + c + 1) / total);
+      if (control.progress) control.progress(++done / total);
     }
     std::copy(row.begin(), row.end(), out.values.begin() + std::ptrdiff_t(r) * out.cols);
-    out.rowsDone = r + 1;
+    out.rowsDone = out.rows - r;
     if (control.row) control.row(r, row);
   }
 }
@@ -239,6 +243,13 @@ PatchingResult patchResidual(const Model& m, const ForwardResult& clean,
 
 namespace {
 
+void checkLayer(const ModelConfig& c, int layer) {
+  if (layer < 0 || layer >= c.nLayer) {
+    throw InputError("layer " + std::to_string(layer) + " is outside the model (" +
+                     std::to_string(c.nLayer) + " layers)");
+  }
+}
+
 void checkHead(const ModelConfig& c, int layer, int head) {
   if (layer < 0 || layer >= c.nLayer || head < 0 || head >= c.nHead) {
     throw InputError("head " + std::to_string(layer) + ":" + std::to_string(head) +
@@ -329,41 +340,118 @@ LogitLens logitLens(const Model& m, const ForwardResult& r, const AttributionTar
 
 // ---------------------------------------------------------------------------------------------
 
-MatrixRM valueWeightedAttention(const Model& m, const ForwardResult& r, int layer, int head) {
+namespace {
+
+// Layer `layer`'s weights [H, T, T] as the run computed them: the kept ones, else recomputed
+// from the layer's residual stream (its Q, K, V, then the attention with the run's interventions
+// there). `scratch` holds a recomputed copy.
+const Tensor3& layerWeights(const Model& m, const ForwardResult& r, int layer,
+                            AttentionEngine*& engine, std::unique_ptr<AttentionEngine>& owned,
+                            Tensor3& scratch) {
+  const LayerActivations& a = r.layers[layer];
+  if (!a.weights.empty()) return a.weights;
   const ModelConfig& c = m.config();
-  checkHead(c, layer, head);
-  if (static_cast<int>(r.layers.size()) != c.nLayer) {
+  Tensor3 q, k, v;
+  m.layerQkv(r, layer, q, k, v);
+  if (!engine) {
+    owned = makeCpuEngine();
+    engine = owned.get();
+  }
+  const AttentionParams p = layerAttentionParams(c, r.interventions, layer, q.rows);
+  engine->runGrouped(q, k, v, c.kvGroup(), p);
+  scratch = engine->result(kStageWeights).weights;
+  return scratch;
+}
+
+// Â_l = 0.5 · (mean over heads of A) + 0.5 · I, rows renormalised.
+Eigen::MatrixXd rolloutStep(const Tensor3& w) {
+  const int T = w.rows, H = w.heads;
+  Eigen::MatrixXd A = Eigen::MatrixXd::Zero(T, T);
+  for (int h = 0; h < H; ++h) A += w.mat(h).cast<double>();
+  A /= double(H);
+  A = 0.5 * A + 0.5 * Eigen::MatrixXd::Identity(T, T);
+  for (int i = 0; i < T; ++i) {
+    const double s = A.row(i).sum();
+    if (s > 0) A.row(i) /= s;
+  }
+  return A;
+}
+
+}  // namespace
+
+std::vector<float> valueNorms(const Model& m, const ForwardResult& r, int layer) {
+  const ModelConfig& c = m.config();
+  checkLayer(c, layer);
+  if (static_cast<int>(r.layers.size()) != c.nLayer || r.ids.empty()) {
     throw InputError("the run is not a complete pass of this model");
   }
   const LayerActivations& a = r.layers[layer];
-  // V is kept once per KV head: the query head's group's.
-  const MatrixRM f = m.headToResidual(layer, head, MatrixRM(a.v.mat(c.kvHeadOf(head))));
-  const Eigen::RowVectorXf norms = f.rowwise().norm().transpose();
-  MatrixRM out = a.weights.mat(head);
-  out.array().rowwise() *= norms.array();
+  Tensor3 q, k, v;
+  const Tensor3* V = &a.v;
+  if (a.v.empty()) {
+    m.layerQkv(r, layer, q, k, v);
+    V = &v;
+  }
+  const int T = V->rows;
+  std::vector<float> out(std::size_t(c.nHead) * std::size_t(T));
+  for (int h = 0; h < c.nHead; ++h) {
+    // V is kept once per KV head: the query head's group's.
+    const MatrixRM f = m.headToResidual(layer, h, MatrixRM(V->mat(c.kvHeadOf(h))));
+    for (int j = 0; j < T; ++j) out[std::size_t(h) * T + j] = f.row(j).norm();
+  }
+  return out;
+}
+
+MatrixRM valueWeightedAttention(const Model& m, const ForwardResult& r, int layer, int head) {
+  const ModelConfig& c = m.config();
+  checkHead(c, layer, head);
+  const std::vector<float> norms = valueNorms(m, r, layer);
+  AttentionEngine* engine = nullptr;
+  std::unique_ptr<AttentionEngine> owned;
+  Tensor3 scratch;
+  const Tensor3& w = layerWeights(m, r, layer, engine, owned, scratch);
+  const int T = w.rows;
+  MatrixRM out = w.mat(head);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j < T; ++j) out(i, j) *= norms[std::size_t(head) * T + j];
   return out;
 }
 
 Tensor3 attentionRollout(const ForwardResult& r) {
   const int L = static_cast<int>(r.layers.size());
   if (L == 0) return {};
-  const int T = r.layers[0].weights.rows, H = r.layers[0].weights.heads;
+  for (int l = 0; l < L; ++l)
+    if (r.layers[l].weights.empty())
+      throw InputError("the run did not keep layer " + std::to_string(l) +
+                       "'s weights (attentionRolloutTo recomputes them)");
+  const int T = r.layers[0].weights.rows;
   Tensor3 out = Tensor3::uninit(L, T, T);
-  Eigen::MatrixXd R, A(T, T);
+  Eigen::MatrixXd R;
   for (int l = 0; l < L; ++l) {
-    const Tensor3& w = r.layers[l].weights;
-    A.setZero();
-    for (int h = 0; h < H; ++h) A += w.mat(h).cast<double>();
-    A /= double(H);
-    A = 0.5 * A + 0.5 * Eigen::MatrixXd::Identity(T, T);
-    for (int i = 0; i < T; ++i) {
-      const double s = A.row(i).sum();
-      if (s > 0) A.row(i) /= s;
-    }
+    const Eigen::MatrixXd A = rolloutStep(r.layers[l].weights);
     R = l == 0 ? A : Eigen::MatrixXd(A * R);
     out.mat(l) = R.cast<float>();
   }
   return out;
+}
+
+MatrixRM attentionRolloutTo(const Model& m, const ForwardResult& r, int layer,
+                            const std::atomic<bool>* cancel) {
+  const ModelConfig& c = m.config();
+  checkLayer(c, layer);
+  if (static_cast<int>(r.layers.size()) != c.nLayer || r.ids.empty()) {
+    throw InputError("the run is not a complete pass of this model");
+  }
+  AttentionEngine* engine = nullptr;
+  std::unique_ptr<AttentionEngine> owned;
+  Tensor3 scratch;
+  Eigen::MatrixXd R;
+  for (int l = 0; l <= layer; ++l) {
+    if (cancel && cancel->load(std::memory_order_relaxed)) return {};
+    const Eigen::MatrixXd A = rolloutStep(layerWeights(m, r, l, engine, owned, scratch));
+    R = l == 0 ? A : Eigen::MatrixXd(A * R);
+  }
+  return R.cast<float>();
 }
 
 }  // namespace attnviz

@@ -1,6 +1,8 @@
 // attnviz session: a GPT-2 model as the session's source (model_source.h).
 #include "attnviz/session/model_source.h"
 
+#include "attnviz/model/attribution.h"
+
 #include "attnviz/formats/fileio.h"
 
 #include <algorithm>
@@ -109,6 +111,7 @@ bool ModelSource::adoptText(TextPass&& p) {
   }
   baseline_ = std::move(p.baseline);
   pass_ = std::move(p.pass);
+  ++passVersion_;
   qkvLayer_ = -1;
   tokens_ = std::move(p.tokens);
   text_ = std::move(p.text);
@@ -131,6 +134,23 @@ void ModelSource::showLayer(Session& session, int layer) {
   session.setTensors(a.q, repeatKvHeads(a.k, group), repeatKvHeads(a.v, group), tokens_, tokens_);
   if (!name_.empty()) session.setSourceLabel(modelLayerLabel(name_, layer, iv_));
   layer_ = layer;
+  showStages(session);
+}
+
+void ModelSource::showStages(Session& session) {
+  if (!ready() || layer_ < 0) return;
+  if (stages_.pass != passVersion_ || stages_.layer != layer_) {
+    stages_ = StageCache{};
+    stages_.norms = valueNorms(*model_, pass_, layer_);
+    stages_.pass = passVersion_;
+    stages_.layer = layer_;
+  }
+  const int T = static_cast<int>(pass_.ids.size());
+  if (rolloutShown_ && stages_.rollout.empty() && T <= kRolloutMaxTokens) {
+    const MatrixRM r = attentionRolloutTo(*model_, pass_, layer_);
+    stages_.rollout.assign(r.data(), r.data() + r.size());
+  }
+  session.setSourceStages(stages_.norms, rolloutShown_ ? stages_.rollout : std::vector<float>{});
 }
 
 const ModelSource::Qkv& ModelSource::layerQkv(int layer) {
@@ -247,6 +267,7 @@ void ModelSource::rerun(const Interventions& iv, int fromLayer) {
     ForwardResult r = pass_;
     model_->rerunFrom(r, fromLayer, iv);  // r shares the layers below fromLayer with pass_
     pass_ = std::move(r);
+    ++passVersion_;
     qkvLayer_ = -1;
   }
   iv_ = iv;

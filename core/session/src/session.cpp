@@ -130,6 +130,10 @@ const char* stageLabel(ViewStage s) {
       return "softmax";
     case ViewStage::Output:
       return "A\xc2\xb7V";
+    case ViewStage::ValueWeighted:
+      return "value-weighted";
+    case ViewStage::Rollout:
+      return "rollout";
   }
   return "?";
 }
@@ -150,6 +154,10 @@ const char* stageKey(ViewStage s) {
       return "weights";
     case ViewStage::Output:
       return "output";
+    case ViewStage::ValueWeighted:
+      return "value_weighted";
+    case ViewStage::Rollout:
+      return "rollout";
   }
   return "weights";
 }
@@ -174,17 +182,28 @@ const char* stageFormula(ViewStage s) {
       return "row i = softmax over the keys j of L(i, j): every row sums to 1";
     case ViewStage::Output:
       return "row i = o_i = \xce\xa3_j A_ij v_j   (columns are value dimensions)";
+    case ViewStage::ValueWeighted:
+      return "cell (i, j) = A_ij \xc2\xb7 \xe2\x80\x96v_j W_O^h\xe2\x80\x96   (the weight times the length of "
+             "what key j's value adds to the residual through this head)";
+    case ViewStage::Rollout:
+      return "cell (i, j) = (\xc3\x82_l \xc2\xb7\xc2\xb7\xc2\xb7 \xc3\x82_0)_ij, \xc3\x82 = \xc2\xbd mean-over-heads A + "
+             "\xc2\xbd I   (attention rollout up to this layer)";
   }
   return "";
 }
 
-bool stageIsScore(ViewStage s) { return s != ViewStage::Weights; }
+bool stageIsScore(ViewStage s) { return s != ViewStage::Weights && !stageFromSource(s); }
+
+bool stageFromSource(ViewStage s) {
+  return s == ViewStage::ValueWeighted || s == ViewStage::Rollout;
+}
 
 ViewStage stageFromKey(const std::string& key) {
   for (int k = 0; k < kStageCount; ++k)
     if (key == stageKey(ViewStage(k))) return ViewStage(k);
   throw UsageError(
-      "--stage: expected qk, scaled, capped, biased, logits, weights or output, got '" + key + "'");
+      "--stage: expected qk, scaled, capped, biased, logits, weights, output, value_weighted or "
+      "rollout, got '" + key + "'");
 }
 
 Session::Session(std::unique_ptr<AttentionEngine> engine) : engine_(std::move(engine)) {}
@@ -224,6 +243,8 @@ void Session::setScene(Scene scene) {
   fromTensors_ = false;
   mayPool_ = true;
   sourceLabel_.clear();
+  valueNorms_.clear();
+  rollout_.clear();
   pending_ = SceneInputs{};
   bumpInputs();
 }
@@ -233,6 +254,8 @@ void Session::setTensors(Tensor3 q, Tensor3 k, Tensor3 v, std::vector<std::strin
   pending_ = SceneInputs{};
   mayPool_ = mayPool;
   sourceLabel_.clear();
+  valueNorms_.clear();
+  rollout_.clear();
   pending_.q = std::move(q);
   pending_.k = std::move(k);
   pending_.v = std::move(v);
@@ -286,6 +309,31 @@ void Session::clearCustomMask() {
   m.customKind = MaskSpec::Custom::None;
   m.custom = Tensor3{};
   touchMask();
+}
+
+void Session::setSourceStages(std::vector<float> valueNorms, std::vector<float> rollout) {
+  // The tensors given last (before or after the inputs stage ran on them).
+  const SceneInputs& in = pending_.q.empty() ? inputs_ : pending_;
+  if (!fromTensors_ || in.q.empty())
+    throw UsageError("a model's stages need the tensors they belong to (setTensors first)");
+  const std::size_t heads = std::size_t(in.q.heads);
+  const std::size_t q = std::size_t(in.q.rows), k = std::size_t(in.k.rows);
+  if (!valueNorms.empty() && valueNorms.size() != heads * k)
+    throw UsageError("value norms: " + std::to_string(valueNorms.size()) + " values for " +
+                     std::to_string(heads) + " heads of " + std::to_string(k) + " keys");
+  if (!rollout.empty() && rollout.size() != q * k)
+    throw UsageError("rollout: " + std::to_string(rollout.size()) + " values for " +
+                     std::to_string(q) + " x " + std::to_string(k) + " cells");
+  valueNorms_ = std::move(valueNorms);
+  rollout_ = std::move(rollout);
+  ++requested_.view;
+}
+
+bool Session::stageAvailable(ViewStage s) const {
+  if (pooledMode_) return s == ViewStage::Weights;
+  if (s == ViewStage::ValueWeighted) return !valueNorms_.empty();
+  if (s == ViewStage::Rollout) return !rollout_.empty();
+  return true;
 }
 
 void Session::setView(const View& v) {
@@ -634,7 +682,8 @@ void Session::runView() {
   const float* S = r.scaled.head(h);
   const float* B = biased_.data();
   const float tau = params_.temperature;
-  const ViewStage stage = view_.stage;
+  // A model's stage the source has not supplied (yet) shows the weights.
+  const ViewStage stage = stageAvailable(view_.stage) ? view_.stage : ViewStage::Weights;
 
   d.pooled = false;
   d.columnsAreKeys = stage != ViewStage::Output;
@@ -691,6 +740,19 @@ void Session::runView() {
       std::copy(O, O + std::size_t(Tq) * dv, out);
       break;
     }
+    case ViewStage::ValueWeighted: {
+      const float* W = r.weights.head(h);
+      const float* norm = valueNorms_.data() + std::size_t(h) * Tk;
+      for (int i = 0; i < Tq; ++i)
+        for (int j = 0; j < Tk; ++j) {
+          const std::size_t k = std::size_t(i) * Tk + j;
+          out[k] = B[k] == kNegInf ? kNegInf : W[k] * norm[j];
+        }
+      break;
+    }
+    case ViewStage::Rollout:
+      std::copy(rollout_.begin(), rollout_.end(), out);
+      break;
   }
 
   // Sums along both axes of what is shown, and which rows are fully masked.

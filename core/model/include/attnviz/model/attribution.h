@@ -16,6 +16,7 @@
 //   logitLens          the unembedding of every layer's residual stream               [L + 1, T]
 //   valueWeightedAttention  ‖α_ij · v_j W_O^h‖ for one head                              [T, T]
 //   attentionRollout   Abnar & Zuidema (2020), layer by layer                         [L, T, T]
+//   attentionRolloutTo the same up to one layer, from a run that kept no weights      [T, T]
 //
 // Each intervention re-runs only the layers from its own (Model::rerunLogitsAt on one kept copy of
 // the run), never a whole pass. The run's own interventions (a mask, a temperature, ablations)
@@ -47,7 +48,9 @@ struct AttributionControl {
   // After each step (one re-run, or one layer of the lens): the fraction done, in (0, 1].
   std::function<void(double fraction)> progress;
   // After each completed row of the result (a layer): its index and its values, so a view can
-  // show the matrix filling in (copy them under the view's own lock).
+  // show the matrix filling in (copy them under the view's own lock). The sweeps and patching
+  // fill from the last layer up (its re-runs are the cheapest: the first row comes soonest); the
+  // logit lens from layer 0 down.
   std::function<void(int row, const std::vector<float>& values)> row;
   // Read before each step; once true the computation stops and returns what is complete
   // (rowsDone < rows, cancelled = true; the rows not done hold NaN).
@@ -58,7 +61,7 @@ struct AttributionControl {
 struct AttributionMatrix {
   int rows = 0, cols = 0;
   std::vector<float> values;  // row-major; NaN where not computed (cancelled)
-  int rowsDone = 0;
+  int rowsDone = 0;  // rows complete: the last rowsDone rows (filled from the last layer up)
   bool cancelled = false;
 
   float at(int r, int c) const { return values[std::size_t(r) * std::size_t(cols) + c]; }
@@ -179,14 +182,27 @@ LogitLens logitLens(const Model& m, const ForwardResult& r, const AttributionTar
 // ---------------------------------------------------------------------------------------------
 // Attention views
 
-// [T, T]: ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020): the weight times the norm of what key j's
-// value adds to the residual stream through head h's slice of W_o (no bias). Throws InputError
-// for a layer or head out of range.
+// [H, T]: ‖v_j W_O^h‖ for every query head h and key j of `layer`: the length of what key j's
+// value adds to the residual stream through head h's slice of W_o (no bias). V is the kept one,
+// else recomputed from the layer's residual stream. Throws InputError for a layer out of range.
+std::vector<float> valueNorms(const Model& m, const ForwardResult& r, int layer);
+
+// [T, T]: ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020): the weight times valueNorms' norm of key j.
+// Weights the run did not keep are recomputed (as in attentionRolloutTo). Throws InputError for
+// a layer or head out of range.
 MatrixRM valueWeightedAttention(const Model& m, const ForwardResult& r, int layer, int head);
 
 // [L, T, T]: attention rollout (Abnar & Zuidema 2020). Per layer Â_l = 0.5 · mean over heads of
 // A + 0.5 · I with rows renormalised; R_0 = Â_0, R_l = Â_l R_(l−1). Slice l is the rollout up to
-// and including layer l; the last is the whole model's.
+// and including layer l; the last is the whole model's. Every layer's weights must be kept
+// (InputError otherwise).
 Tensor3 attentionRollout(const ForwardResult& r);
+
+// [T, T]: the rollout up to and including `layer` (slice `layer` of attentionRollout) from any
+// run: the weights it did not keep are recomputed layer by layer from the residual stream with
+// the run's interventions, one layer held at a time. Costs one T³ product per layer. Returns an
+// empty matrix when `cancel` is set. Throws InputError for a layer out of range.
+MatrixRM attentionRolloutTo(const Model& m, const ForwardResult& r, int layer,
+                            const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace attnviz

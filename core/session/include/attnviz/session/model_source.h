@@ -94,6 +94,14 @@ class ModelSource {
   // parameters get the causal mask (the pass always has it); its other masks, τ and the view
   // stay. Throws UsageError when the layer is out of range.
   void showLayer(Session& session, int layer);
+  // The model's own stages of the shown layer (Session::setSourceStages, attribution.h): the
+  // value norms ‖v_j W_O^h‖ always, and the rollout up to the layer while rolloutShown() and the
+  // text has at most kRolloutMaxTokens tokens (one T³ product a layer below it). showLayer calls
+  // it; call it again after setRolloutShown. Computed once per pass and layer.
+  void showStages(Session& session);
+  static constexpr int kRolloutMaxTokens = 1024;
+  void setRolloutShown(bool on) { rolloutShown_ = on; }
+  bool rolloutShown() const { return rolloutShown_; }
   // The name showLayer puts in the session's figure titles (modelLayerLabel); empty: none.
   void setName(std::string name) { name_ = std::move(name); }
   int shownLayer() const { return layer_; }
@@ -140,6 +148,13 @@ class ModelSource {
   std::uint64_t ivVersion_ = 0;
   int layer_ = -1;
   int reruns_ = 0, lastFrom_ = -1;
+  std::uint64_t passVersion_ = 0;  // bumped whenever pass_ changes
+  bool rolloutShown_ = false;
+  struct StageCache {
+    std::uint64_t pass = ~0ull;
+    int layer = -1;
+    std::vector<float> norms, rollout;
+  } stages_;
   std::string note_;
 };
 

@@ -36,12 +36,18 @@ namespace attnviz {
 // What the view shows for one head. Score stages are signed (a diverging colormap fits).
 // Capped is the softcap c tanh(s / c) (the GUI's stage bar shows it while a cap is set); with no
 // softcap it equals Scaled.
-enum class ViewStage { RawScores, Scaled, Capped, Biased, Logits, Weights, Output };
-constexpr int kStageCount = 7;
+enum class ViewStage {
+  RawScores, Scaled, Capped, Biased, Logits, Weights, Output,
+  // A model's own stages (the source supplies them, Session::setSourceStages): the weights times
+  // the norm of what each key's value moves through the head, and attention rollout.
+  ValueWeighted, Rollout
+};
+constexpr int kStageCount = 9;
 const char* stageLabel(ViewStage s);             // e.g. "QKᵀ"
 const char* stageKey(ViewStage s);               // stable name for files: "qk", "scaled", ...
 const char* stageFormula(ViewStage s);           // one line: what the value of cell (i, j) is
-bool stageIsScore(ViewStage s);                  // every stage but the weights
+bool stageIsScore(ViewStage s);                  // the signed stages: scores and the output
+bool stageFromSource(ViewStage s);               // value-weighted and rollout (a model's)
 ViewStage stageFromKey(const std::string& key);  // throws UsageError
 
 // The view stage's inputs: which matrix is displayed.
@@ -118,6 +124,15 @@ class Session {
   // source never switches to pooled mode.
   void setTensors(Tensor3 q, Tensor3 k, Tensor3 v, std::vector<std::string> queryTokens = {},
                   std::vector<std::string> keyTokens = {}, bool mayPool = true);
+  // A model's own stages for the shown layer, which a source computes from what the session does
+  // not hold (setScene and setTensors drop them):
+  //   valueNorms [H * T_k]: ‖v_j W_O^h‖ for head h and key j; the value-weighted stage shows
+  //              A_ij · valueNorms[h, j] of the shown head, so τ and the masks act on it live;
+  //   rollout    [T_q * T_k]: attention rollout up to the layer (head-independent).
+  // An empty vector leaves that stage unavailable; a view on an unavailable stage shows the
+  // weights. Wrong sizes throw UsageError.
+  void setSourceStages(std::vector<float> valueNorms, std::vector<float> rollout);
+  bool stageAvailable(ViewStage s) const;
   // What the figure title names before the mask, e.g. "gpt2 Â· layer 3" for a model layer;
   // setScene and setTensors clear it.
   void setSourceLabel(std::string label) { sourceLabel_ = std::move(label); }
@@ -281,6 +296,7 @@ class Session {
   } displayFor_;
   SceneInputs pending_;  // setTensors' inputs until the next update
   DisplayMatrix display_;
+  std::vector<float> valueNorms_, rollout_;  // setSourceStages
   std::string note_;
   Timing timing_;
   // Pooled mode: Q and K shared with the pyramid's worker, and what its source was built from.
