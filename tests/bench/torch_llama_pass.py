@@ -19,8 +19,26 @@ import statistics
 import sys
 import time
 
+import numpy as np
 import torch
-from safetensors.torch import load_file
+
+
+def load_file(path):
+    """The F32 tensors of a .safetensors file (an 8-byte header length, a JSON header, the data);
+    Debian has no python3-safetensors."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        if t["dtype"] != "F32":
+            raise SystemExit(f"{path}: {name} is {t['dtype']}; this script reads F32 only")
+        a, b = t["data_offsets"]
+        out[name] = torch.from_numpy(np.frombuffer(data[a:b], dtype=np.float32).reshape(t["shape"]).copy())
+    return out
 
 
 def forward(cfg, w, ids):
