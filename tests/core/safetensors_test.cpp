@@ -138,6 +138,34 @@ TEST_F(Safetensors, ZeroCopyViewsPointIntoTheFileBytes) {
   EXPECT_TRUE(f.f32View(f.at("half")).empty());  // not F32
 }
 
+// A converted tensor's pages can be dropped (the model loader does it after converting BF16, F16
+// or a quantized tensor): the mapping then reads the same bytes again from the file, and bytes
+// held in memory (fromBytes) are left alone.
+TEST_F(Safetensors, ReleasedPagesReadBackTheSameBytes) {
+  constexpr int n = 3 * 4096;  // BF16 values: 6 pages of 4 KiB, so whole pages are dropped
+  std::string data(std::size_t(n) * 2, '\0');
+  for (int i = 0; i < n; ++i) {
+    const std::uint16_t v = std::uint16_t(0x3f80 + (i * 37) % 977);  // 1.0 and neighbours
+    data[2 * i] = char(v & 0xff), data[2 * i + 1] = char(v >> 8);
+  }
+  const std::string json = "{\"w\":{\"dtype\":\"BF16\",\"shape\":[" + std::to_string(n) +
+                           "],\"data_offsets\":[0," + std::to_string(2 * n) + "]}}";
+  const std::string bytes = stFile(json, data);
+  const SafetensorsFile mapped = SafetensorsFile::open(write("bf16.safetensors", bytes));
+  const SafetensorsFile held = SafetensorsFile::fromBytes(bytes, "held");
+  for (const SafetensorsFile* f : {&mapped, &held}) {
+    const StTensorInfo& t = f->at("w");
+    const FloatBuffer before = f->toFloat32(t);
+    f->releasePages(t);
+    const std::span<const std::byte> b = f->bytes(t);
+    ASSERT_EQ(b.size(), data.size());
+    EXPECT_EQ(std::memcmp(b.data(), data.data(), data.size()), 0);
+    const FloatBuffer after = f->toFloat32(t);
+    ASSERT_EQ(after.size(), before.size());
+    EXPECT_EQ(std::memcmp(after.data(), before.data(), after.size() * sizeof(float)), 0);
+  }
+}
+
 TEST_F(Safetensors, UnsupportedDtypeConversionNamesTheTensor) {
   python("write", dir.string());
   const SafetensorsFile f = SafetensorsFile::open((dir / "good.safetensors").string());

@@ -7,7 +7,8 @@
 #include <cstring>
 #include <random>
 
-#include <unistd.h>  // getpid
+#include <sys/mman.h>
+#include <unistd.h>  // getpid, sysconf
 
 namespace attnviz {
 
@@ -62,6 +63,13 @@ void writeFileAtomic(const std::string& path, const std::string& head, const voi
     std::remove(tmp.c_str());
     throw InputError(path + ": cannot replace (" + why + ")");
   }
+}
+
+void dropMappedPages(const void* p, std::size_t bytes) {
+  static const std::uintptr_t page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t begin = (a + page - 1) & ~(page - 1), end = (a + bytes) & ~(page - 1);
+  if (p && end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace attnviz

@@ -11,6 +11,7 @@
 #include "attnviz/formats/gguf.h"
 
 #include "attnviz/engine/tensor.h"
+#include "attnviz/formats/fileio.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -359,6 +360,10 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   ::close(fd);
   f->parse(data, size);
   return f;
+}
+
+void GgufFile::releasePages(const GgufTensor& t) const {
+  if (map_ && map_->map) dropMappedPages(t.data, t.bytes);
 }
 
 std::unique_ptr<GgufFile> GgufFile::fromBytes(const void* data, std::size_t size,

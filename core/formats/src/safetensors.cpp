@@ -160,6 +160,12 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   return f;
 }
 
+void SafetensorsFile::releasePages(const StTensorInfo& t) const {
+  if (!storage_ || !storage_->map) return;
+  const std::span<const std::byte> b = bytes(t);
+  dropMappedPages(b.data(), b.size());
+}
+
 SafetensorsFile SafetensorsFile::fromBytes(std::string bytes, const std::string& name) {
   auto storage = std::make_shared<Storage>();
   storage->owned = std::move(bytes);

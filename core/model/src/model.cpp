@@ -690,6 +690,8 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
       w->owned.push_back(f.stFile->toFloat32(*f.st));
       *e.slot = w->owned.back().data();
       converted = true;
+      // The converted bytes leave memory: peak stays near the float32 copy, not copy + file.
+      f.stFile->releasePages(*f.st);
     } else {
       // Straight into the kept buffer, a row at a time (no second copy of the tensor), the rows
       // split over the CPU threads.
@@ -705,6 +707,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
       w->owned.push_back(std::move(buf));
       *e.slot = w->owned.back().data();
       converted = true;
+      w->gguf->releasePages(t);
     }
     if (*e.slot && !mapped(f)) w->convertedBytes += elements(f) * sizeof(float);
     report(0.1 + 0.9 * double(n + 1) / double(want.size()),

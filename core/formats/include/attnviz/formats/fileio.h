@@ -16,4 +16,10 @@ void writeFileAtomic(const std::string& path, const std::string& bytes);
 void writeFileAtomic(const std::string& path, const std::string& head, const void* body,
                      std::size_t bodyBytes);
 
+// Drops from memory the whole pages of [p, p + bytes), which must lie in a read-only file
+// mapping (PROT_READ, MAP_PRIVATE): they leave the resident set and are read again from the file
+// if touched. For bytes converted once (BF16 to float32, a quantized tensor dequantized at
+// load), so the mapping does not stay resident beside its copy.
+void dropMappedPages(const void* p, std::size_t bytes);
+
 }  // namespace attnviz

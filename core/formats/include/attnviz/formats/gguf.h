@@ -138,6 +138,9 @@ class GgufFile {
   // The tensor as float32, row-major [rows, ne[0]]; throws InputError naming the tensor and its
   // type when the type is one attnviz cannot dequantize.
   std::vector<float> dequantize(const GgufTensor& t) const;
+  // Drops the tensor's bytes from memory once they have been converted (dropMappedPages); they
+  // are read again from the file if touched. Does nothing for bytes held in memory (fromBytes).
+  void releasePages(const GgufTensor& t) const;
 
  private:
   GgufFile() = default;

@@ -91,6 +91,9 @@ class SafetensorsFile {
   // dtype is not convertible. The second form writes elementCount() floats to `out`.
   FloatBuffer toFloat32(const StTensorInfo& t) const;
   void toFloat32(const StTensorInfo& t, float* out) const;
+  // Drops the tensor's bytes from memory once they have been converted (dropMappedPages); they
+  // are read again from the file if touched. Does nothing for bytes held in memory (fromBytes).
+  void releasePages(const StTensorInfo& t) const;
 
  private:
   struct Storage;
