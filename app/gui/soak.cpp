@@ -6,13 +6,14 @@
 // The run is a sequence of episodes. An episode starts from the default scene (File > Default
 // scene), performs kActionsPerEpisode random actions (sliders, masks, mask expressions valid and
 // invalid, heads, layers, stages, zoom and pan, presets, the shipped models, the model text,
-// ablations and interventions, a short generation, exports and scene round trips), then goes
+// ablations and interventions, a short generation, an attribution run (sometimes cancelled),
+// exports and scene round trips), then goes
 // back to the default scene, lets the workers finish and takes a checkpoint: RSS (after
 // malloc_trim, so the allocator's retained free pages do not count), open file descriptors,
 // threads and live GL objects. Between checkpoints the same figures are sampled every second
 // in whatever state the session is in.
 //
-// Pass: after the warm-up (40% of the run, at least 10 s, at most 120 s), the least-squares
+// Pass: after the warm-up (55% of the run, at least 10 s, at most 120 s), the least-squares
 // slope of the checkpoints' RSS is at most 1 MB/min (10 MB/min in a run under 5 minutes, see
 // kShortRunSeconds), and the last checkpoint holds no more file descriptors, threads or GL
 // objects of any kind than the first one after the warm-up.
@@ -23,7 +24,7 @@
 //
 // The actions are a function of the seed alone: every random draw comes from one generator, and
 // the soak waits for what runs on worker threads (a model opening, a text pass, a generation,
-// the pooled worker) before drawing the next action. The summary prints a digest of the first
+// an attribution, the pooled worker) before drawing the next action. The summary prints a digest of the first
 // episodes' actions so two runs can be compared.
 //
 // ATTNVIZ_SOAK_INJECT=texture,fd,memory (tests only; any of the three) leaks one texture, one file
@@ -227,12 +228,13 @@ const char* const kBadExpressions[] = {
 enum class Action {
   Temperature, TemperatureDrag, Window, Chunk, Softcap, CountMask, CausalAlibi, GoodExpr, BadExpr,
   Head, Stage, Layer, ZoomPan, Preset, OpenModel, ModelText, Ablate, Intervene, Generate,
-  ClickCell, Paint, ViewToggles, Flash, ExportAndSave, DefaultScene, SceneEdit, LongScene,
+  ClickCell, Paint, ViewToggles, Flash, ExportAndSave, DefaultScene, SceneEdit, Attribute,
+  LongScene,  // last: the tour ends on the pooled view, so it exists before the warm-up ends
   Count
 };
 // Relative weights of the actions (the rarer ones cost more).
 const int kWeights[int(Action::Count)] = {6, 2, 5, 4, 4, 4, 3, 4, 3, 5, 5, 4, 5, 3, 3, 4, 4, 3, 2,
-                                          3, 2, 3, 2, 1, 1, 4, 1};
+                                          3, 2, 3, 2, 1, 1, 4, 2, 1};
 
 struct Soak {
   App& app;
@@ -286,7 +288,8 @@ struct Soak {
     lastError = s.ui.error;
     // A generation runs to its end before the next action (a short one: a few tokens).
     const auto deadline = Clock::now() + std::chrono::seconds(60);
-    while (s.model.gen.busy() && s.model.open() && Clock::now() < deadline) {
+    while ((s.model.gen.busy() || s.model.attr.busy()) && s.model.open() &&
+           Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       runFrame(app, &parked, true);
       ++frames;
@@ -475,6 +478,27 @@ struct Soak {
         else
           ++skipped;
         break;
+      case Action::Attribute:  // the Attribution panel's Run (zero or mean sweep, or patching
+                               // against the model's own text: refused, m_clean = m_corrupt),
+                               // sometimes cancelled after its first frame
+        if (s.model.open()) {
+          AttributionState& a = s.model.attr;
+          a.method = pick(3);
+          if (a.method == 2) std::snprintf(a.clean, sizeof a.clean, "%s", s.model.text);
+          a.position = pick(2) ? -1 : 0;
+          a.wantRun = true;
+          if (pick(3) == 0) {
+            ScriptedMouse parked;
+            parked.active = true;
+            parked.x = parked.y = -1e6f;
+            runFrame(app, &parked, true);
+            ++frames;
+            if (a.run) a.run->cancel = true;
+          }
+        } else {
+          ++skipped;
+        }
+        break;
       case Action::ClickCell: {  // select a row with the mouse
         const auto& g = s.view.geometry;
         if (g.valid && s.display().rows > 0 && s.display().cols > 0) {
@@ -611,7 +635,9 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
   const char* injectEnv = std::getenv("ATTNVIZ_SOAK_INJECT");
   const std::string inject = injectEnv ? injectEnv : "";
   std::vector<void*> injected;
-  const double warmup = std::clamp(seconds * 0.4, 10.0, 120.0);
+  // The caches a session fills once (ImGui's draw buffers at their largest, the pooled view's
+  // tiles, both shipped models' pages, Mesa's shader variants) take about 90 s to fill here.
+  const double warmup = std::clamp(seconds * 0.55, 10.0, 120.0);
   std::printf("soak: %.0f s, seed %llu, warm-up %.0f s, %d actions an episode\n", seconds,
               static_cast<unsigned long long>(seed), warmup, kActionsPerEpisode);
   std::fflush(stdout);
