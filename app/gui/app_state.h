@@ -263,6 +263,9 @@ struct ModelState {
   // Opening: the folder, the worker's result and its progress.
   std::string loadingDir;
   std::future<std::unique_ptr<Model>> loading;
+  // Something else was opened (a scene, File > Default scene) while it loaded: it is dropped
+  // when it arrives instead of replacing what the user chose since.
+  bool loadingDropped = false;
   std::shared_ptr<ModelLoadProgress> progress;
   // What the opening model should show once it is open: a model scene's or the command line's
   // layer, head and ablations, range-checked then; `origin` names them in errors.

@@ -139,6 +139,7 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
   ModelState& m = s.model;
   if (m.loading.valid()) throw InputError(dir + ": another model is still opening");
   m.loadingDir = dir;
+  m.loadingDropped = false;
   m.progress = std::make_shared<ModelLoadProgress>();
   auto progress = m.progress;
   m.loading = std::async(std::launch::async, [dir, progress, maxMemory = m.maxMemory] {
@@ -179,6 +180,8 @@ void closeSources(AppState& s) {
   s.model.attr.run.reset();
   s.model.attr.wantRun = false;
   s.model.source.reset();
+  // A model still opening belongs to what is being closed: it is dropped when it arrives.
+  if (s.model.loading.valid()) s.model.loadingDropped = true;
   if (s.dump.source) {
     s.dump.source.reset();
     if (s.dump.savedEngine) s.session.setEngine(std::move(s.dump.savedEngine));
@@ -238,10 +241,24 @@ void syncModel(AppState& s) {
       m.sceneTitle.clear();
       m.sceneNotes.clear();
       gPendingText = {};
-      throw;
+      // A dropped model's error is not the user's concern any more.
+      if (!std::exchange(m.loadingDropped, false)) throw;
     }
     m.progress.reset();
-    adopt(s, std::move(model));
+    if (!model) {
+      // dropped, and it failed to open: nothing to say
+    } else if (m.loadingDropped) {
+      m.loadingDropped = false;
+      notify(s, "Dropped the model " + std::filesystem::path(m.loadingDir).filename().string() +
+                    ": something else was opened while it loaded");
+      m.loadingDir.clear();
+      m.request = {};
+      m.sceneTitle.clear();
+      m.sceneNotes.clear();
+      gPendingText = {};
+    } else {
+      adopt(s, std::move(model));
+    }
   }
   if (!m.source) return;
   // An edited text runs on a worker thread: typing into a large model never stalls the window.

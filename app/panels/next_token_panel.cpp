@@ -35,7 +35,13 @@ bool drawNextTokenPanel(AppState& s) {
   for (const auto& li : m.source->interventions().layers) intervened |= li.any();
   const float avail = ImGui::GetContentRegionAvail().x;
   if (!intervened) {
-    tokenList("Next token", m.after, m.afterLabels, avail, IM_COL32(70, 110, 170, 200));
+    // The header already says "Next token": the line says which position it follows.
+    const auto& tokens = m.source->tokens();
+    const std::string after =
+        tokens.empty() ? std::string("after the text")
+                       : "after '" + tokens.back() + "' (position " +
+                             std::to_string(tokens.size() - 1) + ")";
+    tokenList(after.c_str(), m.after, m.afterLabels, avail, IM_COL32(70, 110, 170, 200));
   } else {
     const float w = (avail - ImGui::GetStyle().ItemSpacing.x) * 0.5f;
     tokenList("Before", m.before, m.beforeLabels, w, IM_COL32(70, 110, 170, 200));

@@ -932,7 +932,7 @@ void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse) {
 
 std::vector<int> Model::encode(const std::string& text) const {
   std::vector<int> ids = tokenizer_->encode(text, true);
-  if (ids.empty()) throw InputError("--text is empty: nothing to run");
+  if (ids.empty()) throw InputError("the text is empty: nothing to run");
   if (static_cast<int>(ids.size()) > config_.nPositions) {
     const std::string key = !files_.gguf.empty()         ? config_.family + ".context_length"
                             : config_.family == "gpt2" ? "n_positions"
