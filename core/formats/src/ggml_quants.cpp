@@ -416,14 +416,17 @@ inline __m128i bits2(__m128i b, int shift) {  // (b >> shift) & 3 per byte
   return _mm_and_si128(_mm_srl_epi16(b, _mm_cvtsi32_si128(shift)), _mm_set1_epi8(3));
 }
 
-// The sum of the 16 lanes, once per row (GCC 12's reduce and shuffle intrinsics trip
-// -Wuninitialized on their _mm512_undefined_ps() in its own header).
+// The sum of the 16 lanes, once per row: the two halves through memory (GCC 12's reduce, extract
+// and 512-to-256 cast intrinsics trip -Wuninitialized on the undefined vectors in its own header),
+// then folded by shuffles. A decode row of 576 values is 18 blocks, so a chain of 15 scalar adds
+// is not noise beside them.
 inline float hsum(__m512 v) {
   alignas(64) float t[16];
   _mm512_store_ps(t, v);
-  for (int w = 8; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) t[k] += t[k + w];
-  return t[0];
+  const __m256 h = _mm256_add_ps(_mm256_load_ps(t), _mm256_load_ps(t + 8));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
 }
 
 float dotF32(const unsigned char* src, const float* x, std::int64_t n) {
@@ -484,19 +487,53 @@ float dotBF16(const unsigned char* src, const float* x, std::int64_t n) {
   return s;
 }
 
-// Legacy quants with a scale only: acc += d * sum(q x), blocks taken two at a time so two
-// accumulators hide the FMA latency. blockSum(b, x) gives sum(q x) of one block.
+// The scales d of `count` (1..16) blocks `stride` bytes apart, the first at p, as floats in
+// d[0..count): one gather of the 4 bytes at each block's start (d is its first field), the halves
+// converted together. A broadcast of d[k] is then a load, where a half converted per block costs
+// three vector instructions on the two ports (0 and 5) that every decoded value also needs.
+inline void gatherScales(const unsigned char* p, int stride, int count, float* d) {
+  const __m512i at = _mm512_mullo_epi32(
+      _mm512_set1_epi32(stride),
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  const __mmask16 k = __mmask16((1u << count) - 1u);
+  const __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, at, p, 1);
+  _mm512_store_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w)));
+}
+
+// Legacy quants with a scale only: acc += d * sum(q x), the scales of 16 blocks gathered at a time,
+// blocks taken two at a time so two accumulators hide the FMA latency. blockSum(b, x) gives
+// sum(q x) of one block.
 template <class Block, __m512 (*blockSum)(const Block*, const float*)>
 float dotScaled(const unsigned char* src, const float* x, std::int64_t nb) {
   const auto* b = reinterpret_cast<const Block*>(src);
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  std::int64_t i = 0;
-  for (; i + 2 <= nb; i += 2, x += 2 * QK) {
-    a0 = _mm512_fmadd_ps(_mm512_set1_ps(half(b[i].d)), blockSum(b + i, x), a0);
-    a1 = _mm512_fmadd_ps(_mm512_set1_ps(half(b[i + 1].d)), blockSum(b + i + 1, x + QK), a1);
+  alignas(64) float d[16];
+  for (std::int64_t i = 0; i < nb; i += 16, b += 16) {
+    const int n = int(std::min<std::int64_t>(16, nb - i));
+    gatherScales(reinterpret_cast<const unsigned char*>(b), int(sizeof(Block)), n, d);
+    int k = 0;
+    for (; k + 2 <= n; k += 2, x += 2 * QK) {
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(d[k]), blockSum(b + k, x), a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(d[k + 1]), blockSum(b + k + 1, x + QK), a1);
+    }
+    if (k < n) a0 = _mm512_fmadd_ps(_mm512_set1_ps(d[k]), blockSum(b + k, x), a0), x += QK;
   }
-  if (i < nb) a0 = _mm512_fmadd_ps(_mm512_set1_ps(half(b[i].d)), blockSum(b + i, x), a0);
   return hsum(_mm512_add_ps(a0, a1));
+}
+
+// sum(q x) of a block whose 32 signed codes are `q` (bytes 0..15 values 0..15, 16..31 the rest).
+inline __m512 sumCodes(__m256i q, const float* x) {
+  const __m512 lo = toFloatS(_mm256_castsi256_si128(q));
+  const __m512 hi = toFloatS(_mm256_extracti128_si256(q, 1));
+  return _mm512_fmadd_ps(hi, load16(x + 16), _mm512_mul_ps(lo, load16(x)));
+}
+
+// A block's 16 bytes of nibbles as 32 bytes: low nibbles (values 0..15) in the low half, high
+// nibbles (16..31) in the high half, each with garbage above bit 3 (the caller masks it). One
+// broadcast load and one shift per block, where 16-byte halves cost a shift and a mask each.
+inline __m256i nibbles(const unsigned char* qs) {
+  const __m256i q = _mm256_broadcastsi128_si256(load128(qs));
+  return _mm256_srlv_epi16(q, _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
 }
 
 inline __m512 sumQ8_0(const BlockQ8_0* b, const float* x) {
@@ -505,19 +542,16 @@ inline __m512 sumQ8_0(const BlockQ8_0* b, const float* x) {
 }
 
 inline __m512 sumQ4_0(const BlockQ4_0* b, const float* x) {  // q - 8 in -8..7
-  const __m128i qs = load128(b->qs), eight = _mm_set1_epi8(8);
-  const __m512 lo = toFloatS(_mm_sub_epi8(lowNibbles(qs), eight));
-  const __m512 hi = toFloatS(_mm_sub_epi8(highNibbles(qs), eight));
-  return _mm512_fmadd_ps(hi, load16(x + 16), _mm512_mul_ps(lo, load16(x)));
+  const __m256i q = _mm256_and_si256(nibbles(b->qs), _mm256_set1_epi8(0x0F));
+  return sumCodes(_mm256_sub_epi8(q, _mm256_set1_epi8(8)), x);
 }
 
-inline __m512 sumQ5_0(const BlockQ5_0* b, const float* x) {  // (nibble | bit << 4) - 16
-  const __m128i qs = load128(b->qs), k16 = _mm_set1_epi8(16);
-  const std::uint32_t qh = word(b->qh);
-  const __m128i lo = _mm_mask_add_epi8(lowNibbles(qs), __mmask16(qh), lowNibbles(qs), k16);
-  const __m128i hi = _mm_mask_add_epi8(highNibbles(qs), __mmask16(qh >> 16), highNibbles(qs), k16);
-  return _mm512_fmadd_ps(toFloatS(_mm_sub_epi8(hi, k16)), load16(x + 16),
-                         _mm512_mul_ps(toFloatS(_mm_sub_epi8(lo, k16)), load16(x)));
+// (nibble | bit << 4) - 16 as a signed byte is the nibble with 0xF0 above it where the bit is
+// clear, the bare nibble where it is set: (nibble | 0xF0) + 0x10 wraps to the nibble. One OR and
+// one masked add on all 32 codes, the 32 bits of qh being the mask as stored.
+inline __m512 sumQ5_0(const BlockQ5_0* b, const float* x) {
+  const __m256i q = _mm256_or_si256(nibbles(b->qs), _mm256_set1_epi8(char(0xF0)));
+  return sumCodes(_mm256_mask_add_epi8(q, __mmask32(word(b->qh)), q, _mm256_set1_epi8(16)), x);
 }
 
 float dotQ8_0(const unsigned char* src, const float* x, std::int64_t nb) {
@@ -568,6 +602,11 @@ float dotQ5_1(const unsigned char* src, const float* x, std::int64_t nb) {
 // acc += (dl * q - ml) x for 16 values whose 8-bit codes are `q` (unsigned).
 inline __m512 groupAffine(__m128i q, const float* dl, const float* ml, const float* x, __m512 acc) {
   const __m512 w = _mm512_fmsub_ps(toFloatU(q), _mm512_set1_ps(*dl), _mm512_set1_ps(*ml));
+  return _mm512_fmadd_ps(w, load16(x), acc);
+}
+// The same for 16 codes already in int32 lanes.
+inline __m512 groupAffine(__m512i q, const float* dl, const float* ml, const float* x, __m512 acc) {
+  const __m512 w = _mm512_fmsub_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(*dl), _mm512_set1_ps(*ml));
   return _mm512_fmadd_ps(w, load16(x), acc);
 }
 // acc += (dl * q) x for 16 values whose codes are `q` (signed).
@@ -629,35 +668,52 @@ float dotQ3_K(const unsigned char* src, const float* x, std::int64_t nb) {
   return hsum(_mm512_add_ps(a0, a1));
 }
 
+// Q4_K / Q5_K: the 8 scales and 8 mins of a super-block, times d and dmin: dl[0..8) = d * sc,
+// dl[8..16) = dmin * m, the same float products as scaleMinK4's. The 6-bit fields are cut from
+// the 12 packed bytes as three 32-bit words (four fields a word), then widened and converted as
+// one vector: a few instructions where eight scaleMinK4 calls and sixteen scalar conversions
+// cost more than the super-block's 256 values.
+inline void scalesMinsK4(const unsigned char* q, const unsigned char* d, const unsigned char* dmin,
+                         float* dl) {
+  const std::uint32_t u0 = word(q), u1 = word(q + 4), u2 = word(q + 8);
+  const std::uint32_t sc03 = u0 & 0x3F3F3F3Fu, m03 = u1 & 0x3F3F3F3Fu;
+  // Sub-blocks 4..7: low 4 bits from bytes 8..11, the top 2 from bits 6..7 of bytes 0..3 (scales)
+  // and 4..7 (mins).
+  const std::uint32_t sc47 = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
+  const std::uint32_t m47 = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
+  const __m128i v = _mm_setr_epi32(int(sc03), int(sc47), int(m03), int(m47));
+  const __m512 f = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(half(d)), _mm512_set1_ps(half(dmin)));
+  _mm512_store_ps(dl, _mm512_mul_ps(f, toFloatU(v)));
+}
+
 // Q4_K / Q5_K: 8 sub-blocks of 32; chunk c holds sub-block 2c in the low nibbles of qs[32c..]
-// and 2c + 1 in the high nibbles. Q5_K adds 16 where bit 2c (2c + 1) of qh[l] is set.
+// and 2c + 1 in the high nibbles. Q5_K adds 16 where bit 2c (2c + 1) of qh[l] is set. The 16 bytes
+// of a half chunk are widened to 16 int32 lanes once (one instruction, folded into the load), then
+// split there: low nibble = b & 15, high nibble = b >> 4.
 template <bool Five>
 float dotQ45_K(const unsigned char* src, const float* x, std::int64_t nb) {
   using Block = std::conditional_t<Five, BlockQ5_K, BlockQ4_K>;
   const auto* b = reinterpret_cast<const Block*>(src);
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  alignas(64) float dl[8], ml[8];
-  const __m128i k16 = _mm_set1_epi8(16);
+  alignas(64) float dl[16];
+  const float* ml = dl + 8;
+  const __m512i k15 = _mm512_set1_epi32(15), k16 = _mm512_set1_epi32(16);
   for (std::int64_t i = 0; i < nb; ++i, x += QK_K) {
-    const float d = half(b[i].d), dmin = half(b[i].dmin);
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      scaleMinK4(j, b[i].scales, sc, m);
-      dl[j] = d * float(sc);
-      ml[j] = dmin * float(m);
-    }
+    scalesMinsK4(b[i].scales, b[i].d, b[i].dmin, dl);
     __m128i qh0 = _mm_setzero_si128(), qh1 = _mm_setzero_si128();
     if constexpr (Five) qh0 = load128(b[i].qh), qh1 = load128(b[i].qh + 16);
     for (int c = 0; c < 4; ++c) {
-      const __m128i qa = load128(b[i].qs + 32 * c), qb = load128(b[i].qs + 32 * c + 16);
-      __m128i la = lowNibbles(qa), lb = lowNibbles(qb), ha = highNibbles(qa), hb = highNibbles(qb);
+      const __m512i qa = _mm512_cvtepu8_epi32(load128(b[i].qs + 32 * c));
+      const __m512i qb = _mm512_cvtepu8_epi32(load128(b[i].qs + 32 * c + 16));
+      __m512i la = _mm512_and_si512(qa, k15), lb = _mm512_and_si512(qb, k15);
+      __m512i ha = _mm512_srli_epi32(qa, 4), hb = _mm512_srli_epi32(qb, 4);
       if constexpr (Five) {
         const __m128i bl = _mm_set1_epi8(char(1 << (2 * c))),
                       bh = _mm_set1_epi8(char(2 << (2 * c)));
-        la = _mm_mask_add_epi8(la, _mm_test_epi8_mask(qh0, bl), la, k16);
-        lb = _mm_mask_add_epi8(lb, _mm_test_epi8_mask(qh1, bl), lb, k16);
-        ha = _mm_mask_add_epi8(ha, _mm_test_epi8_mask(qh0, bh), ha, k16);
-        hb = _mm_mask_add_epi8(hb, _mm_test_epi8_mask(qh1, bh), hb, k16);
+        la = _mm512_mask_add_epi32(la, _mm_test_epi8_mask(qh0, bl), la, k16);
+        lb = _mm512_mask_add_epi32(lb, _mm_test_epi8_mask(qh1, bl), lb, k16);
+        ha = _mm512_mask_add_epi32(ha, _mm_test_epi8_mask(qh0, bh), ha, k16);
+        hb = _mm512_mask_add_epi32(hb, _mm_test_epi8_mask(qh1, bh), hb, k16);
       }
       const float* xc = x + 64 * c;
       a0 = groupAffine(la, dl + 2 * c, ml + 2 * c, xc, a0);
