@@ -416,6 +416,16 @@ inline __m128i bits2(__m128i b, int shift) {  // (b >> shift) & 3 per byte
   return _mm_and_si128(_mm_srl_epi16(b, _mm_cvtsi32_si128(shift)), _mm_set1_epi8(3));
 }
 
+// Decode streams each matrix once, row after row, from a file mapping of 4 KB pages, where the
+// hardware prefetcher stops at every page boundary: the kernels ask for the line kPrefetchAhead
+// bytes on as they go (one instruction per line they read), so the next page's lines are on their
+// way before the rows reach them. A prefetch past the end of the matrix is harmless (it never
+// faults).
+constexpr int kPrefetchAhead = 2048;
+inline void prefetchAhead(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0);
+}
+
 // The sum of the 16 lanes, once per row: the two halves through memory (GCC 12's reduce, extract
 // and 512-to-256 cast intrinsics trip -Wuninitialized on the undefined vectors in its own header),
 // then folded by shuffles. A decode row of 576 values is 18 blocks, so a chain of 15 scalar adds
@@ -435,6 +445,7 @@ float dotF32(const unsigned char* src, const float* x, std::int64_t n) {
   const float* w = reinterpret_cast<const float*>(src);  // read only through loadu
   std::int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
+    for (int l = 0; l < 64; l += 16) prefetchAhead(w + i + l);
     a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), load16(x + i), a0);
     a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), load16(x + i + 16), a1);
     a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), load16(x + i + 32), a2);
@@ -452,6 +463,7 @@ float dotF16(const unsigned char* src, const float* x, std::int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    prefetchAhead(src + 2 * i);
     const __m512 w0 =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i)));
     const __m512 w1 =
@@ -468,6 +480,7 @@ float dotBF16(const unsigned char* src, const float* x, std::int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    prefetchAhead(src + 2 * i);
     const __m512i b0 =
         _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i)));
     const __m512i b1 = _mm512_cvtepu16_epi32(
@@ -487,37 +500,21 @@ float dotBF16(const unsigned char* src, const float* x, std::int64_t n) {
   return s;
 }
 
-// The scales d of `count` (1..16) blocks `stride` bytes apart, the first at p, as floats in
-// d[0..count): one gather of the 4 bytes at each block's start (d is its first field), the halves
-// converted together. A broadcast of d[k] is then a load, where a half converted per block costs
-// three vector instructions on the two ports (0 and 5) that every decoded value also needs.
-inline void gatherScales(const unsigned char* p, int stride, int count, float* d) {
-  const __m512i at = _mm512_mullo_epi32(
-      _mm512_set1_epi32(stride),
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-  const __mmask16 k = __mmask16((1u << count) - 1u);
-  const __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, at, p, 1);
-  _mm512_store_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w)));
-}
-
-// Legacy quants with a scale only: acc += d * sum(q x), the scales of 16 blocks gathered at a time,
-// blocks taken two at a time so two accumulators hide the FMA latency. blockSum(b, x) gives
-// sum(q x) of one block.
+// Legacy quants with a scale only: acc += d * sum(q x), blocks taken two at a time so two
+// accumulators hide the FMA latency. blockSum(b, x) gives sum(q x) of one block. (Gathering the
+// scales of 16 blocks into an array first measured slower: the gather stalls every block behind
+// it on its slowest line.)
 template <class Block, __m512 (*blockSum)(const Block*, const float*)>
 float dotScaled(const unsigned char* src, const float* x, std::int64_t nb) {
   const auto* b = reinterpret_cast<const Block*>(src);
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  alignas(64) float d[16];
-  for (std::int64_t i = 0; i < nb; i += 16, b += 16) {
-    const int n = int(std::min<std::int64_t>(16, nb - i));
-    gatherScales(reinterpret_cast<const unsigned char*>(b), int(sizeof(Block)), n, d);
-    int k = 0;
-    for (; k + 2 <= n; k += 2, x += 2 * QK) {
-      a0 = _mm512_fmadd_ps(_mm512_set1_ps(d[k]), blockSum(b + k, x), a0);
-      a1 = _mm512_fmadd_ps(_mm512_set1_ps(d[k + 1]), blockSum(b + k + 1, x + QK), a1);
-    }
-    if (k < n) a0 = _mm512_fmadd_ps(_mm512_set1_ps(d[k]), blockSum(b + k, x), a0), x += QK;
+  std::int64_t i = 0;
+  for (; i + 2 <= nb; i += 2, x += 2 * QK) {
+    prefetchAhead(b + i);
+    a0 = _mm512_fmadd_ps(_mm512_set1_ps(half(b[i].d)), blockSum(b + i, x), a0);
+    a1 = _mm512_fmadd_ps(_mm512_set1_ps(half(b[i + 1].d)), blockSum(b + i + 1, x + QK), a1);
   }
+  if (i < nb) a0 = _mm512_fmadd_ps(_mm512_set1_ps(half(b[i].d)), blockSum(b + i, x), a0);
   return hsum(_mm512_add_ps(a0, a1));
 }
 
@@ -570,6 +567,7 @@ float dotAffine(const unsigned char* src, const float* x, std::int64_t nb) {
   const auto* b = reinterpret_cast<const Block*>(src);
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   for (std::int64_t i = 0; i < nb; ++i, x += QK) {
+    prefetchAhead(b + i);
     __m128i lo, hi;
     unpack(b + i, lo, hi);
     const __m512 d = _mm512_set1_ps(half(b[i].d)), m = _mm512_set1_ps(half(b[i].m));
@@ -620,6 +618,8 @@ float dotQ2_K(const unsigned char* src, const float* x, std::int64_t nb) {
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   alignas(64) float dl[16], ml[16];
   for (std::int64_t i = 0; i < nb; ++i, x += QK_K) {
+    for (std::size_t l = 0; l < sizeof(b[i]); l += 64)
+      prefetchAhead(reinterpret_cast<const unsigned char*>(b + i) + l);
     const float d = half(b[i].d), dmin = half(b[i].dmin);
     for (int s = 0; s < 16; ++s) {
       dl[s] = d * float(b[i].scales[s] & 0xF);
@@ -645,6 +645,8 @@ float dotQ3_K(const unsigned char* src, const float* x, std::int64_t nb) {
   alignas(64) float dl[16];
   const __m128i four = _mm_set1_epi8(4);
   for (std::int64_t i = 0; i < nb; ++i, x += QK_K) {
+    for (std::size_t l = 0; l < sizeof(b[i]); l += 64)
+      prefetchAhead(reinterpret_cast<const unsigned char*>(b + i) + l);
     const float d = half(b[i].d);
     int sc[16];
     scalesQ3K(b[i].scales, sc);
@@ -699,6 +701,8 @@ float dotQ45_K(const unsigned char* src, const float* x, std::int64_t nb) {
   const float* ml = dl + 8;
   const __m512i k15 = _mm512_set1_epi32(15), k16 = _mm512_set1_epi32(16);
   for (std::int64_t i = 0; i < nb; ++i, x += QK_K) {
+    for (std::size_t l = 0; l < sizeof(Block); l += 64)
+      prefetchAhead(reinterpret_cast<const unsigned char*>(b + i) + l);
     scalesMinsK4(b[i].scales, b[i].d, b[i].dmin, dl);
     __m128i qh0 = _mm_setzero_si128(), qh1 = _mm_setzero_si128();
     if constexpr (Five) qh0 = load128(b[i].qh), qh1 = load128(b[i].qh + 16);
@@ -740,6 +744,8 @@ float dotQ6_K(const unsigned char* src, const float* x, std::int64_t nb) {
   alignas(64) float dl[16];
   const __m128i m30 = _mm_set1_epi8(0x30), k32 = _mm_set1_epi8(32);
   for (std::int64_t i = 0; i < nb; ++i, x += QK_K) {
+    for (std::size_t l = 0; l < sizeof(b[i]); l += 64)
+      prefetchAhead(reinterpret_cast<const unsigned char*>(b + i) + l);
     const float d = half(b[i].d);
     for (int s = 0; s < 16; ++s) dl[s] = d * float(b[i].scales[s]);
     for (int n = 0; n < 2; ++n) {
