@@ -500,15 +500,43 @@ float dotBF16(const unsigned char* src, const float* x, std::int64_t n) {
   return s;
 }
 
+inline std::uint64_t u16(const unsigned char* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
 // Legacy quants with a scale only: acc += d * sum(q x), blocks taken two at a time so two
-// accumulators hide the FMA latency. blockSum(b, x) gives sum(q x) of one block. (Gathering the
-// scales of 16 blocks into an array first measured slower: the gather stalls every block behind
-// it on its slowest line.)
-template <class Block, __m512 (*blockSum)(const Block*, const float*)>
+// accumulators hide the FMA latency (even blocks into a0, odd into a1). blockSum(b, x) gives
+// sum(q x) of one block.
+//
+// Four (Q4_0, Q5_0, whose blocks decode in few instructions): the scales of four blocks are
+// read as one 64-bit word, converted together and stored, and each FMA broadcasts its d from
+// memory (a load, no shuffle): about 1 vector instruction a block for d instead of 4 (insert,
+// convert, broadcast), 6-12% faster. The empty asm keeps the compiler from turning the four
+// broadcasts back into register shuffles. Q8_0 measured slower this way (its blocks are short
+// work and the store sits on their path), so it converts each d on its own. (Gathering the scales
+// of 16 blocks measured slower still: the gather holds every block behind its slowest line.)
+template <class Block, __m512 (*blockSum)(const Block*, const float*), bool Four>
 float dotScaled(const unsigned char* src, const float* x, std::int64_t nb) {
   const auto* b = reinterpret_cast<const Block*>(src);
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
   std::int64_t i = 0;
+  if constexpr (Four) {
+    alignas(16) float d[4];
+    for (; i + 4 <= nb; i += 4, x += 4 * QK) {
+      prefetchAhead(b + i);
+      prefetchAhead(b + i + 2);
+      const std::uint64_t h =
+          u16(b[i].d) | u16(b[i + 1].d) << 16 | u16(b[i + 2].d) << 32 | u16(b[i + 3].d) << 48;
+      _mm_store_ps(d, _mm_cvtph_ps(_mm_cvtsi64_si128(std::int64_t(h))));
+      asm("" : "+m"(d));
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(d[0]), blockSum(b + i, x), a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(d[1]), blockSum(b + i + 1, x + QK), a1);
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(d[2]), blockSum(b + i + 2, x + 2 * QK), a0);
+      a1 = _mm512_fmadd_ps(_mm512_set1_ps(d[3]), blockSum(b + i + 3, x + 3 * QK), a1);
+    }
+  }
   for (; i + 2 <= nb; i += 2, x += 2 * QK) {
     prefetchAhead(b + i);
     a0 = _mm512_fmadd_ps(_mm512_set1_ps(half(b[i].d)), blockSum(b + i, x), a0);
@@ -552,13 +580,13 @@ inline __m512 sumQ5_0(const BlockQ5_0* b, const float* x) {
 }
 
 float dotQ8_0(const unsigned char* src, const float* x, std::int64_t nb) {
-  return dotScaled<BlockQ8_0, sumQ8_0>(src, x, nb);
+  return dotScaled<BlockQ8_0, sumQ8_0, false>(src, x, nb);
 }
 float dotQ4_0(const unsigned char* src, const float* x, std::int64_t nb) {
-  return dotScaled<BlockQ4_0, sumQ4_0>(src, x, nb);
+  return dotScaled<BlockQ4_0, sumQ4_0, true>(src, x, nb);
 }
 float dotQ5_0(const unsigned char* src, const float* x, std::int64_t nb) {
-  return dotScaled<BlockQ5_0, sumQ5_0>(src, x, nb);
+  return dotScaled<BlockQ5_0, sumQ5_0, true>(src, x, nb);
 }
 
 // Legacy quants with scale and min: w = q * d + m per value, acc += w x.
