@@ -153,7 +153,7 @@ class Pool {
   const std::function<void(int)>* fn_ = nullptr;
   int n_ = 0;
   std::atomic<int> next_{0};
-  int helpers_ = 0;  // workers taking part in the current loop
+  int helpers_ = 0;             // workers taking part in the current loop
   std::atomic<int> active_{0};  // of those, how many have not finished it (changed under mutex_)
   std::atomic<std::uint64_t> job_{0};  // loops started (changed under mutex_)
   bool stop_ = false;

@@ -712,7 +712,8 @@ inline void scalesMinsK4(const unsigned char* q, const unsigned char* d, const u
   const std::uint32_t sc47 = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
   const std::uint32_t m47 = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
   const __m128i v = _mm_setr_epi32(int(sc03), int(sc47), int(m03), int(m47));
-  const __m512 f = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(half(d)), _mm512_set1_ps(half(dmin)));
+  const __m512 f =
+      _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(half(d)), _mm512_set1_ps(half(dmin)));
   _mm512_store_ps(dl, _mm512_mul_ps(f, toFloatU(v)));
 }
 
