@@ -171,6 +171,33 @@ TEST_P(GgmlTypeFixture, DotRowAgreesWithDoubleDotOfExpectedValues) {
   }
 }
 
+// Both tensors of the file read as one row of every block they hold (32 legacy blocks, 4 K-quant
+// super-blocks per 1024 values): each whole number of blocks from one to all of them, so the
+// kernels' steps of 2 and 16 blocks end at every offset.
+TEST_P(GgmlTypeFixture, DotRowOfEveryBlockCountAgreesWithDoubleDot) {
+  const auto f = GgufFile::open(fixture(file()));
+  const nlohmann::json& entry = manifestFile(file());
+  for (const nlohmann::json& e : entry["tensors"]) {
+    const GgufTensor* t = f->findTensor(e["name"]);
+    ASSERT_NE(t, nullptr);
+    const std::vector<float> want = expectedValues(e["expected"]);
+    const std::int64_t n = t->count();
+    int bv = 0, bb = 0;
+    ASSERT_TRUE(ggmlTypeInfo(t->type, bv, bb));
+    if (bv == 1) continue;  // the float types: FloatTypesHandleEveryLengthUpTo100
+    const std::vector<float> x = randomVector(std::size_t(n), 13);
+    for (std::int64_t m = bv; m <= n; m += bv) {
+      double ref = 0.0, mag = 0.0;
+      for (std::int64_t i = 0; i < m; ++i) {
+        ref += double(want[i]) * double(x[i]);
+        mag += std::fabs(double(want[i]) * double(x[i]));
+      }
+      EXPECT_NEAR(dotRow(GgmlType(t->type), t->data, x.data(), m), ref, 1e-5 * mag + 1e-30)
+          << t->name << " first " << m / bv << " blocks";
+    }
+  }
+}
+
 TEST_P(GgmlTypeFixture, MatVecGivesDotRowOfEveryRow) {
   const auto f = GgufFile::open(fixture(file()));
   const GgufTensor* t = f->findTensor("weight");

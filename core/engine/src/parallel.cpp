@@ -1,11 +1,13 @@
 // The persistent pool behind parallelFor: cpuThreads() - 1 workers, started on first use, that
-// sleep on a condition variable between loops. One loop runs at a time; the caller works too.
+// poll briefly and then sleep on a condition variable between loops. One loop runs at a time; the
+// caller works too.
 #include "attnviz/engine/parallel.h"
 
 #include "attnviz/engine/engine.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -13,6 +15,10 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace attnviz {
 
@@ -53,13 +59,14 @@ class Pool {
       next_.store(0);
       error_ = nullptr;
       helpers_ = std::min(threads - 1, int(workers_.size()));
-      active_ = helpers_;
-      ++job_;
+      active_.store(helpers_, std::memory_order_relaxed);
+      job_.store(job_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     }
     wake_.notify_all();
     work();
+    spinUntil([&] { return active_.load(std::memory_order_acquire) == 0; });
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return active_ == 0; });
+    done_.wait(lock, [&] { return active_.load(std::memory_order_relaxed) == 0; });
     fn_ = nullptr;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     return true;
@@ -78,6 +85,26 @@ class Pool {
     }
     wake_.notify_all();
     for (auto& t : workers_) t.join();
+  }
+
+  // A decode step runs some 150 short loops back to back (a few tens of microseconds each, a few
+  // microseconds apart). Sleeping on the condition variable between them costs a futex wake-up
+  // per loop on each side, which on a virtual machine can take longer than the loop's work, so
+  // both sides first poll for up to kSpin; past it they sleep as before.
+  template <class Ready>
+  static void spinUntil(Ready ready) {
+    constexpr auto kSpin = std::chrono::microseconds(50);
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (;;) {
+      for (int k = 0; k < 16; ++k) {
+        if (ready()) return;
+#if defined(__x86_64__) || defined(__i386__)
+        _mm_pause();
+#endif
+      }
+      if (std::chrono::steady_clock::now() >= until) return;
+      std::this_thread::yield();  // a thread this one waits for may need this CPU
+    }
   }
 
   void start(int want) {
@@ -106,6 +133,7 @@ class Pool {
   void loop(int index) {
     std::uint64_t seen = 0;
     for (;;) {
+      spinUntil([&] { return job_.load(std::memory_order_acquire) != seen; });
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stop_ || (job_ != seen && index < helpers_); });
@@ -114,7 +142,7 @@ class Pool {
       }
       work();
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--active_ == 0) done_.notify_one();
+      if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_one();
     }
   }
 
@@ -125,9 +153,9 @@ class Pool {
   const std::function<void(int)>* fn_ = nullptr;
   int n_ = 0;
   std::atomic<int> next_{0};
-  int helpers_ = 0;  // workers taking part in the current loop
-  int active_ = 0;   // of those, how many have not finished it
-  std::uint64_t job_ = 0;
+  int helpers_ = 0;             // workers taking part in the current loop
+  std::atomic<int> active_{0};  // of those, how many have not finished it (changed under mutex_)
+  std::atomic<std::uint64_t> job_{0};  // loops started (changed under mutex_)
   bool stop_ = false;
   std::exception_ptr error_;
 };
