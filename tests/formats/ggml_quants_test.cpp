@@ -131,6 +131,19 @@ TEST_P(GgmlTypeFixture, DequantizedValuesEqualTheFixtureBitForBit) {
   }
 }
 
+// The double-precision dot of n values and its magnitude sum |w_i x_i| (the tolerance's scale).
+struct DoubleDot {
+  double ref = 0.0, mag = 0.0;
+};
+DoubleDot doubleDot(const float* w, const float* x, std::int64_t n) {
+  DoubleDot d;
+  for (std::int64_t i = 0; i < n; ++i) {
+    d.ref += double(w[i]) * double(x[i]);
+    d.mag += std::fabs(double(w[i]) * double(x[i]));
+  }
+  return d;
+}
+
 // dotRow reads the stored blocks; it must agree with a double-precision dot of the expected
 // values to float32 rounding: |got - ref| <= 1e-5 * sum |w_i x_i|.
 TEST_P(GgmlTypeFixture, DotRowAgreesWithDoubleDotOfExpectedValues) {
@@ -143,11 +156,7 @@ TEST_P(GgmlTypeFixture, DotRowAgreesWithDoubleDotOfExpectedValues) {
     const std::int64_t n = t->ne[0];
     const std::vector<float> x = randomVector(std::size_t(n), 7);
     for (std::int64_t r = 0; r < t->rows(); ++r) {
-      double ref = 0.0, mag = 0.0;
-      for (std::int64_t i = 0; i < n; ++i) {
-        ref += double(want[r * n + i]) * double(x[i]);
-        mag += std::fabs(double(want[r * n + i]) * double(x[i]));
-      }
+      const auto [ref, mag] = doubleDot(want.data() + r * n, x.data(), n);
       // The float types' random bit patterns reach 3e38: their float32 dot overflows, as any
       // float32 dot of them would.
       if (mag > 1e37) continue;
@@ -158,11 +167,7 @@ TEST_P(GgmlTypeFixture, DotRowAgreesWithDoubleDotOfExpectedValues) {
       ASSERT_TRUE(ggmlTypeInfo(t->type, bv, bb));
       for (std::int64_t m : {std::int64_t(bv), std::int64_t(bv) * 3, std::int64_t(bv) * 7}) {
         if (m > n) continue;
-        double refM = 0.0, magM = 0.0;
-        for (std::int64_t i = 0; i < m; ++i) {
-          refM += double(want[r * n + i]) * double(x[i]);
-          magM += std::fabs(double(want[r * n + i]) * double(x[i]));
-        }
+        const auto [refM, magM] = doubleDot(want.data() + r * n, x.data(), m);
         EXPECT_NEAR(dotRow(GgmlType(t->type), t->rowData(r), x.data(), m), refM,
                     1e-5 * magM + 1e-30)
             << t->name << " row " << r << " first " << m << " values";
@@ -187,11 +192,7 @@ TEST_P(GgmlTypeFixture, DotRowOfEveryBlockCountAgreesWithDoubleDot) {
     if (bv == 1) continue;  // the float types: FloatTypesHandleEveryLengthUpTo100
     const std::vector<float> x = randomVector(std::size_t(n), 13);
     for (std::int64_t m = bv; m <= n; m += bv) {
-      double ref = 0.0, mag = 0.0;
-      for (std::int64_t i = 0; i < m; ++i) {
-        ref += double(want[i]) * double(x[i]);
-        mag += std::fabs(double(want[i]) * double(x[i]));
-      }
+      const auto [ref, mag] = doubleDot(want.data(), x.data(), m);
       EXPECT_NEAR(dotRow(GgmlType(t->type), t->data, x.data(), m), ref, 1e-5 * mag + 1e-30)
           << t->name << " first " << m / bv << " blocks";
     }
