@@ -158,8 +158,8 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
 void openModelScene(AppState& s, const Scene& scene, const std::string& path, bool wait) {
   const SceneModel& sm = scene.model;
   if (s.model.loading.valid()) throw InputError(sm.path + ": another model is still opening");
-  s.model.request = {sm.layer, sm.head, sm.ablate, sm.generate, path, false, sm.attribution};
-  s.model.request.interventions = sm.interventions;
+  s.model.request = {sm.layer, sm.head, sm.ablate, sm.generate, path, false,
+                     sm.attribution, sm.interventions};
   gPendingText = {true, sm.text};
   openModel(s, sm.path, wait);
 }
@@ -292,10 +292,11 @@ void syncModel(AppState& s) {
     m.layerDirty = true;
     refreshNextTokens(s);
   }
-  // The rollout stage is computed while it is shown (one T³ product a layer below the shown one).
-  const bool wantRollout = s.view.stage == ViewStage::Rollout;
-  if (wantRollout != m.source->rolloutShown()) {
-    m.source->setRolloutShown(wantRollout);
+  // The model's own stages are computed while shown (value norms: a product a head; rollout: one
+  // T³ product a layer below the shown one), not on every layer switch and re-run.
+  const ViewStage want = stageFromSource(s.view.stage) ? s.view.stage : ViewStage::Weights;
+  if (want != m.source->shownStage()) {
+    m.source->setShownStage(want);
     if (!m.layerDirty && m.source->ready() && m.source->shownLayer() == m.layer)
       m.source->showStages(s.session);
   }

@@ -19,12 +19,13 @@ View sessionView(const ViewState& v) {
 }
 
 void syncSession(AppState& s) {
-  // A model's own stage with no model (or past the rollout's length) is the weights. (A rollout
+  // A model's own stage with no model (or past the rollout's length) is the weights. (A stage
   // just asked for is computed by syncModel at the start of the next frame.)
   if (stageFromSource(s.view.stage) && !s.session.stageAvailable(s.view.stage)) {
     const bool model = s.model.source && s.model.source->ready();
-    const bool tooLong = s.tq() > ModelSource::kRolloutMaxTokens;
-    if (!model || s.session.pooledMode() || s.view.stage != ViewStage::Rollout || tooLong) {
+    const bool tooLong = s.view.stage == ViewStage::Rollout &&
+                         s.tq() > ModelSource::kRolloutMaxTokens;
+    if (!model || s.session.pooledMode() || tooLong) {
       if (model && s.view.stage == ViewStage::Rollout && tooLong)
         notify(s, "rollout is computed for texts up to " +
                       std::to_string(ModelSource::kRolloutMaxTokens) + " tokens");

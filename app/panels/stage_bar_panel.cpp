@@ -3,6 +3,8 @@
 
 #include <imgui.h>
 
+#include <string>
+
 namespace attnviz::gui {
 
 bool drawStageBar(AppState& s) {
@@ -65,12 +67,15 @@ bool drawStageBar(AppState& s) {
   if (s.model.source && s.model.source->ready()) {
     ImGui::SameLine();
     ImGui::TextDisabled("|");
+    static const std::string kRolloutLimitNote =
+        "\n(rollout is computed for texts up to " +
+        std::to_string(ModelSource::kRolloutMaxTokens) + " tokens)";
     for (const ViewStage st : {ViewStage::ValueWeighted, ViewStage::Rollout}) {
       ImGui::SameLine();
       const bool on = s.view.stage == st && !s.flash.active;
       const bool tooLong =
           st == ViewStage::Rollout && s.tq() > ModelSource::kRolloutMaxTokens;
-      const bool off = !s.session.stageAvailable(st) && (st != ViewStage::Rollout || tooLong);
+      const bool off = tooLong || s.session.pooledMode();  // otherwise computed once shown
       if (on)
         ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
       if (off) ImGui::BeginDisabled();
@@ -85,7 +90,7 @@ bool drawStageBar(AppState& s) {
       if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
         ImGui::SetTooltip(
             "%s%s", stageFormula(st),
-            tooLong ? "\n(rollout is computed for texts up to 512 tokens)"
+            tooLong ? kRolloutLimitNote.c_str()
             : st == ViewStage::ValueWeighted
                 ? "\nA head can look hard at a token and move almost nothing: this shows "
                   "what it moves."

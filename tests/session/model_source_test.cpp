@@ -82,8 +82,13 @@ TEST(ModelSource, ValueWeightedAndRolloutStagesMatchTorch) {
   ASSERT_EQ(roll.data.size(), std::size_t(L) * T * T) << "the fixture ran on another text";
   Session session(makeCpuEngine());
   src.showLayer(session, 0);
+  // Each is computed only while shown.
+  EXPECT_FALSE(session.stageAvailable(ViewStage::ValueWeighted));
+  EXPECT_FALSE(session.stageAvailable(ViewStage::Rollout));
+  src.setShownStage(ViewStage::ValueWeighted);
+  src.showStages(session);
   EXPECT_TRUE(session.stageAvailable(ViewStage::ValueWeighted));
-  EXPECT_FALSE(session.stageAvailable(ViewStage::Rollout));  // computed only while shown
+  EXPECT_FALSE(session.stageAvailable(ViewStage::Rollout));
   View v;
   v.head = 1;
   v.stage = ViewStage::ValueWeighted;
@@ -100,10 +105,11 @@ TEST(ModelSource, ValueWeightedAndRolloutStagesMatchTorch) {
   EXPECT_GT(maxAbsDiff(session.display().values.data(), shown.data(), 3 * T), 1e-3);
   session.setTemperature(1.0f);
 
-  src.setRolloutShown(true);
+  src.setShownStage(ViewStage::Rollout);
   for (int l = 0; l < L; ++l) {
     src.showLayer(session, l);
     ASSERT_TRUE(session.stageAvailable(ViewStage::Rollout));
+    EXPECT_FALSE(session.stageAvailable(ViewStage::ValueWeighted));
     v.stage = ViewStage::Rollout;
     session.setView(v);
     session.update();

@@ -141,16 +141,19 @@ void ModelSource::showStages(Session& session) {
   if (!ready() || layer_ < 0) return;
   if (stages_.pass != passVersion_ || stages_.layer != layer_) {
     stages_ = StageCache{};
-    stages_.norms = valueNorms(*model_, pass_, layer_);
     stages_.pass = passVersion_;
     stages_.layer = layer_;
   }
+  const bool norms = shownStage_ == ViewStage::ValueWeighted;
+  const bool rollout = shownStage_ == ViewStage::Rollout;
+  if (norms && stages_.norms.empty()) stages_.norms = valueNorms(*model_, pass_, layer_);
   const int T = static_cast<int>(pass_.ids.size());
-  if (rolloutShown_ && stages_.rollout.empty() && T <= kRolloutMaxTokens) {
+  if (rollout && stages_.rollout.empty() && T <= kRolloutMaxTokens) {
     const MatrixRM r = attentionRolloutTo(*model_, pass_, layer_);
     stages_.rollout.assign(r.data(), r.data() + r.size());
   }
-  session.setSourceStages(stages_.norms, rolloutShown_ ? stages_.rollout : std::vector<float>{});
+  session.setSourceStages(norms ? stages_.norms : std::vector<float>{},
+                          rollout ? stages_.rollout : std::vector<float>{});
 }
 
 const ModelSource::Qkv& ModelSource::layerQkv(int layer) {

@@ -94,14 +94,16 @@ class ModelSource {
   // parameters get the causal mask (the pass always has it); its other masks, τ and the view
   // stay. Throws UsageError when the layer is out of range.
   void showLayer(Session& session, int layer);
-  // The model's own stages of the shown layer (Session::setSourceStages, attribution.h): the
-  // value norms ‖v_j W_O^h‖ always, and the rollout up to the layer while rolloutShown() and the
-  // text has at most kRolloutMaxTokens tokens (one T³ product a layer below it). showLayer calls
-  // it; call it again after setRolloutShown. Computed once per pass and layer.
+  // The model's own stage of the shown layer (Session::setSourceStages, attribution.h) while it
+  // is the one shown (setShownStage), and nothing otherwise: the value norms ‖v_j W_O^h‖ (one
+  // [T, d_h] x [d_h, d] product a head) for ViewStage::ValueWeighted, the rollout up to the
+  // layer for ViewStage::Rollout when the text has at most kRolloutMaxTokens tokens (one T³
+  // product a layer below it). showLayer calls it; call it again after setShownStage. Each is
+  // computed once per pass and layer.
   void showStages(Session& session);
   static constexpr int kRolloutMaxTokens = 1024;
-  void setRolloutShown(bool on) { rolloutShown_ = on; }
-  bool rolloutShown() const { return rolloutShown_; }
+  void setShownStage(ViewStage stage) { shownStage_ = stage; }
+  ViewStage shownStage() const { return shownStage_; }
   // The name showLayer puts in the session's figure titles (modelLayerLabel); empty: none.
   void setName(std::string name) { name_ = std::move(name); }
   int shownLayer() const { return layer_; }
@@ -149,7 +151,7 @@ class ModelSource {
   int layer_ = -1;
   int reruns_ = 0, lastFrom_ = -1;
   std::uint64_t passVersion_ = 0;  // bumped whenever pass_ changes
-  bool rolloutShown_ = false;
+  ViewStage shownStage_ = ViewStage::Weights;  // setShownStage
   struct StageCache {
     std::uint64_t pass = ~0ull;
     int layer = -1;
