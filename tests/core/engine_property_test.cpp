@@ -1,6 +1,7 @@
 // Properties of the CPU engine that hold whatever the inputs: row sums, exact zeros, limits of the
 // temperature, key permutation, shapes, fully masked rows, the caching rule, head selection.
 #include "attnviz/engine/engine.h"
+#include "attnviz/engine/engine_detail.h"
 #include "attnviz/engine/mask.h"
 #include "check.h"
 #include "reference.h"
@@ -71,6 +72,37 @@ TEST(EngineProperties, MaskedEntriesAreExactlyZero) {
           EXPECT_EQ(w.at(h, i, j), 0.0f) << h << "," << i << "," << j;
         }
   EXPECT_GT(masked, 0);
+}
+
+// The softmax's exp, on every instruction set the build may use: a masked key (-inf) and a gap
+// below log(FLT_MIN) give exactly 0, a gap just above it the float exp (within an ulp or two of
+// the double one). Eigen's SSE/AVX2 exp alone gives 2.9e-39 for -inf, its AVX-512 exp a
+// subnormal for -100: this is what a portable build (the .deb) and a -march=native one share.
+TEST(EngineProperties, SoftmaxExpGivesExactZerosBelowTheSmallestNormalFloat) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Eigen::ArrayXf gap(12);
+  gap << -inf, -1e30f, -1000.0f, -103.0f, -100.0f, -88.5f, -87.34f, -87.3f, -50.0f, -1.0f,
+      -1e-7f, 0.0f;
+  const Eigen::ArrayXf e = attnviz::detail::expOfGap(gap);
+  for (int i = 0; i < gap.size(); ++i) {
+    SCOPED_TRACE("gap " + std::to_string(gap[i]));
+    if (gap[i] < attnviz::detail::kExpGapFloor) {
+      EXPECT_EQ(e[i], 0.0f);
+    } else {
+      const double want = std::exp(double(gap[i]));
+      EXPECT_GE(e[i], std::numeric_limits<float>::min());
+      EXPECT_NEAR(e[i], want, 4e-7 * want);
+    }
+  }
+  // The engine's own row: a masked key of a row whose other keys are finite.
+  std::vector<float> z = {0.0f, -inf, -90.0f, -2.0f}, w(4), scratch(4);
+  const attnviz::RowStats st = attnviz::detail::rowSoftmax(z.data(), scratch.data(), w.data(), 4, 1.0f);
+  EXPECT_EQ(w[1], 0.0f);
+  EXPECT_EQ(w[2], 0.0f);
+  const double p0 = 1.0 / (1.0 + std::exp(-2.0)), p3 = 1.0 - p0;
+  EXPECT_NEAR(w[0], p0, 1e-6);
+  EXPECT_NEAR(w[3], p3, 1e-6);
+  EXPECT_NEAR(st.entropy, -(p0 * std::log(p0) + p3 * std::log(p3)), 1e-5);  // masked keys add 0
 }
 
 TEST(EngineProperties, TemperatureNearZeroGivesOneHotAtTheArgmax) {

@@ -132,9 +132,9 @@ void expShifted(const float* z, float* e, int n, float mx, float tau) {
   const ConstArrayMap L(z, n);
   const float invTau = 1.0f / tau;
   if (std::isfinite(invTau)) {
-    ArrayMap(e, n) = ((L - mx) * invTau).exp();
+    ArrayMap(e, n) = expOfGap((L - mx) * invTau);
   } else {
-    ArrayMap(e, n) = ((L - mx) / tau).exp();
+    ArrayMap(e, n) = expOfGap((L - mx) / tau);
   }
 }
 

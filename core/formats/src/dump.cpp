@@ -5,6 +5,7 @@
 #include "attnviz/formats/fileio.h"
 #include "attnviz/formats/npy.h"
 #include "attnviz/formats/safetensors.h"
+#include "attnviz/engine/engine_detail.h"
 #include "attnviz/engine/parallel.h"
 
 #include <nlohmann/json.hpp>
@@ -640,7 +641,7 @@ void renormalizeFromLog(const Tensor3& weights, const Tensor3& logA, const Atten
       } else {
         e = std::isfinite(invTau) ? ((zr - mx) * invTau).eval()
                                   : ((zr - mx) / params.temperature).eval();
-        a = e.exp();
+        a = detail::expOfGap(e);
         const float sum = a.sum();
         a /= sum;
         logSum = std::log(sum);

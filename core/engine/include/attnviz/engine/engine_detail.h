@@ -5,6 +5,8 @@
 #include "attnviz/engine/engine.h"
 #include "attnviz/engine/mask.h"
 
+#include <Eigen/Core>
+
 #include <algorithm>
 #include <limits>
 
@@ -27,7 +29,19 @@ float chunkedSum(const float* e, int n);
 void rowLogits(const float* s, float* z, const AttentionParams& p, float slope, int h, int i,
                int Tq, int Tk, int j0, int j1);
 
-// exp((z - mx) / tau) for n keys into e (which may be z); masked keys (z = -inf) give exactly 0.
+// exp of a row's gaps x = (z - max z) / tau <= 0, exactly 0 where x is below log(FLT_MIN):
+// masked keys (-inf) and gaps that underflow. Eigen's vector exp differs there by instruction
+// set: its SSE and AVX2 versions clamp the input and give 2.9e-39 for -inf (a masked key with
+// weight, and 2.9e-39 * -inf in the entropy), its AVX-512 version 0 or a subnormal. With the
+// floor every build gives the same weights (the portable .deb as the -march=native build).
+inline constexpr float kExpGapFloor = -87.33654475f;  // log(FLT_MIN)
+template <class Derived>
+auto expOfGap(const Eigen::ArrayBase<Derived>& x) {
+  return (x < kExpGapFloor).select(0.0f, x.exp());
+}
+
+// exp((z - mx) / tau) for n keys into e (which may be z), as expOfGap: masked keys (z = -inf)
+// give exactly 0.
 void expShifted(const float* z, float* e, int n, float mx, float tau);
 
 // Softmax over keys of (z - max z) / tau from the biased scores z (-inf where masked, Tk of
