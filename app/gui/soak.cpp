@@ -158,10 +158,32 @@ double rssMb() {
   return double(resident) * double(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
 }
 
+// The resident set by kind (/proc/self/status, MB): anonymous memory, file pages mapped (the
+// models, fonts, libraries), shared memory (X and the GL driver's). -1 where not reported.
+struct RssParts {
+  double anon = -1, file = -1, shmem = -1;
+};
+RssParts rssParts() {
+  RssParts p;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      long kb = 0;
+      if (std::sscanf(line, "RssAnon: %ld kB", &kb) == 1) p.anon = kb / 1024.0;
+      if (std::sscanf(line, "RssFile: %ld kB", &kb) == 1) p.file = kb / 1024.0;
+      if (std::sscanf(line, "RssShmem: %ld kB", &kb) == 1) p.shmem = kb / 1024.0;
+    }
+    std::fclose(f);
+  }
+  return p;
+}
+
 struct Sample {
   double t = 0;  // seconds since the start
   double rss = 0;
   double heap = 0;  // MB malloc hands out (mallinfo2), to tell heap growth from the rest
+  double mapped = 0;  // MB of malloc's blocks on their own mappings (mallinfo2 hblkhd)
+  RssParts parts;
   double imgui = 0;  // MB of ImGui's windows' draw buffers (kept at capacity until compacted)
   int fds = 0;      // open file descriptors (the directory listing's own excluded)
   int threads = 0;  // /proc/self/task
@@ -177,7 +199,10 @@ Sample takeSample(GlCensus& census, double t) {
   Sample s;
   s.t = t;
   s.rss = rssMb();
-  s.heap = double(mallinfo2().uordblks) / (1024.0 * 1024.0);
+  const struct mallinfo2 mi = mallinfo2();
+  s.heap = double(mi.uordblks) / (1024.0 * 1024.0);
+  s.mapped = double(mi.hblkhd) / (1024.0 * 1024.0);
+  s.parts = rssParts();
   if (const ImGuiContext* g = ImGui::GetCurrentContext()) {
     double bytes = 0;
     for (const ImGuiWindow* w : g->Windows)
@@ -674,9 +699,10 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
     ++episode;
     const Sample& c = checkpoints.back();
     std::printf(
-        "soak: checkpoint %d t=%.1f s rss=%.1f MB heap=%.1f MB (ImGui draw buffers %.1f) fds=%d "
-        "threads=%d gl=%d after %s\n",
-        episode, c.t, c.rss, c.heap, c.imgui, c.fds, c.threads, c.glTotal(),
+        "soak: checkpoint %d t=%.1f s rss=%.1f MB (anon %.1f, file %.1f, shmem %.1f) heap=%.1f "
+        "MB mmapped=%.1f MB (ImGui draw buffers %.1f) fds=%d threads=%d gl=%d after %s\n",
+        episode, c.t, c.rss, c.parts.anon, c.parts.file, c.parts.shmem, c.heap, c.mapped, c.imgui,
+        c.fds, c.threads, c.glTotal(),
         soak.episodeActions.c_str());
     soak.episodeActions.clear();
     std::fflush(stdout);
@@ -726,8 +752,10 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
     std::printf(
         "soak: %zu checkpoints after the warm-up (default scene, settled, malloc_trim): RSS "
         "%.1f -> %.1f MB, slope %.3f MB/min (least squares; limit %.1f); heap in use %.1f -> "
-        "%.1f MB\n",
-        settled.size(), a.rss, b.rss, rssSlope, maxSlope, a.heap, b.heap);
+        "%.1f MB; anonymous %.1f -> %.1f MB, file pages %.1f -> %.1f MB, malloc's own mappings "
+        "%.1f -> %.1f MB\n",
+        settled.size(), a.rss, b.rss, rssSlope, maxSlope, a.heap, b.heap, a.parts.anon,
+        b.parts.anon, a.parts.file, b.parts.file, a.mapped, b.mapped);
     std::string gl;
     for (int k = 0; k < kGlKinds; ++k)
       gl += std::string(k ? ", " : "") + kGlKindNames[k] + " " + std::to_string(a.gl[k]) +

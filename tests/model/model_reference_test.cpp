@@ -13,6 +13,9 @@ namespace {
 
 constexpr double kWeightsAbs = 1e-5;
 constexpr double kLogitsRel = 1e-4;
+// GPT-2 small: 12 float32 layers of width 768 against float64. The portable build (SSE2, no FMA:
+// each product rounded before its sum) measured 1.02e-5 at worst on a weight.
+constexpr double kWeightsAbsTwelveLayers = 2e-5;
 
 nlohmann::json readCases(const fs::path& dir) {
   return nlohmann::json::parse(slurp((dir / "cases.json").string()));
@@ -335,7 +338,7 @@ TEST(ModelGpt2Small, RandomCheckpointMatchesTorch) {
   for (const auto& c : cases["cases"]) {
     const ForwardResult r = model->forward(ids, interventionsOf(c, model->config()));
     expectClose(allWeights(r), readNpy((gen / c["weights"].get<std::string>()).string()),
-                kWeightsAbs, 0, "gpt2-small weights");
+                kWeightsAbsTwelveLayers, 0, "gpt2-small weights");
     expectClose(logitsOf(r), readNpy((gen / c["logits"].get<std::string>()).string()), 0,
                 kLogitsRel, "gpt2-small logits");
   }
