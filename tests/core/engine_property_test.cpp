@@ -75,23 +75,30 @@ TEST(EngineProperties, MaskedEntriesAreExactlyZero) {
 }
 
 // The softmax's exp, on every instruction set the build may use: a masked key (-inf) and a gap
-// below log(FLT_MIN) give exactly 0, a gap just above it the float exp (within an ulp or two of
-// the double one). Eigen's SSE/AVX2 exp alone gives 2.9e-39 for -inf, its AVX-512 exp a
-// subnormal for -100: this is what a portable build (the .deb) and a -march=native one share.
+// whose exp underflows give exactly 0, a gap above that the float exp within an ulp or two of
+// the double one (and within FLT_MIN of it everywhere). Eigen's SSE/AVX2 exp alone gives 2.9e-39
+// for -inf, its AVX-512 exp a subnormal for -100: this is what a portable build (the .deb) and a
+// -march=native one share.
 TEST(EngineProperties, SoftmaxExpGivesExactZerosBelowTheSmallestNormalFloat) {
   const float inf = std::numeric_limits<float>::infinity();
-  Eigen::ArrayXf gap(12);
-  gap << -inf, -1e30f, -1000.0f, -103.0f, -100.0f, -88.5f, -87.34f, -87.3f, -50.0f, -1.0f,
-      -1e-7f, 0.0f;
+  Eigen::ArrayXf gap(40);
+  for (int i = 0; i < 20; ++i) gap[i] = -inf;  // a masked run, past a vector's width
+  const float rest[20] = {-1e30f, -1000.0f, -103.0f, -100.0f, -88.5f, -88.0f, -87.34f, -87.3f,
+                          -80.0f, -69.0f, -50.0f, -20.0f, -1.0f, -0.5f, -1e-3f, -1e-7f,
+                          0.0f,   -2.0f,    -3.0f,   -4.0f};
+  for (int i = 0; i < 20; ++i) gap[20 + i] = rest[i];
   const Eigen::ArrayXf e = attnviz::detail::expOfGap(gap);
+  const double flmin = std::numeric_limits<float>::min();
   for (int i = 0; i < gap.size(); ++i) {
     SCOPED_TRACE("gap " + std::to_string(gap[i]));
-    if (gap[i] < attnviz::detail::kExpGapFloor) {
+    const double want = std::exp(double(gap[i]));
+    if (gap[i] <= -88.0f) {
       EXPECT_EQ(e[i], 0.0f);
-    } else {
-      const double want = std::exp(double(gap[i]));
-      EXPECT_GE(e[i], std::numeric_limits<float>::min());
+    } else if (gap[i] >= -69.0f) {  // exp above 2^-100: the float exp, untouched
       EXPECT_NEAR(e[i], want, 4e-7 * want);
+    } else {
+      EXPECT_GE(e[i], 0.0f);
+      EXPECT_NEAR(e[i], want, 4e-7 * want + flmin);
     }
   }
   // The engine's own row: a masked key of a row whose other keys are finite.

@@ -1,6 +1,5 @@
 #include "attnviz/engine/tensor.h"
 
-#include "attnviz/engine/memory.h"
 
 #include <limits>
 
@@ -31,14 +30,12 @@ std::size_t checkedElementCount(long long h, long long r, long long c, const std
 
 Tensor3::Tensor3(int h, int r, int c, float fill) : heads(h), rows(r), cols(c) {
   const std::size_t n = checkedElementCount(h, r, c, "tensor");
-  detail::reserveLarge(data, n);
   data.assign(n, fill);
 }
 
 Tensor3 Tensor3::uninit(int h, int r, int c) {
   Tensor3 t;
   const std::size_t n = checkedElementCount(h, r, c, "tensor");
-  detail::reserveLarge(t.data, n);
   t.data.resize(n);  // default-initialised: nothing written
   t.heads = h, t.rows = r, t.cols = c;
   return t;

@@ -3,7 +3,6 @@
 // multiple of 16 (64) bytes, then the raw data.
 #include "attnviz/formats/npy.h"
 
-#include "attnviz/engine/memory.h"
 
 #include "attnviz/formats/fileio.h"
 #include "attnviz/formats/safetensors.h"
@@ -175,9 +174,9 @@ NpyArray parseNpyView(std::string_view bytes, const std::string& name, bool allo
   if (have > need) {
     fail(name, "file has " + std::to_string(have - need) + " bytes past the end of the data");
   }
-  // Appended into reserved (huge-page advised) capacity: no zero-fill before the real values.
+  // Appended into reserved capacity: no zero-fill before the real values.
   out.data.clear();
-  detail::reserveLarge(out.data, count);
+  out.data.reserve(count);
   const unsigned char* p = b + dataOffset;
   if (type == F4 && hostIsLittleEndian() && reinterpret_cast<std::uintptr_t>(p) % 4 == 0) {
     // The common case, float32 as stored: one bulk copy (the data offset is 16-byte aligned).

@@ -29,15 +29,16 @@ float chunkedSum(const float* e, int n);
 void rowLogits(const float* s, float* z, const AttentionParams& p, float slope, int h, int i,
                int Tq, int Tk, int j0, int j1);
 
-// exp of a row's gaps x = (z - max z) / tau <= 0, exactly 0 where x is below log(FLT_MIN):
-// masked keys (-inf) and gaps that underflow. Eigen's vector exp differs there by instruction
-// set: its SSE and AVX2 versions clamp the input and give 2.9e-39 for -inf (a masked key with
-// weight, and 2.9e-39 * -inf in the entropy), its AVX-512 version 0 or a subnormal. With the
-// floor every build gives the same weights (the portable .deb as the -march=native build).
-inline constexpr float kExpGapFloor = -87.33654475f;  // log(FLT_MIN)
+// exp of a row's gaps x = (z - max z) / tau <= 0, less the smallest normal float and never
+// below 0: exactly 0 for masked keys (-inf) and for gaps whose exp underflows (below about
+// -87.3), and the float exp itself wherever it is above 2^-100 (FLT_MIN is then under half an
+// ulp of it). Eigen's vector exp differs by instruction set down there: its SSE and AVX2 versions
+// clamp the input and give 2.9e-39 for -inf (a masked key with weight, and 2.9e-39 * -inf in the
+// entropy), its AVX-512 version 0 or a subnormal. Subtract-and-max keeps the expression
+// vectorised (Eigen 3.4's select() is evaluated one scalar at a time, scalar expf included).
 template <class Derived>
 auto expOfGap(const Eigen::ArrayBase<Derived>& x) {
-  return (x < kExpGapFloor).select(0.0f, x.exp());
+  return (x.exp() - std::numeric_limits<float>::min()).max(0.0f);
 }
 
 // exp((z - mx) / tau) for n keys into e (which may be z), as expOfGap: masked keys (z = -inf)

@@ -81,7 +81,9 @@ struct Tensor3 {
   // kMaxElements.
   Tensor3(int heads, int rows, int cols, float fill = 0.0f);
   // The shape with the elements not written (for a buffer the caller overwrites in full), on
-  // huge pages when large. Throws as above.
+  // ordinary pages: transparent huge pages (madvise) made the first touch of a fresh buffer 5
+  // to 40 times slower on our VMs (128 MB: 230-1300 ms against 80 ms), which is most of a long
+  // scene's first frame. Throws as above.
   static Tensor3 uninit(int heads, int rows, int cols);
 
   // 2^31 floats (8 GiB): anything larger is refused with a clear message, never a bad_alloc.
