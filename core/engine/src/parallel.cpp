@@ -1,6 +1,6 @@
 // The persistent pool behind parallelFor: cpuThreads() - 1 workers, started on first use, that
 // poll briefly and then sleep on a condition variable between loops. One loop runs at a time; the
-// caller works too.
+// caller works too, and waits only for workers that joined before it ran out of tasks.
 #include "attnviz/engine/parallel.h"
 
 #include "attnviz/engine/engine.h"
@@ -59,14 +59,20 @@ class Pool {
       next_.store(0);
       error_ = nullptr;
       helpers_ = std::min(threads - 1, int(workers_.size()));
-      active_.store(helpers_, std::memory_order_relaxed);
-      job_.store(job_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      finished_.store(0, std::memory_order_relaxed);
+      const std::uint64_t job = job_.load(std::memory_order_relaxed) + 1;
+      gate_.store((job & kJobBits) << 32, std::memory_order_relaxed);
+      job_.store(job, std::memory_order_release);
     }
     wake_.notify_all();
     work();
-    spinUntil([&] { return active_.load(std::memory_order_acquire) == 0; });
+    // Every task is claimed. Close the gate: a worker that has not joined this loop by now (still
+    // waking up) skips it, so the caller waits only for tasks already running, never for a
+    // wake-up.
+    const int joined = int(gate_.fetch_or(kClosed, std::memory_order_acq_rel) & kCountBits);
+    spinUntil([&] { return finished_.load(std::memory_order_acquire) == joined; });
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return active_.load(std::memory_order_relaxed) == 0; });
+    done_.wait(lock, [&] { return finished_.load(std::memory_order_relaxed) == joined; });
     fn_ = nullptr;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     return true;
@@ -90,10 +96,14 @@ class Pool {
   // A decode step runs some 150 short loops back to back (a few tens of microseconds each, a few
   // microseconds apart). Sleeping on the condition variable between them costs a futex wake-up
   // per loop on each side, which on a virtual machine can take longer than the loop's work, so
-  // both sides first poll for up to kSpin; past it they sleep as before.
+  // both sides first poll for up to kSpin; past it they sleep as before. 50 us was too short on
+  // our 2-vCPU VMs: once a worker fell asleep it woke late for every later loop (each wake-up
+  // slower than the gap to the next loop), and a decode step ran at half speed for whole runs
+  // (SmolDecode/2 medians of 25-60 ms instead of 12-15 ms in about a third of the runs; none in
+  // seven runs at 500 and 1000 us).
   template <class Ready>
   static void spinUntil(Ready ready) {
-    constexpr auto kSpin = std::chrono::microseconds(50);
+    constexpr auto kSpin = std::chrono::microseconds(500);
     const auto until = std::chrono::steady_clock::now() + kSpin;
     for (;;) {
       for (int k = 0; k < 16; ++k) {
@@ -140,11 +150,27 @@ class Pool {
         if (stop_) return;
         seen = job_;
       }
+      // Join loop `seen` unless its caller has closed the gate (or moved on to a later loop).
+      std::uint64_t g = gate_.load(std::memory_order_acquire);
+      bool joined = false;
+      while (g >> 32 == (seen & kJobBits) && !(g & kClosed)) {
+        if (gate_.compare_exchange_weak(g, g + 1, std::memory_order_acq_rel)) {
+          joined = true;
+          break;
+        }
+      }
+      if (!joined) continue;
       work();
       std::lock_guard<std::mutex> lock(mutex_);
-      if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_one();
+      finished_.fetch_add(1, std::memory_order_acq_rel);
+      done_.notify_one();
     }
   }
+
+  // gate_: the loop's number (its low 32 bits) above bit 32, bit 31 set once the caller has
+  // stopped taking helpers, and below it how many workers joined.
+  static constexpr std::uint64_t kJobBits = 0xFFFFFFFFu, kClosed = std::uint64_t(1) << 31,
+                                 kCountBits = kClosed - 1;
 
   std::mutex callerMutex_;  // one loop at a time
   std::mutex mutex_, errorMutex_;
@@ -154,7 +180,8 @@ class Pool {
   int n_ = 0;
   std::atomic<int> next_{0};
   int helpers_ = 0;             // workers taking part in the current loop
-  std::atomic<int> active_{0};  // of those, how many have not finished it (changed under mutex_)
+  std::atomic<std::uint64_t> gate_{0};
+  std::atomic<int> finished_{0};  // workers that joined the loop and finished it (under mutex_)
   std::atomic<std::uint64_t> job_{0};  // loops started (changed under mutex_)
   bool stop_ = false;
   std::exception_ptr error_;
