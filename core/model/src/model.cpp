@@ -1216,35 +1216,26 @@ namespace {
 // (engine_detail.h: the mask, ALiBi, temperature as a full pass applies them), then
 // o_h = sum_j a_j v_j. No [H, T_k, d_h] copy of the cache per step. weights [H, 1, Tk], out
 // [H, 1, dh].
-//
-// The query heads of one KV group share its keys and values, so a task takes a whole group: its
-// cached K and V are read once for all of its heads ([group, dh] by [dh, Tk] products) instead of
-// once per head. At a 512-row cache the cache is about a quarter of the bytes a SmolLM2-shaped
-// Q4_K step reads besides its weights; read once per head it was three quarters.
 void decodeAttention(const MatrixRM& q, const MatrixRM& K, const MatrixRM& V, int Tk, int group,
                      int dh, const AttentionParams& p, Tensor3& weights, Tensor3& out) {
   using Strided = Eigen::Map<const MatrixRM, 0, Eigen::OuterStride<>>;
   const int H = weights.heads;
   const float scale = 1.0f / std::sqrt(float(dh));
   const std::vector<float> slopes = alibiSlopes(H);
-  detail::parallelFor(H / group, [&](int g) {
-    const int h0 = g * group;
+  detail::parallelFor(H, [&](int h) {
+    const int g = h / group;
     const Strided Kg(K.data() + g * dh, Tk, dh, Eigen::OuterStride<>(K.cols()));
     const Strided Vg(V.data() + g * dh, Tk, dh, Eigen::OuterStride<>(V.cols()));
     thread_local std::vector<float, Eigen::aligned_allocator<float>> z, scratch;
-    z.resize(std::size_t(group) * std::size_t(Tk));
+    z.resize(std::size_t(Tk));
     scratch.resize(std::size_t(Tk));
-    MapRM s(z.data(), group, Tk);
-    s.noalias() = scale * (ConstMapRM(q.data() + std::size_t(h0) * dh, group, dh) * Kg.transpose());
-    for (int h = h0; h < h0 + group; ++h) {
-      float* row = z.data() + std::size_t(h - h0) * Tk;
-      if (!std::isfinite((Eigen::Map<const Eigen::ArrayXf>(row, Tk) * 0.0f).sum())) {
-        detail::throwScoresOverflow(h);
-      }
-      detail::rowLogits(row, row, p, slopes[h], h, 0, 1, Tk, 0, Tk);
-      detail::rowSoftmax(row, scratch.data(), weights.head(h), Tk, p.temperature);
-    }
-    MapRM(out.head(h0), group, dh).noalias() = ConstMapRM(weights.head(h0), group, Tk) * Vg;
+    Eigen::Map<Eigen::VectorXf> s(z.data(), Tk);
+    s.noalias() = scale * (Kg * q.block(0, h * dh, 1, dh).transpose());
+    if (!std::isfinite((s.array() * 0.0f).sum())) detail::throwScoresOverflow(h);
+    detail::rowLogits(z.data(), z.data(), p, slopes[h], h, 0, 1, Tk, 0, Tk);
+    detail::rowSoftmax(z.data(), scratch.data(), weights.head(h), Tk, p.temperature);
+    const Eigen::Map<const Eigen::RowVectorXf> a(weights.head(h), Tk);
+    Eigen::Map<Eigen::RowVectorXf>(out.head(h), dh).noalias() = a * Vg;
   });
 }
 
