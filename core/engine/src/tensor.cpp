@@ -1,6 +1,5 @@
 #include "attnviz/engine/tensor.h"
 
-
 #include <limits>
 
 namespace attnviz {

@@ -3,7 +3,6 @@
 // multiple of 16 (64) bytes, then the raw data.
 #include "attnviz/formats/npy.h"
 
-
 #include "attnviz/formats/fileio.h"
 #include "attnviz/formats/safetensors.h"
 
