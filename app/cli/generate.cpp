@@ -50,10 +50,11 @@ int runGenerate(int argc, char** argv) {
     opts.sampleTemperature = sampleTemperature;
     opts.topK = topK;
     opts.seed = seed;
+    opts.rows = LayerSet::none();  // the command prints tokens, never attention rows
     const Tokenizer& tok = m.tokenizer();
-    const std::optional<int> eos = tok.eos() ? tok.eos() : m.config().eosId;
+    const std::optional<int> eos = tok.eos();
     const Generation g = generate(m, run.ids, iv, opts, [&](const GeneratedToken& t) {
-      if (!printIds && !(eos && t.id == *eos)) {
+      if (!printIds && !((eos && t.id == *eos) || m.config().isEos(t.id))) {
         const std::string bytes = tok.contains(t.id) ? tok.pieceBytes(t.id) : "";
         std::fwrite(bytes.data(), 1, bytes.size(), stdout);
         std::fflush(stdout);

@@ -1,17 +1,19 @@
-// ModelConfig: the family table, filled from config.json.
+// ModelConfig from config.json: the keys every family shares, then the family's row
+// (family_table.cpp); the block description's helpers.
 #include "attnviz/formats/fileio.h"
-#include "attnviz/model/model.h"
+#include "model_internal.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
 namespace attnviz {
 
-namespace {
-
 using nlohmann::json;
+
+namespace json_keys {
 
 const json* lookup(const json& j, std::initializer_list<const char*> keys) {
   for (const char* k : keys) {
@@ -50,6 +52,35 @@ bool flag(const json& j, const char* key, bool fallback) {
   return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
 }
 
+std::string optionalString(const json& j, const std::string& path, const char* key,
+                           const std::string& fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_string()) throw InputError(path + ": \"" + key + "\" must be a string");
+  return j[key].get<std::string>();
+}
+
+}  // namespace json_keys
+
+using namespace json_keys;
+
+namespace {
+
+// config.json's bos_token_id / eos_token_id: a number, or (Llama 3) a list of them.
+std::vector<int> tokenIds(const json& j, const char* key) {
+  std::vector<int> out;
+  if (!j.contains(key)) return out;
+  auto one = [&](const json& v) {
+    if (v.is_number_integer() && v.get<long long>() >= 0 && v.get<long long>() < (1 << 30))
+      out.push_back(v.get<int>());
+  };
+  if (j[key].is_array()) {
+    for (const json& v : j[key]) one(v);
+  } else {
+    one(j[key]);
+  }
+  return out;
+}
+
 std::optional<int> tokenId(const json& j, const char* key) {
   if (!j.contains(key)) return std::nullopt;
   const json* v = &j[key];
@@ -59,6 +90,8 @@ std::optional<int> tokenId(const json& j, const char* key) {
   }
   return std::nullopt;
 }
+
+}  // namespace
 
 void parseActivation(ModelConfig& c, const std::string& path) {
   const std::string& a = c.activationName;
@@ -75,46 +108,6 @@ void parseActivation(ModelConfig& c, const std::string& path) {
                      "\" is not supported (gelu_new, gelu, gelu_fast, gelu_pytorch_tanh, relu, "
                      "silu)");
   }
-}
-
-ModelConfig parseGpt2(const json& j, const std::string& path) {
-  ModelConfig c;
-  c.family = "gpt2";
-  c.nLayer = requireInt(j, path, {"n_layer"});
-  c.nHead = requireInt(j, path, {"n_head"});
-  c.nKvHead = c.nHead;
-  c.nEmbd = requireInt(j, path, {"n_embd"});
-  c.nPositions = requireInt(j, path, {"n_positions", "n_ctx"});
-  c.vocabSize = requireInt(j, path, {"vocab_size"});
-  if (c.nEmbd % c.nHead != 0) {
-    throw InputError(path + ": n_embd " + std::to_string(c.nEmbd) + " is not divisible by n_head " +
-                     std::to_string(c.nHead));
-  }
-  c.headSize = c.nEmbd / c.nHead;
-  c.nInner = 4 * c.nEmbd;
-  if (j.contains("n_inner") && !j["n_inner"].is_null()) c.nInner = requireInt(j, path, {"n_inner"});
-  c.layerNormEps = float(optionalNumber(j, path, "layer_norm_epsilon", 1e-5, 0, 1));
-  if (j.contains("activation_function")) {
-    if (!j["activation_function"].is_string()) {
-      throw InputError(path + ": \"activation_function\" must be a string");
-    }
-    c.activationName = j["activation_function"].get<std::string>();
-  }
-  parseActivation(c, path);
-  if (!flag(j, "scale_attn_weights", true)) {
-    throw InputError(path + ": scale_attn_weights false (unscaled attention) is not supported");
-  }
-  if (flag(j, "scale_attn_by_inverse_layer_idx", false)) {
-    throw InputError(path + ": scale_attn_by_inverse_layer_idx is not supported");
-  }
-  c.norm = NormKind::LayerNorm;
-  c.positions = PositionKind::Learned;
-  c.qkvBias = c.outBias = c.mlpBias = true;
-  c.mlp = MlpKind::Plain;
-  c.tiedHead = flag(j, "tie_word_embeddings", true);
-  c.bosId = tokenId(j, "bos_token_id");
-  c.eosId = tokenId(j, "eos_token_id");
-  return c;
 }
 
 void parseRopeScaling(const json& j, ModelConfig& c, const std::string& path) {
@@ -146,67 +139,6 @@ void parseRopeScaling(const json& j, ModelConfig& c, const std::string& path) {
   }
 }
 
-ModelConfig parseLlama(const json& j, const std::string& path, const std::string& type) {
-  ModelConfig c;
-  c.family = type;
-  c.nLayer = requireInt(j, path, {"num_hidden_layers"});
-  c.nHead = requireInt(j, path, {"num_attention_heads"});
-  c.nKvHead = optionalInt(j, path, "num_key_value_heads", c.nHead);
-  c.nEmbd = requireInt(j, path, {"hidden_size"});
-  c.nInner = requireInt(j, path, {"intermediate_size"});
-  c.nPositions = requireInt(j, path, {"max_position_embeddings"});
-  c.vocabSize = requireInt(j, path, {"vocab_size"});
-  if (c.nHead % c.nKvHead != 0) {
-    throw InputError(path + ": num_attention_heads " + std::to_string(c.nHead) +
-                     " is not divisible by num_key_value_heads " + std::to_string(c.nKvHead));
-  }
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    c.headSize = requireInt(j, path, {"head_dim"});
-  } else {
-    if (c.nEmbd % c.nHead != 0) {
-      throw InputError(path + ": hidden_size " + std::to_string(c.nEmbd) +
-                       " is not divisible by num_attention_heads " + std::to_string(c.nHead));
-    }
-    c.headSize = c.nEmbd / c.nHead;
-  }
-  if (c.headSize % 2 != 0) {
-    throw InputError(path + ": the head size " + std::to_string(c.headSize) +
-                     " is odd; RoPE rotates pairs of dimensions");
-  }
-  c.norm = NormKind::RMSNorm;
-  c.layerNormEps = float(optionalNumber(j, path, "rms_norm_eps", 1e-6, 0, 1));
-  c.positions = PositionKind::Rope;
-  c.ropeStyle = RopeStyle::HalfSplit;
-  c.ropeTheta = float(optionalNumber(j, path, "rope_theta", 10000.0, 1.0, 1e12));
-  c.ropeDim = c.headSize;
-  parseRopeScaling(j, c, path);
-  c.mlp = MlpKind::Gated;
-  c.activationName = "silu";
-  if (j.contains("hidden_act")) {
-    if (!j["hidden_act"].is_string()) throw InputError(path + ": \"hidden_act\" must be a string");
-    c.activationName = j["hidden_act"].get<std::string>();
-  }
-  parseActivation(c, path);
-  c.tiedHead = flag(j, "tie_word_embeddings", false);
-  const bool attentionBias = flag(j, "attention_bias", false);
-  c.qkvBias = attentionBias || type == "qwen2";
-  c.outBias = attentionBias;
-  c.mlpBias = flag(j, "mlp_bias", false);
-  if (type == "mistral") {
-    c.slidingWindow = optionalInt(j, path, "sliding_window", 0);
-  } else if (type == "qwen2") {
-    if (flag(j, "use_sliding_window", false)) {
-      c.slidingWindow = optionalInt(j, path, "sliding_window", 0);
-      c.windowFromLayer = optionalInt(j, path, "max_window_layers", 0);
-    }
-  }
-  c.bosId = tokenId(j, "bos_token_id");
-  c.eosId = tokenId(j, "eos_token_id");
-  return c;
-}
-
-}  // namespace
-
 ModelConfig loadModelConfig(const std::string& path) {
   return parseModelConfig(readFile(path), path);
 }
@@ -224,19 +156,57 @@ ModelConfig parseModelConfig(const std::string& text, const std::string& path) {
     if (!j["model_type"].is_string()) throw InputError(path + ": \"model_type\" must be a string");
     type = j["model_type"].get<std::string>();
   }
-  if (type == "gpt2") return parseGpt2(j, path);
-  if (type == "llama" || type == "mistral" || type == "qwen2") return parseLlama(j, path, type);
-  throw InputError(path + ": model_type \"" + type +
-                   "\" is not supported (gpt2, llama, mistral, qwen2)");
+  const FamilyRow* row = familyByName(type);
+  if (!row) {
+    throw InputError(path + ": model_type \"" + type + "\" is not supported (" +
+                     familyNames(false) + ")");
+  }
+  ModelConfig c;
+  c.family = row->name;
+  row->fromJson(j, path, c);
+  c.bosId = tokenId(j, "bos_token_id");
+  c.eosIds = tokenIds(j, "eos_token_id");
+  if (!c.eosIds.empty()) c.eosId = c.eosIds.front();
+  return c;
 }
 
-std::vector<double> ModelConfig::ropeInvFreq() const {
+void addGenerationConfig(ModelConfig& c, const std::string& text) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return;
+  for (int id : tokenIds(j, "eos_token_id")) {
+    if (std::find(c.eosIds.begin(), c.eosIds.end(), id) == c.eosIds.end()) c.eosIds.push_back(id);
+  }
+  if (!c.eosId && !c.eosIds.empty()) c.eosId = c.eosIds.front();
+}
+
+const char* siteKindName(SiteKind k) {
+  switch (k) {
+    case SiteKind::DecoderSelf: return "self";
+    case SiteKind::EncoderSelf: return "encoder self";
+    case SiteKind::Cross: return "cross";
+  }
+  return "?";
+}
+
+std::vector<SiteKind> ModelConfig::sitesOf(int) const {
+  return {causal ? SiteKind::DecoderSelf : SiteKind::EncoderSelf};
+}
+
+bool ModelConfig::isEos(int id) const {
+  if (eosId && *eosId == id) return true;
+  return std::find(eosIds.begin(), eosIds.end(), id) != eosIds.end();
+}
+
+std::vector<double> ModelConfig::ropeInvFreq(int layer) const {
   const int pairs = ropeDim / 2;
+  const float theta = ropeThetaOf(layer);
   std::vector<double> f(pairs);
   for (int i = 0; i < pairs; ++i) {
     // HF computes theta^(-2i/d) in float32; so does this, for agreement to the last bit.
-    f[i] = double(1.0f / std::pow(ropeTheta, float(2 * i) / float(ropeDim)));
+    f[i] = double(1.0f / std::pow(theta, float(2 * i) / float(ropeDim)));
   }
+  // Gemma 3: the local layers use their own base without the scaling.
+  if (!scaleLocalRope && layer >= 0 && windowOf(layer) > 0) return f;
   if (!ropeFreqFactors.empty()) {
     for (int i = 0; i < pairs && i < int(ropeFreqFactors.size()); ++i)
       f[i] = double(float(f[i]) / ropeFreqFactors[i]);

@@ -87,14 +87,24 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
   Generation g;
   g.prompt = prompt;
   const ModelConfig& c = model.config();
-  const ForwardResult r = model.forward(prompt, iv);
-  KvCache cache = model.cacheFrom(r);
-  std::vector<float> logits(r.logits.row(r.logits.rows() - 1).data(),
-                            r.logits.row(r.logits.rows() - 1).data() + r.logits.cols());
+  // Refused before the prompt runs: what cannot apply to a decode step.
+  checkDecodeInterventions(iv);
+  // The prompt's pass keeps Q/K/V (the cache's K and V) and the last logits row, nothing else.
+  KvCache cache;
+  std::vector<float> logits;
+  {
+    Capture cap;
+    cap.weights = cap.headOut = LayerSet::none();
+    cap.allLogits = false;
+    const ForwardResult r = model.forward(prompt, iv, cap);
+    cache = model.cacheFrom(r);
+    logits.assign(r.logits.row(r.logits.rows() - 1).data(),
+                  r.logits.row(r.logits.rows() - 1).data() + r.logits.cols());
+  }
   std::vector<Tensor3> rows;  // the attention rows of the token that produced `logits`
   std::uint64_t rng = opts.seed * 0x9E3779B97F4A7C15ull + 1;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::optional<int> eos = model.tokenizer().eos() ? model.tokenizer().eos() : c.eosId;
+  const std::optional<int> tokEos = model.tokenizer().eos();
   for (int n = 0; n < opts.maxNew; ++n) {
     if (cache.length() >= c.nPositions) {
       g.stop = Generation::Stop::Context;
@@ -109,9 +119,9 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
       for (float z : logits) sum += std::exp(double(z) - mx);
       t.prob = float(std::exp(double(logits[t.id]) - mx) / sum);
     }
-    const bool isEos = opts.stopAtEos && eos && t.id == *eos;
+    const bool isEos = opts.stopAtEos && ((tokEos && t.id == *tokEos) || c.isEos(t.id));
     if (!isEos && cache.length() < c.nPositions) {
-      DecodeStep step = model.decodeStep(cache, t.id, iv);
+      DecodeStep step = model.decodeStep(cache, t.id, iv, opts.rows);
       logits = std::move(step.logits);
       t.rows = std::move(step.rows);
     }

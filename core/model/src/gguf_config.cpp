@@ -1,15 +1,14 @@
 // ModelConfig from GGUF metadata (llama.cpp's key names).
 #include "attnviz/formats/gguf.h"
-#include "attnviz/model/model.h"
+#include "model_internal.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
 namespace attnviz {
 
-namespace {
-
-int metaInt(const GgufFile& f, const std::string& key, std::optional<int> fallback = {}) {
+int ggufInt(const GgufFile& f, const std::string& key, std::optional<int> fallback) {
   const auto v = f.getInt(key);
   if (!v) {
     if (fallback) return *fallback;
@@ -22,15 +21,14 @@ int metaInt(const GgufFile& f, const std::string& key, std::optional<int> fallba
   return int(*v);
 }
 
-}  // namespace
-
 ModelConfig ggufModelConfig(const GgufFile& f) {
   const auto archOpt = f.getString("general.architecture");
   if (!archOpt) throw InputError(f.path() + ": missing metadata key general.architecture");
   const std::string arch = *archOpt;
-  if (arch != "llama" && arch != "qwen2" && arch != "gpt2") {
-    throw InputError(f.path() + ": general.architecture \"" + arch +
-                     "\" is not supported (llama, qwen2, gpt2)");
+  const FamilyRow* row = familyByGgufArch(arch);
+  if (!row) {
+    throw InputError(f.path() + ": general.architecture \"" + arch + "\" is not supported (" +
+                     familyNames(true) + ")");
   }
   if (f.tensors().empty()) {
     throw InputError(f.path() + ": a vocab-only GGUF (no tensors): it serves attnviz tokenize, "
@@ -38,20 +36,20 @@ ModelConfig ggufModelConfig(const GgufFile& f) {
   }
   const std::string p = arch + ".";
   ModelConfig c;
-  c.family = arch;
-  c.nLayer = metaInt(f, p + "block_count");
-  c.nEmbd = metaInt(f, p + "embedding_length");
-  c.nInner = metaInt(f, p + "feed_forward_length");
-  c.nHead = metaInt(f, p + "attention.head_count");
-  c.nKvHead = metaInt(f, p + "attention.head_count_kv", c.nHead);
-  c.nPositions = metaInt(f, p + "context_length");
+  c.family = row->name;
+  c.nLayer = ggufInt(f, p + "block_count");
+  c.nEmbd = ggufInt(f, p + "embedding_length");
+  c.nInner = ggufInt(f, p + "feed_forward_length");
+  c.nHead = ggufInt(f, p + "attention.head_count");
+  c.nKvHead = ggufInt(f, p + "attention.head_count_kv", c.nHead);
+  c.nPositions = ggufInt(f, p + "context_length");
   if (c.nHead % c.nKvHead != 0) {
     throw InputError(f.path() + ": " + p + "attention.head_count " + std::to_string(c.nHead) +
                      " is not divisible by " + p + "attention.head_count_kv " +
                      std::to_string(c.nKvHead));
   }
   if (f.getInt(p + "attention.key_length")) {
-    c.headSize = metaInt(f, p + "attention.key_length");
+    c.headSize = ggufInt(f, p + "attention.key_length");
   } else {
     if (c.nEmbd % c.nHead != 0) {
       throw InputError(f.path() + ": " + p + "embedding_length is not divisible by the heads");
@@ -77,58 +75,18 @@ ModelConfig ggufModelConfig(const GgufFile& f) {
                      " rows");
   }
   c.tiedHead = f.findTensor("output.weight") == nullptr;
-  if (arch == "gpt2") {
-    c.norm = NormKind::LayerNorm;
-    c.layerNormEps = float(f.getFloat(p + "attention.layer_norm_epsilon").value_or(1e-5));
-    c.positions = PositionKind::Learned;
-    c.qkvBias = c.outBias = c.mlpBias = true;
-    c.mlp = MlpKind::Plain;
-    c.activation = Activation::GeluTanh;
-    c.activationName = "gelu_new";
-  } else {
-    c.norm = NormKind::RMSNorm;
-    c.layerNormEps = float(f.getFloat(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
-    c.positions = PositionKind::Rope;
-    c.ropeStyle = arch == "llama" ? RopeStyle::Interleaved : RopeStyle::HalfSplit;
-    c.ropeTheta = float(f.getFloat(p + "rope.freq_base").value_or(10000.0));
-    c.ropeDim = metaInt(f, p + "rope.dimension_count", c.headSize);
-    if (c.ropeDim > c.headSize || c.ropeDim % 2 != 0) {
-      throw InputError(f.path() + ": " + p + "rope.dimension_count " + std::to_string(c.ropeDim) +
-                       " does not fit the head size " + std::to_string(c.headSize));
-    }
-    if (const auto st = f.getString(p + "rope.scaling.type"); st && *st == "linear") {
-      c.ropeScaling.kind = RopeScaling::Kind::Linear;
-      c.ropeScaling.factor = float(f.getFloat(p + "rope.scaling.factor").value_or(1.0));
-      if (!(c.ropeScaling.factor > 0)) {
-        throw InputError(f.path() + ": " + p + "rope.scaling.factor must be > 0");
-      }
-    } else if (st && *st != "none") {
-      throw InputError(f.path() + ": " + p + "rope.scaling.type \"" + *st +
-                       "\" is not supported (none, linear)");
-    }
-    // Llama 3.1's scaling, as llama.cpp stores it: one divisor per rotated pair.
-    if (const GgufTensor* rf = f.findTensor("rope_freqs.weight")) {
-      if (rf->type != std::uint32_t(GgmlType::F32) || rf->count() != c.ropeDim / 2) {
-        throw InputError(f.path() + ": tensor 'rope_freqs.weight' must be F32 with " +
-                         std::to_string(c.ropeDim / 2) + " values");
-      }
-      c.ropeFreqFactors = f.dequantize(*rf);
-      for (float x : c.ropeFreqFactors) {
-        if (!(x > 0) || !std::isfinite(x)) {
-          throw InputError(f.path() + ": tensor 'rope_freqs.weight' holds a factor that is not "
-                           "a finite number > 0");
-        }
-      }
-    }
-    c.qkvBias = f.findTensor("blk.0.attn_q.bias") != nullptr;
-    c.outBias = f.findTensor("blk.0.attn_output.bias") != nullptr;
-    c.mlp = MlpKind::Gated;
-    c.activation = Activation::Silu;
-    c.activationName = "silu";
-    if (const auto w = f.getInt(p + "attention.sliding_window")) c.slidingWindow = int(*w);
-  }
+  row->fromGguf(f, c);
   if (const auto b = f.getInt("tokenizer.ggml.bos_token_id")) c.bosId = int(*b);
-  if (const auto e = f.getInt("tokenizer.ggml.eos_token_id")) c.eosId = int(*e);
+  // Every end token the file names: EOS, and the end of a turn or a message (Llama 3's
+  // <|eot_id|> and <|eom_id|>).
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    const auto e = f.getInt(key);
+    if (!e || *e < 0 || *e >= c.vocabSize) continue;
+    if (!c.eosId) c.eosId = int(*e);
+    if (std::find(c.eosIds.begin(), c.eosIds.end(), int(*e)) == c.eosIds.end())
+      c.eosIds.push_back(int(*e));
+  }
   return c;
 }
 

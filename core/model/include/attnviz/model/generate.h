@@ -16,7 +16,11 @@ struct GenerateOptions {
   float sampleTemperature = 0.0f; // 0 = greedy; else sample from softmax(logits / T)
   int topK = 0;                   // sampling: only the k most likely (0 = all)
   std::uint64_t seed = 0;         // the sampler's generator
-  bool stopAtEos = true;
+  bool stopAtEos = true;          // at any end id: the tokenizer's EOS and every id the config
+                                  // and generation_config.json (or GGUF) name
+  // The layers whose attention rows each token keeps (GeneratedToken::rows; the others stay
+  // empty). The Generate panel asks for the layer it shows; `attnviz generate` for none.
+  LayerSet rows = LayerSet::every();
 };
 
 // One generated token: its id, the distribution it was drawn from (softmax of the logits at the

@@ -1,28 +1,31 @@
-// attnviz model: decoder-only language models of every supported family, and their forward pass,
-// with the activations the views need and interventions inside the pass.
+// attnviz model: language models of every supported family as stacks of blocks, their forward
+// pass, the activations the views need, and interventions inside the pass.
 //
-// One pass for every family. A family is data: ModelConfig names the norm (LayerNorm or RMSNorm),
-// the positions (learned, or RoPE with its pair convention, base and scaling), the attention
-// (query heads, KV heads, head size, biases, sliding window), the MLP (GELU with biases, or gated
-// SiLU) and the tied or untied head. GPT-2, LLaMA, Mistral and Qwen2 are rows of familyTable(),
-// filled from config.json (Hugging Face folders) or GGUF metadata.
+// One layer skeleton for every family. A family is data: ModelConfig describes the block (norm
+// kind and placement, q/k norm, score scale, softcaps, causal or bidirectional, the window and
+// RoPE base per layer, biases, fused tensors, scaled embeddings), and the family table
+// (family_table.cpp) maps config.json keys, GGUF metadata and tensor names onto it. The full
+// pass, a decode step, the Q/K/V recompute and attribution all run that one skeleton
+// (pass.cpp's Workspace::block):
 //
-//   x = embed[ids] (+ learned positions)                     x: [T, d]
-//   for each layer l:  a = norm_1(x); q = a W_q (+b), k = a W_k (+b), v = a W_v (+b)
-//                      q, k rotated by position (RoPE families) unless the layer's RoPE is off
-//                      o_h = attention(q_h, k_{g(h)}, v_{g(h)}) with g(h) = h / (H / H_kv): the
-//                            engine's grouped attention (runGrouped: the shared K/V heads read
-//                            in place), with the model's own mask (causal, the family's window)
-//                            AND the layer's intervention mask, temperature; ablated o_h = 0
-//                      x += concat(o) W_o (+b)
-//                      x += MLP(norm_2(x))   (act(m W_fc + b) W_proj + b, or
-//                                             (silu(m W_gate) * m W_up) W_down)
-//   logits = norm_f(x) W_lm^T                                 logits: [T, V]
+//   x = embed[ids] * embedScale (+ learned positions)          x: [T, d]
+//   for each layer l, for each attention site of the layer (decoders: one, self):
+//      a = pre-norm(x) (or x when the norm comes after)
+//      q = a W_q (+b), k = a W_k (+b), v = a W_v (+b)  (fused qkv: views of one matrix)
+//      q, k normalised (per head, or over the whole width) when the family says so
+//      q, k rotated by position (RoPE families, the layer's base) unless the layer's RoPE is off
+//      o_h = attention(q_h * scale', k_{g(h)}, v_{g(h)}), g(h) = h / (H / H_kv), with the
+//            family's own mask (causal or bidirectional, the layer's window, its softcap) AND
+//            the layer's intervention mask and temperature; ablated o_h = 0
+//      u = concat(o) W_o (+b)
+//      placement: pre   x += u;  sandwich  x += norm'(u);  after  x += norm(u)
+//   then the MLP (act(m W_fc + b) W_proj + b, or (act(m W_gate) * m W_up) W_down) the same way
+//   logits = softcap(norm_f(x) W_lm^T)                          logits: [T, V]
 //
-// Weights are typed views filled from a name/shape table per family; F32 tensors are used in
-// place from the mapped file, F16/BF16 (and GGUF's quantized blocks) are converted to float32 at
-// load while those copies fit the memory budget, else kept as stored and converted a layer at a
-// time as a pass runs. A decode step reads every [out, in] matrix as stored (formats::matVec).
+// Weights are typed views, one slot per skeleton tensor; F32 tensors are used in place from the
+// mapped file, F16/BF16 (and GGUF's quantized blocks) are converted to float32 at load while
+// those copies fit the memory budget, else kept as stored and converted a layer at a time as a
+// pass runs. A decode step reads every [out, in] matrix as stored (formats::matVec).
 #pragma once
 
 #include "attnviz/engine/engine.h"
@@ -30,6 +33,7 @@
 #include "attnviz/engine/tensor.h"
 #include "attnviz/model/tokenizers/tokenizer.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -64,8 +68,23 @@ struct RopeScaling {
   int originalMaxPositions = 8192;                    // llama3
 };
 
+// Where a sub-block's norms sit around its function f (attention or MLP):
+//   Pre:      x += f(norm(x))              GPT-2, LLaMA, Mistral, Qwen2/3, Phi-3
+//   Sandwich: x += norm_post(f(norm(x)))   Gemma 2 and 3 (four norms a layer)
+//   After:    x += norm(f(x))              OLMo 2
+//   Post:     x = norm(x + f(x))           BERT, BART, Marian (post-norm)
+enum class NormPlacement { Pre, Sandwich, After, Post };
+// Normalisation of q and k before RoPE: none, RMSNorm over each head's d_h values (Qwen3,
+// Gemma 3), or over the whole projection's width (OLMo 2).
+enum class QkNorm { None, PerHead, Whole };
+
+// The kinds of attention site a layer holds. Decoders have one, DecoderSelf; encoders
+// EncoderSelf; an encoder-decoder's decoder layers DecoderSelf and Cross (keys from the encoder).
+enum class SiteKind { DecoderSelf, EncoderSelf, Cross };
+const char* siteKindName(SiteKind k);  // "self", "encoder self", "cross"
+
 struct ModelConfig {
-  std::string family = "gpt2";  // "gpt2", "llama", "mistral", "qwen2"
+  std::string family = "gpt2";  // the family table's row: "gpt2", "llama", "qwen3", ...
   int nLayer = 0;
   int nHead = 0;    // query heads
   int nKvHead = 0;  // key/value heads (GQA: fewer; MQA: 1)
@@ -92,16 +111,48 @@ struct ModelConfig {
   std::string activationName = "gelu_new";
   bool tiedHead = true;
   std::optional<int> bosId, eosId;  // from config.json / GGUF, when given
+  // Every id that ends generation (config.json's eos_token_id list, generation_config.json's,
+  // GGUF's eos and eot ids); eosId is the first.
+  std::vector<int> eosIds;
+
+  // ---- The block, as data (the skeleton reads these; families set them in their row)
+  NormPlacement normPlacement = NormPlacement::Pre;
+  float normWeightOffset = 0.0f;  // RMSNorm weight used as (offset + w): Gemma's 1 + w
+  QkNorm qkNorm = QkNorm::None;
+  float scoreScale = 0.0f;        // s = q.k * scoreScale; 0 = 1 / sqrt(headSize)
+  float attnSoftcap = 0.0f;       // the scores' c * tanh(s / c) (Gemma 2); 0 = none
+  float logitSoftcap = 0.0f;      // the final logits' cap (Gemma 2); 0 = none
+  bool causal = true;             // false: bidirectional (encoders)
+  float embedScale = 1.0f;        // the embedding rows times this (Gemma: sqrt(d))
+  // Per layer: the model's own window (0 = global) and RoPE base; empty = the rules above
+  // (slidingWindow from windowFromLayer on; ropeTheta everywhere).
+  std::vector<int> layerWindows;
+  std::vector<float> layerRopeTheta;
+  bool scaleLocalRope = true;     // false: rope scaling applies to global layers only (Gemma 3)
 
   int headDim() const { return headSize; }
   int kvGroup() const { return nHead / nKvHead; }
   int kvHeadOf(int h) const { return h / kvGroup(); }
   // The model's own sliding window in `layer` (0 = none).
   int windowOf(int layer) const {
+    if (!layerWindows.empty()) {
+      return layer >= 0 && layer < int(layerWindows.size()) ? layerWindows[layer] : 0;
+    }
     return slidingWindow > 0 && layer >= windowFromLayer ? slidingWindow : 0;
   }
-  // RoPE's inverse frequencies, one per rotated pair, after the scaling.
-  std::vector<double> ropeInvFreq() const;
+  // The RoPE base of `layer` (-1: the model's).
+  float ropeThetaOf(int layer) const {
+    return layer >= 0 && layer < int(layerRopeTheta.size()) ? layerRopeTheta[layer] : ropeTheta;
+  }
+  // The score scale the skeleton applies (1 / sqrt(d_h) unless the family sets its own).
+  float scoreScaleOf() const { return scoreScale > 0 ? scoreScale : 1.0f / std::sqrt(float(headSize)); }
+  // The attention sites of a layer (decoders: one, DecoderSelf).
+  std::vector<SiteKind> sitesOf(int layer) const;
+  // Whether `id` ends generation (any of eosIds, or eosId).
+  bool isEos(int id) const;
+  // RoPE's inverse frequencies, one per rotated pair, after the scaling, for `layer`'s base
+  // (-1: the model's).
+  std::vector<double> ropeInvFreq(int layer = -1) const;
   // "llama: 8 query heads, 2 KV heads (GQA), RMSNorm, RoPE θ=10000 (rotate-half), gated SiLU"
   std::string describe() const;
 };
@@ -155,8 +206,11 @@ std::unique_ptr<Tokenizer> loadModelTokenizer(const std::string& path);
 struct LayerIntervention {
   std::vector<int> ablatedHeads;  // these query heads' outputs are zeroed before W_o
   // These heads' outputs are replaced, at every position, by their mean over the positions
-  // (mean ablation).
+  // (mean ablation; refused in a decode step, where one row is its own mean).
   std::vector<int> meanAblatedHeads;
+  // The positions the mean is over: 0..meanUpTo (attribution at position P sets P, so that what
+  // P reads never depends on later tokens); -1: every position.
+  int meanUpTo = -1;
   // Activation patching: head h's output [T, d_h] is replaced by the given one (for example the
   // same head's output in another run of the same length).
   std::vector<std::pair<int, MatrixRM>> patchedHeads;
@@ -193,6 +247,11 @@ AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& 
 // Throws InputError when the intervention holds a painted [T, T] mask of another shape.
 AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& iv, int layer,
                                      int Tq, int Tk);
+
+// Throws InputError when an intervention cannot apply to decode steps: mean ablation and patching
+// (a step is one row), and masks that depend on the prompt's length (pad:N, doc:, a painted
+// [T, T] mask). generate() checks this before the prompt runs.
+void checkDecodeInterventions(const Interventions& iv);
 
 // Decoding: per layer the rotated keys and values of every position so far, one row a position
 // ([T, H_kv * d_h]); a step appends one row. decodeStep grows the matrices ahead (spare rows past
@@ -396,7 +455,9 @@ class Model {
   // One token's pass at position cache.length(): matrix-vector products and attention over the
   // cache, which grows by one row. Interventions apply as in forward(). Throws InputError when
   // the context is full or the id is outside the vocab.
-  DecodeStep decodeStep(KvCache& cache, int id, const Interventions& iv = {}) const;
+  // `rows`: the layers whose attention row the step keeps (the others' stay empty).
+  DecodeStep decodeStep(KvCache& cache, int id, const Interventions& iv = {},
+                        const LayerSet& rows = LayerSet::every()) const;
 
   // The k most likely next tokens after position `pos` (-1 = the last), most likely first.
   static std::vector<TokenProb> topK(const ForwardResult& r, int k, int pos = -1);
@@ -413,12 +474,21 @@ class Model {
   long long parameterCount_ = 0;
   std::unique_ptr<Weights> w_;
 
+  // W_o of the last layer headToResidual converted (a model kept as stored), for the next head.
+  struct OCache;
+  std::unique_ptr<OCache> oCache_;
+
   struct Workspace;
   // Throws InputError when fromLayer or an intervention's head is outside the model.
   void checkRerun(const ForwardResult& r, int fromLayer, const Interventions& iv) const;
-  // Layers >= fromLayer into fresh (unshared) activations, from layer fromLayer's residual
-  // stream; the last one's output becomes r.residualOut.
-  void runLayers(ForwardResult& r, int fromLayer, const Interventions& iv) const;
+  // Layers >= fromLayer into fresh (unshared) activations in `fresh`, from layer fromLayer's
+  // residual stream, the stream leaving the last one in `out`; r itself is not changed (a caller
+  // commits both once nothing can throw).
+  void runLayers(const ForwardResult& r, int fromLayer, const Interventions& iv,
+                 std::vector<std::shared_ptr<LayerActivations>>& fresh, MatrixRM& out) const;
+  // Commits runLayers' result into r.
+  void commit(ForwardResult& r, int fromLayer, const Interventions& iv,
+              std::vector<std::shared_ptr<LayerActivations>>& fresh, MatrixRM& out) const;
   // One layer from act.residualIn: keeps in `act` what `cap` asks for; `next` receives the
   // stream leaving the layer.
   void runLayer(LayerActivations& act, int layer, const Interventions& iv, const Capture& cap,
@@ -450,9 +520,9 @@ class Model {
 };
 
 // RoPE on one head's rows: rotates x [T, d_h] (row t at position pos0 + t) by the config's
-// frequencies, in its pair convention; inverse = true undoes it (the RoPE view shows scores with
-// the rotation removed).
-void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse = false);
+// frequencies for `layer` (its base; -1: the model's), in its pair convention; inverse = true
+// undoes it (the RoPE view shows scores with the rotation removed).
+void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse = false, int layer = -1);
 
 // Pieces of the pass, exposed for the benchmark's GEMM floor and for tests.
 // out[T, n] = x[T, k] * W[k, n] (+ bias[n]), W row-major, split over the CPU threads by columns.

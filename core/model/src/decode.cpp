@@ -1,0 +1,130 @@
+// Decoding: the KV cache a prompt's pass leaves, and one token's step over it through the same
+// layer skeleton as the full pass (matrix-vector products on the stored weights, attention over
+// the cached rows).
+#include "attnviz/engine/engine_detail.h"
+#include "attnviz/engine/parallel.h"
+#include "model_internal.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace attnviz {
+
+KvCache Model::cacheFrom(const ForwardResult& r) const {
+  KvCache cache;
+  const int dh = config_.headSize, KV = config_.nKvHead;
+  for (int l = 0; l < config_.nLayer; ++l) {
+    Tensor3 q, ak, av;  // one per KV head: kept by the pass, or recomputed from its stream
+    layerQkv(r, l, q, ak, av);
+    const int T = ak.rows;
+    MatrixRM k(T, KV * dh), v(T, KV * dh);
+    for (int g = 0; g < KV; ++g) {
+      k.block(0, g * dh, T, dh) = ak.mat(g);
+      v.block(0, g * dh, T, dh) = av.mat(g);
+    }
+    cache.k.push_back(std::move(k));
+    cache.v.push_back(std::move(v));
+  }
+  return cache;
+}
+
+namespace {
+
+// One query over the cache: for query head h (KV head g = h / group), s_j = (q_h . k_j) / sqrt(d_h)
+// read in place from the cache's rows j < Tk, then the engine's own row logits and softmax
+// (engine_detail.h: the mask, ALiBi, softcap, temperature as a full pass applies them), then
+// o_h = sum_j a_j v_j. No [H, T_k, d_h] copy of the cache per step. weights [H, 1, Tk], out
+// [H, 1, dh].
+void decodeAttention(const MatrixRM& q, const MatrixRM& K, const MatrixRM& V, int Tk, int group,
+                     int dh, const AttentionParams& p, Tensor3& weights, Tensor3& out) {
+  using Strided = Eigen::Map<const MatrixRM, 0, Eigen::OuterStride<>>;
+  const int H = weights.heads;
+  const float scale = 1.0f / std::sqrt(float(dh));
+  const std::vector<float> slopes = alibiSlopes(H);
+  detail::parallelFor(H, [&](int h) {
+    const int g = h / group;
+    const Strided Kg(K.data() + g * dh, Tk, dh, Eigen::OuterStride<>(K.cols()));
+    const Strided Vg(V.data() + g * dh, Tk, dh, Eigen::OuterStride<>(V.cols()));
+    thread_local std::vector<float, Eigen::aligned_allocator<float>> z, scratch;
+    z.resize(std::size_t(Tk));
+    scratch.resize(std::size_t(Tk));
+    Eigen::Map<Eigen::VectorXf> s(z.data(), Tk);
+    s.noalias() = scale * (Kg * q.block(0, h * dh, 1, dh).transpose());
+    if (!std::isfinite((s.array() * 0.0f).sum())) detail::throwScoresOverflow(h);
+    detail::rowLogits(z.data(), z.data(), p, slopes[h], h, 0, 1, Tk, 0, Tk);
+    detail::rowSoftmax(z.data(), scratch.data(), weights.head(h), Tk, p.temperature);
+    const Eigen::Map<const Eigen::RowVectorXf> a(weights.head(h), Tk);
+    Eigen::Map<Eigen::RowVectorXf>(out.head(h), dh).noalias() = a * Vg;
+  });
+}
+
+}  // namespace
+
+DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
+                             const LayerSet& keepRows) const {
+  const ModelConfig& c = config_;
+  const int pos = cache.length(), d = c.nEmbd, H = c.nHead, KV = c.nKvHead, dh = c.headSize;
+  if (pos >= c.nPositions) {
+    throw InputError("the context is full (" + std::to_string(c.nPositions) + " positions)");
+  }
+  if (id < 0 || id >= c.vocabSize) {
+    throw InputError("token id " + std::to_string(id) + " is outside the vocab (0.." +
+                     std::to_string(c.vocabSize - 1) + ")");
+  }
+  checkDecodeInterventions(iv);
+  if (cache.k.empty()) cache.k.resize(c.nLayer), cache.v.resize(c.nLayer);
+  if (cache.rows < 0) cache.rows = pos;  // from here on the matrices may hold spare rows
+  const int Tk = pos + 1, group = c.kvGroup();
+  MatrixRM x(1, d);
+  embedRow(*w_, c, id, x.row(0).data());
+  if (c.positions == PositionKind::Learned) {
+    x.row(0) += ConstMapRM(w_->global(Global::Positions), c.nPositions, d).row(pos);
+  }
+  DecodeStep step;
+  step.rows.resize(c.nLayer);
+  Workspace ws;
+  ws.decode = true;
+  Tensor3 row = Tensor3::uninit(H, 1, Tk), o = Tensor3::uninit(H, 1, dh);
+  for (int l = 0; l < c.nLayer; ++l) {
+    // Every matrix read as stored, unless one of a layer kept as stored has no [out, in] rows (a
+    // GPT-2 folder's Conv1D): then the layer is converted as a full pass converts it.
+    const Weights::Layer& S = w_->layers[l];
+    const bool inPlace = S.qS && S.kS && S.vS && S.oS && S.upS && S.downS &&
+                         (c.mlp != MlpKind::Gated || S.gateS);
+    const Weights::Layer& W = inPlace ? S : ws.weights(*w_, l, c);
+    MatrixRM& K = cache.k[l];
+    MatrixRM& V = cache.v[l];
+    auto attend = [&]() -> const Tensor3& {
+      if (K.rows() < Tk) {  // room for more rows than this one: no copy of the cache every step
+        const int rows = std::min(c.nPositions, std::max(Tk, std::max(64, 2 * int(K.rows()))));
+        K.conservativeResize(rows, KV * dh);
+        V.conservativeResize(rows, KV * dh);
+      }
+      K.row(pos) = ws.km.row(0);
+      V.row(pos) = ws.vm.row(0);
+      const AttentionParams p = layerAttentionParams(c, iv, l, 1, Tk);
+      validateParams(p, H, 1, Tk);
+      decodeAttention(ws.qm, K, V, Tk, group, dh, p, row, o);
+      if (keepRows.has(l)) step.rows[l] = row;
+      return o;
+    };
+    ws.block(c, W, l, x, pos, iv.find(l), attend, nullptr);
+  }
+  cache.rows = Tk;
+  MatrixRM f;
+  finalNorm(*w_, c, x, f);
+  step.logits.resize(std::size_t(c.vocabSize));
+  if (const StoredMatrix& h = w_->headStored) {
+    matVec(h.type, h.data, h.rows, h.cols, f.data(), step.logits.data());
+    if (c.logitSoftcap > 0.0f) {
+      for (float& z : step.logits) z = c.logitSoftcap * std::tanh(z / c.logitSoftcap);
+    }
+  } else {
+    MatrixRM logits;
+    unembed(*w_, c, f, logits);
+    std::copy_n(logits.data(), logits.size(), step.logits.data());
+  }
+  return step;
+}
+
+}  // namespace attnviz

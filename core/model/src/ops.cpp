@@ -1,0 +1,236 @@
+// The pass's operations, one function each: linear layers, norms, activations, RoPE, head
+// splitting and merging, embedding and unembedding.
+#include "attnviz/engine/parallel.h"
+#include "model_internal.h"
+
+#include <unsupported/Eigen/SpecialFunctions>
+
+#include <algorithm>
+#include <cmath>
+
+namespace attnviz {
+
+void matmulInOut(const MatrixRM& x, const float* W, const float* bias, int k, int n, MatrixRM& out) {
+  LinearView v;
+  v.w = W, v.b = bias, v.in = k, v.out = n, v.ld = n, v.inMajor = true;
+  linear(x, v, out);
+}
+
+void matmulOutIn(const MatrixRM& x, const float* E, int V, int d, MatrixRM& out) {
+  LinearView v;
+  v.w = E, v.in = d, v.out = V, v.ld = d, v.inMajor = false;
+  linear(x, v, out);
+}
+
+void linear(const MatrixRM& x, const LinearView& W, MatrixRM& out) {
+  const int n = W.out, k = W.in;
+  out.resize(x.rows(), n);
+  using Strided = Eigen::Map<const MatrixRM, 0, Eigen::OuterStride<>>;
+  if (W.inMajor) {
+    const Strided Wm(W.w, k, n, Eigen::OuterStride<>(W.ld));
+    const int tasks = std::max(1, std::min(cpuThreads(), n / 64));
+    const int chunk = ((n + tasks - 1) / tasks + 15) / 16 * 16;
+    detail::parallelFor(tasks, [&](int t) {
+      const int c0 = t * chunk, nc = std::min(n, c0 + chunk) - c0;
+      if (nc <= 0) return;
+      out.middleCols(c0, nc).noalias() = x * Wm.middleCols(c0, nc);
+    });
+  } else {
+    const Strided Wm(W.w, n, k, Eigen::OuterStride<>(W.ld));
+    // Blocks of output rows of W, claimed dynamically: GEMM packing buffers stay small (a vocab
+    // is tens of thousands wide) and uneven thread speeds balance out.
+    const int chunk = n >= 4096 ? 1024 : std::max(64, (n + cpuThreads() - 1) / cpuThreads());
+    const int tasks = (n + chunk - 1) / chunk;
+    detail::parallelFor(tasks, [&](int t) {
+      const int r0 = t * chunk, nr = std::min(n, r0 + chunk) - r0;
+      if (nr <= 0) return;
+      out.middleCols(r0, nr).noalias() = x * Wm.middleRows(r0, nr).transpose();
+    });
+  }
+  if (W.b) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(W.b, n);
+}
+
+void normForward(NormKind kind, const MatrixRM& x, const float* w, const float* b, float eps,
+                 MatrixRM& out, float offset) {
+  const int d = static_cast<int>(x.cols());
+  out.resize(x.rows(), d);
+  const Eigen::ArrayXf W = Eigen::Map<const Eigen::ArrayXf>(w, d) + offset;
+  for (Eigen::Index t = 0; t < x.rows(); ++t) {
+    const Eigen::ArrayXf row = x.row(t).transpose().array();
+    if (kind == NormKind::RMSNorm) {
+      const float ms = row.square().mean();
+      out.row(t) = (row * (1.0f / std::sqrt(ms + eps)) * W).matrix().transpose();
+    } else {
+      const float mean = row.mean();
+      const Eigen::ArrayXf centred = row - mean;
+      const float var = centred.square().mean();
+      Eigen::ArrayXf y = (centred / std::sqrt(var + eps)) * W;
+      if (b) y += Eigen::Map<const Eigen::ArrayXf>(b, d);
+      out.row(t) = y.matrix().transpose();
+    }
+  }
+}
+
+void activationForward(MatrixRM& h, Activation act) {
+  auto a = h.array();
+  switch (act) {
+    case Activation::GeluTanh: {
+      const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
+      a = 0.5f * a * (1.0f + (k * (a + 0.044715f * a.cube())).tanh());
+      break;
+    }
+    case Activation::GeluErf:
+      a = 0.5f * a * (1.0f + (a * static_cast<float>(M_SQRT1_2)).erf());
+      break;
+    case Activation::Relu:
+      a = a.max(0.0f);
+      break;
+    case Activation::Silu:
+      a = a / (1.0f + (-a).exp());
+      break;
+  }
+}
+
+void splitHeads(const MatrixRM& x, int n, int dh, Tensor3& out) {
+  const int T = static_cast<int>(x.rows());
+  out = Tensor3::uninit(n, T, dh);  // every element is copied in below
+  for (int h = 0; h < n; ++h) out.mat(h) = x.block(0, h * dh, T, dh);
+}
+
+Tensor3 poolThumb(const Tensor3& w, int side) {
+  const int T = std::max(w.rows, w.cols), s = std::max(1, (T + side - 1) / side);
+  const int nr = (w.rows + s - 1) / s, nc = (w.cols + s - 1) / s;
+  Tensor3 out(w.heads, nr, nc);
+  detail::parallelFor(w.heads, [&](int h) {
+    for (int i = 0; i < w.rows; ++i) {
+      const float* row = w.head(h) + std::size_t(i) * w.cols;
+      float* dst = out.head(h) + std::size_t(i / s) * nc;
+      for (int b = 0; b < nc; ++b) {
+        const int j0 = b * s, n = std::min(w.cols, j0 + s) - j0;
+        dst[b] = std::max(dst[b], Eigen::Map<const Eigen::ArrayXf>(row + j0, n).maxCoeff());
+      }
+    }
+  });
+  return out;
+}
+
+void mergeHeads(const Tensor3& o, const LayerIntervention* li, MatrixRM& out, Tensor3* kept) {
+  const int H = o.heads, T = o.rows, dh = o.cols;
+  out.resize(T, H * dh);
+  auto has = [](const std::vector<int>& v, int h) {
+    return std::find(v.begin(), v.end(), h) != v.end();
+  };
+  for (int h = 0; h < H; ++h) {
+    auto dst = out.block(0, h * dh, T, dh);
+    const MatrixRM* patch = nullptr;
+    if (li) {
+      for (const auto& [ph, m] : li->patchedHeads)
+        if (ph == h) patch = &m;
+    }
+    if (li && has(li->ablatedHeads, h)) {
+      dst.setZero();
+    } else if (patch) {
+      if (patch->rows() != T || patch->cols() != dh) {
+        throw InputError("a patch for head " + std::to_string(h) + " is " +
+                         std::to_string(patch->rows()) + " x " + std::to_string(patch->cols()) +
+                         "; the head's output is " + std::to_string(T) + " x " +
+                         std::to_string(dh));
+      }
+      dst = *patch;
+    } else if (li && has(li->meanAblatedHeads, h)) {
+      const int n = li->meanUpTo < 0 ? T : std::min(T, li->meanUpTo + 1);
+      const Eigen::RowVectorXf mean = o.mat(h).topRows(n).colwise().mean();
+      dst = mean.replicate(T, 1);
+    } else {
+      dst = o.mat(h);
+    }
+  }
+  if (kept) {
+    *kept = Tensor3::uninit(H, T, dh);
+    for (int h = 0; h < H; ++h) kept->mat(h) = out.block(0, h * dh, T, dh);
+  }
+}
+
+void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse, int layer) {
+  if (c.positions != PositionKind::Rope) return;
+  const std::vector<double> inv = c.ropeInvFreq(layer);
+  const int pairs = static_cast<int>(inv.size()), half = c.ropeDim / 2;
+  const float sign = inverse ? -1.0f : 1.0f;
+  for (Eigen::Index t = 0; t < x.rows(); ++t) {
+    float* row = x.row(t).data();
+    const float pos = float(pos0 + t);
+    for (int i = 0; i < pairs; ++i) {
+      // As HF computes the angle: float32 position times float32 frequency.
+      const float angle = pos * float(inv[i]);
+      const float cs = std::cos(angle), sn = sign * std::sin(angle);
+      float& a = c.ropeStyle == RopeStyle::HalfSplit ? row[i] : row[2 * i];
+      float& b = c.ropeStyle == RopeStyle::HalfSplit ? row[i + half] : row[2 * i + 1];
+      const float a0 = a, b0 = b;
+      a = a0 * cs - b0 * sn;
+      b = b0 * cs + a0 * sn;
+    }
+  }
+}
+
+void convertRows(const StoredMatrix& s, int r0, int n, float* out) {
+  const int chunk = 64;
+  detail::parallelFor((n + chunk - 1) / chunk, [&](int t) {
+    const int a = t * chunk, b = std::min(n, a + chunk);
+    for (int r = a; r < b; ++r) {
+      dequantizeRow(s.type, s.data + std::size_t(r0 + r) * s.rowBytes,
+                    out + std::size_t(r) * s.cols, s.cols);
+    }
+  });
+}
+
+void embedRow(const Model::Weights& w, const ModelConfig& c, int id, float* out) {
+  const int d = c.nEmbd;
+  if (const float* e = w.global(Global::Embed)) {
+    std::copy_n(e + std::size_t(id) * d, d, out);
+  } else {
+    dequantizeRow(w.embedStored.type, w.embedStored.data + std::size_t(id) * w.embedStored.rowBytes,
+                  out, d);
+  }
+  if (c.embedScale != 1.0f) {
+    // As HF does: the scale rounded to the weights' float type, then one product per value.
+    for (int i = 0; i < d; ++i) out[i] *= c.embedScale;
+  }
+}
+
+void finalNorm(const Model::Weights& w, const ModelConfig& c, const MatrixRM& x, MatrixRM& f) {
+  normForward(c.norm, x, w.global(Global::NormF), w.global(Global::NormFB), c.layerNormEps, f,
+              c.normWeightOffset);
+}
+
+void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f, MatrixRM& logits) {
+  if (w.head.w) {
+    linear(f, w.head, logits);
+  } else {
+    // A head kept as stored is converted a task's rows at a time, in the same tasks as linear()'s
+    // [out, in] branch (so the products, and the logits, are bit for bit those of the converted
+    // head).
+    const StoredMatrix& s = w.headStored;
+    const int n = s.rows, d = s.cols;
+    logits.resize(f.rows(), n);
+    const int chunk = n >= 4096 ? 1024 : std::max(64, (n + cpuThreads() - 1) / cpuThreads());
+    const int tasks = (n + chunk - 1) / chunk;
+    detail::parallelFor(tasks, [&](int t) {
+      const int r0 = t * chunk, nr = std::min(n, r0 + chunk) - r0;
+      if (nr <= 0) return;
+      thread_local FloatBuffer rows;
+      if (rows.size() < std::size_t(nr) * d) rows = FloatBuffer(std::size_t(nr) * d);
+      for (int r = 0; r < nr; ++r) {
+        dequantizeRow(s.type, s.data + std::size_t(r0 + r) * s.rowBytes,
+                      rows.data() + std::size_t(r) * d, d);
+      }
+      const ConstMapRM W(rows.data(), nr, d);
+      logits.middleCols(r0, nr).noalias() = f * W.transpose();
+    });
+  }
+  if (c.logitSoftcap > 0.0f) {
+    const float cap = c.logitSoftcap;
+    logits.array() = cap * (logits.array() / cap).tanh();
+  }
+}
+
+}  // namespace attnviz

@@ -1,0 +1,452 @@
+// The pass: the one layer skeleton (Workspace::project, finishLayer, block) and what runs it
+// over a whole prompt: forward, re-runs from a layer, the Q/K/V recompute, and the pieces of the
+// pass that attribution reads.
+#include "attnviz/engine/engine_detail.h"
+#include "attnviz/engine/parallel.h"
+#include "model_internal.h"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+namespace attnviz {
+
+// ---------------------------------------------------------------------------------------------
+// The skeleton
+
+const Model::Weights::Layer& Model::Workspace::weights(const Weights& w, int l,
+                                                       const ModelConfig& c) {
+  const Weights::Layer& L = w.layers[l];
+  if (L.lazy.empty()) return L;
+  if (scratch.size() < w.scratchFloats) scratch = FloatBuffer(w.scratchFloats);
+  converted = L;
+  for (const Weights::Layer::Lazy& z : L.lazy) {
+    convertRows(z.src, 0, z.src.rows, scratch.data() + z.offset);
+    converted.p[int(z.slot)] = scratch.data() + z.offset;
+  }
+  layerViews(converted, c, w.conv1dInMajor);
+  return converted;
+}
+
+void Model::Workspace::lin(const MatrixRM& x, const LinearView& f, const StoredMatrix& s,
+                           MatrixRM& out) {
+  if (decode && s && x.rows() == 1) {
+    out.resize(1, s.rows);
+    matVec(s.type, s.data, s.rows, s.cols, x.data(), out.data());
+    if (f.b) out.row(0) += Eigen::Map<const Eigen::RowVectorXf>(f.b, s.rows);
+    return;
+  }
+  linear(x, f, out);
+}
+
+void Model::Workspace::lins(const MatrixRM& x, std::initializer_list<Out> outs) {
+  bool batch = decode && x.rows() == 1;
+  for (const Out& o : outs) batch = batch && *o.s;
+  if (!batch) {
+    for (const Out& o : outs) lin(x, *o.f, *o.s, *o.out);
+    return;
+  }
+  MatVecJob jobs[4];
+  int n = 0;
+  for (const Out& o : outs) {
+    o.out->resize(1, o.s->rows);
+    jobs[n++] = {o.s->type, o.s->data, o.s->rows, o.s->cols, x.data(), o.out->data()};
+  }
+  matVecBatch(jobs, n);
+  for (const Out& o : outs)
+    if (o.f->b) o.out->row(0) += Eigen::Map<const Eigen::RowVectorXf>(o.f->b, o.s->rows);
+}
+
+namespace {
+
+bool normBefore(NormPlacement p) { return p == NormPlacement::Pre || p == NormPlacement::Sandwich; }
+
+// RMSNorm of each head's d_h columns of x [T, n * d_h] with one weight vector [d_h].
+void headNorm(const ModelConfig& c, MatrixRM& x, int heads, const float* w) {
+  const int T = static_cast<int>(x.rows()), dh = c.headSize;
+  MatrixRM head(T, dh), out;
+  for (int h = 0; h < heads; ++h) {
+    head = x.block(0, h * dh, T, dh);
+    normForward(NormKind::RMSNorm, head, w, nullptr, c.layerNormEps, out, c.normWeightOffset);
+    x.block(0, h * dh, T, dh) = out;
+  }
+}
+
+}  // namespace
+
+void Model::Workspace::project(const ModelConfig& c, const Weights::Layer& W, int layer,
+                               const MatrixRM& x, int pos0, bool rope) {
+  const MatrixRM* in = &x;
+  if (normBefore(c.normPlacement)) {
+    normForward(c.norm, x, W[Slot::AttnNorm], W[Slot::AttnNormB], c.layerNormEps, a,
+                c.normWeightOffset);
+    in = &a;
+  }
+  lins(*in, {{&W.q, &W.qS, &qm}, {&W.k, &W.kS, &km}, {&W.v, &W.vS, &vm}});
+  if (c.qkNorm == QkNorm::PerHead) {
+    headNorm(c, qm, c.nHead, W[Slot::QNorm]);
+    headNorm(c, km, c.nKvHead, W[Slot::KNorm]);
+  } else if (c.qkNorm == QkNorm::Whole) {
+    normForward(NormKind::RMSNorm, qm, W[Slot::QNorm], nullptr, c.layerNormEps, normed,
+                c.normWeightOffset);
+    std::swap(qm, normed);
+    normForward(NormKind::RMSNorm, km, W[Slot::KNorm], nullptr, c.layerNormEps, normed,
+                c.normWeightOffset);
+    std::swap(km, normed);
+  }
+  const int T = static_cast<int>(x.rows()), dh = c.headSize;
+  if (rope && c.positions == PositionKind::Rope) {
+    // Each head's slice rotates on its own: rotate per head through a [T, dh] copy.
+    auto rotate = [&](MatrixRM& mat, int heads) {
+      MatrixRM head(T, dh);
+      for (int h = 0; h < heads; ++h) {
+        head = mat.block(0, h * dh, T, dh);
+        applyRope(c, head, pos0, false, layer);
+        mat.block(0, h * dh, T, dh) = head;
+      }
+    };
+    rotate(qm, c.nHead);
+    rotate(km, c.nKvHead);
+  }
+  // The engine scales by 1/sqrt(d_h); a family with its own scale (Gemma's
+  // query_pre_attn_scalar) has it folded into q, so every view of q.k sees the real scores.
+  if (c.scoreScale > 0.0f) qm *= c.scoreScale * std::sqrt(float(dh));
+}
+
+void Model::Workspace::finishLayer(const ModelConfig& c, const Weights::Layer& W,
+                                   const LayerIntervention* li, const Tensor3& o, MatrixRM& x,
+                                   Tensor3* keptHeadOut) {
+  mergeHeads(o, li, merged, keptHeadOut);
+  lin(merged, W.o, W.oS, proj);
+  // The residual of a sub-block f(x) = u by the family's placement of norms.
+  auto residual = [&](MatrixRM& u, Slot post, Slot postB) {
+    switch (c.normPlacement) {
+      case NormPlacement::Pre:
+        x += u;
+        break;
+      case NormPlacement::Sandwich:
+      case NormPlacement::After:
+        normForward(c.norm, u, W[post], W[postB], c.layerNormEps, normed, c.normWeightOffset);
+        x += normed;
+        break;
+      case NormPlacement::Post:
+        u += x;
+        normForward(c.norm, u, W[post], W[postB], c.layerNormEps, x, c.normWeightOffset);
+        break;
+    }
+  };
+  residual(proj, Slot::PostAttnNorm, Slot::PostAttnNormB);
+  // The MLP sub-block.
+  const MatrixRM* in = &x;
+  if (normBefore(c.normPlacement)) {
+    normForward(c.norm, x, W[Slot::MlpNorm], W[Slot::MlpNormB], c.layerNormEps, m,
+                c.normWeightOffset);
+    in = &m;
+  }
+  if (c.mlp == MlpKind::Gated) {
+    lins(*in, {{&W.up, &W.upS, &hidden}, {&W.gate, &W.gateS, &gate}});
+    activationForward(gate, c.activation);
+    hidden.array() *= gate.array();
+  } else {
+    lin(*in, W.up, W.upS, hidden);
+    activationForward(hidden, c.activation);
+  }
+  lin(hidden, W.down, W.downS, out);
+  residual(out, Slot::PostMlpNorm, Slot::PostMlpNormB);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A whole prompt
+
+struct Model::OCache {
+  std::mutex mutex;
+  int layer = -1;
+  FloatBuffer o;  // W_o of `layer` as float32 [d, H d_h]
+};
+
+Model::Model() : oCache_(std::make_unique<OCache>()) {}
+Model::~Model() = default;
+
+std::vector<int> Model::encode(const std::string& text) const {
+  std::vector<int> ids = tokenizer_->encode(text, true);
+  if (ids.empty()) throw InputError("the text is empty: nothing to run");
+  if (static_cast<int>(ids.size()) > config_.nPositions) {
+    const std::string key = !files_.gguf.empty()         ? config_.family + ".context_length"
+                            : config_.family == "gpt2" ? "n_positions"
+                                                       : "max_position_embeddings";
+    throw InputError("the text is " + std::to_string(ids.size()) + " tokens, more than the " +
+                     std::to_string(config_.nPositions) + " positions (" + key + ") of " +
+                     (files_.gguf.empty() ? files_.config : files_.gguf) + "; shorten it");
+  }
+  return ids;
+}
+
+void Model::checkIds(const std::vector<int>& ids) const {
+  if (ids.empty()) throw InputError("no token ids: nothing to run");
+  if (static_cast<int>(ids.size()) > config_.nPositions) {
+    throw InputError(std::to_string(ids.size()) + " tokens are more than the " +
+                     std::to_string(config_.nPositions) + " positions of the model's context");
+  }
+  for (int id : ids) {
+    if (id < 0 || id >= config_.vocabSize) {
+      throw InputError("token id " + std::to_string(id) + " is outside the vocab (0.." +
+                       std::to_string(config_.vocabSize - 1) + ")");
+    }
+  }
+}
+
+ForwardResult Model::forward(const std::vector<int>& ids, const Interventions& iv,
+                             const Capture& capture) const {
+  checkIds(ids);
+  const int T = static_cast<int>(ids.size()), d = config_.nEmbd;
+  ForwardResult r;
+  r.ids = ids;
+  r.capture = capture;
+  r.layers.resize(config_.nLayer);
+  MatrixRM& x = config_.nLayer > 0 ? r.layers[0].residualIn : r.residualOut;
+  x.resize(T, d);
+  for (int t = 0; t < T; ++t) embedRow(*w_, config_, ids[t], x.row(t).data());
+  if (config_.positions == PositionKind::Learned) {
+    const ConstMapRM pos(w_->global(Global::Positions), config_.nPositions, d);
+    for (int t = 0; t < T; ++t) x.row(t) += pos.row(t);
+  }
+  rerunFrom(r, 0, iv);
+  return r;
+}
+
+void Model::checkRerun(const ForwardResult& r, int fromLayer, const Interventions& iv) const {
+  if (fromLayer < 0 || fromLayer > config_.nLayer ||
+      static_cast<int>(r.layers.size()) != config_.nLayer) {
+    throw InputError("rerunFrom: layer " + std::to_string(fromLayer) + " is outside the model");
+  }
+  if (iv.layers.size() > std::size_t(config_.nLayer)) {
+    throw InputError("interventions for " + std::to_string(iv.layers.size()) +
+                     " layers; the model has " + std::to_string(config_.nLayer));
+  }
+  for (std::size_t l = 0; l < iv.layers.size(); ++l) {
+    std::vector<int> heads = iv.layers[l].ablatedHeads;
+    heads.insert(heads.end(), iv.layers[l].meanAblatedHeads.begin(),
+                 iv.layers[l].meanAblatedHeads.end());
+    for (const auto& p : iv.layers[l].patchedHeads) heads.push_back(p.first);
+    for (int h : heads) {
+      if (h < 0 || h >= config_.nHead) {
+        throw InputError("ablation " + std::to_string(l) + ":" + std::to_string(h) +
+                         " is outside the model");
+      }
+    }
+  }
+}
+
+void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const {
+  checkRerun(r, fromLayer, iv);
+  std::vector<std::shared_ptr<LayerActivations>> fresh;
+  MatrixRM out;
+  runLayers(r, fromLayer, iv, fresh, out);  // its workspace is freed before the logits
+  commit(r, fromLayer, iv, fresh, out);
+  // The workspace now lies as free holes between kept activations: hand its pages back, so the
+  // peak is the mapped file plus what the result holds.
+  ::malloc_trim(0);
+  finish(r);
+}
+
+void Model::runLayers(const ForwardResult& r, int fromLayer, const Interventions& iv,
+                      std::vector<std::shared_ptr<LayerActivations>>& fresh,
+                      MatrixRM& out) const {
+  if (fromLayer >= config_.nLayer) {
+    out = r.residualOut;
+    return;
+  }
+  // Layers below fromLayer stay as they are (shared with any copy of r); the ones re-run are new
+  // objects, so a pass that shares them keeps its own.
+  MatrixRM x = r.layers[fromLayer].residualIn;
+  Workspace ws;
+  for (int l = fromLayer; l < config_.nLayer; ++l) {
+    auto act = std::make_shared<LayerActivations>();
+    act->residualIn = std::move(x);
+    runLayer(*act, l, iv, r.capture, ws, x);
+    fresh.push_back(std::move(act));
+  }
+  out = std::move(x);
+}
+
+void Model::commit(ForwardResult& r, int fromLayer, const Interventions& iv,
+                   std::vector<std::shared_ptr<LayerActivations>>& fresh, MatrixRM& out) const {
+  for (std::size_t i = 0; i < fresh.size(); ++i)
+    r.layers.set(std::size_t(fromLayer) + i, std::move(fresh[i]));
+  r.residualOut = std::move(out);
+  r.interventions = iv;
+}
+
+void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, const Capture& cap,
+                     Workspace& ws, MatrixRM& next) const {
+  const Weights::Layer& W = ws.weights(*w_, l, config_);
+  const ModelConfig& c = config_;
+  const int H = c.nHead, dh = c.headSize;
+  const int T = static_cast<int>(act.residualIn.rows());
+  next = act.residualIn;
+  // Each query head reads its group's K/V head where it is (no repeated copy).
+  auto attend = [&]() -> const Tensor3& {
+    splitHeads(ws.qm, H, dh, ws.q);
+    splitHeads(ws.km, c.nKvHead, dh, ws.kvK);
+    splitHeads(ws.vm, c.nKvHead, dh, ws.kvV);
+    const AttentionParams p = layerAttentionParams(c, iv, l, T);
+    validateParams(p, H, T, T);
+    ws.engine->runGrouped(ws.q, ws.kvK, ws.kvV, c.kvGroup(), p);
+    const AttentionResult& res = ws.engine->result(kStageWeights | kStageOutput | kStageRows);
+    if (cap.weights.has(l)) {
+      act.weights = res.weights;
+      act.rows = res.rows;
+    }
+    if (cap.thumbnail > 0) act.thumb = poolThumb(res.weights, cap.thumbnail);
+    if (cap.qkv.has(l)) {  // the workspace's buffers are handed over (new ones next layer)
+      act.q = std::move(ws.q);
+      act.k = std::move(ws.kvK);
+      act.v = std::move(ws.kvV);
+    }
+    return res.output;
+  };
+  ws.block(c, W, l, next, 0, iv.find(l), attend, cap.headOut.has(l) ? &act.headOut : nullptr);
+}
+
+void Model::layerQkv(const ForwardResult& r, int layer, Tensor3& q, Tensor3& k,
+                     Tensor3& v) const {
+  const ModelConfig& c = config_;
+  if (layer < 0 || layer >= c.nLayer || static_cast<int>(r.layers.size()) != c.nLayer) {
+    throw InputError("layer " + std::to_string(layer) + " is outside the model");
+  }
+  const LayerActivations& a = r.layers[layer];
+  if (!a.q.empty()) {
+    q = a.q, k = a.k, v = a.v;
+    return;
+  }
+  Workspace ws;
+  const LayerIntervention* li = r.interventions.find(layer);
+  ws.project(c, ws.weights(*w_, layer, c), layer, a.residualIn, 0, !(li && li->ropeOff));
+  splitHeads(ws.qm, c.nHead, c.headSize, q);
+  splitHeads(ws.km, c.nKvHead, c.headSize, k);
+  splitHeads(ws.vm, c.nKvHead, c.headSize, v);
+}
+
+void Model::finish(ForwardResult& r) const {
+  MatrixRM f;
+  if (r.capture.allLogits || r.residualOut.rows() == 0) {
+    finalNorm(*w_, config_, r.residualOut, f);
+  } else {
+    const MatrixRM last = r.residualOut.bottomRows(1);
+    finalNorm(*w_, config_, last, f);
+  }
+  unembed(*w_, config_, f, r.logits);
+}
+
+// ---------------------------------------------------------------------------------------------
+// For attribution (attribution.h)
+
+MatrixRM Model::unembedResidual(const MatrixRM& x) const {
+  if (x.cols() != config_.nEmbd) {
+    throw InputError("unembedResidual: rows of " + std::to_string(x.cols()) +
+                     " values; the model's width is " + std::to_string(config_.nEmbd));
+  }
+  MatrixRM f, logits;
+  finalNorm(*w_, config_, x, f);
+  unembed(*w_, config_, f, logits);
+  return logits;
+}
+
+MatrixRM Model::headToResidual(int layer, int head, const MatrixRM& o) const {
+  const ModelConfig& c = config_;
+  if (layer < 0 || layer >= c.nLayer || head < 0 || head >= c.nHead) {
+    throw InputError("head " + std::to_string(layer) + ":" + std::to_string(head) +
+                     " is outside the model");
+  }
+  if (o.cols() != c.headSize) {
+    throw InputError("headToResidual: rows of " + std::to_string(o.cols()) +
+                     " values; the head size is " + std::to_string(c.headSize));
+  }
+  const Weights::Layer& L = w_->layers[layer];
+  LinearView W = L.o;
+  std::unique_lock<std::mutex> lock;
+  if (!W.w) {
+    // Kept as stored: W_o alone is converted (not the whole layer), once per layer, and kept for
+    // the next head of the same layer.
+    lock = std::unique_lock<std::mutex>(oCache_->mutex);
+    StoredMatrix s;  // as stored ([in, out] rows for a GPT-2 folder, as its view reads them)
+    for (const Weights::Layer::Lazy& z : L.lazy)
+      if (z.slot == Slot::O) s = z.src;
+    if (!s) throw InputError("headToResidual: layer " + std::to_string(layer) + " has no W_o");
+    if (oCache_->layer != layer) {
+      oCache_->o = FloatBuffer(std::size_t(s.rows) * s.cols);
+      convertRows(s, 0, s.rows, oCache_->o.data());
+      oCache_->layer = layer;
+    }
+    W.w = oCache_->o.data();
+  }
+  LinearView s = W;
+  s.b = nullptr;
+  s.in = c.headSize;
+  // [in, out] rows: the head's rows; [out, in] rows: the head's columns (same row stride).
+  s.w = W.inMajor ? W.w + long(head) * c.headSize * W.ld : W.w + long(head) * c.headSize;
+  MatrixRM out;
+  linear(o, s, out);
+  return out;
+}
+
+MatrixRM Model::directLogits(const MatrixRM& u, const ForwardResult& r, int pos) const {
+  const ModelConfig& c = config_;
+  const int T = static_cast<int>(r.residualOut.rows()), d = c.nEmbd;
+  if (pos < 0 || pos >= T) {
+    throw InputError("position " + std::to_string(pos) + " is outside the " + std::to_string(T) +
+                     " tokens");
+  }
+  if (u.cols() != d || r.residualOut.cols() != d) {
+    throw InputError("directLogits: vectors of " + std::to_string(u.cols()) +
+                     " values; the model's width is " + std::to_string(d));
+  }
+  // The norm's denominator at pos, computed as normForward computes it.
+  const Eigen::ArrayXf row = r.residualOut.row(pos).transpose().array();
+  float denom;
+  if (c.norm == NormKind::RMSNorm) {
+    denom = std::sqrt(row.square().mean() + c.layerNormEps);
+  } else {
+    const float mean = row.mean();
+    denom = std::sqrt((row - mean).square().mean() + c.layerNormEps);
+  }
+  const Eigen::ArrayXf W =
+      Eigen::Map<const Eigen::ArrayXf>(w_->global(Global::NormF), d) + c.normWeightOffset;
+  MatrixRM scaled(u.rows(), d);
+  for (Eigen::Index i = 0; i < u.rows(); ++i) {
+    Eigen::RowVectorXf v = u.row(i);
+    if (c.norm == NormKind::LayerNorm) v.array() -= v.mean();
+    scaled.row(i) = (v.array() / denom * W.transpose()).matrix();
+  }
+  // The unembedding without a bias and without the final softcap: direct effects are linear.
+  ModelConfig linearHead = c;
+  linearHead.logitSoftcap = 0.0f;
+  MatrixRM out;
+  unembed(*w_, linearHead, scaled, out);
+  return out;
+}
+
+std::vector<float> Model::rerunLogitsAt(ForwardResult& r, int fromLayer, const Interventions& iv,
+                                        int pos) const {
+  checkRerun(r, fromLayer, iv);
+  const MatrixRM& in = config_.nLayer > 0 ? r.layers[0].residualIn : r.residualOut;
+  if (pos < 0 || pos >= in.rows()) {
+    throw InputError("position " + std::to_string(pos) + " is outside the " +
+                     std::to_string(in.rows()) + " tokens");
+  }
+  std::vector<std::shared_ptr<LayerActivations>> fresh;
+  MatrixRM out;
+  runLayers(r, fromLayer, iv, fresh, out);
+  const MatrixRM x = out.row(pos);
+  commit(r, fromLayer, iv, fresh, out);
+  MatrixRM f, logits;
+  finalNorm(*w_, config_, x, f);
+  unembed(*w_, config_, f, logits);
+  return std::vector<float>(logits.data(), logits.data() + logits.size());
+}
+
+}  // namespace attnviz
