@@ -120,18 +120,18 @@ int runAttribute(int argc, char** argv) {
       AttributionControl control;
       control.progress = [&](double f) { bar.update("heads", f); };
       if (!patch) {
-        const ForwardResult clean = m.forward(run.ids);
+        const ForwardResult clean = m.forward(run.ids, {}, Capture::attribution());
         report = reportOf(ablationSweep(m, clean, kind, at, control));
       } else {
         const std::vector<int> cleanIds = m.encode(patchFrom);
-        const ForwardResult corrupt = m.forward(run.ids);
+        const ForwardResult corrupt = m.forward(run.ids, {}, Capture::attribution());
         if (cleanIds.size() != run.ids.size()) {
           throw InputError("--patch-from is " + std::to_string(cleanIds.size()) +
                            " tokens and --" + (app.count("--text") ? "text" : "ids") + " is " +
                            std::to_string(run.ids.size()) +
                            "; patching needs the same number of tokens");
         }
-        const ForwardResult clean = m.forward(cleanIds);
+        const ForwardResult clean = m.forward(cleanIds, {}, Capture::attribution());
         report = reportOf(patchHeads(m, clean, corrupt, at, control));
       }
     }

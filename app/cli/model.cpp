@@ -64,7 +64,7 @@ int runModel(int argc, char** argv) {
       std::printf("next token after '%s':\n", m.tokenizer().printable(r.ids.back()).c_str());
     }
     for (const TokenProb& t : Model::topK(r, quiet ? topK : 5)) {
-      const std::string piece = m.tokenizer().contains(t.id) ? m.tokenizer().printable(t.id) : "";
+      const std::string piece = m.tokenizer().printable(t.id);
       std::printf("%d\t%.6f\t%s\n", t.id, double(t.prob), piece.c_str());
     }
     return 0;

@@ -90,12 +90,12 @@ void work(const std::shared_ptr<AttributionRun>& run, const std::shared_ptr<cons
           const std::string& clean) {
   try {
     // The model view's pass keeps only what the window shows (thumbnails, the last logits row);
-    // the sweep and the patches read every position's logits and head outputs: one full pass
+    // the sweep and the patches read head outputs (any position's logits are recomputed): one pass
     // here, on the worker, with the same interventions.
     const Capture& c = viewPass.capture;
-    const ForwardResult pass = c.allLogits && c.headOut.all && c.weights.all
-                                   ? viewPass
-                                   : model->forward(viewPass.ids, viewPass.interventions);
+    const ForwardResult pass =
+        c.headOut.all ? viewPass
+                      : model->forward(viewPass.ids, viewPass.interventions, Capture::attribution());
     AttributionControl control;
     control.cancel = &run->cancel;
     control.progress = [&](double f) {
@@ -119,7 +119,8 @@ void work(const std::shared_ptr<AttributionRun>& run, const std::shared_ptr<cons
         throw InputError("the clean text is " + std::to_string(ids.size()) +
                          " tokens and the model's text is " + std::to_string(pass.ids.size()) +
                          "; patching needs the same number of tokens");
-      const ForwardResult cleanPass = model->forward(ids, pass.interventions);
+      const ForwardResult cleanPass =
+          model->forward(ids, pass.interventions, Capture::attribution());
       report = app::reportOf(patchHeads(*model, cleanPass, pass, at, control));
     }
     LogitLens lens;

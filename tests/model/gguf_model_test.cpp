@@ -186,7 +186,7 @@ TEST(GgufModelFiles, BadFilesExitOneNamingTheFile) {
     const fs::path p = variant("truncated_metadata.gguf", bytes.substr(0, 2000));
     expectRefused(run(p), p.string(), "tokenizer.ggml.tokens");
   }
-  ASSERT_EQ(cases["bad"].size(), 5u);
+  ASSERT_EQ(cases["bad"].size(), 7u);
   for (const auto& c : cases["bad"]) {
     const fs::path p = tmp.path / c["file"].get<std::string>();
     SCOPED_TRACE(c["name"].get<std::string>());

@@ -33,7 +33,8 @@ OUT_DIR/cases.json:
    "bad": [{"name", "file", "expect": substring of the one-line error}]}
 The "bad" files are broken copies of the llama F32 file, written with gguf_file.py: a tensor
 dropped, a tensor type id ggml does not define, a vocab_size that disagrees with the embedding,
-more tokens than embedding rows, an IQ4_NL attention weight (a type attnviz cannot read).
+more tokens than embedding rows, an IQ4_NL attention weight (a type attnviz cannot read); and two
+copies of the gpt2 F32 file whose head_count_kv or key_length do not fit GPT-2's fused c_attn.
 OUT_DIR/quant_table.md: the largest change of any attention weight per head against the F32 file,
 per type and model (for README.md).
 """
@@ -202,7 +203,7 @@ def vtype_of(desc):
 
 
 def rewrite(src, dst, drop=(), meta=None, raw=None):
-    """A copy of src with tensors dropped, metadata values replaced ({key: Val}) and tensors
+    """A copy of src with tensors dropped, metadata values replaced or added ({key: Val}) and tensors
     replaced ({name: (type name, raw bytes)})."""
     r = gg.GGUFReader(src)
     w = gg.GGUFWriter(version=r.version, alignment=r.alignment)
@@ -214,6 +215,9 @@ def rewrite(src, dst, drop=(), meta=None, raw=None):
             continue
         vt, et = vtype_of(r.types[k])
         w.add(k, gg.Val(vt, v, et))
+    for k, v in meta.items():  # keys the source does not have
+        if k not in r.metadata:
+            w.add(k, v)
     for t in r.tensors:
         if t.name in drop:
             continue
@@ -241,7 +245,20 @@ def patch_tensor_type(path, name, type_id):
         f.write(b)
 
 
-def bad_files(out, good):
+def bad_gpt2_files(out, good, case):
+    """gpt2 files whose metadata claims a head size or KV heads of their own: GPT-2's fused
+    [3d, d] c_attn cannot hold them, so the file is refused before a pass reads past a buffer."""
+    r = gg.GGUFReader(good)
+    H = int(r.metadata["gpt2.attention.head_count"])
+    d = int(r.metadata["gpt2.embedding_length"])
+    r.close()
+    rewrite(good, case("gpt2_kv_heads", "a gpt2 model needs gpt2.attention.head_count_kv"),
+            meta={"gpt2.attention.head_count_kv": gg.U32(H // 2)})
+    rewrite(good, case("gpt2_key_length", "a gpt2 model needs gpt2.attention.head_count_kv"),
+            meta={"gpt2.attention.key_length": gg.U32(2 * d // H)})
+
+
+def bad_files(out, good, gpt2_good=None):
     os.makedirs(out, exist_ok=True)
     r = gg.GGUFReader(good)
     V = r.by_name["token_embd.weight"].ne[1]
@@ -273,6 +290,8 @@ def bad_files(out, good):
     rewrite(good, case("iq_weight", "'blk.0.attn_q.weight' has type IQ4_NL"),
             raw={"blk.0.attn_q.weight": ("IQ4_NL", rng.integers(0, 256, iq_bytes,
                                                                  dtype=np.uint8).tobytes())})
+    if gpt2_good:
+        bad_gpt2_files(out, gpt2_good, case)
     return cases
 
 
@@ -301,6 +320,9 @@ def main():
     if bad_only:
         llama_checkpoint(os.path.join(root, "llama_hf"))
         hf_to_gguf.convert(os.path.join(root, "llama_hf"), os.path.join(root, "llama_F32.gguf"),
+                           "F32", quiet=True)
+        gpt2_checkpoint(os.path.join(root, "gpt2_hf"))
+        hf_to_gguf.convert(os.path.join(root, "gpt2_hf"), os.path.join(root, "gpt2_F32.gguf"),
                            "F32", quiet=True)
     for name in ([] if bad_only else ["llama", "qwen2", "gpt2"]):
         hf = os.path.join(root, name + "_hf")
@@ -347,7 +369,8 @@ def main():
         d = {f["type"]: max(max(r) for r in f["max_abs_dweights_vs_f32"]) for f in entry["files"]}
         assert d["F32"] == 0 and d["Q4_0"] > d["Q8_0"] and d["Q4_K"] > d["Q6_K"], (name, d)
         models.append(entry)
-    bad = bad_files(os.path.join(root, "bad"), os.path.join(root, "llama_F32.gguf"))
+    bad = bad_files(os.path.join(root, "bad"), os.path.join(root, "llama_F32.gguf"),
+                    os.path.join(root, "gpt2_F32.gguf"))
     with open(os.path.join(root, "cases.json"), "w", encoding="utf-8") as f:
         json.dump({"models": models, "bad": bad}, f, indent=1, ensure_ascii=False)
     if bad_only:

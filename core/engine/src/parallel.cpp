@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -24,9 +25,12 @@ namespace attnviz {
 
 int cpuThreads() {
   static const int n = [] {
+    // ATTNVIZ_THREADS: at most kMaxThreads (a larger value, or one that is not a number, is
+    // read as that bound or ignored, never as thousands of threads).
+    constexpr int kMaxThreads = 256;
     if (const char* env = std::getenv("ATTNVIZ_THREADS")) {
-      const int v = std::atoi(env);
-      if (v >= 1) return v;
+      const long v = std::strtol(env, nullptr, 10);
+      if (v >= 1) return int(std::min<long>(v, kMaxThreads));
     }
     const unsigned hw = std::thread::hardware_concurrency();
     return hw == 0 ? 1 : static_cast<int>(hw);
@@ -117,11 +121,18 @@ class Pool {
     }
   }
 
+  // Starts workers up to `want`. A thread the system refuses (std::system_error: a process limit,
+  // no memory for its stack) is not an error: the loops run on the workers there are, the caller
+  // included, and no more are asked for.
   void start(int want) {
     std::lock_guard<std::mutex> lock(mutex_);
-    while (int(workers_.size()) < want) {
+    while (!refused_ && int(workers_.size()) < want) {
       const int index = int(workers_.size());
-      workers_.emplace_back([this, index] { loop(index); });
+      try {
+        workers_.emplace_back([this, index] { loop(index); });
+      } catch (const std::system_error&) {
+        refused_ = true;
+      }
     }
   }
 
@@ -176,6 +187,7 @@ class Pool {
   std::mutex mutex_, errorMutex_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
+  bool refused_ = false;  // the system refused a thread: start no more
   const std::function<void(int)>* fn_ = nullptr;
   int n_ = 0;
   std::atomic<int> next_{0};

@@ -29,6 +29,11 @@ namespace attnviz {
 
 namespace {
 
+// What a container reserves for a count read from the header: never more than this many
+// entries up front (a corrupt count in a large file would otherwise ask for gigabytes before a
+// single entry is read); the rest grows as entries really arrive.
+std::size_t reserveHint(std::uint64_t n) { return std::size_t(std::min<std::uint64_t>(n, 4096)); }
+
 constexpr std::uint64_t kDefaultAlignment = 32;
 constexpr int kMaxDims = 4;
 // Arrays of arrays nest at most this deep (the format sets no bound; a bound keeps recursion
@@ -249,7 +254,7 @@ struct ValueReader {
       fail(name, c.where + ": the metadata arrays hold more than " +
                      std::to_string(kMaxArrayValues) + " values");
     }
-    v.items.reserve(std::size_t(n));
+    v.items.reserve(reserveHint(n));
     for (std::uint64_t k = 0; k < n; ++k) {
       if (v.arrayType == GgufValueType::Array) {
         GgufValue inner;
@@ -412,9 +417,9 @@ void GgufFile::parse(const unsigned char* data, std::size_t size) {
 
   // Metadata.
   ValueReader values{c, name};
-  kv_.reserve(std::size_t(nKv));
+  kv_.reserve(reserveHint(nKv));
   std::unordered_set<std::string> keys;
-  keys.reserve(std::size_t(nKv));
+  keys.reserve(reserveHint(nKv));
   for (std::uint64_t i = 0; i < nKv; ++i) {
     c.where = "metadata key " + std::to_string(i);
     std::string key = c.str();
@@ -438,9 +443,9 @@ void GgufFile::parse(const unsigned char* data, std::size_t size) {
   }
 
   // Tensor infos.
-  tensors_.reserve(std::size_t(nTensors));
+  tensors_.reserve(reserveHint(nTensors));
   std::unordered_set<std::string> names;
-  names.reserve(std::size_t(nTensors));
+  names.reserve(reserveHint(nTensors));
   for (std::uint64_t i = 0; i < nTensors; ++i) {
     c.where = "tensor info " + std::to_string(i);
     GgufTensor t;

@@ -32,7 +32,8 @@ bool cancelled(const AttributionControl& c) {
 void checkRun(const Model& m, const ForwardResult& r, const char* what) {
   const ModelConfig& c = m.config();
   if (r.ids.empty() || static_cast<int>(r.layers.size()) != c.nLayer ||
-      r.logits.rows() != tokensOf(r) || r.logits.cols() != c.vocabSize) {
+      (r.logits.rows() != tokensOf(r) && r.logits.rows() != 1) ||
+      r.logits.cols() != c.vocabSize) {
     throw InputError(std::string(what) + " is not a complete pass of this model");
   }
 }
@@ -50,8 +51,6 @@ std::vector<int> topIds(const float* row, int V, int k) {
   order.resize(k);
   return order;
 }
-
-const float* logitsRow(const ForwardResult& r, int pos) { return r.logits.row(pos).data(); }
 
 // Position pos's logits computed as Model::rerunLogitsAt computes them (one row), so that a
 // re-run that changes nothing gives exactly the baseline.
@@ -97,7 +96,8 @@ double logProbOf(const float* logits, int vocab, int id) {
 
 const char* ablationKindName(AblationKind k) { return k == AblationKind::Zero ? "zero" : "mean"; }
 
-ResolvedTarget resolveTarget(const ForwardResult& r, const AttributionTarget& at, int vocab) {
+ResolvedTarget resolveTarget(const Model& m, const ForwardResult& r, const AttributionTarget& at,
+                             int vocab) {
   const int T = tokensOf(r);
   ResolvedTarget out;
   if (at.position < -1 || at.position >= T) {
@@ -109,7 +109,7 @@ ResolvedTarget resolveTarget(const ForwardResult& r, const AttributionTarget& at
     throw InputError("target id " + std::to_string(at.target) + " is outside the vocab (" +
                      rangeText(vocab) + ")");
   }
-  out.target = at.target >= 0 ? at.target : topIds(logitsRow(r, out.position), vocab, 1)[0];
+  out.target = at.target >= 0 ? at.target : topIds(logitsAt(m, r, out.position).data(), vocab, 1)[0];
   return out;
 }
 
@@ -120,13 +120,14 @@ AblationSweep ablationSweep(const Model& m, const ForwardResult& clean, Ablation
   checkRun(m, clean, "the run to ablate");
   const ModelConfig& c = m.config();
   const int V = c.vocabSize;
-  const ResolvedTarget rt = resolveTarget(clean, at, V);
+  const ResolvedTarget rt = resolveTarget(m, clean, at, V);
   AblationSweep out;
   out.kind = kind;
   out.position = rt.position, out.target = rt.target;
   out.logProb = logProbOf(logitsAt(m, clean, rt.position).data(), V, rt.target);
   out.delta = emptyMatrix(c.nLayer, c.nHead);
   ForwardResult work = clean;  // the one copy: re-runs overwrite its layers >= l
+  work.capture = Capture::none();  // and keep nothing: each re-run reads one logits row
   fillMatrix(
       out.delta, control,
       [&](int l) { work.layers[l].residualIn = clean.layers[l].residualIn; },
@@ -134,6 +135,9 @@ AblationSweep ablationSweep(const Model& m, const ForwardResult& clean, Ablation
         Interventions iv = clean.interventions;
         LayerIntervention& li = iv.layer(l, c.nLayer);
         (kind == AblationKind::Zero ? li.ablatedHeads : li.meanAblatedHeads).push_back(h);
+        // The mean over the positions up to the one read: what it reads never depends on
+        // tokens after it.
+        if (kind == AblationKind::Mean) li.meanUpTo = rt.position;
         const std::vector<float> z = m.rerunLogitsAt(work, l, iv, rt.position);
         return float(logProbOf(z.data(), V, rt.target) - out.logProb);
       });
@@ -150,7 +154,7 @@ PatchingSetup patchingSetup(const Model& m, const ForwardResult& clean,
     throw InputError("the clean text is " + std::to_string(Tc) + " tokens and the corrupted text " +
                      std::to_string(Tx) + "; patching needs the same number of tokens");
   }
-  const ResolvedTarget rt = resolveTarget(clean, at, vocab);
+  const ResolvedTarget rt = resolveTarget(m, clean, at, vocab);
   PatchingSetup s;
   s.position = rt.position, s.target = rt.target;
   const std::vector<float> lc = logitsAt(m, clean, s.position);
@@ -201,6 +205,7 @@ PatchingResult patchHeads(const Model& m, const ForwardResult& clean, const Forw
   const PatchingSetup& s = out.setup;
   out.fraction = emptyMatrix(c.nLayer, c.nHead);
   ForwardResult work = corrupt;
+  work.capture = Capture::none();
   fillMatrix(
       out.fraction, control,
       [&](int l) { work.layers[l].residualIn = corrupt.layers[l].residualIn; },
@@ -225,6 +230,7 @@ PatchingResult patchResidual(const Model& m, const ForwardResult& clean,
   const int T = tokensOf(corrupt);
   out.fraction = emptyMatrix(c.nLayer, T);
   ForwardResult work = corrupt;
+  work.capture = Capture::none();
   fillMatrix(
       out.fraction, control,
       [&](int l) { work.layers[l].residualIn = corrupt.layers[l].residualIn; },
@@ -265,7 +271,7 @@ DirectEffect directEffect(const Model& m, const ForwardResult& r, int layer, int
   checkRun(m, r, "the run");
   const ModelConfig& c = m.config();
   checkHead(c, layer, head);
-  const ResolvedTarget rt = resolveTarget(r, {position, 0, -1}, c.vocabSize);
+  const ResolvedTarget rt = resolveTarget(m, r, {position, 0, -1}, c.vocabSize);
   DirectEffect out;
   out.layer = layer, out.head = head, out.position = rt.position;
   const MatrixRM o = r.layers[layer].headOut.mat(head).row(rt.position);
@@ -283,7 +289,7 @@ AttributionMatrix directLogitAttribution(const Model& m, const ForwardResult& r,
                                          const AttributionTarget& at) {
   checkRun(m, r, "the run");
   const ModelConfig& c = m.config();
-  const ResolvedTarget rt = resolveTarget(r, at, c.vocabSize);
+  const ResolvedTarget rt = resolveTarget(m, r, at, c.vocabSize);
   AttributionMatrix out = emptyMatrix(c.nLayer, c.nHead);
   for (int l = 0; l < c.nLayer; ++l) {
     MatrixRM u(c.nHead, c.nEmbd);
@@ -307,7 +313,7 @@ LogitLens logitLens(const Model& m, const ForwardResult& r, const AttributionTar
   const int V = c.vocabSize, T = tokensOf(r), L = c.nLayer;
   LogitLens out;
   out.layers = L + 1, out.tokens = T;
-  out.target = resolveTarget(r, at, V).target;
+  out.target = resolveTarget(m, r, at, V).target;
   const std::size_t n = std::size_t(L + 1) * std::size_t(T);
   out.topId.assign(n, -1);
   out.topProb.assign(n, kNaN);

@@ -433,7 +433,8 @@ MatrixRM Model::directLogits(const MatrixRM& u, const ForwardResult& r, int pos)
 std::vector<float> Model::rerunLogitsAt(ForwardResult& r, int fromLayer, const Interventions& iv,
                                         int pos) const {
   checkRerun(r, fromLayer, iv);
-  const MatrixRM& in = config_.nLayer > 0 ? r.layers[0].residualIn : r.residualOut;
+  // (as_const: the non-const [] would copy a layer another pass shares)
+  const MatrixRM& in = config_.nLayer > 0 ? std::as_const(r.layers)[0].residualIn : r.residualOut;
   if (pos < 0 || pos >= in.rows()) {
     throw InputError("position " + std::to_string(pos) + " is outside the " +
                      std::to_string(in.rows()) + " tokens");

@@ -62,8 +62,24 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
   return text;
 }
 
-std::string Tokenizer::label(int id) const { return tokenLabelOf(pieceBytes(id)); }
+// An id the vocabulary lacks (a model's embedding may have more rows than its tokenizer has
+// tokens) is shown as "#id": a label never throws, so no view is left half-built.
+std::string Tokenizer::label(int id) const {
+  if (!contains(id)) return "#" + std::to_string(id);
+  try {
+    return tokenLabelOf(pieceBytes(id));
+  } catch (const std::exception&) {
+    return "#" + std::to_string(id);
+  }
+}
 
-std::string Tokenizer::printable(int id) const { return tokenPrintableOf(pieceBytes(id)); }
+std::string Tokenizer::printable(int id) const {
+  if (!contains(id)) return "#" + std::to_string(id);
+  try {
+    return tokenPrintableOf(pieceBytes(id));
+  } catch (const std::exception&) {
+    return "#" + std::to_string(id);
+  }
+}
 
 }  // namespace attnviz

@@ -295,6 +295,15 @@ struct Capture {
 
   // Thumbnails and the last logits row only (the GUI's model view, a baseline pass).
   static Capture view(int thumbnail);
+  // Nothing but the residual stream and the last logits row (re-runs that read one position).
+  static Capture none() { return view(0); }
+  // What attribution reads: each head's output, the last logits row (any position's logits are
+  // recomputed from the residual stream).
+  static Capture attribution() {
+    Capture c = view(0);
+    c.headOut = LayerSet::every();
+    return c;
+  }
 };
 
 // Per layer, what the views read. Shapes with T tokens, H query heads, H_kv KV heads, d_h the
