@@ -83,11 +83,12 @@ const char* const kDigitsByThree = R"(\d{1,3}(?=(?:\d{3})*\b))";
 const char* const kTinyAya =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Kimi-K2: llama.cpp's "\p{Han}+" only selects its hand-written splitter for the pattern of
-// Kimi's tokenization_kimi.py, which is used here. Oniguruma reads "[\p{Lu}...\p{M}&&[^\p{Han}]]"
-// as (the union before "&&") intersected with [^\p{Han}]; ICU's grouping of "&&" inside a longer
-// list is not that, so the union is bracketed: "[[\p{Lu}...\p{M}]&&[^\p{Han}]]".
+// Kimi's tokenization_kimi.py, which is used here as written. Its classes
+// "[\p{Lu}...\p{M}&&[^\p{Han}]]" are Oniguruma's intersection of everything before "&&" with
+// [^\p{Han}]; ICU has "&&" with the same reading (checked: ICU's "[\p{Lu}\p{Ll}&&[^A]]" leaves
+// out 'A' as well as keeping 'a'), and the Kimi-K2 test would see Han letters joining Latin ones.
 const char* const kKimiK2 =
-    R"([\p{Han}]+|[^\r\n\p{L}\p{N}]?[[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]&&[^\p{Han}]]*[[\p{Ll}\p{Lm}\p{Lo}\p{M}]&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]&&[^\p{Han}]]+[[\p{Ll}\p{Lm}\p{Lo}\p{M}]&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"([\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // DeepSeek V3 (and Hunyuan dense, JoyAI, HY v4, Spark 2.5, AFMoE): ASCII punctuation followed by
 // ASCII letters, letters with their marks, punctuation and symbols.
 const char* const kCjkKana = "[一-龥぀-ゟ゠-ヿ]+";
