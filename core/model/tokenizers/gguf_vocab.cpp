@@ -247,6 +247,7 @@ class GgufTokenizer : public Tokenizer {
   struct Special {
     int id;
     bool lstrip, rstrip;
+    bool control;  // control or unknown: matched only when parsing special tokens
   };
   std::vector<Special> specials_;
   // gpt2
@@ -270,6 +271,7 @@ class GgufTokenizer : public Tokenizer {
 GgufTokenizer::GgufTokenizer(const GgufVocab& v, const std::string& name,
                              const GgufTokenizerOptions& o)
     : name_(name) {
+  parseSpecial_ = o.parseSpecial;
   std::fill(std::begin(byteIds_), std::end(byteIds_), -1);
   auto fail = [&](const std::string& what) -> void { throw InputError(name + ": " + what); };
   if (v.model == "llama") {
@@ -380,12 +382,12 @@ GgufTokenizer::GgufTokenizer(const GgufVocab& v, const std::string& name,
     const GgufTokenType t = type(id);
     const bool user = t == GgufTokenType::UserDefined;
     const bool ctrl = t == GgufTokenType::Control || t == GgufTokenType::Unknown;
-    if (!user && !(ctrl && o.parseSpecial)) continue;
+    if (!user && !ctrl) continue;
     bool rstrip = false;
     if (phi3) {
       rstrip = !(tokens_[i] == "<unk>" || tokens_[i] == "<s>" || tokens_[i] == "<|endoftext|>");
     }
-    specials_.push_back({id, false, rstrip});
+    specials_.push_back({id, false, rstrip, ctrl});
   }
   std::stable_sort(specials_.begin(), specials_.end(), [&](const Special& a, const Special& b) {
     return tokens_[a.id].size() > tokens_[b.id].size();
@@ -543,6 +545,7 @@ std::vector<int> GgufTokenizer::encode(std::string_view text, bool addSpecial) c
   if (!text.empty()) frags.push_back({-1, 0, text.size()});
   auto isSpace = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
   for (const Special& sp : specials_) {
+    if (sp.control && !parseSpecial()) continue;
     const std::string& piece = tokens_[sp.id];
     std::vector<Frag> next;
     for (const Frag& f : frags) {
