@@ -22,7 +22,8 @@
 //            that has no piece is [UNK].
 // Special tokens written in the text: user-defined pieces (token type 4) are always cut out
 // first (as llama.cpp does even with parse_special off); control and unknown pieces too when
-// `parseSpecial` is on (the default; off reproduces llama.cpp's tokenizer tests). Longest piece
+// `parseSpecial` is on (the default; off reproduces llama.cpp's tokenizer tests; the option sets
+// the tokenizer's first Tokenizer::parseSpecial(), which setParseSpecial() changes later). Longest piece
 // first; Phi-3 (general.name) strips the spaces after them as llama.cpp does.
 // encode(text, true) adds BOS when add_bos_token (default: true for llama, bert and llama3-style
 // gpt2 vocabularies, else false) and EOS when add_eos_token; bert adds [CLS] ... [SEP].
