@@ -15,17 +15,21 @@ int runTokenize(int argc, char** argv) {
       "tokenizer.model or vocab.json + merges.txt; or a .gguf file)",
       "tokenize"};
   std::string dir, text;
-  bool pieces = false, noSpecial = false;
+  bool pieces = false, noSpecial = false, parseSpecial = true;
   app.add_option("--model", dir, "model folder or .gguf file")->required();
   app.add_option("--text", text, "text to tokenize")->required();
   app.add_flag("--pieces", pieces,
                "print each token's decoded bytes, one a line (\\n, \\r, \\t and \\xNN escaped)");
   app.add_flag("--no-special", noSpecial,
                "leave out the special tokens the tokenizer adds (Llama's BOS)");
+  app.add_flag("--parse-special,!--no-parse-special", parseSpecial,
+               "special tokens written in the text (<|endoftext|>, <s>) are those tokens (the "
+               "default), or, with --no-parse-special, plain text");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("tokenize", [&] {
     const std::unique_ptr<Tokenizer> tokp = loadModelTokenizer(dir);
+    tokp->setParseSpecial(parseSpecial);
     const Tokenizer& tok = *tokp;
     const std::vector<int> ids = tok.encode(text, !noSpecial);
     std::string out;

@@ -5,10 +5,13 @@
 // bad GGUF files refused with one line; a vocab-only GGUF serves tokenize and not model.
 #include "model_test_util.h"
 
+#include "attnviz/formats/gguf.h"
 #include "attnviz/model/model.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 
@@ -425,6 +428,43 @@ TEST(GgufVocabOnly, ServesTokenizeAndIsRefusedByModel) {
   const CliRun model = runBinary({"model", "--model", vocab.string(), "--ids", "1,2"}, tmp.path);
   // Not just "missing tensor ...": the message says what the file is and what it serves.
   expectRefused(model, vocab.string(), "vocab-only");
+}
+
+// --parse-special (the default) and --no-parse-special on GPT-2's vocabulary: "<|endoftext|>"
+// written in the text is the control token, or plain text. The ids are looked up in the file's
+// token list (not made by attnviz's tokenizer): the control token's own, and as plain text the
+// pieces GPT-2's BPE gives "<|endoftext|>" (tiktoken's gpt2 encoding with no special tokens
+// allowed: "<", "|", "end", "of", "text", "|", ">").
+TEST(GgufVocabOnly, ParseSpecialDecidesWhatSpecialTokensInTheTextAre) {
+  const fs::path vocab = sharedTestdata() / "llama.cpp-vocab" / "ggml-vocab-gpt-2.gguf";
+  REQUIRE_SHARED_FILE(vocab);
+  const auto file = GgufFile::open(vocab.string());
+  const std::vector<std::string> tokens = file->getStringArray("tokenizer.ggml.tokens").value();
+  const std::vector<std::int64_t> types = file->getIntArray("tokenizer.ggml.token_type").value();
+  auto idOf = [&](const std::string& t) {
+    const auto it = std::find(tokens.begin(), tokens.end(), t);
+    EXPECT_NE(it, tokens.end()) << t;
+    return std::to_string(it - tokens.begin());
+  };
+  const std::string eot = idOf("<|endoftext|>");
+  EXPECT_EQ(types.at(std::stoi(eot)), 3);  // control
+  const std::string hi = idOf("Hi");
+  std::string plainEot;
+  for (const char* piece : {"<", "|", "end", "of", "text", "|", ">"}) plainEot += " " + idOf(piece);
+
+  TempDir tmp;
+  const std::string text = "Hi<|endoftext|>";
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"tokenize", "--model", vocab.string(), "--text", text};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliRun r = runBinary(args, tmp.path);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    return r.out;
+  };
+  EXPECT_EQ(run({}), hi + " " + eot + "\n");
+  EXPECT_EQ(run({"--parse-special"}), hi + " " + eot + "\n");
+  EXPECT_EQ(run({"--no-parse-special"}), hi + plainEot + "\n");
+  EXPECT_EQ(run({"--no-parse-special", "--pieces"}), "Hi\n<\n|\nend\nof\ntext\n|\n>\n");
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include "attnviz/formats/gguf.h"
 #include "attnviz/model/tokenizers/gguf_vocab.h"
 
+#include <algorithm>
+#include <set>
+
 namespace attnviz::testing {
 namespace {
 
@@ -257,6 +260,198 @@ TEST(GgufVocab, BadVocabulariesAreRefused) {
   v.scores.clear();
   v.tokenType.clear();
   EXPECT_THROW(makeGgufTokenizer(v, "x.gguf"), InputError);
+}
+
+
+// ---- Pre-tokenizer table -------------------------------------------------------------------------
+
+// GPT-2's byte alphabet, written here from its definition (bytes_to_unicode in GPT-2's encoder.py):
+// '!'..'~', U+00A1..U+00AC and U+00AE..U+00FF stand for themselves, the other bytes in order for
+// U+0100, U+0101, ...
+std::string alphabetChar(unsigned char b) {
+  static const std::vector<std::string> table = [] {
+    std::vector<std::string> t(256);
+    auto utf8 = [](int cp) {
+      std::string s;
+      if (cp < 0x80) {
+        s.push_back(static_cast<char>(cp));
+      } else {
+        s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      }
+      return s;
+    };
+    int next = 0x100;
+    for (int b = 0; b < 256; ++b) {
+      const bool self = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+      t[b] = utf8(self ? b : next++);
+    }
+    return t;
+  }();
+  return table[b];
+}
+
+// A byte-level vocabulary that can spell every substring of `text` as one token, with a merge for
+// every way of cutting each substring in two (shorter substrings rank first). BPE then merges each
+// pre-tokenizer piece of `text` into one token, whatever order it merges in, and never across
+// pieces: the ids name the pieces.
+GgufVocab wholePieceVocab(const std::string& text, const std::string& pre) {
+  GgufVocab v;
+  v.model = "gpt2";
+  v.pre = pre;
+  for (int b = 0; b < 256; ++b) v.tokens.push_back(alphabetChar(static_cast<unsigned char>(b)));
+  std::vector<std::string> chars;  // the text in the alphabet, one entry a byte
+  for (unsigned char c : text) chars.push_back(alphabetChar(c));
+  std::set<std::string> seen(v.tokens.begin(), v.tokens.end());
+  for (std::size_t len = 2; len <= chars.size(); ++len) {
+    for (std::size_t a = 0; a + len <= chars.size(); ++a) {
+      std::string whole;
+      for (std::size_t i = a; i < a + len; ++i) whole += chars[i];
+      if (!seen.insert(whole).second) continue;
+      v.tokens.push_back(whole);
+      std::string left;
+      for (std::size_t k = 1; k < len; ++k) {
+        left += chars[a + k - 1];
+        v.merges.push_back(left + " " + whole.substr(left.size()));
+      }
+    }
+  }
+  return v;
+}
+
+// The ids `pieces` must give: each piece's own token in wholePieceVocab.
+std::vector<int> idsOfPieces(const GgufVocab& v, const std::vector<std::string>& pieces) {
+  std::vector<int> ids;
+  for (const std::string& p : pieces) {
+    std::string spelt;
+    for (unsigned char c : p) spelt += alphabetChar(c);
+    const auto it = std::find(v.tokens.begin(), v.tokens.end(), spelt);
+    EXPECT_NE(it, v.tokens.end()) << p;
+    ids.push_back(static_cast<int>(it - v.tokens.begin()));
+  }
+  return ids;
+}
+
+// The names of llama.cpp's pre-tokenizer table (src/llama-vocab.cpp, llama_vocab::impl::load:
+// the tokenizer_pre strings of the BPE branch), written out here from that file.
+const std::vector<std::string> kLlamaCppPreNames = {
+    "default", "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
+    "lfm2", "jina-v5-nano", "minicpm5", "deepseek-llm", "deepseek-coder", "deepseek-v3",
+    "spark2_5", "youtu", "falcon", "mpt", "starcoder", "gpt-2", "phi-2", "jina-es", "jina-de",
+    "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "jais-2", "gemma4",
+    "granite-embed-multi-311m", "sarvam-moe", "jina-v1-en", "jina-v2-code", "roberta-bpe",
+    "whitespace", "refact", "command-r", "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "qwen35",
+    "stablelm2", "olmo", "dbrx", "smaug-bpe", "poro-chat", "glm4", "chatglm-bpe", "viking", "jais",
+    "tekken", "smollm", "codeshell", "bloom", "gpt3-finnish", "exaone", "exaone4", "exaone-moe",
+    "chameleon", "minerva-7b", "megrez", "gpt-4o", "llama4", "kanana2", "talkie",
+    "granite-embed-multi-97m", "tiny_aya", "cohere2moe", "superbpe", "trillion", "granite-docling",
+    "bailingmoe", "bailingmoe2", "llada-moe", "seed-coder", "hunyuan", "hunyuan-dense", "hy_v4",
+    "joyai-llm", "kimi-k2", "ufakzeka", "grok-2", "afmoe", "laguna", "minimax-m2", "solar-open",
+    "mellum2"};
+
+TEST(GgufPreTokenizers, EveryLlamaCppNameIsKnown) {
+  const std::vector<GgufPreTokenizer> table = ggufPreTokenizers();
+  std::set<std::string> known;
+  for (const GgufPreTokenizer& p : table) {
+    EXPECT_TRUE(known.insert(p.name).second) << "listed twice: " << p.name;
+  }
+  for (const std::string& name : kLlamaCppPreNames) EXPECT_EQ(known.count(name), 1u) << name;
+  EXPECT_EQ(known.size(), kLlamaCppPreNames.size());
+}
+
+// Builds the tokenizer of every name in the table: each of its regexes is compiled by ICU (a
+// regex that does not compile throws, naming it), then runs on text in many scripts; byte-level
+// BPE must give the text back. Names refused on purpose must say so, naming themselves.
+TEST(GgufPreTokenizers, EveryRegexCompilesInIcuAndRuns) {
+  const std::string sample =
+      "Hello World! It's 1234567 o'clock\r\n\tTabs  and   spaces  \n"
+      "caf\xC3\xA9 na\xC3\xAFve \xCE\x95\xCE\xBB\xCE\xBB\xCE\xAC\xCE\xB4\xCE\xB1 "  // Greek
+      "\xE1\xBD\xBD \xE2\x84\xAA "                    // U+1F7D, U+212A (Kelvin)
+      "\xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96\xE7\x95\x8C "  // Chinese
+      "\xE3\x81\x93\xE3\x82\x93\xE3\x81\xAB\xE3\x81\xA1\xE3\x81\xAF "  // Hiragana
+      "\xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4 "          // Hangul
+      "\xE0\xB8\xAA\xE0\xB8\xA7\xE0\xB8\xB1\xE0\xB8\xAA\xE0\xB8\x94\xE0\xB8\xB5 "  // Thai
+      "\xD9\xA1\xD9\xA2\xD9\xA3 <sentinel:12> IMGIMGABZ \xF0\x9F\x98\x80 ~`^|";
+  int compiled = 0;
+  for (const GgufPreTokenizer& p : ggufPreTokenizers()) {
+    GgufVocab v;
+    v.model = "gpt2";
+    v.pre = p.name;
+    for (int b = 0; b < 256; ++b) v.tokens.push_back(alphabetChar(static_cast<unsigned char>(b)));
+    v.bos = 0;  // names whose default is add_bos_token need a BOS
+    if (!p.unsupported.empty()) {
+      try {
+        makeGgufTokenizer(v, "x.gguf");
+        ADD_FAILURE() << p.name << ": expected a refusal";
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("'" + p.name + "'"), std::string::npos) << e.what();
+      }
+      continue;
+    }
+    EXPECT_FALSE(p.regexes.empty()) << p.name;
+    try {
+      const auto tok = makeGgufTokenizer(v, "x.gguf");
+      compiled += static_cast<int>(p.regexes.size());
+      EXPECT_EQ(tok->decode(tok->encode(sample, false)), sample) << p.name;
+    } catch (const InputError& e) {
+      ADD_FAILURE() << p.name << ": " << e.what();
+    }
+  }
+  EXPECT_GE(compiled, 100);
+}
+
+// DeepSeek LLM's pre-tokenizer (its letter class did not compile before) cuts as its six
+// patterns say, each splitting the pieces of the one before, worked out by hand: (1) newlines
+// alone; (2) a space and letters of the listed scripts ("Hello", " world", " ώρα" with U+1F7D,
+// " K" with U+212A); (3) a space and ASCII or fullwidth punctuation ("~"); (4) trailing spaces;
+// (5) runs of U+4E00..U+9FA5, U+0800..U+4E00 and Hangul, which takes U+1F7D and U+212A out of
+// their pieces again; (6) digit runs.
+TEST(GgufPreTokenizers, DeepseekLlmCutsAsItsPatternsSay) {
+  const std::string omegaOxia = "\xE1\xBD\xBD";  // U+1F7D
+  const std::string kelvin = "\xE2\x84\xAA";     // U+212A
+  const std::string text = "Hello world~ok\n12 " + omegaOxia + "\xCF\x81\xCE\xB1 " + kelvin +
+                           "\xE4\xBD\xA0\xE5\xA5\xBD!";
+  const std::vector<std::string> pieces = {
+      "Hello", " world", "~", "ok", "\n", "12", " ", omegaOxia, "\xCF\x81\xCE\xB1", " ", kelvin,
+      "\xE4\xBD\xA0\xE5\xA5\xBD", "!"};
+  const GgufVocab v = wholePieceVocab(text, "deepseek-llm");
+  const auto tok = makeGgufTokenizer(v, "x.gguf");
+  EXPECT_EQ(joinIds(tok->encode(text, false)), joinIds(idsOfPieces(v, pieces)));
+  // "×" (U+00D7) is no letter, punctuation, CJK or digit: a piece of its own between letters.
+  // (The normalized class had U+004B..U+212D, which took it and joined "a×b" into one piece.)
+  // Trailing spaces are a piece of their own (\s+$).
+  const std::string other = "a\xC3\x97" "b  ";
+  const GgufVocab w = wholePieceVocab(other, "deepseek-llm");
+  EXPECT_EQ(joinIds(makeGgufTokenizer(w, "x.gguf")->encode(other, false)),
+            joinIds(idsOfPieces(w, {"a", "\xC3\x97", "b", "  "})));
+}
+
+// DeepSeek Coder: newlines; a space and letters; a space and punctuation; CJK; single digits.
+TEST(GgufPreTokenizers, DeepseekCoderCutsAsItsPatternsSay) {
+  const std::string text = "def f(x):\n  return x+12 \xE4\xBD\xA0\xE5\xA5\xBD";
+  // "+" is a symbol (Sm), not punctuation: it stays with what no pattern takes.
+  const std::vector<std::string> pieces = {"def", " f", "(", "x", "):", "\n", " ", " return",
+                                           " x", "+", "1", "2", " ", "\xE4\xBD\xA0\xE5\xA5\xBD"};
+  const GgufVocab v = wholePieceVocab(text, "deepseek-coder");
+  EXPECT_EQ(joinIds(makeGgufTokenizer(v, "x.gguf")->encode(text, false)),
+            joinIds(idsOfPieces(v, pieces)));
+}
+
+// SuperBPE's second pattern matches only empty strings: digit runs are cut there, three digits
+// from the right.
+TEST(GgufPreTokenizers, SuperBpeCutsDigitsByThreeFromTheRight) {
+  const std::string text = "x 1234567";
+  const GgufVocab v = wholePieceVocab(text, "superbpe");
+  EXPECT_EQ(joinIds(makeGgufTokenizer(v, "x.gguf")->encode(text, false)),
+            joinIds(idsOfPieces(v, {"x ", "1", "234", "567"})));
+}
+
+// Kimi-K2: Han runs are pieces of their own, and letters next to them do not join them.
+TEST(GgufPreTokenizers, KimiK2KeepsHanApart) {
+  const std::string text = "ab\xE4\xBD\xA0\xE5\xA5\xBD" "cd";
+  const GgufVocab v = wholePieceVocab(text, "kimi-k2");
+  EXPECT_EQ(joinIds(makeGgufTokenizer(v, "x.gguf")->encode(text, false)),
+            joinIds(idsOfPieces(v, {"ab", "\xE4\xBD\xA0\xE5\xA5\xBD", "cd"})));
 }
 
 }  // namespace

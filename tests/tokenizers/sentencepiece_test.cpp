@@ -98,6 +98,26 @@ TEST(SentencePiece, AgreesWithTheGgufTokenizerOnStories260k) {
   EXPECT_EQ(sp->decode({1, 403, 407, 261, 378}), "<s>Once upon a time");
 }
 
+// Parse-special off: "<s>" and "</s>" written in the text are plain text, as libsentencepiece
+// itself reads them; the GGUF copy of the vocabulary (llama.cpp's parse_special off) agrees.
+TEST(SentencePiece, ParseSpecialOffLeavesControlPiecesAsText) {
+  const SpReference& ref = spReference();
+  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  ATTNVIZ_REQUIRE_SHARED(storiesGguf());
+  const auto sp = loadFolderTokenizer((ref.dir / "stories").string());
+  const auto file = GgufFile::open(storiesGguf().string());
+  const auto gguf = loadGgufTokenizer(*file);
+  const std::string text = "<s>Once upon</s> a time";
+  const std::vector<int> parsed = sp->encode(text, false);
+  EXPECT_EQ(std::count(parsed.begin(), parsed.end(), 1), 1);
+  EXPECT_EQ(std::count(parsed.begin(), parsed.end(), 2), 1);
+  sp->setParseSpecial(false);
+  gguf->setParseSpecial(false);
+  const std::vector<int> plain = sp->encode(text, false);
+  for (int id : plain) EXPECT_FALSE(sp->isSpecial(id)) << id;
+  EXPECT_EQ(joinIds(plain), joinIds(gguf->encode(text, false)));
+}
+
 TEST(SentencePiece, ConfigDecidesBosAndEos) {
   const SpReference& ref = spReference();
   ASSERT_TRUE(ref.error.empty()) << ref.error;

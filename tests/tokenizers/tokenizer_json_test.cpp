@@ -194,6 +194,23 @@ TEST(TokenizerJson, AddedTokenFlags) {
   EXPECT_EQ(tok->decode(ids(*tok, "a cat")), "a cat");
 }
 
+// Parse-special off: a special added token written in the text is plain text (each character its
+// own id here); an added token without "special" is still matched (Hugging Face's
+// split_special_tokens, llama.cpp's parse_special).
+TEST(TokenizerJson, ParseSpecialOffLeavesSpecialTokensAsText) {
+  json j = baseJson(charVocab());
+  const int cat = 95, tag = 96;
+  j["added_tokens"] = {added(cat, "cat", {{"special", false}}), added(tag, "<t>")};
+  const auto tok = fromJson(j);
+  auto ch = [](char c) { return c - ' '; };
+  EXPECT_TRUE(tok->parseSpecial());  // the default
+  EXPECT_EQ(ids(*tok, "a<t>cat"), (std::vector<int>{ch('a'), tag, cat}));
+  tok->setParseSpecial(false);
+  EXPECT_EQ(ids(*tok, "a<t>cat"), (std::vector<int>{ch('a'), ch('<'), ch('t'), ch('>'), cat}));
+  tok->setParseSpecial(true);
+  EXPECT_EQ(ids(*tok, "a<t>cat"), (std::vector<int>{ch('a'), tag, cat}));
+}
+
 TEST(TokenizerJson, SplitBehaviours) {
   auto splitWith = [](const std::string& behavior, bool invert) {
     json j = baseJson(charVocab({"--", "a-", "-b"}));

@@ -18,6 +18,19 @@ namespace {
 const std::string kMeta = "\xE2\x96\x81";  // U+2581
 
 // ---- Pre-tokenizer regexes: llama.cpp's table (src/llama-vocab.cpp, llm_tokenizer_bpe) ---------
+//
+// Each tokenizer.ggml.pre name maps to the regexes llama.cpp runs for it, in its order; each regex
+// splits every piece in turn, keeping the text between matches ("Isolated"). The patterns are in
+// Hugging Face's dialect (Oniguruma), which tok::Regex compiles with ICU. Translation rules:
+//   - Where llama.cpp rewrote a tokenizer.json pattern for std::regex (case-expanded contractions
+//     "'[sS]", letter classes spelt "((?=[\p{L}])([^a-z]))", possessive quantifiers made greedy)
+//     and quotes the original in a comment, the original is used: ICU runs it as Oniguruma does
+//     (ICU has (?i:...), \p{Lu}-style classes inside [...], and possessive quantifiers ?+ ++ *+).
+//   - Where llama.cpp gives only its own spelling, that spelling is used as it stands.
+//   - Literal character ranges that Unicode normalization could change are written as \x{...}
+//     escapes (see kDeepseekLlmLetters and kAfmoeScripts).
+//   - Where llama.cpp replaces a regex by hand-written code (Kimi-K2's "\p{Han}+", AFMoE's
+//     "\p{AFMoE_digits}"), the pattern that code stands for is used (see each).
 
 // GPT-2's pattern as llama.cpp writes it (without the final "|\s+": what that alternative would
 // match is kept anyway, as text between matches).
@@ -26,68 +39,180 @@ const char* const kGpt2 =
 // Llama 3's tokenizer.json pattern (llama.cpp quotes it and runs a case-expanded copy).
 const char* const kLlama3 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-// Qwen2's tokenizer.json pattern (quoted by llama.cpp likewise).
+// Qwen2's tokenizer.json pattern (quoted by llama.cpp likewise; Grok-2's is the same).
 const char* const kQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen2's with llama.cpp's own case-expanded contractions (laguna: no original quoted).
+const char* const kQwen2Expanded =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen 3.5's tokenizer.json pattern (marks join letters).
+const char* const kQwen35 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Jais 2's tokenizer.json pattern: Llama 3's with runs of spaces cut in powers of two.
+const char* const kJais2 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1})";
+const char* const kMinicpm5 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kSeedCoder =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen2's without the contractions (Turkish apostrophe suffixes stay on their word).
+const char* const kUfakzeka =
+    R"([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kExaoneMoe =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)";
+// Bailing MoE's tokenizer.json pattern. llama.cpp made its possessive quantifiers ("?+", "++")
+// greedy for std::regex; ICU has possessive quantifiers, so they stay as written.
+const char* const kBailingMoe =
+    R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
 const char* const kPoro = R"( ?[^(\s|.,!?…。，、।۔،)]+)";
 const char* const kTekken =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kGpt4o =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Granite multilingual embedding (97M): llama.cpp's own spelling of GPT-4o's pattern with marks
+// counted as letters (no original quoted).
+const char* const kGraniteEmbMulti =
+    R"([^\r\n\p{L}\p{N}]?((?=[\p{L}\p{M}])([^a-z]))*((?=[\p{L}\p{M}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}\p{M}])([^a-z]))+((?=[\p{L}\p{M}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kYoutuScripts = "[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+";
+const char* const kYoutu =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Digits in groups of three from the right ("1234567" -> "1", "234", "567"): Tiny Aya's
+// tokenizer.json pattern. llama.cpp runs the same hand-written splitter for it and for AFMoE's
+// "\p{AFMoE_digits}", so this pattern stands for both.
+const char* const kDigitsByThree = R"(\d{1,3}(?=(?:\d{3})*\b))";
+const char* const kTinyAya =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Kimi-K2: llama.cpp's "\p{Han}+" only selects its hand-written splitter for the pattern of
+// Kimi's tokenization_kimi.py, which is used here as written. Its classes
+// "[\p{Lu}...\p{M}&&[^\p{Han}]]" are Oniguruma's intersection of everything before "&&" with
+// [^\p{Han}]; ICU has "&&" with the same reading (checked: ICU's "[\p{Lu}\p{Ll}&&[^A]]" leaves
+// out 'A' as well as keeping 'a'), and the Kimi-K2 test would see Han letters joining Latin ones.
+const char* const kKimiK2 =
+    R"([\p{Han}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// DeepSeek V3 (and Hunyuan dense, JoyAI, HY v4, Spark 2.5, AFMoE): ASCII punctuation followed by
+// ASCII letters, letters with their marks, punctuation and symbols.
+const char* const kCjkKana = "[一-龥぀-ゟ゠-ヿ]+";
+const char* const kDeepseek3 =
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kSpark25 =
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+)";
+// AFMoE's CJK and Southeast Asian blocks, one range per block: CJK Unified Ideographs, Extension
+// A, CJK Compatibility Ideographs, Hiragana, Katakana, halfwidth Katakana, Kangxi Radicals, Thai,
+// Lao, Khmer, Myanmar, Myanmar Extended-A and -B, Hangul Syllables, Hangul Jamo. Escaped because
+// U+F900 (the Compatibility block's first character) is changed to U+8C48 by Unicode
+// normalization, which would silently narrow the range if the source text were normalized.
+const char* const kAfmoeScripts =
+    R"([\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{F900}-\x{FAFF}\x{3040}-\x{309F}\x{30A0}-\x{30FF}\x{FF65}-\x{FF9F}\x{2F00}-\x{2FDF}\x{0E00}-\x{0E7F}\x{0E80}-\x{0EFF}\x{1780}-\x{17FF}\x{1000}-\x{109F}\x{AA60}-\x{AA7F}\x{A9E0}-\x{A9FF}\x{AC00}-\x{D7AF}\x{1100}-\x{11FF}]+)";
+// DeepSeek LLM's letters: DeepSeek's tokenizer.json lists the cased letters (Lu, Ll, Lt) of the
+// scripts it covers as literal ranges. Three range ends and three single letters in that list
+// are characters that Unicode normalization (NFC) replaces by another code point, and the copy
+// this table was first taken from had been normalized:
+//   U+1F7D -> U+03CE, U+1FD3 -> U+0390, U+1FDB -> U+038A   ranges that then ran backwards,
+//                                                           which ICU refuses
+//                                                           (U_REGEX_INVALID_RANGE);
+//   U+1FBE -> U+03B9, U+2126 -> U+03A9                      letters already in the class;
+//   U+212A -> U+004B ('K')                                  "K-ℭ" became U+004B..U+212D, which
+//                                                           would take in digits' neighbours,
+//                                                           punctuation, spaces and much more.
+// The restored class lies wholly within Lu/Ll/Lt (checked against the Unicode data), as the
+// original does. It is written with escapes so that no normalization can change it again.
 const char* const kDeepseekLlmLetters =
-    "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-"
-    "Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-"
-    "ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+";
+    R"(\s?[\x{41}-\x{5A}\x{61}-\x{7A}\x{B5}\x{C0}-\x{D6}\x{D8}-\x{F6}\x{F8}-\x{1BA}\x{1BC}-\x{1BF})"
+    R"(\x{1C4}-\x{293}\x{295}-\x{2AF}\x{370}-\x{373}\x{376}\x{377}\x{37B}-\x{37D}\x{37F}\x{386})"
+    R"(\x{388}-\x{38A}\x{38C}\x{38E}-\x{3A1}\x{3A3}-\x{3F5}\x{3F7}-\x{481}\x{48A}-\x{52F})"
+    R"(\x{531}-\x{556}\x{10A0}-\x{10C5}\x{13A0}-\x{13F5}\x{13F8}-\x{13FD}\x{1C90}-\x{1CBA})"
+    R"(\x{1CBD}-\x{1CBF}\x{1D00}-\x{1D2B}\x{1D6B}-\x{1D77}\x{1D79}-\x{1D9A}\x{1E00}-\x{1F15})"
+    R"(\x{1F18}-\x{1F1D}\x{1F20}-\x{1F45}\x{1F48}-\x{1F4D}\x{1F50}-\x{1F57}\x{1F59}\x{1F5B})"
+    R"(\x{1F5D}\x{1F5F}-\x{1F7D}\x{1F80}-\x{1FB4}\x{1FB6}-\x{1FBC}\x{1FBE}\x{1FC2}-\x{1FC4})"
+    R"(\x{1FC6}-\x{1FCC}\x{1FD0}-\x{1FD3}\x{1FD6}-\x{1FDB}\x{1FE0}-\x{1FEC}\x{1FF2}-\x{1FF4})"
+    R"(\x{1FF6}-\x{1FFC}\x{2102}\x{2107}\x{210A}-\x{2113}\x{2115}\x{2119}-\x{211D}\x{2124})"
+    R"(\x{2126}\x{2128}\x{212A}-\x{212D}\x{212F}-\x{2134}\x{2139}\x{213C}-\x{213F})"
+    R"(\x{2145}-\x{2149}\x{214E}\x{2183}\x{2184}\x{2C00}-\x{2C7B}\x{2C7E}-\x{2CE4})"
+    R"(\x{2CEB}-\x{2CEE}\x{2CF2}\x{2CF3}\x{A640}-\x{A66D}\x{A680}-\x{A69B}\x{A722}-\x{A76F})"
+    R"(\x{A771}-\x{A787}\x{A78B}-\x{A78E}\x{AB70}-\x{ABBF}\x{FB00}-\x{FB06}\x{FB13}-\x{FB17})"
+    R"(\x{FF21}-\x{FF3A}\x{FF41}-\x{FF5A}\x{10400}-\x{1044F}\x{104B0}-\x{104D3}\x{104D8}-\x{104FB})"
+    R"(\x{10C80}-\x{10CB2}\x{10CC0}-\x{10CF2}\x{118A0}-\x{118DF}\x{1E900}-\x{1E943}]+)";
 
-struct PreTokenizer {
+// BPE over raw UTF-8 with spaces as U+2581 (llama.cpp's Gemma 4 style) or whitespace-split
+// words: tokenized differently from byte-level BPE, not supported.
+const char* const kNotByteLevel =
+    "runs BPE over raw UTF-8 rather than GPT-2's byte alphabet, which attnviz does not support";
+
+struct PreTokenizerRow {
+  std::vector<std::string> names;
   std::vector<std::string> regexes;
   bool ignoreMerges = false;
   bool addBos = false;  // llama.cpp's default for add_bos_token
+  std::string unsupported;
+
+  PreTokenizerRow(std::vector<std::string> n, std::vector<std::string> r, bool ignore = false,
+                  bool bos = false, std::string why = {})
+      : names(std::move(n)), regexes(std::move(r)), ignoreMerges(ignore), addBos(bos),
+        unsupported(std::move(why)) {}
 };
 
-bool preTokenizerFor(const std::string& pre, PreTokenizer& p) {
-  auto is = [&](std::initializer_list<const char*> names) {
-    return std::any_of(names.begin(), names.end(), [&](const char* n) { return pre == n; });
+const std::vector<PreTokenizerRow>& preTokenizerTable() {
+  static const std::vector<PreTokenizerRow> table = {
+      {{"default"}, {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
+      {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+        "jina-v5-nano"},
+       {kLlama3}, true, true},
+      {{"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, {kLlama3}},
+      {{"jais-2"}, {kJais2}},
+      {{"minicpm5"}, {R"(\p{N}{1,3})", kMinicpm5}, true},
+      {{"deepseek-llm"},
+       {"[\r\n]", kDeepseekLlmLetters, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$",
+        "[一-龥ࠀ-一가-퟿]+", R"(\p{N}+)"}},
+      {{"deepseek-coder"},
+       {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", "[一-龥ࠀ-一가-퟿]+", R"(\p{N})"}},
+      {{"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"},
+       {R"(\p{N}{1,3})", kCjkKana, kDeepseek3}},
+      {{"spark2_5"}, {R"(\p{N}{1,3})", kCjkKana, kSpark25, R"(\p{N})"}},
+      {{"youtu"}, {kYoutuScripts, kYoutu}, true},
+      {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"}},
+      {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b",
+        "mellum2"},
+       {R"(\p{N})", kGpt2}},
+      {{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+        "jina-v1-en", "jina-v2-code", "roberta-bpe", "a.x-4.0", "mellum", "modern-bert", "mpt",
+        "olmo", "jais", "exaone4", "trillion", "granite-docling"},
+       {kGpt2}},
+      {{"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan",
+        "solar-open", "grok-2"},
+       {kQwen2}},
+      {{"qwen35"}, {kQwen35}},
+      {{"poro-chat", "bloom", "gpt3-finnish"}, {kPoro}},
+      {{"viking"}, {kPoro, R"(\p{N})"}},
+      {{"tekken"}, {kTekken}, true, true},
+      {{"chameleon"},
+       {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )",
+        R"(\p{N})", R"([\p{P}!-/:-@\[-`{-~])", kGpt2},
+       false, true},
+      {{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"}, {kGpt4o}},
+      {{"granite-embed-multi-97m"}, {kGraniteEmbMulti}, true},
+      {{"tiny_aya", "cohere2moe"}, {kDigitsByThree, kTinyAya}},
+      {{"kimi-k2"}, {kKimiK2}},
+      // SuperBPE: digit runs, then each run cut where a multiple of three digits is left (the
+      // second pattern matches only the empty string at those places).
+      {{"superbpe"}, {R"(\p{N}+)", R"((?=(\d{3})+(?!\d)))"}},
+      {{"bailingmoe", "bailingmoe2", "llada-moe"}, {kBailingMoe}},
+      {{"seed-coder"}, {kSeedCoder}},
+      {{"ufakzeka"}, {kUfakzeka}},
+      {{"afmoe"}, {kDigitsByThree, kAfmoeScripts, kDeepseek3}},
+      {{"laguna"}, {"[^\\n]+|[\\n]+", kQwen2Expanded}},
+      {{"exaone-moe"}, {kExaoneMoe}},
+      {{"gemma4", "granite-embed-multi-311m", "sarvam-moe", "whitespace"}, {}, false, false,
+       kNotByteLevel},
   };
-  if (pre.empty() || pre == "default") {
-    p.regexes = {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"};
-  } else if (is({"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
-                 "lfm2"})) {
-    p.regexes = {kLlama3};
-    p.ignoreMerges = true;
-    p.addBos = true;
-  } else if (is({"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"})) {
-    p.regexes = {kLlama3};
-  } else if (pre == "deepseek-llm") {
-    p.regexes = {"[\r\n]", kDeepseekLlmLetters, "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$",
-                 "[一-龥ࠀ-一가-퟿]+", R"(\p{N}+)"};
-  } else if (pre == "deepseek-coder") {
-    p.regexes = {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", "[一-龥ࠀ-一가-퟿]+", R"(\p{N})"};
-  } else if (pre == "falcon") {
-    p.regexes = {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"};
-  } else if (is({"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone",
-                 "minerva-7b"})) {
-    p.regexes = {R"(\p{N})", kGpt2};
-  } else if (is({"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
-                 "jina-v1-en", "jina-v2-code", "roberta-bpe", "a.x-4.0", "mellum", "modern-bert",
-                 "mpt", "olmo", "jais", "exaone4"})) {
-    p.regexes = {kGpt2};
-  } else if (is({"qwen2", "deepseek-r1-qwen", "kormo", "megrez", "stablelm2"})) {
-    p.regexes = {kQwen2};
-  } else if (is({"poro-chat", "bloom", "gpt3-finnish"})) {
-    p.regexes = {kPoro};
-  } else if (pre == "viking") {
-    p.regexes = {kPoro, R"(\p{N})"};
-  } else if (pre == "tekken") {
-    p.regexes = {kTekken};
-    p.ignoreMerges = true;
-    p.addBos = true;
-  } else if (is({"gpt-4o", "llama4"})) {
-    p.regexes = {kGpt4o};
-  } else {
-    return false;
+  return table;
+}
+
+const PreTokenizerRow* preTokenizerFor(const std::string& pre) {
+  const std::string name = pre.empty() ? std::string("default") : pre;
+  for (const PreTokenizerRow& row : preTokenizerTable()) {
+    if (std::find(row.names.begin(), row.names.end(), name) != row.names.end()) return &row;
   }
-  return true;
+  return nullptr;
 }
 
 // ---- The vocabulary common to every kind -------------------------------------------------------
@@ -122,6 +247,7 @@ class GgufTokenizer : public Tokenizer {
   struct Special {
     int id;
     bool lstrip, rstrip;
+    bool control;  // control or unknown: matched only when parsing special tokens
   };
   std::vector<Special> specials_;
   // gpt2
@@ -145,6 +271,7 @@ class GgufTokenizer : public Tokenizer {
 GgufTokenizer::GgufTokenizer(const GgufVocab& v, const std::string& name,
                              const GgufTokenizerOptions& o)
     : name_(name) {
+  parseSpecial_ = o.parseSpecial;
   std::fill(std::begin(byteIds_), std::end(byteIds_), -1);
   auto fail = [&](const std::string& what) -> void { throw InputError(name + ": " + what); };
   if (v.model == "llama") {
@@ -189,7 +316,6 @@ GgufTokenizer::GgufTokenizer(const GgufVocab& v, const std::string& name,
     if (dflt >= 0 && static_cast<std::size_t>(dflt) < n) return dflt;
     return std::nullopt;
   };
-  PreTokenizer pre;
   switch (kind_) {
     case Kind::Spm:
       bos_ = pick(v.bos, 1);
@@ -199,18 +325,20 @@ GgufTokenizer::GgufTokenizer(const GgufVocab& v, const std::string& name,
       addSpacePrefix_ = v.addSpacePrefix.value_or(true);
       kindName_ = "GGUF llama (SentencePiece-style BPE over scores)";
       break;
-    case Kind::Bpe:
-      if (!preTokenizerFor(v.pre, pre)) {
-        fail("unknown pre-tokenizer type '" + v.pre + "' (tokenizer.ggml.pre)");
+    case Kind::Bpe: {
+      const PreTokenizerRow* pre = preTokenizerFor(v.pre);
+      if (!pre) fail("unknown pre-tokenizer type '" + v.pre + "' (tokenizer.ggml.pre)");
+      if (!pre->unsupported.empty()) {
+        fail("pre-tokenizer '" + v.pre + "' (tokenizer.ggml.pre) " + pre->unsupported);
       }
       // llama.cpp defaults both to id 11 (a comma in GPT-2's vocabulary); no id is safer for
       // a model that generates until EOS.
       bos_ = pick(v.bos, -1);
       eos_ = pick(v.eos, -1);
       unk_ = pick(v.unk, -1);
-      addBos_ = pre.addBos;
-      ignoreMerges_ = pre.ignoreMerges;
-      for (const std::string& r : pre.regexes) {
+      addBos_ = pre->addBos;
+      ignoreMerges_ = pre->ignoreMerges;
+      for (const std::string& r : pre->regexes) {
         regexes_.emplace_back(r, name + ": pre-tokenizer '" + v.pre + "'");
       }
       for (std::size_t i = 0; i < v.merges.size(); ++i) {
@@ -228,6 +356,7 @@ GgufTokenizer::GgufTokenizer(const GgufVocab& v, const std::string& name,
       kindName_ = "GGUF gpt2 (byte-level BPE, pre-tokenizer '" +
               (v.pre.empty() ? std::string("default") : v.pre) + "')";
       break;
+    }
     case Kind::Wpm:
       bos_ = pick(v.cls ? v.cls : v.bos, 101);
       eos_ = pick(v.eos, -1);
@@ -253,12 +382,12 @@ GgufTokenizer::GgufTokenizer(const GgufVocab& v, const std::string& name,
     const GgufTokenType t = type(id);
     const bool user = t == GgufTokenType::UserDefined;
     const bool ctrl = t == GgufTokenType::Control || t == GgufTokenType::Unknown;
-    if (!user && !(ctrl && o.parseSpecial)) continue;
+    if (!user && !ctrl) continue;
     bool rstrip = false;
     if (phi3) {
       rstrip = !(tokens_[i] == "<unk>" || tokens_[i] == "<s>" || tokens_[i] == "<|endoftext|>");
     }
-    specials_.push_back({id, false, rstrip});
+    specials_.push_back({id, false, rstrip, ctrl});
   }
   std::stable_sort(specials_.begin(), specials_.end(), [&](const Special& a, const Special& b) {
     return tokens_[a.id].size() > tokens_[b.id].size();
@@ -344,8 +473,11 @@ void GgufTokenizer::bpe(std::string_view text, std::vector<int>& out) const {
     std::vector<Range> next;
     for (const Range& p : pieces) {
       const std::string_view s = text.substr(p.first, p.second - p.first);
-      for (const Range& r : tok::splitAt(s, re.findAll(s), tok::SplitBehavior::Isolated, false)) {
-        next.emplace_back(p.first + r.first, p.first + r.second);
+      // Empty matches count as cut points (llama.cpp's std::regex split does so; SuperBPE's
+      // digit pattern matches only the empty string); empty pieces are dropped.
+      for (const Range& r :
+           tok::splitAt(s, re.findAll(s, true), tok::SplitBehavior::Isolated, false)) {
+        if (r.second > r.first) next.emplace_back(p.first + r.first, p.first + r.second);
       }
     }
     pieces = std::move(next);
@@ -413,6 +545,7 @@ std::vector<int> GgufTokenizer::encode(std::string_view text, bool addSpecial) c
   if (!text.empty()) frags.push_back({-1, 0, text.size()});
   auto isSpace = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
   for (const Special& sp : specials_) {
+    if (sp.control && !parseSpecial()) continue;
     const std::string& piece = tokens_[sp.id];
     std::vector<Frag> next;
     for (const Frag& f : frags) {
@@ -574,6 +707,14 @@ GgufVocab readGgufVocab(const GgufFile& f) {
   v.addEos = f.getBool("tokenizer.ggml.add_eos_token");
   v.addSpacePrefix = f.getBool("tokenizer.ggml.add_space_prefix");
   return v;
+}
+
+std::vector<GgufPreTokenizer> ggufPreTokenizers() {
+  std::vector<GgufPreTokenizer> out;
+  for (const PreTokenizerRow& row : preTokenizerTable()) {
+    for (const std::string& name : row.names) out.push_back({name, row.regexes, row.unsupported});
+  }
+  return out;
 }
 
 std::unique_ptr<Tokenizer> makeGgufTokenizer(const GgufVocab& vocab, const std::string& name,

@@ -123,7 +123,9 @@ std::vector<int> SpTokenizer::encode(std::string_view text, bool addSpecial) con
   std::size_t from = 0, pos = 0;
   while (pos < text.size()) {
     int id = -1;
-    const std::size_t len = specials_.empty() ? 0 : specials_.longestAt(text, pos, id);
+    // The matched pieces are all control or unknown ones: none when special parsing is off.
+    const std::size_t len =
+        specials_.empty() || !parseSpecial() ? 0 : specials_.longestAt(text, pos, id);
     if (len == 0) {
       ++pos;
       continue;

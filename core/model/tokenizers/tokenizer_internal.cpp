@@ -208,7 +208,8 @@ Regex::~Regex() = default;
 Regex::Regex(Regex&&) noexcept = default;
 Regex& Regex::operator=(Regex&&) noexcept = default;
 
-std::vector<std::pair<std::size_t, std::size_t>> Regex::findAll(std::string_view text) const {
+std::vector<std::pair<std::size_t, std::size_t>> Regex::findAll(std::string_view text,
+                                                                bool keepEmpty) const {
   std::vector<std::pair<std::size_t, std::size_t>> out;
   if (text.empty()) return out;
   const Utf16Text t(text);
@@ -221,7 +222,7 @@ std::vector<std::pair<std::size_t, std::size_t>> Regex::findAll(std::string_view
   while (m->find(status) && U_SUCCESS(status)) {
     const int32_t a = m->start(status), b = m->end(status);
     if (U_FAILURE(status)) break;
-    if (b > a) out.emplace_back(t.byteAt[a], t.byteAt[b]);
+    if (b > a || keepEmpty) out.emplace_back(t.byteAt[a], t.byteAt[b]);
   }
   if (U_FAILURE(status)) {
     throw InputError(status == U_REGEX_TIME_OUT

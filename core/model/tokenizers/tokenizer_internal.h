@@ -60,9 +60,10 @@ class Regex {
   ~Regex();
   Regex(Regex&&) noexcept;
   Regex& operator=(Regex&&) noexcept;
-  // The non-empty matches in `text`, left to right, as byte ranges. Bytes that are not valid
-  // UTF-8 are matched as U+FFFD but keep their place.
-  std::vector<std::pair<std::size_t, std::size_t>> findAll(std::string_view text) const;
+  // The non-empty matches in `text`, left to right, as byte ranges (`keepEmpty`: the empty ones
+  // too, as (p, p)). Bytes that are not valid UTF-8 are matched as U+FFFD but keep their place.
+  std::vector<std::pair<std::size_t, std::size_t>> findAll(std::string_view text,
+                                                           bool keepEmpty = false) const;
 
  private:
   struct Impl;

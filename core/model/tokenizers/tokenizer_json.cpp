@@ -464,6 +464,8 @@ class JsonTokenizer final : public Tokenizer {
   // Added tokens and special ids.
   std::vector<AddedToken> added_;
   tok::LiteralMatcher rawMatcher_, normMatcher_;
+  // The same without the special added tokens (for parseSpecial() off).
+  tok::LiteralMatcher rawPlainMatcher_, normPlainMatcher_;
   std::vector<int> prefix_, suffix_;
   std::optional<int> bos_, eos_;
   // id -> token text, presence, added, special.
@@ -540,10 +542,11 @@ JsonTokenizer::JsonTokenizer(const std::string& jsonText, const std::string& con
 
   // Normalized added tokens are searched for in normalized text, spelt as normalized.
   for (std::size_t i = 0; i < added_.size(); ++i) {
-    if (added_[i].normalized) {
-      normMatcher_.add(normalize(added_[i].content), static_cast<int>(i));
-    } else {
-      rawMatcher_.add(added_[i].content, static_cast<int>(i));
+    const std::string spelt =
+        added_[i].normalized ? normalize(added_[i].content) : added_[i].content;
+    (added_[i].normalized ? normMatcher_ : rawMatcher_).add(spelt, static_cast<int>(i));
+    if (!added_[i].special) {
+      (added_[i].normalized ? normPlainMatcher_ : rawPlainMatcher_).add(spelt, static_cast<int>(i));
     }
   }
   if (!configText.empty()) {
@@ -917,13 +920,15 @@ void JsonTokenizer::model(const std::string& piece, std::vector<int>& out) const
 std::vector<int> JsonTokenizer::encode(std::string_view text, bool addSpecial) const {
   std::vector<int> ids;
   if (addSpecial) ids = prefix_;
-  for (const Segment& raw : splitAdded(text, rawMatcher_, added_)) {
+  const tok::LiteralMatcher& rawMatcher = parseSpecial() ? rawMatcher_ : rawPlainMatcher_;
+  const tok::LiteralMatcher& normMatcher = parseSpecial() ? normMatcher_ : normPlainMatcher_;
+  for (const Segment& raw : splitAdded(text, rawMatcher, added_)) {
     if (raw.token) {
       ids.push_back(raw.id);
       continue;
     }
     const std::string normalized = normalize(std::string(text.substr(raw.a, raw.b - raw.a)));
-    for (const Segment& seg : splitAdded(normalized, normMatcher_, added_)) {
+    for (const Segment& seg : splitAdded(normalized, normMatcher, added_)) {
       if (seg.token) {
         ids.push_back(seg.id);
         continue;

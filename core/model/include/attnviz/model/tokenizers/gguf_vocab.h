@@ -8,9 +8,10 @@
 //            concatenation is a vocabulary piece with the highest score is merged (the leftmost on
 //            a tie) until none is; a character with no piece becomes its <0xNN> byte pieces.
 //   "gpt2"   byte-level BPE with merges (rank order) after the pre-tokenizer regexes that
-//            tokenizer.ggml.pre names (llama.cpp's table: default, llama3/llama-bpe, qwen2,
-//            gpt-2, deepseek-llm, deepseek-coder, falcon, mpt, starcoder, refact, command-r,
-//            smollm, olmo, dbrx, poro, viking, tekken, gpt-4o, chatglm, ...); each regex splits
+//            tokenizer.ggml.pre names (every name of llama.cpp's table: default, llama3/llama-bpe,
+//            qwen2, gpt-2, deepseek-llm, deepseek-coder, deepseek-v3, falcon, mpt, starcoder,
+//            tekken, gpt-4o, kimi-k2, superbpe, ...; see ggufPreTokenizers(); the few that run
+//            BPE over raw UTF-8 instead of bytes, such as gemma4, are refused); each regex splits
 //            every piece in turn, keeping what lies between matches ("Isolated"). Where llama.cpp
 //            rewrote a Hugging Face regex for std::regex and quotes the original, the original
 //            is used (ICU runs it as Oniguruma would). llama3-style pre-tokenizers emit a whole
@@ -21,7 +22,8 @@
 //            that has no piece is [UNK].
 // Special tokens written in the text: user-defined pieces (token type 4) are always cut out
 // first (as llama.cpp does even with parse_special off); control and unknown pieces too when
-// `parseSpecial` is on (the default; off reproduces llama.cpp's tokenizer tests). Longest piece
+// `parseSpecial` is on (the default; off reproduces llama.cpp's tokenizer tests; the option sets
+// the tokenizer's first Tokenizer::parseSpecial(), which setParseSpecial() changes later). Longest piece
 // first; Phi-3 (general.name) strips the spaces after them as llama.cpp does.
 // encode(text, true) adds BOS when add_bos_token (default: true for llama, bert and llama3-style
 // gpt2 vocabularies, else false) and EOS when add_eos_token; bert adds [CLS] ... [SEP].
@@ -61,6 +63,17 @@ struct GgufVocab {
 struct GgufTokenizerOptions {
   bool parseSpecial = true;  // match control and unknown pieces written in the text
 };
+
+// One name of llama.cpp's pre-tokenizer table (tokenizer.ggml.pre; "default" when absent) and the
+// regexes attnviz runs for it, in order (Hugging Face's dialect, compiled by ICU). `unsupported`
+// is empty for a name attnviz tokenizes, else why it refuses that name.
+struct GgufPreTokenizer {
+  std::string name;
+  std::vector<std::string> regexes;
+  std::string unsupported;
+};
+// Every name attnviz knows, in the table's order.
+std::vector<GgufPreTokenizer> ggufPreTokenizers();
 
 // Reads tokenizer.ggml.* and general.name. Throws InputError "<file>: <problem>" (no tokenizer,
 // wrong types, arrays shorter than the token list).

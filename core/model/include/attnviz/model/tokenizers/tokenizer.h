@@ -42,6 +42,14 @@ class Tokenizer {
   virtual std::optional<int> unk() const { return std::nullopt; }
   virtual bool isSpecial(int /*id*/) const { return false; }
 
+  // Special tokens written in the text (`<|endoftext|>`, `<s>`, `<|im_start|>`): on (the
+  // default), each is that token; off, it is plain text and tokenized as such (llama.cpp's
+  // parse_special). Pieces that are not special stay matched either way: GGUF's user-defined
+  // pieces, tokenizer.json's added tokens without "special" (as llama.cpp and Hugging Face's
+  // split_special_tokens do). GPT-2's vocab.json + merges.txt matches none either way.
+  void setParseSpecial(bool on) { parseSpecial_ = on; }
+  bool parseSpecial() const { return parseSpecial_; }
+
   // "GPT-2 byte-level BPE (vocab.json + merges.txt)", "tokenizer.json: BPE, byte fallback",
   // "SentencePiece (tokenizer.model)", "GGUF llama", ...
   virtual std::string kind() const = 0;
@@ -52,6 +60,9 @@ class Tokenizer {
   // The piece for `tokenize --pieces`: the bytes on one line, with \n, \r and \t escaped, other
   // control bytes and invalid UTF-8 as \xNN.
   std::string printable(int id) const;
+
+ protected:
+  bool parseSpecial_ = true;
 };
 
 // label() and printable() of raw bytes (shared by every vocabulary kind).
