@@ -97,6 +97,8 @@ class GgufTokenizer : public Tokenizer {
   GgufTokenizer(const GgufVocab& v, const std::string& name, const GgufTokenizerOptions& o);
 
   std::vector<int> encode(std::string_view text, bool addSpecial) const override;
+  PairEncoding encodePair(std::string_view a, std::string_view b, bool addSpecial) const override;
+  std::optional<int> mask() const override { return mask_; }
   std::string pieceBytes(int id) const override;
   std::string decode(const std::vector<int>& ids) const override;
   int size() const override { return static_cast<int>(tokens_.size()); }
@@ -115,7 +117,7 @@ class GgufTokenizer : public Tokenizer {
   std::vector<float> scores_;
   std::vector<int> types_;
   std::unordered_map<std::string, int> ids_;
-  std::optional<int> bos_, eos_, unk_, sep_;
+  std::optional<int> bos_, eos_, unk_, sep_, mask_;
   bool addBos_ = false, addEos_ = false, addSpacePrefix_ = true;
   int byteIds_[256];
   // Special pieces cut out of the text: longest first, with llama.cpp's lstrip/rstrip.
@@ -236,6 +238,10 @@ GgufTokenizer::GgufTokenizer(const GgufVocab& v, const std::string& name,
       addBos_ = true;
       kindName_ = "GGUF bert (WordPiece)";
       break;
+  }
+  mask_ = pick(v.mask, -1);
+  for (const char* name : {"[MASK]", "<mask>"}) {
+    if (const int* id = find(name); id && !mask_) mask_ = *id;
   }
   if (v.addBos) addBos_ = *v.addBos;
   if (v.addEos) addEos_ = *v.addEos;
@@ -477,6 +483,23 @@ std::vector<int> GgufTokenizer::encode(std::string_view text, bool addSpecial) c
     if (addEos_) ids.push_back(*eos_);
   }
   return ids;
+}
+
+// BERT's pair: [CLS] A [SEP] B [SEP], B [SEP] of type 1 (llama.cpp itself encodes one text).
+PairEncoding GgufTokenizer::encodePair(std::string_view a, std::string_view b,
+                                       bool addSpecial) const {
+  if (kind_ != Kind::Wpm || !bos_ || !sep_) return Tokenizer::encodePair(a, b, addSpecial);
+  PairEncoding out;
+  auto add = [&](const std::vector<int>& ids, int type) {
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    out.typeIds.insert(out.typeIds.end(), ids.size(), type);
+  };
+  if (addSpecial) add({*bos_}, 0);
+  add(encode(a, false), 0);
+  if (addSpecial) add({*sep_}, 0);
+  add(encode(b, false), 1);
+  if (addSpecial) add({*sep_}, 1);
+  return out;
 }
 
 std::string GgufTokenizer::pieceBytes(int id) const {

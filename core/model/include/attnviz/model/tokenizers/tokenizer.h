@@ -79,7 +79,8 @@ std::string tokenLabelOf(const std::string& bytes);
 std::string tokenPrintableOf(const std::string& bytes);
 
 // The tokenizer of a Hugging Face model folder: tokenizer.json, else tokenizer.model
-// (SentencePiece), else vocab.json + merges.txt (GPT-2); tokenizer_config.json is read when
+// (SentencePiece), else vocab.json + merges.txt (GPT-2), else a WordPiece vocab.txt (BERT's
+// defaults, wordpiece.h); tokenizer_config.json is read when
 // present. `vocabSize` > 0 (config.json's vocab_size) bounds the ids. Throws InputError naming
 // the file and the problem (attnviz/model/tokenizers/folder.cpp).
 std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocabSize = 0);
