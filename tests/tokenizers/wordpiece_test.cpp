@@ -15,8 +15,8 @@
 //   - there is no max_input_chars_per_word: a 101-letter word is split into pieces instead of
 //     being [UNK];
 //   - lowercase is one code point to one (Hugging Face: the full mapping, İ -> i + U+0307);
-//   - a word may start with the bare "▁" piece and go on with continuation pieces, where Hugging
-//     Face needs a word-start piece (or gives [UNK]).
+//   - it matches bytes of "▁" + word, so a U+2581 written in the text can match a word-start piece
+//     inside a word (attnviz's GGUF bert does not: "a▁b" is [UNK], as Hugging Face's).
 // The JS port itself differs from the Rust library in ways the corpus avoids: it lowercases
 // before stripping accents (final sigma, Σ, becomes ς), puts spaces only around CJK ideographs
 // below U+10000, and keeps unassigned code points; and RobertaProcessing gives </s> B </s> type

@@ -394,7 +394,10 @@ void GgufTokenizer::wpm(std::string_view text, std::vector<int>& out) const {
     const std::string_view word = std::string_view(norm).substr(a, b - a);
     const bool ok = tok::wordPiece(word, 100,
                                    [&](std::string_view p, bool cont) {
-                                     const int* id = cont ? find(p) : find(kMeta + std::string(p));
+                                     // A continuation is a piece without the mark (a
+                                     // U+2581 in the text must not reach a word start).
+                                     const int* id = cont ? (p.starts_with(kMeta) ? nullptr : find(p))
+                                                          : find(kMeta + std::string(p));
                                      return id ? *id : -1;
                                    },
                                    out);
