@@ -58,7 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string json = bytes.substr(0, nul);
   const std::string text =
       nul == std::string::npos
-          ? std::string("Hello  world\n<s>caf\xC3\xA9 123 \xF0\x9F\x98\x80 <|endoftext|>\xFF [MASK]")
+          ? std::string("Hello  world\n<s>caf\xC3\xA9 123 \xF0\x9F\x98\x80 <|endoftext|>\xFF "
+                        "[MASK]")
           : bytes.substr(nul + 1, 256);
   exercise([&] { return attnviz::tokenizerFromJson(json, "", "tokenizer.json"); }, text);
   exercise([&] { return attnviz::vocabTxtTokenizer(json, "", "vocab.txt"); }, text);

@@ -84,30 +84,34 @@ const WpReference& wpReference() {
     const std::string key = vocab + slurp(testDir() / "wordpiece_reference.mjs") +
                             slurp(testDir() / "wordpiece_corpus.json") +
                             slurp(npmModules() / "@huggingface/tokenizers" / "package.json");
-    w.dir = cachedReference("wordpiece", key, [&](const fs::path& out) -> std::string {
-      spit(out / "vocab.txt", vocab);
-      const ShellRun run = runShell(
-          "node " + shellQuote((testDir() / "wordpiece_reference.mjs").string()) + " " +
-          shellQuote(npmModules().string()) + " " + shellQuote(out.string()) + " " +
-          shellQuote((out / "vocab.txt").string()) + " " +
-          shellQuote((testDir() / "wordpiece_corpus.json").string()));
-      if (run.rc != 0) return "wordpiece_reference.mjs failed (" + std::to_string(run.rc) + "): " + run.out;
-      return "";
-    }, w.error);
+    w.dir = cachedReference(
+        "wordpiece", key,
+        [&](const fs::path& out) -> std::string {
+          spit(out / "vocab.txt", vocab);
+          const ShellRun run =
+              runShell("node " + shellQuote((testDir() / "wordpiece_reference.mjs").string()) +
+                       " " + shellQuote(npmModules().string()) + " " + shellQuote(out.string()) +
+                       " " + shellQuote((out / "vocab.txt").string()) + " " +
+                       shellQuote((testDir() / "wordpiece_corpus.json").string()));
+          if (run.rc != 0)
+            return "wordpiece_reference.mjs failed (" + std::to_string(run.rc) + "): " + run.out;
+          return "";
+        },
+        w.error);
     if (w.error.empty()) w.ref = json::parse(slurp(w.dir / "reference.json"));
     return w;
   }();
   return r;
 }
 
-#define REQUIRE_REFERENCE(r)                                    \
-  do {                                                          \
-    if (!(r).error.empty()) {                                   \
+#define REQUIRE_REFERENCE(r)                                                    \
+  do {                                                                          \
+    if (!(r).error.empty()) {                                                   \
       if (underCi() || (r).error.find("missing shared") == std::string::npos) { \
-        FAIL() << (r).error;                                    \
-      }                                                         \
-      GTEST_SKIP() << (r).error;                                \
-    }                                                           \
+        FAIL() << (r).error;                                                    \
+      }                                                                         \
+      GTEST_SKIP() << (r).error;                                                \
+    }                                                                           \
   } while (0)
 
 // Every corpus text and pair through `tok` against the reference's `variant`.
@@ -134,7 +138,8 @@ void expectMatches(const Tokenizer& tok, const json& ref, const std::string& lab
       EXPECT_EQ(joinIds(got.ids), joinIds(ids)) << label << " pair " << i << " special " << add;
       ASSERT_EQ(got.typeIds.size(), got.ids.size());
       if (add || checkPlainPairTypes) {
-        EXPECT_EQ(joinIds(got.typeIds), joinIds(types)) << label << " pair " << i << " special " << add;
+        EXPECT_EQ(joinIds(got.typeIds), joinIds(types))
+            << label << " pair " << i << " special " << add;
       }
     }
   }
@@ -208,6 +213,21 @@ TEST(WordPieceVocabTxt, SpecialTokenNamesFromTheConfigAndErrors) {
   }
   EXPECT_THROW(vocabTxtTokenizer("[CLS]\n[SEP]\n\xFF\n", "", "vocab.txt"), InputError);
   EXPECT_THROW(vocabTxtTokenizer("", "", "vocab.txt"), InputError);
+  // A token listed twice keeps its later line (transformers' load_vocab); the earlier id has no
+  // token.
+  const auto twice = vocabTxtTokenizer("[CLS]\n[SEP]\nx\nx\n", "", "vocab.txt");
+  EXPECT_EQ(twice->encode("x", false), (std::vector<int>{3}));
+  EXPECT_FALSE(twice->contains(2));
+}
+
+// CJK ideographs beyond U+FFFF are words of their own too (Hugging Face's Rust ranges include
+// U+20000-U+2A6DF; the JS port, counting UTF-16 units, misses them, so the corpus has none).
+TEST(WordPieceVocabTxt, SupplementaryIdeographsAreSeparated) {
+  const auto tok = vocabTxtTokenizer("[CLS]\n[SEP]\n[UNK]\na\n\xF0\xA0\x80\x80\n", "", "vocab.txt");
+  EXPECT_EQ(tok->encode("a\xF0\xA0\x80\x80"
+                        "a",
+                        false),
+            (std::vector<int>{3, 4, 3}));
   EXPECT_THROW(vocabTxtTokenizer("[CLS]\n[SEP]\n", "{\"do_lower_case\": 1}", "vocab.txt"),
                InputError);
 }
@@ -226,29 +246,30 @@ TEST(WordPieceGguf, BgeVocabularyMatchesHuggingFace) {
 
 std::string smallWordPieceJson(const json& postProcessor) {
   json t;
-  t["added_tokens"] = json::array({
-      {{"id", 0}, {"content", "[CLS]"}, {"special", true}, {"normalized", false}},
-      {{"id", 1}, {"content", "[SEP]"}, {"special", true}, {"normalized", false}},
-      {{"id", 2}, {"content", "[UNK]"}, {"special", true}, {"normalized", false}},
-      {{"id", 6}, {"content", "<mask>"}, {"special", true}, {"normalized", false}}});
+  t["added_tokens"] =
+      json::array({{{"id", 0}, {"content", "[CLS]"}, {"special", true}, {"normalized", false}},
+                   {{"id", 1}, {"content", "[SEP]"}, {"special", true}, {"normalized", false}},
+                   {{"id", 2}, {"content", "[UNK]"}, {"special", true}, {"normalized", false}},
+                   {{"id", 6}, {"content", "<mask>"}, {"special", true}, {"normalized", false}}});
   t["normalizer"] = {{"type", "BertNormalizer"}, {"lowercase", true}};
   t["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
   t["post_processor"] = postProcessor;
-  t["model"] = {{"type", "WordPiece"},
-                {"unk_token", "[UNK]"},
-                {"vocab", {{"[CLS]", 0}, {"[SEP]", 1}, {"[UNK]", 2}, {"a", 3}, {"##b", 4},
-                           {"c", 5}, {"<mask>", 6}}}};
+  t["model"] = {
+      {"type", "WordPiece"},
+      {"unk_token", "[UNK]"},
+      {"vocab",
+       {{"[CLS]", 0}, {"[SEP]", 1}, {"[UNK]", 2}, {"a", 3}, {"##b", 4}, {"c", 5}, {"<mask>", 6}}}};
   return t.dump();
 }
 
 TEST(WordPieceTemplates, StringTemplateTypeIdsAndMissingPair) {
   // The string form, with type ids that are not 0/1 and a bare "$" for A.
-  const auto tok = tokenizerFromJson(
-      smallWordPieceJson({{"type", "TemplateProcessing"},
-                          {"single", "[CLS] $ [SEP]"},
-                          {"pair", "[CLS]:2 $A:2 [SEP]:2 $B:5 [SEP]:7"},
-                          {"special_tokens", json::object()}}),
-      "", "tokenizer.json");
+  const auto tok =
+      tokenizerFromJson(smallWordPieceJson({{"type", "TemplateProcessing"},
+                                            {"single", "[CLS] $ [SEP]"},
+                                            {"pair", "[CLS]:2 $A:2 [SEP]:2 $B:5 [SEP]:7"},
+                                            {"special_tokens", json::object()}}),
+                        "", "tokenizer.json");
   EXPECT_EQ(tok->encode("AB c", true), (std::vector<int>{0, 3, 4, 5, 1}));
   EXPECT_EQ(tok->mask(), 6);
   const PairEncoding p = tok->encodePair("ab", "c", true);

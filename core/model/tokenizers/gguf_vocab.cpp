@@ -392,15 +392,15 @@ void GgufTokenizer::wpm(std::string_view text, std::vector<int>& out) const {
   const std::string norm = tok::bertNormalize(text, tok::BertNormOptions{});
   for (const auto& [a, b] : tok::bertPreTokenize(norm)) {
     const std::string_view word = std::string_view(norm).substr(a, b - a);
-    const bool ok = tok::wordPiece(word, 100,
-                                   [&](std::string_view p, bool cont) {
-                                     // A continuation is a piece without the mark (a
-                                     // U+2581 in the text must not reach a word start).
-                                     const int* id = cont ? (p.starts_with(kMeta) ? nullptr : find(p))
-                                                          : find(kMeta + std::string(p));
-                                     return id ? *id : -1;
-                                   },
-                                   out);
+    // A continuation is a piece without the mark (a U+2581 written in the text must not reach
+    // a word-start piece).
+    auto lookup = [&](std::string_view p, bool cont) {
+      const int* id = !cont                   ? find(kMeta + std::string(p))
+                      : p.starts_with(kMeta) ? nullptr
+                                             : find(p);
+      return id ? *id : -1;
+    };
+    const bool ok = tok::wordPiece(word, 100, lookup, out);
     if (!ok) {
       if (!unk_) {
         throw InputError("the text needs the word '" + std::string(word) + "', which " + name_ +

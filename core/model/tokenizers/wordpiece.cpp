@@ -105,8 +105,12 @@ std::unique_ptr<Tokenizer> vocabTxtTokenizer(const std::string& vocabText,
   t["added_tokens"] = json::array();
   for (const std::string* name : {&pad, &unk, &cls, &sep, &mask}) {
     if (!vocab.contains(*name)) continue;
-    t["added_tokens"].push_back({{"id", vocab[*name]}, {"content", *name}, {"single_word", false},
-                                 {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+    t["added_tokens"].push_back({{"id", vocab[*name]},
+                                 {"content", *name},
+                                 {"single_word", false},
+                                 {"lstrip", false},
+                                 {"rstrip", false},
+                                 {"normalized", false},
                                  {"special", true}});
   }
   const json lower = flag("do_lower_case", true);
@@ -116,13 +120,12 @@ std::unique_ptr<Tokenizer> vocabTxtTokenizer(const std::string& vocabText,
                      {"strip_accents", flag("strip_accents", std::nullopt)},
                      {"lowercase", lower}};
   t["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
-  t["post_processor"] = {
-      {"type", "TemplateProcessing"},
-      {"single", cls + ":0 $A:0 " + sep + ":0"},
-      {"pair", cls + ":0 $A:0 " + sep + ":0 $B:1 " + sep + ":1"},
-      {"special_tokens",
-       {{cls, {{"id", cls}, {"ids", {vocab[cls]}}, {"tokens", {cls}}}},
-        {sep, {{"id", sep}, {"ids", {vocab[sep]}}, {"tokens", {sep}}}}}}};
+  t["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", cls + ":0 $A:0 " + sep + ":0"},
+                         {"pair", cls + ":0 $A:0 " + sep + ":0 $B:1 " + sep + ":1"},
+                         {"special_tokens",
+                          {{cls, {{"id", cls}, {"ids", {vocab[cls]}}, {"tokens", {cls}}}},
+                           {sep, {{"id", sep}, {"ids", {vocab[sep]}}, {"tokens", {sep}}}}}}};
   t["model"] = {{"type", "WordPiece"},
                 {"continuing_subword_prefix", "##"},
                 {"max_input_chars_per_word", 100},

@@ -26,10 +26,8 @@ std::unique_ptr<Tokenizer> loadVocabTxtTokenizer(const std::string& vocabPath,
                                                  int vocabSize = 0);
 
 // The same from the files' text (`configText` may be empty); the names are what errors say.
-std::unique_ptr<Tokenizer> vocabTxtTokenizer(const std::string& vocabText,
-                                             const std::string& configText,
-                                             const std::string& vocabName,
-                                             const std::string& configName = "tokenizer_config.json",
-                                             int vocabSize = 0);
+std::unique_ptr<Tokenizer> vocabTxtTokenizer(
+    const std::string& vocabText, const std::string& configText, const std::string& vocabName,
+    const std::string& configName = "tokenizer_config.json", int vocabSize = 0);
 
 }  // namespace attnviz
