@@ -5,6 +5,7 @@
 #include "attnviz/model/tokenizers/gpt2_bpe.h"
 #include "attnviz/model/tokenizers/sentencepiece.h"
 #include "attnviz/model/tokenizers/tokenizer_json.h"
+#include "attnviz/model/tokenizers/wordpiece.h"
 
 #include <filesystem>
 
@@ -28,8 +29,11 @@ std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocab
     return std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::load(
         (d / "vocab.json").string(), (d / "merges.txt").string(), vocabSize));
   }
-  throw InputError(dir + ": no tokenizer (tokenizer.json, tokenizer.model, or vocab.json + "
-                         "merges.txt)");
+  if (fs::exists(d / "vocab.txt", ec)) {
+    return loadVocabTxtTokenizer((d / "vocab.txt").string(), config, vocabSize);
+  }
+  throw InputError(dir + ": no tokenizer (tokenizer.json, tokenizer.model, vocab.json + "
+                         "merges.txt, or a WordPiece vocab.txt)");
 }
 
 }  // namespace attnviz

@@ -222,6 +222,8 @@ class GgufTokenizer : public Tokenizer {
   GgufTokenizer(const GgufVocab& v, const std::string& name, const GgufTokenizerOptions& o);
 
   std::vector<int> encode(std::string_view text, bool addSpecial) const override;
+  PairEncoding encodePair(std::string_view a, std::string_view b, bool addSpecial) const override;
+  std::optional<int> mask() const override { return mask_; }
   std::string pieceBytes(int id) const override;
   std::string decode(const std::vector<int>& ids) const override;
   int size() const override { return static_cast<int>(tokens_.size()); }
@@ -240,7 +242,7 @@ class GgufTokenizer : public Tokenizer {
   std::vector<float> scores_;
   std::vector<int> types_;
   std::unordered_map<std::string, int> ids_;
-  std::optional<int> bos_, eos_, unk_, sep_;
+  std::optional<int> bos_, eos_, unk_, sep_, mask_;
   bool addBos_ = false, addEos_ = false, addSpacePrefix_ = true;
   int byteIds_[256];
   // Special pieces cut out of the text: longest first, with llama.cpp's lstrip/rstrip.
@@ -365,6 +367,10 @@ GgufTokenizer::GgufTokenizer(const GgufVocab& v, const std::string& name,
       addBos_ = true;
       kindName_ = "GGUF bert (WordPiece)";
       break;
+  }
+  mask_ = pick(v.mask, -1);
+  for (const char* name : {"[MASK]", "<mask>"}) {
+    if (const int* id = find(name); id && !mask_) mask_ = *id;
   }
   if (v.addBos) addBos_ = *v.addBos;
   if (v.addEos) addEos_ = *v.addEos;
@@ -518,12 +524,15 @@ void GgufTokenizer::wpm(std::string_view text, std::vector<int>& out) const {
   const std::string norm = tok::bertNormalize(text, tok::BertNormOptions{});
   for (const auto& [a, b] : tok::bertPreTokenize(norm)) {
     const std::string_view word = std::string_view(norm).substr(a, b - a);
-    const bool ok = tok::wordPiece(word, 100,
-                                   [&](std::string_view p, bool cont) {
-                                     const int* id = cont ? find(p) : find(kMeta + std::string(p));
-                                     return id ? *id : -1;
-                                   },
-                                   out);
+    // A continuation is a piece without the mark (a U+2581 written in the text must not reach
+    // a word-start piece).
+    auto lookup = [&](std::string_view p, bool cont) {
+      const int* id = !cont                   ? find(kMeta + std::string(p))
+                      : p.starts_with(kMeta) ? nullptr
+                                             : find(p);
+      return id ? *id : -1;
+    };
+    const bool ok = tok::wordPiece(word, 100, lookup, out);
     if (!ok) {
       if (!unk_) {
         throw InputError("the text needs the word '" + std::string(word) + "', which " + name_ +
@@ -610,6 +619,23 @@ std::vector<int> GgufTokenizer::encode(std::string_view text, bool addSpecial) c
     if (addEos_) ids.push_back(*eos_);
   }
   return ids;
+}
+
+// BERT's pair: [CLS] A [SEP] B [SEP], B [SEP] of type 1 (llama.cpp itself encodes one text).
+PairEncoding GgufTokenizer::encodePair(std::string_view a, std::string_view b,
+                                       bool addSpecial) const {
+  if (kind_ != Kind::Wpm || !bos_ || !sep_) return Tokenizer::encodePair(a, b, addSpecial);
+  PairEncoding out;
+  auto add = [&](const std::vector<int>& ids, int type) {
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    out.typeIds.insert(out.typeIds.end(), ids.size(), type);
+  };
+  if (addSpecial) add({*bos_}, 0);
+  add(encode(a, false), 0);
+  if (addSpecial) add({*sep_}, 0);
+  add(encode(b, false), 1);
+  if (addSpecial) add({*sep_}, 1);
+  return out;
 }
 
 std::string GgufTokenizer::pieceBytes(int id) const {

@@ -2,6 +2,8 @@
 
 #include "tokenizer_internal.h"
 
+#include "attnviz/engine/tensor.h"
+
 #include <cstdio>
 
 namespace attnviz {
@@ -60,6 +62,10 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
   std::string text;
   for (int id : ids) text += pieceBytes(id);
   return text;
+}
+
+PairEncoding Tokenizer::encodePair(std::string_view, std::string_view, bool) const {
+  throw InputError(kind() + ": this tokenizer has no pair template");
 }
 
 // An id the vocabulary lacks (a model's embedding may have more rows than its tokenizer has

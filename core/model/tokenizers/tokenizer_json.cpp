@@ -429,12 +429,22 @@ std::vector<Segment> splitAdded(std::string_view text, const tok::LiteralMatcher
 
 enum class PrefixMode { None, Start, EachSection };
 
+// One item of a post-processor template: a sequence (0 = A, 1 = B) or special ids, with the
+// type id the template gives it.
+struct TemplateItem {
+  int sequence = -1;  // -1: the special ids
+  std::vector<int> ids;
+  int typeId = 0;
+};
+
 class JsonTokenizer final : public Tokenizer {
  public:
   JsonTokenizer(const std::string& jsonText, const std::string& configText,
                 const std::string& jsonName, const std::string& configName, int vocabSize);
 
   std::vector<int> encode(std::string_view text, bool addSpecial) const override;
+  PairEncoding encodePair(std::string_view a, std::string_view b, bool addSpecial) const override;
+  std::optional<int> mask() const override { return mask_; }
   std::string pieceBytes(int id) const override;
   std::string decode(const std::vector<int>& ids) const override;
   int size() const override { return static_cast<int>(present_.size()); }
@@ -467,7 +477,8 @@ class JsonTokenizer final : public Tokenizer {
   // The same without the special added tokens (for parseSpecial() off).
   tok::LiteralMatcher rawPlainMatcher_, normPlainMatcher_;
   std::vector<int> prefix_, suffix_;
-  std::optional<int> bos_, eos_;
+  std::optional<std::vector<TemplateItem>> pair_;  // the post_processor's pair template
+  std::optional<int> bos_, eos_, mask_;
   // id -> token text, presence, added, special.
   std::vector<std::string> text_;
   std::vector<char> present_, added_flag_, special_;
@@ -477,6 +488,9 @@ class JsonTokenizer final : public Tokenizer {
   void parseModel(const json& m, int vocabSize);
   void parseAdded(const json& a);
   void parsePostProcessor(const json& p, int depth);
+  std::vector<TemplateItem> parseTemplate(const json& t, const json& specials,
+                                          const std::string& key);
+  std::vector<int> encodeText(std::string_view text) const;
   void applyConfig(const json& cfg, const std::string& configName);
   std::optional<int> idOf(const std::string& content) const;
   std::string normalize(std::string s) const {
@@ -561,6 +575,11 @@ JsonTokenizer::JsonTokenizer(const std::string& jsonText, const std::string& con
       applyConfig(cfg, configName);
     } catch (const json::exception& e) {
       throw InputError(configName + ": unexpected structure (" + e.what() + ")");
+    }
+  }
+  if (!mask_) {
+    for (const char* name : {"[MASK]", "<mask>"}) {
+      if (const auto id = idOf(name); id && !mask_) mask_ = id;
     }
   }
   if (!bos_ && !prefix_.empty()) bos_ = prefix_.front();
@@ -737,64 +756,18 @@ void JsonTokenizer::parsePostProcessor(const json& p, int depth) {
   } else if (t == "ByteLevel") {
     // Offsets only.
   } else if (t == "TemplateProcessing") {
-    const json single = p.value("single", json());
     const json specials = p.value("special_tokens", json::object());
-    std::vector<std::string> names;  // "$A" for the sequence
-    if (single.is_string()) {
-      const std::string s = single.get<std::string>();
-      std::size_t i = 0;
-      while (i < s.size()) {
-        const std::size_t j = std::min(s.find(' ', i), s.size());
-        std::string item = s.substr(i, j - i);
-        i = j + 1;
-        if (item.empty()) continue;
-        if (item[0] == '$') {
-          names.push_back("$A");
-          continue;
-        }
-        if (const std::size_t colon = item.rfind(':'); colon != std::string::npos && colon > 0) {
-          item = item.substr(0, colon);
-        }
-        names.push_back(item);
-      }
-    } else if (single.is_array()) {
-      for (const json& item : single) {
-        if (item.is_object() && item.contains("Sequence")) {
-          names.push_back("$A");
-        } else if (item.is_object() && item.contains("SpecialToken") &&
-                   item["SpecialToken"].is_object() && item["SpecialToken"].contains("id") &&
-                   item["SpecialToken"]["id"].is_string()) {
-          names.push_back(item["SpecialToken"]["id"].get<std::string>());
-        } else {
-          c_.fail("post_processor TemplateProcessing: an item of \"single\" is neither a "
-                  "SpecialToken nor a Sequence");
-        }
-      }
-    } else {
-      c_.fail("post_processor TemplateProcessing without a \"single\" template");
-    }
     bool seenSequence = false;
-    for (const std::string& name : names) {
-      if (name == "$A") {
+    for (const TemplateItem& item : parseTemplate(p.value("single", json()), specials, "single")) {
+      if (item.sequence >= 0) {
         seenSequence = true;
         continue;
       }
-      std::vector<int> ids;
-      if (specials.is_object() && specials.contains(name) && specials[name].is_object() &&
-          specials[name].contains("ids") && specials[name]["ids"].is_array()) {
-        for (const json& idj : specials[name]["ids"]) {
-          if (!idj.is_number_integer() || !contains(idj.get<long long>() > INT32_MAX
-                                                        ? -1
-                                                        : static_cast<int>(idj.get<long long>()))) {
-            c_.fail("post_processor: special token '" + name + "' has an id outside the vocabulary");
-          }
-          ids.push_back(idj.get<int>());
-        }
-      } else {
-        ids.push_back(idOrFail(name));
-      }
       auto& to = seenSequence ? suffix_ : prefix_;
-      to.insert(to.end(), ids.begin(), ids.end());
+      to.insert(to.end(), item.ids.begin(), item.ids.end());
+    }
+    if (p.contains("pair") && !p["pair"].is_null()) {
+      pair_ = parseTemplate(p["pair"], specials, "pair");
     }
   } else if (t == "RobertaProcessing" || t == "BertProcessing") {
     for (const char* key : {"cls", "sep"}) {
@@ -805,9 +778,117 @@ void JsonTokenizer::parsePostProcessor(const json& p, int depth) {
       const int id = idOrFail(v[0].get<std::string>());
       (std::string(key) == "cls" ? prefix_ : suffix_).push_back(id);
     }
+    // BERT: [CLS] A [SEP] B [SEP], B [SEP] of type 1. RoBERTa: <s> A </s></s> B </s>, every
+    // type 0 (the Rust library's RobertaProcessing; RoBERTa has one token type).
+    const int cls = prefix_.back(), sep = suffix_.back();
+    const int second = t == "BertProcessing" ? 1 : 0;
+    pair_ = std::vector<TemplateItem>{{-1, {cls}, 0}, {0, {}, 0}, {-1, {sep}, 0}};
+    if (t == "RobertaProcessing") pair_->push_back({-1, {sep}, second});
+    pair_->push_back({1, {}, second});
+    pair_->push_back({-1, {sep}, second});
   } else {
     c_.fail("unsupported post_processor " + (t.empty() ? std::string("(no type)") : t));
   }
+}
+
+// A TemplateProcessing template: "[CLS]:0 $A:0 [SEP]:0" (a string, items split at spaces: "$",
+// "$A", "$B" or "$<type id>" for a sequence, anything else a special token, ":<type id>" after
+// either), or the serialized array of {"Sequence": {"id", "type_id"}} and {"SpecialToken":
+// {"id", "type_id"}}. A special token's ids come from special_tokens, else the vocabulary.
+std::vector<TemplateItem> JsonTokenizer::parseTemplate(const json& t, const json& specials,
+                                                       const std::string& key) {
+  const std::string where = "post_processor TemplateProcessing \"" + key + "\"";
+  std::vector<std::pair<std::string, int>> names;  // "$A" / "$B" or a special token's name
+  auto typeIdOf = [&](const std::string& digits) {
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      c_.fail(where + ": '" + digits + "' is not a type id");
+    }
+    return std::stoi(digits);
+  };
+  if (t.is_string()) {
+    const std::string s = t.get<std::string>();
+    std::size_t i = 0;
+    while (i < s.size()) {
+      const std::size_t j = std::min(s.find(' ', i), s.size());
+      std::string item = s.substr(i, j - i);
+      i = j + 1;
+      if (item.empty()) continue;
+      int typeId = 0;
+      if (const std::size_t colon = item.rfind(':'); colon != std::string::npos && colon > 0) {
+        typeId = typeIdOf(item.substr(colon + 1));
+        item = item.substr(0, colon);
+      }
+      if (item[0] == '$') {
+        const std::string rest = item.substr(1);
+        if (rest == "B" || rest == "b") {
+          names.emplace_back("$B", typeId);
+        } else if (rest.empty() || rest == "A" || rest == "a") {
+          names.emplace_back("$A", typeId);
+        } else {
+          names.emplace_back("$A", typeIdOf(rest));
+        }
+        continue;
+      }
+      names.emplace_back(item, typeId);
+    }
+  } else if (t.is_array()) {
+    for (const json& item : t) {
+      const char* kind = item.is_object() && item.contains("Sequence")       ? "Sequence"
+                         : item.is_object() && item.contains("SpecialToken") ? "SpecialToken"
+                                                                              : nullptr;
+      if (!kind || !item[kind].is_object() || !item[kind].contains("id") ||
+          !item[kind]["id"].is_string()) {
+        c_.fail(where + ": an item is neither a SpecialToken nor a Sequence");
+      }
+      const json& body = item[kind];
+      int typeId = 0;
+      if (body.contains("type_id")) {
+        if (!body["type_id"].is_number_integer() || body["type_id"].get<long long>() < 0 ||
+            body["type_id"].get<long long>() > 1'000'000) {
+          c_.fail(where + ": type_id is not a small non-negative integer");
+        }
+        typeId = body["type_id"].get<int>();
+      }
+      const std::string id = body["id"].get<std::string>();
+      if (std::string(kind) == "Sequence") {
+        if (id != "A" && id != "B") c_.fail(where + ": sequence '" + id + "' is neither A nor B");
+        names.emplace_back("$" + id, typeId);
+      } else {
+        names.emplace_back(id, typeId);
+      }
+    }
+  } else {
+    c_.fail("post_processor TemplateProcessing without a \"" + key + "\" template");
+  }
+  std::vector<TemplateItem> items;
+  for (const auto& [name, typeId] : names) {
+    TemplateItem item;
+    item.typeId = typeId;
+    if (name == "$A" || name == "$B") {
+      item.sequence = name == "$A" ? 0 : 1;
+      items.push_back(std::move(item));
+      continue;
+    }
+    if (specials.is_object() && specials.contains(name) && specials[name].is_object() &&
+        specials[name].contains("ids") && specials[name]["ids"].is_array()) {
+      for (const json& idj : specials[name]["ids"]) {
+        if (!idj.is_number_integer() || !contains(idj.get<long long>() > INT32_MAX ||
+                                                          idj.get<long long>() < 0
+                                                      ? -1
+                                                      : static_cast<int>(idj.get<long long>()))) {
+          c_.fail("post_processor: special token '" + name + "' has an id outside the vocabulary");
+        }
+        item.ids.push_back(idj.get<int>());
+      }
+    } else {
+      const auto id = idOf(name);
+      if (!id) c_.fail("post_processor: special token '" + name + "' is not in the vocabulary");
+      item.ids.push_back(*id);
+    }
+    items.push_back(std::move(item));
+  }
+  return items;
 }
 
 void JsonTokenizer::applyConfig(const json& cfg, const std::string& configName) {
@@ -828,6 +909,7 @@ void JsonTokenizer::applyConfig(const json& cfg, const std::string& configName) 
   const auto bosName = tokenName("bos_token"), eosName = tokenName("eos_token");
   if (bosName) bos_ = idOf(*bosName);
   if (eosName) eos_ = idOf(*eosName);
+  if (const auto maskName = tokenName("mask_token")) mask_ = idOf(*maskName);
   if (const auto addBos = flag("add_bos_token")) {
     prefix_.clear();
     if (*addBos) {
@@ -918,8 +1000,30 @@ void JsonTokenizer::model(const std::string& piece, std::vector<int>& out) const
 }
 
 std::vector<int> JsonTokenizer::encode(std::string_view text, bool addSpecial) const {
+  if (!addSpecial) return encodeText(text);
+  std::vector<int> ids = prefix_;
+  const std::vector<int> body = encodeText(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  ids.insert(ids.end(), suffix_.begin(), suffix_.end());
+  return ids;
+}
+
+PairEncoding JsonTokenizer::encodePair(std::string_view a, std::string_view b,
+                                       bool addSpecial) const {
+  if (!pair_) throw InputError(c_.file + ": the post_processor has no pair template");
+  const std::vector<int> seq[2] = {encodeText(a), encodeText(b)};
+  PairEncoding out;
+  for (const TemplateItem& item : *pair_) {
+    if (item.sequence < 0 && !addSpecial) continue;
+    const std::vector<int>& ids = item.sequence < 0 ? item.ids : seq[item.sequence];
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    out.typeIds.insert(out.typeIds.end(), ids.size(), item.typeId);
+  }
+  return out;
+}
+
+std::vector<int> JsonTokenizer::encodeText(std::string_view text) const {
   std::vector<int> ids;
-  if (addSpecial) ids = prefix_;
   const tok::LiteralMatcher& rawMatcher = parseSpecial() ? rawMatcher_ : rawPlainMatcher_;
   const tok::LiteralMatcher& normMatcher = parseSpecial() ? normMatcher_ : normPlainMatcher_;
   for (const Segment& raw : splitAdded(text, rawMatcher, added_)) {
@@ -942,7 +1046,6 @@ std::vector<int> JsonTokenizer::encode(std::string_view text, bool addSpecial) c
       for (const Piece& p : pieces) model(p.text, ids);
     }
   }
-  if (addSpecial) ids.insert(ids.end(), suffix_.begin(), suffix_.end());
   return ids;
 }
 

@@ -26,7 +26,11 @@
 // the tokenizer's first Tokenizer::parseSpecial(), which setParseSpecial() changes later). Longest piece
 // first; Phi-3 (general.name) strips the spaces after them as llama.cpp does.
 // encode(text, true) adds BOS when add_bos_token (default: true for llama, bert and llama3-style
-// gpt2 vocabularies, else false) and EOS when add_eos_token; bert adds [CLS] ... [SEP].
+// gpt2 vocabularies, else false) and EOS when add_eos_token; bert adds [CLS] ... [SEP], and
+// encodes pairs as [CLS] A [SEP] B [SEP] (B [SEP] type 1; the other kinds have no pair template).
+// mask(): tokenizer.ggml.mask_token_id, else a [MASK] or <mask> piece.
+// llama.cpp's own WPM differs from Hugging Face's BERT tokenizer in a few places (see
+// tests/tokenizers/wordpiece_test.cpp); "bert" here is Hugging Face's, the model's own.
 #pragma once
 
 #include "attnviz/model/tokenizers/tokenizer.h"

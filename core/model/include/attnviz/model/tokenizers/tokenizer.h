@@ -14,6 +14,14 @@
 
 namespace attnviz {
 
+// Two texts encoded as one input for an encoder: the ids and, one per id, its token type
+// (segment) id as the tokenizer's pair template gives it (BERT: 0 for [CLS] A [SEP], 1 for
+// B [SEP]).
+struct PairEncoding {
+  std::vector<int> ids;
+  std::vector<int> typeIds;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -40,6 +48,18 @@ class Tokenizer {
   virtual std::optional<int> eos() const { return std::nullopt; }
   // The id unknown characters map to, when the vocabulary has one.
   virtual std::optional<int> unk() const { return std::nullopt; }
+  // The masked-LM mask token ([MASK], <mask>), when the vocabulary has one.
+  virtual std::optional<int> mask() const { return std::nullopt; }
+
+  // A and B as one input, through the pair template (tokenizer.json's post_processor pair:
+  // TemplateProcessing's "pair", BertProcessing's [CLS] A [SEP] B [SEP], RobertaProcessing's
+  // <s> A </s></s> B </s>; a BERT vocab.txt or GGUF bert: [CLS] A [SEP] B [SEP]). addSpecial
+  // false leaves the template's special tokens out and keeps the sequences' type ids. The type
+  // ids are the tokenizer's (RobertaProcessing gives 1 to </s> B </s>, as Hugging Face's
+  // tokenizers does; RoBERTa models themselves have one type and run on zeros). The default
+  // throws InputError "<kind>: this tokenizer has no pair template".
+  virtual PairEncoding encodePair(std::string_view a, std::string_view b,
+                                  bool addSpecial = true) const;
   virtual bool isSpecial(int /*id*/) const { return false; }
 
   // Special tokens written in the text (`<|endoftext|>`, `<s>`, `<|im_start|>`): on (the
@@ -70,7 +90,8 @@ std::string tokenLabelOf(const std::string& bytes);
 std::string tokenPrintableOf(const std::string& bytes);
 
 // The tokenizer of a Hugging Face model folder: tokenizer.json, else tokenizer.model
-// (SentencePiece), else vocab.json + merges.txt (GPT-2); tokenizer_config.json is read when
+// (SentencePiece), else vocab.json + merges.txt (GPT-2), else a WordPiece vocab.txt (BERT's
+// defaults, wordpiece.h); tokenizer_config.json is read when
 // present. `vocabSize` > 0 (config.json's vocab_size) bounds the ids. Throws InputError naming
 // the file and the problem (attnviz/model/tokenizers/folder.cpp).
 std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocabSize = 0);

@@ -25,7 +25,11 @@
 //          own token over the post_processor (as transformers' LlamaTokenizerFast rebuilds its
 //          template from them): true adds bos_token / eos_token (a string or {"content": ...}),
 //          false removes that token from the template's ends; a key that is absent leaves the
-//          post_processor's choice.
+//          post_processor's choice;
+//   6. encodePair(): TemplateProcessing's "pair" template (string or array form, with its type
+//      ids), BertProcessing's [CLS] A [SEP] B [SEP] (B [SEP] type 1), RobertaProcessing's
+//      <s> A </s></s> B </s> (every type 0, as the Rust library); no pair template: InputError.
+// mask(): tokenizer_config.json's mask_token, else a [MASK] or <mask> token.
 // A character the model cannot express (not in the vocab, no byte fallback, no unk_token) is an
 // InputError naming it (the Rust library drops it silently).
 //
