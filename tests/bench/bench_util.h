@@ -113,11 +113,18 @@ struct SmolLm2 {
                        kP = 2048;
 };
 
-// Writes a random-init SmolLM2-135M-shaped folder into `dir`: config.json, a byte-level
+// Llama-3.2-1B's shape (16 layers, d 2048, 32 query heads over 8 KV heads, head 64, MLP 8192,
+// vocab 128256, tied), with a 2048-position context.
+struct Llama32_1B {
+  static constexpr int kL = 16, kH = 32, kKv = 8, kDh = 64, kD = 2048, kI = 8192, kV = 128256,
+                       kP = 2048;
+};
+
+// Writes a random-init LLaMA-family folder of shape S into `dir`: config.json, a byte-level
 // vocabulary of kV entries (a text of n ASCII bytes is n tokens) and model.safetensors (F32).
 // Returns the weights file's size.
-inline std::uintmax_t writeSmolLm2Folder(const std::filesystem::path& dir) {
-  using S = SmolLm2;
+template <class S>
+inline std::uintmax_t writeLlamaShapedFolder(const std::filesystem::path& dir) {
   std::ofstream(dir / "config.json") << nlohmann::json{
       {"model_type", "llama"},
       {"hidden_size", S::kD},
@@ -150,6 +157,11 @@ inline std::uintmax_t writeSmolLm2Folder(const std::filesystem::path& dir) {
       shapes.emplace_back(p + n, s);
   }
   return writeRandomSafetensors(dir / "model.safetensors", shapes);
+}
+
+// The SmolLM2-135M-shaped folder.
+inline std::uintmax_t writeSmolLm2Folder(const std::filesystem::path& dir) {
+  return writeLlamaShapedFolder<SmolLm2>(dir);
 }
 
 // This process's resident set (VmRSS), in kB.

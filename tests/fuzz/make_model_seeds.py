@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""Seeds for attnviz_fuzz_model: tiny GGUF model files (a few KB each) that open as models, so the
+fuzzer starts inside the model config, the family table and the tensor checks rather than at the
+GGUF header. Written with tools/gguf/gguf_file.py; committed with this script:
+
+    /usr/bin/python3 tests/fuzz/make_model_seeds.py tests/fuzz/corpus/model
+
+llama: 1 layer, d 8, 2 heads over 1 KV head, MLP 16, a 20-token SentencePiece-style vocabulary
+gpt2:  1 layer, d 8, 2 heads, MLP 16, learned positions, a byte-level BPE vocabulary (20 tokens)
+"""
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "gguf"))
+import gguf_file as gg  # noqa: E402
+
+D, H, KV, I, V, CTX = 8, 2, 1, 16, 20, 32
+
+
+def tensors(w, names_shapes, rng):
+    for name, shape in names_shapes:
+        data = (rng.standard_normal(int(np.prod(shape))) * 0.1).astype(np.float32)
+        if name.endswith("norm.weight"):
+            data = np.ones(int(np.prod(shape)), np.float32)
+        # ggml's ne: innermost first
+        w.add_tensor(name, data, "F32", list(reversed(shape)))
+
+
+def llama(path, rng):
+    w = gg.GGUFWriter()
+    w.add("general.architecture", gg.STR("llama"))
+    for k, v in [("block_count", 1), ("embedding_length", D), ("feed_forward_length", I),
+                 ("attention.head_count", H), ("attention.head_count_kv", KV),
+                 ("context_length", CTX), ("rope.dimension_count", D // H)]:
+        w.add("llama." + k, gg.U32(v))
+    w.add("llama.attention.layer_norm_rms_epsilon", gg.F32(1e-5))
+    toks = ["<unk>", "<s>", "</s>"] + ["\u2581" + c for c in "abcdefgh"] + list("abcdefghi")
+    w.add("tokenizer.ggml.model", gg.STR("llama"))
+    w.add("tokenizer.ggml.tokens", gg.ARR(gg.STRT, toks))
+    w.add("tokenizer.ggml.scores", gg.ARR(gg.F32T, np.arange(V, dtype=np.float32) * -1.0))
+    w.add("tokenizer.ggml.token_type", gg.ARR(gg.I32T, np.array([2, 3, 3] + [1] * 17, np.int32)))
+    w.add("tokenizer.ggml.bos_token_id", gg.U32(1))
+    w.add("tokenizer.ggml.eos_token_id", gg.U32(2))
+    dh = D // H
+    tensors(w, [("token_embd.weight", (V, D)), ("output_norm.weight", (D,)),
+                ("blk.0.attn_norm.weight", (D,)), ("blk.0.attn_q.weight", (H * dh, D)),
+                ("blk.0.attn_k.weight", (KV * dh, D)), ("blk.0.attn_v.weight", (KV * dh, D)),
+                ("blk.0.attn_output.weight", (D, H * dh)), ("blk.0.ffn_norm.weight", (D,)),
+                ("blk.0.ffn_gate.weight", (I, D)), ("blk.0.ffn_up.weight", (I, D)),
+                ("blk.0.ffn_down.weight", (D, I))], rng)
+    w.write(path)
+
+
+def gpt2(path, rng):
+    w = gg.GGUFWriter()
+    w.add("general.architecture", gg.STR("gpt2"))
+    for k, v in [("block_count", 1), ("embedding_length", D), ("feed_forward_length", I),
+                 ("attention.head_count", H), ("context_length", CTX)]:
+        w.add("gpt2." + k, gg.U32(v))
+    w.add("gpt2.attention.layer_norm_epsilon", gg.F32(1e-5))
+    toks = list("abcdefghijklmnopqr") + ["\u0120a", "<|endoftext|>"]
+    w.add("tokenizer.ggml.model", gg.STR("gpt2"))
+    w.add("tokenizer.ggml.pre", gg.STR("gpt-2"))
+    w.add("tokenizer.ggml.tokens", gg.ARR(gg.STRT, toks))
+    w.add("tokenizer.ggml.token_type", gg.ARR(gg.I32T, np.array([1] * 19 + [3], np.int32)))
+    w.add("tokenizer.ggml.merges", gg.ARR(gg.STRT, ["\u0120 a"]))
+    w.add("tokenizer.ggml.eos_token_id", gg.U32(19))
+    names = [("token_embd.weight", (V, D)), ("position_embd.weight", (CTX, D)),
+             ("output_norm.weight", (D,)), ("output_norm.bias", (D,)),
+             ("blk.0.attn_norm.weight", (D,)), ("blk.0.attn_norm.bias", (D,)),
+             ("blk.0.attn_qkv.weight", (3 * D, D)), ("blk.0.attn_qkv.bias", (3 * D,)),
+             ("blk.0.attn_output.weight", (D, D)), ("blk.0.attn_output.bias", (D,)),
+             ("blk.0.ffn_norm.weight", (D,)), ("blk.0.ffn_norm.bias", (D,)),
+             ("blk.0.ffn_up.weight", (I, D)), ("blk.0.ffn_up.bias", (I,)),
+             ("blk.0.ffn_down.weight", (D, I)), ("blk.0.ffn_down.bias", (D,))]
+    tensors(w, names, rng)
+    w.write(path)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "model")
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(3)
+    llama(os.path.join(out, "llama_tiny.gguf"), rng)
+    gpt2(os.path.join(out, "gpt2_tiny.gguf"), rng)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
