@@ -87,7 +87,10 @@ bool drawModelGridPanel(AppState& s) {
                             std::uint64_t(s.view.weightColormap);
   bool changed = false;
   for (int l = 0; l < L; ++l) {
-    const std::string ln = "L" + std::to_string(l);
+    // A local (windowed) layer of a family that mixes local and global layers is marked "w".
+    const bool local = isModel && !m.source->model().config().layerWindows.empty() &&
+                       m.source->model().config().windowOf(l) > 0;
+    const std::string ln = "L" + std::to_string(l) + (local ? "w" : "");
     dl->AddText(ImVec2(origin.x, y0 + l * pitch + (thumb - ImGui::GetFontSize()) * 0.5f),
                 l == shownLayer ? IM_COL32(255, 170, 30, 255) : IM_COL32(150, 150, 160, 255),
                 ln.c_str());
@@ -131,6 +134,8 @@ bool drawModelGridPanel(AppState& s) {
                       ablated ? " (ablated)" : "");
         else if (isModel)
           ImGui::Text("Layer %d, head %d%s", l, h, ablated ? " (ablated)" : "");
+        if (isModel && !m.source->model().config().layerWindows.empty())
+          ImGui::TextDisabled("%s", m.source->model().config().layerDescription(l).c_str());
         else
           ImGui::Text("Layer %d (%s, %s), head %d: %d \xc3\x97 %d", l,
                       d.source->dump().layers[l].name.c_str(),

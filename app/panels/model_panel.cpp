@@ -38,6 +38,16 @@ bool drawModelPanel(AppState& s) {
     ImGui::TextDisabled("context %d \xc2\xb7 learned positions", c.nPositions);
   ImGui::TextDisabled("tokenizer: %s \xc2\xb7 %zu tokens", model.tokenizer().kind().c_str(),
                       m.source->tokens().size());
+  if (const std::string block = c.blockDescription(); !block.empty())
+    ImGui::TextDisabled("block: %s", block.c_str());
+  // Families whose layers differ (local and global, their own RoPE bases): one line a layer.
+  if (!c.layerWindows.empty() || !c.layerRopeTheta.empty()) {
+    if (ImGui::TreeNode("layers", "Layers (local and global)")) {
+      for (int l = 0; l < c.nLayer; ++l)
+        ImGui::TextDisabled("%d: %s", l, c.layerDescription(l).c_str());
+      ImGui::TreePop();
+    }
+  }
   ImGui::PopTextWrapPos();
   ImGui::TextUnformatted("Text");
   if (ImGui::InputTextMultiline("##modeltext", m.text, sizeof m.text,

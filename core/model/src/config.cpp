@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <sstream>
 
@@ -252,9 +253,61 @@ std::string ModelConfig::describe() const {
     o << ", learned positions";
   }
   if (slidingWindow > 0) o << ", sliding window " << slidingWindow;
+  if (!layerWindows.empty()) {
+    int local = 0;
+    for (int w : layerWindows) local += w > 0;
+    o << ", " << local << " local and " << nLayer - local << " global layers";
+  }
+  if (!causal) o << ", bidirectional";
+  const std::string block = blockDescription();
+  if (!block.empty()) o << ", " << block;
   o << ", " << (mlp == MlpKind::Gated ? "gated " : "") << activationName << " MLP";
   o << ", " << (tiedHead ? "tied" : "untied") << " head";
   return o.str();
+}
+
+std::string ModelConfig::blockDescription() const {
+  std::vector<std::string> parts;
+  switch (normPlacement) {
+    case NormPlacement::Pre: break;
+    case NormPlacement::Sandwich: parts.push_back("norms before and after each sub-block"); break;
+    case NormPlacement::After: parts.push_back("norms after each sub-block"); break;
+    case NormPlacement::Post: parts.push_back("post-norm"); break;
+  }
+  if (qkNorm == QkNorm::PerHead) parts.push_back("q/k RMSNorm per head");
+  if (qkNorm == QkNorm::Whole) parts.push_back("q/k RMSNorm over the whole width");
+  char buf[96];
+  if (scoreScale > 0) {
+    std::snprintf(buf, sizeof buf, "scores x %.4g (not 1/sqrt(%d))", double(scoreScale), headSize);
+    parts.push_back(buf);
+  }
+  if (attnSoftcap > 0) {
+    std::snprintf(buf, sizeof buf, "scores soft-capped at %g", double(attnSoftcap));
+    parts.push_back(buf);
+  }
+  if (logitSoftcap > 0) {
+    std::snprintf(buf, sizeof buf, "logits soft-capped at %g", double(logitSoftcap));
+    parts.push_back(buf);
+  }
+  if (embedScale != 1.0f) {
+    std::snprintf(buf, sizeof buf, "embeddings x %.4g", double(embedScale));
+    parts.push_back(buf);
+  }
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+std::string ModelConfig::layerDescription(int layer) const {
+  std::string out = windowOf(layer) > 0 ? "local, window " + std::to_string(windowOf(layer))
+                                        : std::string(causal ? "global" : "global (bidirectional)");
+  if (positions == PositionKind::Rope) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, ", RoPE \xce\xb8 = %g", double(ropeThetaOf(layer)));
+    out += buf;
+  }
+  if (attnSoftcap > 0) out += ", softcap " + std::to_string(int(attnSoftcap));
+  return out;
 }
 
 }  // namespace attnviz

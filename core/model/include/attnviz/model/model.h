@@ -155,6 +155,11 @@ struct ModelConfig {
   std::vector<double> ropeInvFreq(int layer = -1) const;
   // "llama: 8 query heads, 2 KV heads (GQA), RMSNorm, RoPE θ=10000 (rotate-half), gated SiLU"
   std::string describe() const;
+  // What the block does beyond a pre-norm LLaMA block ("norms before and after each sub-block,
+  // scores soft-capped at 50"); empty for a plain one.
+  std::string blockDescription() const;
+  // One layer: "local, window 4096, RoPE θ = 10000" or "global, RoPE θ = 1e+06".
+  std::string layerDescription(int layer) const;
 };
 
 // Reads and checks config.json (model_type gpt2, llama, mistral or qwen2). Throws InputError
