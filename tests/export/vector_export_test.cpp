@@ -109,7 +109,8 @@ TEST(VectorExport, SvgParsesAsXmlWithTokenLabelsTitlesAndHatchedMaskedCellsAsEle
     const auto n = std::count_if(s.texts.begin(), s.texts.end(), [&](const std::string& t) {
       return t == w || t == " " + w;
     });
-    EXPECT_EQ(n, w == "a" ? 4 : 2) << "token '" << w << "'";  // "a" is there twice: "a", "a small"
+    // "a" is two tokens of the text ("a time", "a small").
+    EXPECT_EQ(n, w == "a" ? 4 : 2) << "token '" << w << "'";
   }
   EXPECT_TRUE(hasText(s, "Queries"));
   EXPECT_TRUE(hasText(s, "Keys"));
