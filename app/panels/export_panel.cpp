@@ -20,11 +20,7 @@ namespace {
 const char* const kFormatExt[] = {".png", ".svg", ".pdf"};
 
 // The format a path asks for by its extension (any case): 1 SVG, 2 PDF, else 0 PNG.
-int formatOfPath(const std::string& path) {
-  std::string ext = std::filesystem::path(path).extension().string();
-  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return ext == ".svg" ? 1 : ext == ".pdf" ? 2 : 0;
-}
+int formatOfPath(const std::string& path) { return int(figureFormatOfPath(path)); }
 
 std::string slug(const std::string& s) {
   std::string out;
@@ -75,12 +71,7 @@ std::string exportPng(AppState& s, const std::string& path) {
   ExportRequest r = exportRequest(s);
   r.vector = format != 0;
   const Image img = s.flash.active ? flashImage(s, r) : s.session.exportImage(r);
-  if (format == 1)
-    writeSvg(path, img);
-  else if (format == 2)
-    writePdf(path, img);
-  else
-    writePng(path, img);
+  writeFigure(path, img, FigureFormat(format));
   s.exporter.lastHeatX = img.heatX, s.exporter.lastHeatY = img.heatY;
   s.exporter.lastCellPx = img.cellPx;
   std::error_code ec;

@@ -5,6 +5,8 @@
 #include "export_util.h"
 
 #include "attnviz/formats/npy.h"
+#include "attnviz/render/attribution_figure.h"
+#include "attnviz/render/vector_figure.h"
 #include "reference.h"
 
 #include <map>
@@ -225,6 +227,91 @@ TEST(VectorExport, RefusalsFollowTheContract) {
   EXPECT_FALSE(fs::exists(dir / "b.svg"));
   for (const auto& e : fs::directory_iterator(dir.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+// Renders a PDF with poppler at 72 dpi and returns the decoded page.
+Image popplerPage(const std::string& pdf, const TempDir& dir) {
+  int rc = 0;
+  const std::string out = shell("pdftoppm -r 72 -png -singlefile " + testing::shellQuote(pdf) +
+                                    " " + testing::shellQuote(dir / "page") + " 2>&1",
+                                rc);
+  EXPECT_EQ(rc, 0) << "pdftoppm (poppler-utils) failed: " << out;
+  return decodePng(dir / "page.png");
+}
+
+// The attribution figure (attribute --svg/--pdf, the attribution panel's export): the same
+// layout through the same painters.
+TEST(VectorExport, AttributionFigureAsSvgAndPdf) {
+  TempDir dir;
+  AttributionFigure f;
+  f.rows = 3, f.cols = 4;
+  for (int k = 0; k < 12; ++k) f.values.push_back(float(k - 6) * 0.25f);
+  f.values[5] = std::nanf("");  // not computed
+  f.title = "Attribution test";
+  f.rowLabels = {"L0", "L1", "L2"};
+  f.valueTitle = "delta";
+  f.captions = {"a caption"};
+  f.cell = 40;
+  const Image plain = renderAttributionFigure(f);
+  f.vector = true;
+  const Image img = renderAttributionFigure(f);
+  ASSERT_TRUE(img.vector);
+  EXPECT_EQ(img.rgba, plain.rgba) << "recording the vector figure changed the PNG's pixels";
+  writeSvg(dir / "a.svg", img);
+  writePdf(dir / "a.pdf", img);
+  writePng(dir / "a.png", img);
+  const SvgSummary s = parseSvg(dir / "a.svg", dir);
+  ASSERT_TRUE(s.parsed) << s.error;
+  for (const char* t : {"Attribution test", "layer", "head", "L0", "L1", "L2", "0", "3", "delta",
+                        "a caption", "-1.50", "1.25"})
+    EXPECT_TRUE(hasText(s, t)) << t;
+  EXPECT_GE(s.rects, 12);
+  EXPECT_EQ(s.width, img.width);
+  const Image page = popplerPage(dir / "a.pdf", dir), png = decodePng(dir / "a.png");
+  ASSERT_EQ(page.width, png.width);
+  ASSERT_EQ(page.height, png.height);
+  double sum = 0;
+  for (int y = 0; y < png.height; ++y)
+    for (int x = 0; x < png.width; ++x) {
+      const RGBA8 a = page.pixel(x, y), b = png.pixel(x, y);
+      sum += std::max({std::abs(a.r - b.r), std::abs(a.g - b.g), std::abs(a.b - b.b)});
+    }
+  const double mean = sum / (double(png.width) * png.height);
+  std::printf("attribution PDF vs PNG: mean |difference| %.3f of 255\n", mean);
+  EXPECT_LT(mean, 2.0);
+}
+
+// Every heatmap variant goes through the painters: every head with the block overlay, the
+// scores stage, and the FlashAttention step parse as SVG and render as PDF at the PNG's size.
+TEST(VectorExport, GridBlocksScoresAndFlashFiguresRenderLikeTheirPngs) {
+  TempDir dir;
+  const std::vector<std::vector<std::string>> runs = {
+      {"--scene", scenePath("12-how-sparse-is-my-mask.json"), "--head", "all", "--stage",
+       "scores", "--blocks", "4"},
+      {"--scene", scenePath("14-flashattention.json")}};
+  for (const auto& args : runs) {
+    std::vector<std::string> a = args;
+    for (const char* o : {"--png", "--svg", "--pdf"})
+      a.insert(a.end(), {o, dir / (std::string("f") + (o + 2) + "." + (o + 2))});
+    const CliRun r = runExport(a, dir);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const SvgSummary s = parseSvg(dir / "fsvg.svg", dir);
+    ASSERT_TRUE(s.parsed) << s.error;
+    EXPECT_TRUE(hasText(s, "Keys"));
+    const Image page = popplerPage(dir / "fpdf.pdf", dir), png = decodePng(dir / "fpng.png");
+    ASSERT_EQ(page.width, png.width);
+    ASSERT_EQ(page.height, png.height);
+    EXPECT_EQ(s.width, png.width);
+    double sum = 0;
+    for (int y = 0; y < png.height; ++y)
+      for (int x = 0; x < png.width; ++x) {
+        const RGBA8 p = page.pixel(x, y), q = png.pixel(x, y);
+        sum += std::max({std::abs(p.r - q.r), std::abs(p.g - q.g), std::abs(p.b - q.b)});
+      }
+    const double mean = sum / (double(png.width) * png.height);
+    std::printf("%s: PDF vs PNG mean |difference| %.3f of 255\n", args[1].c_str(), mean);
+    EXPECT_LT(mean, 2.0);
+  }
 }
 
 }  // namespace

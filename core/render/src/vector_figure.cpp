@@ -15,6 +15,7 @@
 #include <ft2build.h>
 #include FT_FREETYPE_H
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -370,6 +371,24 @@ void writePdf(const std::string& path, const Image& img) {
     throw InputError(path + ": " + e.what());
   }
   writeFileAtomic(path, bytes);
+}
+
+FigureFormat figureFormatOfPath(const std::string& path) {
+  const std::size_t dot = path.rfind('.'), slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+    return FigureFormat::Png;
+  std::string ext = path.substr(dot);
+  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return ext == ".svg" ? FigureFormat::Svg : ext == ".pdf" ? FigureFormat::Pdf : FigureFormat::Png;
+}
+
+void writeFigure(const std::string& path, const Image& img, FigureFormat format) {
+  if (format == FigureFormat::Svg)
+    writeSvg(path, img);
+  else if (format == FigureFormat::Pdf)
+    writePdf(path, img);
+  else
+    writePng(path, img);
 }
 
 }  // namespace attnviz

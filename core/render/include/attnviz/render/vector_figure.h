@@ -59,4 +59,10 @@ std::string pdfDocument(const VectorFigure& fig);
 void writeSvg(const std::string& path, const Image& img);
 void writePdf(const std::string& path, const Image& img);
 
+// The format a file name asks for by its extension, any case: .svg, .pdf, else PNG (the app's
+// export dialogs). writeFigure writes `img` in it (a vector format needs Image::vector).
+enum class FigureFormat { Png, Svg, Pdf };
+FigureFormat figureFormatOfPath(const std::string& path);
+void writeFigure(const std::string& path, const Image& img, FigureFormat format);
+
 }  // namespace attnviz
