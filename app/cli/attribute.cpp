@@ -10,6 +10,7 @@
 #include "attnviz/formats/npy.h"
 #include "attnviz/model/attribution.h"
 #include "attnviz/render/attribution_figure.h"
+#include "attnviz/render/vector_figure.h"
 
 #include <algorithm>
 #include <cmath>
@@ -58,7 +59,7 @@ int runAttribute(int argc, char** argv) {
                "attribute"};
   ModelCliOptions o;
   AttentionCliOptions attention;  // no attention options here: the model's own pass
-  std::string position, targetId, foilId, sweep, patchFrom, out, png;
+  std::string position, targetId, foilId, sweep, patchFrom, out, png, svg, pdf;
   addModelOptions(app, o, true);
   app.add_option("--position", position, "the position P whose prediction is read (default: the last)");
   app.add_option("--target-id", targetId,
@@ -77,6 +78,8 @@ int runAttribute(int argc, char** argv) {
                  "or its second most likely when that is the target)");
   app.add_option("--out", out, "write the [L, H] values (float32 .npy)");
   app.add_option("--png", png, "write the labelled layers x heads figure");
+  app.add_option("--svg", svg, "the same figure as SVG (cells as rects, labels as text)");
+  app.add_option("--pdf", pdf, "the same figure as PDF (labels as text in the PNG's font)");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("attribute", [&] {
@@ -93,6 +96,8 @@ int runAttribute(int argc, char** argv) {
       }
     }
     if (app.count("--foil-id") && !patch) throw UsageError("--foil-id needs --patch-from");
+    if ((!png.empty() && (png == svg || png == pdf)) || (!svg.empty() && svg == pdf))
+      throw UsageError("--png, --svg and --pdf name the same file; give each its own");
     if (!o.ablate.empty()) {
       throw UsageError("--ablate: attribute ablates every head in turn; it takes no --ablate");
     }
@@ -138,7 +143,14 @@ int runAttribute(int argc, char** argv) {
 
     const AttributionMatrix& values = report.values;
     if (!out.empty()) saveNpy(out, {c.nLayer, c.nHead}, values.values.data());
-    if (!png.empty()) writePng(png, renderAttributionFigure(attributionFigure(m, report)));
+    if (!png.empty() || !svg.empty() || !pdf.empty()) {
+      AttributionFigure fig = attributionFigure(m, report);
+      fig.vector = !svg.empty() || !pdf.empty();
+      const Image img = renderAttributionFigure(fig);
+      if (!png.empty()) writePng(png, img);
+      if (!svg.empty()) writeSvg(svg, img);
+      if (!pdf.empty()) writePdf(pdf, img);
+    }
     std::printf("%s\n", attributionHeader(m, run.ids, report).c_str());
     printTop(values, patch ? "fraction" : "delta");
     return 0;

@@ -15,6 +15,7 @@
 #include "attnviz/formats/scene.h"
 #include "attnviz/session/session.h"
 #include "attnviz/render/streamed_export.h"
+#include "attnviz/render/vector_figure.h"
 
 #include <algorithm>
 #include <cmath>
@@ -31,6 +32,31 @@ int parseHead(const std::string& s) {
   const std::optional<int> v = parseIndex(s, 1'000'000);
   if (!v) throw UsageError("--head: expected a head index (0, 1, ...) or 'all', got '" + s + "'");
   return *v;
+}
+
+// The files one run writes: the same figure as PNG, SVG and PDF, any of them.
+struct Outputs {
+  std::string png, svg, pdf;
+  bool vector() const { return !svg.empty() || !pdf.empty(); }
+};
+
+// Writes each asked-for format (each file atomically) and says so, one line a file; `note`
+// ends the PNG's line.
+void writeOutputs(const Outputs& o, const Image& img, const std::string& note = "") {
+  if (!o.png.empty()) {
+    writePng(o.png, img);
+    std::printf("wrote %s (%d x %d)%s\n", o.png.c_str(), img.width, img.height, note.c_str());
+  }
+  if (!o.svg.empty()) {
+    writeSvg(o.svg, img);
+    std::printf("wrote %s (%d x %d%s)\n", o.svg.c_str(), img.vector->width, img.vector->height,
+                img.vector->pooled ? ", max-pooled" : "");
+  }
+  if (!o.pdf.empty()) {
+    writePdf(o.pdf, img);
+    std::printf("wrote %s (%d x %d pt%s)\n", o.pdf.c_str(), img.vector->width,
+                img.vector->height, img.vector->pooled ? ", max-pooled" : "");
+  }
 }
 
 // Scene masks first, the command line's on top: a term set on the command line wins, flags
@@ -123,7 +149,7 @@ Image exportDumpLayer(const std::string& dumpPath, const std::string& layerName,
 // is not one to stream.
 bool exportStreamed(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
                     const AttentionCliOptions& opts, ExportOptions eo, int head,
-                    bool defaultColormap, const std::string& png) {
+                    bool defaultColormap, const Outputs& out) {
   const Dims d{Q.heads, Q.rows, K.rows, Q.cols, V.cols};
   if (!exportShouldStream(d, eo, exportStreamBudget())) return false;
   if (head >= d.H)
@@ -143,16 +169,16 @@ bool exportStreamed(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
       bar.update("streaming head " + std::to_string(h), f);
     });
   }
-  writePng(png, img);
-  std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+  writeOutputs(out, img);
   return true;
 }
 
 }  // namespace
 
 int runExport(int argc, char** argv) {
-  CLI::App app{"Export an attention heatmap as a PNG (no display needed)", "export"};
-  std::string scenePath, q, k, v, png, head = "0", stage = "weights", colormap, title, blocks;
+  CLI::App app{"Export an attention heatmap as PNG, SVG or PDF (no display needed)", "export"};
+  Outputs out;
+  std::string scenePath, q, k, v, head = "0", stage = "weights", colormap, title, blocks;
   int cell = 0, width = 0, columns = 0, flashStep = -1;
   bool bare = false, noLabels = false;
   AttentionCliOptions opts;
@@ -172,7 +198,12 @@ int runExport(int argc, char** argv) {
   ModelCliOptions modelOpts;
   addModelOptions(app, modelOpts, false);
   addAttentionOptions(app, opts);
-  app.add_option("--png", png, "output PNG (written atomically)")->required();
+  app.add_option("--png", out.png, "output PNG (written atomically)");
+  app.add_option("--svg", out.svg,
+                 "output SVG: a rect per cell, labels as text (written atomically)");
+  app.add_option("--pdf", out.pdf,
+                 "output PDF: a rectangle per cell, labels as text in the PNG's font (written "
+                 "atomically)");
   app.add_option(
       "--head", head,
       "head index, or 'all' for a grid of every head (default: the scene's saved head, else 0)");
@@ -200,6 +231,11 @@ int runExport(int argc, char** argv) {
 
   return guarded("export", [&] {
     // Everything that is bad usage is refused before any file is read.
+    if (out.png.empty() && !out.vector())
+      throw UsageError("give one or more of --png OUT.png, --svg OUT.svg and --pdf OUT.pdf");
+    if ((!out.png.empty() && (out.png == out.svg || out.png == out.pdf)) ||
+        (!out.svg.empty() && out.svg == out.pdf))
+      throw UsageError("--png, --svg and --pdf name the same file; give each its own");
     const bool fromScene = !scenePath.empty(), fromDump = !dumpPath.empty(),
                fromModel = !modelOpts.dir.empty();
     if (fromModel && (fromScene || fromDump || !q.empty() || !k.empty() || !v.empty()))
@@ -253,14 +289,14 @@ int runExport(int argc, char** argv) {
     eo.labels = !noLabels;
     eo.title = title;
     eo.gridColumns = columns;
+    eo.vector = out.vector();
 
     if (fromDump) {
       eo.head = parsedHead;
       if (colormap.empty())
         eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
       const Image img = exportDumpLayer(dumpPath, layerName, opts, eo);
-      writePng(png, img);
-      std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+      writeOutputs(out, img);
       return 0;
     }
 
@@ -307,7 +343,7 @@ int runExport(int argc, char** argv) {
     } else {
       QkvTensors in = loadQkvNpy(q, k, v);
       Tensor3 Q = std::move(in.q), K = std::move(in.k), V = std::move(in.v);
-      if (exportStreamed(Q, K, V, opts, eo, parsedHead, colormap.empty(), png)) return 0;
+      if (exportStreamed(Q, K, V, opts, eo, parsedHead, colormap.empty(), out)) return 0;
       validateInputs(Q, K, V);
       session.setTensors(std::move(Q), std::move(K), std::move(V));
     }
@@ -371,9 +407,7 @@ int runExport(int argc, char** argv) {
           if (const auto id = colormapFromName(view->weightColormap)) eo.colormap = *id;
       }
       const Image img = renderFlashStep(w, in.queryTokens, in.keyTokens, session.describe(), eo);
-      writePng(png, img);
-      std::printf("wrote %s (%d x %d): %s\n", png.c_str(), img.width, img.height,
-                  flashStepTitle(w).c_str());
+      writeOutputs(out, img, ": " + flashStepTitle(w));
       if (w.done())
         std::printf("max |O_flash - O| = %.9g, max |A_flash - A| = %.9g\n",
                     double(w.maxOutputDifference()), double(w.maxWeightDifference()));
@@ -386,8 +420,7 @@ int runExport(int argc, char** argv) {
       printBlockCounts(eo.blocks);
     }
     const Image img = session.exportImage(eo);
-    writePng(png, img);
-    std::printf("wrote %s (%d x %d)\n", png.c_str(), img.width, img.height);
+    writeOutputs(out, img);
     return 0;
   });
 }

@@ -121,6 +121,7 @@ struct ExportState {
   int cell = 0;   // 0 = automatic
   ColormapId colormap = ColormapId::Viridis;
   bool labels = true;
+  int format = 0;  // 0 PNG, 1 SVG, 2 PDF (the path's extension decides what is written)
   char path[1024] = "";
   bool pathEdited = false;
   int lastHeatX = 0, lastHeatY = 0, lastCellPx = 0;  // the last export's heatmap (Image::heatX...)

@@ -102,7 +102,8 @@ int runGui(int argc, char** argv) {
                  "on the window (repeatable; scripted runs)");
   cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG");
   cli.add_option("--export", o.exportPath,
-                 "after the last frame, export the heatmap PNG as Ctrl+S would");
+                 "after the last frame, export the heatmap as Ctrl+S would (PNG; SVG or PDF "
+                 "when the path ends in .svg or .pdf)");
   cli.add_option("--save-scene", o.saveScenePath,
                  "after the last frame, save the scene and view as JSON");
   cli.add_option("--popup", o.popup,

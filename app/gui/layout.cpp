@@ -70,7 +70,7 @@ void drawLayout(App& app) {
   if (ImGui::CollapsingHeader("Mask", ImGuiTreeNodeFlags_DefaultOpen)) drawMaskPanel(s);
   if (ImGui::CollapsingHeader("View", ImGuiTreeNodeFlags_DefaultOpen)) drawViewPanel(s);
   ImGui::Spacing();
-  if (ImGui::Button("Export PNG\xe2\x80\xa6  (Ctrl+S)", ImVec2(-1, 0)))
+  if (ImGui::Button("Export figure\xe2\x80\xa6  (Ctrl+S)", ImVec2(-1, 0)))
     s.exporter.requestOpen = true;
   ImGui::EndChild();
 

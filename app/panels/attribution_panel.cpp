@@ -9,6 +9,7 @@
 #include "panels/panels.h"
 
 #include "attnviz/render/attribution_figure.h"
+#include "attnviz/render/vector_figure.h"
 
 #include <imgui.h>
 
@@ -355,7 +356,11 @@ std::string exportAttribution(AppState& s, const std::string& path) {
       throw UsageError(run->error.empty() ? "the attribution is still running" : run->error);
     report = run->report;
   }
-  writePng(path, renderAttributionFigure(app::attributionFigure(m.source->model(), report)));
+  // PNG, or SVG or PDF by the path's extension: the bytes `attnviz attribute` writes.
+  AttributionFigure fig = app::attributionFigure(m.source->model(), report);
+  const FigureFormat format = figureFormatOfPath(path);
+  fig.vector = format != FigureFormat::Png;
+  writeFigure(path, renderAttributionFigure(fig), format);
   std::error_code ec;
   const std::filesystem::path abs = std::filesystem::absolute(path, ec);
   return ec ? path : abs.string();

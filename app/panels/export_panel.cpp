@@ -1,11 +1,13 @@
-// attnviz panel: PNG export (Ctrl+S) through the session's export path, the one `attnviz
-// export` takes, with a confirmation that names the file written.
+// attnviz panel: PNG, SVG or PDF export (Ctrl+S) through the session's export path, the one
+// `attnviz export` takes, with a confirmation that names the file written.
 #include "panels/panels.h"
 
 #include "attnviz/render/raster.h"
+#include "attnviz/render/vector_figure.h"
 
 #include <imgui.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +16,11 @@
 namespace attnviz::gui {
 
 namespace {
+
+const char* const kFormatExt[] = {".png", ".svg", ".pdf"};
+
+// The format a path asks for by its extension (any case): 1 SVG, 2 PDF, else 0 PNG.
+int formatOfPath(const std::string& path) { return int(figureFormatOfPath(path)); }
 
 std::string slug(const std::string& s) {
   std::string out;
@@ -39,7 +46,7 @@ std::string defaultExportName(const AppState& s) {
     name += e.stage == 0 ? "_weights" : "_logits";
   char tau[32];
   std::snprintf(tau, sizeof tau, "_tau%g", s.session.params().temperature);
-  return name + tau + ".png";
+  return name + tau + kFormatExt[std::clamp(e.format, 0, 2)];
 }
 
 }  // namespace
@@ -59,16 +66,19 @@ ExportRequest exportRequest(const AppState& s) {
 std::string exportPng(AppState& s, const std::string& path) {
   // The session's one export path, the same as `attnviz export --scene` of the saved scene; the
   // FlashAttention stage exports its step as drawn (the same call as the CLI's --flash-step).
-  const Image img =
-      s.flash.active ? flashImage(s, exportRequest(s)) : s.session.exportImage(exportRequest(s));
-  writePng(path, img);
+  // The extension picks the format, written by the same writers as --png, --svg and --pdf.
+  const int format = formatOfPath(path);
+  ExportRequest r = exportRequest(s);
+  r.vector = format != 0;
+  const Image img = s.flash.active ? flashImage(s, r) : s.session.exportImage(r);
+  writeFigure(path, img, FigureFormat(format));
   s.exporter.lastHeatX = img.heatX, s.exporter.lastHeatY = img.heatY;
   s.exporter.lastCellPx = img.cellPx;
   std::error_code ec;
   const std::string abs = std::filesystem::absolute(path, ec).string();
   notify(s,
          "Exported " + std::to_string(img.width) + "\xc3\x97" + std::to_string(img.height) +
-             " PNG to " + abs,
+             (format == 0 ? " PNG" : format == 1 ? " SVG" : " PDF") + " to " + abs,
          10);
   return abs;
 }
@@ -85,12 +95,12 @@ bool drawExportPopup(AppState& s) {
     e.requestOpen = false;
     exportOptionsFromView(s);
     e.pathEdited = false;
-    ImGui::OpenPopup("Export PNG");
+    ImGui::OpenPopup("Export figure");
   }
   bool exported = false;
   ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing,
                           ImVec2(0.5f, 0.5f));
-  if (ImGui::BeginPopupModal("Export PNG", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+  if (ImGui::BeginPopupModal("Export figure", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
     if (s.flash.active) {
       ImGui::Text("FlashAttention step %d, as shown (head %d, %d x %d tiles)", s.flash.step,
                   s.view.head, s.flash.blockRows, s.flash.blockKeys);
@@ -111,6 +121,19 @@ bool drawExportPopup(AppState& s) {
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
     if (ImGui::Combo("colormap", &cm, names, 4)) e.colormap = ColormapId(cm);
     ImGui::Checkbox("token labels and titles", &e.labels);
+    // The format: a choice here renames the file; a typed extension chooses it.
+    int format = e.pathEdited ? formatOfPath(e.path) : e.format;
+    bool formatChanged = false;
+    for (int f = 0; f < 3; ++f) {
+      if (f > 0) ImGui::SameLine();
+      formatChanged |= ImGui::RadioButton(f == 0 ? "PNG" : f == 1 ? "SVG" : "PDF", &format, f);
+    }
+    if (formatChanged && e.pathEdited) {
+      const std::string renamed =
+          std::filesystem::path(e.path).replace_extension(kFormatExt[format]).string();
+      std::snprintf(e.path, sizeof e.path, "%s", renamed.c_str());
+    }
+    e.format = format;
     if (!e.pathEdited) std::snprintf(e.path, sizeof e.path, "%s", defaultExportName(s).c_str());
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 26);
     if (ImGui::InputText("file", e.path, sizeof e.path)) e.pathEdited = true;

@@ -15,7 +15,7 @@ bool drawMenuBar(AppState& s) {
     if (ImGui::MenuItem("Open\xe2\x80\xa6", "Ctrl+O")) s.ui.requestOpenDialog = true;
     if (ImGui::MenuItem("Open model\xe2\x80\xa6 (folder)")) s.model.requestOpenDialog = true;
     if (ImGui::MenuItem("Save scene\xe2\x80\xa6")) s.ui.requestSaveDialog = true;
-    if (ImGui::MenuItem("Export PNG\xe2\x80\xa6", "Ctrl+S")) s.exporter.requestOpen = true;
+    if (ImGui::MenuItem("Export figure\xe2\x80\xa6", "Ctrl+S")) s.exporter.requestOpen = true;
     if (ImGui::MenuItem("Default scene")) {
       closeSources(s);
       s.session.setScene(defaultScene());

@@ -50,9 +50,10 @@ std::string exportAttribution(AppState& s, const std::string& path);
 bool drawOpenModelPopup(AppState& s);
 bool drawDumpPanel(AppState& s);       // dump_panel.cpp: the dump's file, model, layer, Q/K/V  // model_panel.cpp: File > Open model (a folder path)
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings
-bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG export (Ctrl+S)
+bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG/SVG/PDF export (Ctrl+S)
 // The export itself (export_panel.cpp): writes `path` with s.exporter's options through
-// Session::exportImage, returns the absolute path. Throws what it and writePng throw.
+// Session::exportImage, as PNG, or SVG or PDF when the path ends in .svg or .pdf, and returns
+// the absolute path. Throws what it and the writers throw.
 ExportRequest exportRequest(const AppState& s);
 std::string exportPng(AppState& s, const std::string& path);
 // Starts s.exporter from the view: its weights colormap, and weights or scores by its stage.

@@ -587,6 +587,29 @@ TEST_P(AppExportMatchesCli, GuiExportAndCliExportOfTheSavedSceneAreIdentical) {
   EXPECT_TRUE(fileBytes(gui) == fileBytes(cli)) << "the PNG files differ";
 }
 
+// The same for the vector figures: the app's --export to .svg and .pdf (the Export dialog's SVG
+// and PDF choices) and `export --scene --svg --pdf` of the saved scene write the same bytes.
+TEST(AppExportMatchesCliVector, SvgAndPdfOfTheSavedSceneAreIdentical) {
+  for (const char* ext : {"svg", "pdf"}) {
+    const std::string tag = std::string("wysiwye-vector-") + ext;
+    const std::string gui = tempPath(tag + "-gui." + ext), cli = tempPath(tag + "-cli." + ext);
+    const std::string saved = tempPath(tag + ".json");
+    for (const auto& f : {gui, cli, saved}) std::remove(f.c_str());
+    const Shot s = runApp(tag,
+                          "--scene " + scene("03-causal-triangle.json") + " --export " + gui +
+                              " --save-scene " + saved,
+                          6);
+    ASSERT_RAN(s);
+    const std::string out = runCli("export --scene " + saved + " --" + ext + " " + cli);
+    ASSERT_EQ(out.find("exit status"), std::string::npos) << out;
+    const std::vector<unsigned char> a = fileBytes(gui), b = fileBytes(cli);
+    ASSERT_GT(a.size(), 100u) << "the app wrote no " << ext << "\n" << s.out;
+    EXPECT_TRUE(a == b) << "the " << ext << " files differ";
+    const std::string head(a.begin(), a.begin() + 5);
+    EXPECT_EQ(head, std::string(ext) == "svg" ? "<?xml" : "%PDF-");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     EveryPresetAndAPaintedScene, AppExportMatchesCli,
     ::testing::Values("01-rows-sum-to-one.json", "02-wrong-axis-softmax.json",

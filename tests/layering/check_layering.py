@@ -5,7 +5,7 @@ One table says what each module may use. The check fails when
   - a header or source of a module includes a header of a module it may not use (one above it,
     or one beside it that it does not link);
   - a module includes a third-party header that belongs to another module (ICU only in model,
-    libzip only in formats, fontconfig and stb only in render, muParser only in engine, GL/EGL
+    libzip only in formats, fontconfig, stb, cairo and FreeType only in render, muParser only in engine, GL/EGL
     only in gpu; GLFW and ImGui nowhere in core);
   - the CMake link graph (attnviz_layer_links.txt, written at configure time from each target's
     LINK_LIBRARIES) links a module to an attnviz library outside its row, or the row's libraries
@@ -32,6 +32,8 @@ THIRD_PARTY = {
     "sentencepiece": {"model"},
     "zip.h": {"formats"},
     "fontconfig/": {"render"},
+    "cairo": {"render"},
+    "ft2build": {"render"},
     "stb_": {"render"},
     "muParser": {"engine"},
     "GL/": {"gpu"},
@@ -92,6 +94,7 @@ def check_includes(src):
 THIRD_PARTY_LINKS = {
     "ICU::": "model", "PkgConfig::SENTENCEPIECE": "model", "PkgConfig::LIBZIP": "formats",
     "PkgConfig::STB": "render", "PkgConfig::FONTCONFIG": "render",
+    "PkgConfig::CAIRO": "render",
     "PkgConfig::MUPARSER": "engine", "OpenGL::": "gpu",
 }
 

@@ -5,6 +5,8 @@
 
 #include "attnviz/render/colormap.h"
 #include "attnviz/render/font.h"
+#include "attnviz/render/vector_figure.h"
+#include "painter.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,23 +21,10 @@ constexpr RGBA8 kInk{30, 30, 30, 255};
 constexpr RGBA8 kSoftInk{70, 70, 70, 255};
 constexpr RGBA8 kLine{40, 40, 40, 255};
 
-void frame(Image& im, long x, long y, long w, long h, RGBA8 c) {
-  fillRect(im, x - 1, y - 1, w + 2, 1, c);
-  fillRect(im, x - 1, y + h, w + 2, 1, c);
-  fillRect(im, x - 1, y, 1, h, c);
-  fillRect(im, x + w, y, 1, h, c);
-}
-
 // Text with its top-left at (x, y); `up` turns it to read bottom to top (its box is then
 // height x width).
-void text(Image& im, const TextMask& m, long x, long y, RGBA8 c, bool up = false) {
-  for (int ty = 0; ty < m.height; ++ty)
-    for (int tx = 0; tx < m.width; ++tx) {
-      if (up)
-        blendPixel(im, x + ty, y + (m.width - 1 - tx), c, m.at(tx, ty));
-      else
-        blendPixel(im, x + tx, y + ty, c, m.at(tx, ty));
-    }
+void text(paint::Painter& p, const TextMask& m, long x, long y, RGBA8 c, bool up = false) {
+  p.text(m, x, y, c, up ? paint::Rot::Up : paint::Rot::None);
 }
 
 // The built-in font draws ASCII only: spell the symbols the titles use.
@@ -150,7 +139,13 @@ Image renderAttributionFigure(const AttributionFigure& f) {
   im.width = int(W), im.height = int(H);
   im.rgba.assign(std::size_t(W) * std::size_t(H) * 4, 255);
   fillRect(im, 0, 0, W, H, kPaper);
-  if (title.height) text(im, title, (W - title.width) / 2, pad, kInk);
+  // The pixels, and with f.vector the same operations recorded for SVG and PDF.
+  paint::RasterPainter raster(im);
+  auto vec = std::make_shared<VectorFigure>();
+  paint::VectorRecorder recorder(*vec, font);
+  paint::TeePainter both(raster, recorder);
+  paint::Painter& p = f.vector ? static_cast<paint::Painter&>(both) : raster;
+  if (title.height) text(p, title, (W - title.width) / 2, pad, kInk);
 
   // Cells, with their values where they fit.
   ValueMapping map;
@@ -162,55 +157,60 @@ Image renderAttributionFigure(const AttributionFigure& f) {
                         : !std::isfinite(v) ? kNonFiniteColor
                                             : colormapLookup(ColormapId::Diverging, mapValue(map, v));
       const long x = gridX + long(c) * cell, y = gridY + long(r) * cell;
-      fillRect(im, x, y, cell, cell, col);
+      p.rect(x, y, cell, cell, col);
       if (f.numbers && std::isfinite(v) && fsNumber >= 8.0f) {
         const TextMask m = font.render(cellText(v), fsNumber);
         if (m.width <= cell - 4 && m.height <= cell - 2) {
           const double lum = 0.299 * col.r + 0.587 * col.g + 0.114 * col.b;
-          text(im, m, x + (cell - m.width) / 2, y + (cell - m.height) / 2,
+          text(p, m, x + (cell - m.width) / 2, y + (cell - m.height) / 2,
                lum < 135 ? RGBA8{255, 255, 255, 255} : kInk);
         }
       }
     }
-  frame(im, gridX, gridY, gw, gh, kLine);
+  p.frame(gridX, gridY, gw, gh, kLine);
 
   // Row labels (right-aligned, centred on their rows) and the turned row title.
   for (int r = 0; r < f.rows; r += rowStep) {
     const TextMask m = font.render(fit(font, label(f.rowLabels, r)), fsLabel);
-    text(im, m, gridX - gap - m.width, gridY + long(r) * cell + (cell - m.height) / 2, kSoftInk);
+    text(p, m, gridX - gap - m.width, gridY + long(r) * cell + (cell - m.height) / 2, kSoftInk);
   }
   if (rowTitle.width <= gh + 2 * labelLine) {
-    text(im, rowTitle, pad, gridY + (gh - rowTitle.width) / 2, kInk, true);
+    text(p, rowTitle, pad, gridY + (gh - rowTitle.width) / 2, kInk, true);
   } else {
-    text(im, rowTitle, pad, gridY, kInk, true);
+    text(p, rowTitle, pad, gridY, kInk, true);
   }
   // Column labels under the grid, and the column title under them.
   for (int c = 0; c < f.cols; c += colStep) {
     const TextMask m = font.render(fit(font, label(f.colLabels, c)), fsLabel);
-    text(im, m, gridX + long(c) * cell + (cell - m.width) / 2, gridY + gh + gap, kSoftInk);
+    text(p, m, gridX + long(c) * cell + (cell - m.width) / 2, gridY + gh + gap, kSoftInk);
   }
-  text(im, colTitle, gridX + (gw - colTitle.width) / 2, gridY + gh + gap + labelLine + gap, kInk);
+  text(p, colTitle, gridX + (gw - colTitle.width) / 2, gridY + gh + gap + labelLine + gap, kInk);
 
   // The colour bar: high at the top.
   for (long k = 0; k < barH; ++k) {
     const float t = barH > 1 ? 1.0f - float(k) / float(barH - 1) : 0.5f;
-    fillRect(im, barX, gridY + k, barW, 1, colormapLookup(ColormapId::Diverging, t));
+    p.rect(barX, gridY + k, barW, 1, colormapLookup(ColormapId::Diverging, t));
   }
-  frame(im, barX, gridY, barW, barH, kLine);
-  if (barTitle.height) text(im, barTitle, barX, gridY - gap - barTitle.height, kInk);
+  p.frame(barX, gridY, barW, barH, kLine);
+  if (barTitle.height) text(p, barTitle, barX, gridY - gap - barTitle.height, kInk);
   for (double v : ticks) {
     const long y = gridY + std::lround((range - v) / (2.0 * range) * double(barH - 1));
-    fillRect(im, barX + barW, y, tickLen, 1, kLine);
+    p.rect(barX + barW, y, tickLen, 1, kLine);
     const TextMask m = font.render(fit(font, tickText(v)), fsTick);
-    text(im, m, barX + barW + tickLen + gap, y - m.height / 2, kSoftInk);
+    text(p, m, barX + barW + tickLen + gap, y - m.height / 2, kSoftInk);
   }
 
   long y = captionsY;
   for (const TextMask& c : captions) {
-    text(im, c, pad, y, kSoftInk);
+    text(p, c, pad, y, kSoftInk);
     y += c.height + gap;
   }
   im.heatX = int(gridX), im.heatY = int(gridY), im.cellPx = cell;
+  if (f.vector) {
+    vec->width = im.width, vec->height = im.height;
+    vec->cells = long(f.rows) * f.cols;
+    im.vector = std::move(vec);
+  }
   return im;
 }
 

@@ -8,6 +8,8 @@
 
 #include "attnviz/formats/fileio.h"
 #include "attnviz/render/font.h"
+#include "attnviz/render/vector_figure.h"
+#include "painter.h"
 
 #include <stb_image_write.h>
 
@@ -49,6 +51,8 @@ void blendPixel(Image& im, long x, long y, RGBA8 c, int alpha) {
 
 namespace {
 
+using namespace paint;
+
 constexpr RGBA8 kPaper{255, 255, 255, 255};
 constexpr RGBA8 kInk{30, 30, 30, 255};      // titles and labels
 constexpr RGBA8 kSoftInk{70, 70, 70, 255};  // tick labels
@@ -57,43 +61,6 @@ constexpr RGBA8 kLine{40, 40, 40, 255};     // frames and ticks
 // ---------------------------------------------------------------------------------------------
 // Pixels
 
-
-// A 1-pixel outline just outside the rectangle (x, y, w, h).
-void frameRect(Image& im, long x, long y, long w, long h, RGBA8 c) {
-  fillRect(im, x - 1, y - 1, w + 2, 1, c);
-  fillRect(im, x - 1, y + h, w + 2, 1, c);
-  fillRect(im, x - 1, y, 1, h, c);
-  fillRect(im, x + w, y, 1, h, c);
-}
-
-// Diagonal hatching for masked cells; the phase follows page coordinates so that stripes run on
-// across neighbouring masked cells.
-void hatchRect(Image& im, long x, long y, long w, long h, int period) {
-  fillRect(im, x, y, w, h, kMaskedColor);
-  const int line = std::max(1, period / 3);
-  const long x0 = std::max(0L, x), y0 = std::max(0L, y);
-  const long x1 = std::min<long>(im.width, x + w), y1 = std::min<long>(im.height, y + h);
-  for (long yy = y0; yy < y1; ++yy)
-    for (long xx = x0; xx < x1; ++xx)
-      if ((xx + yy) % period < line) blendPixel(im, xx, yy, kMaskedHatchColor, 255);
-}
-
-enum class Rot { None, Up };  // Up: reads bottom to top (turned 90 degrees anticlockwise)
-
-int rotW(const TextMask& m, Rot r) { return r == Rot::None ? m.width : m.height; }
-int rotH(const TextMask& m, Rot r) { return r == Rot::None ? m.height : m.width; }
-
-void drawText(Image& im, const TextMask& m, long x, long y, RGBA8 c, Rot r) {
-  if (r == Rot::None) {
-    for (int ty = 0; ty < m.height; ++ty)
-      for (int tx = 0; tx < m.width; ++tx) blendPixel(im, x + tx, y + ty, c, m.at(tx, ty));
-    return;
-  }
-  // Turned page pixel (rx, ry) shows text pixel (sx, sy) = (width - 1 - ry, rx).
-  for (int ry = 0; ry < m.width; ++ry)
-    for (int rx = 0; rx < m.height; ++rx)
-      blendPixel(im, x + rx, y + ry, c, m.at(m.width - 1 - ry, rx));
-}
 
 // ---------------------------------------------------------------------------------------------
 // A list of positioned drawing operations with their bounding box.
@@ -110,7 +77,7 @@ struct Box {
   long height() const { return empty() ? 0 : y1 - y0; }
 };
 
-using DrawFn = std::function<void(Image&, long ox, long oy)>;
+using DrawFn = std::function<void(Painter&, long ox, long oy)>;
 
 struct Canvas {
   Box box;
@@ -122,21 +89,21 @@ struct Canvas {
     ops.push_back(std::move(f));
   }
   void rect(long x, long y, long w, long h, RGBA8 c) {
-    op(x, y, w, h, [=](Image& im, long ox, long oy) { fillRect(im, ox + x, oy + y, w, h, c); });
+    op(x, y, w, h, [=](Painter& im, long ox, long oy) { im.rect(ox + x, oy + y, w, h, c); });
   }
   void frame(long x, long y, long w, long h, RGBA8 c) {
     op(x - 1, y - 1, w + 2, h + 2,
-       [=](Image& im, long ox, long oy) { frameRect(im, ox + x, oy + y, w, h, c); });
+       [=](Painter& im, long ox, long oy) { im.frame(ox + x, oy + y, w, h, c); });
   }
   void text(const TextMask& m, long x, long y, RGBA8 c, Rot r) {
     const long w = rotW(m, r), h = rotH(m, r);
     op(x, y, w, h,
-       [m, x, y, c, r](Image& im, long ox, long oy) { drawText(im, m, ox + x, oy + y, c, r); });
+       [m, x, y, c, r](Painter& im, long ox, long oy) { im.text(m, ox + x, oy + y, c, r); });
   }
   void append(const Canvas& o, long dx, long dy) {
     if (!o.box.empty()) box.add(o.box.x0 + dx, o.box.y0 + dy, o.box.width(), o.box.height());
     for (const DrawFn& f : o.ops)
-      ops.push_back([f, dx, dy](Image& im, long ox, long oy) { f(im, ox + dx, oy + dy); });
+      ops.push_back([f, dx, dy](Painter& im, long ox, long oy) { f(im, ox + dx, oy + dy); });
   }
 };
 
@@ -289,17 +256,17 @@ DrawFn pooledHeatmapOp(const Source& src, int h, long x, long y, const Grid& g) 
   const int poolK = g.poolK, poolQ = g.poolQ, cw = g.cell, ch = g.rowPx();
   if (src.pooled) {
     // Streamed: the same rule, evaluated block by block by the streaming path.
-    return [src, h, x, y, poolK, poolQ, cw, ch](Image& im, long ox, long oy) {
+    return [src, h, x, y, poolK, poolQ, cw, ch](Painter& im, long ox, long oy) {
       const PooledWeights pw = (*src.pooled)(h, poolQ, poolK);
       for (int py = 0; py < pw.height; ++py)
         for (int px = 0; px < pw.width; ++px) {
           const std::size_t n = pw.at(py, px);
           const RGBA8 c = pw.masked[n] ? kMaskedColor : src.finiteColor(pw.max[n]);
-          fillRect(im, ox + x + long(px) * cw, oy + y + long(py) * ch, cw, ch, c);
+          im.rect(ox + x + long(px) * cw, oy + y + long(py) * ch, cw, ch, c);
         }
     };
   }
-  return [src, h, x, y, poolK, poolQ, cw, ch](Image& im, long ox, long oy) {
+  return [src, h, x, y, poolK, poolQ, cw, ch](Painter& im, long ox, long oy) {
     const int W = (src.Tk + poolK - 1) / poolK, Hp = (src.Tq + poolQ - 1) / poolQ;
     enum : unsigned char { kNone, kValue, kBad };
     std::vector<float> best(std::size_t(W), 0.0f);
@@ -335,7 +302,7 @@ DrawFn pooledHeatmapOp(const Source& src, int h, long x, long y, const Grid& g) 
                         : st == kNone                                ? kMaskedColor
                         : st == kBad                                 ? kNonFiniteColor
                                      : src.finiteColor(best[std::size_t(px)]);
-        fillRect(im, ox + x + long(px) * cw, oy + y + long(py) * ch, cw, ch, c);
+        im.rect(ox + x + long(px) * cw, oy + y + long(py) * ch, cw, ch, c);
       }
     }
   };
@@ -344,7 +311,7 @@ DrawFn pooledHeatmapOp(const Source& src, int h, long x, long y, const Grid& g) 
 // The block-sparsity overlay of one head at (x, y): each tile outlined, 1 pixel inside its
 // cells, in its kind's colour.
 DrawFn blocksOp(const BlockSparsity& b, long x, long y, const Grid& g, int Tq, int Tk) {
-  return [b, x, y, g, Tq, Tk](Image& im, long ox, long oy) {
+  return [b, x, y, g, Tq, Tk](Painter& im, long ox, long oy) {
     for (int r = 0; r < b.tileRows; ++r)
       for (int c = 0; c < b.tileCols; ++c) {
         const int i0 = r * b.size.rows, i1 = std::min(Tq, i0 + b.size.rows);
@@ -352,10 +319,10 @@ DrawFn blocksOp(const BlockSparsity& b, long x, long y, const Grid& g, int Tq, i
         const long x0 = ox + x + g.keyX(j0), x1 = ox + x + g.keyX(j1 - 1) + g.cell;
         const long y0 = oy + y + g.queryY(i0), y1 = oy + y + g.queryY(i1 - 1) + g.rowPx();
         const RGBA8 col = blockColor(b.at(r, c));
-        fillRect(im, x0, y0, x1 - x0, 1, col);
-        fillRect(im, x0, y1 - 1, x1 - x0, 1, col);
-        fillRect(im, x0, y0, 1, y1 - y0, col);
-        fillRect(im, x1 - 1, y0, 1, y1 - y0, col);
+        im.rect(x0, y0, x1 - x0, 1, col);
+        im.rect(x0, y1 - 1, x1 - x0, 1, col);
+        im.rect(x0, y0, 1, y1 - y0, col);
+        im.rect(x1 - 1, y0, 1, y1 - y0, col);
       }
   };
 }
@@ -363,7 +330,7 @@ DrawFn blocksOp(const BlockSparsity& b, long x, long y, const Grid& g, int Tq, i
 // The FlashAttention tiles over a heatmap at (x, y): white borders between tiles, an orange cross
 // over skipped ones and a 3-pixel crimson outline, inside its cells, around the current tile.
 DrawFn flashOp(const FlashOverlay& f, long x, long y, const Grid& g, int Tq, int Tk) {
-  return [f, x, y, g, Tq, Tk](Image& im, long ox, long oy) {
+  return [f, x, y, g, Tq, Tk](Painter& im, long ox, long oy) {
     auto bounds = [&](int r, int c, long& x0, long& y0, long& x1, long& y1) {
       const int i0 = r * f.blockRows, i1 = std::min(Tq, i0 + f.blockRows);
       const int j0 = c * f.blockKeys, j1 = std::min(Tk, j0 + f.blockKeys);
@@ -374,25 +341,25 @@ DrawFn flashOp(const FlashOverlay& f, long x, long y, const Grid& g, int Tq, int
     for (int r = 0; r < f.tileRows; ++r)
       for (int c = 0; c < f.tileCols; ++c) {
         bounds(r, c, x0, y0, x1, y1);
-        if (c > 0) fillRect(im, x0, y0, 1, y1 - y0, kFlashGridColor);
-        if (r > 0) fillRect(im, x0, y0, x1 - x0, 1, kFlashGridColor);
+        if (c > 0) im.rect(x0, y0, 1, y1 - y0, kFlashGridColor);
+        if (r > 0) im.rect(x0, y0, x1 - x0, 1, kFlashGridColor);
         if (f.at(r, c) != FlashTile::Skipped) continue;
         // Both diagonals, two pixels thick where the tile is big enough.
         const long w = x1 - x0, h = y1 - y0, n = std::max(w, h);
         const int thick = std::min(w, h) >= 16 ? 2 : 1;
         for (long k = 0; k < n; ++k) {
           const long px = x0 + k * w / n, py = y0 + k * h / n, qy = y1 - 1 - k * h / n;
-          fillRect(im, px, py, thick, thick, kFlashSkippedColor);
-          fillRect(im, px, qy - thick + 1, thick, thick, kFlashSkippedColor);
+          im.rect(px, py, thick, thick, kFlashSkippedColor);
+          im.rect(px, qy - thick + 1, thick, thick, kFlashSkippedColor);
         }
       }
     if (f.currentRow >= 0 && f.currentCol >= 0) {
       bounds(f.currentRow, f.currentCol, x0, y0, x1, y1);
       const long t = std::min<long>(3, std::max<long>(1, std::min(x1 - x0, y1 - y0) / 4));
-      fillRect(im, x0, y0, x1 - x0, t, kFlashCurrentColor);
-      fillRect(im, x0, y1 - t, x1 - x0, t, kFlashCurrentColor);
-      fillRect(im, x0, y0, t, y1 - y0, kFlashCurrentColor);
-      fillRect(im, x1 - t, y0, t, y1 - y0, kFlashCurrentColor);
+      im.rect(x0, y0, x1 - x0, t, kFlashCurrentColor);
+      im.rect(x0, y1 - t, x1 - x0, t, kFlashCurrentColor);
+      im.rect(x0, y0, t, y1 - y0, kFlashCurrentColor);
+      im.rect(x1 - t, y0, t, y1 - y0, kFlashCurrentColor);
     }
   };
 }
@@ -413,15 +380,15 @@ std::string poolCaption(const Grid& g) {
 // Cells of head h at (x, y), `cell` pixels each. Hatching only where labelled cells are big
 // enough to show it.
 DrawFn heatmapOp(const Source& src, int h, long x, long y, int cell, bool hatch) {
-  return [src, h, x, y, cell, hatch](Image& im, long ox, long oy) {
+  return [src, h, x, y, cell, hatch](Painter& im, long ox, long oy) {
     const int period = std::clamp(cell / 2, 4, 9);
     for (int i = 0; i < src.Tq; ++i)
       for (int j = 0; j < src.Tk; ++j) {
         const long cx = ox + x + long(j) * cell, cy = oy + y + long(i) * cell;
         if (hatch && cell >= 6 && src.masked(h, i, j) && !src.unvisited(i, j))
-          hatchRect(im, cx, cy, cell, cell, period);
+          im.hatch(cx, cy, cell, cell, period);
         else
-          fillRect(im, cx, cy, cell, cell, src.color(h, i, j));
+          im.rect(cx, cy, cell, cell, src.color(h, i, j));
       }
   };
 }
@@ -524,6 +491,7 @@ struct FigureSpec {
   bool showLabels;
   bool anyMasked;
   int columns;  // panels per row
+  bool showPoolCaption = true;  // say under a pooled figure what a pixel holds
 };
 
 // The colour bar with its ticks, title and the "masked" legend; bar's top-left at (0, 0).
@@ -535,7 +503,7 @@ Canvas buildColorBar(const Source& src, const Font& font, const Sizes& sz, long 
   const long bw = sz.barW;
   const ColormapId id = src.cmap;
   const long bx = vertical ? bw : length, by = vertical ? length : bw;
-  c.op(0, 0, bx, by, [=](Image& im, long ox, long oy) {
+  c.op(0, 0, bx, by, [=](Painter& im, long ox, long oy) {
     for (long k = 0; k < length; ++k) {
       // Vertical bars run high at the top, horizontal ones high at the right; the end pixels
       // are the table's ends, where the end ticks point.
@@ -543,9 +511,9 @@ Canvas buildColorBar(const Source& src, const Font& font, const Sizes& sz, long 
       const float t = vertical ? 1.0f - f : f;
       const RGBA8 col = colormapLookup(id, t);
       if (vertical)
-        fillRect(im, ox, oy + k, bw, 1, col);
+        im.rect(ox, oy + k, bw, 1, col);
       else
-        fillRect(im, ox + k, oy, 1, bw, col);
+        im.rect(ox + k, oy, 1, bw, col);
     }
   });
   c.frame(0, 0, bx, by, kLine);
@@ -587,11 +555,11 @@ Canvas buildColorBar(const Source& src, const Font& font, const Sizes& sz, long 
     }
     // The swatch looks like the cells: hatched only when they are.
     const int period = std::clamp(cellSize / 2, 4, 9);
-    c.op(sx, sy, sw, sw, [=](Image& im, long ox, long oy) {
+    c.op(sx, sy, sw, sw, [=](Painter& im, long ox, long oy) {
       if (cellSize >= 6)
-        hatchRect(im, ox + sx, oy + sy, sw, sw, period);
+        im.hatch(ox + sx, oy + sy, sw, sw, period);
       else
-        fillRect(im, ox + sx, oy + sy, sw, sw, kMaskedColor);
+        im.rect(ox + sx, oy + sy, sw, sw, kMaskedColor);
     });
     c.frame(sx, sy, sw, sw, kLine);
     TextMask m = font.render("masked", sz.tick);
@@ -676,7 +644,7 @@ Canvas buildFigure(const FigureSpec& f, const Grid& g, float fs) {
   }
 
   // Max-pooled heatmaps say so under the figure, whatever the title.
-  if (g.pooled()) {
+  if (g.pooled() && f.showPoolCaption) {
     TextMask cap = font.render(fitText(font, poolCaption(g)), sz.tick);
     fig.text(cap, heatLeft, fig.box.y1 + sz.gap * 2, kSoftInk, Rot::None);
   }
@@ -741,6 +709,34 @@ Canvas buildFigure(const FigureSpec& f, const Grid& g, float fs) {
     }
   }
   return fig;
+}
+
+// The vector figure's grid: `g` (the PNG's) with blocks m times coarser on each axis that keeps
+// 8 blocks or more, for the smallest m that brings the heatmaps within kVectorMaxCells; each
+// block m times the pixels, so the page keeps about its size.
+Grid vectorGrid(const Grid& g, int Tq, int Tk, long heads) {
+  const auto blocks = [](int n, int pool) { return long((n + pool - 1) / pool); };
+  const auto count = [&](const Grid& x) {
+    return heads * blocks(Tq, x.poolQ) * blocks(Tk, x.poolK);
+  };
+  Grid out = g;
+  for (int m = 2; count(out) > kVectorMaxCells; ++m) {
+    const bool k = blocks(Tk, g.poolK * m) >= 8, q = blocks(Tq, g.poolQ * m) >= 8;
+    if (!k && !q) break;  // under 8 x 8 blocks a head: few enough whatever the heads
+    Grid n = g;
+    if (k) n.poolK = g.poolK * m, n.cell = g.cell * m;
+    const int row = q ? g.rowPx() * m : g.rowPx();
+    if (q) n.poolQ = g.poolQ * m;
+    n.cellQ = row != n.cell ? row : 0;
+    out = n;
+  }
+  return out;
+}
+
+// What the vector figure's title says of its pooling.
+std::string vectorPoolNote(const Grid& g) {
+  return "max-pooled: each cell the largest of " + countOf(g.poolK, "key", "keys") +
+         " \xC3\x97 " + countOf(g.poolQ, "query", "queries");
 }
 
 [[noreturn]] void refuseSize(long long w, long long h, int maxSide, const char* hint) {
@@ -826,15 +822,30 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     const long long w = (long long)Tk * cell, hgt = (long long)Tq * cell;
     if (w > opt.maxSide || hgt > opt.maxSide)
       refuseSize(w, hgt, opt.maxSide, "use a smaller --cell");
+    if (opt.vector && (long long)Tq * Tk > kVectorMaxCells)
+      throw UsageError("a bare SVG or PDF draws every cell, and " + std::to_string(Tq) + " x " +
+                       std::to_string(Tk) + " is over " + std::to_string(kVectorMaxCells) +
+                       "; export a labelled figure (it max-pools) or a PNG");
     Image img;
     img.width = int(w), img.height = int(hgt);
     img.rgba.assign(std::size_t(w) * std::size_t(hgt) * 4, 255);
-    heatmapOp(src, heads[0], 0, 0, cell, false)(img, 0, 0);
+    RasterPainter raster(img);
+    auto vec = std::make_shared<VectorFigure>();
+    const Font font = Font::builtin();  // a bare figure has no text
+    VectorRecorder recorder(*vec, font);
+    TeePainter both(raster, recorder);
+    Painter& p = opt.vector ? static_cast<Painter&>(both) : raster;
+    heatmapOp(src, heads[0], 0, 0, cell, false)(p, 0, 0);
     Grid g;
     g.cell = cell;
-    if (src.blocks) blocksOp(opt.blocks[std::size_t(heads[0])], 0, 0, g, Tq, Tk)(img, 0, 0);
-    if (src.flash) flashOp(*src.flash, 0, 0, g, Tq, Tk)(img, 0, 0);
+    if (src.blocks) blocksOp(opt.blocks[std::size_t(heads[0])], 0, 0, g, Tq, Tk)(p, 0, 0);
+    if (src.flash) flashOp(*src.flash, 0, 0, g, Tq, Tk)(p, 0, 0);
     img.cellPx = cell;
+    if (opt.vector) {
+      vec->width = img.width, vec->height = img.height;
+      vec->cells = long(Tq) * Tk;
+      img.vector = std::move(vec);
+    }
     return img;
   }
 
@@ -982,7 +993,37 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
   img.rgba.assign(std::size_t(W) * std::size_t(Hgt) * 4, 255);
   fillRect(img, 0, 0, W, Hgt, kPaper);
   const long ox = pad - fig.box.x0, oy = pad - fig.box.y0;
-  for (const DrawFn& f : fig.ops) f(img, ox, oy);
+  RasterPainter raster(img);
+  const auto heatCells = [&](const Grid& g) {
+    return long(heads.size()) * ((Tq + g.poolQ - 1) / g.poolQ) * long((Tk + g.poolK - 1) / g.poolK);
+  };
+  if (!opt.vector) {
+    for (const DrawFn& f : fig.ops) f(raster, ox, oy);
+  } else {
+    auto vec = std::make_shared<VectorFigure>();
+    VectorRecorder recorder(*vec, font);
+    if (!grid.pooled() && heatCells(grid) <= kVectorMaxCells) {
+      // The PNG's layout as it is: one pass draws both.
+      TeePainter both(raster, recorder);
+      for (const DrawFn& f : fig.ops) f(both, ox, oy);
+      vec->width = img.width, vec->height = img.height;
+      vec->cells = heatCells(grid);
+    } else {
+      for (const DrawFn& f : fig.ops) f(raster, ox, oy);
+      // Max-pooled: coarser blocks until the cells fit, the page about the PNG's size, and the
+      // title says how the cells were pooled.
+      const Grid vg = vectorGrid(grid, Tq, Tk, long(heads.size()));
+      FigureSpec vspec = spec;
+      vspec.title = title + " \xC2\xB7 " + vectorPoolNote(vg);
+      vspec.showPoolCaption = false;
+      const Canvas vfig = buildFigure(vspec, vg, fs);
+      vec->width = int(vfig.box.width() + 2 * pad), vec->height = int(vfig.box.height() + 2 * pad);
+      for (const DrawFn& f : vfig.ops) f(recorder, pad - vfig.box.x0, pad - vfig.box.y0);
+      vec->cells = heatCells(vg);
+      vec->pooled = true;
+    }
+    img.vector = std::move(vec);
+  }
   img.heatX = int(ox + fig.heatX), img.heatY = int(oy + fig.heatY);
   img.cellPx = grid.pooled() ? 0 : grid.cell;
   return img;

@@ -262,6 +262,8 @@ float Font::measure(std::string_view utf8, float px) const {
 
 TextMask Font::render(std::string_view utf8, float px) const {
   TextMask m;
+  m.text = std::string(utf8);
+  m.px = px;
   m.ascent = ascent(px);
   m.height = m.ascent + descent(px);
   const std::u32string cps = printable(utf8);
@@ -327,6 +329,7 @@ TextMask Font::render(std::string_view utf8, float px) const {
   }
   maxX = std::max(maxX, int(std::ceil(pen)));
   m.width = std::max(1, maxX - minX);
+  m.penX = -minX;
   m.alpha.assign(std::size_t(m.width) * m.height, 0);
   for (const Placed& p : placed) {
     const GlyphBitmap& g = *p.g;
@@ -342,6 +345,65 @@ TextMask Font::render(std::string_view utf8, float px) const {
     }
   }
   return m;
+}
+
+std::vector<PlacedGlyph> Font::place(std::string_view utf8, float px) const {
+  std::vector<PlacedGlyph> out;
+  const std::u32string cps = printable(utf8);
+  out.reserve(cps.size());
+  if (!impl_->primary) {
+    float pen = 0;
+    for (char32_t cp : cps) {
+      const char c = easyChar(cp);
+      out.push_back({FontFile{}, 0, char32_t(c), pen, px});
+      pen += float(stb_easy_font_charinfo[c - 32].advance & 15) * px / kEasyLine;
+    }
+    return out;
+  }
+  // The pen as render() moves it; each glyph sits at the pen rounded to a whole pixel.
+  float pen = 0;
+  Impl::Glyph prev{nullptr, 0};
+  for (char32_t cp : cps) {
+    const Impl::Glyph gl = impl_->resolve(cp);
+    const float s = gl.face->scale(px);
+    if (prev.face == gl.face)
+      pen += s * float(stbtt_GetGlyphKernAdvance(&gl.face->info, prev.index, gl.index));
+    const float em = stbtt_ScaleForMappingEmToPixels(&gl.face->info, 1.0f);
+    out.push_back({gl.face->file, gl.index, cp, float(std::lround(pen)), s / em});
+    int adv = 0, lsb = 0;
+    stbtt_GetGlyphHMetrics(&gl.face->info, gl.index, &adv, &lsb);
+    pen += s * float(adv);
+    prev = gl;
+  }
+  return out;
+}
+
+std::string Font::familyName(const FontFile& face) const {
+  const Face* f = nullptr;
+  if (impl_->primary && impl_->primary->file == face) f = impl_->primary.get();
+  for (const auto& e : impl_->extras)
+    if (!f && e->file == face) f = e.get();
+  if (!f) return {};
+  // Name id 1 (the family), Windows Unicode (UTF-16BE) first, then Macintosh Roman.
+  int len = 0;
+  if (const char* n = stbtt_GetFontNameString(&f->info, &len, STBTT_PLATFORM_ID_MICROSOFT,
+                                              STBTT_MS_EID_UNICODE_BMP, STBTT_MS_LANG_ENGLISH, 1)) {
+    std::string out;
+    for (int i = 0; i + 1 < len; i += 2) {
+      const unsigned u = (unsigned(static_cast<unsigned char>(n[i])) << 8) |
+                         static_cast<unsigned char>(n[i + 1]);
+      if (u >= 0x20 && u < 0x80) out.push_back(char(u));  // family names the SVG can quote
+    }
+    if (!out.empty()) return out;
+  }
+  if (const char* n = stbtt_GetFontNameString(&f->info, &len, STBTT_PLATFORM_ID_MAC,
+                                              STBTT_MAC_EID_ROMAN, STBTT_MAC_LANG_ENGLISH, 1)) {
+    std::string out;
+    for (int i = 0; i < len; ++i)
+      if (n[i] >= 0x20 && n[i] < 0x7F) out.push_back(n[i]);
+    return out;
+  }
+  return {};
 }
 
 }  // namespace attnviz

@@ -28,6 +28,7 @@ struct AttributionFigure {
   int cell = 0;         // pixels per cell; 0 = chosen from the shape (6..48)
   std::string fontPath;  // empty: as the export (ATTNVIZ_FONT, fontconfig, the built-in font)
   int maxSide = 16384;   // UsageError past this many pixels a side
+  bool vector = false;   // also record the figure for SVG and PDF (Image::vector)
 };
 
 // Renders the figure. Throws InputError when values does not hold rows x cols values (or the

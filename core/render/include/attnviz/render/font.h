@@ -19,7 +19,13 @@ struct TextMask {
   int ascent = 0;                   // pixels from the top row to the baseline
   std::vector<std::uint8_t> alpha;  // width * height
   std::uint8_t at(int x, int y) const { return alpha[std::size_t(y) * width + x]; }
+  // What was drawn, for the vector figures: the text, its pixel size, and the pen's start on the
+  // baseline in mask columns (left of 0 only for glyphs that overhang it).
+  std::string text;
+  float px = 0;
+  int penX = 0;
 };
+
 
 // Decodes UTF-8; each malformed or truncated sequence becomes U+FFFD.
 std::u32string decodeUtf8(std::string_view text);
@@ -30,6 +36,17 @@ struct FontFile {
   int index = 0;
   bool empty() const { return path.empty(); }
   bool operator==(const FontFile&) const = default;
+};
+
+// One glyph of a line as Font::render places it: the face (empty for the built-in font), the
+// glyph index in that face, the code point, the pen's x (whole pixels, as the mask rounds it)
+// and the face's em size in pixels at this pixel size.
+struct PlacedGlyph {
+  FontFile face;  // empty: the built-in font
+  int glyph = 0;
+  char32_t cp = 0;
+  float x = 0;
+  float em = 0;
 };
 
 // fontconfig's choice for a pattern such as "sans-serif" or "DejaVu Sans:bold", restricted to
@@ -83,6 +100,13 @@ class Font {
 
   // Renders one line of UTF-8 text. Missing glyphs draw the font's replacement box.
   TextMask render(std::string_view utf8, float px) const;
+
+  // The glyphs render() draws for a line, where it draws them (for SVG and PDF text). Control
+  // characters are left out, as render() leaves them out.
+  std::vector<PlacedGlyph> place(std::string_view utf8, float px) const;
+  // The family name in the name table of a face place() returned ("DejaVu Sans"); empty when
+  // the face has none.
+  std::string familyName(const FontFile& face) const;
 
  private:
   struct Impl;

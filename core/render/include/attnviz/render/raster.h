@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct Image {
   // Where the (first) heatmap landed: its top-left cell's corner in pixels, and pixels per cell
   // (0 when max-pooled), so a viewer can map a pixel back to a cell.
   int heatX = 0, heatY = 0, cellPx = 0;
+  // The same figure for SVG and PDF (vector_figure.h), when ExportOptions::vector asked for it.
+  std::shared_ptr<const struct VectorFigure> vector;
   RGBA8 pixel(int x, int y) const;
 };
 
@@ -64,6 +67,10 @@ struct ExportOptions {
   std::vector<BlockSparsity> blocks;
   // The FlashAttention tile overlay (one head, the weights stage); off unless on().
   FlashOverlay flash;
+  // Also record the figure for SVG and PDF (Image::vector): the PNG's layout, except that a
+  // figure over kVectorMaxCells cells, or one the PNG max-pools, is laid out again max-pooled
+  // to fit that many and says so in its title. The PNG's pixels do not change.
+  bool vector = false;
 };
 
 struct ExportData {
