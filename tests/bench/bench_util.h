@@ -58,7 +58,13 @@ inline void writeByteLevelVocab(const std::filesystem::path& dir, int vocabSize)
   for (int b = 0; b < 256; ++b) alpha.push_back(gpt2ByteToUnicode(b));
   int id = 0;
   for (const auto& a : alpha) vocab[a] = id++;
-  for (int n = 0; n < vocabSize - 257; ++n) vocab[alpha[n / 256] + alpha[n % 256]] = id++;
+  // Two-byte pieces, then (past 65536 of them: Llama 3's 128256) three-byte ones.
+  for (int n = 0; n < vocabSize - 257; ++n) {
+    const std::string piece = n < 65536 ? alpha[n / 256] + alpha[n % 256]
+                                        : alpha[(n >> 16) & 255] + alpha[(n >> 8) & 255] +
+                                              alpha[n & 255];
+    vocab[piece] = id++;
+  }
   vocab["<|endoftext|>"] = id++;
   std::ofstream(dir / "vocab.json") << vocab.dump();
   std::ofstream(dir / "merges.txt") << "#version: 0.2\n";
