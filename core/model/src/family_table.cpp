@@ -133,8 +133,8 @@ void localLayers(const json& j, const std::string& path, ModelConfig& c, int win
       if (s == "sliding_attention") {
         c.layerWindows[l] = window;
       } else if (s != "full_attention") {
-        throw InputError(path + ": layer_types[" + std::to_string(l) + "] \"" + s +
-                         "\" is not supported (sliding_attention, full_attention)");
+        throw InputError(path + ": layer_types[" + std::to_string(l) + "] " + t.dump() +
+                         " is not supported (sliding_attention, full_attention)");
       }
     }
     return;
