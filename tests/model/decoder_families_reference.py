@@ -88,6 +88,11 @@ def inv_freq(cfg, local):
     scaling = cfg.get("rope_scaling")
     if cfg["model_type"] == "gemma3_text" and local:
         base, scaling = cfg.get("rope_local_base_freq", 10000.0), None
+    rp = cfg.get("rope_parameters")
+    if rp:  # transformers 5: one object, or one per layer type
+        if "full_attention" in rp or "sliding_attention" in rp:
+            rp = rp.get("sliding_attention" if local else "full_attention", {})
+        base, scaling = rp.get("rope_theta", 10000.0), rp
     # As HF computes it: base^(2i/d) in float32.
     inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
     inv = inv.to(torch.float64)
@@ -286,6 +291,14 @@ def random_weights(cfg, gen):
     return w
 
 
+def v5(cfg, rope_parameters):
+    """cfg with its RoPE keys as transformers 5 writes them."""
+    for k in ("rope_theta", "rope_scaling", "rope_local_base_freq"):
+        cfg.pop(k, None)
+    cfg["rope_parameters"] = rope_parameters
+    return cfg
+
+
 def variants(V):
     """(name, config, seed): two per family, between them tied and untied heads, GQA, a window
     shorter than T, a global layer within the depth."""
@@ -323,6 +336,17 @@ def variants(V):
                                       attn_logit_softcapping=6.0, final_logit_softcapping=5.0),
          36),
         # Fused tensors, MHA, untied, no window.
+        # As transformers 5 writes them: rope_parameters instead of rope_theta / rope_scaling.
+        ("qwen3_rope_parameters", v5(config("qwen3", 64, 2, 4, 2, V, True, head_dim=16),
+                                     {"rope_type": "linear", "factor": 2.0,
+                                      "rope_theta": 1000000.0}), 41),
+        ("gemma3_rope_parameters",
+         v5(config("gemma3_text", 64, 3, 4, 2, V, True, head_dim=16, query_pre_attn_scalar=16,
+                   sliding_window=5, layer_types=["sliding_attention", "full_attention",
+                                                  "sliding_attention"],
+                   attn_logit_softcapping=None, final_logit_softcapping=None),
+            {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}), 42),
         ("phi3_fused", config("phi3", 64, 2, 4, 4, V, False, sliding_window=None), 37),
         # GQA 4/2 in the fused qkv, window 6 < T in every layer, tied.
         ("phi3_window", config("phi3", 64, 3, 4, 2, V, True, sliding_window=6), 38),
@@ -351,11 +375,15 @@ def check(name, cfg, w, ids, att, logits):
         assert float((z - logits).abs().max()) > 1e-3, name
     if cfg["model_type"] == "gemma3_text":
         assert any(local) and not all(local), name
+    if cfg["model_type"] == "gemma3_text" and "rope_theta" in cfg:
         a4, _ = forward(dict(cfg, rope_local_base_freq=cfg["rope_theta"]), w, ids)
         assert float((a4 - att).abs().max()) > 1e-3, name
         if cfg.get("rope_scaling"):  # the global layers' scaling matters
             a5, _ = forward(dict(cfg, rope_scaling=None), w, ids)
             assert float((a5 - att).abs().max()) > 1e-3, name
+    if cfg.get("rope_parameters"):  # read, not defaulted
+        a6, _ = forward(dict(cfg, rope_parameters=None), w, ids)
+        assert float((a6 - att).abs().max()) > 1e-3, name
     # Peaky enough to show a wrong mask or rotation.
     peak = float(att[:, :, 7:, :].max(-1).values.mean())
     if os.environ.get("PEAK"):

@@ -84,7 +84,7 @@ nlohmann::json DecoderFamilies::cases_;
 // family: weights within 1e-5, logits within 1e-4 of the largest logit.
 TEST_F(DecoderFamilies, EveryVariantMatchesTheTorchReference) {
   const auto& list = cases()["cases"];
-  ASSERT_EQ(list.size(), 10u);
+  ASSERT_EQ(list.size(), 12u);
   std::set<std::string> families;
   for (const auto& c : list) {
     const std::string name = c["name"].get<std::string>();
@@ -161,6 +161,21 @@ TEST_F(DecoderFamilies, BadGemmaLayerKeysAreRefusedNamingTheFile) {
       j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
     });
     expectRefused(run(d), d, "rope_scaling type \"yarn\"");
+  }
+  {
+    const fs::path d = brokenCopy("gemma3_rope_parameters", "bad_rope_parameters",
+                                  [](nlohmann::json& j) {
+                                    j["rope_parameters"]["full_attention"]["rope_type"] = "yarn";
+                                  });
+    expectRefused(run(d), d, "rope_parameters.full_attention type \"yarn\"");
+  }
+  {
+    const fs::path d = brokenCopy("gemma3_rope_parameters", "bad_local_rope",
+                                  [](nlohmann::json& j) {
+                                    j["rope_parameters"]["sliding_attention"]["rope_type"] =
+                                        "linear";
+                                  });
+    expectRefused(run(d), d, "rope_parameters.sliding_attention type \"linear\"");
   }
 }
 

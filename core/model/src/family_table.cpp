@@ -143,6 +143,15 @@ void localLayers(const json& j, const std::string& path, ModelConfig& c, int win
     if (isLocal(l, pattern)) c.layerWindows[l] = window;
 }
 
+// The local layers' own RoPE base, unscaled (Gemma 3's rope_local_base_freq; transformers 5's
+// rope_parameters.sliding_attention).
+void localRope(ModelConfig& c, float theta) {
+  c.layerRopeTheta.assign(std::size_t(c.nLayer), c.ropeTheta);
+  for (int l = 0; l < c.nLayer; ++l)
+    if (c.layerWindows[l] > 0) c.layerRopeTheta[l] = theta;
+  c.scaleLocalRope = false;
+}
+
 void gemmaCommon(const json& j, const std::string& path, ModelConfig& c) {
   llamaStyle(j, path, c);
   c.activationName = optionalString(j, path, "hidden_activation",
@@ -166,6 +175,7 @@ void gemma2Json(const json& j, const std::string& path, ModelConfig& c) {
   const int W = optionalInt(j, path, "sliding_window", 4096);
   // Gemma 2: the even layers are local.
   localLayers(j, path, c, W, [](int l, int) { return l % 2 == 0; }, 2);
+  if (const auto local = localRopeTheta(j, path)) localRope(c, *local);
 }
 
 void gemma3Json(const json& j, const std::string& path, ModelConfig& c) {
@@ -175,11 +185,8 @@ void gemma3Json(const json& j, const std::string& path, ModelConfig& c) {
   const int pattern = optionalInt(j, path, "sliding_window_pattern", 6);
   // Gemma 3: every pattern-th layer is global, the others local (five to one by default).
   localLayers(j, path, c, W, [](int l, int p) { return (l + 1) % p != 0; }, pattern);
-  const float local = float(optionalNumber(j, path, "rope_local_base_freq", 10000.0, 1.0, 1e12));
-  c.layerRopeTheta.assign(std::size_t(c.nLayer), c.ropeTheta);
-  for (int l = 0; l < c.nLayer; ++l)
-    if (c.layerWindows[l] > 0) c.layerRopeTheta[l] = local;
-  c.scaleLocalRope = false;
+  localRope(c, localRopeTheta(j, path).value_or(float(
+                   optionalNumber(j, path, "rope_local_base_freq", 10000.0, 1.0, 1e12))));
 }
 
 void phi3Json(const json& j, const std::string& path, ModelConfig& c) {
