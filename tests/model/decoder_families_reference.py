@@ -6,7 +6,8 @@ what the reference computes on them. decoder_families_test.cpp runs this at test
 
     /usr/bin/python3 tests/model/decoder_families_reference.py OUT_DIR
 
-OUT_DIR/cases.json: {"cases": [{"name", "family", "dir", "ids", "weights", "logits"}]}; each
+OUT_DIR/cases.json: {"cases": [{"name", "family", "dir", "ids", "weights", "logits", "greedy"}]}
+("greedy": six greedy next ids by full recompute, null when a step is a near tie); each
 case's folder holds config.json, model.safetensors (F32), a SentencePiece-style tokenizer.json
 (make_llama_fixtures.py's) and the expected float32 attention weights [L, H, T, T] and logits
 [T, V] as .npy. Deterministic (seeded); a few seconds on one core.
@@ -391,6 +392,22 @@ def check(name, cfg, w, ids, att, logits):
     assert peak > 0.3, (name, peak)
 
 
+def greedy(cfg, w, ids, n, eos=2):
+    """n greedy steps by full recompute (stopping after EOS), and the smallest gap between the
+    two most likely logits over the steps, relative to the largest logit."""
+    ids, out, gap = list(ids), [], math.inf
+    for _ in range(n):
+        _, z = forward(cfg, w, ids)
+        top = torch.topk(z[-1], 2).values
+        gap = min(gap, float(top[0] - top[1]) / float(z.abs().max()))
+        nxt = int(torch.argmax(z[-1]))
+        out.append(nxt)
+        ids.append(nxt)
+        if nxt == eos:
+            break
+    return out, gap
+
+
 def main():
     if len(sys.argv) != 2:
         print("usage: decoder_families_reference.py OUT_DIR", file=sys.stderr)
@@ -416,8 +433,11 @@ def main():
         write_spm_tokenizer(out, vocab, merges)
         np.save(os.path.join(out, "weights.npy"), att.numpy().astype(np.float32))
         np.save(os.path.join(out, "logits.npy"), logits.numpy().astype(np.float32))
+        # The continuation, when no step is a near tie (float32 could pick the other token).
+        cont, gap = greedy(cfg, w, ids, 6)
         cases.append({"name": name, "family": cfg["model_type"], "dir": name, "ids": ids,
-                      "weights": f"{name}/weights.npy", "logits": f"{name}/logits.npy"})
+                      "weights": f"{name}/weights.npy", "logits": f"{name}/logits.npy",
+                      "greedy": cont if gap > 1e-3 else None})
     with open(os.path.join(root, "cases.json"), "w") as f:
         json.dump({"cases": cases}, f, indent=2)
     return 0

@@ -113,6 +113,30 @@ TEST_F(DecoderFamilies, EveryVariantMatchesTheTorchReference) {
   EXPECT_EQ(families, (std::set<std::string>{"qwen3", "gemma2", "gemma3_text", "phi3", "olmo2"}));
 }
 
+// `attnviz generate` (the prompt's pass, then one decode step a token over the KV cache: local
+// windows, per-layer RoPE bases and softcaps inside a step) continues as the reference's greedy
+// full recomputes do, for every variant without a near tie.
+TEST_F(DecoderFamilies, GreedyDecodingMatchesTheReference) {
+  int checked = 0;
+  for (const auto& c : cases()["cases"]) {
+    if (c["greedy"].is_null()) continue;
+    const std::string name = c["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    const std::vector<int> ids = c["ids"].get<std::vector<int>>();
+    const std::vector<int> want = c["greedy"].get<std::vector<int>>();
+    const CliRun run = runBinary({"generate", "--model", (root() / c["dir"].get<std::string>()).string(),
+                                  "--ids", joinIds(ids), "-n", std::to_string(want.size()),
+                                  "--print-ids"},
+                                 root());
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    std::string line;
+    for (int id : want) line += (line.empty() ? "" : " ") + std::to_string(id);
+    EXPECT_EQ(run.out, line + "\n");
+    ++checked;
+  }
+  EXPECT_GE(checked, 8);
+}
+
 // Exit 1 and one line that names config.json and contains `problem`; nothing on stdout.
 void expectRefused(const CliRun& r, const fs::path& dir, const std::string& problem) {
   EXPECT_EQ(r.exitCode, 1) << r.err;
