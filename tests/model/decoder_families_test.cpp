@@ -46,15 +46,16 @@ class DecoderFamilies : public ::testing::Test {
   // The script runs once for the suite.
   static void SetUpTestSuite() {
     dir_ = std::make_unique<TempDir>();
-    const std::string cmd =
-        "/usr/bin/python3 " +
-        shellQuote((modelDir() / "decoder_families_reference.py").string()) + " " +
-        shellQuote(dir_->path.string()) + " >/dev/null";
+    const std::string cmd = "/usr/bin/python3 " +
+                            shellQuote((modelDir() / "decoder_families_reference.py").string()) +
+                            " " + shellQuote(dir_->path.string()) + " >/dev/null";
     const int rc = std::system(cmd.c_str());
     if (rc == 0) cases_ = nlohmann::json::parse(slurp((dir_->path / "cases.json").string()));
   }
   static void TearDownTestSuite() { dir_.reset(); }
-  void SetUp() override { ASSERT_FALSE(cases_.is_null()) << "decoder_families_reference.py failed"; }
+  void SetUp() override {
+    ASSERT_FALSE(cases_.is_null()) << "decoder_families_reference.py failed";
+  }
 
   static fs::path root() { return dir_->path; }
   static const nlohmann::json& cases() { return cases_; }
@@ -92,9 +93,9 @@ TEST_F(DecoderFamilies, EveryVariantMatchesTheTorchReference) {
     const fs::path model = root() / c["dir"].get<std::string>();
     const std::vector<int> ids = c["ids"].get<std::vector<int>>();
     const std::string w = (root() / "w.npy").string(), z = (root() / "z.npy").string();
-    const CliRun run = runBinary({"model", "--model", model.string(), "--ids", joinIds(ids),
-                                  "--weights", w, "--logits", z},
-                                 root());
+    const CliRun run = runBinary(
+        {"model", "--model", model.string(), "--ids", joinIds(ids), "--weights", w, "--logits", z},
+        root());
     ASSERT_EQ(run.exitCode, 0) << run.err;
     const NpyArray weights = readNpy(w), logits = readNpy(z);
     const NpyArray wantW = readNpy((root() / c["weights"].get<std::string>()).string());
@@ -124,10 +125,10 @@ TEST_F(DecoderFamilies, GreedyDecodingMatchesTheReference) {
     SCOPED_TRACE(name);
     const std::vector<int> ids = c["ids"].get<std::vector<int>>();
     const std::vector<int> want = c["greedy"].get<std::vector<int>>();
-    const CliRun run = runBinary({"generate", "--model", (root() / c["dir"].get<std::string>()).string(),
-                                  "--ids", joinIds(ids), "-n", std::to_string(want.size()),
-                                  "--print-ids"},
-                                 root());
+    const CliRun run =
+        runBinary({"generate", "--model", (root() / c["dir"].get<std::string>()).string(), "--ids",
+                   joinIds(ids), "-n", std::to_string(want.size()), "--print-ids"},
+                  root());
     ASSERT_EQ(run.exitCode, 0) << run.err;
     std::string line;
     for (int id : want) line += (line.empty() ? "" : " ") + std::to_string(id);
@@ -148,7 +149,8 @@ void expectRefused(const CliRun& r, const fs::path& dir, const std::string& prob
 
 // What a Gemma config can say that attnviz cannot run: a sliding_window_pattern that is not a
 // positive integer, a layer type that is neither sliding nor full, a layer_types list of the
-// wrong length, a rope_scaling type it does not implement.
+// wrong length, a rope_scaling (or rope_parameters) type it does not implement, a scaled RoPE in
+// the local layers, bidirectional attention (EmbeddingGemma).
 TEST_F(DecoderFamilies, BadGemmaLayerKeysAreRefusedNamingTheFile) {
   auto run = [&](const fs::path& dir) {
     return runBinary({"model", "--model", dir.string(), "--ids", "1,5,7"}, root());
@@ -187,18 +189,22 @@ TEST_F(DecoderFamilies, BadGemmaLayerKeysAreRefusedNamingTheFile) {
     expectRefused(run(d), d, "rope_scaling type \"yarn\"");
   }
   {
-    const fs::path d = brokenCopy("gemma3_rope_parameters", "bad_rope_parameters",
-                                  [](nlohmann::json& j) {
-                                    j["rope_parameters"]["full_attention"]["rope_type"] = "yarn";
-                                  });
+    const fs::path d = brokenCopy("gemma3_pattern", "bad_bidirectional", [](nlohmann::json& j) {
+      j["use_bidirectional_attention"] = true;
+    });
+    expectRefused(run(d), d, "use_bidirectional_attention");
+  }
+  {
+    const fs::path d = brokenCopy(
+        "gemma3_rope_parameters", "bad_rope_parameters",
+        [](nlohmann::json& j) { j["rope_parameters"]["full_attention"]["rope_type"] = "yarn"; });
     expectRefused(run(d), d, "rope_parameters.full_attention type \"yarn\"");
   }
   {
-    const fs::path d = brokenCopy("gemma3_rope_parameters", "bad_local_rope",
-                                  [](nlohmann::json& j) {
-                                    j["rope_parameters"]["sliding_attention"]["rope_type"] =
-                                        "linear";
-                                  });
+    const fs::path d =
+        brokenCopy("gemma3_rope_parameters", "bad_local_rope", [](nlohmann::json& j) {
+          j["rope_parameters"]["sliding_attention"]["rope_type"] = "linear";
+        });
     expectRefused(run(d), d, "rope_parameters.sliding_attention type \"linear\"");
   }
 }

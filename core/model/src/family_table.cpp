@@ -162,7 +162,8 @@ void gemmaCommon(const json& j, const std::string& path, ModelConfig& c) {
   c.normWeightOffset = 1.0f;
   // HF multiplies by sqrt(d) rounded to the weights' type (float32 here).
   c.embedScale = std::sqrt(float(c.nEmbd));
-  const double qpas = optionalNumber(j, path, "query_pre_attn_scalar", c.headSize, 0, 1e9);
+  // HF's default when the key is absent is 256 (Gemma's head size), not this model's head size.
+  const double qpas = optionalNumber(j, path, "query_pre_attn_scalar", 256, 0, 1e9);
   c.scoreScale = float(1.0 / std::sqrt(qpas));
   c.attnSoftcap = float(optionalNumber(j, path, "attn_logit_softcapping", 0, -1, 1e9));
   c.logitSoftcap = float(optionalNumber(j, path, "final_logit_softcapping", 0, -1, 1e9));
@@ -180,6 +181,11 @@ void gemma2Json(const json& j, const std::string& path, ModelConfig& c) {
 
 void gemma3Json(const json& j, const std::string& path, ModelConfig& c) {
   gemmaCommon(j, path, c);
+  // EmbeddingGemma: every position sees the others, with a bidirectional window of its own.
+  if (flag(j, "use_bidirectional_attention", false)) {
+    throw InputError(path + ": use_bidirectional_attention true (EmbeddingGemma) is not "
+                     "supported; gemma3_text runs causal");
+  }
   c.qkNorm = QkNorm::PerHead;
   const int W = optionalInt(j, path, "sliding_window", 4096);
   const int pattern = optionalInt(j, path, "sliding_window_pattern", 6);
