@@ -111,33 +111,80 @@ void parseActivation(ModelConfig& c, const std::string& path) {
   }
 }
 
-void parseRopeScaling(const json& j, ModelConfig& c, const std::string& path) {
-  const json* rs = lookup(j, {"rope_scaling"});
-  if (!rs) return;
-  if (!rs->is_object()) throw InputError(path + ": \"rope_scaling\" must be an object or null");
+namespace {
+
+// One RoPE object: {"rope_type" (or "type"), "factor", ...}; `what` names it in errors.
+void parseRopeObject(const json& rs, const std::string& what, ModelConfig& c,
+                     const std::string& path) {
+  if (!rs.is_object()) throw InputError(path + ": \"" + what + "\" must be an object or null");
   std::string type;
-  if (rs->contains("rope_type") && (*rs)["rope_type"].is_string()) {
-    type = (*rs)["rope_type"].get<std::string>();
-  } else if (rs->contains("type") && (*rs)["type"].is_string()) {
-    type = (*rs)["type"].get<std::string>();
+  if (rs.contains("rope_type") && rs["rope_type"].is_string()) {
+    type = rs["rope_type"].get<std::string>();
+  } else if (rs.contains("type") && rs["type"].is_string()) {
+    type = rs["type"].get<std::string>();
   }
   RopeScaling& s = c.ropeScaling;
   if (type == "default" || type.empty()) return;
-  s.factor = float(optionalNumber(*rs, path, "factor", 1.0, 0.0, 1e6));
+  s.factor = float(optionalNumber(rs, path, "factor", 1.0, 0.0, 1e6));
   if (type == "linear") {
     s.kind = RopeScaling::Kind::Linear;
   } else if (type == "llama3") {
     s.kind = RopeScaling::Kind::Llama3;
-    s.lowFreqFactor = float(optionalNumber(*rs, path, "low_freq_factor", 1.0, 0.0, 1e6));
-    s.highFreqFactor = float(optionalNumber(*rs, path, "high_freq_factor", 4.0, 0.0, 1e6));
-    s.originalMaxPositions = optionalInt(*rs, path, "original_max_position_embeddings", 8192);
+    s.lowFreqFactor = float(optionalNumber(rs, path, "low_freq_factor", 1.0, 0.0, 1e6));
+    s.highFreqFactor = float(optionalNumber(rs, path, "high_freq_factor", 4.0, 0.0, 1e6));
+    s.originalMaxPositions = optionalInt(rs, path, "original_max_position_embeddings", 8192);
     if (!(s.highFreqFactor > s.lowFreqFactor)) {
-      throw InputError(path + ": rope_scaling: high_freq_factor must be above low_freq_factor");
+      throw InputError(path + ": " + what + ": high_freq_factor must be above low_freq_factor");
     }
   } else {
-    throw InputError(path + ": rope_scaling type \"" + type +
+    throw InputError(path + ": " + what + " type \"" + type +
                      "\" is not supported (linear, llama3)");
   }
+}
+
+// transformers 5's rope_parameters: one object, or one per layer type (Gemma 3).
+bool perLayerType(const json& rp) {
+  return rp.is_object() && (rp.contains("full_attention") || rp.contains("sliding_attention"));
+}
+
+}  // namespace
+
+void parseRopeScaling(const json& j, ModelConfig& c, const std::string& path) {
+  // Configs written by transformers 5 say RoPE's base and scaling as rope_parameters
+  // ({"rope_type", "rope_theta", "factor", ...}), or as one such object per layer type
+  // ("full_attention", "sliding_attention"): the full layers' sets the model's base and scaling,
+  // the sliding layers' is read by the families with local layers (localRopeTheta).
+  if (const json* rp = lookup(j, {"rope_parameters"})) {
+    if (!rp->is_object()) throw InputError(path + ": \"rope_parameters\" must be an object");
+    const json* one = rp;
+    std::string what = "rope_parameters";
+    if (perLayerType(*rp)) {
+      static const json none = json::object();
+      one = rp->contains("full_attention") ? &(*rp)["full_attention"] : &none;
+      what += ".full_attention";
+      if (!one->is_object()) throw InputError(path + ": \"" + what + "\" must be an object");
+    }
+    c.ropeTheta = float(optionalNumber(*one, path, "rope_theta", c.ropeTheta, 1.0, 1e12));
+    parseRopeObject(*one, what, c, path);
+    return;
+  }
+  const json* rs = lookup(j, {"rope_scaling"});
+  if (!rs) return;
+  parseRopeObject(*rs, "rope_scaling", c, path);
+}
+
+std::optional<float> localRopeTheta(const json& j, const std::string& path) {
+  const json* rp = lookup(j, {"rope_parameters"});
+  if (!rp || !perLayerType(*rp) || !rp->contains("sliding_attention")) return std::nullopt;
+  const json& s = (*rp)["sliding_attention"];
+  const std::string what = "rope_parameters.sliding_attention";
+  if (!s.is_object()) throw InputError(path + ": \"" + what + "\" must be an object");
+  const std::string type = optionalString(s, path, "rope_type", "default");
+  if (type != "default") {
+    throw InputError(path + ": " + what + " type \"" + type +
+                     "\" is not supported (the local layers rotate unscaled: default)");
+  }
+  return float(optionalNumber(s, path, "rope_theta", 10000.0, 1.0, 1e12));
 }
 
 ModelConfig loadModelConfig(const std::string& path) {

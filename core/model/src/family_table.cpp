@@ -133,14 +133,23 @@ void localLayers(const json& j, const std::string& path, ModelConfig& c, int win
       if (s == "sliding_attention") {
         c.layerWindows[l] = window;
       } else if (s != "full_attention") {
-        throw InputError(path + ": layer_types[" + std::to_string(l) + "] \"" + s +
-                         "\" is not supported (sliding_attention, full_attention)");
+        throw InputError(path + ": layer_types[" + std::to_string(l) + "] " + t.dump() +
+                         " is not supported (sliding_attention, full_attention)");
       }
     }
     return;
   }
   for (int l = 0; l < c.nLayer; ++l)
     if (isLocal(l, pattern)) c.layerWindows[l] = window;
+}
+
+// The local layers' own RoPE base, unscaled (Gemma 3's rope_local_base_freq; transformers 5's
+// rope_parameters.sliding_attention).
+void localRope(ModelConfig& c, float theta) {
+  c.layerRopeTheta.assign(std::size_t(c.nLayer), c.ropeTheta);
+  for (int l = 0; l < c.nLayer; ++l)
+    if (c.layerWindows[l] > 0) c.layerRopeTheta[l] = theta;
+  c.scaleLocalRope = false;
 }
 
 void gemmaCommon(const json& j, const std::string& path, ModelConfig& c) {
@@ -153,7 +162,8 @@ void gemmaCommon(const json& j, const std::string& path, ModelConfig& c) {
   c.normWeightOffset = 1.0f;
   // HF multiplies by sqrt(d) rounded to the weights' type (float32 here).
   c.embedScale = std::sqrt(float(c.nEmbd));
-  const double qpas = optionalNumber(j, path, "query_pre_attn_scalar", c.headSize, 0, 1e9);
+  // HF's default when the key is absent is 256 (Gemma's head size), not this model's head size.
+  const double qpas = optionalNumber(j, path, "query_pre_attn_scalar", 256, 0, 1e9);
   c.scoreScale = float(1.0 / std::sqrt(qpas));
   c.attnSoftcap = float(optionalNumber(j, path, "attn_logit_softcapping", 0, -1, 1e9));
   c.logitSoftcap = float(optionalNumber(j, path, "final_logit_softcapping", 0, -1, 1e9));
@@ -166,20 +176,23 @@ void gemma2Json(const json& j, const std::string& path, ModelConfig& c) {
   const int W = optionalInt(j, path, "sliding_window", 4096);
   // Gemma 2: the even layers are local.
   localLayers(j, path, c, W, [](int l, int) { return l % 2 == 0; }, 2);
+  if (const auto local = localRopeTheta(j, path)) localRope(c, *local);
 }
 
 void gemma3Json(const json& j, const std::string& path, ModelConfig& c) {
   gemmaCommon(j, path, c);
+  // EmbeddingGemma: every position sees the others, with a bidirectional window of its own.
+  if (flag(j, "use_bidirectional_attention", false)) {
+    throw InputError(path + ": use_bidirectional_attention true (EmbeddingGemma) is not "
+                     "supported; gemma3_text runs causal");
+  }
   c.qkNorm = QkNorm::PerHead;
   const int W = optionalInt(j, path, "sliding_window", 4096);
   const int pattern = optionalInt(j, path, "sliding_window_pattern", 6);
   // Gemma 3: every pattern-th layer is global, the others local (five to one by default).
   localLayers(j, path, c, W, [](int l, int p) { return (l + 1) % p != 0; }, pattern);
-  const float local = float(optionalNumber(j, path, "rope_local_base_freq", 10000.0, 1.0, 1e12));
-  c.layerRopeTheta.assign(std::size_t(c.nLayer), c.ropeTheta);
-  for (int l = 0; l < c.nLayer; ++l)
-    if (c.layerWindows[l] > 0) c.layerRopeTheta[l] = local;
-  c.scaleLocalRope = false;
+  localRope(c, localRopeTheta(j, path).value_or(float(
+                   optionalNumber(j, path, "rope_local_base_freq", 10000.0, 1.0, 1e12))));
 }
 
 void phi3Json(const json& j, const std::string& path, ModelConfig& c) {

@@ -147,7 +147,11 @@ std::string optionalString(const nlohmann::json& j, const std::string& path, con
 void parseActivation(ModelConfig& c, const std::string& path);
 // generation_config.json's eos_token_id (a number or a list) added to c.eosIds.
 void addGenerationConfig(ModelConfig& c, const std::string& text);
+// config.json's rope_scaling, or transformers 5's rope_parameters (then also the base).
 void parseRopeScaling(const nlohmann::json& j, ModelConfig& c, const std::string& path);
+// rope_parameters.sliding_attention's base (transformers 5's Gemma 3), when the config has one;
+// throws for a scaling there (local layers rotate unscaled).
+std::optional<float> localRopeTheta(const nlohmann::json& j, const std::string& path);
 // GGUF metadata helpers (gguf_config.cpp).
 int ggufInt(const GgufFile& f, const std::string& key, std::optional<int> fallback = {});
 
