@@ -149,7 +149,7 @@ def forward(p, ids, type_ids, position_ids, heads, eps):
     return torch.stack(weights), x, logits
 
 
-def bert_tensors(p, prefix, head):
+def bert_tensors(p, prefix, head, legacy=False):
     t = {prefix + "embeddings.word_embeddings.weight": p["word"],
          prefix + "embeddings.position_embeddings.weight": p["pos"],
          prefix + "embeddings.token_type_embeddings.weight": p["types"],
@@ -166,6 +166,10 @@ def bert_tensors(p, prefix, head):
         t[b + "attention.output.LayerNorm.bias"] = L["ln1_b"]
         t[b + "output.LayerNorm.weight"] = L["ln2_w"]
         t[b + "output.LayerNorm.bias"] = L["ln2_b"]
+    if legacy:  # TensorFlow-converted checkpoints: LayerNorm.gamma / LayerNorm.beta
+        t = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias",
+                                                                      "LayerNorm.beta"): v
+             for k, v in t.items()}
     if head == "bert":
         t["cls.predictions.transform.dense.weight"] = p["head_dense_w"]
         t["cls.predictions.transform.dense.bias"] = p["head_dense_b"]
@@ -255,7 +259,8 @@ def main():
     d, heads, layers, inner, max_pos, eps = 32, 4, 2, 64, 40, 1e-12
     cases = []
 
-    # BERT: BertForMaskedLM ("bert." + cls.predictions) and BertModel (no head).
+    # BERT: BertForMaskedLM ("bert." + cls.predictions) and BertModel (no head, and the legacy
+    # gamma/beta names of its LayerNorms).
     bert = make_params(d, inner, layers, V, max_pos, 2)
     cfg = {"model_type": "bert", "architectures": ["BertForMaskedLM"], "hidden_size": d,
            "num_hidden_layers": layers, "num_attention_heads": heads, "intermediate_size": inner,
@@ -265,7 +270,7 @@ def main():
     write_folder(os.path.join(out, "bert_mlm"), cfg, bert_tensors(bert, "bert.", "bert"),
                  "wordpiece")
     base_cfg = dict(cfg, architectures=["BertModel"])
-    write_folder(os.path.join(out, "bert_base"), base_cfg, bert_tensors(bert, "", None),
+    write_folder(os.path.join(out, "bert_base"), base_cfg, bert_tensors(bert, "", None, legacy=True),
                  "wordpiece")
     text = "The cat sat on the [MASK] and played."
     ids = [ID["[CLS]"]] + wordpiece(text) + [ID["[SEP]"]]
