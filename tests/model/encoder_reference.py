@@ -27,6 +27,19 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "to", "park", "and", "it", "was",
          "happy", "sun", "is", "bright", "play", "##ing", "##s", "##ed", "in", "house", ".", ","]
 VOCAB = SPECIALS + WORDS
+# RoBERTa's test vocabulary: single bytes as byte-level BPE writes them (U+0120 is the space).
+ROBERTA_CHARS = list("abcdefghijklmnopqrstuvwxyz.,") + ["\u0120"]
+RID = {t: 4 + i for i, t in enumerate(ROBERTA_CHARS)}
+RID["<mask>"] = 4 + len(ROBERTA_CHARS)
+
+
+def roberta_bytes(text):
+    """Every byte its own token (no merges); "<mask>" the mask token."""
+    ids = []
+    for part in text.split("<mask>"):
+        ids.extend(RID["\u0120" if ch == " " else ch] for ch in part)
+        ids.append(RID["<mask>"])
+    return ids[:-1]
 V = len(VOCAB)
 ID = {t: i for i, t in enumerate(VOCAB)}
 
@@ -219,15 +232,26 @@ def write_folder(folder, config, tensors, tokenizer):
     if tokenizer == "wordpiece":
         with open(os.path.join(folder, "vocab.txt"), "w") as f:
             f.write("\n".join(VOCAB) + "\n")
-    else:  # RoBERTa's byte-level BPE: every vocabulary entry a single printable byte
-        vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
-        for ch in "abcdefghijklmnopqrstuvwxyz.,":
-            vocab[ch] = len(vocab)
-        vocab["<mask>"] = len(vocab)
-        with open(os.path.join(folder, "vocab.json"), "w") as f:
-            json.dump(vocab, f)
-        with open(os.path.join(folder, "merges.txt"), "w") as f:
-            f.write("#version: 0.2\n")
+    else:  # RoBERTa's byte-level BPE in a tokenizer.json with its RobertaProcessing template
+        specials = ["<s>", "<pad>", "</s>", "<unk>"]
+        vocab = {t: i for i, t in enumerate(specials + ROBERTA_CHARS + ["<mask>"])}
+        added = [{"id": vocab[t], "content": t, "single_word": False, "lstrip": False,
+                  "rstrip": False, "normalized": False, "special": True}
+                 for t in specials + ["<mask>"]]
+        tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+               "normalizer": None,
+               "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                                 "trim_offsets": True, "use_regex": True},
+               "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2],
+                                  "cls": ["<s>", 0], "trim_offsets": True,
+                                  "add_prefix_space": False},
+               "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                           "use_regex": True},
+               "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                         "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                         "fuse_unk": False, "vocab": vocab, "merges": []}}
+        with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+            json.dump(tok, f)
         return len(vocab)
     return V
 
@@ -238,7 +262,7 @@ def run_case(out, name, p, ids, types, positions, heads, eps, cases, folder, top
     save(os.path.join(out, name + "_hidden.npy"), hidden)
     save(os.path.join(out, name + "_logits.npy"), logits)
     case = {"name": name, "folder": folder, "ids": ids, "types": types}
-    mask = ID["[MASK]"] if extra.get("wordpiece", True) else None
+    mask = extra.pop("mask_id", ID["[MASK]"])
     fill = []
     for t, i in enumerate(ids):
         if i == mask:
@@ -249,7 +273,7 @@ def run_case(out, name, p, ids, types, positions, heads, eps, cases, folder, top
             assert min(gaps) > 1e-4, "top-k too close to call: %s" % gaps
             fill.append({"position": t, "ids": top, "probs": [float(prob[v]) for v in top]})
     case["fill"] = fill
-    case.update({k: v for k, v in extra.items() if k != "wordpiece"})
+    case.update(extra)
     cases.append(case)
 
 
@@ -284,16 +308,18 @@ def main():
              "bert_mlm", text=a, text_pair=b)
 
     # RoBERTa: positions from padding_idx + 1, one token type, the lm_head.
-    rvocab = 4 + 28 + 1
+    rvocab = 4 + len(ROBERTA_CHARS) + 1
     rob = make_params(d, inner, layers, rvocab, max_pos + 2, 1)
     rcfg = dict(cfg, model_type="roberta", architectures=["RobertaForMaskedLM"],
                 vocab_size=rvocab, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
                 eos_token_id=2, max_position_embeddings=max_pos + 2, layer_norm_eps=1e-5)
     write_folder(os.path.join(out, "roberta_mlm"), rcfg, bert_tensors(rob, "roberta.", "roberta"),
                  "bpe")
-    rids = [0, 4, 7, 10, 32, 12, 5, 2]
-    run_case(out, "roberta_ids", rob, rids, [0] * len(rids), [2 + t for t in range(len(rids))],
-             heads, 1e-5, cases, "roberta_mlm", wordpiece=False)
+    # <s> A </s></s> B </s>: RoBERTa has one token type, so the model runs on zeros.
+    a, b = "the cat sat.", "a dog<mask>ran"
+    rids = [0] + roberta_bytes(a) + [2, 2] + roberta_bytes(b) + [2]
+    run_case(out, "roberta_pair", rob, rids, [0] * len(rids), [2 + t for t in range(len(rids))],
+             heads, 1e-5, cases, "roberta_mlm", mask_id=RID["<mask>"], text=a, text_pair=b)
 
     # DistilBERT: its own names, no token types.
     dist = make_params(d, inner, layers, V, max_pos, 0)

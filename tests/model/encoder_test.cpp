@@ -115,13 +115,16 @@ void checkFill(const std::string& name) {
 
 TEST(Encoders, BertMatchesTorch) { checkCase("bert_single"); }
 TEST(Encoders, BertPairWithTokenTypesMatchesTorch) { checkCase("bert_pair"); }
-TEST(Encoders, RobertaPositionsFromPadPlusOneMatchTorch) { checkCase("roberta_ids"); }
+// RoBERTa: positions from pad + 1, its pair template <s> A </s></s> B </s> (tokenizer.json's
+// RobertaProcessing), one token type.
+TEST(Encoders, RobertaPairMatchesTorch) { checkCase("roberta_pair"); }
 TEST(Encoders, DistilbertMatchesTorch) { checkCase("distilbert_single"); }
 
 TEST(Encoders, FillGivesTheReferenceTopK) {
   checkFill("bert_single");
   checkFill("bert_pair");
   checkFill("distilbert_single");
+  checkFill("roberta_pair");
 }
 
 TEST(Encoders, PairTokenTypesAreOneAfterTheFirstSep) {
