@@ -207,6 +207,11 @@ TEST(Encoders, UsageErrors) {
                 .exitCode, 2);
   EXPECT_EQ(runBinary({"fill", "--model", folder, "--text", "the [MASK]", "--top-k", "0"},
                       out.path).exitCode, 2);
+  // Commands that read next-token predictions refuse an encoder.
+  EXPECT_EQ(runBinary({"generate", "--model", folder, "--text", "the cat", "-n", "2"}, out.path)
+                .exitCode, 2);
+  EXPECT_EQ(runBinary({"attribute", "--model", folder, "--text", "the cat", "--ablate-sweep",
+                       "zero"}, out.path).exitCode, 2);
 }
 
 TEST(Encoders, HiddenWorksForDecodersToo) {
