@@ -216,6 +216,7 @@ void encoderBlock(const std::string& path, ModelConfig& c) {
   c.mlp = MlpKind::Plain;
   c.qkvBias = c.outBias = c.mlpBias = true;
   parseActivation(c, path);
+  c.headActivation = c.activation;
 }
 
 void bertStyle(const json& j, const std::string& path, ModelConfig& c) {
@@ -253,6 +254,7 @@ void robertaJson(const json& j, const std::string& path, ModelConfig& c) {
                      std::to_string(c.nPositions) + " (positions start at pad_token_id + 1)");
   }
   c.nPositions -= c.positionOffset;
+  c.headActivation = Activation::GeluErf;  // RobertaLMHead's gelu, whatever hidden_act says
 }
 
 void distilbertJson(const json& j, const std::string& path, ModelConfig& c) {

@@ -229,7 +229,7 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
     v.ld = c.nEmbd, v.inMajor = false;
     MatrixRM h;
     linear(f0, v, h);
-    activationForward(h, c.activation);
+    activationForward(h, c.headActivation);
     normForward(NormKind::LayerNorm, h, w.global(Global::HeadNorm), w.global(Global::HeadNormB),
                 c.layerNormEps, transformed);
   }

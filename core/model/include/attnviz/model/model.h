@@ -132,6 +132,9 @@ struct ModelConfig {
   // padding_idx + 1; nPositions is then what remains of max_position_embeddings).
   int typeVocabSize = 0;
   int positionOffset = 0;
+  // The masked-LM head's activation between its dense layer and its LayerNorm (BERT and
+  // DistilBERT: the model's; RoBERTa: always exact GELU).
+  Activation headActivation = Activation::GeluErf;
   bool scaleLocalRope = true;     // false: rope scaling applies to global layers only (Gemma 3)
 
   int headDim() const { return headSize; }
