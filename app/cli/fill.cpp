@@ -10,9 +10,10 @@
 namespace attnviz::app {
 
 int runFill(int argc, char** argv) {
-  CLI::App app{"Fill the mask tokens of a text with an encoder's masked-LM head (BERT, RoBERTa, "
-               "DistilBERT)",
-               "fill"};
+  CLI::App app{
+      "Fill the mask tokens of a text with an encoder's masked-LM head (BERT, RoBERTa, "
+      "DistilBERT)",
+      "fill"};
   ModelCliOptions o;
   int topK = 5;
   addModelOptions(app, o, true);
@@ -65,7 +66,8 @@ int runFill(int argc, char** argv) {
       for (int i = 0; i < k; ++i) {
         const int id = order[std::size_t(i)];
         char buf[64];
-        std::snprintf(buf, sizeof buf, "%d\t%d\t%.6f\t", p, id, std::exp(double(row[id]) - mx) / sum);
+        std::snprintf(buf, sizeof buf, "%d\t%d\t%.6f\t", p, id,
+                      std::exp(double(row[id]) - mx) / sum);
         out += buf + m.tokenizer().printable(id) + "\n";
       }
     }

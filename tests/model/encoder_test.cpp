@@ -67,8 +67,8 @@ void checkCase(const std::string& name) {
     args.insert(args.end(), {"--ids", idList(c["ids"].get<std::vector<int>>())});
   }
   const fs::path w = out.path / "w.npy", h = out.path / "h.npy", z = out.path / "z.npy";
-  args.insert(args.end(), {"--weights", w.string(), "--hidden", h.string(), "--logits",
-                           z.string()});
+  args.insert(args.end(),
+              {"--weights", w.string(), "--hidden", h.string(), "--logits", z.string()});
   const CliRun run = runBinary(args, out.path);
   ASSERT_EQ(run.exitCode, 0) << run.err;
   const NpyArray gw = readNpy(w.string()), gh = readNpy(h.string()), gz = readNpy(z.string());
@@ -89,8 +89,9 @@ void checkFill(const std::string& name) {
   ASSERT_TRUE(g.ok);
   const nlohmann::json& c = g.find(name);
   TempDir out;
-  std::vector<std::string> args = {"fill", "--model", g.path(c["folder"]).string(), "--text",
-                                   c["text"].get<std::string>(), "--top-k", "3"};
+  std::vector<std::string> args = {
+      "fill",    "--model", g.path(c["folder"]).string(), "--text", c["text"].get<std::string>(),
+      "--top-k", "3"};
   if (c.contains("text_pair")) args.insert(args.end(), {"--text-pair", c["text_pair"]});
   const CliRun run = runBinary(args, out.path);
   ASSERT_EQ(run.exitCode, 0) << run.err;
@@ -151,11 +152,15 @@ TEST(Encoders, IdsRunWithTokenTypesZero) {
   TempDir out;
   const fs::path a = out.path / "a.npy", b = out.path / "b.npy";
   const std::string folder = g.path("bert_mlm").string();
-  ASSERT_EQ(runBinary({"model", "--model", folder, "--text", c["text"], "--hidden", a.string()},
-                      out.path).exitCode, 0);
+  ASSERT_EQ(
+      runBinary({"model", "--model", folder, "--text", c["text"], "--hidden", a.string()}, out.path)
+          .exitCode,
+      0);
   ASSERT_EQ(runBinary({"model", "--model", folder, "--ids",
                        idList(c["ids"].get<std::vector<int>>()), "--hidden", b.string()},
-                      out.path).exitCode, 0);
+                      out.path)
+                .exitCode,
+            0);
   expectClose(readNpy(a.string()).data, readNpy(b.string()), 0, 1e-6, "--ids vs --text");
 }
 
@@ -177,8 +182,8 @@ TEST(Encoders, BertModelWithoutHeadRefusesLogitsButWritesHidden) {
                   out.path);
   ASSERT_EQ(run.exitCode, 0) << run.err;
   // BertModel's names (no "bert." prefix) hold the same weights: the same hidden states.
-  expectClose(readNpy(h.string()).data, readNpy(g.path("bert_single_hidden.npy").string()), 0,
-              1e-4, "BertModel hidden");
+  expectClose(readNpy(h.string()).data, readNpy(g.path("bert_single_hidden.npy").string()), 0, 1e-4,
+              "BertModel hidden");
 }
 
 TEST(Encoders, BadFoldersExitOneNamingConfigJson) {
@@ -202,16 +207,23 @@ TEST(Encoders, UsageErrors) {
   // No mask token in the text; a pair with --ids; a decoder-only option on an encoder.
   EXPECT_EQ(runBinary({"fill", "--model", folder, "--text", "the cat"}, out.path).exitCode, 2);
   EXPECT_EQ(runBinary({"model", "--model", folder, "--ids", "2,3", "--text-pair", "a"}, out.path)
-                .exitCode, 2);
+                .exitCode,
+            2);
   EXPECT_EQ(runBinary({"model", "--model", folder, "--text", "the cat", "--top-k", "2"}, out.path)
-                .exitCode, 2);
-  EXPECT_EQ(runBinary({"fill", "--model", folder, "--text", "the [MASK]", "--top-k", "0"},
-                      out.path).exitCode, 2);
+                .exitCode,
+            2);
+  EXPECT_EQ(runBinary({"fill", "--model", folder, "--text", "the [MASK]", "--top-k", "0"}, out.path)
+                .exitCode,
+            2);
   // Commands that read next-token predictions refuse an encoder.
-  EXPECT_EQ(runBinary({"generate", "--model", folder, "--text", "the cat", "-n", "2"}, out.path)
-                .exitCode, 2);
-  EXPECT_EQ(runBinary({"attribute", "--model", folder, "--text", "the cat", "--ablate-sweep",
-                       "zero"}, out.path).exitCode, 2);
+  EXPECT_EQ(
+      runBinary({"generate", "--model", folder, "--text", "the cat", "-n", "2"}, out.path).exitCode,
+      2);
+  EXPECT_EQ(
+      runBinary({"attribute", "--model", folder, "--text", "the cat", "--ablate-sweep", "zero"},
+                out.path)
+          .exitCode,
+      2);
 }
 
 TEST(Encoders, HiddenWorksForDecodersToo) {
