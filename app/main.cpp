@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
     return attnviz::app::runGenerate(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0)
     return attnviz::app::runTokenize(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "fill") == 0)
+    return attnviz::app::runFill(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "attribute") == 0)
     return attnviz::app::runAttribute(argc - 1, argv + 1);
 #ifdef ATTNVIZ_HAVE_GUI

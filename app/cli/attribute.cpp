@@ -110,6 +110,10 @@ int runAttribute(int argc, char** argv) {
     ModelRun run = runModelFromOptions(o, attention, app);
     const Model& m = *run.model;
     const ModelConfig& c = m.config();
+    if (!c.causal) {
+      throw UsageError("attribute: " + c.family +
+                       " is an encoder (attribution reads next-token predictions)");
+    }
     m.checkIds(run.ids);
     const int T = static_cast<int>(run.ids.size());
     if (at.target >= 0) checkVocabId("--target-id", at.target, c.vocabSize);

@@ -44,6 +44,10 @@ int runGenerate(int argc, char** argv) {
     o.prepareOnly = true;
     ModelRun run = runModelFromOptions(o, attention, app);
     const Model& m = *run.model;
+    if (!m.config().causal) {
+      throw UsageError("generate: " + m.config().family +
+                       " is an encoder (no next token to generate); use attnviz fill");
+    }
     const Interventions iv = cliInterventions(m, run.ids, run.ablations, attention, run.ropeOff);
     GenerateOptions opts;
     opts.maxNew = n;

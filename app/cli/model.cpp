@@ -15,13 +15,16 @@ int runModel(int argc, char** argv) {
   ModelCliOptions o;
   AttentionCliOptions attention;
   int layer = -1, topK = 0;
-  std::string weights, logits;
+  std::string weights, logits, hidden;
   addModelOptions(app, o, true);
+  addTextPairOption(app, o);
   addAttentionOptions(app, attention);
   addRopeOffOption(app, o);
   app.add_option("--layer", layer, "only this layer's weights: [H, T, T] instead of [L, H, T, T]");
   app.add_option("--weights", weights, "write the attention weights (float32 .npy)");
-  app.add_option("--logits", logits, "write the logits [T, V] (float32 .npy)");
+  app.add_option("--logits", logits,
+                 "write the logits [T, V] (float32 .npy; encoders: the masked-LM head's)");
+  app.add_option("--hidden", hidden, "write the last hidden states [T, d] (float32 .npy)");
   app.add_option("--top-k", topK, "print the N most likely next tokens: id, probability, piece");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
@@ -42,6 +45,13 @@ int runModel(int argc, char** argv) {
     const ForwardResult& r = run.result;
     if (app.count("--layer")) checkLayer(layer, c);
     const long long T = static_cast<long long>(r.ids.size());
+    if (!c.causal && topK > 0) {
+      throw UsageError("--top-k: " + c.family + " is an encoder (no next token); use attnviz fill");
+    }
+    if (!logits.empty() && !m.headMissing().empty()) {
+      throw InputError(m.files().weights + ": no masked-LM head (missing tensor '" +
+                       m.headMissing() + "'), so --logits cannot be written");
+    }
 
     if (!weights.empty()) {
       if (layer >= 0) {
@@ -55,12 +65,17 @@ int runModel(int argc, char** argv) {
       }
     }
     if (!logits.empty()) saveNpy(logits, {T, c.vocabSize}, r.logits.data());
+    if (!hidden.empty()) {
+      const MatrixRM h = m.lastHidden(r.residualOut);
+      saveNpy(hidden, {T, c.nEmbd}, h.data());
+    }
 
-    const bool quiet = !weights.empty() || !logits.empty() || topK > 0;
+    const bool quiet = !weights.empty() || !logits.empty() || !hidden.empty() || topK > 0;
     if (!quiet) {
       std::printf("model: %s (%d layers x %d heads, d=%d, vocab %d, %s)\n", m.files().dir.c_str(),
                   c.nLayer, c.nHead, c.nEmbd, c.vocabSize, m.weightsDescription().c_str());
       std::printf("tokens: %lld  forward pass: %.1f ms (load included)\n", T, ms);
+      if (!c.causal) return 0;  // an encoder: no next token
       std::printf("next token after '%s':\n", m.tokenizer().printable(r.ids.back()).c_str());
     }
     for (const TokenProb& t : Model::topK(r, quiet ? topK : 5)) {

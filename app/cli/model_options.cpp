@@ -28,6 +28,12 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
                  "(default: a quarter of physical RAM)");
 }
 
+void addTextPairOption(CLI::App& app, ModelCliOptions& o) {
+  app.add_option("--text-pair", o.textPair,
+                 "second text of an encoder's input: the tokenizer's pair template with --text "
+                 "(BERT: [CLS] A [SEP] B [SEP], token types 0 then 1)");
+}
+
 std::int64_t parseMaxMemory(const std::string& text) {
   if (text.empty()) return -1;
   try {
@@ -114,7 +120,20 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
   ModelRun run;
   run.model = Model::open(o.dir, {}, maxMemory);
   const ModelConfig& c = run.model->config();
-  if (app.count("--text")) ids = run.model->encode(o.text);
+  if (!o.textPair.empty()) {
+    if (!app.count("--text")) throw UsageError("--text-pair goes with --text (not --ids)");
+    if (c.causal) {
+      throw UsageError("--text-pair: " + c.family +
+                       " is not an encoder (bert, roberta, distilbert take a pair)");
+    }
+    PairEncoding p = run.model->tokenizer().encodePair(o.text, o.textPair, true);
+    run.model->checkIds(p.ids);
+    ids = std::move(p.ids);
+    // Models with one token type (RoBERTa) run on zeros, as Hugging Face's do.
+    if (c.typeVocabSize > 1) run.typeIds = std::move(p.typeIds);
+  } else if (app.count("--text")) {
+    ids = run.model->encode(o.text);
+  }
   for (const auto& [l, h] : ablations) {
     if (l >= c.nLayer || h >= c.nHead) {
       throw UsageError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
@@ -191,7 +210,9 @@ void runPass(ModelRun& run, const std::vector<int>& ids,
   if (attention.backend != "cpu") {
     std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
   }
-  run.result = run.model->forward(ids, run.interventions, capture);
+  run.result = run.model->forward(ids, run.interventions, capture,
+                                  run.typeIds.size() == ids.size() ? run.typeIds
+                                                                   : std::vector<int>{});
 }
 
 }  // namespace attnviz::app

@@ -18,6 +18,7 @@ namespace attnviz::app {
 // --mask-file, --alibi, --temperature; added by the caller) apply in every layer.
 struct ModelCliOptions {
   std::string dir, text, ids;
+  std::string textPair;   // --text-pair B (encoders: the tokenizer's pair template with --text)
   std::string maxMemory;  // --max-memory SIZE (empty: a quarter of physical RAM)
   std::vector<std::string> ablate;
   std::vector<std::string> ropeOff;  // --rope-off L (model, generate): layers run unrotated
@@ -27,6 +28,8 @@ struct ModelCliOptions {
 
 // `required` = false leaves --model optional (export also takes --scene or Q/K/V).
 void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required);
+// --text-pair B: an encoder's second text (`model`, `fill`).
+void addTextPairOption(CLI::App& app, ModelCliOptions& o);
 // --rope-off L (repeatable): layer L runs with q and k not rotated (RoPE models), the GUI's
 // "RoPE off in layer L". For `model` and `generate`.
 void addRopeOffOption(CLI::App& app, ModelCliOptions& o);
@@ -39,6 +42,7 @@ struct ModelRun {
   ForwardResult result;
   Interventions interventions;  // what the pass ran with
   std::vector<int> ids;         // the input ids
+  std::vector<int> typeIds;     // their token types (--text-pair; empty: all 0)
   std::vector<std::pair<int, int>> ablations;
   std::vector<int> ropeOff;  // layers run with q and k not rotated
 };

@@ -299,6 +299,10 @@ std::string ModelConfig::describe() const {
   } else {
     o << ", learned positions";
   }
+  if (positionOffset > 0) o << " from " << positionOffset;
+  if (typeVocabSize > 0) o << ", " << typeVocabSize << " token types";
+  if (normPlacement == NormPlacement::Post) o << ", post-norm";
+  if (!causal) o << ", bidirectional";
   if (slidingWindow > 0) o << ", sliding window " << slidingWindow;
   if (!layerWindows.empty()) {
     int local = 0;

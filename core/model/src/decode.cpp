@@ -78,8 +78,10 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
   MatrixRM x(1, d);
   embedRow(*w_, c, id, x.row(0).data());
   if (c.positions == PositionKind::Learned) {
-    x.row(0) += ConstMapRM(w_->global(Global::Positions), c.nPositions, d).row(pos);
+    x.row(0) += ConstMapRM(w_->global(Global::Positions), c.nPositions + c.positionOffset, d)
+                    .row(c.positionOffset + pos);
   }
+  addEncoderEmbeddings(*w_, c, {}, x);
   DecodeStep step;
   step.rows.resize(c.nLayer);
   Workspace ws;

@@ -35,7 +35,15 @@ enum class Slot : int {
 };
 constexpr int kSlots = int(Slot::Count);
 // The model-wide tensors.
-enum class Global : int { Embed, Positions, NormF, NormFB, Head, Count };
+// Encoders add: token type embeddings, the embedding LayerNorm (applied after the sum when
+// present), and the masked-LM head's transform (dense + activation + LayerNorm) and output bias,
+// applied before and after the unembedding when present.
+enum class Global : int {
+  Embed, Positions, NormF, NormFB, Head,
+  TokenTypes, EmbedNorm, EmbedNormB,
+  HeadDense, HeadDenseB, HeadNorm, HeadNormB, HeadBias,
+  Count
+};
 constexpr int kGlobals = int(Global::Count);
 
 // A matrix as the file stores it: `rows` rows of `cols` values of `type`, `rowBytes` apart (a
@@ -87,6 +95,9 @@ struct Model::Weights {
   std::size_t scratchFloats = 0;   // the largest layer kept as stored
   bool kept = false;               // matrices kept as stored (over the budget)
   bool conv1dInMajor = false;      // GPT-2 folder: Conv1D [in, out] matrices
+  // An encoder's masked-LM head: empty when present (or not an encoder), else the tensor that
+  // is missing (a BertModel-only folder).
+  std::string headMissing;
   const float* global(Global x) const { return g[int(x)]; }
 };
 
@@ -98,14 +109,16 @@ void layerViews(Model::Weights::Layer& L, const ModelConfig& c, bool conv1dInMaj
 // The family table (family_table.cpp): one row per family.
 
 // A shape in the skeleton's terms, resolved against the config.
-enum class Dim : int { One, D, V, I, I2, Dq, Dkv, Dqkv, Dh, Positions };
+enum class Dim : int { One, D, V, I, I2, Dq, Dkv, Dqkv, Dh, Positions, TypeVocab };
 
 struct TensorRow {
   int slot;                 // a Slot (per layer) or a Global
-  const char* hf;           // the HF name (a layer's: after its prefix); null: not in folders
+  const char* hf;           // the HF name (a layer's: after its prefix); null: not in folders;
+                            // "a|b": stored under either name
   const char* gguf;         // llama.cpp's name (a layer's: after "blk.N."); null: not in GGUF
   std::array<Dim, 2> shape; // [out, in] as nn.Linear stores it (or [n] with Dim::One second)
   bool (*when)(const ModelConfig&) = nullptr;  // null: always
+  bool optional = false;    // a model-wide tensor a folder may lack (an encoder's MLM head)
 };
 
 struct FamilyRow {
@@ -179,7 +192,11 @@ void embedRow(const Model::Weights& w, const ModelConfig& c, int id, float* out)
 // logits [T, V] = f [T, d] times the head (a head kept as stored is converted a task's rows at a
 // time), then the family's final softcap.
 void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f, MatrixRM& logits);
-// The final norm of rows x.
+// An encoder's token type rows (typeIds empty: type 0) and its embedding LayerNorm, each when
+// the model has it, added to / applied on the embedded rows x [T, d].
+void addEncoderEmbeddings(const Model::Weights& w, const ModelConfig& c,
+                          const std::vector<int>& typeIds, MatrixRM& x);
+// The final norm of rows x (none for post-norm families: a copy).
 void finalNorm(const Model::Weights& w, const ModelConfig& c, const MatrixRM& x, MatrixRM& f);
 
 // ---------------------------------------------------------------------------------------------

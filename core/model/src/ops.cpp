@@ -197,12 +197,43 @@ void embedRow(const Model::Weights& w, const ModelConfig& c, int id, float* out)
   }
 }
 
+void addEncoderEmbeddings(const Model::Weights& w, const ModelConfig& c,
+                          const std::vector<int>& typeIds, MatrixRM& x) {
+  if (const float* tt = w.global(Global::TokenTypes)) {
+    const ConstMapRM types(tt, std::max(1, c.typeVocabSize), c.nEmbd);
+    for (Eigen::Index t = 0; t < x.rows(); ++t)
+      x.row(t) += types.row(typeIds.empty() ? 0 : typeIds[std::size_t(t)]);
+  }
+  if (const float* n = w.global(Global::EmbedNorm)) {
+    MatrixRM out;
+    normForward(NormKind::LayerNorm, x, n, w.global(Global::EmbedNormB), c.layerNormEps, out);
+    x = std::move(out);
+  }
+}
+
 void finalNorm(const Model::Weights& w, const ModelConfig& c, const MatrixRM& x, MatrixRM& f) {
+  if (!w.global(Global::NormF)) {  // post-norm: the stream leaves the last layer normalised
+    f = x;
+    return;
+  }
   normForward(c.norm, x, w.global(Global::NormF), w.global(Global::NormFB), c.layerNormEps, f,
               c.normWeightOffset);
 }
 
-void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f, MatrixRM& logits) {
+void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, MatrixRM& logits) {
+  // An encoder's MLM head transform: dense, the activation, LayerNorm, before the unembedding.
+  MatrixRM transformed;
+  if (const float* dense = w.global(Global::HeadDense)) {
+    LinearView v;
+    v.w = dense, v.b = w.global(Global::HeadDenseB), v.in = c.nEmbd, v.out = c.nEmbd;
+    v.ld = c.nEmbd, v.inMajor = false;
+    MatrixRM h;
+    linear(f0, v, h);
+    activationForward(h, c.headActivation);
+    normForward(NormKind::LayerNorm, h, w.global(Global::HeadNorm), w.global(Global::HeadNormB),
+                c.layerNormEps, transformed);
+  }
+  const MatrixRM& f = w.global(Global::HeadDense) ? transformed : f0;
   if (w.head.w) {
     linear(f, w.head, logits);
   } else {
@@ -227,6 +258,8 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f, M
       logits.middleCols(r0, nr).noalias() = f * W.transpose();
     });
   }
+  if (const float* b = w.global(Global::HeadBias))
+    logits.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b, logits.cols());
   if (c.logitSoftcap > 0.0f) {
     const float cap = c.logitSoftcap;
     logits.array() = cap * (logits.array() / cap).tanh();

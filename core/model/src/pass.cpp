@@ -200,8 +200,20 @@ void Model::checkIds(const std::vector<int>& ids) const {
 }
 
 ForwardResult Model::forward(const std::vector<int>& ids, const Interventions& iv,
-                             const Capture& capture) const {
+                             const Capture& capture, const std::vector<int>& typeIds) const {
   checkIds(ids);
+  if (!typeIds.empty()) {
+    if (typeIds.size() != ids.size()) {
+      throw InputError(std::to_string(typeIds.size()) + " token types for " +
+                       std::to_string(ids.size()) + " tokens");
+    }
+    for (int t : typeIds) {
+      if (t < 0 || t >= std::max(1, config_.typeVocabSize)) {
+        throw InputError("token type " + std::to_string(t) + " is outside the model's " +
+                         std::to_string(std::max(1, config_.typeVocabSize)) + " types");
+      }
+    }
+  }
   const int T = static_cast<int>(ids.size()), d = config_.nEmbd;
   ForwardResult r;
   r.ids = ids;
@@ -211,9 +223,11 @@ ForwardResult Model::forward(const std::vector<int>& ids, const Interventions& i
   x.resize(T, d);
   for (int t = 0; t < T; ++t) embedRow(*w_, config_, ids[t], x.row(t).data());
   if (config_.positions == PositionKind::Learned) {
-    const ConstMapRM pos(w_->global(Global::Positions), config_.nPositions, d);
-    for (int t = 0; t < T; ++t) x.row(t) += pos.row(t);
+    const ConstMapRM pos(w_->global(Global::Positions),
+                         config_.nPositions + config_.positionOffset, d);
+    for (int t = 0; t < T; ++t) x.row(t) += pos.row(config_.positionOffset + t);
   }
+  addEncoderEmbeddings(*w_, config_, typeIds, x);
   rerunFrom(r, 0, iv);
   return r;
 }
@@ -333,6 +347,10 @@ void Model::layerQkv(const ForwardResult& r, int layer, Tensor3& q, Tensor3& k,
 
 void Model::finish(ForwardResult& r) const {
   MatrixRM f;
+  if (!w_->headMissing.empty()) {  // an encoder without its MLM head: no logits
+    r.logits.resize(0, config_.vocabSize);
+    return;
+  }
   if (r.capture.allLogits || r.residualOut.rows() == 0) {
     finalNorm(*w_, config_, r.residualOut, f);
   } else {
@@ -344,6 +362,12 @@ void Model::finish(ForwardResult& r) const {
 
 // ---------------------------------------------------------------------------------------------
 // For attribution (attribution.h)
+
+MatrixRM Model::lastHidden(const MatrixRM& x) const {
+  MatrixRM f;
+  finalNorm(*w_, config_, x, f);
+  return f;
+}
 
 MatrixRM Model::unembedResidual(const MatrixRM& x) const {
   if (x.cols() != config_.nEmbd) {

@@ -51,6 +51,15 @@ std::string layerPrefix(const char* pattern, int l) {
   return at == std::string::npos ? p : p.substr(0, at) + std::to_string(l) + p.substr(at + 2);
 }
 
+std::vector<std::string> splitAlternatives(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t a = 0;
+  for (std::size_t b; (b = s.find('|', a)) != std::string::npos; a = b + 1)
+    out.push_back(s.substr(a, b - a));
+  out.push_back(s.substr(a));
+  return out;
+}
+
 LinearView outIn(const float* W, const float* b, int in, int out) {
   LinearView v;
   v.w = W, v.b = b, v.in = in, v.out = out, v.ld = in, v.inMajor = false;
@@ -206,10 +215,15 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
       e.name = (layer >= 0 ? "blk." + std::to_string(layer) + "." : std::string()) + base;
       e.names = {e.name};
     } else {
-      e.name = (layer >= 0 ? layerPrefix(row.layerPrefix, layer) : std::string()) + base;
-      e.names = {e.name};
+      // "a|b": the tensor is stored under either name (the first is the one errors give).
+      const std::string lp = layer >= 0 ? layerPrefix(row.layerPrefix, layer) : std::string();
       const std::string pre = row.prefix;
-      if (e.name.rfind(pre, 0) == 0) e.names.push_back(row.altPrefix + e.name.substr(pre.size()));
+      for (const std::string& alt : splitAlternatives(base)) {
+        const std::string n = lp + alt;
+        if (e.names.empty()) e.name = n;
+        e.names.push_back(n);
+        if (n.rfind(pre, 0) == 0) e.names.push_back(row.altPrefix + n.substr(pre.size()));
+      }
     }
     e.shape = resolveShape(t.shape, c);
     if (conv1dInMajor && layer >= 0 && e.shape.size() == 2) std::swap(e.shape[0], e.shape[1]);
@@ -248,8 +262,19 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
       headFound = true;
     } else if (t.when && !t.when(c)) {
       continue;
+    } else if (t.optional && !find(*e)) {
+      if (w->headMissing.empty()) w->headMissing = e->name;
+      continue;
     }
     want.push_back(std::move(*e));
+  }
+  if (!w->headMissing.empty()) {  // a head with a part missing is no head: none of it is read
+    want.erase(std::remove_if(want.begin(), want.end(),
+                              [](const Want& e) {
+                                return e.slot >= int(Global::HeadDense) &&
+                                       e.slot <= int(Global::HeadBias);
+                              }),
+               want.end());
   }
   w->layers.resize(c.nLayer);
   for (int l = 0; l < c.nLayer; ++l) {
@@ -423,6 +448,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
 }
 
 std::size_t Model::convertedBytes() const { return w_->convertedBytes; }
+const std::string& Model::headMissing() const { return w_->headMissing; }
 bool Model::keptAsStored() const { return w_->kept; }
 
 }  // namespace attnviz

@@ -128,6 +128,13 @@ struct ModelConfig {
   // (slidingWindow from windowFromLayer on; ropeTheta everywhere).
   std::vector<int> layerWindows;
   std::vector<float> layerRopeTheta;
+  // Encoders: the token type vocabulary (0: none) and the first position id (RoBERTa:
+  // padding_idx + 1; nPositions is then what remains of max_position_embeddings).
+  int typeVocabSize = 0;
+  int positionOffset = 0;
+  // The masked-LM head's activation between its dense layer and its LayerNorm (BERT and
+  // DistilBERT: the model's; RoBERTa: always exact GELU).
+  Activation headActivation = Activation::GeluErf;
   bool scaleLocalRope = true;     // false: rope scaling applies to global layers only (Gemma 3)
 
   int headDim() const { return headSize; }
@@ -448,8 +455,15 @@ class Model {
   // thread may run one while the UI reads another ForwardResult.
   // The whole pass, keeping what `capture` asks for. Throws InputError for bad ids or
   // interventions.
+  // `typeIds` (an encoder's token types, one per id; empty: all 0) select the token type
+  // embedding rows.
   ForwardResult forward(const std::vector<int>& ids, const Interventions& iv = {},
-                        const Capture& capture = {}) const;
+                        const Capture& capture = {},
+                        const std::vector<int>& typeIds = {}) const;
+
+  // An encoder's masked-LM head: empty when the model has one (or is a decoder), else the tensor
+  // the folder lacks (a BertModel-only folder: its logits are not computed).
+  const std::string& headMissing() const;
 
   // Re-runs layers >= `fromLayer` (and the logits) from the cached residual stream with new
   // interventions, keeping what r.capture asks for; layers below keep their activations, shared
@@ -513,6 +527,10 @@ class Model {
   // ---- For attribution (attribution.h): the pieces of the pass after the residual stream, and a
   // re-run that reads one position. They read the weights as the pass does (float32 views).
 
+  // The last hidden states [n, d] of the stream leaving the last layer (r.residualOut): after
+  // the final norm (pre-norm families), the rows themselves (post-norm encoders), as Hugging
+  // Face's last_hidden_state.
+  MatrixRM lastHidden(const MatrixRM& x) const;
   // The logits [n, V] of residual-stream rows x [n, d]: the final norm and the unembedding, as
   // the pass ends (the logit lens applies it to earlier layers' streams).
   MatrixRM unembedResidual(const MatrixRM& x) const;

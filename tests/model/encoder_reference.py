@@ -1,0 +1,348 @@
+#!/usr/bin/python3
+"""Random-init encoder folders (BERT, RoBERTa, DistilBERT) and their float64 reference.
+
+Usage: encoder_reference.py OUTDIR
+
+Writes, under OUTDIR, Hugging Face style folders (config.json, model.safetensors in F32, a
+tokenizer: a hand-made WordPiece vocab.txt, or RoBERTa's vocab.json + merges.txt) and .npy
+references computed here in float64 from the published architectures (BERT: Devlin et al. 2018,
+post-norm Transformer encoder with learned absolute positions, token type embeddings, an
+embedding LayerNorm, exact GELU, and the masked-LM head dense -> GELU -> LayerNorm -> tied
+decoder + bias). cases.json lists what each reference is for. Nothing here reads attnviz.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+torch.manual_seed(1234)
+DTYPE = torch.float64
+
+# A tiny WordPiece vocabulary: the specials, whole words, and a few ## continuations.
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "to", "park", "and", "it", "was",
+         "happy", "sun", "is", "bright", "play", "##ing", "##s", "##ed", "in", "house", ".", ","]
+VOCAB = SPECIALS + WORDS
+# RoBERTa's test vocabulary: single bytes as byte-level BPE writes them (U+0120 is the space).
+ROBERTA_CHARS = list("abcdefghijklmnopqrstuvwxyz.,") + ["\u0120"]
+RID = {t: 4 + i for i, t in enumerate(ROBERTA_CHARS)}
+RID["<mask>"] = 4 + len(ROBERTA_CHARS)
+
+
+def roberta_bytes(text):
+    """Every byte its own token (no merges); "<mask>" the mask token."""
+    ids = []
+    for part in text.split("<mask>"):
+        ids.extend(RID["\u0120" if ch == " " else ch] for ch in part)
+        ids.append(RID["<mask>"])
+    return ids[:-1]
+V = len(VOCAB)
+ID = {t: i for i, t in enumerate(VOCAB)}
+
+
+def wordpiece(text):
+    """Lower case, split at spaces and punctuation, longest-match-first pieces."""
+    words = []
+    for w in text.lower().split():
+        cur = ""
+        for ch in w:
+            if ch in ".,":
+                if cur:
+                    words.append(cur)
+                words.append(ch)
+                cur = ""
+            else:
+                cur += ch
+        if cur:
+            words.append(cur)
+    ids = []
+    for w in words:
+        if w == "[mask]":
+            ids.append(ID["[MASK]"])
+            continue
+        start, pieces = 0, []
+        while start < len(w):
+            end = len(w)
+            found = None
+            while end > start:
+                piece = w[start:end] if start == 0 else "##" + w[start:end]
+                if piece in ID:
+                    found = piece
+                    break
+                end -= 1
+            if found is None:
+                pieces = [ID["[UNK]"]]
+                break
+            pieces.append(ID[found])
+            start = end
+        ids.extend(pieces)
+    return ids
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        data = t.detach().to(torch.float32).contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def rand(*shape, std=0.2):
+    return torch.randn(*shape, dtype=DTYPE) * std
+
+
+def layer_norm(x, w, b, eps):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * w + b
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def make_params(d, inner, layers, vocab, positions, types):
+    """One encoder's parameters in neutral names."""
+    p = {"word": rand(vocab, d, std=0.5), "pos": rand(positions, d),
+         "emb_ln_w": 1 + rand(d, std=0.1), "emb_ln_b": rand(d, std=0.1),
+         "head_dense_w": rand(d, d, std=0.3), "head_dense_b": rand(d, std=0.1),
+         "head_ln_w": 1 + rand(d, std=0.1), "head_ln_b": rand(d, std=0.1),
+         "head_bias": rand(vocab, std=0.5), "layers": []}
+    if types:
+        p["types"] = rand(types, d)
+    for _ in range(layers):
+        p["layers"].append({
+            "q_w": rand(d, d), "q_b": rand(d, std=0.1), "k_w": rand(d, d), "k_b": rand(d, std=0.1),
+            "v_w": rand(d, d), "v_b": rand(d, std=0.1), "o_w": rand(d, d), "o_b": rand(d, std=0.1),
+            "ln1_w": 1 + rand(d, std=0.1), "ln1_b": rand(d, std=0.1),
+            "up_w": rand(inner, d), "up_b": rand(inner, std=0.1),
+            "down_w": rand(d, inner), "down_b": rand(d, std=0.1),
+            "ln2_w": 1 + rand(d, std=0.1), "ln2_b": rand(d, std=0.1)})
+    return p
+
+
+def forward(p, ids, type_ids, position_ids, heads, eps):
+    """The encoder in float64: attention weights [L, H, T, T], hidden [T, d], MLM logits [T, V]."""
+    ids = torch.tensor(ids)
+    x = p["word"][ids] + p["pos"][torch.tensor(position_ids)]
+    if "types" in p:
+        x = x + p["types"][torch.tensor(type_ids)]
+    x = layer_norm(x, p["emb_ln_w"], p["emb_ln_b"], eps)
+    T, d = x.shape
+    dh = d // heads
+    weights = []
+    for L in p["layers"]:
+        def split(m):
+            return m.view(T, heads, dh).transpose(0, 1)  # [H, T, dh]
+        q = split(x @ L["q_w"].T + L["q_b"])
+        k = split(x @ L["k_w"].T + L["k_b"])
+        v = split(x @ L["v_w"].T + L["v_b"])
+        a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(dh), dim=-1)  # every position sees all
+        weights.append(a)
+        ctx = (a @ v).transpose(0, 1).reshape(T, d)
+        x = layer_norm(ctx @ L["o_w"].T + L["o_b"] + x, L["ln1_w"], L["ln1_b"], eps)
+        h = gelu(x @ L["up_w"].T + L["up_b"])
+        x = layer_norm(h @ L["down_w"].T + L["down_b"] + x, L["ln2_w"], L["ln2_b"], eps)
+    h = layer_norm(gelu(x @ p["head_dense_w"].T + p["head_dense_b"]), p["head_ln_w"],
+                   p["head_ln_b"], eps)
+    logits = h @ p["word"].T + p["head_bias"]
+    return torch.stack(weights), x, logits
+
+
+def bert_tensors(p, prefix, head, legacy=False):
+    t = {prefix + "embeddings.word_embeddings.weight": p["word"],
+         prefix + "embeddings.position_embeddings.weight": p["pos"],
+         prefix + "embeddings.token_type_embeddings.weight": p["types"],
+         prefix + "embeddings.LayerNorm.weight": p["emb_ln_w"],
+         prefix + "embeddings.LayerNorm.bias": p["emb_ln_b"]}
+    for i, L in enumerate(p["layers"]):
+        b = prefix + "encoder.layer.%d." % i
+        for name, key in [("attention.self.query", "q"), ("attention.self.key", "k"),
+                          ("attention.self.value", "v"), ("attention.output.dense", "o"),
+                          ("intermediate.dense", "up"), ("output.dense", "down")]:
+            t[b + name + ".weight"] = L[key + "_w"]
+            t[b + name + ".bias"] = L[key + "_b"]
+        t[b + "attention.output.LayerNorm.weight"] = L["ln1_w"]
+        t[b + "attention.output.LayerNorm.bias"] = L["ln1_b"]
+        t[b + "output.LayerNorm.weight"] = L["ln2_w"]
+        t[b + "output.LayerNorm.bias"] = L["ln2_b"]
+    if legacy:  # TensorFlow-converted checkpoints: LayerNorm.gamma / LayerNorm.beta
+        t = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias",
+                                                                      "LayerNorm.beta"): v
+             for k, v in t.items()}
+    if head == "bert":
+        t["cls.predictions.transform.dense.weight"] = p["head_dense_w"]
+        t["cls.predictions.transform.dense.bias"] = p["head_dense_b"]
+        t["cls.predictions.transform.LayerNorm.weight"] = p["head_ln_w"]
+        t["cls.predictions.transform.LayerNorm.bias"] = p["head_ln_b"]
+        t["cls.predictions.bias"] = p["head_bias"]  # the decoder itself is tied (not saved)
+    elif head == "roberta":
+        t["lm_head.dense.weight"] = p["head_dense_w"]
+        t["lm_head.dense.bias"] = p["head_dense_b"]
+        t["lm_head.layer_norm.weight"] = p["head_ln_w"]
+        t["lm_head.layer_norm.bias"] = p["head_ln_b"]
+        t["lm_head.bias"] = p["head_bias"]
+    return t
+
+
+def distilbert_tensors(p):
+    t = {"distilbert.embeddings.word_embeddings.weight": p["word"],
+         "distilbert.embeddings.position_embeddings.weight": p["pos"],
+         "distilbert.embeddings.LayerNorm.weight": p["emb_ln_w"],
+         "distilbert.embeddings.LayerNorm.bias": p["emb_ln_b"],
+         "vocab_transform.weight": p["head_dense_w"], "vocab_transform.bias": p["head_dense_b"],
+         "vocab_layer_norm.weight": p["head_ln_w"], "vocab_layer_norm.bias": p["head_ln_b"],
+         "vocab_projector.weight": p["word"], "vocab_projector.bias": p["head_bias"]}
+    for i, L in enumerate(p["layers"]):
+        b = "distilbert.transformer.layer.%d." % i
+        for name, key in [("attention.q_lin", "q"), ("attention.k_lin", "k"),
+                          ("attention.v_lin", "v"), ("attention.out_lin", "o"),
+                          ("ffn.lin1", "up"), ("ffn.lin2", "down")]:
+            t[b + name + ".weight"] = L[key + "_w"]
+            t[b + name + ".bias"] = L[key + "_b"]
+        t[b + "sa_layer_norm.weight"] = L["ln1_w"]
+        t[b + "sa_layer_norm.bias"] = L["ln1_b"]
+        t[b + "output_layer_norm.weight"] = L["ln2_w"]
+        t[b + "output_layer_norm.bias"] = L["ln2_b"]
+    return t
+
+
+def save(path, t):
+    np.save(path, t.numpy().astype(np.float32))
+
+
+def write_folder(folder, config, tensors, tokenizer):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+    write_safetensors(os.path.join(folder, "model.safetensors"), tensors)
+    if tokenizer == "wordpiece":
+        with open(os.path.join(folder, "vocab.txt"), "w") as f:
+            f.write("\n".join(VOCAB) + "\n")
+    else:  # RoBERTa's byte-level BPE in a tokenizer.json with its RobertaProcessing template
+        specials = ["<s>", "<pad>", "</s>", "<unk>"]
+        vocab = {t: i for i, t in enumerate(specials + ROBERTA_CHARS + ["<mask>"])}
+        added = [{"id": vocab[t], "content": t, "single_word": False, "lstrip": False,
+                  "rstrip": False, "normalized": False, "special": True}
+                 for t in specials + ["<mask>"]]
+        tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+               "normalizer": None,
+               "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                                 "trim_offsets": True, "use_regex": True},
+               "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 2],
+                                  "cls": ["<s>", 0], "trim_offsets": True,
+                                  "add_prefix_space": False},
+               "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                           "use_regex": True},
+               "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                         "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                         "fuse_unk": False, "vocab": vocab, "merges": []}}
+        with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+            json.dump(tok, f)
+        return len(vocab)
+    return V
+
+
+def run_case(out, name, p, ids, types, positions, heads, eps, cases, folder, top_k=3, **extra):
+    w, hidden, logits = forward(p, ids, types, positions, heads, eps)
+    save(os.path.join(out, name + "_weights.npy"), w)
+    save(os.path.join(out, name + "_hidden.npy"), hidden)
+    save(os.path.join(out, name + "_logits.npy"), logits)
+    case = {"name": name, "folder": folder, "ids": ids, "types": types}
+    mask = extra.pop("mask_id", ID["[MASK]"])
+    fill = []
+    for t, i in enumerate(ids):
+        if i == mask:
+            prob = torch.softmax(logits[t], dim=-1)
+            order = torch.argsort(prob, descending=True)
+            top = [int(v) for v in order[:top_k]]
+            gaps = [float(prob[order[j]] - prob[order[j + 1]]) for j in range(top_k)]
+            assert min(gaps) > 1e-4, "top-k too close to call: %s" % gaps
+            fill.append({"position": t, "ids": top, "probs": [float(prob[v]) for v in top]})
+    case["fill"] = fill
+    case.update(extra)
+    cases.append(case)
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    d, heads, layers, inner, max_pos, eps = 32, 4, 2, 64, 40, 1e-12
+    cases = []
+
+    # BERT: BertForMaskedLM ("bert." + cls.predictions) and BertModel (no head, and the legacy
+    # gamma/beta names of its LayerNorms).
+    bert = make_params(d, inner, layers, V, max_pos, 2)
+    cfg = {"model_type": "bert", "architectures": ["BertForMaskedLM"], "hidden_size": d,
+           "num_hidden_layers": layers, "num_attention_heads": heads, "intermediate_size": inner,
+           "max_position_embeddings": max_pos, "vocab_size": V, "type_vocab_size": 2,
+           "layer_norm_eps": eps, "hidden_act": "gelu", "position_embedding_type": "absolute",
+           "pad_token_id": 0}
+    write_folder(os.path.join(out, "bert_mlm"), cfg, bert_tensors(bert, "bert.", "bert"),
+                 "wordpiece")
+    base_cfg = dict(cfg, architectures=["BertModel"])
+    write_folder(os.path.join(out, "bert_base"), base_cfg, bert_tensors(bert, "", None, legacy=True),
+                 "wordpiece")
+    text = "The cat sat on the [MASK] and played."
+    ids = [ID["[CLS]"]] + wordpiece(text) + [ID["[SEP]"]]
+    run_case(out, "bert_single", bert, ids, [0] * len(ids), list(range(len(ids))), heads, eps,
+             cases, "bert_mlm", text=text)
+    a, b = "The dog ran to the park.", "It was [MASK] in the sun."
+    ia, ib = wordpiece(a), wordpiece(b)
+    ids = [ID["[CLS]"]] + ia + [ID["[SEP]"]] + ib + [ID["[SEP]"]]
+    types = [0] * (len(ia) + 2) + [1] * (len(ib) + 1)
+    run_case(out, "bert_pair", bert, ids, types, list(range(len(ids))), heads, eps, cases,
+             "bert_mlm", text=a, text_pair=b)
+
+    # RoBERTa: positions from padding_idx + 1, one token type, the lm_head.
+    rvocab = 4 + len(ROBERTA_CHARS) + 1
+    rob = make_params(d, inner, layers, rvocab, max_pos + 2, 1)
+    rcfg = dict(cfg, model_type="roberta", architectures=["RobertaForMaskedLM"],
+                vocab_size=rvocab, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
+                eos_token_id=2, max_position_embeddings=max_pos + 2, layer_norm_eps=1e-5)
+    write_folder(os.path.join(out, "roberta_mlm"), rcfg, bert_tensors(rob, "roberta.", "roberta"),
+                 "bpe")
+    # <s> A </s></s> B </s>: RoBERTa has one token type, so the model runs on zeros.
+    a, b = "the cat sat.", "a dog<mask>ran"
+    rids = [0] + roberta_bytes(a) + [2, 2] + roberta_bytes(b) + [2]
+    run_case(out, "roberta_pair", rob, rids, [0] * len(rids), [2 + t for t in range(len(rids))],
+             heads, 1e-5, cases, "roberta_mlm", mask_id=RID["<mask>"], text=a, text_pair=b)
+
+    # DistilBERT: its own names, no token types.
+    dist = make_params(d, inner, layers, V, max_pos, 0)
+    dcfg = {"model_type": "distilbert", "architectures": ["DistilBertForMaskedLM"], "dim": d,
+            "n_layers": layers, "n_heads": heads, "hidden_dim": inner,
+            "max_position_embeddings": max_pos, "vocab_size": V, "activation": "gelu",
+            "sinusoidal_pos_embds": False, "pad_token_id": 0}
+    write_folder(os.path.join(out, "distilbert_mlm"), dcfg, distilbert_tensors(dist), "wordpiece")
+    text = "A dog is [MASK] in the house."
+    ids = [ID["[CLS]"]] + wordpiece(text) + [ID["[SEP]"]]
+    run_case(out, "distilbert_single", dist, ids, [0] * len(ids), list(range(len(ids))), heads,
+             1e-12, cases, "distilbert_mlm", text=text)
+
+    # Bad folders: an unsupported position embedding type, heads that do not divide d.
+    write_folder(os.path.join(out, "bad_position_type"),
+                 dict(cfg, position_embedding_type="relative_key"),
+                 bert_tensors(bert, "bert.", "bert"), "wordpiece")
+    write_folder(os.path.join(out, "bad_heads"), dict(cfg, num_attention_heads=5),
+                 bert_tensors(bert, "bert.", "bert"), "wordpiece")
+
+    with open(os.path.join(out, "cases.json"), "w") as f:
+        json.dump({"cases": cases}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
