@@ -579,7 +579,8 @@ const char* kLlamaLayers = "model.layers.{}.";
 
 const std::vector<FamilyRow>& table() {
   static const std::vector<FamilyRow> rows = {
-      {"gpt2", "gpt2", gpt2Json, gpt2Gguf, "", "transformer.", "h.{}.", kGpt2Globals, kGpt2Layer},
+      {"gpt2", "gpt2", gpt2Json, gpt2Gguf, "", "transformer.", "h.{}.", kGpt2Globals, kGpt2Layer,
+       true, "n_positions"},
       {"llama", "llama", llamaJson, llamaGguf, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
        kLlamaLayer},
       {"mistral", nullptr, mistralJson, nullptr, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,

@@ -136,6 +136,10 @@ struct FamilyRow {
   const char* layerPrefix;
   std::vector<TensorRow> globals;
   std::vector<TensorRow> layer;
+  // Folders store the layers' matrices as Conv1D [in, out] (GPT-2), not nn.Linear [out, in].
+  bool conv1dFolders = false;
+  // config.json's key for the context length (error messages name it).
+  const char* contextKey = "max_position_embeddings";
 };
 
 // The row of a config.json model_type or a GGUF architecture; null when none.

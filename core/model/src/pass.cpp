@@ -175,9 +175,10 @@ std::vector<int> Model::encode(const std::string& text) const {
   std::vector<int> ids = tokenizer_->encode(text, true);
   if (ids.empty()) throw InputError("the text is empty: nothing to run");
   if (static_cast<int>(ids.size()) > config_.nPositions) {
-    const std::string key = !files_.gguf.empty()         ? config_.family + ".context_length"
-                            : config_.family == "gpt2" ? "n_positions"
-                                                       : "max_position_embeddings";
+    const FamilyRow* row = familyByName(config_.family);
+    const std::string key = !files_.gguf.empty() ? config_.family + ".context_length"
+                            : row                ? row->contextKey
+                                                 : "max_position_embeddings";
     throw InputError("the text is " + std::to_string(ids.size()) + " tokens, more than the " +
                      std::to_string(config_.nPositions) + " positions (" + key + ") of " +
                      (files_.gguf.empty() ? files_.config : files_.gguf) + "; shorten it");

@@ -203,7 +203,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
                                 : *familyByName(c.family);
   const std::string wpath = m->files_.weights;
   // GPT-2's Conv1D weights are stored [in, out] in HF folders and [out, in] in GGUF files.
-  const bool conv1dInMajor = !isGguf && c.family == "gpt2";
+  const bool conv1dInMajor = !isGguf && row.conv1dFolders;
 
   // A table entry resolved: the names it may have, its shape in the file's layout.
   auto resolve = [&](const TensorRow& t, int layer) -> std::optional<Want> {
