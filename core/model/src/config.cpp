@@ -328,7 +328,8 @@ std::string ModelConfig::blockDescription() const {
   if (qkNorm == QkNorm::PerHead) parts.push_back("q/k RMSNorm per head");
   if (qkNorm == QkNorm::Whole) parts.push_back("q/k RMSNorm over the whole width");
   char buf[96];
-  if (scoreScale > 0) {
+  if (scoreScale > 0 &&
+      std::fabs(scoreScale * std::sqrt(float(headSize)) - 1.0f) > 1e-6f) {  // not the usual
     std::snprintf(buf, sizeof buf, "scores x %.4g (not 1/sqrt(%d))", double(scoreScale), headSize);
     parts.push_back(buf);
   }
