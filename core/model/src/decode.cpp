@@ -118,9 +118,7 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
   step.logits.resize(std::size_t(c.vocabSize));
   if (const StoredMatrix& h = w_->headStored) {
     matVec(h.type, h.data, h.rows, h.cols, f.data(), step.logits.data());
-    if (c.logitSoftcap > 0.0f) {
-      for (float& z : step.logits) z = c.logitSoftcap * std::tanh(z / c.logitSoftcap);
-    }
+    softcapLogits(c, step.logits.data(), step.logits.size());
   } else {
     MatrixRM logits;
     unembed(*w_, c, f, logits);

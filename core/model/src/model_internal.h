@@ -194,8 +194,12 @@ void convertRows(const StoredMatrix& s, int r0, int n, float* out);
 // The token's embedding row (mapped, converted, or dequantized from the stored rows), scaled.
 void embedRow(const Model::Weights& w, const ModelConfig& c, int id, float* out);
 // logits [T, V] = f [T, d] times the head (a head kept as stored is converted a task's rows at a
-// time), then the family's final softcap.
-void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f, MatrixRM& logits);
+// time), with an encoder's MLM transform before and its bias after, then the family's final
+// softcap. linearOnly: the product alone (no transform, bias or cap: direct effects are linear).
+void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f, MatrixRM& logits,
+             bool linearOnly = false);
+// The family's final softcap c tanh(z / c) on n logits, in place (none when the family has none).
+void softcapLogits(const ModelConfig& c, float* z, std::size_t n);
 // An encoder's token type rows (typeIds empty: type 0) and its embedding LayerNorm, each when
 // the model has it, added to / applied on the embedded rows x [T, d].
 void addEncoderEmbeddings(const Model::Weights& w, const ModelConfig& c,

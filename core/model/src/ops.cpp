@@ -220,10 +220,19 @@ void finalNorm(const Model::Weights& w, const ModelConfig& c, const MatrixRM& x,
               c.normWeightOffset);
 }
 
-void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, MatrixRM& logits) {
+void softcapLogits(const ModelConfig& c, float* z, std::size_t n) {
+  if (c.logitSoftcap <= 0.0f) return;
+  const float cap = c.logitSoftcap;
+  Eigen::Map<Eigen::ArrayXf> a(z, Eigen::Index(n));
+  a = cap * (a / cap).tanh();
+}
+
+void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, MatrixRM& logits,
+             bool linearOnly) {
   // An encoder's MLM head transform: dense, the activation, LayerNorm, before the unembedding.
   MatrixRM transformed;
-  if (const float* dense = w.global(Global::HeadDense)) {
+  const float* dense = linearOnly ? nullptr : w.global(Global::HeadDense);
+  if (dense) {
     LinearView v;
     v.w = dense, v.b = w.global(Global::HeadDenseB), v.in = c.nEmbd, v.out = c.nEmbd;
     v.ld = c.nEmbd, v.inMajor = false;
@@ -233,7 +242,7 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
     normForward(NormKind::LayerNorm, h, w.global(Global::HeadNorm), w.global(Global::HeadNormB),
                 c.layerNormEps, transformed);
   }
-  const MatrixRM& f = w.global(Global::HeadDense) ? transformed : f0;
+  const MatrixRM& f = dense ? transformed : f0;
   if (w.head.w) {
     linear(f, w.head, logits);
   } else {
@@ -258,12 +267,10 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
       logits.middleCols(r0, nr).noalias() = f * W.transpose();
     });
   }
+  if (linearOnly) return;
   if (const float* b = w.global(Global::HeadBias))
     logits.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b, logits.cols());
-  if (c.logitSoftcap > 0.0f) {
-    const float cap = c.logitSoftcap;
-    logits.array() = cap * (logits.array() / cap).tanh();
-  }
+  softcapLogits(c, logits.data(), std::size_t(logits.size()));
 }
 
 }  // namespace attnviz

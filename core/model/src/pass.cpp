@@ -448,10 +448,8 @@ MatrixRM Model::directLogits(const MatrixRM& u, const ForwardResult& r, int pos)
     scaled.row(i) = (v.array() / denom * W.transpose()).matrix();
   }
   // The unembedding without a bias and without the final softcap: direct effects are linear.
-  ModelConfig linearHead = c;
-  linearHead.logitSoftcap = 0.0f;
   MatrixRM out;
-  unembed(*w_, linearHead, scaled, out);
+  unembed(*w_, c, scaled, out, true);
   return out;
 }
 
