@@ -42,6 +42,7 @@ int runGenerate(int argc, char** argv) {
       throw UsageError("--sample-temperature: expected a number >= 0");
     }
     o.prepareOnly = true;
+    o.startWithoutTarget = true;  // an encoder-decoder's decoder starts at its start id
     ModelRun run = runModelFromOptions(o, attention, app);
     const Model& m = *run.model;
     if (!m.config().causal) {
@@ -55,9 +56,12 @@ int runGenerate(int argc, char** argv) {
     opts.topK = topK;
     opts.seed = seed;
     opts.rows = LayerSet::none();  // the command prints tokens, never attention rows
+    // An encoder-decoder: --text is the source, the decoder starts at its start id.
+    if (m.config().encoderDecoder()) opts.source = run.ids;
+    const std::vector<int>& prompt = m.config().encoderDecoder() ? run.targetIds : run.ids;
     const Tokenizer& tok = m.tokenizer();
     const std::optional<int> eos = tok.eos();
-    const Generation g = generate(m, run.ids, iv, opts, [&](const GeneratedToken& t) {
+    const Generation g = generate(m, prompt, iv, opts, [&](const GeneratedToken& t) {
       if (!printIds && !((eos && t.id == *eos) || m.config().isEos(t.id))) {
         const std::string bytes = tok.contains(t.id) ? tok.pieceBytes(t.id) : "";
         std::fwrite(bytes.data(), 1, bytes.size(), stdout);

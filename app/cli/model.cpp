@@ -15,9 +15,10 @@ int runModel(int argc, char** argv) {
   ModelCliOptions o;
   AttentionCliOptions attention;
   int layer = -1, topK = 0;
-  std::string weights, logits, hidden;
+  std::string weights, logits, hidden, decoderWeights, crossWeights;
   addModelOptions(app, o, true);
   addTextPairOption(app, o);
+  addTargetOptions(app, o);
   addAttentionOptions(app, attention);
   addRopeOffOption(app, o);
   app.add_option("--layer", layer, "only this layer's weights: [H, T, T] instead of [L, H, T, T]");
@@ -25,6 +26,12 @@ int runModel(int argc, char** argv) {
   app.add_option("--logits", logits,
                  "write the logits [T, V] (float32 .npy; encoders: the masked-LM head's)");
   app.add_option("--hidden", hidden, "write the last hidden states [T, d] (float32 .npy)");
+  app.add_option("--decoder-weights", decoderWeights,
+                 "encoder-decoders: the decoder's self-attention [L_dec, H, T_tgt, T_tgt] "
+                 "(--weights: the encoder's [L_enc, H, T_src, T_src])");
+  app.add_option("--cross-weights", crossWeights,
+                 "encoder-decoders: the cross-attention [L_dec, H, T_tgt, T_src] (rows: target "
+                 "positions, columns: source positions)");
   app.add_option("--top-k", topK, "print the N most likely next tokens: id, probability, piece");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
@@ -35,7 +42,8 @@ int runModel(int argc, char** argv) {
     // The pass keeps only what is written: the weights asked for (one layer's or every
     // layer's), all logits rows for --logits, else the last one (--top-k).
     o.capture = Capture::view(0);
-    if (!weights.empty()) o.capture.weights = layer >= 0 ? LayerSet::just(layer) : LayerSet::every();
+    if (!weights.empty() || !decoderWeights.empty() || !crossWeights.empty())
+      o.capture.weights = layer >= 0 ? LayerSet::just(layer) : LayerSet::every();
     o.capture.allLogits = !logits.empty();
     ModelRun run = runModelFromOptions(o, attention, app);
     const double ms =
@@ -53,14 +61,34 @@ int runModel(int argc, char** argv) {
                        m.headMissing() + "'), so --logits cannot be written");
     }
 
-    if (!weights.empty()) {
+    if ((!decoderWeights.empty() || !crossWeights.empty()) && !c.encoderDecoder()) {
+      throw UsageError("--decoder-weights/--cross-weights: " + c.family +
+                       " is not an encoder-decoder (use --weights)");
+    }
+    if (c.encoderDecoder()) {
+      if (app.count("--layer")) throw UsageError("--layer: not for encoder-decoders (yet)");
+      // Every layer's weights of one site of a stack: [L, H, T_q, T_k].
+      auto write = [&](const std::string& path, const LayerList& layers, int site) {
+        std::vector<float> all;
+        std::vector<long long> shape{static_cast<long long>(layers.size()), c.nHead, 0, 0};
+        for (const LayerActivations& a : layers) {
+          const Tensor3& w = a.site(site).weights;
+          shape[2] = w.rows, shape[3] = w.cols;
+          all.insert(all.end(), w.data.begin(), w.data.end());
+        }
+        saveNpy(path, shape, all.data());
+      };
+      if (!weights.empty()) write(weights, r.stackLayers(1), 0);
+      if (!decoderWeights.empty()) write(decoderWeights, r.layers, 0);
+      if (!crossWeights.empty()) write(crossWeights, r.layers, 1);
+    } else if (!weights.empty()) {
       if (layer >= 0) {
-        saveNpy(weights, r.layers[layer].weights);
+        saveNpy(weights, r.layers[layer].site().weights);
       } else {
         std::vector<float> all;
-        all.reserve(std::size_t(c.nLayer) * r.layers[0].weights.size());
+        all.reserve(std::size_t(c.nLayer) * r.layers[0].site().weights.size());
         for (const LayerActivations& a : r.layers)
-          all.insert(all.end(), a.weights.data.begin(), a.weights.data.end());
+          all.insert(all.end(), a.site().weights.data.begin(), a.site().weights.data.end());
         saveNpy(weights, {c.nLayer, c.nHead, T, T}, all.data());
       }
     }
@@ -70,7 +98,8 @@ int runModel(int argc, char** argv) {
       saveNpy(hidden, {T, c.nEmbd}, h.data());
     }
 
-    const bool quiet = !weights.empty() || !logits.empty() || !hidden.empty() || topK > 0;
+    const bool quiet = !weights.empty() || !logits.empty() || !hidden.empty() || topK > 0 ||
+                       !decoderWeights.empty() || !crossWeights.empty();
     if (!quiet) {
       std::printf("model: %s (%d layers x %d heads, d=%d, vocab %d, %s)\n", m.files().dir.c_str(),
                   c.nLayer, c.nHead, c.nEmbd, c.vocabSize, m.weightsDescription().c_str());

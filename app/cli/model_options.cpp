@@ -34,6 +34,15 @@ void addTextPairOption(CLI::App& app, ModelCliOptions& o) {
                  "(BERT: [CLS] A [SEP] B [SEP], token types 0 then 1)");
 }
 
+void addTargetOptions(CLI::App& app, ModelCliOptions& o) {
+  auto* t = app.add_option("--target", o.target,
+                           "encoder-decoders: the target text; the decoder reads its start id "
+                           "and the text's tokens without the final EOS");
+  auto* ids = app.add_option("--target-ids", o.targetIds,
+                             "encoder-decoders: the decoder's ids as given, e.g. 2,0,31");
+  t->excludes(ids);
+}
+
 std::int64_t parseMaxMemory(const std::string& text) {
   if (text.empty()) return -1;
   try {
@@ -134,6 +143,30 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
   } else if (app.count("--text")) {
     ids = run.model->encode(o.text);
   }
+  const bool target = !o.target.empty() || !o.targetIds.empty();
+  if (c.encoderDecoder() && !target && o.startWithoutTarget) {
+    run.targetIds = {c.decoderStartId.value_or(0)};
+  } else if (c.encoderDecoder()) {
+    if (!target) {
+      throw UsageError(c.family + " is an encoder-decoder: give the decoder's input as --target "
+                       "TEXT or --target-ids 1,2,3 (--text/--ids is the source)");
+    }
+    if (!o.targetIds.empty()) {
+      std::string bad;
+      if (!parseIntList(o.targetIds, 100'000'000, run.targetIds, bad))
+        throw UsageError("--target-ids: expected token ids separated by commas, got '" + bad + "'");
+    } else {
+      // The decoder's start id, then the target's tokens without the final EOS (as the shifted
+      // labels a seq2seq model trains on).
+      std::vector<int> t = run.model->encode(o.target);
+      if (!t.empty() && c.isEos(t.back())) t.pop_back();
+      run.targetIds.push_back(c.decoderStartId.value_or(0));
+      run.targetIds.insert(run.targetIds.end(), t.begin(), t.end());
+    }
+    run.model->checkIds(run.targetIds);
+  } else if (target) {
+    throw UsageError("--target: " + c.family + " is not an encoder-decoder (bart reads one)");
+  }
   for (const auto& [l, h] : ablations) {
     if (l >= c.nLayer || h >= c.nHead) {
       throw UsageError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
@@ -209,6 +242,10 @@ void runPass(ModelRun& run, const std::vector<int>& ids,
   }
   if (attention.backend != "cpu") {
     std::fprintf(stderr, "attnviz: note: the model's forward pass runs on the CPU\n");
+  }
+  if (run.model->config().encoderDecoder()) {
+    run.result = run.model->forwardSeq2Seq(ids, run.targetIds, run.interventions, capture);
+    return;
   }
   run.result = run.model->forward(ids, run.interventions, capture,
                                   run.typeIds.size() == ids.size() ? run.typeIds

@@ -19,10 +19,14 @@ namespace attnviz::app {
 struct ModelCliOptions {
   std::string dir, text, ids;
   std::string textPair;   // --text-pair B (encoders: the tokenizer's pair template with --text)
+  // --target TEXT / --target-ids 1,2,3: an encoder-decoder's decoder input (--text is the source)
+  std::string target, targetIds;
   std::string maxMemory;  // --max-memory SIZE (empty: a quarter of physical RAM)
   std::vector<std::string> ablate;
   std::vector<std::string> ropeOff;  // --rope-off L (model, generate): layers run unrotated
   bool prepareOnly = false;  // runModelFromOptions opens and checks, but runs no pass
+  // An encoder-decoder without --target starts its decoder at its start id (generate).
+  bool startWithoutTarget = false;
   Capture capture;           // what the pass keeps (everything unless the command narrows it)
 };
 
@@ -30,6 +34,8 @@ struct ModelCliOptions {
 void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required);
 // --text-pair B: an encoder's second text (`model`, `fill`).
 void addTextPairOption(CLI::App& app, ModelCliOptions& o);
+// --target TEXT / --target-ids 1,2,3: an encoder-decoder's decoder input (`model`).
+void addTargetOptions(CLI::App& app, ModelCliOptions& o);
 // --rope-off L (repeatable): layer L runs with q and k not rotated (RoPE models), the GUI's
 // "RoPE off in layer L". For `model` and `generate`.
 void addRopeOffOption(CLI::App& app, ModelCliOptions& o);
@@ -43,6 +49,7 @@ struct ModelRun {
   Interventions interventions;  // what the pass ran with
   std::vector<int> ids;         // the input ids
   std::vector<int> typeIds;     // their token types (--text-pair; empty: all 0)
+  std::vector<int> targetIds;   // an encoder-decoder's decoder ids (ids are the source's)
   std::vector<std::pair<int, int>> ablations;
   std::vector<int> ropeOff;  // layers run with q and k not rotated
 };

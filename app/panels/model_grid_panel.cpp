@@ -41,14 +41,28 @@ void thumbnail(const Tensor3& w, int h, int maxSide, ColormapId cm, std::vector<
 bool drawModelGridPanel(AppState& s) {
   ModelState& m = s.model;
   DumpState& d = s.dump;
-  // The layers' weights: the model's pass, or the dump's recorded layers.
+  // A row per attention site of the model's pass (stack, layer, site: a decoder's, one per
+  // layer), or per recorded layer of a dump; rowLayer is the row's layer.
   std::vector<const Tensor3*> layers;
+  std::vector<std::string> names;
+  std::vector<int> rowLayer;
   if (m.source && m.source->ready()) {
-    // The pass keeps each layer's pooled thumbnail (Capture::view), or its full weights.
-    for (const auto& la : m.source->pass().layers)
-      layers.push_back(la.weights.empty() ? &la.thumb : &la.weights);
+    const ModelConfig& c = m.source->model().config();
+    // The pass keeps each site's pooled thumbnail (Capture::view), or its full weights.
+    for (const SiteId& id : c.sites()) {
+      const SiteActivations& sa = m.source->pass().site(id);
+      layers.push_back(sa.weights.empty() ? &sa.thumb : &sa.weights);
+      // A local (windowed) layer of a family that mixes local and global layers is marked "w".
+      const bool local = !c.layerWindows.empty() && c.windowOf(id.layer) > 0;
+      names.push_back(c.siteName(id) + (local ? "w" : ""));
+      rowLayer.push_back(id.layer);
+    }
   } else if (d.source) {
-    for (const auto& la : d.source->dump().layers) layers.push_back(&la.weights);
+    for (const auto& la : d.source->dump().layers) {
+      layers.push_back(&la.weights);
+      names.push_back("L" + std::to_string(rowLayer.size()));
+      rowLayer.push_back(static_cast<int>(rowLayer.size()));
+    }
   } else {
     return false;
   }
@@ -59,7 +73,9 @@ bool drawModelGridPanel(AppState& s) {
   int H = 0;
   for (const Tensor3* t : layers) H = std::max(H, t->heads);
   const float sc = s.ui.uiScale;
-  const float labelW = ImGui::CalcTextSize("L00").x + 4 * sc;
+  float labelW = ImGui::CalcTextSize("L00").x;
+  for (const std::string& n : names) labelW = std::max(labelW, ImGui::CalcTextSize(n.c_str()).x);
+  labelW += 4 * sc;
   const float availW = ImGui::GetContentRegionAvail().x - labelW;
   const float gap = 2 * sc;
   const float thumb = std::clamp(std::floor((availW - gap * (H - 1)) / H), 6.0f, 64 * sc);
@@ -86,20 +102,18 @@ bool drawModelGridPanel(AppState& s) {
   const std::uint64_t ver = (isModel ? m.passVersion * 2 : d.version * 2 + 1) * 16 +
                             std::uint64_t(s.view.weightColormap);
   bool changed = false;
-  for (int l = 0; l < L; ++l) {
-    // A local (windowed) layer of a family that mixes local and global layers is marked "w".
-    const bool local = isModel && !m.source->model().config().layerWindows.empty() &&
-                       m.source->model().config().windowOf(l) > 0;
-    const std::string ln = "L" + std::to_string(l) + (local ? "w" : "");
-    dl->AddText(ImVec2(origin.x, y0 + l * pitch + (thumb - ImGui::GetFontSize()) * 0.5f),
+  for (int row = 0; row < L; ++row) {
+    const int l = rowLayer[std::size_t(row)];
+    const float ry = y0 + row * pitch;
+    dl->AddText(ImVec2(origin.x, ry + (thumb - ImGui::GetFontSize()) * 0.5f),
                 l == shownLayer ? IM_COL32(255, 170, 30, 255) : IM_COL32(150, 150, 160, 255),
-                ln.c_str());
-    const Tensor3& w = *layers[l];
+                names[std::size_t(row)].c_str());
+    const Tensor3& w = *layers[std::size_t(row)];
     // A cross-attention layer is a T_q x T_k rectangle inside the square.
     const float tw = w.cols >= w.rows ? thumb : std::max(2.0f, thumb * w.cols / float(w.rows));
     const float th = w.rows >= w.cols ? thumb : std::max(2.0f, thumb * w.rows / float(w.cols));
     for (int h = 0; h < w.heads; ++h) {
-      RgbaImage& img = s.renderer->image("mthumb-" + std::to_string(l) + "-" + std::to_string(h));
+      RgbaImage& img = s.renderer->image("mthumb-" + std::to_string(row) + "-" + std::to_string(h));
       if (img.version != ver) {
         std::vector<std::uint8_t> px;
         int iw = 0, ih = 0;
@@ -107,7 +121,7 @@ bool drawModelGridPanel(AppState& s) {
         img.set(px, iw, ih);
         img.version = ver;
       }
-      const ImVec2 p(x0 + h * pitch, y0 + l * pitch);
+      const ImVec2 p(x0 + h * pitch, ry);
       const ImVec2 q(p.x + tw, p.y + th);
       dl->AddImage(img.imguiId(), p, q);
       const bool ablated = isModel && m.source->ablated(l, h);
@@ -117,7 +131,7 @@ bool drawModelGridPanel(AppState& s) {
       }
       const bool selected = l == shownLayer && !s.view.headAverage && s.view.head == h;
       ImGui::SetCursorScreenPos(p);
-      ImGui::PushID(l * 4096 + h);
+      ImGui::PushID(row * 4096 + h);
       ImGui::InvisibleButton("##mthumb", ImVec2(thumb, thumb));
       const bool hovered = ImGui::IsItemHovered();
       if (ImGui::IsItemClicked()) {

@@ -133,15 +133,15 @@ TEST_P(AttributionReference, ValueWeightedAndRolloutFromANarrowRunMatchTorch) {
   const ForwardResult narrow = model_->forward(ids_, {}, Capture::view(16));
   const auto& vw = case_["value_weighted"];
   const int layer = vw["layer"].get<int>(), head = vw["head"].get<int>();
-  ASSERT_TRUE(narrow.layers[layer].weights.empty());
-  ASSERT_TRUE(narrow.layers[layer].v.empty());
+  ASSERT_TRUE(narrow.layers[layer].site().weights.empty());
+  ASSERT_TRUE(narrow.layers[layer].site().v.empty());
   const MatrixRM v = valueWeightedAttention(*model_, narrow, layer, head);
   expectNear(asVector(v), npyOf(name_, "value_weighted.npy"), name_ + " value-weighted (narrow)");
   // valueNorms is the factor: weight × norm of the key's column.
   const std::vector<float> norms = valueNorms(*model_, narrow, layer);
   const int T = int(ids_.size());
   ASSERT_EQ(norms.size(), std::size_t(model_->config().nHead) * T);
-  const MatrixRM& w = run_.layers[layer].weights.mat(head);
+  const MatrixRM& w = run_.layers[layer].site().weights.mat(head);
   for (int i = 0; i < T; ++i)
     for (int j = 0; j <= i; ++j)
       EXPECT_NEAR(v(i, j), w(i, j) * norms[std::size_t(head) * T + j], 1e-5f) << i << "," << j;

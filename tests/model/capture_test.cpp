@@ -39,7 +39,7 @@ void expectGroupedEqualsRepeated(const std::string& name, int wantGroup) {
   const ForwardResult r = model->forward(ids, iv);
   const int T = int(ids.size());
   for (int l = 0; l < c.nLayer; ++l) {
-    const LayerActivations& a = r.layers[l];
+    const SiteActivations& a = r.layers[l].site();
     ASSERT_EQ(a.k.heads, c.nKvHead) << "K is kept once per KV head";
     ASSERT_EQ(a.v.heads, c.nKvHead);
     auto engine = makeCpuEngine();
@@ -77,11 +77,11 @@ TEST(Capture, NarrowCaptureKeepsLessWithTheSameResults) {
   EXPECT_LE((r.logits.row(0) - full.logits.row(T - 1)).cwiseAbs().maxCoeff(), 1e-6f * scale);
   EXPECT_EQ(Model::topK(r, 3)[0].id, Model::topK(full, 3)[0].id);
   for (int l = 0; l < c.nLayer; ++l) {
-    EXPECT_EQ(r.layers[l].weights.empty(), l != 1) << l;
-    EXPECT_TRUE(r.layers[l].q.empty() && r.layers[l].k.empty() && r.layers[l].headOut.empty());
+    EXPECT_EQ(r.layers[l].site().weights.empty(), l != 1) << l;
+    EXPECT_TRUE(r.layers[l].site().q.empty() && r.layers[l].site().k.empty() && r.layers[l].site().headOut.empty());
     EXPECT_TRUE(r.layers[l].residualIn == full.layers[l].residualIn) << l;
   }
-  EXPECT_TRUE(r.layers[1].weights.data == full.layers[1].weights.data);
+  EXPECT_TRUE(r.layers[1].site().weights.data == full.layers[1].site().weights.data);
   // Counted against what the full pass holds, by the shapes (not by bytes()).
   const std::size_t d = std::size_t(c.nEmbd), dh = std::size_t(c.headSize), V = c.vocabSize;
   const std::size_t perLayerFull = (T * d + std::size_t(H) * T * dh * 2 +
@@ -96,8 +96,8 @@ TEST(Capture, NarrowCaptureKeepsLessWithTheSameResults) {
   for (int l = 0; l < c.nLayer; ++l) {
     Tensor3 q, k, v;
     model->layerQkv(r, l, q, k, v);
-    EXPECT_TRUE(q.data == full.layers[l].q.data && k.data == full.layers[l].k.data &&
-                v.data == full.layers[l].v.data)
+    EXPECT_TRUE(q.data == full.layers[l].site().q.data && k.data == full.layers[l].site().k.data &&
+                v.data == full.layers[l].site().v.data)
         << "layer " << l;
   }
 }
@@ -112,8 +112,8 @@ TEST(Capture, ThumbnailsAreMaxPooledWeights) {
   const int side = 3, s = (T + side - 1) / side, n = (T + s - 1) / s;
   const ForwardResult r = model->forward(ids, {}, Capture::view(side));
   for (int l = 0; l < model->config().nLayer; ++l) {
-    const Tensor3& w = full.layers[l].weights;
-    const Tensor3& t = r.layers[l].thumb;
+    const Tensor3& w = full.layers[l].site().weights;
+    const Tensor3& t = r.layers[l].site().thumb;
     ASSERT_EQ(t.heads, w.heads);
     ASSERT_EQ(t.rows, n);
     ASSERT_EQ(t.cols, n);
@@ -137,8 +137,8 @@ TEST(Capture, RerunSharesTheLayersBelow) {
   ASSERT_GE(c.nLayer, 2);
   const std::vector<int> ids = idsOf(dir);
   const ForwardResult base = model->forward(ids);
-  const std::vector<float> baseW1(base.layers[1].weights.data.begin(),
-                                  base.layers[1].weights.data.end());
+  const std::vector<float> baseW1(base.layers[1].site().weights.data.begin(),
+                                  base.layers[1].site().weights.data.end());
   ForwardResult r = base;
   for (int l = 0; l < c.nLayer; ++l) EXPECT_TRUE(r.layers.shares(base.layers, l));
   Interventions iv;
@@ -148,9 +148,9 @@ TEST(Capture, RerunSharesTheLayersBelow) {
   for (int l = 1; l < c.nLayer; ++l) EXPECT_FALSE(r.layers.shares(base.layers, l)) << l;
   const ForwardResult full = model->forward(ids, iv);
   for (int l = 0; l < c.nLayer; ++l)
-    EXPECT_TRUE(r.layers[l].weights.data == full.layers[l].weights.data) << l;
+    EXPECT_TRUE(r.layers[l].site().weights.data == full.layers[l].site().weights.data) << l;
   EXPECT_TRUE(r.logits == full.logits);
-  EXPECT_TRUE(base.layers[1].weights.data == baseW1);  // the original pass is its own
+  EXPECT_TRUE(base.layers[1].site().weights.data == baseW1);  // the original pass is its own
   // Writing through a shared layer copies it first.
   ForwardResult w = base;
   w.layers[0].residualIn.setZero();

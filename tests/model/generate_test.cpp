@@ -53,7 +53,7 @@ void checkGreedy(const fs::path& dir, const Interventions& iv, int n) {
       ASSERT_EQ(row.cols, T);
       for (int h = 0; h < row.heads; ++h)
         for (int j = 0; j < T; ++j)
-          ASSERT_NEAR(row.at(h, 0, j), withIt.layers[l].weights.at(h, T - 1, j), 1e-5)
+          ASSERT_NEAR(row.at(h, 0, j), withIt.layers[l].site().weights.at(h, T - 1, j), 1e-5)
               << dir << " step " << s << " layer " << l << " head " << h << " key " << j;
     }
   }

@@ -238,7 +238,7 @@ TEST(GgufDecode, StepsEqualTheFullPassOnQuantizedFiles) {
           for (int h = 0; h < model->config().nHead; ++h) {
             const auto [dw, unused] =
                 rowError(step.rows[l].head(h),
-                         full.layers[l].weights.head(h) + std::size_t(t) * T, t + 1);
+                         full.layers[l].site().weights.head(h) + std::size_t(t) * T, t + 1);
             EXPECT_LE(dw, 1e-5) << "position " << t << " layer " << l << " head " << h;
           }
       }
@@ -255,8 +255,8 @@ void expectSameResults(const Model& big, const Model& tiny, const std::vector<in
   ForwardResult a = big.forward(ids), b = tiny.forward(ids);
   EXPECT_EQ(logitsOf(a), logitsOf(b));
   for (int l = 0; l < big.config().nLayer; ++l) {
-    EXPECT_TRUE(a.layers[l].weights.data == b.layers[l].weights.data) << "layer " << l;
-    EXPECT_TRUE(a.layers[l].headOut.data == b.layers[l].headOut.data) << "layer " << l;
+    EXPECT_TRUE(a.layers[l].site().weights.data == b.layers[l].site().weights.data) << "layer " << l;
+    EXPECT_TRUE(a.layers[l].site().headOut.data == b.layers[l].site().headOut.data) << "layer " << l;
   }
   // Re-runs with an intervention (what the GUI and attribution do).
   Interventions iv;
@@ -265,7 +265,7 @@ void expectSameResults(const Model& big, const Model& tiny, const std::vector<in
   tiny.rerunFrom(b, big.config().nLayer - 1, iv);
   EXPECT_EQ(logitsOf(a), logitsOf(b));
   EXPECT_EQ(big.rerunLogitsAt(a, 0, {}, 1), tiny.rerunLogitsAt(b, 0, {}, 1));
-  const MatrixRM o = a.layers[0].headOut.mat(0);
+  const MatrixRM o = a.layers[0].site().headOut.mat(0);
   EXPECT_TRUE(big.headToResidual(0, 0, o) == tiny.headToResidual(0, 0, o));
   EXPECT_TRUE(big.unembedResidual(a.residualOut) == tiny.unembedResidual(b.residualOut));
   // Decode steps from each one's cache.

@@ -37,7 +37,7 @@ Interventions interventionsOf(const nlohmann::json& c, const ModelConfig& cfg) {
 std::vector<float> allWeights(const ForwardResult& r) {
   std::vector<float> out;
   for (const auto& l : r.layers)
-    out.insert(out.end(), l.weights.data.begin(), l.weights.data.end());
+    out.insert(out.end(), l.site().weights.data.begin(), l.site().weights.data.end());
   return out;
 }
 
@@ -114,15 +114,15 @@ TEST(ModelReference, RerunFromLayerEqualsFullPassWithTheIntervention) {
   const auto model = Model::open(dir.string());
   const std::vector<int> ids = readCases(dir)["ids"].get<std::vector<int>>();
   ForwardResult r = model->forward(ids);
-  const Tensor3 layer0 = r.layers[0].weights;
+  const Tensor3 layer0 = r.layers[0].site().weights;
   Interventions iv;
   iv.ablate(1, 2, model->config());
   iv.layer(2, model->config().nLayer).temperature = 0.5f;
   model->rerunFrom(r, 1, iv);
   const ForwardResult full = model->forward(ids, iv);
-  EXPECT_EQ(r.layers[0].weights.data, layer0.data);  // untouched
+  EXPECT_EQ(r.layers[0].site().weights.data, layer0.data);  // untouched
   for (int l = 0; l < model->config().nLayer; ++l)
-    EXPECT_EQ(r.layers[l].weights.data, full.layers[l].weights.data) << "layer " << l;
+    EXPECT_EQ(r.layers[l].site().weights.data, full.layers[l].site().weights.data) << "layer " << l;
   EXPECT_EQ(logitsOf(r), logitsOf(full));
   // And it changed the prediction's logits relative to the plain pass.
   EXPECT_NE(logitsOf(r), logitsOf(model->forward(ids)));
@@ -245,8 +245,8 @@ TEST(LlamaReference, RopeOffChangesTheLayerAndRopeInverts) {
   iv.layer(1, model->config().nLayer).ropeOff = true;
   ForwardResult off = model->forward(ids);
   model->rerunFrom(off, 1, iv);
-  EXPECT_EQ(off.layers[0].weights.data, plain.layers[0].weights.data);
-  EXPECT_NE(off.layers[1].weights.data, plain.layers[1].weights.data);
+  EXPECT_EQ(off.layers[0].site().weights.data, plain.layers[0].site().weights.data);
+  EXPECT_NE(off.layers[1].site().weights.data, plain.layers[1].site().weights.data);
   MatrixRM x = MatrixRM::Random(7, model->config().headSize);
   MatrixRM y = x;
   applyRope(model->config(), y, 3);

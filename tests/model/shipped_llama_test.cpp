@@ -36,12 +36,14 @@ TEST(ShippedLlama, SomeHeadIsAPreviousTokenHeadOnHeldOutText) {
   const ForwardResult r = m->forward(ids);
   const int T = int(ids.size());
   double best = 0;
-  for (const auto& layer : r.layers)
+  for (const auto& la : r.layers) {
+    const SiteActivations& layer = la.site();
     for (int h = 0; h < layer.weights.heads; ++h) {
       double s = 0;
       for (int i = 1; i < T; ++i) s += layer.weights.at(h, i, i - 1);
       best = std::max(best, s / (T - 1));
     }
+  }
   EXPECT_GE(best, 0.8);
 }
 
@@ -62,7 +64,7 @@ TEST(ShippedLlama, ALaterHeadCopiesRandomIdsAndAblatingItLowersTheCopy) {
   for (int l = 1; l < m->config().nLayer; ++l)
     for (int h = 0; h < m->config().nHead; ++h) {
       double s = 0;
-      for (int t = n + 1; t < 2 * n + 1; ++t) s += r.layers[l].weights.at(h, t, t - n + 1);
+      for (int t = n + 1; t < 2 * n + 1; ++t) s += r.layers[l].site().weights.at(h, t, t - n + 1);
       if (s / n > best) best = s / n, bestL = l, bestH = h;
     }
   EXPECT_GE(best, 0.5) << "best induction head " << bestL << ":" << bestH;

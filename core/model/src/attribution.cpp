@@ -25,6 +25,18 @@ AttributionMatrix emptyMatrix(int rows, int cols) {
   return m;
 }
 
+// A [sites, H] matrix: a row per attention site of the model, in pass order.
+AttributionMatrix siteMatrix(const ModelConfig& c) {
+  const std::vector<SiteId> sites = c.sites();
+  AttributionMatrix m = emptyMatrix(static_cast<int>(sites.size()), c.nHead);
+  m.sites = sites;
+  return m;
+}
+
+// The decoder layer a re-run for a change at `site` starts from: the site's own layer, or 0 for
+// an encoder's site (the encoder runs again, and every cross site reads it).
+int fromLayerOf(const SiteId& site) { return site.stack == 1 ? 0 : site.layer; }
+
 bool cancelled(const AttributionControl& c) {
   return c.cancel && c.cancel->load(std::memory_order_relaxed);
 }
@@ -125,15 +137,20 @@ AblationSweep ablationSweep(const Model& m, const ForwardResult& clean, Ablation
   out.kind = kind;
   out.position = rt.position, out.target = rt.target;
   out.logProb = logProbOf(logitsAt(m, clean, rt.position).data(), V, rt.target);
-  out.delta = emptyMatrix(c.nLayer, c.nHead);
+  out.delta = siteMatrix(c);
+  const std::vector<SiteId>& sites = out.delta.sites;
   ForwardResult work = clean;  // the one copy: re-runs overwrite its layers >= l
   work.capture = Capture::none();  // and keep nothing: each re-run reads one logits row
   fillMatrix(
       out.delta, control,
-      [&](int l) { work.layers[l].residualIn = clean.layers[l].residualIn; },
-      [&](int l, int h) {
+      [&](int r) {
+        const int l = fromLayerOf(sites[r]);
+        work.layers[l].residualIn = clean.layers[l].residualIn;
+      },
+      [&](int r, int h) {
+        const int l = fromLayerOf(sites[r]);
         Interventions iv = clean.interventions;
-        LayerIntervention& li = iv.layer(l, c.nLayer);
+        LayerIntervention& li = iv.at(sites[r], c);
         (kind == AblationKind::Zero ? li.ablatedHeads : li.meanAblatedHeads).push_back(h);
         // The mean over the positions up to the one read: what it reads never depends on
         // tokens after it.
@@ -203,15 +220,21 @@ PatchingResult patchHeads(const Model& m, const ForwardResult& clean, const Forw
   PatchingResult out;
   out.setup = patchingSetup(m, clean, corrupt, at);
   const PatchingSetup& s = out.setup;
-  out.fraction = emptyMatrix(c.nLayer, c.nHead);
+  out.fraction = siteMatrix(c);
+  const std::vector<SiteId>& sites = out.fraction.sites;
   ForwardResult work = corrupt;
   work.capture = Capture::none();
   fillMatrix(
       out.fraction, control,
-      [&](int l) { work.layers[l].residualIn = corrupt.layers[l].residualIn; },
-      [&](int l, int h) {
+      [&](int r) {
+        const int l = fromLayerOf(sites[r]);
+        work.layers[l].residualIn = corrupt.layers[l].residualIn;
+      },
+      [&](int r, int h) {
+        const int l = fromLayerOf(sites[r]);
         Interventions iv = corrupt.interventions;
-        iv.layer(l, c.nLayer).patchedHeads.emplace_back(h, MatrixRM(clean.layers[l].headOut.mat(h)));
+        iv.at(sites[r], c).patchedHeads.emplace_back(h,
+                                                     MatrixRM(clean.site(sites[r]).headOut.mat(h)));
         const std::vector<float> z = m.rerunLogitsAt(work, l, iv, s.position);
         const double mp = double(z[s.target]) - double(z[s.foil]);
         return float((mp - s.mCorrupt) / (s.mClean - s.mCorrupt));
@@ -274,7 +297,7 @@ DirectEffect directEffect(const Model& m, const ForwardResult& r, int layer, int
   const ResolvedTarget rt = resolveTarget(m, r, {position, 0, -1}, c.vocabSize);
   DirectEffect out;
   out.layer = layer, out.head = head, out.position = rt.position;
-  const MatrixRM o = r.layers[layer].headOut.mat(head).row(rt.position);
+  const MatrixRM o = r.site({0, layer, 0}).headOut.mat(head).row(rt.position);
   const MatrixRM z = m.directLogits(m.headToResidual(layer, head, o), r, rt.position);
   out.logits.assign(z.data(), z.data() + z.size());
   const int V = c.vocabSize;
@@ -290,16 +313,17 @@ AttributionMatrix directLogitAttribution(const Model& m, const ForwardResult& r,
   checkRun(m, r, "the run");
   const ModelConfig& c = m.config();
   const ResolvedTarget rt = resolveTarget(m, r, at, c.vocabSize);
-  AttributionMatrix out = emptyMatrix(c.nLayer, c.nHead);
-  for (int l = 0; l < c.nLayer; ++l) {
+  AttributionMatrix out = siteMatrix(c);
+  for (int row = 0; row < out.rows; ++row) {
+    const SiteId& site = out.sites[std::size_t(row)];
     MatrixRM u(c.nHead, c.nEmbd);
     for (int h = 0; h < c.nHead; ++h) {
-      const MatrixRM o = r.layers[l].headOut.mat(h).row(rt.position);
-      u.row(h) = m.headToResidual(l, h, o).row(0);
+      const MatrixRM o = r.site(site).headOut.mat(h).row(rt.position);
+      u.row(h) = m.headToResidual(site.layer, h, o).row(0);
     }
     const MatrixRM z = m.directLogits(u, r, rt.position);
-    for (int h = 0; h < c.nHead; ++h) out.values[std::size_t(l) * c.nHead + h] = z(h, rt.target);
-    out.rowsDone = l + 1;
+    for (int h = 0; h < c.nHead; ++h) out.values[std::size_t(row) * c.nHead + h] = z(h, rt.target);
+    out.rowsDone = row + 1;
   }
   return out;
 }
@@ -354,7 +378,7 @@ namespace {
 const Tensor3& layerWeights(const Model& m, const ForwardResult& r, int layer,
                             AttentionEngine*& engine, std::unique_ptr<AttentionEngine>& owned,
                             Tensor3& scratch) {
-  const LayerActivations& a = r.layers[layer];
+  const SiteActivations& a = r.layers[layer].site(0);
   if (!a.weights.empty()) return a.weights;
   const ModelConfig& c = m.config();
   Tensor3 q, k, v;
@@ -391,7 +415,7 @@ std::vector<float> valueNorms(const Model& m, const ForwardResult& r, int layer)
   if (static_cast<int>(r.layers.size()) != c.nLayer || r.ids.empty()) {
     throw InputError("the run is not a complete pass of this model");
   }
-  const LayerActivations& a = r.layers[layer];
+  const SiteActivations& a = r.layers[layer].site(0);
   Tensor3 q, k, v;
   const Tensor3* V = &a.v;
   if (a.v.empty()) {
@@ -427,14 +451,14 @@ Tensor3 attentionRollout(const ForwardResult& r) {
   const int L = static_cast<int>(r.layers.size());
   if (L == 0) return {};
   for (int l = 0; l < L; ++l)
-    if (r.layers[l].weights.empty())
+    if (r.layers[l].site(0).weights.empty())
       throw InputError("the run did not keep layer " + std::to_string(l) +
                        "'s weights (attentionRolloutTo recomputes them)");
-  const int T = r.layers[0].weights.rows;
+  const int T = r.layers[0].site(0).weights.rows;
   Tensor3 out = Tensor3::uninit(L, T, T);
   Eigen::MatrixXd R;
   for (int l = 0; l < L; ++l) {
-    const Eigen::MatrixXd A = rolloutStep(r.layers[l].weights);
+    const Eigen::MatrixXd A = rolloutStep(r.layers[l].site(0).weights);
     R = l == 0 ? A : Eigen::MatrixXd(A * R);
     out.mat(l) = R.cast<float>();
   }

@@ -31,17 +31,49 @@ void LayerList::resize(std::size_t n) {
   for (std::size_t l = old; l < n; ++l) layers_[l] = std::make_shared<LayerActivations>();
 }
 
-std::size_t LayerActivations::bytes() const {
-  const auto m = [](const MatrixRM& x) { return std::size_t(x.size()) * sizeof(float); };
+std::size_t SiteActivations::bytes() const {
   const auto t = [](const Tensor3& x) { return x.size() * sizeof(float); };
-  return m(residualIn) + t(q) + t(k) + t(v) + t(weights) + t(headOut) + t(thumb) +
-         rows.size() * sizeof(RowStats);
+  return t(q) + t(k) + t(v) + t(weights) + t(headOut) + t(thumb) + rows.size() * sizeof(RowStats);
+}
+
+const SiteActivations& LayerActivations::site(int s) const {
+  static const SiteActivations none;
+  return s >= 0 && s < static_cast<int>(sites.size()) ? sites[std::size_t(s)] : none;
+}
+
+SiteActivations& LayerActivations::site(int s) {
+  if (s < 0) throw InputError("site " + std::to_string(s) + " is outside the layer");
+  if (s >= static_cast<int>(sites.size())) sites.resize(std::size_t(s) + 1);
+  return sites[std::size_t(s)];
+}
+
+std::size_t LayerActivations::bytes() const {
+  std::size_t n = std::size_t(residualIn.size()) * sizeof(float);
+  for (const SiteActivations& s : sites) n += s.bytes();
+  return n;
 }
 
 std::size_t ForwardResult::bytes() const {
   std::size_t n = std::size_t(residualOut.size() + logits.size()) * sizeof(float);
   for (const LayerActivations& a : layers) n += a.bytes();
+  if (encoder) n += encoder->bytes();
   return n;
+}
+
+const LayerList& ForwardResult::stackLayers(int s) const {
+  static const LayerList none;
+  if (s == 0) return layers;
+  return s == 1 && encoder ? encoder->layers : none;
+}
+
+const SiteActivations& ForwardResult::site(const SiteId& s) const {
+  const LayerList& L = stackLayers(s.stack);
+  if (s.layer < 0 || s.layer >= static_cast<int>(L.size()) || s.site < 0 ||
+      s.site >= static_cast<int>(L[std::size_t(s.layer)].sites.size())) {
+    throw InputError("the pass holds no attention site " + std::to_string(s.stack) + ":" +
+                     std::to_string(s.layer) + ":" + std::to_string(s.site));
+  }
+  return L[std::size_t(s.layer)].sites[std::size_t(s.site)];
 }
 
 std::vector<TokenProb> Model::topK(const ForwardResult& r, int k, int pos) {

@@ -236,8 +236,35 @@ const char* siteKindName(SiteKind k) {
   return "?";
 }
 
-std::vector<SiteKind> ModelConfig::sitesOf(int) const {
+std::vector<SiteKind> ModelConfig::sitesOf(int layer, int stack) const {
+  if (stack < 0 || stack >= stacks() || layer < 0 || layer >= layersOf(stack)) return {};
+  if (stack == 1) return {SiteKind::EncoderSelf};
+  if (encoderDecoder()) return {SiteKind::DecoderSelf, SiteKind::Cross};
   return {causal ? SiteKind::DecoderSelf : SiteKind::EncoderSelf};
+}
+
+std::vector<SiteId> ModelConfig::sites() const {
+  std::vector<SiteId> out;
+  for (int stack = stacks() - 1; stack >= 0; --stack) {  // an encoder's stack runs first
+    for (int l = 0; l < layersOf(stack); ++l) {
+      const int n = static_cast<int>(sitesOf(l, stack).size());
+      for (int s = 0; s < n; ++s) out.push_back({stack, l, s});
+    }
+  }
+  return out;
+}
+
+bool ModelConfig::hasSite(const SiteId& s) const {
+  return s.site >= 0 && s.site < static_cast<int>(sitesOf(s.layer, s.stack).size());
+}
+
+std::string ModelConfig::siteName(const SiteId& s) const {
+  std::string name = (stacks() > 1 && s.stack == 1 ? "enc L" : "L") + std::to_string(s.layer);
+  const std::vector<SiteKind> kinds = sitesOf(s.layer, s.stack);
+  if (kinds.size() > 1 && s.site >= 0 && s.site < static_cast<int>(kinds.size())) {
+    name += std::string(" ") + siteKindName(kinds[s.site]);
+  }
+  return name;
 }
 
 bool ModelConfig::isEos(int id) const {

@@ -25,6 +25,19 @@ KvCache Model::cacheFrom(const ForwardResult& r) const {
     cache.k.push_back(std::move(k));
     cache.v.push_back(std::move(v));
   }
+  if (r.encoder) {
+    // The cross sites' keys and values: the encoder's last hidden states through each decoder
+    // layer's W_k, W_v, once for every step.
+    Workspace ws;
+    for (int l = 0; l < config_.nLayer; ++l) {
+      const Weights::Layer& W = ws.weights(*w_, l, config_);
+      MatrixRM k, v;
+      ws.lin(r.encoder->residualOut, W.xk, W.xkS, k);
+      ws.lin(r.encoder->residualOut, W.xv, W.xvS, v);
+      cache.crossK.push_back(std::move(k));
+      cache.crossV.push_back(std::move(v));
+    }
+  }
   return cache;
 }
 
@@ -84,6 +97,12 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
   addEncoderEmbeddings(*w_, c, {}, x);
   DecodeStep step;
   step.rows.resize(c.nLayer);
+  const bool cross = c.encoderDecoder();
+  if (cross && int(cache.crossK.size()) != c.nLayer) {
+    throw InputError("an encoder-decoder's decode step needs the encoder's cross keys "
+                     "(Model::cacheFrom of a forwardSeq2Seq pass)");
+  }
+  if (cross) step.crossRows.resize(c.nLayer);
   Workspace ws;
   ws.decode = true;
   Tensor3 row = Tensor3::uninit(H, 1, Tk), o = Tensor3::uninit(H, 1, dh);
@@ -92,7 +111,7 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
     // GPT-2 folder's Conv1D): then the layer is converted as a full pass converts it.
     const Weights::Layer& S = w_->layers[l];
     const bool inPlace = S.qS && S.kS && S.vS && S.oS && S.upS && S.downS &&
-                         (c.mlp != MlpKind::Gated || S.gateS);
+                         (c.mlp != MlpKind::Gated || S.gateS) && (!cross || (S.xqS && S.xoS));
     const Weights::Layer& W = inPlace ? S : ws.weights(*w_, l, c);
     MatrixRM& K = cache.k[l];
     MatrixRM& V = cache.v[l];
@@ -110,7 +129,24 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
       if (keepRows.has(l)) step.rows[l] = row;
       return o;
     };
-    ws.block(c, W, l, x, pos, iv.find(l), attend, nullptr);
+    if (!cross) {
+      ws.block(c, W, l, x, pos, iv.find(l), attend, nullptr);
+      continue;
+    }
+    // The cross site: the new row's query over the encoder's cached keys and values.
+    auto attendCross = [&]() -> const Tensor3& {
+      ws.projectCross(c, W, x, nullptr);
+      const MatrixRM& K = cache.crossK[l];
+      const int Ts = static_cast<int>(K.rows());
+      const AttentionParams p = siteAttentionParams(c, iv, SiteId{0, l, 1}, 1, Ts);
+      validateParams(p, H, 1, Ts);
+      Tensor3 xrow = Tensor3::uninit(H, 1, Ts);
+      decodeAttention(ws.qm, K, cache.crossV[l], Ts, group, dh, p, xrow, o);
+      if (keepRows.has(l)) step.crossRows[l] = std::move(xrow);
+      return o;
+    };
+    ws.blockWithCross(c, W, l, x, pos, iv.find(l), attend, nullptr, iv.find(SiteId{0, l, 1}),
+                      attendCross, nullptr);
   }
   cache.rows = Tk;
   MatrixRM f;
@@ -118,6 +154,8 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
   step.logits.resize(std::size_t(c.vocabSize));
   if (const StoredMatrix& h = w_->headStored) {
     matVec(h.type, h.data, h.rows, h.cols, f.data(), step.logits.data());
+    if (const float* b = w_->global(Global::HeadBias))  // BART's final_logits_bias
+      for (std::size_t v = 0; v < step.logits.size(); ++v) step.logits[v] += b[v];
     softcapLogits(c, step.logits.data(), step.logits.size());
   } else {
     MatrixRM logits;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <deque>
 
 namespace attnviz {
 
@@ -286,6 +287,51 @@ void distilbertJson(const json& j, const std::string& path, ModelConfig& c) {
 
 bool hasTokenTypes(const ModelConfig& c) { return c.typeVocabSize > 0; }
 
+// ---- Encoder-decoders (bart): two post-norm stacks of the encoder block; every decoder layer
+// adds a cross site over the encoder's last hidden states.
+
+void bartJson(const json& j, const std::string& path, ModelConfig& c) {
+  c.nLayer = requireInt(j, path, {"decoder_layers"});
+  c.nEncoderLayer = requireInt(j, path, {"encoder_layers"});
+  c.nHead = requireInt(j, path, {"decoder_attention_heads"});
+  c.nEmbd = requireInt(j, path, {"d_model"});
+  c.nInner = requireInt(j, path, {"decoder_ffn_dim"});
+  const int encHeads = requireInt(j, path, {"encoder_attention_heads"});
+  const int encInner = requireInt(j, path, {"encoder_ffn_dim"});
+  if (encHeads != c.nHead || encInner != c.nInner) {
+    throw InputError(path + ": an encoder of " + std::to_string(encHeads) + " heads and width " +
+                     std::to_string(encInner) + " beside a decoder of " +
+                     std::to_string(c.nHead) + " and " + std::to_string(c.nInner) +
+                     " is not supported (the stacks must have one shape)");
+  }
+  c.nPositions = requireInt(j, path, {"max_position_embeddings"});
+  c.vocabSize = requireInt(j, path, {"vocab_size"});
+  c.activationName = optionalString(j, path, "activation_function", "gelu");
+  if (flag(j, "normalize_before", false) || flag(j, "add_final_layer_norm", false)) {
+    throw InputError(path + ": normalize_before / add_final_layer_norm (pre-norm mBART) is not "
+                     "supported (BART's post-norm)");
+  }
+  c.tiedHead = flag(j, "tie_word_embeddings", true);
+  encoderBlock(path, c);
+  c.layerNormEps = 1e-5f;  // nn.LayerNorm's default
+  c.causal = true;         // the decoder's self sites; the encoder's are bidirectional
+  if (flag(j, "scale_embedding", false)) c.embedScale = std::sqrt(float(c.nEmbd));
+  // BART's learned positions are read at position + 2 (the table has two rows more).
+  c.positionOffset = 2;
+  const json* start = lookup(j, {"decoder_start_token_id"});
+  if (start && start->is_number_integer() && start->get<long long>() >= 0 &&
+      start->get<long long>() < c.vocabSize) {
+    c.decoderStartId = start->get<int>();
+  } else {
+    throw InputError(path + ": \"decoder_start_token_id\" must be a token id below vocab_size");
+  }
+  if (const json* pad = lookup(j, {"pad_token_id"});
+      pad && pad->is_number_integer() && pad->get<long long>() >= 0 &&
+      pad->get<long long>() < c.vocabSize) {
+    c.padId = pad->get<int>();
+  }
+}
+
 // ---- GGUF readers (the common keys are read by ggufModelConfig)
 
 void gpt2Gguf(const GgufFile& f, ModelConfig& c) {
@@ -542,6 +588,56 @@ const std::vector<TensorRow> kRobertaGlobals = {
 };
 
 // DistilBERT: its own names, no token types.
+// BART (BartForConditionalGeneration; BartModel without "model."): the token embedding stored
+// once as "shared", the head tied to it, final_logits_bias added to the logits.
+const std::vector<TensorRow> kBartGlobals = {
+    {int(Global::Embed),
+     "model.shared.weight|model.encoder.embed_tokens.weight|model.decoder.embed_tokens.weight",
+     nullptr, {D::V, D::D}},
+    {int(Global::Positions), "model.decoder.embed_positions.weight", nullptr, {D::Positions, D::D}},
+    {int(Global::EmbedNorm), "model.decoder.layernorm_embedding.weight", nullptr, {D::D, D::One}},
+    {int(Global::EmbedNormB), "model.decoder.layernorm_embedding.bias", nullptr, {D::D, D::One}},
+    {int(Global::EncPositions), "model.encoder.embed_positions.weight", nullptr,
+     {D::Positions, D::D}},
+    {int(Global::EncEmbedNorm), "model.encoder.layernorm_embedding.weight", nullptr,
+     {D::D, D::One}},
+    {int(Global::EncEmbedNormB), "model.encoder.layernorm_embedding.bias", nullptr,
+     {D::D, D::One}},
+    {int(Global::HeadBias), "final_logits_bias", nullptr, {D::One, D::V}},
+    {int(Global::Head), "lm_head.weight", nullptr, {D::V, D::D}},
+};
+// A BART attention site `name` ("self_attn", "encoder_attn"): its projections into the slots
+// q, qb, k, kb, v, vb, o, ob (in that order) and its post-norm into norm, normB.
+std::vector<TensorRow> bartSite(const char* name, std::array<Slot, 10> slots) {
+  static std::deque<std::string> names;  // the table keeps const char*: the strings live here
+  auto keep = [&](const std::string& s) { return names.emplace_back(s).c_str(); };
+  const std::string n = name;
+  const char* parts[] = {".q_proj.weight", ".q_proj.bias", ".k_proj.weight", ".k_proj.bias",
+                         ".v_proj.weight", ".v_proj.bias", ".out_proj.weight", ".out_proj.bias",
+                         "_layer_norm.weight", "_layer_norm.bias"};
+  const std::array<Dim, 2> shapes[] = {{D::Dq, D::D},  {D::Dq, D::One}, {D::Dkv, D::D},
+                                       {D::Dkv, D::One}, {D::Dkv, D::D}, {D::Dkv, D::One},
+                                       {D::D, D::Dq},  {D::D, D::One},  {D::D, D::One},
+                                       {D::D, D::One}};
+  std::vector<TensorRow> out;
+  for (int i = 0; i < 10; ++i) out.push_back({int(slots[i]), keep(n + parts[i]), nullptr, shapes[i]});
+  return out;
+}
+const std::array<Slot, 10> kSelfSlots = {Slot::Q,  Slot::QB, Slot::K,  Slot::KB,
+                                         Slot::V,  Slot::VB, Slot::O,  Slot::OB,
+                                         Slot::PostAttnNorm, Slot::PostAttnNormB};
+const std::array<Slot, 10> kCrossSlots = {Slot::XQ, Slot::XQB, Slot::XK, Slot::XKB, Slot::XV,
+                                          Slot::XVB, Slot::XO, Slot::XOB, Slot::XNorm,
+                                          Slot::XNormB};
+const std::vector<TensorRow> kBartMlp = {
+    {int(Slot::Up), "fc1.weight", nullptr, {D::I, D::D}},
+    {int(Slot::UpB), "fc1.bias", nullptr, {D::I, D::One}},
+    {int(Slot::Down), "fc2.weight", nullptr, {D::D, D::I}},
+    {int(Slot::DownB), "fc2.bias", nullptr, {D::D, D::One}},
+    {int(Slot::PostMlpNorm), "final_layer_norm.weight", nullptr, {D::D, D::One}},
+    {int(Slot::PostMlpNormB), "final_layer_norm.bias", nullptr, {D::D, D::One}},
+};
+
 const std::vector<TensorRow> kDistilbertGlobals = {
     {int(Global::Embed), "distilbert.embeddings.word_embeddings.weight", nullptr, {D::V, D::D}},
     {int(Global::Positions), "distilbert.embeddings.position_embeddings.weight", nullptr,
@@ -603,6 +699,11 @@ const std::vector<FamilyRow>& table() {
        kRobertaGlobals, kBertLayer},
       {"distilbert", nullptr, distilbertJson, nullptr, "distilbert.", "",
        "distilbert.transformer.layer.{}.", kDistilbertGlobals, kDistilbertLayer},
+      {"bart", nullptr, bartJson, nullptr, "model.", "", "model.decoder.layers.{}.",
+       kBartGlobals,
+       join({bartSite("self_attn", kSelfSlots), bartSite("encoder_attn", kCrossSlots), kBartMlp}),
+       false, "max_position_embeddings", "model.encoder.layers.{}.",
+       join({bartSite("self_attn", kSelfSlots), kBartMlp})},
   };
   return rows;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -96,7 +97,12 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
     Capture cap;
     cap.weights = cap.headOut = LayerSet::none();
     cap.allLogits = false;
-    const ForwardResult r = model.forward(prompt, iv, cap);
+    if (c.encoderDecoder() != !opts.source.empty()) {
+      throw InputError(c.encoderDecoder() ? c.family + " is an encoder-decoder: it needs a source"
+                                          : "a source is for encoder-decoders");
+    }
+    const ForwardResult r = c.encoderDecoder() ? model.forwardSeq2Seq(opts.source, prompt, iv, cap)
+                                               : model.forward(prompt, iv, cap);
     cache = model.cacheFrom(r);
     logits.assign(r.logits.row(r.logits.rows() - 1).data(),
                   r.logits.row(r.logits.rows() - 1).data() + r.logits.cols());
@@ -111,6 +117,9 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
       break;
     }
     GeneratedToken t;
+    // An encoder-decoder never generates its pad token (as Hugging Face's generation bans it).
+    if (c.encoderDecoder() && c.padId && *c.padId < int(logits.size()))
+      logits[std::size_t(*c.padId)] = -std::numeric_limits<float>::infinity();
     t.id = sampleToken(logits, opts.sampleTemperature, opts.topK, rng);
     t.candidates = softmaxTop(logits, 10);
     {
@@ -124,6 +133,7 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
       DecodeStep step = model.decodeStep(cache, t.id, iv, opts.rows);
       logits = std::move(step.logits);
       t.rows = std::move(step.rows);
+      t.crossRows = std::move(step.crossRows);
     }
     g.tokens.push_back(std::move(t));
     if (onToken && !onToken(g.tokens.back())) {

@@ -49,6 +49,34 @@ const LayerIntervention* Interventions::find(int l) const {
   return l >= 0 && l < static_cast<int>(layers.size()) ? &layers[l] : nullptr;
 }
 
+LayerIntervention& Interventions::at(const SiteId& s, const ModelConfig& c) {
+  if (!c.hasSite(s)) {
+    throw InputError("site " + c.siteName(s) + " (stack " + std::to_string(s.stack) +
+                     ", layer " + std::to_string(s.layer) + ", site " + std::to_string(s.site) +
+                     ") is outside the model");
+  }
+  if (s.stack == 0 && s.site == 0) return layer(s.layer, c.nLayer);
+  for (auto& [id, li] : others)
+    if (id == s) return li;
+  others.emplace_back(s, LayerIntervention{});
+  return others.back().second;
+}
+
+const LayerIntervention* Interventions::find(const SiteId& s) const {
+  if (s.stack == 0 && s.site == 0) return find(s.layer);
+  for (const auto& [id, li] : others)
+    if (id == s) return &li;
+  return nullptr;
+}
+
+std::vector<std::pair<SiteId, const LayerIntervention*>> Interventions::entries() const {
+  std::vector<std::pair<SiteId, const LayerIntervention*>> out;
+  for (std::size_t l = 0; l < layers.size(); ++l)
+    out.push_back({SiteId{0, static_cast<int>(l), 0}, &layers[l]});
+  for (const auto& [id, li] : others) out.push_back({id, &li});
+  return out;
+}
+
 void Interventions::ablate(int l, int h, const ModelConfig& c) {
   if (l < 0 || l >= c.nLayer || h < 0 || h >= c.nHead) {
     throw InputError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
@@ -73,22 +101,32 @@ AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& 
 
 AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& iv, int layer,
                                      int Tq, int Tk) {
+  return siteAttentionParams(c, iv, SiteId{0, layer, 0}, Tq, Tk);
+}
+
+AttentionParams siteAttentionParams(const ModelConfig& c, const Interventions& iv,
+                                    const SiteId& site, int Tq, int Tk) {
   AttentionParams p;
-  const LayerIntervention* li = iv.find(layer);
+  const int layer = site.layer;
+  const LayerIntervention* li = iv.find(site);
   if (li) {
     p.mask = li->mask;
     p.temperature = li->temperature;
   }
-  const int W = c.windowOf(layer);
+  const int W = site.stack == 0 ? c.windowOf(layer) : 0;
   MaskSpec& m = p.mask;
   if (m.customKind != MaskSpec::Custom::None && (m.custom.rows != Tq || m.custom.cols != Tk)) {
-    throw InputError("the painted mask of layer " + std::to_string(layer) + " is " +
+    throw InputError("the painted mask of " + c.siteName(site) + " is " +
                      std::to_string(m.custom.rows) + " x " + std::to_string(m.custom.cols) +
                      "; this pass needs " + std::to_string(Tq) + " x " + std::to_string(Tk));
   }
   // The family's softcap, unless the intervention sets its own.
   if (m.softcap == 0.0f) m.softcap = c.attnSoftcap;
-  if (!c.causal) {
+  const std::vector<SiteKind> kinds = c.sitesOf(site.layer, site.stack);
+  const bool cross = site.site >= 0 && site.site < static_cast<int>(kinds.size()) &&
+                     kinds[site.site] == SiteKind::Cross;
+  if (cross) return p;  // a query reads every encoder position: no mask of the model's own
+  if (!c.causal || site.stack == 1) {
     // A bidirectional site: the model's own mask is its window alone (centred on the query, as
     // ModernBERT's local layers: |p_i - j| <= W / 2), an AND-term of the intervention's.
     if (W > 0) andModelMask(m, c, layer, Tq, Tk, W, false);
@@ -109,9 +147,14 @@ AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& 
 
 
 void checkDecodeInterventions(const Interventions& iv) {
-  for (std::size_t l = 0; l < iv.layers.size(); ++l) {
-    const LayerIntervention& li = iv.layers[l];
-    const std::string where = "layer " + std::to_string(l) + ": ";
+  for (const auto& [site, entry] : iv.entries()) {
+    const LayerIntervention& li = *entry;
+    const std::string where =
+        (site.stack == 0 && site.site == 0 ? "layer " + std::to_string(site.layer)
+                                           : "stack " + std::to_string(site.stack) + " layer " +
+                                                 std::to_string(site.layer) + " site " +
+                                                 std::to_string(site.site)) +
+        ": ";
     if (!li.meanAblatedHeads.empty()) {
       throw InputError(where + "mean ablation is refused in generation (a decode step's one "
                        "row is its own mean); use a zero ablation");

@@ -31,6 +31,9 @@ enum class Slot : int {
   MlpNorm, MlpNormB,     // the MLP's (pre-)norm
   Up, UpB, Gate, GateB, GateUp, Down, DownB,  // MLP (GateUp: Phi-3's fused [2I, d], gate first)
   PostMlpNorm, PostMlpNormB,  // after the MLP
+  // An encoder-decoder's cross site (decoder layers): its norm (before it, or after it for the
+  // post-norm families, as the placement says), projections and biases.
+  XNorm, XNormB, XQ, XQB, XK, XKB, XV, XVB, XO, XOB,
   Count
 };
 constexpr int kSlots = int(Slot::Count);
@@ -42,6 +45,9 @@ enum class Global : int {
   Embed, Positions, NormF, NormFB, Head,
   TokenTypes, EmbedNorm, EmbedNormB,
   HeadDense, HeadDenseB, HeadNorm, HeadNormB, HeadBias,
+  // An encoder-decoder's encoder stack: its positions, embedding norm and final norm (the token
+  // embedding is shared).
+  EncPositions, EncEmbedNorm, EncEmbedNormB, EncNormF, EncNormFB,
   Count
 };
 constexpr int kGlobals = int(Global::Count);
@@ -78,6 +84,8 @@ struct Model::Weights {
     // The linear views the pass reads, built from the slots (fused tensors as views).
     LinearView q, k, v, o, up, gate, down;
     StoredMatrix qS, kS, vS, oS, upS, gateS, downS;
+    LinearView xq, xk, xv, xo;  // the cross site's (encoder-decoders)
+    StoredMatrix xqS, xkS, xvS, xoS;
     // Kept as stored (over the memory budget): each matrix's slot and its place in the pass's
     // scratch; the views above are rebuilt on a copy once the scratch holds the layer.
     struct Lazy {
@@ -90,6 +98,7 @@ struct Model::Weights {
     bool fusedQkv = false, fusedGateUp = false;  // the row's tensors: q/k/v, gate/up as views
     const float* operator[](Slot x) const { return p[int(x)]; }
   };
+  // Stack 0's layers, then an encoder-decoder's encoder layers (stack 1's layer l at nLayer + l).
   std::vector<Layer> layers;
   std::size_t convertedBytes = 0;  // float32 bytes held in `owned`
   std::size_t scratchFloats = 0;   // the largest layer kept as stored
@@ -140,6 +149,9 @@ struct FamilyRow {
   bool conv1dFolders = false;
   // config.json's key for the context length (error messages name it).
   const char* contextKey = "max_position_embeddings";
+  // An encoder-decoder's encoder layers: their prefix ({} for the index) and tensors.
+  const char* encoderLayerPrefix = nullptr;
+  std::vector<TensorRow> encoderLayer;
 };
 
 // The row of a config.json model_type or a GGUF architecture; null when none.
@@ -236,10 +248,24 @@ struct Model::Workspace {
   // into q when the family's differs from 1/sqrt(d_h)). The one place a site's Q/K/V are made.
   void project(const ModelConfig& c, const Weights::Layer& W, int layer, const MatrixRM& x,
                int pos0, bool rope);
-  // The rest of the layer once `o` [H, n, d_h] holds the heads' outputs: the interventions'
-  // ablations and patches, W_o, the residual with the family's placement of norms, the MLP.
+  // A cross site's inputs: qm from the decoder's rows x [n, d] (its norm first when the family's
+  // norms come before, the score scale folded in), km and vm from the encoder's last hidden
+  // states enc [T_src, d] (when enc is not null: a decode step reuses the cached ones).
+  void projectCross(const ModelConfig& c, const Weights::Layer& W, const MatrixRM& x,
+                    const MatrixRM* enc);
+  // A site's result into the stream once `o` [H, n, d_h] holds the heads' outputs: the
+  // interventions' ablations and patches, W_o (the cross site's when `cross`), the residual
+  // with the family's placement of norms.
+  void attnResidual(const ModelConfig& c, const Weights::Layer& W, const LayerIntervention* li,
+                    const Tensor3& o, MatrixRM& x, Tensor3* keptHeadOut, bool cross);
+  // The MLP sub-block with its residual.
+  void mlpResidual(const ModelConfig& c, const Weights::Layer& W, MatrixRM& x);
+  // The rest of the layer after the self site: attnResidual, then the MLP.
   void finishLayer(const ModelConfig& c, const Weights::Layer& W, const LayerIntervention* li,
-                   const Tensor3& o, MatrixRM& x, Tensor3* keptHeadOut);
+                   const Tensor3& o, MatrixRM& x, Tensor3* keptHeadOut) {
+    attnResidual(c, W, li, o, x, keptHeadOut, false);
+    mlpResidual(c, W, x);
+  }
 
   // The whole layer: x [n, d] becomes the stream leaving it; `attend(p)` runs the attention over
   // ws.qm/km/vm with the site's parameters and returns the heads' outputs [H, n, d_h] (a full
@@ -250,6 +276,19 @@ struct Model::Workspace {
     project(c, W, layer, x, pos0, !(li && li->ropeOff));
     const Tensor3& o = attend();
     finishLayer(c, W, li, o, x, keptHeadOut);
+  }
+  // A decoder layer of an encoder-decoder: the self site, then the cross site (`cross()` runs
+  // its attention over ws.qm and the encoder's K/V and returns the heads' outputs), then the MLP.
+  template <class Attend, class Cross>
+  void blockWithCross(const ModelConfig& c, const Weights::Layer& W, int layer, MatrixRM& x,
+                      int pos0, const LayerIntervention* li, Attend&& attend,
+                      Tensor3* keptHeadOut, const LayerIntervention* lx, Cross&& cross,
+                      Tensor3* keptCrossOut) {
+    project(c, W, layer, x, pos0, !(li && li->ropeOff));
+    attnResidual(c, W, li, attend(), x, keptHeadOut, false);
+    const Tensor3& o = cross();
+    attnResidual(c, W, lx, o, x, keptCrossOut, true);
+    mlpResidual(c, W, x);
   }
 };
 

@@ -76,6 +76,48 @@ void headNorm(const ModelConfig& c, MatrixRM& x, int heads, const float* w) {
   }
 }
 
+// Whether the encoder's sites (stack 1) are intervened on differently in `a` and `b` (then an
+// encoder-decoder's encoder runs again).
+bool encoderChanged(const Interventions& a, const Interventions& b) {
+  auto of = [](const Interventions& iv) {
+    std::vector<std::pair<SiteId, const LayerIntervention*>> out;
+    for (const auto& e : iv.entries())
+      if (e.first.stack == 1 && e.second->any()) out.push_back(e);
+    return out;
+  };
+  const auto ea = of(a), eb = of(b);
+  if (ea.size() != eb.size()) return true;
+  for (std::size_t i = 0; i < ea.size(); ++i) {
+    const LayerIntervention &x = *ea[i].second, &y = *eb[i].second;
+    if (ea[i].first != eb[i].first || x.ablatedHeads != y.ablatedHeads ||
+        x.meanAblatedHeads != y.meanAblatedHeads || !x.patchedHeads.empty() ||
+        !y.patchedHeads.empty() || x.mask.any() || y.mask.any() ||
+        x.temperature != y.temperature || x.ropeOff != y.ropeOff || x.meanUpTo != y.meanUpTo) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// x receives a sub-block's result u by the family's placement of norms (`normed`: scratch).
+void addResidual(const ModelConfig& c, const Model::Weights::Layer& W, MatrixRM& x, MatrixRM& u,
+                 Slot post, Slot postB, MatrixRM& normed) {
+  switch (c.normPlacement) {
+    case NormPlacement::Pre:
+      x += u;
+      break;
+    case NormPlacement::Sandwich:
+    case NormPlacement::After:
+      normForward(c.norm, u, W[post], W[postB], c.layerNormEps, normed, c.normWeightOffset);
+      x += normed;
+      break;
+    case NormPlacement::Post:
+      u += x;
+      normForward(c.norm, u, W[post], W[postB], c.layerNormEps, x, c.normWeightOffset);
+      break;
+  }
+}
+
 }  // namespace
 
 void Model::Workspace::project(const ModelConfig& c, const Weights::Layer& W, int layer,
@@ -117,30 +159,39 @@ void Model::Workspace::project(const ModelConfig& c, const Weights::Layer& W, in
   if (c.scoreScale > 0.0f) qm *= c.scoreScale * std::sqrt(float(dh));
 }
 
-void Model::Workspace::finishLayer(const ModelConfig& c, const Weights::Layer& W,
-                                   const LayerIntervention* li, const Tensor3& o, MatrixRM& x,
-                                   Tensor3* keptHeadOut) {
+void Model::Workspace::projectCross(const ModelConfig& c, const Weights::Layer& W,
+                                    const MatrixRM& x, const MatrixRM* enc) {
+  const MatrixRM* in = &x;
+  if (normBefore(c.normPlacement)) {
+    normForward(c.norm, x, W[Slot::XNorm], W[Slot::XNormB], c.layerNormEps, a,
+                c.normWeightOffset);
+    in = &a;
+  }
+  lin(*in, W.xq, W.xqS, qm);
+  if (enc) {
+    lin(*enc, W.xk, W.xkS, km);
+    lin(*enc, W.xv, W.xvS, vm);
+  }
+  if (c.scoreScale > 0.0f) qm *= c.scoreScale * std::sqrt(float(c.headSize));
+}
+
+void Model::Workspace::attnResidual(const ModelConfig& c, const Weights::Layer& W,
+                                    const LayerIntervention* li, const Tensor3& o, MatrixRM& x,
+                                    Tensor3* keptHeadOut, bool cross) {
   mergeHeads(o, li, merged, keptHeadOut);
-  lin(merged, W.o, W.oS, proj);
-  // The residual of a sub-block f(x) = u by the family's placement of norms.
-  auto residual = [&](MatrixRM& u, Slot post, Slot postB) {
-    switch (c.normPlacement) {
-      case NormPlacement::Pre:
-        x += u;
-        break;
-      case NormPlacement::Sandwich:
-      case NormPlacement::After:
-        normForward(c.norm, u, W[post], W[postB], c.layerNormEps, normed, c.normWeightOffset);
-        x += normed;
-        break;
-      case NormPlacement::Post:
-        u += x;
-        normForward(c.norm, u, W[post], W[postB], c.layerNormEps, x, c.normWeightOffset);
-        break;
-    }
-  };
-  residual(proj, Slot::PostAttnNorm, Slot::PostAttnNormB);
-  // The MLP sub-block.
+  if (cross) {
+    lin(merged, W.xo, W.xoS, proj);
+  } else {
+    lin(merged, W.o, W.oS, proj);
+  }
+  if (cross) {
+    addResidual(c, W, x, proj, Slot::XNorm, Slot::XNormB, normed);
+  } else {
+    addResidual(c, W, x, proj, Slot::PostAttnNorm, Slot::PostAttnNormB, normed);
+  }
+}
+
+void Model::Workspace::mlpResidual(const ModelConfig& c, const Weights::Layer& W, MatrixRM& x) {
   const MatrixRM* in = &x;
   if (normBefore(c.normPlacement)) {
     normForward(c.norm, x, W[Slot::MlpNorm], W[Slot::MlpNormB], c.layerNormEps, m,
@@ -156,7 +207,7 @@ void Model::Workspace::finishLayer(const ModelConfig& c, const Weights::Layer& W
     activationForward(hidden, c.activation);
   }
   lin(hidden, W.down, W.downS, out);
-  residual(out, Slot::PostMlpNorm, Slot::PostMlpNormB);
+  addResidual(c, W, x, out, Slot::PostMlpNorm, Slot::PostMlpNormB, normed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -215,41 +266,103 @@ ForwardResult Model::forward(const std::vector<int>& ids, const Interventions& i
       }
     }
   }
-  const int T = static_cast<int>(ids.size()), d = config_.nEmbd;
+  if (config_.encoderDecoder()) {
+    throw InputError("an encoder-decoder (" + config_.family +
+                     ") reads a source and a target: give both (--target or --target-ids)");
+  }
   ForwardResult r;
   r.ids = ids;
   r.capture = capture;
   r.layers.resize(config_.nLayer);
-  MatrixRM& x = config_.nLayer > 0 ? r.layers[0].residualIn : r.residualOut;
+  embed(0, ids, typeIds, config_.nLayer > 0 ? r.layers[0].residualIn : r.residualOut);
+  rerunFrom(r, 0, iv);
+  return r;
+}
+
+void Model::embed(int stack, const std::vector<int>& ids, const std::vector<int>& typeIds,
+                  MatrixRM& x) const {
+  const int T = static_cast<int>(ids.size()), d = config_.nEmbd;
   x.resize(T, d);
   for (int t = 0; t < T; ++t) embedRow(*w_, config_, ids[t], x.row(t).data());
   if (config_.positions == PositionKind::Learned) {
-    const ConstMapRM pos(w_->global(Global::Positions),
+    const ConstMapRM pos(w_->global(stack == 1 ? Global::EncPositions : Global::Positions),
                          config_.nPositions + config_.positionOffset, d);
     for (int t = 0; t < T; ++t) x.row(t) += pos.row(config_.positionOffset + t);
   }
-  addEncoderEmbeddings(*w_, config_, typeIds, x);
+  if (stack == 0) {
+    addEncoderEmbeddings(*w_, config_, typeIds, x);
+  } else if (const float* n = w_->global(Global::EncEmbedNorm)) {
+    MatrixRM normed;
+    normForward(NormKind::LayerNorm, x, n, w_->global(Global::EncEmbedNormB), config_.layerNormEps,
+                normed);
+    x = std::move(normed);
+  }
+}
+
+std::shared_ptr<const ForwardResult> Model::runEncoder(const std::vector<int>& source,
+                                                       const Interventions& iv,
+                                                       const Capture& capture) const {
+  auto e = std::make_shared<ForwardResult>();
+  e->ids = source;
+  e->capture = capture;
+  e->layers.resize(config_.nEncoderLayer);
+  embed(1, source, {}, e->layers[0].residualIn);
+  std::vector<std::shared_ptr<LayerActivations>> fresh;
+  MatrixRM out;
+  runLayers(*e, 0, iv, fresh, out, 1);
+  for (std::size_t i = 0; i < fresh.size(); ++i) e->layers.set(i, std::move(fresh[i]));
+  // The encoder's final norm (pre-norm families), which every cross site reads after.
+  if (const float* n = w_->global(Global::EncNormF)) {
+    normForward(config_.norm, out, n, w_->global(Global::EncNormFB), config_.layerNormEps,
+                e->residualOut, config_.normWeightOffset);
+  } else {
+    e->residualOut = std::move(out);
+  }
+  e->interventions = iv;
+  e->logits.resize(0, config_.vocabSize);
+  return e;
+}
+
+ForwardResult Model::forwardSeq2Seq(const std::vector<int>& source,
+                                    const std::vector<int>& target, const Interventions& iv,
+                                    const Capture& capture) const {
+  if (!config_.encoderDecoder()) {
+    throw InputError("a target is for encoder-decoders; " + config_.family + " reads one text");
+  }
+  checkIds(source);
+  checkIds(target);
+  checkRerun(ForwardResult{}, -1, iv);  // the sites and heads of the interventions
+  ForwardResult r;
+  r.ids = target;
+  r.capture = capture;
+  r.encoder = runEncoder(source, iv, capture);
+  r.layers.resize(config_.nLayer);
+  embed(0, target, {}, r.layers[0].residualIn);
   rerunFrom(r, 0, iv);
   return r;
 }
 
 void Model::checkRerun(const ForwardResult& r, int fromLayer, const Interventions& iv) const {
-  if (fromLayer < 0 || fromLayer > config_.nLayer ||
-      static_cast<int>(r.layers.size()) != config_.nLayer) {
+  if (fromLayer != -1 && (fromLayer < 0 || fromLayer > config_.nLayer ||
+                         static_cast<int>(r.layers.size()) != config_.nLayer)) {
     throw InputError("rerunFrom: layer " + std::to_string(fromLayer) + " is outside the model");
   }
   if (iv.layers.size() > std::size_t(config_.nLayer)) {
     throw InputError("interventions for " + std::to_string(iv.layers.size()) +
                      " layers; the model has " + std::to_string(config_.nLayer));
   }
-  for (std::size_t l = 0; l < iv.layers.size(); ++l) {
-    std::vector<int> heads = iv.layers[l].ablatedHeads;
-    heads.insert(heads.end(), iv.layers[l].meanAblatedHeads.begin(),
-                 iv.layers[l].meanAblatedHeads.end());
-    for (const auto& p : iv.layers[l].patchedHeads) heads.push_back(p.first);
+  for (const auto& [site, li] : iv.entries()) {
+    if (!config_.hasSite(site)) {
+      throw InputError("an intervention at " + config_.siteName(site) + " (stack " +
+                       std::to_string(site.stack) + ", site " + std::to_string(site.site) +
+                       "): the model has no such attention site");
+    }
+    std::vector<int> heads = li->ablatedHeads;
+    heads.insert(heads.end(), li->meanAblatedHeads.begin(), li->meanAblatedHeads.end());
+    for (const auto& p : li->patchedHeads) heads.push_back(p.first);
     for (int h : heads) {
       if (h < 0 || h >= config_.nHead) {
-        throw InputError("ablation " + std::to_string(l) + ":" + std::to_string(h) +
+        throw InputError("ablation " + std::to_string(site.layer) + ":" + std::to_string(h) +
                          " is outside the model");
       }
     }
@@ -258,6 +371,11 @@ void Model::checkRerun(const ForwardResult& r, int fromLayer, const Intervention
 
 void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const {
   checkRerun(r, fromLayer, iv);
+  if (r.encoder && encoderChanged(r.encoder->interventions, iv)) {
+    // New interventions in the encoder change what every cross site reads.
+    r.encoder = runEncoder(r.encoder->ids, iv, r.capture);
+    fromLayer = 0;
+  }
   std::vector<std::shared_ptr<LayerActivations>> fresh;
   MatrixRM out;
   runLayers(r, fromLayer, iv, fresh, out);  // its workspace is freed before the logits
@@ -269,20 +387,22 @@ void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) 
 }
 
 void Model::runLayers(const ForwardResult& r, int fromLayer, const Interventions& iv,
-                      std::vector<std::shared_ptr<LayerActivations>>& fresh,
-                      MatrixRM& out) const {
-  if (fromLayer >= config_.nLayer) {
+                      std::vector<std::shared_ptr<LayerActivations>>& fresh, MatrixRM& out,
+                      int stack) const {
+  const int L = config_.layersOf(stack);
+  if (fromLayer >= L) {
     out = r.residualOut;
     return;
   }
+  const MatrixRM* enc = r.encoder ? &r.encoder->residualOut : nullptr;
   // Layers below fromLayer stay as they are (shared with any copy of r); the ones re-run are new
   // objects, so a pass that shares them keeps its own.
   MatrixRM x = r.layers[fromLayer].residualIn;
   Workspace ws;
-  for (int l = fromLayer; l < config_.nLayer; ++l) {
+  for (int l = fromLayer; l < L; ++l) {
     auto act = std::make_shared<LayerActivations>();
     act->residualIn = std::move(x);
-    runLayer(*act, l, iv, r.capture, ws, x);
+    runLayer(*act, l, iv, r.capture, ws, x, stack, enc);
     fresh.push_back(std::move(act));
   }
   out = std::move(x);
@@ -297,34 +417,53 @@ void Model::commit(ForwardResult& r, int fromLayer, const Interventions& iv,
 }
 
 void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, const Capture& cap,
-                     Workspace& ws, MatrixRM& next) const {
-  const Weights::Layer& W = ws.weights(*w_, l, config_);
+                     Workspace& ws, MatrixRM& next, int stack, const MatrixRM* enc) const {
+  // Stack 1's layers follow stack 0's in the weights.
+  const Weights::Layer& W = ws.weights(*w_, stack == 1 ? config_.nLayer + l : l, config_);
   const ModelConfig& c = config_;
   const int H = c.nHead, dh = c.headSize;
   const int T = static_cast<int>(act.residualIn.rows());
   next = act.residualIn;
-  // Each query head reads its group's K/V head where it is (no repeated copy).
-  auto attend = [&]() -> const Tensor3& {
+  const std::vector<SiteKind> kinds = c.sitesOf(l, stack);
+  act.sites.resize(kinds.size());
+  for (std::size_t s = 0; s < kinds.size(); ++s) act.sites[s].kind = kinds[s];
+  // One site's attention over ws.qm / km / vm (T_k key rows), keeping what the capture asks.
+  auto attendSite = [&](int s) -> const Tensor3& {
+    SiteActivations& site = act.sites[std::size_t(s)];
+    const int Tk = static_cast<int>(ws.km.rows());
+    // Each query head reads its group's K/V head where it is (no repeated copy).
     splitHeads(ws.qm, H, dh, ws.q);
     splitHeads(ws.km, c.nKvHead, dh, ws.kvK);
     splitHeads(ws.vm, c.nKvHead, dh, ws.kvV);
-    const AttentionParams p = layerAttentionParams(c, iv, l, T);
-    validateParams(p, H, T, T);
+    const AttentionParams p = siteAttentionParams(c, iv, SiteId{stack, l, s}, T, Tk);
+    validateParams(p, H, T, Tk);
     ws.engine->runGrouped(ws.q, ws.kvK, ws.kvV, c.kvGroup(), p);
     const AttentionResult& res = ws.engine->result(kStageWeights | kStageOutput | kStageRows);
     if (cap.weights.has(l)) {
-      act.weights = res.weights;
-      act.rows = res.rows;
+      site.weights = res.weights;
+      site.rows = res.rows;
     }
-    if (cap.thumbnail > 0) act.thumb = poolThumb(res.weights, cap.thumbnail);
-    if (cap.qkv.has(l)) {  // the workspace's buffers are handed over (new ones next layer)
-      act.q = std::move(ws.q);
-      act.k = std::move(ws.kvK);
-      act.v = std::move(ws.kvV);
+    if (cap.thumbnail > 0) site.thumb = poolThumb(res.weights, cap.thumbnail);
+    if (cap.qkv.has(l)) {  // the workspace's buffers are handed over (new ones next site)
+      site.q = std::move(ws.q);
+      site.k = std::move(ws.kvK);
+      site.v = std::move(ws.kvV);
     }
     return res.output;
   };
-  ws.block(c, W, l, next, 0, iv.find(l), attend, cap.headOut.has(l) ? &act.headOut : nullptr);
+  auto kept = [&](int s) { return cap.headOut.has(l) ? &act.sites[std::size_t(s)].headOut : nullptr; };
+  const LayerIntervention* li = iv.find(SiteId{stack, l, 0});
+  if (kinds.size() > 1 && kinds[1] == SiteKind::Cross) {
+    if (!enc) throw InputError("a cross-attention site needs the encoder's states");
+    auto cross = [&]() -> const Tensor3& {
+      ws.projectCross(c, W, next, enc);
+      return attendSite(1);
+    };
+    ws.blockWithCross(c, W, l, next, 0, li, [&]() -> const Tensor3& { return attendSite(0); },
+                      kept(0), iv.find(SiteId{stack, l, 1}), cross, kept(1));
+  } else {
+    ws.block(c, W, l, next, 0, li, [&]() -> const Tensor3& { return attendSite(0); }, kept(0));
+  }
 }
 
 void Model::layerQkv(const ForwardResult& r, int layer, Tensor3& q, Tensor3& k,
@@ -334,8 +473,8 @@ void Model::layerQkv(const ForwardResult& r, int layer, Tensor3& q, Tensor3& k,
     throw InputError("layer " + std::to_string(layer) + " is outside the model");
   }
   const LayerActivations& a = r.layers[layer];
-  if (!a.q.empty()) {
-    q = a.q, k = a.k, v = a.v;
+  if (const SiteActivations& self = a.site(0); !self.q.empty()) {
+    q = self.q, k = self.k, v = self.v;
     return;
   }
   Workspace ws;
@@ -456,6 +595,10 @@ MatrixRM Model::directLogits(const MatrixRM& u, const ForwardResult& r, int pos)
 std::vector<float> Model::rerunLogitsAt(ForwardResult& r, int fromLayer, const Interventions& iv,
                                         int pos) const {
   checkRerun(r, fromLayer, iv);
+  if (r.encoder && encoderChanged(r.encoder->interventions, iv)) {
+    r.encoder = runEncoder(r.encoder->ids, iv, r.capture);
+    fromLayer = 0;
+  }
   // (as_const: the non-const [] would copy a layer another pass shares)
   const MatrixRM& in = config_.nLayer > 0 ? std::as_const(r.layers)[0].residualIn : r.residualOut;
   if (pos < 0 || pos >= in.rows()) {

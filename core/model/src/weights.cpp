@@ -108,6 +108,12 @@ void layerViews(Model::Weights::Layer& L, const ModelConfig& c, bool inMajor) {
   }
   L.down = part(L[S::Down], L[S::DownB], I, d, 0, d);
   L.downS = L.s[int(S::Down)];
+  L.xq = part(L[S::XQ], L[S::XQB], d, dq, 0, dq);
+  L.xk = part(L[S::XK], L[S::XKB], d, dkv, 0, dkv);
+  L.xv = part(L[S::XV], L[S::XVB], d, dkv, 0, dkv);
+  L.xo = part(L[S::XO], L[S::XOB], dq, d, 0, d);
+  L.xqS = L.s[int(S::XQ)], L.xkS = L.s[int(S::XK)], L.xvS = L.s[int(S::XV)];
+  L.xoS = L.s[int(S::XO)];
 }
 
 std::int64_t defaultMemoryBudget() {
@@ -205,18 +211,23 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
   // GPT-2's Conv1D weights are stored [in, out] in HF folders and [out, in] in GGUF files.
   const bool conv1dInMajor = !isGguf && row.conv1dFolders;
 
-  // A table entry resolved: the names it may have, its shape in the file's layout.
-  auto resolve = [&](const TensorRow& t, int layer) -> std::optional<Want> {
+  // A table entry resolved: the names it may have, its shape in the file's layout. `stack` 1:
+  // an encoder-decoder's encoder layer (kept at nLayer + layer).
+  auto resolve = [&](const TensorRow& t, int layer, int stack = 0) -> std::optional<Want> {
     const char* base = isGguf ? t.gguf : t.hf;
     if (!base) return std::nullopt;
     Want e;
-    e.layer = layer, e.slot = t.slot;
+    e.layer = layer >= 0 && stack == 1 ? c.nLayer + layer : layer, e.slot = t.slot;
     if (isGguf) {
-      e.name = (layer >= 0 ? "blk." + std::to_string(layer) + "." : std::string()) + base;
+      e.name = (layer >= 0 ? (stack == 1 ? "enc.blk." : "blk.") + std::to_string(layer) + "."
+                           : std::string()) +
+               base;
       e.names = {e.name};
     } else {
       // "a|b": the tensor is stored under either name (the first is the one errors give).
-      const std::string lp = layer >= 0 ? layerPrefix(row.layerPrefix, layer) : std::string();
+      const std::string lp =
+          layer >= 0 ? layerPrefix(stack == 1 ? row.encoderLayerPrefix : row.layerPrefix, layer)
+                     : std::string();
       const std::string pre = row.prefix;
       for (const std::string& alt : splitAlternatives(base)) {
         const std::string n = lp + alt;
@@ -244,6 +255,16 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
   // millions of layers fails here, not in an allocation).
   if (const auto last = resolve(row.layer.front(), c.nLayer - 1); last && !find(*last)) {
     throw missing(*last, " (the model has " + std::to_string(c.nLayer) + " layers)");
+  }
+  if (c.nEncoderLayer > 0) {
+    if (row.encoderLayer.empty() || !row.encoderLayerPrefix) {
+      throw InputError(wpath + ": the " + c.family + " rows hold no encoder layers");
+    }
+    if (const auto last = resolve(row.encoderLayer.front(), c.nEncoderLayer - 1, 1);
+        last && !find(*last)) {
+      throw missing(*last,
+                    " (the encoder has " + std::to_string(c.nEncoderLayer) + " layers)");
+    }
   }
 
   std::vector<Want> want;
@@ -276,16 +297,19 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
                               }),
                want.end());
   }
-  w->layers.resize(c.nLayer);
-  for (int l = 0; l < c.nLayer; ++l) {
-    for (const TensorRow& t : row.layer) {
-      if (t.when && !t.when(c)) continue;
-      if (auto e = resolve(t, l)) want.push_back(std::move(*e));
-    }
-    Weights::Layer& L = w->layers[l];
-    for (const TensorRow& t : row.layer) {
-      if (t.slot == int(Slot::Qkv)) L.fusedQkv = true;
-      if (t.slot == int(Slot::GateUp)) L.fusedGateUp = true;
+  w->layers.resize(std::size_t(c.nLayer) + std::size_t(c.nEncoderLayer));
+  for (int stack = 0; stack < c.stacks(); ++stack) {
+    const std::vector<TensorRow>& table = stack == 1 ? row.encoderLayer : row.layer;
+    for (int l = 0; l < c.layersOf(stack); ++l) {
+      for (const TensorRow& t : table) {
+        if (t.when && !t.when(c)) continue;
+        if (auto e = resolve(t, l, stack)) want.push_back(std::move(*e));
+      }
+      Weights::Layer& L = w->layers[std::size_t(stack == 1 ? c.nLayer + l : l)];
+      for (const TensorRow& t : table) {
+        if (t.slot == int(Slot::Qkv)) L.fusedQkv = true;
+        if (t.slot == int(Slot::GateUp)) L.fusedGateUp = true;
+      }
     }
   }
 
@@ -378,7 +402,9 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
     if (const float* p = mapped(f); p || elements(f) == 0) {
       *slot = p;
     } else if (const StoredMatrix rows = storedOf(f);
-               keepStored && rows && !(e.layer < 0 && e.slot == int(Global::Positions))) {
+               keepStored && rows &&
+                   !(e.layer < 0 && (e.slot == int(Global::Positions) ||
+                                     e.slot == int(Global::EncPositions)))) {
       // Matrices only (norms and biases are small and always float32); the embedding and an
       // untied head are read through embedStored / headStored.
       keep = kept = true;

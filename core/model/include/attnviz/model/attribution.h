@@ -61,6 +61,9 @@ struct AttributionControl {
 struct AttributionMatrix {
   int rows = 0, cols = 0;
   std::vector<float> values;  // row-major; NaN where not computed (cancelled)
+  // Head matrices: the attention site of each row (ModelConfig::sites(), in pass order; a
+  // decoder's: one per layer, row l = layer l). Empty for other matrices ([L, T]).
+  std::vector<SiteId> sites;
   int rowsDone = 0;  // rows complete: the last rowsDone rows (filled from the last layer up)
   bool cancelled = false;
 
@@ -89,7 +92,7 @@ struct AblationSweep {
   AblationKind kind = AblationKind::Zero;
   int position = 0, target = 0;
   double logProb = 0.0;   // log p(target) at P in the clean run
-  AttributionMatrix delta;  // [L, H]: log p_ablated(target) − log p(target)
+  AttributionMatrix delta;  // [sites, H] (decoders: [L, H]): log p_ablated(target) − log p(target)
 };
 
 // Every query head of every layer in turn, on `clean` (a pass of m, which it ran with its own
@@ -115,7 +118,7 @@ PatchingSetup patchingSetup(const Model& m, const ForwardResult& clean,
 
 struct PatchingResult {
   PatchingSetup setup;
-  // [L, H] (patchHeads) or [L, T] (patchResidual): (m_patched − m_corrupt) / (m_clean − m_corrupt)
+  // [sites, H] (patchHeads; decoders: [L, H]) or [L, T] (patchResidual): (m_patched − m_corrupt) / (m_clean − m_corrupt)
   AttributionMatrix fraction;
 };
 
@@ -154,7 +157,7 @@ struct DirectEffect {
 DirectEffect directEffect(const Model& m, const ForwardResult& r, int layer, int head,
                           int position = -1, int k = 10);
 
-// [L, H]: every head's direct contribution to logit(target) at P, as directEffect computes it.
+// [sites, H] (decoders: [L, H]): every head's direct contribution to logit(target) at P, as directEffect computes it.
 AttributionMatrix directLogitAttribution(const Model& m, const ForwardResult& r,
                                          const AttributionTarget& at = {});
 

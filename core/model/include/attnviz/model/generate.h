@@ -21,6 +21,9 @@ struct GenerateOptions {
   // The layers whose attention rows each token keeps (GeneratedToken::rows; the others stay
   // empty). The Generate panel asks for the layer it shows; `attnviz generate` for none.
   LayerSet rows = LayerSet::every();
+  // An encoder-decoder's source ids: the encoder runs on them once, and the prompt is the
+  // decoder's prefix (its start id). Empty for other models.
+  std::vector<int> source;
 };
 
 // One generated token: its id, the distribution it was drawn from (softmax of the logits at the
@@ -31,6 +34,7 @@ struct GeneratedToken {
   float prob = 0.0f;                  // its probability under softmax(logits) (temperature 1)
   std::vector<TokenProb> candidates;  // the 10 most likely under softmax(logits)
   std::vector<Tensor3> rows;
+  std::vector<Tensor3> crossRows;  // encoder-decoders: per layer the row over the source
 };
 
 struct Generation {

@@ -83,6 +83,21 @@ enum class QkNorm { None, PerHead, Whole };
 enum class SiteKind { DecoderSelf, EncoderSelf, Cross };
 const char* siteKindName(SiteKind k);  // "self", "encoder self", "cross"
 
+// One attention site of a model: its stack, its layer in that stack, and its index among the
+// layer's sites (ModelConfig::sitesOf). Stack 0 is the stack whose stream makes the logits (a
+// decoder's, or an encoder's when it is the whole model); stack 1 is an encoder-decoder's
+// encoder. Captures, interventions, caches and attribution rows are addressed by it; a head is
+// (site, h).
+struct SiteId {
+  int stack = 0;
+  int layer = 0;
+  int site = 0;
+  bool operator==(const SiteId& o) const {
+    return stack == o.stack && layer == o.layer && site == o.site;
+  }
+  bool operator!=(const SiteId& o) const { return !(*this == o); }
+};
+
 struct ModelConfig {
   std::string family = "gpt2";  // the family table's row: "gpt2", "llama", "qwen3", ...
   int nLayer = 0;
@@ -136,6 +151,12 @@ struct ModelConfig {
   // DistilBERT: the model's; RoBERTa: always exact GELU).
   Activation headActivation = Activation::GeluErf;
   bool scaleLocalRope = true;     // false: rope scaling applies to global layers only (Gemma 3)
+  // Encoder-decoders (BART): the encoder stack's layers (stack 1; 0 = none) and the id the
+  // decoder starts from. The encoder's layers are bidirectional blocks of the same shape as the
+  // decoder's, without the cross site; nLayer counts the decoder's.
+  int nEncoderLayer = 0;
+  std::optional<int> decoderStartId;
+  std::optional<int> padId;  // config.json's pad_token_id (encoder-decoders never generate it)
 
   int headDim() const { return headSize; }
   int kvGroup() const { return nHead / nKvHead; }
@@ -153,8 +174,21 @@ struct ModelConfig {
   }
   // The score scale the skeleton applies (1 / sqrt(d_h) unless the family sets its own).
   float scoreScaleOf() const { return scoreScale > 0 ? scoreScale : 1.0f / std::sqrt(float(headSize)); }
-  // The attention sites of a layer (decoders: one, DecoderSelf).
-  std::vector<SiteKind> sitesOf(int layer) const;
+  // The attention sites of a layer of stack `stack` (decoders and encoders: one, DecoderSelf or
+  // EncoderSelf).
+  std::vector<SiteKind> sitesOf(int layer, int stack = 0) const;
+  // The stacks (1: a decoder or an encoder; 2: an encoder-decoder) and the layers of each.
+  int stacks() const { return nEncoderLayer > 0 ? 2 : 1; }
+  int layersOf(int stack) const { return stack == 0 ? nLayer : stack == 1 ? nEncoderLayer : 0; }
+  bool encoderDecoder() const { return nEncoderLayer > 0; }
+  // Every attention site in the order a pass runs them (an encoder's stack first, then layer by
+  // layer, a layer's sites in order).
+  std::vector<SiteId> sites() const;
+  // Whether `s` names a site of this model.
+  bool hasSite(const SiteId& s) const;
+  // A site's short name: "L3" while every layer has one site in one stack (decoders, encoders:
+  // the names they always had), else with its stack and kind ("enc L3", "L3 cross").
+  std::string siteName(const SiteId& s) const;
   // Whether `id` ends generation (any of eosIds, or eosId).
   bool isEos(int id) const;
   // RoPE's inverse frequencies, one per rotated pair, after the scaling, for `layer`'s base
@@ -236,14 +270,22 @@ struct LayerIntervention {
   }
 };
 
-// One entry per layer (empty = no intervention anywhere).
+// What the pass changes, per attention site (empty = no intervention anywhere).
 struct Interventions {
+  // Per layer, the first site of stack 0's layers (a decoder's self attention, an encoder's).
   std::vector<LayerIntervention> layers;
+  // Every other site's (an encoder-decoder's cross sites and its encoder's layers), by site.
+  std::vector<std::pair<SiteId, LayerIntervention>> others;
 
   // The entry of `layer`; throws InputError when it is outside [0, nLayer). Grows the list to
   // nLayer entries first.
   LayerIntervention& layer(int layer, int nLayer);
   const LayerIntervention* find(int layer) const;
+  // The entry of any site; throws InputError when the model has no such site.
+  LayerIntervention& at(const SiteId& site, const ModelConfig& c);
+  const LayerIntervention* find(const SiteId& site) const;
+  // Every site's entry with its site, `layers` first (a site without one is not listed).
+  std::vector<std::pair<SiteId, const LayerIntervention*>> entries() const;
   // Ablates query head H of layer L; throws InputError when out of range.
   void ablate(int layer, int head, const ModelConfig& c);
   // The same mask and temperature in every layer.
@@ -259,18 +301,27 @@ AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& 
 // Throws InputError when the intervention holds a painted [T, T] mask of another shape.
 AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& iv, int layer,
                                      int Tq, int Tk);
+// The same for any attention site (a cross site: the keys are the encoder's positions, with no
+// causal mask and no window of the model's own).
+AttentionParams siteAttentionParams(const ModelConfig& c, const Interventions& iv,
+                                    const SiteId& site, int Tq, int Tk);
 
 // Throws InputError when an intervention cannot apply to decode steps: mean ablation and patching
 // (a step is one row), and masks that depend on the prompt's length (pad:N, doc:, a painted
 // [T, T] mask). generate() checks this before the prompt runs.
 void checkDecodeInterventions(const Interventions& iv);
 
-// Decoding: per layer the rotated keys and values of every position so far, one row a position
-// ([T, H_kv * d_h]); a step appends one row. decodeStep grows the matrices ahead (spare rows past
+// Decoding: per layer of stack 0, its self-attention site's rotated keys and values of every
+// position so far, one row a position ([T, H_kv * d_h]); a step appends one row. (A cross
+// site's keys are the encoder's, the same at every step: an encoder-decoder's cache holds them
+// once per layer beside these.) decodeStep grows the matrices ahead (spare rows past
 // `rows`, so a step never copies the cache); rows < 0: every row is filled (cacheFrom's cache).
 struct KvCache {
   std::vector<MatrixRM> k, v;
   int rows = -1;
+  // An encoder-decoder's cross sites: per decoder layer the encoder's keys and values
+  // [T_src, H_kv * d_h], made once from the encoder's last hidden states (empty otherwise).
+  std::vector<MatrixRM> crossK, crossV;
   int length() const {
     return rows >= 0 ? rows : k.empty() ? 0 : static_cast<int>(k[0].rows());
   }
@@ -281,6 +332,7 @@ struct KvCache {
 struct DecodeStep {
   std::vector<float> logits;
   std::vector<Tensor3> rows;
+  std::vector<Tensor3> crossRows;  // encoder-decoders: per layer the row over the source [H, 1, T_src]
 };
 
 // Which layers a pass keeps something for: every layer, or the listed ones.
@@ -318,20 +370,34 @@ struct Capture {
   }
 };
 
-// Per layer, what the views read. Shapes with T tokens, H query heads, H_kv KV heads, d_h the
-// head size. What the Capture did not ask for is left empty.
-struct LayerActivations {
-  MatrixRM residualIn;         // [T, d] the residual stream entering the layer (re-runs start here)
+// Per attention site, what the views read. Shapes with T tokens (T_k keys: T for a self site, the
+// encoder's tokens for a cross site), H query heads, H_kv KV heads, d_h the head size. What the
+// Capture did not ask for is left empty.
+struct SiteActivations {
+  SiteKind kind = SiteKind::DecoderSelf;
   Tensor3 q;                   // [H, T, d_h] as the engine saw it (rotated)
   Tensor3 k, v;                // [H_kv, T, d_h] one per KV head (k rotated): query head h reads
                                // KV head config().kvHeadOf(h); repeatKvHeads gives [H, T, d_h]
-  Tensor3 weights;             // [H, T, T] attention weights after the layer's mask and temperature
-  Tensor3 headOut;             // [H, T, d_h] each head's output before W_o, after the layer's
+  Tensor3 weights;             // [H, T, T_k] attention weights after the site's mask and
+                               // temperature
+  Tensor3 headOut;             // [H, T, d_h] each head's output before W_o, after the site's
                                // ablations and patches
   std::vector<RowStats> rows;  // [H * T] as in AttentionResult (with the weights)
-  // [H, n, n] each head's weights max-pooled in blocks of s x s (s = ceil(T / thumbnail),
-  // n = ceil(T / s)); 0 where every cell of the block is masked. With Capture::thumbnail.
+  // [H, n, n_k] each head's weights max-pooled in blocks of s x s (s = ceil(max(T, T_k) /
+  // thumbnail)); 0 where every cell of the block is masked. With Capture::thumbnail.
   Tensor3 thumb;
+  // Bytes the activations hold.
+  std::size_t bytes() const;
+};
+
+// Per layer: the residual stream entering it and each attention site's activations.
+struct LayerActivations {
+  MatrixRM residualIn;  // [T, d] the residual stream entering the layer (re-runs start here)
+  std::vector<SiteActivations> sites;  // one per site of the layer (ModelConfig::sitesOf)
+
+  // Site s of the layer; an empty site when the pass kept none (a layer not yet run).
+  const SiteActivations& site(int s = 0) const;
+  SiteActivations& site(int s = 0);
   // Bytes the activations hold.
   std::size_t bytes() const;
 };
@@ -381,7 +447,7 @@ class LayerList {
 
 struct ForwardResult {
   std::vector<int> ids;         // [T]
-  LayerList layers;             // [L]
+  LayerList layers;             // [L] stack 0's layers
   MatrixRM residualOut;         // [T, d] the stream after the last layer, before norm_f
   MatrixRM logits;              // [T, V]; [1, V] (the last position) when !capture.allLogits
   Interventions interventions;  // what the pass ran with
@@ -390,6 +456,13 @@ struct ForwardResult {
   // Bytes the activations, the residual stream and the logits hold, counting a layer shared
   // with another pass once per pass.
   std::size_t bytes() const;
+  // The activations of an attention site; throws InputError for a site the pass does not hold.
+  const SiteActivations& site(const SiteId& s) const;
+  // An encoder-decoder's encoder pass (stack 1): the source ids, its layers, and in residualOut
+  // the encoder's last hidden states, which every cross site reads. Null for other models.
+  std::shared_ptr<const ForwardResult> encoder;
+  // The layers of stack s (0: these; 1: the encoder's).
+  const LayerList& stackLayers(int s) const;
 };
 
 // A next-token candidate.
@@ -461,6 +534,14 @@ class Model {
                         const Capture& capture = {},
                         const std::vector<int>& typeIds = {}) const;
 
+  // An encoder-decoder's pass: the source ids through the encoder (stack 1, once), then the
+  // decoder's ids `target` (its first is the decoder's start id, as HF's shifted labels) through
+  // the decoder's layers, each with its self site (causal) and its cross site over the encoder's
+  // last hidden states. Interventions address any site (SiteId). Throws InputError for bad ids,
+  // interventions, or a model that is not an encoder-decoder.
+  ForwardResult forwardSeq2Seq(const std::vector<int>& source, const std::vector<int>& target,
+                               const Interventions& iv = {}, const Capture& capture = {}) const;
+
   // An encoder's masked-LM head: empty when the model has one (or is a decoder), else the tensor
   // the folder lacks (a BertModel-only folder: its logits are not computed).
   const std::string& headMissing() const;
@@ -513,14 +594,24 @@ class Model {
   // residual stream, the stream leaving the last one in `out`; r itself is not changed (a caller
   // commits both once nothing can throw).
   void runLayers(const ForwardResult& r, int fromLayer, const Interventions& iv,
-                 std::vector<std::shared_ptr<LayerActivations>>& fresh, MatrixRM& out) const;
+                 std::vector<std::shared_ptr<LayerActivations>>& fresh, MatrixRM& out,
+                 int stack = 0) const;
+  // An encoder-decoder's encoder pass over `source` with the interventions' stack-1 sites.
+  std::shared_ptr<const ForwardResult> runEncoder(const std::vector<int>& source,
+                                                  const Interventions& iv,
+                                                  const Capture& capture) const;
+  // The embedded rows of stack `stack` (token rows times the scale, positions, token types,
+  // the embedding norm) into x [T, d].
+  void embed(int stack, const std::vector<int>& ids, const std::vector<int>& typeIds,
+             MatrixRM& x) const;
   // Commits runLayers' result into r.
   void commit(ForwardResult& r, int fromLayer, const Interventions& iv,
               std::vector<std::shared_ptr<LayerActivations>>& fresh, MatrixRM& out) const;
   // One layer from act.residualIn: keeps in `act` what `cap` asks for; `next` receives the
   // stream leaving the layer.
   void runLayer(LayerActivations& act, int layer, const Interventions& iv, const Capture& cap,
-                Workspace& ws, MatrixRM& next) const;
+                Workspace& ws, MatrixRM& next, int stack = 0,
+                const MatrixRM* encoderOut = nullptr) const;
   void finish(ForwardResult& r) const;
 
  public:

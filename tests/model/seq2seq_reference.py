@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""Random-init encoder-decoder folders (BART) and their float64 reference.
+
+Usage: seq2seq_reference.py OUTDIR
+
+Writes, under OUTDIR, Hugging Face style folders (config.json, model.safetensors in F32, a
+byte-level BPE tokenizer.json) and .npy references computed here in float64 from the published
+architecture (BART: Lewis et al. 2019, a post-norm Transformer encoder-decoder; learned absolute
+positions read at position + 2, an embedding LayerNorm in each stack, GELU, a cross-attention
+site in every decoder layer whose keys and values are the encoder's last hidden states, the tied
+unembedding plus final_logits_bias). cases.json lists what each reference is for. Nothing here
+reads attnviz.
+"""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "core"))
+from safetensors_py import write_file  # noqa: E402
+
+torch.manual_seed(4321)
+DTYPE = torch.float64
+
+SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
+CHARS = list("abcdefghijklmnopqrstuvwxyz.,") + ["\u0120"]
+VOCAB = SPECIALS + CHARS + ["<mask>"]
+V = len(VOCAB)
+ID = {t: i for i, t in enumerate(VOCAB)}
+BOS, PAD, EOS = 0, 1, 2
+
+
+def rand(*shape, std=0.3):
+    return torch.randn(*shape, dtype=DTYPE) * std
+
+
+def layer_norm(x, w, b, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * w + b
+
+
+def act(x, name):
+    if name == "gelu":
+        return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+    if name == "relu":
+        return torch.relu(x)
+    if name in ("silu", "swish"):
+        return x * torch.sigmoid(x)
+    raise ValueError(name)
+
+
+def attention(p, pre, xq, xkv, heads, causal):
+    """Multi-head attention: q from xq, k and v from xkv; returns (output, weights [H, Tq, Tk])."""
+    Tq, d = xq.shape
+    Tk = xkv.shape[0]
+    dh = d // heads
+    q = (xq @ p[pre + "q.w"].T + p[pre + "q.b"]) * dh ** -0.5
+    k = xkv @ p[pre + "k.w"].T + p[pre + "k.b"]
+    v = xkv @ p[pre + "v.w"].T + p[pre + "v.b"]
+    q = q.view(Tq, heads, dh).transpose(0, 1)
+    k = k.view(Tk, heads, dh).transpose(0, 1)
+    v = v.view(Tk, heads, dh).transpose(0, 1)
+    s = q @ k.transpose(1, 2)
+    if causal:
+        s = s.masked_fill(torch.triu(torch.ones(Tq, Tk, dtype=torch.bool), 1), float("-inf"))
+    w = torch.softmax(s, dim=-1)
+    o = (w @ v).transpose(0, 1).reshape(Tq, d)
+    return o @ p[pre + "o.w"].T + p[pre + "o.b"], w
+
+
+def make_params(d, inner, enc_layers, dec_layers, max_pos):
+    p = {"shared": rand(V, d)}
+    for stack, n in (("enc", enc_layers), ("dec", dec_layers)):
+        p[stack + ".pos"] = rand(max_pos + 2, d)
+        p[stack + ".ln_emb.w"] = 1 + rand(d, std=0.1)
+        p[stack + ".ln_emb.b"] = rand(d, std=0.1)
+        for l in range(n):
+            pre = "%s.%d." % (stack, l)
+            sites = ["self."] + (["cross."] if stack == "dec" else [])
+            for s in sites:
+                for m in "qkvo":
+                    p[pre + s + m + ".w"] = rand(d, d)
+                    p[pre + s + m + ".b"] = rand(d, std=0.1)
+                p[pre + s + "ln.w"] = 1 + rand(d, std=0.1)
+                p[pre + s + "ln.b"] = rand(d, std=0.1)
+            p[pre + "fc1.w"], p[pre + "fc1.b"] = rand(inner, d), rand(inner, std=0.1)
+            p[pre + "fc2.w"], p[pre + "fc2.b"] = rand(d, inner), rand(d, std=0.1)
+            p[pre + "ffn_ln.w"], p[pre + "ffn_ln.b"] = 1 + rand(d, std=0.1), rand(d, std=0.1)
+    p["final_logits_bias"] = rand(1, V, std=0.5)
+    return p
+
+
+def embed(p, stack, ids, scale):
+    x = p["shared"][ids] * scale + p[stack + ".pos"][torch.arange(len(ids)) + 2]
+    return layer_norm(x, p[stack + ".ln_emb.w"], p[stack + ".ln_emb.b"])
+
+
+def forward(p, cfg, src, tgt):
+    heads, activation = cfg["encoder_attention_heads"], cfg["activation_function"]
+    scale = math.sqrt(cfg["d_model"]) if cfg.get("scale_embedding") else 1.0
+    x = embed(p, "enc", torch.tensor(src), scale)
+    enc_w = []
+    for l in range(cfg["encoder_layers"]):
+        pre = "enc.%d." % l
+        o, w = attention(p, pre + "self.", x, x, heads, False)
+        enc_w.append(w)
+        x = layer_norm(x + o, p[pre + "self.ln.w"], p[pre + "self.ln.b"])
+        h = act(x @ p[pre + "fc1.w"].T + p[pre + "fc1.b"], activation)
+        x = layer_norm(x + h @ p[pre + "fc2.w"].T + p[pre + "fc2.b"], p[pre + "ffn_ln.w"],
+                       p[pre + "ffn_ln.b"])
+    enc = x
+    y = embed(p, "dec", torch.tensor(tgt), scale)
+    dec_w, cross_w = [], []
+    for l in range(cfg["decoder_layers"]):
+        pre = "dec.%d." % l
+        o, w = attention(p, pre + "self.", y, y, heads, True)
+        dec_w.append(w)
+        y = layer_norm(y + o, p[pre + "self.ln.w"], p[pre + "self.ln.b"])
+        o, w = attention(p, pre + "cross.", y, enc, heads, False)
+        cross_w.append(w)
+        y = layer_norm(y + o, p[pre + "cross.ln.w"], p[pre + "cross.ln.b"])
+        h = act(y @ p[pre + "fc1.w"].T + p[pre + "fc1.b"], activation)
+        y = layer_norm(y + h @ p[pre + "fc2.w"].T + p[pre + "fc2.b"], p[pre + "ffn_ln.w"],
+                       p[pre + "ffn_ln.b"])
+    logits = y @ p["shared"].T + p["final_logits_bias"][0]
+    return (torch.stack(enc_w), torch.stack(dec_w), torch.stack(cross_w), logits, enc)
+
+
+def greedy(p, cfg, src, steps):
+    """Greedy decoding from decoder_start_token_id, never the pad token, stopping at EOS."""
+    tgt = [cfg["decoder_start_token_id"]]
+    for _ in range(steps):
+        z = forward(p, cfg, src, tgt)[3][-1].clone()
+        z[PAD] = float("-inf")
+        order = torch.argsort(z, descending=True)
+        assert float(z[order[0]] - z[order[1]]) > 1e-4, "greedy step too close to call"
+        tgt.append(int(order[0]))
+        if tgt[-1] == EOS:
+            break
+    return tgt
+
+
+def hf_tensors(p, cfg):
+    """BartForConditionalGeneration's names; the embeddings stored once (model.shared)."""
+    t = {"model.shared.weight": p["shared"], "final_logits_bias": p["final_logits_bias"]}
+    names = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "out_proj"}
+    for stack, hf, n in (("enc", "encoder", cfg["encoder_layers"]),
+                         ("dec", "decoder", cfg["decoder_layers"])):
+        t["model.%s.embed_positions.weight" % hf] = p[stack + ".pos"]
+        t["model.%s.layernorm_embedding.weight" % hf] = p[stack + ".ln_emb.w"]
+        t["model.%s.layernorm_embedding.bias" % hf] = p[stack + ".ln_emb.b"]
+        for l in range(n):
+            src, dst = "%s.%d." % (stack, l), "model.%s.layers.%d." % (hf, l)
+            sites = [("self.", "self_attn")] + ([("cross.", "encoder_attn")] if stack == "dec" else [])
+            for s, name in sites:
+                for m, proj in names.items():
+                    t[dst + "%s.%s.weight" % (name, proj)] = p[src + s + m + ".w"]
+                    t[dst + "%s.%s.bias" % (name, proj)] = p[src + s + m + ".b"]
+                t[dst + name + "_layer_norm.weight"] = p[src + s + "ln.w"]
+                t[dst + name + "_layer_norm.bias"] = p[src + s + "ln.b"]
+            for m in ("fc1", "fc2"):
+                t[dst + m + ".weight"], t[dst + m + ".bias"] = p[src + m + ".w"], p[src + m + ".b"]
+            t[dst + "final_layer_norm.weight"] = p[src + "ffn_ln.w"]
+            t[dst + "final_layer_norm.bias"] = p[src + "ffn_ln.b"]
+    return {k: v.to(torch.float32).numpy() for k, v in t.items()}
+
+
+def write_folder(folder, cfg, tensors):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    write_file(os.path.join(folder, "model.safetensors"),
+               [(k, "F32", v) for k, v in tensors.items()])
+    vocab = {t: i for i, t in enumerate(VOCAB)}
+    added = [{"id": vocab[t], "content": t, "single_word": False, "lstrip": False,
+              "rstrip": False, "normalized": False, "special": True}
+             for t in SPECIALS + ["<mask>"]]
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+           "normalizer": None,
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                             "trim_offsets": True, "use_regex": True},
+           "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", EOS],
+                              "cls": ["<s>", BOS], "trim_offsets": True,
+                              "add_prefix_space": False},
+           "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                       "use_regex": True},
+           "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                     "continuing_subword_prefix": "", "end_of_word_suffix": "",
+                     "fuse_unk": False, "vocab": vocab, "merges": []}}
+    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+
+
+def text_ids(text):
+    """Byte-level pieces of this vocabulary: every character its own token."""
+    return [ID["\u0120" if ch == " " else ch] for ch in text]
+
+
+def save(path, t):
+    np.save(path, t.detach().numpy().astype(np.float32))
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    cases = []
+    variants = [
+        # name, d, heads, ffn, enc layers, dec layers, activation, scale_embedding
+        ("bart_a", 32, 4, 64, 2, 2, "gelu", False),
+        ("bart_b", 24, 2, 40, 3, 1, "relu", True),
+    ]
+    for name, d, heads, inner, le, ld, activation, scale in variants:
+        max_pos = 48
+        cfg = {"model_type": "bart", "architectures": ["BartForConditionalGeneration"],
+               "d_model": d, "encoder_layers": le, "decoder_layers": ld,
+               "encoder_attention_heads": heads, "decoder_attention_heads": heads,
+               "encoder_ffn_dim": inner, "decoder_ffn_dim": inner,
+               "activation_function": activation, "max_position_embeddings": max_pos,
+               "vocab_size": V, "scale_embedding": scale, "pad_token_id": PAD,
+               "bos_token_id": BOS, "eos_token_id": EOS, "decoder_start_token_id": EOS,
+               "forced_eos_token_id": EOS, "normalize_before": False,
+               "add_final_layer_norm": False, "tie_word_embeddings": True}
+        p = make_params(d, inner, le, ld, max_pos)
+        folder = os.path.join(out, name)
+        write_folder(folder, cfg, hf_tensors(p, cfg))
+        src = [BOS] + text_ids("the cat sat on the mat.") + [EOS]
+        tgt = [EOS, BOS] + text_ids("a dog ran")
+        enc_w, dec_w, cross_w, logits, _ = forward(p, cfg, src, tgt)
+        for what, t in (("enc", enc_w), ("dec", dec_w), ("cross", cross_w), ("logits", logits)):
+            save(os.path.join(out, "%s_%s.npy" % (name, what)), t)
+        cases.append({"name": name, "folder": folder, "source": src, "target": tgt,
+                      "greedy": greedy(p, cfg, src, 8)})
+    with open(os.path.join(out, "cases.json"), "w") as f:
+        json.dump(cases, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

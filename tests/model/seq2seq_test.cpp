@@ -1,0 +1,269 @@
+// Encoder-decoders (bart) through the real binary and the library against
+// seq2seq_reference.py's float64 torch reference: random-init folders generated at test time
+// (never committed), the encoder's self-attention, the decoder's causal self-attention and its
+// cross-attention over the source (every attention site of the model), the logits; interventions
+// and attribution addressed by site; bad folders.
+#include "model_test_util.h"
+
+#include "attnviz/model/attribution.h"
+#include "attnviz/model/model.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+
+using namespace attnviz;
+using namespace attnviz::testing;
+
+namespace {
+
+struct Generated {
+  TempDir tmp;
+  nlohmann::json cases;
+  bool ok = false;
+  Generated() {
+    const std::string cmd = "/usr/bin/python3 " +
+                            shellQuote((modelDir() / "seq2seq_reference.py").string()) + " " +
+                            shellQuote(tmp.path.string());
+    if (std::system(cmd.c_str()) != 0) return;
+    std::ifstream f(tmp.path / "cases.json");
+    cases = nlohmann::json::parse(f);
+    ok = true;
+  }
+  fs::path path(const std::string& name) const { return tmp.path / name; }
+  const nlohmann::json& find(const std::string& name) const {
+    for (const auto& c : cases)
+      if (c["name"] == name) return c;
+    static const nlohmann::json none;
+    return none;
+  }
+};
+
+const Generated& generated() {
+  static Generated g;
+  return g;
+}
+
+std::string idList(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+// `attnviz model` on a case: every site's weights within 1e-5, the logits within 1e-4 of scale.
+// byText: the source and target as text (the tokenizer's <s> ... </s> template, the decoder's
+// start id and the target without its EOS), else as ids.
+void checkCase(const std::string& name, bool byText) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok) << "seq2seq_reference.py failed";
+  const nlohmann::json& c = g.find(name);
+  ASSERT_FALSE(c.is_null()) << name;
+  TempDir out;
+  std::vector<std::string> args = {"model", "--model", c["folder"].get<std::string>()};
+  if (byText) {
+    args.insert(args.end(), {"--text", "the cat sat on the mat.", "--target", "a dog ran"});
+  } else {
+    args.insert(args.end(), {"--ids", idList(c["source"].get<std::vector<int>>()), "--target-ids",
+                             idList(c["target"].get<std::vector<int>>())});
+  }
+  const fs::path e = out.path / "e.npy", d = out.path / "d.npy", x = out.path / "x.npy",
+                 z = out.path / "z.npy";
+  args.insert(args.end(), {"--weights", e.string(), "--decoder-weights", d.string(),
+                           "--cross-weights", x.string(), "--logits", z.string()});
+  const CliRun run = runBinary(args, out.path);
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  for (const auto& [file, what, tol] :
+       {std::tuple{e, "enc", 1e-5}, std::tuple{d, "dec", 1e-5}, std::tuple{x, "cross", 1e-5}}) {
+    const NpyArray got = readNpy(file.string());
+    const NpyArray want = readNpy(g.path(name + "_" + what + ".npy").string());
+    EXPECT_EQ(got.shape, want.shape) << what;
+    expectClose(got.data, want, tol, 0, name + " " + what + " weights");
+  }
+  const NpyArray gz = readNpy(z.string());
+  const NpyArray rz = readNpy(g.path(name + "_logits.npy").string());
+  EXPECT_EQ(gz.shape, rz.shape);
+  expectClose(gz.data, rz, 0, 1e-4, name + " logits");
+}
+
+std::vector<int> ids(const nlohmann::json& c, const char* key) {
+  return c[key].get<std::vector<int>>();
+}
+
+}  // namespace
+
+TEST(Seq2Seq, BartMatchesTorchAtEverySite) { checkCase("bart_a", false); }
+TEST(Seq2Seq, BartWithScaledEmbeddingsAndReluMatchesTorch) { checkCase("bart_b", false); }
+TEST(Seq2Seq, TextAndTargetTextGiveTheReferenceIds) { checkCase("bart_a", true); }
+
+// The sites of an encoder-decoder: stack 1 (the encoder) first, then each decoder layer's self
+// and cross sites, named for the grid; the pass holds each, with the cross weights T_tgt x T_src.
+TEST(Seq2Seq, EverySiteIsAddressedByStackLayerAndSite) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  const nlohmann::json& c = g.find("bart_a");
+  const auto m = Model::open(c["folder"].get<std::string>());
+  const ModelConfig& cfg = m->config();
+  const std::vector<SiteId> sites = cfg.sites();
+  ASSERT_EQ(sites.size(), 2u + 2u * 2u);
+  EXPECT_EQ(cfg.siteName(sites[0]), "enc L0");
+  EXPECT_EQ(cfg.siteName(sites[2]), "L0 self");
+  EXPECT_EQ(cfg.siteName(sites[3]), "L0 cross");
+  const std::vector<int> src = ids(c, "source"), tgt = ids(c, "target");
+  const ForwardResult r = m->forwardSeq2Seq(src, tgt);
+  const SiteActivations& cross = r.site({0, 1, 1});
+  EXPECT_EQ(cross.kind, SiteKind::Cross);
+  EXPECT_EQ(cross.weights.rows, int(tgt.size()));
+  EXPECT_EQ(cross.weights.cols, int(src.size()));
+  EXPECT_EQ(r.site({1, 1, 0}).weights.cols, int(src.size()));
+  EXPECT_THROW(r.site({1, 2, 0}), InputError);
+  // A decoder given one text is refused, naming what it needs.
+  EXPECT_THROW(m->forward(src), InputError);
+}
+
+// Interventions by site: ablating a cross head changes the logits exactly as a re-run does, and
+// an intervention in the encoder reaches the decoder (the encoder runs again).
+TEST(Seq2Seq, InterventionsAtCrossAndEncoderSitesReachTheLogits) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  const nlohmann::json& c = g.find("bart_a");
+  const auto m = Model::open(c["folder"].get<std::string>());
+  const ModelConfig& cfg = m->config();
+  const std::vector<int> src = ids(c, "source"), tgt = ids(c, "target");
+  const ForwardResult clean = m->forwardSeq2Seq(src, tgt);
+  for (const SiteId site : {SiteId{0, 1, 1}, SiteId{1, 0, 0}}) {
+    Interventions iv;
+    iv.at(site, cfg).ablatedHeads.push_back(2);
+    const ForwardResult full = m->forwardSeq2Seq(src, tgt, iv);
+    EXPECT_GT((full.logits - clean.logits).cwiseAbs().maxCoeff(), 1e-3) << cfg.siteName(site);
+    // The ablated head's output is zero at that site, and only there.
+    EXPECT_EQ(full.site(site).headOut.mat(2).cwiseAbs().maxCoeff(), 0.0f);
+    ForwardResult rerun = clean;
+    m->rerunFrom(rerun, site.stack == 1 ? 0 : site.layer, iv);
+    EXPECT_LT((rerun.logits - full.logits).cwiseAbs().maxCoeff(), 1e-6) << cfg.siteName(site);
+    EXPECT_LT((rerun.site({0, 0, 1}).weights.mat(0) - full.site({0, 0, 1}).weights.mat(0))
+                  .cwiseAbs()
+                  .maxCoeff(),
+              1e-6);
+  }
+  Interventions bad;
+  EXPECT_THROW(bad.at(SiteId{1, 0, 1}, cfg), InputError);  // encoder layers have one site
+}
+
+// Attribution rows are sites: an ablation sweep of an encoder-decoder has one row per site, and
+// each entry equals the log-probability change of that head's own ablated pass.
+TEST(Seq2Seq, AblationSweepHasARowPerSite) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  const nlohmann::json& c = g.find("bart_b");
+  const auto m = Model::open(c["folder"].get<std::string>());
+  const ModelConfig& cfg = m->config();
+  const std::vector<int> src = ids(c, "source"), tgt = ids(c, "target");
+  const ForwardResult clean = m->forwardSeq2Seq(src, tgt, {}, Capture::attribution());
+  const AblationSweep sweep = ablationSweep(*m, clean, AblationKind::Zero);
+  ASSERT_EQ(sweep.delta.rows, int(cfg.sites().size()));
+  ASSERT_EQ(sweep.delta.sites, cfg.sites());
+  const int T = int(tgt.size()), V = cfg.vocabSize;
+  for (int row = 0; row < sweep.delta.rows; ++row) {
+    for (int h = 0; h < cfg.nHead; ++h) {
+      Interventions iv;
+      iv.at(sweep.delta.sites[std::size_t(row)], cfg).ablatedHeads.push_back(h);
+      const ForwardResult r = m->forwardSeq2Seq(src, tgt, iv);
+      const double want = logProbOf(r.logits.row(T - 1).data(), V, sweep.target) - sweep.logProb;
+      EXPECT_NEAR(sweep.delta.at(row, h), want, 1e-5) << cfg.siteName(sweep.delta.sites[row]);
+    }
+  }
+}
+
+TEST(Seq2Seq, BadFoldersExitOneNamingTheFile) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  const nlohmann::json& c = g.find("bart_b");
+  const fs::path folder = c["folder"].get<std::string>();
+  TempDir tmp;
+  auto copy = [&](const std::string& name) {
+    const fs::path d = tmp.path / name;
+    fs::create_directories(d);
+    for (const auto& f : fs::directory_iterator(folder)) fs::copy(f.path(), d / f.path().filename());
+    return d;
+  };
+  auto run = [&](const fs::path& d, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"model", "--model", d.string(), "--ids", "0,5,6,2",
+                                     "--target-ids", "2,0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return runBinary(args, tmp.path);
+  };
+  {  // an encoder layer the config promises and the file lacks
+    const fs::path d = copy("deeper");
+    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(d / "config.json"));
+    cfg["encoder_layers"] = 4;
+    std::ofstream(d / "config.json") << cfg.dump();
+    const CliRun r = run(d);
+    EXPECT_EQ(r.exitCode, 1) << r.err;
+    EXPECT_NE(r.err.find("model.encoder.layers.3."), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("model.safetensors"), std::string::npos) << r.err;
+  }
+  {  // stacks of two shapes
+    const fs::path d = copy("shapes");
+    nlohmann::json cfg = nlohmann::json::parse(std::ifstream(d / "config.json"));
+    cfg["encoder_attention_heads"] = 4;
+    std::ofstream(d / "config.json") << cfg.dump();
+    const CliRun r = run(d);
+    EXPECT_EQ(r.exitCode, 1) << r.err;
+    EXPECT_NE(r.err.find("config.json"), std::string::npos) << r.err;
+  }
+  {  // no target: bad usage, saying what to give
+    const CliRun r = runBinary({"model", "--model", folder.string(), "--ids", "0,5,2"}, tmp.path);
+    EXPECT_EQ(r.exitCode, 2) << r.err;
+    EXPECT_NE(r.err.find("--target"), std::string::npos) << r.err;
+  }
+}
+
+// `generate` runs the encoder once and decodes from the start id with both caches (the decoder's
+// self K/V and the encoder's cross K/V): greedy ids equal the reference's step-by-step argmax
+// over full passes (which never picks the pad token).
+TEST(Seq2Seq, GreedyGenerationMatchesTheReference) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  for (const char* name : {"bart_a", "bart_b"}) {
+    const nlohmann::json& c = g.find(name);
+    std::vector<int> want = ids(c, "greedy");
+    want.erase(want.begin());  // the start id is the prompt, not generated
+    TempDir out;
+    const CliRun run = runBinary({"generate", "--model", c["folder"].get<std::string>(), "--ids",
+                                  idList(ids(c, "source")), "-n", std::to_string(want.size()),
+                                  "--print-ids"},
+                                 out.path);
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    std::string line;
+    for (int id : want) line += (line.empty() ? "" : " ") + std::to_string(id);
+    EXPECT_EQ(run.out, line + "\n") << name;
+  }
+}
+
+// Each decode step's logits and cross row equal the last row of a full pass over the same ids.
+TEST(Seq2Seq, DecodeStepsEqualFullPasses) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  const nlohmann::json& c = g.find("bart_a");
+  const auto m = Model::open(c["folder"].get<std::string>());
+  const std::vector<int> src = ids(c, "source"), all = ids(c, "greedy");
+  std::vector<int> tgt = {all[0]};
+  KvCache cache = m->cacheFrom(m->forwardSeq2Seq(src, tgt));
+  for (std::size_t n = 1; n < all.size(); ++n) {
+    const DecodeStep step = m->decodeStep(cache, all[n]);
+    tgt.push_back(all[n]);
+    const ForwardResult full = m->forwardSeq2Seq(src, tgt);
+    const int T = int(tgt.size());
+    float err = 0;
+    for (int v = 0; v < m->config().vocabSize; ++v)
+      err = std::max(err, std::abs(step.logits[std::size_t(v)] - full.logits(T - 1, v)));
+    EXPECT_LT(err, 1e-4) << "step " << n;
+    const Tensor3& want = full.site({0, 1, 1}).weights;
+    const Tensor3& got = step.crossRows[1];
+    ASSERT_EQ(got.cols, want.cols);
+    for (int h = 0; h < want.heads; ++h)
+      for (int j = 0; j < want.cols; ++j)
+        EXPECT_NEAR(got.at(h, 0, j), want.at(h, T - 1, j), 1e-5) << "step " << n;
+  }
+}
