@@ -36,7 +36,8 @@ void checkVocabId(const std::string& option, int id, int vocab) {
 }
 
 // The five (layer, head) cells with the largest |value|, largest first (ties: lower layer, head).
-void printTop(const AttributionMatrix& a, const char* valueName) {
+// An encoder-decoder's rows are sites: the first column names the site ("L0 cross").
+void printTop(const ModelConfig& c, const AttributionMatrix& a, const char* valueName) {
   std::vector<int> order(std::size_t(a.rows) * a.cols);
   std::iota(order.begin(), order.end(), 0);
   const auto mag = [&](int i) {
@@ -44,10 +45,13 @@ void printTop(const AttributionMatrix& a, const char* valueName) {
     return std::isfinite(v) ? std::fabs(v) : -1.0f;
   };
   std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return mag(x) > mag(y); });
-  std::printf("layer\thead\t%s\n", valueName);
+  const bool sites = c.encoderDecoder() && int(a.sites.size()) == a.rows;
+  std::printf("%s\thead\t%s\n", sites ? "site" : "layer", valueName);
   for (std::size_t k = 0; k < std::min<std::size_t>(5, order.size()); ++k) {
     const int i = order[k];
-    std::printf("%d\t%d\t%.6f\n", i / a.cols, i % a.cols, double(a.values[std::size_t(i)]));
+    const std::string row = sites ? c.siteName(a.sites[std::size_t(i / a.cols)])
+                                  : std::to_string(i / a.cols);
+    std::printf("%s\t%d\t%.6f\n", row.c_str(), i % a.cols, double(a.values[std::size_t(i)]));
   }
 }
 
@@ -61,6 +65,7 @@ int runAttribute(int argc, char** argv) {
   AttentionCliOptions attention;  // no attention options here: the model's own pass
   std::string position, targetId, foilId, sweep, patchFrom, out, png, svg, pdf;
   addModelOptions(app, o, true);
+  addTargetOptions(app, o);
   app.add_option("--position", position, "the position P whose prediction is read (default: the last)");
   app.add_option("--target-id", targetId,
                  "the token whose probability or logit is read (default: the clean run's most "
@@ -115,7 +120,12 @@ int runAttribute(int argc, char** argv) {
                        " is an encoder (attribution reads next-token predictions)");
     }
     m.checkIds(run.ids);
-    const int T = static_cast<int>(run.ids.size());
+    // An encoder-decoder's prediction is the decoder's: positions count its (target) tokens.
+    const int T = static_cast<int>(c.encoderDecoder() ? run.targetIds.size() : run.ids.size());
+    if (patch && c.encoderDecoder()) {
+      throw UsageError("--patch-from: patching an encoder-decoder is not supported yet; use "
+                       "--ablate-sweep");
+    }
     if (at.target >= 0) checkVocabId("--target-id", at.target, c.vocabSize);
     if (at.foil >= 0) checkVocabId("--foil-id", at.foil, c.vocabSize);
     if (at.position >= T) {
@@ -129,7 +139,10 @@ int runAttribute(int argc, char** argv) {
       AttributionControl control;
       control.progress = [&](double f) { bar.update("heads", f); };
       if (!patch) {
-        const ForwardResult clean = m.forward(run.ids, {}, Capture::attribution());
+        const ForwardResult clean =
+            c.encoderDecoder()
+                ? m.forwardSeq2Seq(run.ids, run.targetIds, {}, Capture::attribution())
+                : m.forward(run.ids, {}, Capture::attribution());
         report = reportOf(ablationSweep(m, clean, kind, at, control));
       } else {
         const std::vector<int> cleanIds = m.encode(patchFrom);
@@ -146,7 +159,9 @@ int runAttribute(int argc, char** argv) {
     }
 
     const AttributionMatrix& values = report.values;
-    if (!out.empty()) saveNpy(out, {c.nLayer, c.nHead}, values.values.data());
+    // [L, H]; an encoder-decoder's rows are its sites in pass order (the encoder's layers, then
+    // each decoder layer's self and cross sites).
+    if (!out.empty()) saveNpy(out, {values.rows, values.cols}, values.values.data());
     if (!png.empty() || !svg.empty() || !pdf.empty()) {
       AttributionFigure fig = attributionFigure(m, report);
       fig.vector = !svg.empty() || !pdf.empty();
@@ -155,8 +170,9 @@ int runAttribute(int argc, char** argv) {
       if (!svg.empty()) writeSvg(svg, img);
       if (!pdf.empty()) writePdf(pdf, img);
     }
-    std::printf("%s\n", attributionHeader(m, run.ids, report).c_str());
-    printTop(values, patch ? "fraction" : "delta");
+    std::printf("%s\n",
+                attributionHeader(m, c.encoderDecoder() ? run.targetIds : run.ids, report).c_str());
+    printTop(c, values, patch ? "fraction" : "delta");
     return 0;
   });
 }

@@ -42,6 +42,12 @@ AttributionFigure attributionFigure(const Model& m, const AttributionReport& r) 
   AttributionFigure fig;
   fig.rows = r.values.rows, fig.cols = r.values.cols;
   fig.values = r.values.values;
+  // Rows are attention sites: an encoder-decoder's are named ("enc L0", "L0 self", "L0 cross").
+  const ModelConfig& c = m.config();
+  if (c.encoderDecoder() && int(r.values.sites.size()) == r.values.rows) {
+    fig.rowTitle = "site";
+    for (const SiteId& s : r.values.sites) fig.rowLabels.push_back(c.siteName(s));
+  }
   const std::string target = std::to_string(r.target) + " '" + attributionPiece(m, r.target) + "'";
   if (!r.patch) {
     fig.title = std::string("\xCE\x94 log p(target) with each head ") +
@@ -65,7 +71,10 @@ AttributionFigure attributionFigure(const Model& m, const AttributionReport& r) 
 std::string attributionHeader(const Model& m, const std::vector<int>& ids,
                               const AttributionReport& r) {
   const ModelConfig& c = m.config();
-  const std::string heads = std::to_string(c.nLayer) + " x " + std::to_string(c.nHead) + " heads";
+  const std::string heads =
+      c.encoderDecoder()
+          ? std::to_string(c.sites().size()) + " sites x " + std::to_string(c.nHead) + " heads"
+          : std::to_string(c.nLayer) + " x " + std::to_string(c.nHead) + " heads";
   if (!r.patch)
     return std::string("attribute: ") + ablationKindName(r.kind) + "-ablation sweep of " + heads +
            " at position " + std::to_string(r.position) + " ('" +

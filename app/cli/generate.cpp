@@ -49,7 +49,8 @@ int runGenerate(int argc, char** argv) {
       throw UsageError("generate: " + m.config().family +
                        " is an encoder (no next token to generate); use attnviz fill");
     }
-    const Interventions iv = cliInterventions(m, run.ids, run.ablations, attention, run.ropeOff);
+    Interventions iv = cliInterventions(m, run.ids, run.ablations, attention, run.ropeOff);
+    run.addSiteAblations(iv);
     GenerateOptions opts;
     opts.maxNew = n;
     opts.sampleTemperature = sampleTemperature;

@@ -6,6 +6,7 @@
 #include "attnviz/engine/mask.h"
 #include "attnviz/formats/npy.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -19,7 +20,9 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
   auto* text = app.add_option("--text", o.text, "text to tokenize and run");
   auto* ids = app.add_option("--ids", o.ids, "token ids to run, e.g. 464,3290,318");
   text->excludes(ids);
-  app.add_option("--ablate", o.ablate, "L:H zeroes head H's output in layer L (repeatable)")
+  app.add_option("--ablate", o.ablate,
+                 "L:H zeroes head H's output in layer L (repeatable); an encoder-decoder's "
+                 "L:H is the decoder's self site, enc:L:H the encoder's, cross:L:H the cross site")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--max-memory", o.maxMemory,
@@ -57,6 +60,13 @@ void addRopeOffOption(CLI::App& app, ModelCliOptions& o) {
                  "L runs layer L with q and k not rotated (RoPE models; repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+void ModelRun::addSiteAblations(Interventions& iv) const {
+  for (const auto& [site, h] : siteAblations) {
+    std::vector<int>& heads = iv.at(site, model->config()).ablatedHeads;
+    if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
+  }
 }
 
 AttentionParams layerParams(const Model& m, const ForwardResult& r, int layer) {
@@ -115,14 +125,26 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
   std::vector<int> ids;
   if (app.count("--ids")) ids = parseIdList(o.ids);
   std::vector<std::pair<int, int>> ablations;
-  for (const std::string& a : o.ablate) {
+  std::vector<std::pair<std::string, std::pair<int, int>>> siteAblations;
+  for (std::string a : o.ablate) {
+    std::string site;
+    for (const char* prefix : {"enc:", "cross:"}) {
+      if (a.rfind(prefix, 0) == 0) {
+        site = prefix;
+        a = a.substr(site.size());
+      }
+    }
     const std::size_t colon = a.find(':');
     const std::optional<int> l =
         colon == std::string::npos ? std::nullopt : parseIndex(a.substr(0, colon), 1'000'000);
     const std::optional<int> h =
         colon == std::string::npos ? std::nullopt : parseIndex(a.substr(colon + 1), 1'000'000);
-    if (!l || !h) throw UsageError("--ablate " + a + ": expected LAYER:HEAD, e.g. 3:7");
-    ablations.emplace_back(*l, *h);
+    if (!l || !h) throw UsageError("--ablate " + site + a + ": expected LAYER:HEAD, e.g. 3:7");
+    if (site.empty()) {
+      ablations.emplace_back(*l, *h);
+    } else {
+      siteAblations.push_back({site, {*l, *h}});
+    }
   }
 
   const std::int64_t maxMemory = parseMaxMemory(o.maxMemory);
@@ -184,6 +206,20 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
       throw UsageError("--rope-off " + a + ": the model has no RoPE (its positions are learned)");
     run.ropeOff.push_back(*l);
   }
+  for (const auto& [prefix, lh] : siteAblations) {
+    const std::string what = "--ablate " + prefix + std::to_string(lh.first) + ":" +
+                             std::to_string(lh.second);
+    if (!c.encoderDecoder()) {
+      throw UsageError(what + ": " + c.family + " has one attention site per layer (use L:H)");
+    }
+    const SiteId site = prefix == "enc:" ? SiteId{1, lh.first, 0} : SiteId{0, lh.first, 1};
+    if (!c.hasSite(site) || lh.second >= c.nHead) {
+      throw UsageError(what + ": out of range, the " + (site.stack == 1 ? "encoder" : "decoder") +
+                       " has " + std::to_string(c.layersOf(site.stack)) + " layers and " +
+                       std::to_string(c.nHead) + " heads");
+    }
+    run.siteAblations.push_back({site, lh.second});
+  }
   run.ablations = ablations;
   run.ids = ids;
   if (!o.prepareOnly) runPass(run, ids, ablations, attention, o.capture);
@@ -234,6 +270,7 @@ void runPass(ModelRun& run, const std::vector<int>& ids,
              const std::vector<SceneLayerIntervention>& sceneLayers) {
   run.model->checkIds(ids);
   run.interventions = cliInterventions(*run.model, ids, ablations, attention, run.ropeOff);
+  run.addSiteAblations(run.interventions);
   for (const SceneLayerIntervention& li : sceneLayers) {
     LayerIntervention& e = run.interventions.layer(li.layer, run.model->config().nLayer);
     e.mask = li.mask;

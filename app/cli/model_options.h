@@ -51,7 +51,12 @@ struct ModelRun {
   std::vector<int> typeIds;     // their token types (--text-pair; empty: all 0)
   std::vector<int> targetIds;   // an encoder-decoder's decoder ids (ids are the source's)
   std::vector<std::pair<int, int>> ablations;
+  // An encoder-decoder's ablations at its other sites (--ablate enc:L:H, cross:L:H).
+  std::vector<std::pair<SiteId, int>> siteAblations;
   std::vector<int> ropeOff;  // layers run with q and k not rotated
+
+  // Adds siteAblations to iv.
+  void addSiteAblations(Interventions& iv) const;
 };
 
 // The interventions the command line asks for: the ablations, and the attention options (mask,
