@@ -180,7 +180,7 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
     } else {
       // The decoder's start id, then the target's tokens without the final EOS (as the shifted
       // labels a seq2seq model trains on).
-      std::vector<int> t = run.model->encode(o.target);
+      std::vector<int> t = run.model->tokenizer().encodeTarget(o.target, true);
       if (!t.empty() && c.isEos(t.back())) t.pop_back();
       run.targetIds.push_back(c.decoderStartId.value_or(0));
       run.targetIds.insert(run.targetIds.end(), t.begin(), t.end());

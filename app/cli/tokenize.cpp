@@ -15,7 +15,7 @@ int runTokenize(int argc, char** argv) {
       "tokenizer.model or vocab.json + merges.txt; or a .gguf file)",
       "tokenize"};
   std::string dir, text;
-  bool pieces = false, noSpecial = false, parseSpecial = true;
+  bool pieces = false, noSpecial = false, parseSpecial = true, target = false;
   app.add_option("--model", dir, "model folder or .gguf file")->required();
   app.add_option("--text", text, "text to tokenize")->required();
   app.add_flag("--pieces", pieces,
@@ -25,13 +25,17 @@ int runTokenize(int argc, char** argv) {
   app.add_flag("--parse-special,!--no-parse-special", parseSpecial,
                "special tokens written in the text (<|endoftext|>, <s>) are those tokens (the "
                "default), or, with --no-parse-special, plain text");
+  app.add_flag("--target", target,
+               "an encoder-decoder's target side (Marian: target.spm; others: the same "
+               "tokenizer)");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("tokenize", [&] {
     const std::unique_ptr<Tokenizer> tokp = loadModelTokenizer(dir);
     tokp->setParseSpecial(parseSpecial);
     const Tokenizer& tok = *tokp;
-    const std::vector<int> ids = tok.encode(text, !noSpecial);
+    const std::vector<int> ids =
+        target ? tok.encodeTarget(text, !noSpecial) : tok.encode(text, !noSpecial);
     std::string out;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (pieces) {

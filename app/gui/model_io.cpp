@@ -32,6 +32,13 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   m.request = {};
   m.loadingDir.clear();
   const PendingText pending = std::exchange(gPendingText, PendingText{});
+  if (model->config().encoderDecoder()) {  // before anything open is closed
+    m.sceneTitle.clear();
+    m.sceneNotes.clear();
+    throw InputError(dir + ": " + model->config().family +
+                     " is an encoder-decoder; the app does not show one yet (the command line "
+                     "does: attnviz model --text SOURCE --target TARGET --cross-weights X.npy)");
+  }
   auto source = std::make_unique<ModelSource>(std::shared_ptr<const Model>(std::move(model)));
   // Figure titles name the model (and a GGUF's quantization), the layer and the ablations.
   source->setName(modelTitleName(source->model(), dir));

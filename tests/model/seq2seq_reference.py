@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Random-init encoder-decoder folders (BART) and their float64 reference.
+"""Random-init encoder-decoder folders (BART, Marian) and their float64 reference.
 
 Usage: seq2seq_reference.py OUTDIR
 
@@ -8,8 +8,11 @@ byte-level BPE tokenizer.json) and .npy references computed here in float64 from
 architecture (BART: Lewis et al. 2019, a post-norm Transformer encoder-decoder; learned absolute
 positions read at position + 2, an embedding LayerNorm in each stack, GELU, a cross-attention
 site in every decoder layer whose keys and values are the encoder's last hidden states, the tied
-unembedding plus final_logits_bias). cases.json lists what each reference is for. Nothing here
-reads attnviz.
+unembedding plus final_logits_bias; Marian, Junczys-Dowmunt et al. 2018 as Hugging Face's
+MarianMT holds it: the same layers with fixed sinusoidal positions (sines in the first half of
+each row, cosines in the second), no embedding LayerNorm, embeddings x sqrt(d), SiLU, and two
+SentencePiece models, trained here with python3-sentencepiece, over one vocab.json).
+cases.json lists what each reference is for. Nothing here reads attnviz.
 """
 import json
 import math
@@ -94,7 +97,16 @@ def make_params(d, inner, enc_layers, dec_layers, max_pos):
     return p
 
 
-def embed(p, stack, ids, scale):
+def sinusoids(n, d):
+    """Row p: sin(p / 10000^(2j/d)) for j < d/2, then cos of the same angles."""
+    pos = torch.arange(n, dtype=DTYPE)[:, None]
+    inv = 10000.0 ** (-2.0 * torch.arange(d // 2, dtype=DTYPE) / d)
+    return torch.cat([torch.sin(pos * inv), torch.cos(pos * inv)], dim=1)
+
+
+def embed(p, cfg, stack, ids, scale):
+    if cfg["model_type"] == "marian":
+        return p["shared"][ids] * scale + sinusoids(len(ids), cfg["d_model"])
     x = p["shared"][ids] * scale + p[stack + ".pos"][torch.arange(len(ids)) + 2]
     return layer_norm(x, p[stack + ".ln_emb.w"], p[stack + ".ln_emb.b"])
 
@@ -102,7 +114,7 @@ def embed(p, stack, ids, scale):
 def forward(p, cfg, src, tgt):
     heads, activation = cfg["encoder_attention_heads"], cfg["activation_function"]
     scale = math.sqrt(cfg["d_model"]) if cfg.get("scale_embedding") else 1.0
-    x = embed(p, "enc", torch.tensor(src), scale)
+    x = embed(p, cfg, "enc", torch.tensor(src), scale)
     enc_w = []
     for l in range(cfg["encoder_layers"]):
         pre = "enc.%d." % l
@@ -113,7 +125,7 @@ def forward(p, cfg, src, tgt):
         x = layer_norm(x + h @ p[pre + "fc2.w"].T + p[pre + "fc2.b"], p[pre + "ffn_ln.w"],
                        p[pre + "ffn_ln.b"])
     enc = x
-    y = embed(p, "dec", torch.tensor(tgt), scale)
+    y = embed(p, cfg, "dec", torch.tensor(tgt), scale)
     dec_w, cross_w = [], []
     for l in range(cfg["decoder_layers"]):
         pre = "dec.%d." % l
@@ -135,24 +147,27 @@ def greedy(p, cfg, src, steps):
     tgt = [cfg["decoder_start_token_id"]]
     for _ in range(steps):
         z = forward(p, cfg, src, tgt)[3][-1].clone()
-        z[PAD] = float("-inf")
+        z[cfg["pad_token_id"]] = float("-inf")
         order = torch.argsort(z, descending=True)
         assert float(z[order[0]] - z[order[1]]) > 1e-4, "greedy step too close to call"
         tgt.append(int(order[0]))
-        if tgt[-1] == EOS:
+        if tgt[-1] == cfg["eos_token_id"]:
             break
     return tgt
 
 
 def hf_tensors(p, cfg):
-    """BartForConditionalGeneration's names; the embeddings stored once (model.shared)."""
+    """BartForConditionalGeneration's (and MarianMTModel's) names; the embeddings stored once
+    (model.shared); Marian has no positions table nor embedding LayerNorm."""
     t = {"model.shared.weight": p["shared"], "final_logits_bias": p["final_logits_bias"]}
+    marian = cfg["model_type"] == "marian"
     names = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "out_proj"}
     for stack, hf, n in (("enc", "encoder", cfg["encoder_layers"]),
                          ("dec", "decoder", cfg["decoder_layers"])):
-        t["model.%s.embed_positions.weight" % hf] = p[stack + ".pos"]
-        t["model.%s.layernorm_embedding.weight" % hf] = p[stack + ".ln_emb.w"]
-        t["model.%s.layernorm_embedding.bias" % hf] = p[stack + ".ln_emb.b"]
+        if not marian:
+            t["model.%s.embed_positions.weight" % hf] = p[stack + ".pos"]
+            t["model.%s.layernorm_embedding.weight" % hf] = p[stack + ".ln_emb.w"]
+            t["model.%s.layernorm_embedding.bias" % hf] = p[stack + ".ln_emb.b"]
         for l in range(n):
             src, dst = "%s.%d." % (stack, l), "model.%s.layers.%d." % (hf, l)
             sites = [("self.", "self_attn")] + ([("cross.", "encoder_attn")] if stack == "dec" else [])
@@ -204,6 +219,72 @@ def save(path, t):
     np.save(path, t.detach().numpy().astype(np.float32))
 
 
+SOURCE_TEXT = ["the cat sat on the mat", "a dog ran to the park", "the sun is bright",
+               "it was a happy dog", "the cat and the dog played in the house",
+               "a bird sang in the tree", "the park was green and bright"]
+TARGET_TEXT = ["le chat est sur le tapis", "un chien court au parc", "le soleil est clair",
+               "c'etait un chien heureux", "le chat et le chien jouent dans la maison",
+               "un oiseau chante dans l'arbre", "le parc etait vert et clair"]
+
+
+def train_spm(prefix, lines, size):
+    import sentencepiece as spm
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines * 20), model_prefix=prefix, vocab_size=size,
+        model_type="unigram", bos_id=-1, eos_id=-1, unk_id=0, hard_vocab_limit=False,
+        minloglevel=2)
+    return spm.SentencePieceProcessor(model_file=prefix + ".model")
+
+
+def marian_case(out):
+    """A MarianMT folder: source.spm, target.spm, vocab.json (</s> 0, <unk> 1, the pieces of
+    both models, <pad> last), and its reference; the text's ids as python3-sentencepiece and
+    vocab.json give them (the tokenizer's outside reference)."""
+    folder = os.path.join(out, "marian")
+    os.makedirs(folder, exist_ok=True)
+    src_sp = train_spm(os.path.join(out, "src"), SOURCE_TEXT, 40)
+    tgt_sp = train_spm(os.path.join(out, "tgt"), TARGET_TEXT, 40)
+    os.replace(os.path.join(out, "src.model"), os.path.join(folder, "source.spm"))
+    os.replace(os.path.join(out, "tgt.model"), os.path.join(folder, "target.spm"))
+    vocab = {"</s>": 0, "<unk>": 1}
+    for sp in (src_sp, tgt_sp):
+        for i in range(sp.get_piece_size()):
+            piece = sp.id_to_piece(i)
+            if not sp.is_unknown(i) and not sp.is_control(i) and piece not in vocab:
+                vocab[piece] = len(vocab)
+    pad = vocab["<pad>"] = len(vocab)
+    with open(os.path.join(folder, "vocab.json"), "w") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    n = len(vocab)
+    d, heads, inner, layers = 16, 2, 32, 2
+    cfg = {"model_type": "marian", "architectures": ["MarianMTModel"], "d_model": d,
+           "encoder_layers": layers, "decoder_layers": layers, "encoder_attention_heads": heads,
+           "decoder_attention_heads": heads, "encoder_ffn_dim": inner, "decoder_ffn_dim": inner,
+           "activation_function": "swish", "max_position_embeddings": 64, "vocab_size": n,
+           "decoder_vocab_size": n, "scale_embedding": True, "pad_token_id": pad,
+           "eos_token_id": 0, "decoder_start_token_id": pad, "forced_eos_token_id": 0,
+           "share_encoder_decoder_embeddings": True, "static_position_embeddings": True,
+           "normalize_before": False, "tie_word_embeddings": True}
+    global V
+    saved, V = V, n
+    p = make_params(d, inner, layers, layers, 64)
+    V = saved
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    write_file(os.path.join(folder, "model.safetensors"),
+               [(k, "F32", v) for k, v in hf_tensors(p, cfg).items()])
+    source_text, target_text = "the cat sat in the park", "le chat est dans le parc"
+    src = [vocab.get(s, 1) for s in src_sp.encode(source_text, out_type=str)] + [0]
+    target_pieces = [vocab.get(s, 1) for s in tgt_sp.encode(target_text, out_type=str)]
+    tgt = [pad] + target_pieces
+    enc_w, dec_w, cross_w, logits, _ = forward(p, cfg, src, tgt)
+    for what, t in (("enc", enc_w), ("dec", dec_w), ("cross", cross_w), ("logits", logits)):
+        save(os.path.join(out, "marian_%s.npy" % what), t)
+    return {"name": "marian", "folder": folder, "source": src, "target": tgt,
+            "source_text": source_text, "target_text": target_text,
+            "target_ids": target_pieces + [0], "greedy": greedy(p, cfg, src, 6)}
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -234,6 +315,7 @@ def main():
             save(os.path.join(out, "%s_%s.npy" % (name, what)), t)
         cases.append({"name": name, "folder": folder, "source": src, "target": tgt,
                       "greedy": greedy(p, cfg, src, 8)})
+    cases.append(marian_case(out))
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
 

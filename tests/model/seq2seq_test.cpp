@@ -45,9 +45,9 @@ const Generated& generated() {
   return g;
 }
 
-std::string idList(const std::vector<int>& ids) {
+std::string idList(const std::vector<int>& ids, const char* sep = ",") {
   std::string s;
-  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  for (int id : ids) s += (s.empty() ? "" : sep) + std::to_string(id);
   return s;
 }
 
@@ -62,7 +62,8 @@ void checkCase(const std::string& name, bool byText) {
   TempDir out;
   std::vector<std::string> args = {"model", "--model", c["folder"].get<std::string>()};
   if (byText) {
-    args.insert(args.end(), {"--text", "the cat sat on the mat.", "--target", "a dog ran"});
+    args.insert(args.end(), {"--text", c.value("source_text", "the cat sat on the mat."),
+                             "--target", c.value("target_text", "a dog ran")});
   } else {
     args.insert(args.end(), {"--ids", idList(c["source"].get<std::vector<int>>()), "--target-ids",
                              idList(c["target"].get<std::vector<int>>())});
@@ -95,6 +96,27 @@ std::vector<int> ids(const nlohmann::json& c, const char* key) {
 TEST(Seq2Seq, BartMatchesTorchAtEverySite) { checkCase("bart_a", false); }
 TEST(Seq2Seq, BartWithScaledEmbeddingsAndReluMatchesTorch) { checkCase("bart_b", false); }
 TEST(Seq2Seq, TextAndTargetTextGiveTheReferenceIds) { checkCase("bart_a", true); }
+TEST(Seq2Seq, MarianMatchesTorchAtEverySite) { checkCase("marian", false); }
+// Marian's two SentencePiece models over one vocab.json: the source and the target text through
+// the model equal the ids python3-sentencepiece gives.
+TEST(Seq2Seq, MarianTextsThroughBothSentencePieceModels) { checkCase("marian", true); }
+
+TEST(Seq2Seq, MarianTokenizeMatchesSentencePiece) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  const nlohmann::json& c = g.find("marian");
+  TempDir out;
+  const std::string folder = c["folder"].get<std::string>();
+  const CliRun src = runBinary(
+      {"tokenize", "--model", folder, "--text", c["source_text"].get<std::string>()}, out.path);
+  ASSERT_EQ(src.exitCode, 0) << src.err;
+  EXPECT_EQ(src.out, idList(ids(c, "source"), " ") + "\n");
+  const CliRun tgt = runBinary({"tokenize", "--model", folder, "--text",
+                                c["target_text"].get<std::string>(), "--target"},
+                               out.path);
+  ASSERT_EQ(tgt.exitCode, 0) << tgt.err;
+  EXPECT_EQ(tgt.out, idList(ids(c, "target_ids"), " ") + "\n");
+}
 
 // The sites of an encoder-decoder: stack 1 (the encoder) first, then each decoder layer's self
 // and cross sites, named for the grid; the pass holds each, with the cross weights T_tgt x T_src.
@@ -225,7 +247,7 @@ TEST(Seq2Seq, BadFoldersExitOneNamingTheFile) {
 TEST(Seq2Seq, GreedyGenerationMatchesTheReference) {
   const Generated& g = generated();
   ASSERT_TRUE(g.ok);
-  for (const char* name : {"bart_a", "bart_b"}) {
+  for (const char* name : {"bart_a", "bart_b", "marian"}) {
     const nlohmann::json& c = g.find(name);
     std::vector<int> want = ids(c, "greedy");
     want.erase(want.begin());  // the start id is the prompt, not generated

@@ -90,10 +90,7 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
   const int Tk = pos + 1, group = c.kvGroup();
   MatrixRM x(1, d);
   embedRow(*w_, c, id, x.row(0).data());
-  if (c.positions == PositionKind::Learned) {
-    x.row(0) += ConstMapRM(w_->global(Global::Positions), c.nPositions + c.positionOffset, d)
-                    .row(c.positionOffset + pos);
-  }
+  addPositions(*w_, c, 0, pos, x);
   addEncoderEmbeddings(*w_, c, {}, x);
   DecodeStep step;
   step.rows.resize(c.nLayer);

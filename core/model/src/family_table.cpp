@@ -290,7 +290,9 @@ bool hasTokenTypes(const ModelConfig& c) { return c.typeVocabSize > 0; }
 // ---- Encoder-decoders (bart): two post-norm stacks of the encoder block; every decoder layer
 // adds a cross site over the encoder's last hidden states.
 
-void bartJson(const json& j, const std::string& path, ModelConfig& c) {
+// The keys BART and Marian share: two post-norm stacks of one shape.
+void seq2seqJson(const json& j, const std::string& path, ModelConfig& c,
+                 const char* defaultActivation) {
   c.nLayer = requireInt(j, path, {"decoder_layers"});
   c.nEncoderLayer = requireInt(j, path, {"encoder_layers"});
   c.nHead = requireInt(j, path, {"decoder_attention_heads"});
@@ -306,7 +308,7 @@ void bartJson(const json& j, const std::string& path, ModelConfig& c) {
   }
   c.nPositions = requireInt(j, path, {"max_position_embeddings"});
   c.vocabSize = requireInt(j, path, {"vocab_size"});
-  c.activationName = optionalString(j, path, "activation_function", "gelu");
+  c.activationName = optionalString(j, path, "activation_function", defaultActivation);
   if (flag(j, "normalize_before", false) || flag(j, "add_final_layer_norm", false)) {
     throw InputError(path + ": normalize_before / add_final_layer_norm (pre-norm mBART) is not "
                      "supported (BART's post-norm)");
@@ -315,9 +317,6 @@ void bartJson(const json& j, const std::string& path, ModelConfig& c) {
   encoderBlock(path, c);
   c.layerNormEps = 1e-5f;  // nn.LayerNorm's default
   c.causal = true;         // the decoder's self sites; the encoder's are bidirectional
-  if (flag(j, "scale_embedding", false)) c.embedScale = std::sqrt(float(c.nEmbd));
-  // BART's learned positions are read at position + 2 (the table has two rows more).
-  c.positionOffset = 2;
   const json* start = lookup(j, {"decoder_start_token_id"});
   if (start && start->is_number_integer() && start->get<long long>() >= 0 &&
       start->get<long long>() < c.vocabSize) {
@@ -329,6 +328,31 @@ void bartJson(const json& j, const std::string& path, ModelConfig& c) {
       pad && pad->is_number_integer() && pad->get<long long>() >= 0 &&
       pad->get<long long>() < c.vocabSize) {
     c.padId = pad->get<int>();
+  }
+}
+
+void bartJson(const json& j, const std::string& path, ModelConfig& c) {
+  seq2seqJson(j, path, c, "gelu");
+  if (flag(j, "scale_embedding", false)) c.embedScale = std::sqrt(float(c.nEmbd));
+  // BART's learned positions are read at position + 2 (the table has two rows more).
+  c.positionOffset = 2;
+}
+
+// Marian (MarianMTModel): BART's layers with fixed sinusoidal positions, no embedding
+// LayerNorm, SiLU ("swish") by default, embeddings scaled by sqrt(d) unless configured off.
+void marianJson(const json& j, const std::string& path, ModelConfig& c) {
+  seq2seqJson(j, path, c, "swish");
+  if (flag(j, "scale_embedding", true)) c.embedScale = std::sqrt(float(c.nEmbd));
+  c.positions = PositionKind::Sinusoidal;
+  if (c.nEmbd % 2 != 0) {
+    throw InputError(path + ": d_model " + std::to_string(c.nEmbd) +
+                     " is odd (the sinusoidal positions pair sines with cosines)");
+  }
+  const int decoderVocab = optionalInt(j, path, "decoder_vocab_size", c.vocabSize);
+  if (decoderVocab != c.vocabSize || !flag(j, "share_encoder_decoder_embeddings", true)) {
+    throw InputError(path + ": separate source and target embeddings (decoder_vocab_size " +
+                     std::to_string(decoderVocab) + ", vocab_size " + std::to_string(c.vocabSize) +
+                     ") are not supported (one shared vocabulary)");
   }
 }
 
@@ -629,6 +653,14 @@ const std::array<Slot, 10> kSelfSlots = {Slot::Q,  Slot::QB, Slot::K,  Slot::KB,
 const std::array<Slot, 10> kCrossSlots = {Slot::XQ, Slot::XQB, Slot::XK, Slot::XKB, Slot::XV,
                                           Slot::XVB, Slot::XO, Slot::XOB, Slot::XNorm,
                                           Slot::XNormB};
+// Marian: BART's names without positions tables or embedding LayerNorms.
+const std::vector<TensorRow> kMarianGlobals = {
+    {int(Global::Embed),
+     "model.shared.weight|model.encoder.embed_tokens.weight|model.decoder.embed_tokens.weight",
+     nullptr, {D::V, D::D}},
+    {int(Global::HeadBias), "final_logits_bias", nullptr, {D::One, D::V}},
+    {int(Global::Head), "lm_head.weight", nullptr, {D::V, D::D}},
+};
 const std::vector<TensorRow> kBartMlp = {
     {int(Slot::Up), "fc1.weight", nullptr, {D::I, D::D}},
     {int(Slot::UpB), "fc1.bias", nullptr, {D::I, D::One}},
@@ -701,6 +733,11 @@ const std::vector<FamilyRow>& table() {
        "distilbert.transformer.layer.{}.", kDistilbertGlobals, kDistilbertLayer},
       {"bart", nullptr, bartJson, nullptr, "model.", "", "model.decoder.layers.{}.",
        kBartGlobals,
+       join({bartSite("self_attn", kSelfSlots), bartSite("encoder_attn", kCrossSlots), kBartMlp}),
+       false, "max_position_embeddings", "model.encoder.layers.{}.",
+       join({bartSite("self_attn", kSelfSlots), kBartMlp})},
+      {"marian", nullptr, marianJson, nullptr, "model.", "", "model.decoder.layers.{}.",
+       kMarianGlobals,
        join({bartSite("self_attn", kSelfSlots), bartSite("encoder_attn", kCrossSlots), kBartMlp}),
        false, "max_position_embeddings", "model.encoder.layers.{}.",
        join({bartSite("self_attn", kSelfSlots), kBartMlp})},

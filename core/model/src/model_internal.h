@@ -216,6 +216,10 @@ void softcapLogits(const ModelConfig& c, float* z, std::size_t n);
 // the model has it, added to / applied on the embedded rows x [T, d].
 void addEncoderEmbeddings(const Model::Weights& w, const ModelConfig& c,
                           const std::vector<int>& typeIds, MatrixRM& x);
+// Adds the positions of rows x [T, d] at positions pos0.. for stack `stack` (learned rows at
+// positionOffset + p, or the sinusoids); nothing for RoPE.
+void addPositions(const Model::Weights& w, const ModelConfig& c, int stack, int pos0,
+                  MatrixRM& x);
 // The final norm of rows x (none for post-norm families: a copy).
 void finalNorm(const Model::Weights& w, const ModelConfig& c, const MatrixRM& x, MatrixRM& f);
 

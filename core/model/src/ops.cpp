@@ -273,4 +273,25 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
   softcapLogits(c, logits.data(), std::size_t(logits.size()));
 }
 
+void addPositions(const Model::Weights& w, const ModelConfig& c, int stack, int pos0,
+                  MatrixRM& x) {
+  const int T = static_cast<int>(x.rows()), d = c.nEmbd;
+  if (c.positions == PositionKind::Learned) {
+    const ConstMapRM pos(w.global(stack == 1 ? Global::EncPositions : Global::Positions),
+                         c.nPositions + c.positionOffset, d);
+    for (int t = 0; t < T; ++t) x.row(t) += pos.row(c.positionOffset + pos0 + t);
+  } else if (c.positions == PositionKind::Sinusoidal) {
+    // Row p: sin(p / 10000^(2j/d)) at j < d/2, cos of the same angle at d/2 + j.
+    const int half = d / 2;
+    for (int t = 0; t < T; ++t) {
+      const double p = double(pos0 + t);
+      for (int j = 0; j < half; ++j) {
+        const double angle = p / std::pow(10000.0, 2.0 * j / double(d));
+        x(t, j) += float(std::sin(angle));
+        x(t, half + j) += float(std::cos(angle));
+      }
+    }
+  }
+}
+
 }  // namespace attnviz

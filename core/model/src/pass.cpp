@@ -284,11 +284,7 @@ void Model::embed(int stack, const std::vector<int>& ids, const std::vector<int>
   const int T = static_cast<int>(ids.size()), d = config_.nEmbd;
   x.resize(T, d);
   for (int t = 0; t < T; ++t) embedRow(*w_, config_, ids[t], x.row(t).data());
-  if (config_.positions == PositionKind::Learned) {
-    const ConstMapRM pos(w_->global(stack == 1 ? Global::EncPositions : Global::Positions),
-                         config_.nPositions + config_.positionOffset, d);
-    for (int t = 0; t < T; ++t) x.row(t) += pos.row(config_.positionOffset + t);
-  }
+  addPositions(*w_, config_, stack, 0, x);
   if (stack == 0) {
     addEncoderEmbeddings(*w_, config_, typeIds, x);
   } else if (const float* n = w_->global(Global::EncEmbedNorm)) {

@@ -3,6 +3,7 @@
 
 #include "attnviz/engine/tensor.h"
 #include "attnviz/model/tokenizers/gpt2_bpe.h"
+#include "attnviz/model/tokenizers/marian.h"
 #include "attnviz/model/tokenizers/sentencepiece.h"
 #include "attnviz/model/tokenizers/tokenizer_json.h"
 #include "attnviz/model/tokenizers/wordpiece.h"
@@ -23,6 +24,13 @@ std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocab
     return loadSentencePieceTokenizer((d / "tokenizer.model").string(), config, vocabSize);
   }
   const bool vocab = fs::exists(d / "vocab.json", ec), merges = fs::exists(d / "merges.txt", ec);
+  if (fs::exists(d / "source.spm", ec)) {  // Marian: two SentencePiece models, one vocab.json
+    for (const char* f : {"target.spm", "vocab.json"})
+      if (!fs::exists(d / f, ec))
+        throw InputError((d / f).string() + ": missing (source.spm needs it)");
+    return loadMarianTokenizer((d / "source.spm").string(), (d / "target.spm").string(),
+                               (d / "vocab.json").string(), vocabSize);
+  }
   if (vocab || merges) {
     if (!merges) throw InputError((d / "merges.txt").string() + ": missing (vocab.json needs it)");
     if (!vocab) throw InputError((d / "vocab.json").string() + ": missing (merges.txt needs it)");
@@ -33,7 +41,8 @@ std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocab
     return loadVocabTxtTokenizer((d / "vocab.txt").string(), config, vocabSize);
   }
   throw InputError(dir + ": no tokenizer (tokenizer.json, tokenizer.model, vocab.json + "
-                         "merges.txt, or a WordPiece vocab.txt)");
+                         "merges.txt, Marian's source.spm + target.spm + vocab.json, or a "
+                         "WordPiece vocab.txt)");
 }
 
 }  // namespace attnviz

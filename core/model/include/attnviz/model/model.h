@@ -55,7 +55,9 @@ enum class Activation {
 
 enum class NormKind { LayerNorm, RMSNorm };
 enum class MlpKind { Plain, Gated };  // act(x W_fc + b) W_proj + b, or (act(x W_g) * x W_u) W_d
-enum class PositionKind { Learned, Rope };
+// Learned: a table of rows; Rope: rotations of q and k; Sinusoidal: Vaswani et al.'s fixed
+// sin/cos rows added to the embeddings (Marian: sines in the first half, cosines in the second).
+enum class PositionKind { Learned, Rope, Sinusoidal };
 // Which dimensions of a head rotate together: HF's rotate-half (dimension i with i + d/2; also
 // llama.cpp's NEOX kind, Qwen2's GGUF tensors) or adjacent pairs (2i with 2i + 1: Meta's
 // checkpoints and llama.cpp's `llama` GGUF tensors).

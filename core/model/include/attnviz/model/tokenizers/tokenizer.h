@@ -29,6 +29,11 @@ class Tokenizer {
   // Text -> ids. Throws InputError when the text needs a piece the vocabulary cannot express
   // (a byte with no token and no unk token), naming the character.
   virtual std::vector<int> encode(std::string_view text, bool addSpecial = true) const = 0;
+  // An encoder-decoder's target text -> ids (Marian: the target side's SentencePiece model);
+  // the same as encode() for every other tokenizer.
+  virtual std::vector<int> encodeTarget(std::string_view text, bool addSpecial = true) const {
+    return encode(text, addSpecial);
+  }
 
   // The raw bytes a token stands for (byte-fallback tokens are their byte; SentencePiece's
   // U+2581 is a space; special tokens are their text). Throws InputError for an id outside the
