@@ -20,14 +20,13 @@ const std::string kMeta = "\xE2\x96\x81";  // U+2581, SentencePiece's space
 
 class MarianTokenizer final : public Tokenizer {
  public:
-  MarianTokenizer(const std::string& source, const std::string& target,
-                  const std::string& vocab, int vocabSize);
+  MarianTokenizer(const MarianFiles& f, int vocabSize);
 
   std::vector<int> encode(std::string_view text, bool addSpecial) const override {
-    return encodeWith(source_, text, addSpecial);
+    return encodeWith(source_, sourceName_, text, addSpecial);
   }
   std::vector<int> encodeTarget(std::string_view text, bool addSpecial) const override {
-    return encodeWith(target_, text, addSpecial);
+    return encodeWith(target_, targetName_, text, addSpecial);
   }
   std::string pieceBytes(int id) const override;
   std::string decode(const std::vector<int>& ids) const override;
@@ -43,7 +42,8 @@ class MarianTokenizer final : public Tokenizer {
 
  private:
   std::vector<int> encodeWith(const sentencepiece::SentencePieceProcessor& sp,
-                              std::string_view text, bool addSpecial) const;
+                              const std::string& name, std::string_view text,
+                              bool addSpecial) const;
 
   sentencepiece::SentencePieceProcessor source_, target_;
   std::string sourceName_, targetName_;
@@ -54,19 +54,21 @@ class MarianTokenizer final : public Tokenizer {
   std::optional<int> pad_;
 };
 
-void loadSp(sentencepiece::SentencePieceProcessor& sp, const std::string& path) {
-  const auto status = sp.LoadFromSerializedProto(readFile(path));
-  if (!status.ok()) throw InputError(path + ": not a SentencePiece model (" + status.ToString() + ")");
+void loadSp(sentencepiece::SentencePieceProcessor& sp, const std::string& bytes,
+            const std::string& name) {
+  const auto status = sp.LoadFromSerializedProto(bytes);
+  if (!status.ok()) throw InputError(name + ": not a SentencePiece model (" + status.ToString() + ")");
+  if (sp.GetPieceSize() <= 0) throw InputError(name + ": the SentencePiece model has no pieces");
 }
 
-MarianTokenizer::MarianTokenizer(const std::string& source, const std::string& target,
-                                 const std::string& vocab, int vocabSize)
-    : sourceName_(source), targetName_(target) {
-  loadSp(source_, source);
-  loadSp(target_, target);
+MarianTokenizer::MarianTokenizer(const MarianFiles& f, int vocabSize)
+    : sourceName_(f.sourceName), targetName_(f.targetName) {
+  loadSp(source_, f.source, f.sourceName);
+  loadSp(target_, f.target, f.targetName);
+  const std::string& vocab = f.vocabName;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(readFile(vocab));
+    j = nlohmann::json::parse(f.vocab);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(vocab + ": not valid JSON (" + e.what() + ")");
   }
@@ -105,13 +107,14 @@ MarianTokenizer::MarianTokenizer(const std::string& source, const std::string& t
 }
 
 std::vector<int> MarianTokenizer::encodeWith(const sentencepiece::SentencePieceProcessor& sp,
-                                             std::string_view text, bool addSpecial) const {
+                                             const std::string& name, std::string_view text,
+                                             bool addSpecial) const {
   std::vector<int> ids;
   auto encodePart = [&](std::size_t a, std::size_t b) {
     if (b <= a) return;
     std::vector<std::string> pieces;
     const auto st = sp.Encode(std::string_view(text.data() + a, b - a), &pieces);
-    if (!st.ok()) throw InputError("cannot encode the text (" + st.ToString() + ")");
+    if (!st.ok()) throw InputError(name + ": cannot encode the text (" + st.ToString() + ")");
     for (const std::string& p : pieces) {
       const auto it = ids_.find(p);
       ids.push_back(it == ids_.end() ? unk_ : it->second);
@@ -152,10 +155,16 @@ std::string MarianTokenizer::decode(const std::vector<int>& ids) const {
 
 }  // namespace
 
+std::unique_ptr<Tokenizer> marianFromBytes(const MarianFiles& files, int vocabSize) {
+  return std::make_unique<MarianTokenizer>(files, vocabSize);
+}
+
 std::unique_ptr<Tokenizer> loadMarianTokenizer(const std::string& source,
                                                const std::string& target,
                                                const std::string& vocab, int vocabSize) {
-  return std::make_unique<MarianTokenizer>(source, target, vocab, vocabSize);
+  return marianFromBytes({readFile(source), readFile(target), readFile(vocab), source, target,
+                          vocab},
+                         vocabSize);
 }
 
 }  // namespace attnviz

@@ -18,4 +18,11 @@ std::unique_ptr<Tokenizer> loadMarianTokenizer(const std::string& sourceSpm,
                                                const std::string& targetSpm,
                                                const std::string& vocabJson, int vocabSize = 0);
 
+// The same from the files' bytes; the names are what errors say.
+struct MarianFiles {
+  std::string source, target, vocab;              // source.spm, target.spm, vocab.json bytes
+  std::string sourceName, targetName, vocabName;  // their paths
+};
+std::unique_ptr<Tokenizer> marianFromBytes(const MarianFiles& files, int vocabSize = 0);
+
 }  // namespace attnviz
