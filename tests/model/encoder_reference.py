@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Random-init encoder folders (BERT, RoBERTa, DistilBERT) and their float64 reference.
+"""Random-init encoder folders (BERT, RoBERTa, DistilBERT, ModernBERT) and their float64
+reference.
 
 Usage: encoder_reference.py OUTDIR
 
@@ -8,7 +9,10 @@ tokenizer: a hand-made WordPiece vocab.txt, or RoBERTa's vocab.json + merges.txt
 references computed here in float64 from the published architectures (BERT: Devlin et al. 2018,
 post-norm Transformer encoder with learned absolute positions, token type embeddings, an
 embedding LayerNorm, exact GELU, and the masked-LM head dense -> GELU -> LayerNorm -> tied
-decoder + bias). cases.json lists what each reference is for. Nothing here reads attnviz.
+decoder + bias; ModernBERT: Warner et al. 2024, pre-norm with bias-free LayerNorms, no norm
+before the first layer's attention, fused Wqkv, rotate-half RoPE with a global and a local base,
+local layers that see keys within local_attention / 2, GeGLU). cases.json lists what each
+reference is for. Nothing here reads attnviz.
 """
 import json
 import math
@@ -160,6 +164,69 @@ def forward(p, ids, type_ids, position_ids, heads, eps):
                    p["head_ln_b"], eps)
     logits = h @ p["word"].T + p["head_bias"]
     return torch.stack(weights), x, logits
+
+
+def rope(x, theta):
+    """Rotate-half RoPE of x [H, T, dh] at positions 0..T-1."""
+    dh = x.shape[-1]
+    inv = theta ** (-torch.arange(0, dh, 2, dtype=DTYPE) / dh)
+    ang = torch.arange(x.shape[1], dtype=DTYPE)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
+    rot = torch.cat([-x[..., dh // 2:], x[..., :dh // 2]], -1)
+    return x * cos + rot * sin
+
+
+def modernbert_params(d, inner, layers, vocab):
+    p = {"word": rand(vocab, d, std=0.5), "emb_norm": 1 + rand(d, std=0.1),
+         "final_norm": 1 + rand(d, std=0.1), "head_dense": rand(d, d, std=0.3),
+         "head_norm": 1 + rand(d, std=0.1), "head_bias": rand(vocab, std=0.5), "layers": []}
+    for _ in range(layers):
+        p["layers"].append({"attn_norm": 1 + rand(d, std=0.1), "Wqkv": rand(3 * d, d),
+                            "Wo": rand(d, d), "mlp_norm": 1 + rand(d, std=0.1),
+                            "Wi": rand(2 * inner, d), "Wo2": rand(d, inner)})
+    return p
+
+
+def modernbert_forward(p, ids, cfg):
+    heads, eps = cfg["num_attention_heads"], cfg["norm_eps"]
+    ln = lambda x, w: layer_norm(x, w, 0.0, eps)  # noqa: E731
+    x = ln(p["word"][torch.tensor(ids)], p["emb_norm"])
+    T, d = x.shape
+    dh = d // heads
+    weights = []
+    dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs()
+    for l, L in enumerate(p["layers"]):
+        h = x if l == 0 else ln(x, L["attn_norm"])
+        q, k, v = (h @ L["Wqkv"].T).view(T, 3, heads, dh).permute(1, 2, 0, 3)  # 3 x [H, T, dh]
+        glob = l % cfg["global_attn_every_n_layers"] == 0
+        theta = cfg["global_rope_theta"] if glob else cfg["local_rope_theta"]
+        q, k = rope(q, theta), rope(k, theta)
+        s = q @ k.transpose(1, 2) / math.sqrt(dh)
+        if not glob:
+            s = s.masked_fill(dist > cfg["local_attention"] // 2, float("-inf"))
+        a = torch.softmax(s, dim=-1)
+        weights.append(a)
+        x = x + (a @ v).transpose(0, 1).reshape(T, d) @ L["Wo"].T
+        inp, gate = (ln(x, L["mlp_norm"]) @ L["Wi"].T).chunk(2, dim=-1)
+        x = x + (gelu(inp) * gate) @ L["Wo2"].T
+    hidden = ln(x, p["final_norm"])
+    z = ln(gelu(hidden @ p["head_dense"].T), p["head_norm"])
+    return torch.stack(weights), hidden, z @ p["word"].T + p["head_bias"]
+
+
+def modernbert_tensors(p):
+    t = {"model.embeddings.tok_embeddings.weight": p["word"],
+         "model.embeddings.norm.weight": p["emb_norm"], "model.final_norm.weight": p["final_norm"],
+         "head.dense.weight": p["head_dense"], "head.norm.weight": p["head_norm"],
+         "decoder.bias": p["head_bias"]}
+    for l, L in enumerate(p["layers"]):
+        pre = "model.layers.%d." % l
+        if l > 0:
+            t[pre + "attn_norm.weight"] = L["attn_norm"]
+        t[pre + "attn.Wqkv.weight"], t[pre + "attn.Wo.weight"] = L["Wqkv"], L["Wo"]
+        t[pre + "mlp_norm.weight"] = L["mlp_norm"]
+        t[pre + "mlp.Wi.weight"], t[pre + "mlp.Wo.weight"] = L["Wi"], L["Wo2"]
+    return t
 
 
 def bert_tensors(p, prefix, head, legacy=False):
@@ -332,6 +399,26 @@ def main():
     ids = [ID["[CLS]"]] + wordpiece(text) + [ID["[SEP]"]]
     run_case(out, "distilbert_single", dist, ids, [0] * len(ids), list(range(len(ids))), heads,
              1e-12, cases, "distilbert_mlm", text=text)
+
+    # ModernBERT: three layers, global (0 and 2) and local (1, window 4: |i - j| <= 2) with
+    # their own RoPE bases, run on 14 tokens so the window cuts.
+    mb = modernbert_params(d, inner, 3, V)
+    mcfg = {"model_type": "modernbert", "architectures": ["ModernBertForMaskedLM"],
+            "hidden_size": d, "num_hidden_layers": 3, "num_attention_heads": heads,
+            "intermediate_size": inner, "max_position_embeddings": 64, "vocab_size": V,
+            "norm_eps": 1e-5, "global_rope_theta": 160000.0, "local_rope_theta": 10000.0,
+            "local_attention": 4, "global_attn_every_n_layers": 2, "hidden_activation": "gelu",
+            "classifier_activation": "gelu", "attention_bias": False, "mlp_bias": False,
+            "norm_bias": False, "decoder_bias": True, "tie_word_embeddings": True,
+            "pad_token_id": 0}
+    write_folder(os.path.join(out, "modernbert_mlm"), mcfg, modernbert_tensors(mb), "wordpiece")
+    text = "The cat sat on the [MASK] in the sun and played."
+    ids = [ID["[CLS]"]] + wordpiece(text) + [ID["[SEP]"]]
+    w, hidden, logits = modernbert_forward(mb, ids, mcfg)
+    for what, t in (("weights", w), ("hidden", hidden), ("logits", logits)):
+        save(os.path.join(out, "modernbert_%s.npy" % what), t)
+    cases.append({"name": "modernbert", "folder": "modernbert_mlm", "ids": ids,
+                  "types": [0] * len(ids), "fill": []})
 
     # Bad folders: an unsupported position embedding type, heads that do not divide d.
     write_folder(os.path.join(out, "bad_position_type"),

@@ -120,6 +120,9 @@ TEST(Encoders, BertPairWithTokenTypesMatchesTorch) { checkCase("bert_pair"); }
 // RobertaProcessing), one token type.
 TEST(Encoders, RobertaPairMatchesTorch) { checkCase("roberta_pair"); }
 TEST(Encoders, DistilbertMatchesTorch) { checkCase("distilbert_single"); }
+// ModernBERT: pre-norm without biases, no norm before layer 0's attention, fused Wqkv, GeGLU,
+// RoPE with the global and local bases, local layers that see |i - j| <= 2 (T = 14 here).
+TEST(Encoders, ModernbertMatchesTorch) { checkCase("modernbert"); }
 
 TEST(Encoders, FillGivesTheReferenceTopK) {
   checkFill("bert_single");

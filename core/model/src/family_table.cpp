@@ -287,6 +287,57 @@ void distilbertJson(const json& j, const std::string& path, ModelConfig& c) {
 
 bool hasTokenTypes(const ModelConfig& c) { return c.typeVocabSize > 0; }
 
+// ModernBERT (Warner et al. 2024): a pre-norm bidirectional encoder without biases (unless
+// configured), LayerNorms without bias, fused Wqkv, GeGLU (Wi's first half activated, times its
+// second), RoPE with one base for the global layers and another for the local ones; every
+// global_attn_every_n_layers-th layer (from 0) is global, the others see keys within
+// local_attention / 2 of the query.
+void modernbertJson(const json& j, const std::string& path, ModelConfig& c) {
+  c.nLayer = requireInt(j, path, {"num_hidden_layers"});
+  c.nHead = requireInt(j, path, {"num_attention_heads"});
+  c.nEmbd = requireInt(j, path, {"hidden_size"});
+  c.nInner = requireInt(j, path, {"intermediate_size"});
+  c.nPositions = requireInt(j, path, {"max_position_embeddings"});
+  c.vocabSize = requireInt(j, path, {"vocab_size"});
+  c.nKvHead = c.nHead;
+  if (c.nEmbd % c.nHead != 0 || (c.nEmbd / c.nHead) % 2 != 0) {
+    throw InputError(path + ": hidden_size " + std::to_string(c.nEmbd) + " over " +
+                     std::to_string(c.nHead) + " heads is not an even head size (RoPE pairs)");
+  }
+  c.headSize = c.ropeDim = c.nEmbd / c.nHead;
+  c.norm = NormKind::LayerNorm;
+  c.layerNormEps = float(optionalNumber(j, path, "norm_eps", 1e-5, 0, 1));
+  c.normPlacement = NormPlacement::Pre;
+  c.causal = false;
+  c.positions = PositionKind::Rope;
+  c.ropeStyle = RopeStyle::HalfSplit;
+  c.ropeTheta = float(optionalNumber(j, path, "global_rope_theta", 160000.0, 1.0, 1e12));
+  const float local = float(optionalNumber(j, path, "local_rope_theta", 10000.0, 1.0, 1e12));
+  const int window = optionalInt(j, path, "local_attention", 128);
+  const int every = optionalInt(j, path, "global_attn_every_n_layers", 3);
+  c.layerWindows.assign(std::size_t(c.nLayer), 0);
+  c.layerRopeTheta.assign(std::size_t(c.nLayer), c.ropeTheta);
+  for (int l = 0; l < c.nLayer; ++l) {
+    if (l % every != 0) c.layerWindows[l] = window, c.layerRopeTheta[l] = local;
+  }
+  c.mlp = MlpKind::Gated;
+  c.activationName = optionalString(j, path, "hidden_activation", "gelu");
+  parseActivation(c, path);
+  {
+    ModelConfig head;
+    head.activationName = optionalString(j, path, "classifier_activation", "gelu");
+    parseActivation(head, path);
+    c.headActivation = head.activation;
+  }
+  for (const char* key : {"attention_bias", "mlp_bias", "norm_bias", "classifier_bias"}) {
+    if (flag(j, key, false)) {
+      throw InputError(path + ": " + key + " true is not supported (ModernBERT's layers have no "
+                       "biases)");
+    }
+  }
+  c.tiedHead = flag(j, "tie_word_embeddings", true);
+}
+
 // ---- Encoder-decoders (bart): two post-norm stacks of the encoder block; every decoder layer
 // adds a cross site over the encoder's last hidden states.
 
@@ -670,6 +721,26 @@ const std::vector<TensorRow> kBartMlp = {
     {int(Slot::PostMlpNormB), "final_layer_norm.bias", nullptr, {D::D, D::One}},
 };
 
+// ModernBERT (ModernBertForMaskedLM: "model." and the head outside it; ModernBertModel:
+// without "model.").
+const std::vector<TensorRow> kModernbertGlobals = {
+    {int(Global::Embed), "model.embeddings.tok_embeddings.weight", nullptr, {D::V, D::D}},
+    {int(Global::EmbedNorm), "model.embeddings.norm.weight", nullptr, {D::D, D::One}},
+    {int(Global::NormF), "model.final_norm.weight", nullptr, {D::D, D::One}},
+    {int(Global::HeadDense), "head.dense.weight", nullptr, {D::D, D::D}, nullptr, true},
+    {int(Global::HeadNorm), "head.norm.weight", nullptr, {D::D, D::One}, nullptr, true},
+    {int(Global::HeadBias), "decoder.bias", nullptr, {D::V, D::One}, nullptr, true},
+    {int(Global::Head), "decoder.weight", nullptr, {D::V, D::D}, untied},
+};
+const std::vector<TensorRow> kModernbertLayer = {
+    {int(Slot::Qkv), "attn.Wqkv.weight", nullptr, {D::Dqkv, D::D}},
+    {int(Slot::AttnNorm), "attn_norm.weight", nullptr, {D::D, D::One}, nullptr, false, 1},
+    {int(Slot::O), "attn.Wo.weight", nullptr, {D::D, D::Dq}},
+    {int(Slot::MlpNorm), "mlp_norm.weight", nullptr, {D::D, D::One}},
+    {int(Slot::GateUp), "mlp.Wi.weight", nullptr, {D::I2, D::D}},
+    {int(Slot::Down), "mlp.Wo.weight", nullptr, {D::D, D::I}},
+};
+
 const std::vector<TensorRow> kDistilbertGlobals = {
     {int(Global::Embed), "distilbert.embeddings.word_embeddings.weight", nullptr, {D::V, D::D}},
     {int(Global::Positions), "distilbert.embeddings.position_embeddings.weight", nullptr,
@@ -731,6 +802,8 @@ const std::vector<FamilyRow>& table() {
        kRobertaGlobals, kBertLayer},
       {"distilbert", nullptr, distilbertJson, nullptr, "distilbert.", "",
        "distilbert.transformer.layer.{}.", kDistilbertGlobals, kDistilbertLayer},
+      {"modernbert", nullptr, modernbertJson, nullptr, "model.", "", "model.layers.{}.",
+       kModernbertGlobals, kModernbertLayer},
       {"bart", nullptr, bartJson, nullptr, "model.", "", "model.decoder.layers.{}.",
        kBartGlobals,
        join({bartSite("self_attn", kSelfSlots), bartSite("encoder_attn", kCrossSlots), kBartMlp}),

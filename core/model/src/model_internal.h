@@ -128,6 +128,8 @@ struct TensorRow {
   std::array<Dim, 2> shape; // [out, in] as nn.Linear stores it (or [n] with Dim::One second)
   bool (*when)(const ModelConfig&) = nullptr;  // null: always
   bool optional = false;    // a model-wide tensor a folder may lack (an encoder's MLM head)
+  int fromLayer = 0;        // a layer's tensor the layers below this lack (ModernBERT's first
+                            // layer has no attention norm: the skeleton skips a missing one)
 };
 
 struct FamilyRow {

@@ -123,7 +123,8 @@ void addResidual(const ModelConfig& c, const Model::Weights::Layer& W, MatrixRM&
 void Model::Workspace::project(const ModelConfig& c, const Weights::Layer& W, int layer,
                                const MatrixRM& x, int pos0, bool rope) {
   const MatrixRM* in = &x;
-  if (normBefore(c.normPlacement)) {
+  // (A layer whose row lacks the norm, ModernBERT's first, reads x as it is.)
+  if (normBefore(c.normPlacement) && W[Slot::AttnNorm]) {
     normForward(c.norm, x, W[Slot::AttnNorm], W[Slot::AttnNormB], c.layerNormEps, a,
                 c.normWeightOffset);
     in = &a;

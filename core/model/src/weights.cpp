@@ -302,7 +302,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
     const std::vector<TensorRow>& table = stack == 1 ? row.encoderLayer : row.layer;
     for (int l = 0; l < c.layersOf(stack); ++l) {
       for (const TensorRow& t : table) {
-        if (t.when && !t.when(c)) continue;
+        if ((t.when && !t.when(c)) || l < t.fromLayer) continue;
         if (auto e = resolve(t, l, stack)) want.push_back(std::move(*e));
       }
       Weights::Layer& L = w->layers[std::size_t(stack == 1 ? c.nLayer + l : l)];
