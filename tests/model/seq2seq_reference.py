@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Random-init encoder-decoder folders (BART, Marian) and their float64 reference.
+"""Random-init encoder-decoder folders (BART, Marian, T5) and their float64 reference.
 
 Usage: seq2seq_reference.py OUTDIR
 
@@ -12,6 +12,10 @@ unembedding plus final_logits_bias; Marian, Junczys-Dowmunt et al. 2018 as Huggi
 MarianMT holds it: the same layers with fixed sinusoidal positions (sines in the first half of
 each row, cosines in the second), no embedding LayerNorm, embeddings x sqrt(d), SiLU, and two
 SentencePiece models, trained here with python3-sentencepiece, over one vocab.json).
+T5: Raffel et al. 2020, pre-RMS-norm stacks without biases, no score scaling, a relative
+position bias per head and bucket in each stack's self attention (bidirectional buckets in the
+encoder, causal in the decoder, none in cross attention), final norms, ReLU (v1.0, tied head
+reading the states times d^-1/2) or gated GELU (v1.1, untied); spiece.model with </s> appended).
 cases.json lists what each reference is for. Nothing here reads attnviz.
 """
 import json
@@ -285,6 +289,189 @@ def marian_case(out):
             "target_ids": target_pieces + [0], "greedy": greedy(p, cfg, src, 6)}
 
 
+def t5_bucket(rel, bidirectional, buckets, max_distance):
+    """The bucket of relative positions rel = j - i (a long tensor), in float32 as T5's own."""
+    ret = torch.zeros_like(rel)
+    if bidirectional:
+        buckets //= 2
+        ret += (rel > 0).long() * buckets
+        n = rel.abs()
+    else:
+        n = -torch.min(rel, torch.zeros_like(rel))
+    max_exact = buckets // 2
+    large = max_exact + (torch.log(n.float() / max_exact) / math.log(max_distance / max_exact)
+                         * (buckets - max_exact)).long()
+    large = torch.min(large, torch.full_like(large, buckets - 1))
+    return ret + torch.where(n < max_exact, n, large)
+
+
+def t5_forward(p, cfg, src, tgt):
+    H, dkv, eps = cfg["num_heads"], cfg["d_kv"], cfg["layer_norm_epsilon"]
+    nb, md = cfg["relative_attention_num_buckets"], cfg["relative_attention_max_distance"]
+    gated = cfg["feed_forward_proj"].startswith("gated")
+
+    def rms(x, w):
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+    def attend(pre, xq, xkv, bias, causal):
+        Tq, Tk = xq.shape[0], xkv.shape[0]
+        q = (xq @ p[pre + "q"].T).view(Tq, H, dkv).transpose(0, 1)
+        k = (xkv @ p[pre + "k"].T).view(Tk, H, dkv).transpose(0, 1)
+        v = (xkv @ p[pre + "v"].T).view(Tk, H, dkv).transpose(0, 1)
+        s = q @ k.transpose(1, 2)  # no 1/sqrt(d)
+        if bias is not None:
+            s = s + bias
+        if causal:
+            s = s.masked_fill(torch.triu(torch.ones(Tq, Tk, dtype=torch.bool), 1), float("-inf"))
+        w = torch.softmax(s, dim=-1)
+        return (w @ v).transpose(0, 1).reshape(Tq, H * dkv) @ p[pre + "o"].T, w
+
+    def ff(pre, x):
+        if gated:
+            a = x @ p[pre + "wi_0"].T
+            a = 0.5 * a * (1 + torch.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3)))
+            return (a * (x @ p[pre + "wi_1"].T)) @ p[pre + "wo"].T
+        return torch.relu(x @ p[pre + "wi"].T) @ p[pre + "wo"].T
+
+    def bias(table, T, bidirectional):
+        pos = torch.arange(T)
+        b = t5_bucket(pos[None, :] - pos[:, None], bidirectional, nb, md)  # [T, T]
+        return table[b].permute(2, 0, 1)  # [H, T, T]
+
+    x = p["shared"][torch.tensor(src)]
+    be = bias(p["enc.rel"], len(src), True)
+    enc_w = []
+    for l in range(cfg["num_layers"]):
+        pre = "enc.%d." % l
+        o, w = attend(pre + "self.", rms(x, p[pre + "self.ln"]), rms(x, p[pre + "self.ln"]), be,
+                      False)
+        enc_w.append(w)
+        x = x + o
+        x = x + ff(pre + "ff.", rms(x, p[pre + "ff.ln"]))
+    enc = rms(x, p["enc.final"])
+    y = p["shared"][torch.tensor(tgt)]
+    bd = bias(p["dec.rel"], len(tgt), False)
+    dec_w, cross_w = [], []
+    for l in range(cfg["num_decoder_layers"]):
+        pre = "dec.%d." % l
+        h = rms(y, p[pre + "self.ln"])
+        o, w = attend(pre + "self.", h, h, bd, True)
+        dec_w.append(w)
+        y = y + o
+        o, w = attend(pre + "cross.", rms(y, p[pre + "cross.ln"]), enc, None, False)
+        cross_w.append(w)
+        y = y + o
+        y = y + ff(pre + "ff.", rms(y, p[pre + "ff.ln"]))
+    y = rms(y, p["dec.final"])
+    if cfg["tie_word_embeddings"]:
+        logits = (y * cfg["d_model"] ** -0.5) @ p["shared"].T
+    else:
+        logits = y @ p["lm_head"].T
+    return torch.stack(enc_w), torch.stack(dec_w), torch.stack(cross_w), logits, enc
+
+
+def t5_params(cfg, vocab):
+    d, H, dkv, dff = cfg["d_model"], cfg["num_heads"], cfg["d_kv"], cfg["d_ff"]
+    gated = cfg["feed_forward_proj"].startswith("gated")
+    p = {"shared": rand(vocab, d, std=1.0), "enc.final": 1 + rand(d, std=0.1),
+         "dec.final": 1 + rand(d, std=0.1), "lm_head": rand(vocab, d),
+         "enc.rel": rand(cfg["relative_attention_num_buckets"], H, std=1.0),
+         "dec.rel": rand(cfg["relative_attention_num_buckets"], H, std=1.0)}
+    for stack, n in (("enc", cfg["num_layers"]), ("dec", cfg["num_decoder_layers"])):
+        for l in range(n):
+            pre = "%s.%d." % (stack, l)
+            for site in ["self."] + (["cross."] if stack == "dec" else []):
+                p[pre + site + "ln"] = 1 + rand(d, std=0.1)
+                p[pre + site + "q"], p[pre + site + "o"] = rand(H * dkv, d), rand(d, H * dkv)
+                # (q and k smaller than the rest: T5 does not scale q.k, and float32 softmax
+                # errors grow with the scores)
+                p[pre + site + "q"] = rand(H * dkv, d, std=0.15)
+                p[pre + site + "k"], p[pre + site + "v"] = rand(H * dkv, d, std=0.15), rand(H * dkv, d)
+            p[pre + "ff.ln"] = 1 + rand(d, std=0.1)
+            for w in (["wi_0", "wi_1"] if gated else ["wi"]):
+                p[pre + "ff." + w] = rand(dff, d)
+            p[pre + "ff.wo"] = rand(d, dff)
+    return p
+
+
+def t5_tensors(p, cfg):
+    t = {"shared.weight": p["shared"],
+         "encoder.final_layer_norm.weight": p["enc.final"],
+         "decoder.final_layer_norm.weight": p["dec.final"],
+         "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight": p["enc.rel"],
+         "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight": p["dec.rel"]}
+    if not cfg["tie_word_embeddings"]:
+        t["lm_head.weight"] = p["lm_head"]
+    for stack, hf, n in (("enc", "encoder", cfg["num_layers"]),
+                         ("dec", "decoder", cfg["num_decoder_layers"])):
+        for l in range(n):
+            src, dst = "%s.%d." % (stack, l), "%s.block.%d.layer." % (hf, l)
+            subs = [("self.", "SelfAttention")] + ([("cross.", "EncDecAttention")]
+                                                   if stack == "dec" else [])
+            for k, (site, name) in enumerate(subs):
+                t[dst + "%d.layer_norm.weight" % k] = p[src + site + "ln"]
+                for m in "qkvo":
+                    t[dst + "%d.%s.%s.weight" % (k, name, m)] = p[src + site + m]
+            k = len(subs)
+            t[dst + "%d.layer_norm.weight" % k] = p[src + "ff.ln"]
+            for w in ("wi", "wi_0", "wi_1", "wo"):
+                if src + "ff." + w in p:
+                    t[dst + "%d.DenseReluDense.%s.weight" % (k, w)] = p[src + "ff." + w]
+    return {k: v.to(torch.float32).numpy() for k, v in t.items()}
+
+
+def t5_cases(out):
+    """T5 v1.0 (ReLU, tied) and v1.1 (gated GELU, untied, a decoder of another depth), with a
+    spiece.model (pad 0, </s> 1, <unk> 2, no BOS) trained here; sources long enough that the
+    logarithmic buckets are reached."""
+    import sentencepiece as spm
+    prefix = os.path.join(out, "t5spm")
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter((SOURCE_TEXT + TARGET_TEXT) * 20), model_prefix=prefix,
+        vocab_size=60, model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+        hard_vocab_limit=False, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
+    vocab = sp.get_piece_size()
+    cases = []
+    source_text = "the cat and the dog played in the park and the sun was bright"
+    target_text = "le chat et le chien"
+    src = sp.encode(source_text) + [1]
+    tgt = [0] + sp.encode(target_text)
+    for name, ff, tied, le, ld in (("t5_v10", "relu", True, 2, 2),
+                                   ("t5_v11", "gated-gelu", False, 2, 3)):
+        cfg = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"],
+               "d_model": 24, "d_kv": 8, "num_heads": 4, "d_ff": 40, "num_layers": le,
+               "num_decoder_layers": ld, "relative_attention_num_buckets": 8,
+               "relative_attention_max_distance": 20, "layer_norm_epsilon": 1e-6,
+               "feed_forward_proj": ff, "tie_word_embeddings": tied, "vocab_size": vocab,
+               "pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0,
+               "is_encoder_decoder": True}
+        p = t5_params(cfg, vocab)
+        folder = os.path.join(out, name)
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+        write_file(os.path.join(folder, "model.safetensors"),
+                   [(k, "F32", v) for k, v in t5_tensors(p, cfg).items()])
+        with open(prefix + ".model", "rb") as f, open(os.path.join(folder, "spiece.model"), "wb") as g:
+            g.write(f.read())
+        enc_w, dec_w, cross_w, logits, _ = t5_forward(p, cfg, src, tgt)
+        for what, t in (("enc", enc_w), ("dec", dec_w), ("cross", cross_w), ("logits", logits)):
+            save(os.path.join(out, "%s_%s.npy" % (name, what)), t)
+        g = [0]
+        for _ in range(6):
+            z = t5_forward(p, cfg, src, g)[3][-1].clone()
+            z[0] = float("-inf")
+            order = torch.argsort(z, descending=True)
+            assert float(z[order[0]] - z[order[1]]) > 1e-4, "greedy step too close to call"
+            g.append(int(order[0]))
+            if g[-1] == 1:
+                break
+        cases.append({"name": name, "folder": folder, "source": src, "target": tgt,
+                      "source_text": source_text, "target_text": target_text, "greedy": g})
+    return cases
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -316,6 +503,7 @@ def main():
         cases.append({"name": name, "folder": folder, "source": src, "target": tgt,
                       "greedy": greedy(p, cfg, src, 8)})
     cases.append(marian_case(out))
+    cases.extend(t5_cases(out))
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
 

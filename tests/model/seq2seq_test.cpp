@@ -97,6 +97,34 @@ TEST(Seq2Seq, BartMatchesTorchAtEverySite) { checkCase("bart_a", false); }
 TEST(Seq2Seq, BartWithScaledEmbeddingsAndReluMatchesTorch) { checkCase("bart_b", false); }
 TEST(Seq2Seq, TextAndTargetTextGiveTheReferenceIds) { checkCase("bart_a", true); }
 TEST(Seq2Seq, MarianMatchesTorchAtEverySite) { checkCase("marian", false); }
+// T5: relative position buckets (bidirectional in the encoder, causal in the decoder, none in
+// the cross sites; the 39-token source reaches the logarithmic buckets and the last one), RMS
+// norms, no score scaling; v1.0 ReLU with the tied head's d^-1/2, v1.1 gated GELU untied with a
+// deeper decoder; spiece.model's ids with </s> appended.
+TEST(Seq2Seq, T5MatchesTorchAtEverySite) { checkCase("t5_v10", false); }
+TEST(Seq2Seq, T5v11MatchesTorchAtEverySite) { checkCase("t5_v11", false); }
+TEST(Seq2Seq, T5TextsThroughSpiece) { checkCase("t5_v11", true); }
+
+// The buckets against hand-worked cases (32 buckets, max distance 128, as T5's defaults): exact
+// below 8 (bidirectional: 16 a side, the keys after the query in the upper half) or 16 (causal),
+// then log-spaced, the last bucket from the max distance on.
+TEST(Seq2Seq, T5RelativeBuckets) {
+  EXPECT_EQ(relativeBucket(5, 5, true, 32, 128), 0);
+  EXPECT_EQ(relativeBucket(6, 5, true, 32, 128), 17);   // one after: 16 + 1
+  EXPECT_EQ(relativeBucket(4, 5, true, 32, 128), 1);    // one before
+  EXPECT_EQ(relativeBucket(0, 7, true, 32, 128), 7);    // 7 < 8: exact
+  // 8 + floor(log(n / 8) / log(16) * 8): n = 8 -> 8, 16 -> 10, 64 -> 14, 127 -> 15, 500 -> 15
+  EXPECT_EQ(relativeBucket(0, 8, true, 32, 128), 8);
+  EXPECT_EQ(relativeBucket(0, 16, true, 32, 128), 10);
+  EXPECT_EQ(relativeBucket(0, 64, true, 32, 128), 14);
+  EXPECT_EQ(relativeBucket(0, 500, true, 32, 128), 15);
+  EXPECT_EQ(relativeBucket(500, 0, true, 32, 128), 31);
+  // Causal: keys after the query share bucket 0; 16 + floor(log(n / 16) / log(8) * 16).
+  EXPECT_EQ(relativeBucket(9, 5, false, 32, 128), 0);
+  EXPECT_EQ(relativeBucket(0, 15, false, 32, 128), 15);
+  EXPECT_EQ(relativeBucket(0, 32, false, 32, 128), 21);
+  EXPECT_EQ(relativeBucket(0, 1000, false, 32, 128), 31);
+}
 // Marian's two SentencePiece models over one vocab.json: the source and the target text through
 // the model equal the ids python3-sentencepiece gives.
 TEST(Seq2Seq, MarianTextsThroughBothSentencePieceModels) { checkCase("marian", true); }
@@ -247,7 +275,7 @@ TEST(Seq2Seq, BadFoldersExitOneNamingTheFile) {
 TEST(Seq2Seq, GreedyGenerationMatchesTheReference) {
   const Generated& g = generated();
   ASSERT_TRUE(g.ok);
-  for (const char* name : {"bart_a", "bart_b", "marian"}) {
+  for (const char* name : {"bart_a", "bart_b", "marian", "t5_v10", "t5_v11"}) {
     const nlohmann::json& c = g.find(name);
     std::vector<int> want = ids(c, "greedy");
     want.erase(want.begin());  // the start id is the prompt, not generated

@@ -103,6 +103,7 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
   Workspace ws;
   ws.decode = true;
   Tensor3 row = Tensor3::uninit(H, 1, Tk), o = Tensor3::uninit(H, 1, dh);
+  const Tensor3 bias = positionBias(*w_, c, 0, 1, Tk);  // T5's self sites (else empty)
   for (int l = 0; l < c.nLayer; ++l) {
     // Every matrix read as stored, unless one of a layer kept as stored has no [out, in] rows (a
     // GPT-2 folder's Conv1D): then the layer is converted as a full pass converts it.
@@ -120,7 +121,8 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
       }
       K.row(pos) = ws.km.row(0);
       V.row(pos) = ws.vm.row(0);
-      const AttentionParams p = layerAttentionParams(c, iv, l, 1, Tk);
+      AttentionParams p = layerAttentionParams(c, iv, l, 1, Tk);
+      addScoreBias(p, bias);
       validateParams(p, H, 1, Tk);
       decodeAttention(ws.qm, K, V, Tk, group, dh, p, row, o);
       if (keepRows.has(l)) step.rows[l] = row;
@@ -150,6 +152,7 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
   finalNorm(*w_, c, x, f);
   step.logits.resize(std::size_t(c.vocabSize));
   if (const StoredMatrix& h = w_->headStored) {
+    if (c.headInputScale != 1.0f) f *= c.headInputScale;  // T5's tied head
     matVec(h.type, h.data, h.rows, h.cols, f.data(), step.logits.data());
     if (const float* b = w_->global(Global::HeadBias))  // BART's final_logits_bias
       for (std::size_t v = 0; v < step.logits.size(); ++v) step.logits[v] += b[v];

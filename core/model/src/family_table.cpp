@@ -287,6 +287,62 @@ void distilbertJson(const json& j, const std::string& path, ModelConfig& c) {
 
 bool hasTokenTypes(const ModelConfig& c) { return c.typeVocabSize > 0; }
 
+// T5 (Raffel et al. 2020; v1.0, and v1.1 / Flan with gated GELU): pre-RMS-norm stacks without
+// biases, no score scaling, a relative position bias per head and bucket in each stack's self
+// sites (the table in its first layer, shared by the others), final norms in both stacks, the
+// tied head reading the states times d^-1/2.
+void t5Json(const json& j, const std::string& path, ModelConfig& c) {
+  c.nEncoderLayer = requireInt(j, path, {"num_layers"});
+  c.nLayer = optionalInt(j, path, "num_decoder_layers", c.nEncoderLayer);
+  c.nHead = c.nKvHead = requireInt(j, path, {"num_heads"});
+  c.nEmbd = requireInt(j, path, {"d_model"});
+  c.headSize = requireInt(j, path, {"d_kv"});
+  c.nInner = requireInt(j, path, {"d_ff"});
+  c.vocabSize = requireInt(j, path, {"vocab_size"});
+  c.nPositions = 1 << 16;  // relative positions: no table bounds the length
+  c.relBuckets = optionalInt(j, path, "relative_attention_num_buckets", 32);
+  c.relMaxDistance = optionalInt(j, path, "relative_attention_max_distance", 128);
+  if (c.relBuckets < 4) {
+    throw InputError(path + ": relative_attention_num_buckets must be at least 4");
+  }
+  c.layerNormEps = float(optionalNumber(j, path, "layer_norm_epsilon", 1e-6, 0, 1));
+  c.norm = NormKind::RMSNorm;
+  c.normPlacement = NormPlacement::Pre;
+  c.positions = PositionKind::Relative;
+  c.causal = true;
+  c.scoreScale = 1.0f;  // T5 does not scale q.k
+  const std::string ff = optionalString(j, path, "feed_forward_proj", "relu");
+  if (ff == "relu") {
+    c.mlp = MlpKind::Plain;
+    c.activationName = "relu";
+  } else if (ff == "gated-gelu") {
+    c.mlp = MlpKind::Gated;
+    c.activationName = "gelu_new";
+  } else if (ff == "gated-relu" || ff == "gated-silu") {
+    c.mlp = MlpKind::Gated;
+    c.activationName = ff.substr(6);
+  } else {
+    throw InputError(path + ": feed_forward_proj \"" + ff +
+                     "\" is not supported (relu, gated-gelu, gated-relu, gated-silu)");
+  }
+  parseActivation(c, path);
+  c.tiedHead = flag(j, "tie_word_embeddings", true);
+  if (c.tiedHead) c.headInputScale = 1.0f / std::sqrt(float(c.nEmbd));
+  const json* start = lookup(j, {"decoder_start_token_id"});
+  c.decoderStartId = start && start->is_number_integer() && start->get<long long>() >= 0 &&
+                             start->get<long long>() < c.vocabSize
+                         ? start->get<int>()
+                         : 0;
+  const json* pad = lookup(j, {"pad_token_id"});
+  c.padId = pad && pad->is_number_integer() && pad->get<long long>() >= 0 &&
+                    pad->get<long long>() < c.vocabSize
+                ? pad->get<int>()
+                : 0;
+}
+
+bool plainMlp(const ModelConfig& c) { return c.mlp == MlpKind::Plain; }
+bool gatedMlp(const ModelConfig& c) { return c.mlp == MlpKind::Gated; }
+
 // ModernBERT (Warner et al. 2024): a pre-norm bidirectional encoder without biases (unless
 // configured), LayerNorms without bias, fused Wqkv, GeGLU (Wi's first half activated, times its
 // second), RoPE with one base for the global layers and another for the local ones; every
@@ -741,6 +797,46 @@ const std::vector<TensorRow> kModernbertLayer = {
     {int(Slot::Down), "mlp.Wo.weight", nullptr, {D::D, D::I}},
 };
 
+// T5 (T5ForConditionalGeneration; T5Model the same without lm_head).
+const std::vector<TensorRow> kT5Globals = {
+    {int(Global::Embed), "shared.weight|encoder.embed_tokens.weight|decoder.embed_tokens.weight",
+     nullptr, {D::V, D::D}},
+    {int(Global::RelBias), "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+     nullptr, {D::Buckets, D::H}},
+    {int(Global::EncRelBias),
+     "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", nullptr,
+     {D::Buckets, D::H}},
+    {int(Global::NormF), "decoder.final_layer_norm.weight", nullptr, {D::D, D::One}},
+    {int(Global::EncNormF), "encoder.final_layer_norm.weight", nullptr, {D::D, D::One}},
+    {int(Global::Head), "lm_head.weight", nullptr, {D::V, D::D}},
+};
+// A T5 attention ("SelfAttention", "EncDecAttention") of sub-layer k: its norm and q, k, v, o.
+std::vector<TensorRow> t5Attention(int k, const char* name, std::array<Slot, 5> slots) {
+  static std::deque<std::string> names;  // the table keeps const char*: the strings live here
+  auto keep = [&](const std::string& s) { return names.emplace_back(s).c_str(); };
+  const std::string pre = "layer." + std::to_string(k) + ".";
+  return {{int(slots[0]), keep(pre + "layer_norm.weight"), nullptr, {D::D, D::One}},
+          {int(slots[1]), keep(pre + name + ".q.weight"), nullptr, {D::Dq, D::D}},
+          {int(slots[2]), keep(pre + name + ".k.weight"), nullptr, {D::Dkv, D::D}},
+          {int(slots[3]), keep(pre + name + ".v.weight"), nullptr, {D::Dkv, D::D}},
+          {int(slots[4]), keep(pre + name + ".o.weight"), nullptr, {D::D, D::Dq}}};
+}
+// Its feed-forward sub-layer k: wi (ReLU) or wi_0 (activated) and wi_1 (gated), then wo.
+std::vector<TensorRow> t5Mlp(int k) {
+  static std::deque<std::string> names;
+  auto keep = [&](const std::string& s) { return names.emplace_back(s).c_str(); };
+  const std::string pre = "layer." + std::to_string(k) + ".";
+  return {{int(Slot::MlpNorm), keep(pre + "layer_norm.weight"), nullptr, {D::D, D::One}},
+          {int(Slot::Up), keep(pre + "DenseReluDense.wi.weight"), nullptr, {D::I, D::D}, plainMlp},
+          {int(Slot::Gate), keep(pre + "DenseReluDense.wi_0.weight"), nullptr, {D::I, D::D},
+           gatedMlp},
+          {int(Slot::Up), keep(pre + "DenseReluDense.wi_1.weight"), nullptr, {D::I, D::D},
+           gatedMlp},
+          {int(Slot::Down), keep(pre + "DenseReluDense.wo.weight"), nullptr, {D::D, D::I}}};
+}
+const std::array<Slot, 5> kT5Self = {Slot::AttnNorm, Slot::Q, Slot::K, Slot::V, Slot::O};
+const std::array<Slot, 5> kT5Cross = {Slot::XNorm, Slot::XQ, Slot::XK, Slot::XV, Slot::XO};
+
 const std::vector<TensorRow> kDistilbertGlobals = {
     {int(Global::Embed), "distilbert.embeddings.word_embeddings.weight", nullptr, {D::V, D::D}},
     {int(Global::Positions), "distilbert.embeddings.position_embeddings.weight", nullptr,
@@ -804,6 +900,11 @@ const std::vector<FamilyRow>& table() {
        "distilbert.transformer.layer.{}.", kDistilbertGlobals, kDistilbertLayer},
       {"modernbert", nullptr, modernbertJson, nullptr, "model.", "", "model.layers.{}.",
        kModernbertGlobals, kModernbertLayer},
+      {"t5", nullptr, t5Json, nullptr, "", "", "decoder.block.{}.", kT5Globals,
+       join({t5Attention(0, "SelfAttention", kT5Self), t5Attention(1, "EncDecAttention", kT5Cross),
+             t5Mlp(2)}),
+       false, "n_positions", "encoder.block.{}.",
+       join({t5Attention(0, "SelfAttention", kT5Self), t5Mlp(1)})},
       {"bart", nullptr, bartJson, nullptr, "model.", "", "model.decoder.layers.{}.",
        kBartGlobals,
        join({bartSite("self_attn", kSelfSlots), bartSite("encoder_attn", kCrossSlots), kBartMlp}),
@@ -856,6 +957,8 @@ std::vector<std::int64_t> resolveShape(const std::array<Dim, 2>& shape, const Mo
       case Dim::Dh: return dh;
       case Dim::Positions: return std::int64_t(c.nPositions) + c.positionOffset;
       case Dim::TypeVocab: return c.typeVocabSize;
+      case Dim::Buckets: return c.relBuckets;
+      case Dim::H: return c.nHead;
     }
     return 0;
   };

@@ -48,6 +48,8 @@ enum class Global : int {
   // An encoder-decoder's encoder stack: its positions, embedding norm and final norm (the token
   // embedding is shared).
   EncPositions, EncEmbedNorm, EncEmbedNormB, EncNormF, EncNormFB,
+  // T5's relative position bias tables [buckets, H]: the decoder's and the encoder's.
+  RelBias, EncRelBias,
   Count
 };
 constexpr int kGlobals = int(Global::Count);
@@ -118,7 +120,7 @@ void layerViews(Model::Weights::Layer& L, const ModelConfig& c, bool conv1dInMaj
 // The family table (family_table.cpp): one row per family.
 
 // A shape in the skeleton's terms, resolved against the config.
-enum class Dim : int { One, D, V, I, I2, Dq, Dkv, Dqkv, Dh, Positions, TypeVocab };
+enum class Dim : int { One, D, V, I, I2, Dq, Dkv, Dqkv, Dh, Positions, TypeVocab, Buckets, H };
 
 struct TensorRow {
   int slot;                 // a Slot (per layer) or a Global
@@ -222,6 +224,13 @@ void addEncoderEmbeddings(const Model::Weights& w, const ModelConfig& c,
 // positionOffset + p, or the sinusoids); nothing for RoPE.
 void addPositions(const Model::Weights& w, const ModelConfig& c, int stack, int pos0,
                   MatrixRM& x);
+// T5's position bias of stack `stack` for T_q queries that are the last T_q of T_k positions:
+// [H, T_q, T_k], table[bucket(j - p_i), h] (the encoder's buckets bidirectional, the decoder's
+// causal). Empty when the family has none.
+Tensor3 positionBias(const Model::Weights& w, const ModelConfig& c, int stack, int Tq, int Tk);
+// p's mask gains the additive bias [H, T_q, T_k] (a custom matrix of the intervention's
+// combined: allowed cells keep the bias, disallowed ones become -inf; a custom bias adds).
+void addScoreBias(AttentionParams& p, const Tensor3& bias);
 // The final norm of rows x (none for post-norm families: a copy).
 void finalNorm(const Model::Weights& w, const ModelConfig& c, const MatrixRM& x, MatrixRM& f);
 
@@ -236,6 +245,9 @@ struct Model::Workspace {
   bool decode = false;
   FloatBuffer scratch;
   Weights::Layer converted;
+  // T5's position bias of the stack being run (made once, read by each of its self sites).
+  Tensor3 bias;
+  int biasStack = -1, biasRows = -1;
 
   // The layer's float32 views: the model's own, or the layer converted into the scratch.
   const Weights::Layer& weights(const Weights& w, int l, const ModelConfig& c);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace attnviz {
 
@@ -242,7 +243,11 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
     normForward(NormKind::LayerNorm, h, w.global(Global::HeadNorm), w.global(Global::HeadNormB),
                 c.layerNormEps, transformed);
   }
-  const MatrixRM& f = dense ? transformed : f0;
+  const MatrixRM& unscaled = dense ? transformed : f0;
+  // T5's tied head reads the final states times d^-1/2.
+  MatrixRM scaled;
+  if (c.headInputScale != 1.0f) scaled = unscaled * c.headInputScale;
+  const MatrixRM& f = c.headInputScale != 1.0f ? scaled : unscaled;
   if (w.head.w) {
     linear(f, w.head, logits);
   } else {
@@ -292,6 +297,66 @@ void addPositions(const Model::Weights& w, const ModelConfig& c, int stack, int 
       }
     }
   }
+}
+
+int relativeBucket(int j, int i, bool bidirectional, int buckets, int maxDistance) {
+  const int rel = j - i;
+  int out = 0, n;
+  if (bidirectional) {
+    buckets /= 2;
+    if (rel > 0) out += buckets;
+    n = std::abs(rel);
+  } else {
+    n = std::max(-rel, 0);
+  }
+  const int maxExact = buckets / 2;
+  if (n < maxExact) return out + n;
+  // Computed in float32 as the reference implementation does, then truncated.
+  const float large = float(maxExact) + std::log(float(n) / float(maxExact)) /
+                                            float(std::log(double(maxDistance) / maxExact)) *
+                                            float(buckets - maxExact);
+  return out + std::min(int(large), buckets - 1);
+}
+
+Tensor3 positionBias(const Model::Weights& w, const ModelConfig& c, int stack, int Tq, int Tk) {
+  const float* table = w.global(stack == 1 ? Global::EncRelBias : Global::RelBias);
+  if (c.positions != PositionKind::Relative || !table) return {};
+  const int H = c.nHead;
+  Tensor3 out = Tensor3::uninit(H, Tq, Tk);
+  for (int i = 0; i < Tq; ++i) {
+    const int pi = Tk - Tq + i;
+    for (int j = 0; j < Tk; ++j) {
+      const int b = relativeBucket(j, pi, stack == 1 || !c.causal, c.relBuckets, c.relMaxDistance);
+      for (int h = 0; h < H; ++h) out.at(h, i, j) = table[std::size_t(b) * H + h];
+    }
+  }
+  return out;
+}
+
+void addScoreBias(AttentionParams& p, const Tensor3& bias) {
+  if (bias.empty()) return;
+  MaskSpec& m = p.mask;
+  if (m.customKind == MaskSpec::Custom::None) {
+    m.customKind = MaskSpec::Custom::Bias;
+    m.custom = bias;
+    return;
+  }
+  Tensor3 out = bias;
+  const bool shared = m.custom.heads == 1;
+  for (int h = 0; h < out.heads; ++h) {
+    for (int i = 0; i < out.rows; ++i) {
+      for (int j = 0; j < out.cols; ++j) {
+        const float v = m.custom.at(shared ? 0 : h, i, j);
+        if (m.customKind == MaskSpec::Custom::Allow) {
+          if (v == 0.0f) out.at(h, i, j) = -std::numeric_limits<float>::infinity();
+        } else {
+          out.at(h, i, j) += v;
+        }
+      }
+    }
+  }
+  m.customKind = MaskSpec::Custom::Bias;
+  m.custom = std::move(out);
 }
 
 }  // namespace attnviz

@@ -432,7 +432,14 @@ void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, cons
     splitHeads(ws.qm, H, dh, ws.q);
     splitHeads(ws.km, c.nKvHead, dh, ws.kvK);
     splitHeads(ws.vm, c.nKvHead, dh, ws.kvV);
-    const AttentionParams p = siteAttentionParams(c, iv, SiteId{stack, l, s}, T, Tk);
+    AttentionParams p = siteAttentionParams(c, iv, SiteId{stack, l, s}, T, Tk);
+    if (c.positions == PositionKind::Relative && kinds[std::size_t(s)] != SiteKind::Cross) {
+      if (ws.biasStack != stack || ws.biasRows != T) {
+        ws.bias = positionBias(*w_, c, stack, T, T);
+        ws.biasStack = stack, ws.biasRows = T;
+      }
+      addScoreBias(p, ws.bias);
+    }
     validateParams(p, H, T, Tk);
     ws.engine->runGrouped(ws.q, ws.kvK, ws.kvV, c.kvGroup(), p);
     const AttentionResult& res = ws.engine->result(kStageWeights | kStageOutput | kStageRows);

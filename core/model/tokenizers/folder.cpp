@@ -20,6 +20,9 @@ std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocab
   if (fs::exists(d / "tokenizer.json", ec)) {
     return loadTokenizerJson((d / "tokenizer.json").string(), config, vocabSize);
   }
+  if (fs::exists(d / "spiece.model", ec)) {  // T5: </s> after the text
+    return loadT5SentencePieceTokenizer((d / "spiece.model").string(), vocabSize);
+  }
   if (fs::exists(d / "tokenizer.model", ec)) {
     return loadSentencePieceTokenizer((d / "tokenizer.model").string(), config, vocabSize);
   }

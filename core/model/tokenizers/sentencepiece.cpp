@@ -20,7 +20,7 @@ const std::string kMeta = "\xE2\x96\x81";
 class SpTokenizer final : public Tokenizer {
  public:
   SpTokenizer(const std::string& bytes, const std::string& configText, const std::string& name,
-              const std::string& configName, int vocabSize);
+              const std::string& configName, int vocabSize, bool appendEos = false);
 
   std::vector<int> encode(std::string_view text, bool addSpecial) const override;
   std::string pieceBytes(int id) const override;
@@ -45,7 +45,8 @@ class SpTokenizer final : public Tokenizer {
 std::optional<int> idOrNone(int id) { return id >= 0 ? std::optional<int>(id) : std::nullopt; }
 
 SpTokenizer::SpTokenizer(const std::string& bytes, const std::string& configText,
-                         const std::string& name, const std::string& configName, int vocabSize)
+                         const std::string& name, const std::string& configName, int vocabSize,
+                         bool appendEos)
     : name_(name) {
   const auto status = sp_.LoadFromSerializedProto(bytes);
   if (!status.ok()) {
@@ -65,6 +66,7 @@ SpTokenizer::SpTokenizer(const std::string& bytes, const std::string& configText
   eos_ = idOrNone(sp_.eos_id());
   unk_ = idOrNone(sp_.unk_id());
   addBos_ = bos_.has_value();
+  addEos_ = appendEos && eos_.has_value();
   {
     std::vector<int> ids;
     std::string joined;
@@ -180,6 +182,12 @@ std::unique_ptr<Tokenizer> sentencePieceFromBytes(const std::string& modelBytes,
                                                   const std::string& modelName,
                                                   const std::string& configName, int vocabSize) {
   return std::make_unique<SpTokenizer>(modelBytes, configText, modelName, configName, vocabSize);
+}
+
+std::unique_ptr<Tokenizer> loadT5SentencePieceTokenizer(const std::string& modelPath,
+                                                        int vocabSize) {
+  return std::make_unique<SpTokenizer>(readFile(modelPath), "", modelPath,
+                                       "tokenizer_config.json", vocabSize, true);
 }
 
 std::unique_ptr<Tokenizer> loadSentencePieceTokenizer(const std::string& modelPath,

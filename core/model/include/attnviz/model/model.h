@@ -57,7 +57,8 @@ enum class NormKind { LayerNorm, RMSNorm };
 enum class MlpKind { Plain, Gated };  // act(x W_fc + b) W_proj + b, or (act(x W_g) * x W_u) W_d
 // Learned: a table of rows; Rope: rotations of q and k; Sinusoidal: Vaswani et al.'s fixed
 // sin/cos rows added to the embeddings (Marian: sines in the first half, cosines in the second).
-enum class PositionKind { Learned, Rope, Sinusoidal };
+// Relative: T5's learned bias per head and distance bucket, added to the self sites' scores.
+enum class PositionKind { Learned, Rope, Sinusoidal, Relative };
 // Which dimensions of a head rotate together: HF's rotate-half (dimension i with i + d/2; also
 // llama.cpp's NEOX kind, Qwen2's GGUF tensors) or adjacent pairs (2i with 2i + 1: Meta's
 // checkpoints and llama.cpp's `llama` GGUF tensors).
@@ -159,6 +160,11 @@ struct ModelConfig {
   int nEncoderLayer = 0;
   std::optional<int> decoderStartId;
   std::optional<int> padId;  // config.json's pad_token_id (encoder-decoders never generate it)
+  // T5's relative position buckets (PositionKind::Relative): their number and the distance the
+  // last one starts at; each stack's table is shared by its layers.
+  int relBuckets = 0, relMaxDistance = 128;
+  // The final hidden states times this before the unembedding (T5 with a tied head: d^-1/2).
+  float headInputScale = 1.0f;
 
   int headDim() const { return headSize; }
   int kvGroup() const { return nHead / nKvHead; }
@@ -303,6 +309,10 @@ AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& 
 // Throws InputError when the intervention holds a painted [T, T] mask of another shape.
 AttentionParams layerAttentionParams(const ModelConfig& c, const Interventions& iv, int layer,
                                      int Tq, int Tk);
+// T5's relative position bucket of key position j for a query at position i (Raffel et al.
+// 2020: exact distances below buckets / 4 (bidirectional) or / 2, then logarithmic up to
+// maxDistance; the bidirectional scheme gives keys after the query the upper half).
+int relativeBucket(int j, int i, bool bidirectional, int buckets, int maxDistance);
 // The same for any attention site (a cross site: the keys are the encoder's positions, with no
 // causal mask and no window of the model's own).
 AttentionParams siteAttentionParams(const ModelConfig& c, const Interventions& iv,

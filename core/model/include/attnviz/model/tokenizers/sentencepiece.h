@@ -24,6 +24,11 @@ std::unique_ptr<Tokenizer> loadSentencePieceTokenizer(const std::string& modelPa
                                                       const std::string& configPath = "",
                                                       int vocabSize = 0);
 
+// T5's spiece.model: the model's pieces (no BOS) and </s> after every text, as T5's tokenizer
+// builds its inputs.
+std::unique_ptr<Tokenizer> loadT5SentencePieceTokenizer(const std::string& modelPath,
+                                                        int vocabSize = 0);
+
 // The same from the files' bytes (`configText` may be empty); the names are what errors say.
 std::unique_ptr<Tokenizer> sentencePieceFromBytes(const std::string& modelBytes,
                                                   const std::string& configText,
