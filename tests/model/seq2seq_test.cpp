@@ -317,3 +317,26 @@ TEST(Seq2Seq, DecodeStepsEqualFullPasses) {
         EXPECT_NEAR(got.at(h, 0, j), want.at(h, T - 1, j), 1e-5) << "step " << n;
   }
 }
+
+// A re-run that throws in the decoder after the encoder ran again leaves the result as it was:
+// the encoder's pass too (it is committed with the decoder's layers).
+TEST(Seq2Seq, AFailedRerunKeepsTheEncoder) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  const nlohmann::json& c = g.find("bart_a");
+  const auto m = Model::open(c["folder"].get<std::string>());
+  const ModelConfig& cfg = m->config();
+  ForwardResult r = m->forwardSeq2Seq(ids(c, "source"), ids(c, "target"));
+  const auto encoder = r.encoder;
+  const MatrixRM logits = r.logits;
+  Interventions iv;
+  iv.at(SiteId{1, 0, 0}, cfg).ablatedHeads.push_back(1);
+  LayerIntervention& bad = iv.at(SiteId{0, 1, 0}, cfg);
+  bad.mask.customKind = MaskSpec::Custom::Allow;
+  bad.mask.custom = Tensor3(1, 2, 2, 1.0f);  // not T x T: the decoder's layer 1 throws
+  EXPECT_THROW(m->rerunFrom(r, 0, iv), InputError);
+  EXPECT_EQ(r.encoder, encoder);
+  EXPECT_EQ(r.logits, logits);
+  EXPECT_THROW(m->rerunLogitsAt(r, 0, iv, 1), InputError);
+  EXPECT_EQ(r.encoder, encoder);
+}

@@ -368,14 +368,17 @@ void Model::checkRerun(const ForwardResult& r, int fromLayer, const Intervention
 
 void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) const {
   checkRerun(r, fromLayer, iv);
+  // New interventions in the encoder change what every cross site reads: the encoder runs
+  // again (into `encoder`, committed with the decoder's layers once nothing can throw).
+  std::shared_ptr<const ForwardResult> encoder = r.encoder;
   if (r.encoder && encoderChanged(r.encoder->interventions, iv)) {
-    // New interventions in the encoder change what every cross site reads.
-    r.encoder = runEncoder(r.encoder->ids, iv, r.capture);
+    encoder = runEncoder(r.encoder->ids, iv, r.capture);
     fromLayer = 0;
   }
   std::vector<std::shared_ptr<LayerActivations>> fresh;
   MatrixRM out;
-  runLayers(r, fromLayer, iv, fresh, out);  // its workspace is freed before the logits
+  runLayers(r, fromLayer, iv, fresh, out, 0, encoder.get());  // its workspace is freed here
+  r.encoder = std::move(encoder);
   commit(r, fromLayer, iv, fresh, out);
   // The workspace now lies as free holes between kept activations: hand its pages back, so the
   // peak is the mapped file plus what the result holds.
@@ -385,13 +388,14 @@ void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) 
 
 void Model::runLayers(const ForwardResult& r, int fromLayer, const Interventions& iv,
                       std::vector<std::shared_ptr<LayerActivations>>& fresh, MatrixRM& out,
-                      int stack) const {
+                      int stack, const ForwardResult* encoder) const {
   const int L = config_.layersOf(stack);
   if (fromLayer >= L) {
     out = r.residualOut;
     return;
   }
-  const MatrixRM* enc = r.encoder ? &r.encoder->residualOut : nullptr;
+  if (!encoder) encoder = r.encoder.get();
+  const MatrixRM* enc = encoder ? &encoder->residualOut : nullptr;
   // Layers below fromLayer stay as they are (shared with any copy of r); the ones re-run are new
   // objects, so a pass that shares them keeps its own.
   MatrixRM x = r.layers[fromLayer].residualIn;
@@ -599,8 +603,9 @@ MatrixRM Model::directLogits(const MatrixRM& u, const ForwardResult& r, int pos)
 std::vector<float> Model::rerunLogitsAt(ForwardResult& r, int fromLayer, const Interventions& iv,
                                         int pos) const {
   checkRerun(r, fromLayer, iv);
+  std::shared_ptr<const ForwardResult> encoder = r.encoder;
   if (r.encoder && encoderChanged(r.encoder->interventions, iv)) {
-    r.encoder = runEncoder(r.encoder->ids, iv, r.capture);
+    encoder = runEncoder(r.encoder->ids, iv, r.capture);
     fromLayer = 0;
   }
   // (as_const: the non-const [] would copy a layer another pass shares)
@@ -611,8 +616,9 @@ std::vector<float> Model::rerunLogitsAt(ForwardResult& r, int fromLayer, const I
   }
   std::vector<std::shared_ptr<LayerActivations>> fresh;
   MatrixRM out;
-  runLayers(r, fromLayer, iv, fresh, out);
+  runLayers(r, fromLayer, iv, fresh, out, 0, encoder.get());
   const MatrixRM x = out.row(pos);
+  r.encoder = std::move(encoder);
   commit(r, fromLayer, iv, fresh, out);
   MatrixRM f, logits;
   finalNorm(*w_, config_, x, f);

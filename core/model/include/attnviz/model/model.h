@@ -607,7 +607,7 @@ class Model {
   // commits both once nothing can throw).
   void runLayers(const ForwardResult& r, int fromLayer, const Interventions& iv,
                  std::vector<std::shared_ptr<LayerActivations>>& fresh, MatrixRM& out,
-                 int stack = 0) const;
+                 int stack = 0, const ForwardResult* encoder = nullptr) const;
   // An encoder-decoder's encoder pass over `source` with the interventions' stack-1 sites.
   std::shared_ptr<const ForwardResult> runEncoder(const std::vector<int>& source,
                                                   const Interventions& iv,
