@@ -3,6 +3,7 @@
 // layer's attention weights, the last hidden states and the masked-LM logits, a pair input with
 // token types 0/1, `fill`'s top-k, a folder without the head, and bad folders.
 #include "model_test_util.h"
+#include "reference_script.h"
 
 #include "attnviz/model/model.h"
 
@@ -17,31 +18,10 @@ using namespace attnviz::testing;
 
 namespace {
 
-// The script's output, generated once for the suite.
-struct Generated {
-  TempDir tmp;
-  nlohmann::json cases;
-  bool ok = false;
-  Generated() {
-    const std::string cmd = "/usr/bin/python3 " +
-                            shellQuote((modelDir() / "encoder_reference.py").string()) + " " +
-                            shellQuote(tmp.path.string());
-    if (std::system(cmd.c_str()) != 0) return;
-    std::ifstream f(tmp.path / "cases.json");
-    cases = nlohmann::json::parse(f);
-    ok = true;
-  }
-  fs::path path(const std::string& name) const { return tmp.path / name; }
-  const nlohmann::json& find(const std::string& name) const {
-    for (const auto& c : cases["cases"])
-      if (c["name"] == name) return c;
-    static const nlohmann::json none;
-    return none;
-  }
-};
+using Generated = ReferenceScript;
 
 const Generated& generated() {
-  static Generated g;
+  static Generated g("encoder_reference.py");
   return g;
 }
 

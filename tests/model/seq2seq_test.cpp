@@ -4,6 +4,7 @@
 // cross-attention over the source (every attention site of the model), the logits; interventions
 // and attribution addressed by site; bad folders.
 #include "model_test_util.h"
+#include "reference_script.h"
 
 #include "attnviz/model/attribution.h"
 #include "attnviz/model/model.h"
@@ -18,30 +19,10 @@ using namespace attnviz::testing;
 
 namespace {
 
-struct Generated {
-  TempDir tmp;
-  nlohmann::json cases;
-  bool ok = false;
-  Generated() {
-    const std::string cmd = "/usr/bin/python3 " +
-                            shellQuote((modelDir() / "seq2seq_reference.py").string()) + " " +
-                            shellQuote(tmp.path.string());
-    if (std::system(cmd.c_str()) != 0) return;
-    std::ifstream f(tmp.path / "cases.json");
-    cases = nlohmann::json::parse(f);
-    ok = true;
-  }
-  fs::path path(const std::string& name) const { return tmp.path / name; }
-  const nlohmann::json& find(const std::string& name) const {
-    for (const auto& c : cases)
-      if (c["name"] == name) return c;
-    static const nlohmann::json none;
-    return none;
-  }
-};
+using Generated = ReferenceScript;
 
 const Generated& generated() {
-  static Generated g;
+  static Generated g("seq2seq_reference.py");
   return g;
 }
 

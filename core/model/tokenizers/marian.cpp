@@ -120,19 +120,7 @@ std::vector<int> MarianTokenizer::encodeWith(const sentencepiece::SentencePieceP
       ids.push_back(it == ids_.end() ? unk_ : it->second);
     }
   };
-  std::size_t from = 0, pos = 0;
-  while (pos < text.size()) {
-    int id = -1;
-    const std::size_t len = parseSpecial() ? specials_.longestAt(text, pos, id) : 0;
-    if (len == 0) {
-      ++pos;
-      continue;
-    }
-    encodePart(from, pos);
-    ids.push_back(id);
-    from = pos = pos + len;
-  }
-  encodePart(from, text.size());
+  tok::splitAtLiterals(text, specials_, parseSpecial(), ids, encodePart);
   if (addSpecial) ids.push_back(eos_);
   return ids;
 }

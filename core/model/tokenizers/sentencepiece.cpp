@@ -122,21 +122,8 @@ std::vector<int> SpTokenizer::encode(std::string_view text, bool addSpecial) con
     if (!st.ok()) throw InputError(name_ + ": cannot encode the text (" + st.ToString() + ")");
     ids.insert(ids.end(), part.begin(), part.end());
   };
-  std::size_t from = 0, pos = 0;
-  while (pos < text.size()) {
-    int id = -1;
-    // The matched pieces are all control or unknown ones: none when special parsing is off.
-    const std::size_t len =
-        specials_.empty() || !parseSpecial() ? 0 : specials_.longestAt(text, pos, id);
-    if (len == 0) {
-      ++pos;
-      continue;
-    }
-    encodePart(from, pos);
-    ids.push_back(id);
-    from = pos = pos + len;
-  }
-  encodePart(from, text.size());
+  // The matched pieces are all control or unknown ones: none when special parsing is off.
+  tok::splitAtLiterals(text, specials_, parseSpecial(), ids, encodePart);
   if (addSpecial && addEos_) ids.push_back(*eos_);
   return ids;
 }

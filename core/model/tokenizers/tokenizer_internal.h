@@ -173,4 +173,24 @@ class LiteralMatcher {
   std::vector<Node> nodes_{Node{}};
 };
 
+// Cuts `text` at the matcher's tokens (leftmost-longest; none when `on` is false): each token's
+// id goes to `ids`, and each stretch between them to `encodePart(begin, end)`, in order.
+template <class EncodePart>
+void splitAtLiterals(std::string_view text, const LiteralMatcher& m, bool on, std::vector<int>& ids,
+                     EncodePart&& encodePart) {
+  std::size_t from = 0, pos = 0;
+  while (pos < text.size()) {
+    int id = -1;
+    const std::size_t len = m.empty() || !on ? 0 : m.longestAt(text, pos, id);
+    if (len == 0) {
+      ++pos;
+      continue;
+    }
+    encodePart(from, pos);
+    ids.push_back(id);
+    from = pos = pos + len;
+  }
+  encodePart(from, text.size());
+}
+
 }  // namespace attnviz::tok
