@@ -15,7 +15,7 @@ int runModel(int argc, char** argv) {
   ModelCliOptions o;
   AttentionCliOptions attention;
   int layer = -1, topK = 0;
-  std::string weights, logits, hidden, decoderWeights, crossWeights;
+  std::string weights, logits, hidden, decoderWeights, crossWeights, residual;
   addModelOptions(app, o, true);
   addTextPairOption(app, o);
   addTargetOptions(app, o);
@@ -26,6 +26,9 @@ int runModel(int argc, char** argv) {
   app.add_option("--logits", logits,
                  "write the logits [T, V] (float32 .npy; encoders: the masked-LM head's)");
   app.add_option("--hidden", hidden, "write the last hidden states [T, d] (float32 .npy)");
+  app.add_option("--residual", residual,
+                 "write the residual stream [L + 1, T, d]: after the embeddings and after each "
+                 "layer, before the final norm (float32 .npy; encoder-decoders: the decoder's)");
   app.add_option("--decoder-weights", decoderWeights,
                  "encoder-decoders: the decoder's self-attention [L_dec, H, T_tgt, T_tgt] "
                  "(--weights: the encoder's [L_enc, H, T_src, T_src])");
@@ -97,9 +100,17 @@ int runModel(int argc, char** argv) {
       const MatrixRM h = m.lastHidden(r.residualOut);
       saveNpy(hidden, {T, c.nEmbd}, h.data());
     }
+    if (!residual.empty()) {  // every pass keeps each layer's incoming stream
+      std::vector<float> all;
+      all.reserve(std::size_t(c.nLayer + 1) * std::size_t(T) * std::size_t(c.nEmbd));
+      auto add = [&](const MatrixRM& x) { all.insert(all.end(), x.data(), x.data() + x.size()); };
+      for (const LayerActivations& a : r.layers) add(a.residualIn);
+      add(r.residualOut);
+      saveNpy(residual, {c.nLayer + 1, T, c.nEmbd}, all.data());
+    }
 
     const bool quiet = !weights.empty() || !logits.empty() || !hidden.empty() || topK > 0 ||
-                       !decoderWeights.empty() || !crossWeights.empty();
+                       !decoderWeights.empty() || !crossWeights.empty() || !residual.empty();
     if (!quiet) {
       std::printf("model: %s (%d layers x %d heads, d=%d, vocab %d, %s)\n", m.files().dir.c_str(),
                   c.nLayer, c.nHead, c.nEmbd, c.vocabSize, m.weightsDescription().c_str());

@@ -193,7 +193,7 @@ def modernbert_forward(p, ids, cfg):
     x = ln(p["word"][torch.tensor(ids)], p["emb_norm"])
     T, d = x.shape
     dh = d // heads
-    weights = []
+    weights, stream = [], [x]
     dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs()
     for l, L in enumerate(p["layers"]):
         h = x if l == 0 else ln(x, L["attn_norm"])
@@ -209,9 +209,10 @@ def modernbert_forward(p, ids, cfg):
         x = x + (a @ v).transpose(0, 1).reshape(T, d) @ L["Wo"].T
         inp, gate = (ln(x, L["mlp_norm"]) @ L["Wi"].T).chunk(2, dim=-1)
         x = x + (gelu(inp) * gate) @ L["Wo2"].T
+        stream.append(x)
     hidden = ln(x, p["final_norm"])
     z = ln(gelu(hidden @ p["head_dense"].T), p["head_norm"])
-    return torch.stack(weights), hidden, z @ p["word"].T + p["head_bias"]
+    return torch.stack(weights), hidden, z @ p["word"].T + p["head_bias"], torch.stack(stream)
 
 
 def modernbert_tensors(p):
@@ -414,8 +415,8 @@ def main():
     write_folder(os.path.join(out, "modernbert_mlm"), mcfg, modernbert_tensors(mb), "wordpiece")
     text = "The cat sat on the [MASK] in the sun and played."
     ids = [ID["[CLS]"]] + wordpiece(text) + [ID["[SEP]"]]
-    w, hidden, logits = modernbert_forward(mb, ids, mcfg)
-    for what, t in (("weights", w), ("hidden", hidden), ("logits", logits)):
+    w, hidden, logits, stream = modernbert_forward(mb, ids, mcfg)
+    for what, t in (("weights", w), ("hidden", hidden), ("logits", logits), ("residual", stream)):
         save(os.path.join(out, "modernbert_%s.npy" % what), t)
     cases.append({"name": "modernbert", "folder": "modernbert_mlm", "ids": ids,
                   "types": [0] * len(ids), "fill": []})

@@ -104,6 +104,25 @@ TEST(Encoders, DistilbertMatchesTorch) { checkCase("distilbert_single"); }
 // RoPE with the global and local bases, local layers that see |i - j| <= 2 (T = 14 here).
 TEST(Encoders, ModernbertMatchesTorch) { checkCase("modernbert"); }
 
+// `model --residual`: the stream after the embeddings (their norm included) and after each
+// layer, [L + 1, T, d], against the reference's, within 1e-4 of its scale.
+TEST(Encoders, ResidualStreamMatchesTorch) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  const nlohmann::json& c = g.find("modernbert");
+  TempDir out;
+  const fs::path r = out.path / "r.npy";
+  const CliRun run = runBinary({"model", "--model", g.path(c["folder"]).string(), "--ids",
+                                idList(c["ids"].get<std::vector<int>>()), "--residual",
+                                r.string()},
+                               out.path);
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  const NpyArray got = readNpy(r.string());
+  const NpyArray want = readNpy(g.path("modernbert_residual.npy").string());
+  EXPECT_EQ(got.shape, want.shape);
+  expectClose(got.data, want, 0, 1e-4, "residual stream");
+}
+
 TEST(Encoders, FillGivesTheReferenceTopK) {
   checkFill("bert_single");
   checkFill("bert_pair");
