@@ -155,7 +155,7 @@ struct FamilyRow {
   const char* contextKey = "max_position_embeddings";
   // An encoder-decoder's encoder layers: their prefix ({} for the index) and tensors.
   const char* encoderLayerPrefix = nullptr;
-  std::vector<TensorRow> encoderLayer;
+  std::vector<TensorRow> encoderLayer = {};
 };
 
 // The row of a config.json model_type or a GGUF architecture; null when none.

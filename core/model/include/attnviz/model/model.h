@@ -4,7 +4,7 @@
 // One layer skeleton for every family. A family is data: ModelConfig describes the block (norm
 // kind and placement, q/k norm, score scale, softcaps, causal or bidirectional, the window and
 // RoPE base per layer, biases, fused tensors, scaled embeddings), and the family table
-// (family_table.cpp) maps config.json keys, GGUF metadata and tensor names onto it. The full
+// (family_table.cpp and its families_*.cpp rows) maps config.json keys, GGUF metadata and tensor names onto it. The full
 // pass, a decode step, the Q/K/V recompute and attribution all run that one skeleton
 // (pass.cpp's Workspace::block):
 //

@@ -1,0 +1,273 @@
+// The encoder families' rows (bert, roberta, distilbert, modernbert): their config.json
+// readers and tensor names (family_table.cpp joins the rows).
+#include "family_rows.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <deque>
+
+namespace attnviz {
+
+using namespace family_rows;
+
+namespace {
+
+using nlohmann::json;
+using namespace json_keys;
+using D = Dim;
+
+// ---- Encoders (bert, roberta, distilbert): post-norm, bidirectional, learned positions, an
+// embedding LayerNorm, biases everywhere; the masked-LM head when the folder has it.
+
+void bertStyle(const json& j, const std::string& path, ModelConfig& c) {
+  c.nLayer = requireInt(j, path, {"num_hidden_layers"});
+  c.nHead = requireInt(j, path, {"num_attention_heads"});
+  c.nEmbd = requireInt(j, path, {"hidden_size"});
+  c.nInner = requireInt(j, path, {"intermediate_size"});
+  c.nPositions = requireInt(j, path, {"max_position_embeddings"});
+  c.vocabSize = requireInt(j, path, {"vocab_size"});
+  c.typeVocabSize = optionalInt(j, path, "type_vocab_size", 2);
+  c.layerNormEps = float(optionalNumber(j, path, "layer_norm_eps", 1e-12, 0, 1));
+  c.activationName = optionalString(j, path, "hidden_act", "gelu");
+  const std::string pe = optionalString(j, path, "position_embedding_type", "absolute");
+  if (pe != "absolute") {
+    throw InputError(path + ": position_embedding_type \"" + pe +
+                     "\" is not supported (absolute)");
+  }
+  c.tiedHead = flag(j, "tie_word_embeddings", true);
+  encoderBlock(path, c);
+}
+
+void bertJson(const json& j, const std::string& path, ModelConfig& c) { bertStyle(j, path, c); }
+
+// RoBERTa: position ids start at padding_idx + 1 (HF's create_position_ids_from_input_ids for a
+// text without padding), so the table's first pad + 1 rows are never read.
+void robertaJson(const json& j, const std::string& path, ModelConfig& c) {
+  bertStyle(j, path, c);
+  const int pad = j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()
+                      ? j["pad_token_id"].get<int>()
+                      : 1;
+  c.positionOffset = pad + 1;
+  if (pad < 0 || c.positionOffset >= c.nPositions) {
+    throw InputError(path + ": pad_token_id " + std::to_string(pad) +
+                     " leaves no positions of max_position_embeddings " +
+                     std::to_string(c.nPositions) + " (positions start at pad_token_id + 1)");
+  }
+  c.nPositions -= c.positionOffset;
+  c.headActivation = Activation::GeluErf;  // RobertaLMHead's gelu, whatever hidden_act says
+}
+
+void distilbertJson(const json& j, const std::string& path, ModelConfig& c) {
+  c.nLayer = requireInt(j, path, {"n_layers"});
+  c.nHead = requireInt(j, path, {"n_heads"});
+  c.nEmbd = requireInt(j, path, {"dim"});
+  c.nInner = requireInt(j, path, {"hidden_dim"});
+  c.nPositions = requireInt(j, path, {"max_position_embeddings"});
+  c.vocabSize = requireInt(j, path, {"vocab_size"});
+  c.typeVocabSize = 0;
+  c.layerNormEps = 1e-12f;  // DistilBERT's LayerNorms are built with eps 1e-12
+  c.activationName = optionalString(j, path, "activation", "gelu");
+  c.tiedHead = flag(j, "tie_word_embeddings", true);
+  encoderBlock(path, c);
+}
+
+bool hasTokenTypes(const ModelConfig& c) { return c.typeVocabSize > 0; }
+
+// ModernBERT (Warner et al. 2024): a pre-norm bidirectional encoder without biases (unless
+// configured), LayerNorms without bias, fused Wqkv, GeGLU (Wi's first half activated, times its
+// second), RoPE with one base for the global layers and another for the local ones; every
+// global_attn_every_n_layers-th layer (from 0) is global, the others see keys within
+// local_attention / 2 of the query.
+void modernbertJson(const json& j, const std::string& path, ModelConfig& c) {
+  c.nLayer = requireInt(j, path, {"num_hidden_layers"});
+  c.nHead = requireInt(j, path, {"num_attention_heads"});
+  c.nEmbd = requireInt(j, path, {"hidden_size"});
+  c.nInner = requireInt(j, path, {"intermediate_size"});
+  c.nPositions = requireInt(j, path, {"max_position_embeddings"});
+  c.vocabSize = requireInt(j, path, {"vocab_size"});
+  c.nKvHead = c.nHead;
+  if (c.nEmbd % c.nHead != 0 || (c.nEmbd / c.nHead) % 2 != 0) {
+    throw InputError(path + ": hidden_size " + std::to_string(c.nEmbd) + " over " +
+                     std::to_string(c.nHead) + " heads is not an even head size (RoPE pairs)");
+  }
+  c.headSize = c.ropeDim = c.nEmbd / c.nHead;
+  c.norm = NormKind::LayerNorm;
+  c.layerNormEps = float(optionalNumber(j, path, "norm_eps", 1e-5, 0, 1));
+  c.normPlacement = NormPlacement::Pre;
+  c.causal = false;
+  c.positions = PositionKind::Rope;
+  c.ropeStyle = RopeStyle::HalfSplit;
+  c.ropeTheta = float(optionalNumber(j, path, "global_rope_theta", 160000.0, 1.0, 1e12));
+  const float local = float(optionalNumber(j, path, "local_rope_theta", 10000.0, 1.0, 1e12));
+  const int window = optionalInt(j, path, "local_attention", 128);
+  const int every = optionalInt(j, path, "global_attn_every_n_layers", 3);
+  c.layerWindows.assign(std::size_t(c.nLayer), 0);
+  c.layerRopeTheta.assign(std::size_t(c.nLayer), c.ropeTheta);
+  for (int l = 0; l < c.nLayer; ++l) {
+    if (l % every != 0) c.layerWindows[l] = window, c.layerRopeTheta[l] = local;
+  }
+  c.mlp = MlpKind::Gated;
+  c.activationName = optionalString(j, path, "hidden_activation", "gelu");
+  parseActivation(c, path);
+  {
+    ModelConfig head;
+    head.activationName = optionalString(j, path, "classifier_activation", "gelu");
+    parseActivation(head, path);
+    c.headActivation = head.activation;
+  }
+  for (const char* key : {"attention_bias", "mlp_bias", "norm_bias", "classifier_bias"}) {
+    if (flag(j, key, false)) {
+      throw InputError(path + ": " + key + " true is not supported (ModernBERT's layers have no "
+                       "biases)");
+    }
+  }
+  c.tiedHead = flag(j, "tie_word_embeddings", true);
+}
+
+const std::vector<TensorRow> kBertGlobals = {
+    {int(Global::Embed), "bert.embeddings.word_embeddings.weight", nullptr, {D::V, D::D}},
+    {int(Global::Positions), "bert.embeddings.position_embeddings.weight", nullptr,
+     {D::Positions, D::D}},
+    {int(Global::TokenTypes), "bert.embeddings.token_type_embeddings.weight", nullptr,
+     {D::TypeVocab, D::D}, hasTokenTypes},
+    {int(Global::EmbedNorm),
+     "bert.embeddings.LayerNorm.weight|bert.embeddings.LayerNorm.gamma",
+     nullptr, {D::D, D::One}},
+    {int(Global::EmbedNormB),
+     "bert.embeddings.LayerNorm.bias|bert.embeddings.LayerNorm.beta",
+     nullptr, {D::D, D::One}},
+    {int(Global::HeadDense), "cls.predictions.transform.dense.weight", nullptr, {D::D, D::D},
+     nullptr, true},
+    {int(Global::HeadDenseB), "cls.predictions.transform.dense.bias", nullptr, {D::D, D::One},
+     nullptr, true},
+    {int(Global::HeadNorm),
+     "cls.predictions.transform.LayerNorm.weight|cls.predictions.transform.LayerNorm.gamma",
+     nullptr,
+     {D::D, D::One}, nullptr, true},
+    {int(Global::HeadNormB),
+     "cls.predictions.transform.LayerNorm.bias|cls.predictions.transform.LayerNorm.beta",
+     nullptr,
+     {D::D, D::One}, nullptr, true},
+    {int(Global::HeadBias), "cls.predictions.bias|cls.predictions.decoder.bias", nullptr,
+     {D::V, D::One}, nullptr, true},
+    {int(Global::Head), "cls.predictions.decoder.weight", nullptr, {D::V, D::D}, untied},
+};
+const std::vector<TensorRow> kBertLayer = {
+    {int(Slot::Q), "attention.self.query.weight", nullptr, {D::Dq, D::D}},
+    {int(Slot::QB), "attention.self.query.bias", nullptr, {D::Dq, D::One}},
+    {int(Slot::K), "attention.self.key.weight", nullptr, {D::Dkv, D::D}},
+    {int(Slot::KB), "attention.self.key.bias", nullptr, {D::Dkv, D::One}},
+    {int(Slot::V), "attention.self.value.weight", nullptr, {D::Dkv, D::D}},
+    {int(Slot::VB), "attention.self.value.bias", nullptr, {D::Dkv, D::One}},
+    {int(Slot::O), "attention.output.dense.weight", nullptr, {D::D, D::Dq}},
+    {int(Slot::OB), "attention.output.dense.bias", nullptr, {D::D, D::One}},
+    {int(Slot::PostAttnNorm),
+     "attention.output.LayerNorm.weight|attention.output.LayerNorm.gamma",
+     nullptr, {D::D, D::One}},
+    {int(Slot::PostAttnNormB),
+     "attention.output.LayerNorm.bias|attention.output.LayerNorm.beta",
+     nullptr, {D::D, D::One}},
+    {int(Slot::Up), "intermediate.dense.weight", nullptr, {D::I, D::D}},
+    {int(Slot::UpB), "intermediate.dense.bias", nullptr, {D::I, D::One}},
+    {int(Slot::Down), "output.dense.weight", nullptr, {D::D, D::I}},
+    {int(Slot::DownB), "output.dense.bias", nullptr, {D::D, D::One}},
+    {int(Slot::PostMlpNorm),
+     "output.LayerNorm.weight|output.LayerNorm.gamma",
+     nullptr, {D::D, D::One}},
+    {int(Slot::PostMlpNormB),
+     "output.LayerNorm.bias|output.LayerNorm.beta",
+     nullptr, {D::D, D::One}},
+};
+
+// RoBERTa: BERT's layers under "roberta.", the head as "lm_head".
+const std::vector<TensorRow> kRobertaGlobals = {
+    {int(Global::Embed), "roberta.embeddings.word_embeddings.weight", nullptr, {D::V, D::D}},
+    {int(Global::Positions), "roberta.embeddings.position_embeddings.weight", nullptr,
+     {D::Positions, D::D}},
+    {int(Global::TokenTypes), "roberta.embeddings.token_type_embeddings.weight", nullptr,
+     {D::TypeVocab, D::D}, hasTokenTypes},
+    {int(Global::EmbedNorm),
+     "roberta.embeddings.LayerNorm.weight|roberta.embeddings.LayerNorm.gamma",
+     nullptr, {D::D, D::One}},
+    {int(Global::EmbedNormB),
+     "roberta.embeddings.LayerNorm.bias|roberta.embeddings.LayerNorm.beta",
+     nullptr, {D::D, D::One}},
+    {int(Global::HeadDense), "lm_head.dense.weight", nullptr, {D::D, D::D}, nullptr, true},
+    {int(Global::HeadDenseB), "lm_head.dense.bias", nullptr, {D::D, D::One}, nullptr, true},
+    {int(Global::HeadNorm), "lm_head.layer_norm.weight", nullptr, {D::D, D::One}, nullptr, true},
+    {int(Global::HeadNormB), "lm_head.layer_norm.bias", nullptr, {D::D, D::One}, nullptr, true},
+    {int(Global::HeadBias), "lm_head.bias|lm_head.decoder.bias", nullptr, {D::V, D::One},
+     nullptr, true},
+    {int(Global::Head), "lm_head.decoder.weight", nullptr, {D::V, D::D}, untied},
+};
+
+// DistilBERT: its own names, no token types.
+// ModernBERT (ModernBertForMaskedLM: "model." and the head outside it; ModernBertModel:
+// without "model.").
+const std::vector<TensorRow> kModernbertGlobals = {
+    {int(Global::Embed), "model.embeddings.tok_embeddings.weight", nullptr, {D::V, D::D}},
+    {int(Global::EmbedNorm), "model.embeddings.norm.weight", nullptr, {D::D, D::One}},
+    {int(Global::NormF), "model.final_norm.weight", nullptr, {D::D, D::One}},
+    {int(Global::HeadDense), "head.dense.weight", nullptr, {D::D, D::D}, nullptr, true},
+    {int(Global::HeadNorm), "head.norm.weight", nullptr, {D::D, D::One}, nullptr, true},
+    {int(Global::HeadBias), "decoder.bias", nullptr, {D::V, D::One}, nullptr, true},
+    {int(Global::Head), "decoder.weight", nullptr, {D::V, D::D}, untied},
+};
+const std::vector<TensorRow> kModernbertLayer = {
+    {int(Slot::Qkv), "attn.Wqkv.weight", nullptr, {D::Dqkv, D::D}},
+    {int(Slot::AttnNorm), "attn_norm.weight", nullptr, {D::D, D::One}, nullptr, false, 1},
+    {int(Slot::O), "attn.Wo.weight", nullptr, {D::D, D::Dq}},
+    {int(Slot::MlpNorm), "mlp_norm.weight", nullptr, {D::D, D::One}},
+    {int(Slot::GateUp), "mlp.Wi.weight", nullptr, {D::I2, D::D}},
+    {int(Slot::Down), "mlp.Wo.weight", nullptr, {D::D, D::I}},
+};
+
+const std::vector<TensorRow> kDistilbertGlobals = {
+    {int(Global::Embed), "distilbert.embeddings.word_embeddings.weight", nullptr, {D::V, D::D}},
+    {int(Global::Positions), "distilbert.embeddings.position_embeddings.weight", nullptr,
+     {D::Positions, D::D}},
+    {int(Global::EmbedNorm), "distilbert.embeddings.LayerNorm.weight", nullptr, {D::D, D::One}},
+    {int(Global::EmbedNormB), "distilbert.embeddings.LayerNorm.bias", nullptr, {D::D, D::One}},
+    {int(Global::HeadDense), "vocab_transform.weight", nullptr, {D::D, D::D}, nullptr, true},
+    {int(Global::HeadDenseB), "vocab_transform.bias", nullptr, {D::D, D::One}, nullptr, true},
+    {int(Global::HeadNorm), "vocab_layer_norm.weight", nullptr, {D::D, D::One}, nullptr, true},
+    {int(Global::HeadNormB), "vocab_layer_norm.bias", nullptr, {D::D, D::One}, nullptr, true},
+    {int(Global::HeadBias), "vocab_projector.bias", nullptr, {D::V, D::One}, nullptr, true},
+    {int(Global::Head), "vocab_projector.weight", nullptr, {D::V, D::D}, untied},
+};
+const std::vector<TensorRow> kDistilbertLayer = {
+    {int(Slot::Q), "attention.q_lin.weight", nullptr, {D::Dq, D::D}},
+    {int(Slot::QB), "attention.q_lin.bias", nullptr, {D::Dq, D::One}},
+    {int(Slot::K), "attention.k_lin.weight", nullptr, {D::Dkv, D::D}},
+    {int(Slot::KB), "attention.k_lin.bias", nullptr, {D::Dkv, D::One}},
+    {int(Slot::V), "attention.v_lin.weight", nullptr, {D::Dkv, D::D}},
+    {int(Slot::VB), "attention.v_lin.bias", nullptr, {D::Dkv, D::One}},
+    {int(Slot::O), "attention.out_lin.weight", nullptr, {D::D, D::Dq}},
+    {int(Slot::OB), "attention.out_lin.bias", nullptr, {D::D, D::One}},
+    {int(Slot::PostAttnNorm), "sa_layer_norm.weight", nullptr, {D::D, D::One}},
+    {int(Slot::PostAttnNormB), "sa_layer_norm.bias", nullptr, {D::D, D::One}},
+    {int(Slot::Up), "ffn.lin1.weight", nullptr, {D::I, D::D}},
+    {int(Slot::UpB), "ffn.lin1.bias", nullptr, {D::I, D::One}},
+    {int(Slot::Down), "ffn.lin2.weight", nullptr, {D::D, D::I}},
+    {int(Slot::DownB), "ffn.lin2.bias", nullptr, {D::D, D::One}},
+    {int(Slot::PostMlpNorm), "output_layer_norm.weight", nullptr, {D::D, D::One}},
+    {int(Slot::PostMlpNormB), "output_layer_norm.bias", nullptr, {D::D, D::One}},
+};
+
+}  // namespace
+
+std::vector<FamilyRow> family_rows::encoders() {
+  return {
+      {"bert", nullptr, bertJson, nullptr, "bert.", "", "bert.encoder.layer.{}.", kBertGlobals,
+       kBertLayer},
+      {"roberta", nullptr, robertaJson, nullptr, "roberta.", "", "roberta.encoder.layer.{}.",
+       kRobertaGlobals, kBertLayer},
+      {"distilbert", nullptr, distilbertJson, nullptr, "distilbert.", "",
+       "distilbert.transformer.layer.{}.", kDistilbertGlobals, kDistilbertLayer},
+      {"modernbert", nullptr, modernbertJson, nullptr, "model.", "", "model.layers.{}.",
+       kModernbertGlobals, kModernbertLayer},
+  };
+}
+
+}  // namespace attnviz
