@@ -26,6 +26,8 @@ Architectures (config.json model_type), with llama.cpp's tensor names:
       ffn_up, ffn_down}.{weight,bias}, output_norm, output (only if untied). GPT-2's Conv1D
       stores [in, out]; ggml wants out rows of in values (ne = [in, out]), so those four
       matrices are transposed.
+  qwen3, gemma2, gemma3_text (-> "gemma3"), phi3, olmo2: see decoder_families.py (NEOX rope,
+      nothing permuted; Gemma's norms written as w + 1).
 
 Types: --type F32|F16|BF16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q2_K|Q3_K|Q4_K|Q5_K|Q6_K applies to the
 2-D weights; 1-D tensors (norms, biases) stay F32; a matrix whose row length is not a multiple
@@ -44,6 +46,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decoder_families  # noqa: E402
 import quants  # noqa: E402
 from gguf_file import (GGUFWriter, U32, I32T, F32T, STRT, ARR, F32, BOOL_, STR)  # noqa: E402
 
@@ -435,7 +438,7 @@ def vocab_from_gpt2_files(folder, config, pre):
 
 
 def load_vocab(folder, config, arch, how="auto", pre=None):
-    default_pre = {"llama": "llama-bpe", "qwen2": "qwen2", "gpt2": "gpt-2"}[arch]
+    default_pre = {"llama": "llama-bpe", "qwen2": "qwen2", "gpt2": "gpt-2"}.get(arch, "default")
     pre = pre or default_pre
     has = lambda f: os.path.exists(os.path.join(folder, f))  # noqa: E731
     if how == "auto":
@@ -460,11 +463,14 @@ def load_vocab(folder, config, arch, how="auto", pre=None):
 
 # ------------------------------------------------------------------ models
 
-ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "gpt2": "gpt2"}
+ARCH = dict({"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "gpt2": "gpt2"},
+            **decoder_families.ARCH)
 
 
 def hparams(config, arch, w):
     a = arch
+    if config.get("model_type") in decoder_families.ARCH:
+        return decoder_families.hparams(config, arch, w)
     ctx = config.get("max_position_embeddings") or config.get("n_positions") or config.get("n_ctx")
     if arch == "gpt2":
         d = config["n_embd"]
@@ -567,6 +573,8 @@ def tensor_plan(config, arch, weights):
             plan.append(("output.weight", take("lm_head.weight")))
         return plan
 
+    if config.get("model_type") in decoder_families.ARCH:
+        return decoder_families.tensor_plan(config, arch, names, take)
     heads = config["num_attention_heads"]
     kv = config.get("num_key_value_heads") or heads
     L = config["num_hidden_layers"]
@@ -677,7 +685,7 @@ def main(argv=None):
     try:
         convert(a.model_dir, a.out, a.type, a.vocab_only, a.name, a.pre, a.tokenizer, a.version, a.alignment,
                 fallback=a.fallback)
-    except ConvertError as e:
+    except (ConvertError, decoder_families.FamilyError) as e:
         print("error: %s" % e, file=sys.stderr)
         return 1
     return 0
