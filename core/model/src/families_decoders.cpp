@@ -230,9 +230,14 @@ void gpt2Gguf(const GgufFile& f, ModelConfig& c) {
   }
 }
 
+// The metadata keys' prefix: the row's GGUF architecture ("gemma3" for gemma3_text).
+std::string ggufPrefix(const ModelConfig& c) {
+  const FamilyRow* row = familyByName(c.family);
+  return std::string(row && row->ggufArch ? row->ggufArch : c.family.c_str()) + ".";
+}
+
 void ropeGguf(const GgufFile& f, ModelConfig& c, RopeStyle style) {
-  const std::string p = c.family == "llama" || c.family == "mistral" ? "llama."
-                                                                     : std::string(c.family) + ".";
+  const std::string p = ggufPrefix(c);
   c.norm = NormKind::RMSNorm;
   c.layerNormEps = float(f.getFloat(p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.positions = PositionKind::Rope;
@@ -278,6 +283,119 @@ void ropeGguf(const GgufFile& f, ModelConfig& c, RopeStyle style) {
 // llama.cpp's `llama` tensors keep Meta's adjacent RoPE pairs; its `qwen2` tensors rotate halves.
 void llamaGguf(const GgufFile& f, ModelConfig& c) { ropeGguf(f, c, RopeStyle::Interleaved); }
 void qwen2Gguf(const GgufFile& f, ModelConfig& c) { ropeGguf(f, c, RopeStyle::HalfSplit); }
+
+// llama.cpp runs qwen3, gemma2, gemma3, phi3 and olmo2 with NEOX RoPE (halves) and its converter
+// leaves their q/k rows as Hugging Face stores them: HalfSplit, nothing permuted.
+void qwen3Gguf(const GgufFile& f, ModelConfig& c) {
+  ropeGguf(f, c, RopeStyle::HalfSplit);
+  c.qkNorm = QkNorm::PerHead;
+}
+
+// A metadata number that must lie in [lo, hi] when present.
+std::optional<double> ggufNumber(const GgufFile& f, const std::string& key, double lo, double hi) {
+  const auto v = f.getFloat(key);
+  if (v && !(*v >= lo && *v <= hi)) {
+    throw InputError(f.path() + ": " + key + " = " + std::to_string(*v) + " is outside " +
+                     std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  return v;
+}
+
+// Gemma 2 and 3 as llama.cpp stores them. Its converter writes every norm weight with Gemma's +1
+// already added (w + 1), so the file's weights are used as they are (no offset here, where the
+// config.json readers use 1 + w). The embeddings are scaled by sqrt(d); the MLP is GeGLU (tanh).
+// GGUF has no query_pre_attn_scalar: llama.cpp scales the scores by 1/sqrt(d / heads) for the
+// 27B models (`bigLayers` layers: 46 for Gemma 2, 62 for Gemma 3) and by 1/sqrt(head size) for the
+// others. Local layers: `attention.sliding_window_pattern` when the file has it (a period p:
+// layer l is local iff l % p < p - 1; or one flag a layer, true = local), else the family's
+// period (2 for Gemma 2: the even layers; 6 for Gemma 3).
+void gemmaGguf(const GgufFile& f, ModelConfig& c, int window, int period, int bigLayers) {
+  const std::string p = ggufPrefix(c);
+  ropeGguf(f, c, RopeStyle::HalfSplit);
+  c.activation = Activation::GeluTanh;
+  c.activationName = "gelu_pytorch_tanh";
+  c.normPlacement = NormPlacement::Sandwich;
+  c.normWeightOffset = 0.0f;
+  c.embedScale = std::sqrt(float(c.nEmbd));
+  c.scoreScale = c.nLayer == bigLayers ? float(1.0 / std::sqrt(double(c.nEmbd / c.nHead))) : 0.0f;
+  c.slidingWindow = 0;
+  c.layerWindows.assign(std::size_t(c.nLayer), 0);
+  if (window <= 0) return;
+  const std::string key = p + "attention.sliding_window_pattern";
+  const GgufValue* v = f.find(key);
+  if (v && v->type == GgufValueType::Array) {
+    const std::vector<std::int64_t> flags = *f.getIntArray(key);
+    if (int(flags.size()) != c.nLayer) {
+      throw InputError(f.path() + ": " + key + " must hold one flag for each of the " +
+                       std::to_string(c.nLayer) + " layers (it holds " +
+                       std::to_string(flags.size()) + ")");
+    }
+    for (int l = 0; l < c.nLayer; ++l)
+      if (flags[std::size_t(l)] != 0) c.layerWindows[l] = window;
+    return;
+  }
+  if (v) period = ggufInt(f, key);
+  for (int l = 0; l < c.nLayer; ++l)
+    if (l % period < period - 1) c.layerWindows[l] = window;
+}
+
+void gemma2Gguf(const GgufFile& f, ModelConfig& c) {
+  const std::string p = ggufPrefix(c);
+  // llama.cpp's defaults when the keys are absent: window 4096, caps 50 and 30; it always caps.
+  const int window = ggufInt(f, p + "attention.sliding_window", 4096);
+  gemmaGguf(f, c, window, 2, 46);
+  c.attnSoftcap = float(ggufNumber(f, p + "attn_logit_softcapping", 1e-6, 1e9).value_or(50.0));
+  c.logitSoftcap = float(ggufNumber(f, p + "final_logit_softcapping", 1e-6, 1e9).value_or(30.0));
+}
+
+void gemma3Gguf(const GgufFile& f, ModelConfig& c) {
+  const std::string p = ggufPrefix(c);
+  // No window (key absent or 0): every layer global, as llama.cpp reads it.
+  int window = 0;
+  if (const auto w = f.getInt(p + "attention.sliding_window"); w && *w != 0)
+    window = ggufInt(f, p + "attention.sliding_window");
+  gemmaGguf(f, c, window, 6, 62);
+  c.qkNorm = QkNorm::PerHead;
+  // Gemma 3 has no attention cap unless the file says one (llama.cpp's own gemma3 graph applies
+  // none); the final cap is optional (0 = none).
+  c.attnSoftcap = float(ggufNumber(f, p + "attn_logit_softcapping", 0, 1e9).value_or(0.0));
+  c.logitSoftcap = float(ggufNumber(f, p + "final_logit_softcapping", 0, 1e9).value_or(0.0));
+  // The local layers rotate with their own base (llama.cpp: 10000 unless rope.freq_base_swa
+  // says otherwise) and without the global layers' scaling.
+  localRope(c, float(ggufNumber(f, p + "rope.freq_base_swa", 1.0, 1e12).value_or(10000.0)));
+}
+
+void phi3Gguf(const GgufFile& f, ModelConfig& c) {
+  const std::string p = ggufPrefix(c);
+  ropeGguf(f, c, RopeStyle::HalfSplit);
+  // Phi-3's LongRoPE (the 128k models) is stored as two tensors of per-frequency factors; like
+  // config.json's rope_scaling "longrope", it is not supported.
+  for (const char* t : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    if (f.findTensor(t)) {
+      throw InputError(f.path() + ": tensor '" + t +
+                       "' (Phi-3 LongRoPE scaling) is not supported (none, linear)");
+    }
+  }
+  if (c.ropeDim != c.headSize) {
+    throw InputError(f.path() + ": " + p + "rope.dimension_count " + std::to_string(c.ropeDim) +
+                     " is not the head size " + std::to_string(c.headSize) +
+                     " (a partial rotary factor is not supported)");
+  }
+  // The window, when the file has one, applies to every layer (as config.json's sliding_window;
+  // llama.cpp currently runs Phi-3 without it).
+}
+
+void olmo2Gguf(const GgufFile& f, ModelConfig& c) {
+  const std::string p = ggufPrefix(c);
+  ropeGguf(f, c, RopeStyle::HalfSplit);
+  c.normPlacement = NormPlacement::After;
+  c.qkNorm = QkNorm::Whole;
+  if (c.slidingWindow > 0) {
+    throw InputError(f.path() + ": " + p + "attention.sliding_window " +
+                     std::to_string(c.slidingWindow) +
+                     " (OLMo 3's local layers) is not supported for olmo2 (none)");
+  }
+}
 
 // ---- The tensors of each layout
 
@@ -393,15 +511,15 @@ std::vector<FamilyRow> family_rows::decoders() {
        kLlamaLayer},
       {"qwen2", "qwen2", qwen2Json, qwen2Gguf, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
        kLlamaLayer},
-      {"qwen3", nullptr, qwen3Json, nullptr, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
+      {"qwen3", "qwen3", qwen3Json, qwen3Gguf, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
        join({kLlamaLayer, kQkNormPerHead})},
-      {"gemma2", nullptr, gemma2Json, nullptr, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
+      {"gemma2", "gemma2", gemma2Json, gemma2Gguf, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
        join({kGemmaNorms, llamaAttention(), llamaMlp()})},
-      {"gemma3_text", nullptr, gemma3Json, nullptr, kLlamaPrefix, "", kLlamaLayers,
+      {"gemma3_text", "gemma3", gemma3Json, gemma3Gguf, kLlamaPrefix, "", kLlamaLayers,
        kLlamaGlobals, join({kGemmaNorms, kQkNormPerHead, llamaAttention(), llamaMlp()})},
-      {"phi3", nullptr, phi3Json, nullptr, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
+      {"phi3", "phi3", phi3Json, phi3Gguf, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
        kPhi3Layer},
-      {"olmo2", nullptr, olmo2Json, nullptr, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
+      {"olmo2", "olmo2", olmo2Json, olmo2Gguf, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
        join({kOlmo2Norms, llamaAttention(), llamaMlp()})},
   };
 }

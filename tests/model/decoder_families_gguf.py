@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""GGUF twins of the decoder families' checkpoints: run after decoder_families_reference.py has
+written OUT_DIR, this converts every case's Hugging Face folder with tools/gguf/hf_to_gguf.py
+(type F32: the values are the checkpoint's, Gemma's norm weights w + 1 rounded to float32) and
+says what the file must compute:
+
+    /usr/bin/python3 tests/model/decoder_families_gguf.py OUT_DIR
+
+OUT_DIR/gguf_cases.json: {"cases": [{"name", "family", "file", "ids", "weights", "logits",
+"scale_rule"}], "bad": [{"name", "file", "expect"}]}.
+
+The expected weights and logits are the torch reference's (decoder_families_reference.forward)
+on the HF checkpoint, with one difference a GGUF cannot avoid: it has no query_pre_attn_scalar, and
+llama.cpp scales Gemma's scores by 1/sqrt(head_dim) (1/sqrt(hidden_size / heads) for the 27B
+models: 46 layers for Gemma 2, 62 for Gemma 3). Where a Gemma case's query_pre_attn_scalar is not
+that number ("scale_rule": true) the expected arrays are the reference's with
+query_pre_attn_scalar set to it, and they are asserted to differ from the HF case's (the twin
+checks the rule, not a no-op); elsewhere they are the HF case's own files.
+
+"bad": broken copies of the twins (gguf_file.py), each refused with one line naming the file:
+a gemma2 attention softcap of 0, a gemma3 sliding_window_pattern with the wrong number of flags,
+a gemma3 RoPE scaling type attnviz does not implement, a phi3 file with LongRoPE factors, a phi3
+partial rotary dimension, an olmo2 sliding window.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "gguf"))
+import decoder_families_reference as ref  # noqa: E402
+import gguf_file as gg  # noqa: E402
+import hf_to_gguf  # noqa: E402
+from make_gguf_model_cases import vtype_of  # noqa: E402
+
+BIG = {"gemma2": 46, "gemma3_text": 62}
+
+
+def llama_cpp_scalar(cfg):
+    """The query_pre_attn_scalar llama.cpp's rule amounts to."""
+    if cfg["num_hidden_layers"] == BIG[cfg["model_type"]]:
+        return cfg["hidden_size"] // cfg["num_attention_heads"]
+    return ref.head_dim(cfg)
+
+
+def load_weights(folder):
+    w = hf_to_gguf.Weights(folder)
+    return {n: torch.from_numpy(np.asarray(w.get(n), dtype=np.float64)) for n in w.names()}
+
+
+def copy_gguf(src, dst, meta=None, extra=()):
+    """src with metadata values replaced or added ({key: Val}) and tensors added
+    ([(name, float32 numpy array)])."""
+    r = gg.GGUFReader(src)
+    w = gg.GGUFWriter(version=r.version, alignment=r.alignment)
+    meta = meta or {}
+    for k, v in r.metadata.items():
+        if k in meta:
+            w.add(k, meta[k])
+        else:
+            vt, et = vtype_of(r.types[k])
+            w.add(k, gg.Val(vt, v, et))
+    for k, v in meta.items():
+        if k not in r.metadata:
+            w.add(k, v)
+    for t in r.tensors:
+        w.add_tensor_raw(t.name, bytes(t.raw), t.type_name, t.ne)
+    for name, a in extra:
+        w.add_tensor(name, a, "F32")
+    w.write(dst)
+    r.close()
+
+
+def bad_files(root):
+    out = []
+
+    def case(name, src, expect, **kw):
+        path = os.path.join(root, "bad_" + name + ".gguf")
+        copy_gguf(os.path.join(root, src + ".gguf"), path, **kw)
+        out.append({"name": name, "file": "bad_" + name + ".gguf", "expect": expect})
+
+    case("gemma2_softcap_zero", "gemma2_window", "gemma2.attn_logit_softcapping",
+         meta={"gemma2.attn_logit_softcapping": gg.F32(0.0)})
+    case("gemma3_pattern_length", "gemma3_pattern",
+         "gemma3.attention.sliding_window_pattern must hold one flag for each of the 4 layers",
+         meta={"gemma3.attention.sliding_window_pattern": gg.ARR(gg.BOOLT, [True, False])})
+    case("gemma3_rope_yarn", "gemma3_pattern", "gemma3.rope.scaling.type \"yarn\"",
+         meta={"gemma3.rope.scaling.type": gg.STR("yarn")})
+    case("phi3_longrope", "phi3_fused", "'rope_factors_long.weight' (Phi-3 LongRoPE",
+         extra=[("rope_factors_long.weight", np.ones(8, dtype=np.float32))])
+    case("phi3_partial_rotary", "phi3_fused", "phi3.rope.dimension_count 8",
+         meta={"phi3.rope.dimension_count": gg.U32(8)})
+    case("olmo2_window", "olmo2_gqa", "olmo2.attention.sliding_window 4",
+         meta={"olmo2.attention.sliding_window": gg.U32(4)})
+    return out
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: decoder_families_gguf.py OUT_DIR", file=sys.stderr)
+        return 2
+    root = sys.argv[1]
+    torch.set_num_threads(1)
+    with open(os.path.join(root, "cases.json")) as f:
+        hf_cases = json.load(f)["cases"]
+    cases = []
+    for c in hf_cases:
+        name = c["name"]
+        folder = os.path.join(root, c["dir"])
+        hf_to_gguf.convert(folder, os.path.join(root, name + ".gguf"), "F32", quiet=True)
+        with open(os.path.join(folder, "config.json")) as f:
+            cfg = json.load(f)
+        weights, logits, rule = c["weights"], c["logits"], False
+        if cfg["model_type"] in BIG and cfg["query_pre_attn_scalar"] != llama_cpp_scalar(cfg):
+            rule = True
+            w = load_weights(folder)
+            att, z = ref.forward(dict(cfg, query_pre_attn_scalar=llama_cpp_scalar(cfg)), w,
+                                 c["ids"])
+            hf_att = np.load(os.path.join(root, c["weights"]))
+            assert float(np.abs(att.numpy() - hf_att).max()) > 1e-3, name
+            weights, logits = name + "/weights_gguf.npy", name + "/logits_gguf.npy"
+            np.save(os.path.join(root, weights), att.numpy().astype(np.float32))
+            np.save(os.path.join(root, logits), z.numpy().astype(np.float32))
+        cases.append({"name": name, "family": c["family"], "file": name + ".gguf",
+                      "ids": c["ids"], "weights": weights, "logits": logits, "scale_rule": rule})
+    with open(os.path.join(root, "gguf_cases.json"), "w") as f:
+        json.dump({"cases": cases, "bad": bad_files(root)}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
