@@ -6,8 +6,9 @@ says what the file must compute:
 
     /usr/bin/python3 tests/model/decoder_families_gguf.py OUT_DIR
 
-OUT_DIR/gguf_cases.json: {"cases": [{"name", "family", "file", "ids", "weights", "logits",
-"scale_rule"}], "bad": [{"name", "file", "expect"}]}.
+OUT_DIR/gguf_cases.json: {"cases": [{"name", "family", "file", "hf" (the folder it is a twin
+of, null when none), "ids", "weights", "logits", "scale_rule"}], "bad": [{"name", "file",
+"expect"}]}.
 
 The expected weights and logits are the torch reference's (decoder_families_reference.forward)
 on the HF checkpoint, with one difference a GGUF cannot avoid: it has no query_pre_attn_scalar, and
@@ -16,6 +17,12 @@ models: 46 layers for Gemma 2, 62 for Gemma 3). Where a Gemma case's query_pre_a
 that number ("scale_rule": true) the expected arrays are the reference's with
 query_pre_attn_scalar set to it, and they are asserted to differ from the HF case's (the twin
 checks the rule, not a no-op); elsewhere they are the HF case's own files.
+
+Two more Gemma 3 files read the local layers from metadata: "gemma3_rule6", gemma3_pattern's file
+without attention.sliding_window_pattern (llama.cpp's rule: every 6th layer global, so all 4 of
+its layers local; the reference is the checkpoint's with sliding_window_pattern 6, asserted to
+differ from pattern 3's), and "gemma3_period3", the key as a period (3) instead of flags (the
+pattern-3 reference).
 
 "bad": broken copies of the twins (gguf_file.py), each refused with one line naming the file:
 a gemma2 attention softcap of 0, a gemma3 sliding_window_pattern with the wrong number of flags,
@@ -52,13 +59,15 @@ def load_weights(folder):
     return {n: torch.from_numpy(np.asarray(w.get(n), dtype=np.float64)) for n in w.names()}
 
 
-def copy_gguf(src, dst, meta=None, extra=()):
-    """src with metadata values replaced or added ({key: Val}) and tensors added
+def copy_gguf(src, dst, meta=None, extra=(), drop_keys=()):
+    """src with metadata values replaced or added ({key: Val}) or dropped, and tensors added
     ([(name, float32 numpy array)])."""
     r = gg.GGUFReader(src)
     w = gg.GGUFWriter(version=r.version, alignment=r.alignment)
     meta = meta or {}
     for k, v in r.metadata.items():
+        if k in drop_keys:
+            continue
         if k in meta:
             w.add(k, meta[k])
         else:
@@ -73,6 +82,29 @@ def copy_gguf(src, dst, meta=None, extra=()):
         w.add_tensor(name, a, "F32")
     w.write(dst)
     r.close()
+
+
+def metadata_rule_cases(root, by_name):
+    src = by_name["gemma3_pattern"]
+    folder = os.path.join(root, "gemma3_pattern")
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    good = os.path.join(root, src["file"])
+    key = "gemma3.attention.sliding_window_pattern"
+    r = gg.GGUFReader(good)
+    assert key in r.metadata
+    r.close()
+    # Without the key: llama.cpp's period 6.
+    rule6 = os.path.join(root, "gemma3_rule6.gguf")
+    copy_gguf(good, rule6, drop_keys=(key,))
+    att, z = ref.forward(dict(cfg, sliding_window_pattern=6), load_weights(folder), src["ids"])
+    assert float(np.abs(att.numpy() - np.load(os.path.join(root, src["weights"]))).max()) > 1e-3
+    np.save(os.path.join(root, "gemma3_rule6_weights.npy"), att.numpy().astype(np.float32))
+    np.save(os.path.join(root, "gemma3_rule6_logits.npy"), z.numpy().astype(np.float32))
+    copy_gguf(good, os.path.join(root, "gemma3_period3.gguf"), meta={key: gg.U32(3)})
+    return [dict(src, name="gemma3_rule6", file="gemma3_rule6.gguf", hf=None,
+                 weights="gemma3_rule6_weights.npy", logits="gemma3_rule6_logits.npy"),
+            dict(src, name="gemma3_period3", file="gemma3_period3.gguf", hf="gemma3_pattern")]
 
 
 def bad_files(root):
@@ -125,8 +157,9 @@ def main():
             weights, logits = name + "/weights_gguf.npy", name + "/logits_gguf.npy"
             np.save(os.path.join(root, weights), att.numpy().astype(np.float32))
             np.save(os.path.join(root, logits), z.numpy().astype(np.float32))
-        cases.append({"name": name, "family": c["family"], "file": name + ".gguf",
+        cases.append({"name": name, "family": c["family"], "file": name + ".gguf", "hf": name,
                       "ids": c["ids"], "weights": weights, "logits": logits, "scale_rule": rule})
+    cases += metadata_rule_cases(root, {c["name"]: c for c in cases})
     with open(os.path.join(root, "gguf_cases.json"), "w") as f:
         json.dump({"cases": cases, "bad": bad_files(root)}, f, indent=2)
     return 0
