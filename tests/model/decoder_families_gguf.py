@@ -115,7 +115,8 @@ def bad_files(root):
         copy_gguf(os.path.join(root, src + ".gguf"), path, **kw)
         out.append({"name": name, "file": "bad_" + name + ".gguf", "expect": expect})
 
-    case("gemma2_softcap_zero", "gemma2_window", "gemma2.attn_logit_softcapping",
+    case("gemma2_softcap_zero", "gemma2_window",
+         "gemma2.attn_logit_softcapping = 0 must be a finite number > 0",
          meta={"gemma2.attn_logit_softcapping": gg.F32(0.0)})
     case("gemma3_pattern_length", "gemma3_pattern",
          "gemma3.attention.sliding_window_pattern must hold one flag for each of the 4 layers",

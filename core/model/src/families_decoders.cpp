@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <deque>
 
 namespace attnviz {
@@ -291,12 +292,14 @@ void qwen3Gguf(const GgufFile& f, ModelConfig& c) {
   c.qkNorm = QkNorm::PerHead;
 }
 
-// A metadata number that must lie in [lo, hi] when present.
-std::optional<double> ggufNumber(const GgufFile& f, const std::string& key, double lo, double hi) {
+// A metadata number that must be finite and > 0 (`positive`) or >= 0 when present.
+std::optional<double> ggufNumber(const GgufFile& f, const std::string& key, bool positive) {
   const auto v = f.getFloat(key);
-  if (v && !(*v >= lo && *v <= hi)) {
-    throw InputError(f.path() + ": " + key + " = " + std::to_string(*v) + " is outside " +
-                     std::to_string(lo) + ".." + std::to_string(hi));
+  if (v && (!std::isfinite(*v) || *v < 0 || (positive && *v == 0))) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", *v);
+    throw InputError(f.path() + ": " + key + " = " + buf + " must be a finite number " +
+                     (positive ? "> 0" : ">= 0"));
   }
   return v;
 }
@@ -344,8 +347,8 @@ void gemma2Gguf(const GgufFile& f, ModelConfig& c) {
   // llama.cpp's defaults when the keys are absent: window 4096, caps 50 and 30; it always caps.
   const int window = ggufInt(f, p + "attention.sliding_window", 4096);
   gemmaGguf(f, c, window, 2, 46);
-  c.attnSoftcap = float(ggufNumber(f, p + "attn_logit_softcapping", 1e-6, 1e9).value_or(50.0));
-  c.logitSoftcap = float(ggufNumber(f, p + "final_logit_softcapping", 1e-6, 1e9).value_or(30.0));
+  c.attnSoftcap = float(ggufNumber(f, p + "attn_logit_softcapping", true).value_or(50.0));
+  c.logitSoftcap = float(ggufNumber(f, p + "final_logit_softcapping", true).value_or(30.0));
 }
 
 void gemma3Gguf(const GgufFile& f, ModelConfig& c) {
@@ -358,11 +361,11 @@ void gemma3Gguf(const GgufFile& f, ModelConfig& c) {
   c.qkNorm = QkNorm::PerHead;
   // Gemma 3 has no attention cap unless the file says one (llama.cpp's own gemma3 graph applies
   // none); the final cap is optional (0 = none).
-  c.attnSoftcap = float(ggufNumber(f, p + "attn_logit_softcapping", 0, 1e9).value_or(0.0));
-  c.logitSoftcap = float(ggufNumber(f, p + "final_logit_softcapping", 0, 1e9).value_or(0.0));
+  c.attnSoftcap = float(ggufNumber(f, p + "attn_logit_softcapping", false).value_or(0.0));
+  c.logitSoftcap = float(ggufNumber(f, p + "final_logit_softcapping", false).value_or(0.0));
   // The local layers rotate with their own base (llama.cpp: 10000 unless rope.freq_base_swa
   // says otherwise) and without the global layers' scaling.
-  localRope(c, float(ggufNumber(f, p + "rope.freq_base_swa", 1.0, 1e12).value_or(10000.0)));
+  localRope(c, float(ggufNumber(f, p + "rope.freq_base_swa", true).value_or(10000.0)));
 }
 
 void phi3Gguf(const GgufFile& f, ModelConfig& c) {
