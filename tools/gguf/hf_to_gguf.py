@@ -40,7 +40,6 @@ import argparse
 import json
 import os
 import re
-import struct
 import sys
 
 import numpy as np
@@ -48,6 +47,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decoder_families  # noqa: E402
 import quants  # noqa: E402
+import safetensors_file  # noqa: E402
 from gguf_file import (GGUFWriter, U32, I32T, F32T, STRT, ARR, F32, BOOL_, STR)  # noqa: E402
 
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = 1, 2, 3, 4, 5, 6
@@ -57,83 +57,9 @@ FILE_TYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5
              "Q3_K": 11, "Q4_K": 14, "Q5_K": 16, "Q6_K": 18, "BF16": 32}   # K types: the _S variants
 
 
-class ConvertError(Exception):
-    pass
-
-
-# -------------------------------------------------------------- safetensors
-
-_ST_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8", "I64": "<i8", "I32": "<i4",
-              "I16": "<i2", "I8": "<i1", "U8": "<u1", "BOOL": "<u1"}
-
-
-class SafeTensors:
-    """one .safetensors file: u64 header size, JSON header, then the raw data"""
-
-    def __init__(self, path):
-        self.path = path
-        with open(path, "rb") as f:
-            n = struct.unpack("<Q", f.read(8))[0]
-            if n > os.path.getsize(path) - 8:
-                raise ConvertError("%s: header length %d runs past the end" % (path, n))
-            self.header = json.loads(f.read(n).decode("utf-8"))
-        self.data_start = 8 + n
-        self.header.pop("__metadata__", None)
-        self.mm = np.memmap(path, dtype=np.uint8, mode="r")
-
-    def names(self):
-        return list(self.header.keys())
-
-    def get(self, name):
-        info = self.header[name]
-        dt = info["dtype"]
-        if dt not in _ST_DTYPES:
-            raise ConvertError("%s: tensor %s has dtype %s" % (self.path, name, dt))
-        b, e = info["data_offsets"]
-        raw = self.mm[self.data_start + b:self.data_start + e]
-        a = raw.view(_ST_DTYPES[dt]).reshape(info["shape"])
-        if dt == "BF16":
-            return quants.bf16_bits_to_f32(a).reshape(info["shape"])
-        if dt in ("F32", "F16", "F64"):
-            return a.astype(np.float32)
-        return a
-
-    def dtype(self, name):
-        return self.header[name]["dtype"]
-
-
-class Weights:
-    """model.safetensors or a sharded index"""
-
-    def __init__(self, folder):
-        single = os.path.join(folder, "model.safetensors")
-        index = os.path.join(folder, "model.safetensors.index.json")
-        self.files = {}
-        self.where = {}
-        if os.path.exists(index):
-            with open(index) as f:
-                wm = json.load(f)["weight_map"]
-            for name, fn in wm.items():
-                if fn not in self.files:
-                    self.files[fn] = SafeTensors(os.path.join(folder, fn))
-                self.where[name] = self.files[fn]
-        elif os.path.exists(single):
-            st = SafeTensors(single)
-            self.files["model.safetensors"] = st
-            for name in st.names():
-                self.where[name] = st
-        else:
-            raise ConvertError("%s: no model.safetensors or model.safetensors.index.json" % folder)
-
-    def __contains__(self, name):
-        return name in self.where
-
-    def names(self):
-        return list(self.where.keys())
-
-    def get(self, name):
-        return self.where[name].get(name)
-
+# The checkpoint's tensors (safetensors_file.py).
+ConvertError = safetensors_file.ConvertError
+SafeTensors, Weights = safetensors_file.SafeTensors, safetensors_file.Weights
 
 # -------------------------------------------------------------- permutation
 
