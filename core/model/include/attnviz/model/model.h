@@ -227,9 +227,9 @@ std::int64_t defaultMemoryBudget();
 std::int64_t parseMemorySize(const std::string& text);
 // 67108864 -> "64 MB".
 std::string memorySizeText(std::int64_t bytes);
-// The same from a GGUF file's metadata (general.architecture llama, qwen2 or gpt2; the
-// <arch>.* keys; the vocabulary size from token_embd). llama.cpp's `llama` tensors keep Meta's
-// adjacent RoPE pairs, its `qwen2` tensors rotate halves.
+// The same from a GGUF file's metadata (general.architecture llama, qwen2, qwen3, gemma2, gemma3,
+// phi3, olmo2 or gpt2; the <arch>.* keys; the vocabulary size from token_embd). llama.cpp's
+// `llama` tensors keep Meta's adjacent RoPE pairs, the others' tensors rotate halves.
 ModelConfig ggufModelConfig(const GgufFile& file);
 // "Q4_K_M", "Q8_0", "F16", ... from general.file_type, else from the tensors' types.
 std::string ggufFileTypeName(const GgufFile& file);
