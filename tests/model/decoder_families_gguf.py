@@ -21,8 +21,11 @@ checks the rule, not a no-op); elsewhere they are the HF case's own files.
 Two more Gemma 3 files read the local layers from metadata: "gemma3_rule6", gemma3_pattern's file
 without attention.sliding_window_pattern (llama.cpp's rule: every 6th layer global, so all 4 of
 its layers local; the reference is the checkpoint's with sliding_window_pattern 6, asserted to
-differ from pattern 3's), and "gemma3_period3", the key as a period (3) instead of flags (the
-pattern-3 reference).
+differ from pattern 3's), "gemma3_period3", the key as a period (3) instead of flags (the
+pattern-3 reference), and "gemma3_local_base", rope.freq_base_swa 20000 (the reference with
+rope_local_base_freq 20000, asserted to differ). And the 27B rule: "gemma2_46_layers", a Gemma 2
+checkpoint of 46 layers (written here, head_dim 32 != hidden_size / heads = 16; layers 2.. add
+nothing to the stream) whose reference scales by 1/sqrt(16).
 
 "bad": broken copies of the twins (gguf_file.py), each refused with one line naming the file:
 a gemma2 attention softcap of 0, a gemma3 sliding_window_pattern with the wrong number of flags,
@@ -102,9 +105,54 @@ def metadata_rule_cases(root, by_name):
     np.save(os.path.join(root, "gemma3_rule6_weights.npy"), att.numpy().astype(np.float32))
     np.save(os.path.join(root, "gemma3_rule6_logits.npy"), z.numpy().astype(np.float32))
     copy_gguf(good, os.path.join(root, "gemma3_period3.gguf"), meta={key: gg.U32(3)})
+    copy_gguf(good, os.path.join(root, "gemma3_local_base.gguf"),
+              meta={"gemma3.rope.freq_base_swa": gg.F32(20000.0)})
+    att2, z2 = ref.forward(dict(cfg, rope_local_base_freq=20000.0), load_weights(folder),
+                           src["ids"])
+    assert float(np.abs(att2.numpy() - np.load(os.path.join(root, src["weights"]))).max()) > 1e-3
+    np.save(os.path.join(root, "gemma3_local_base_weights.npy"), att2.numpy().astype(np.float32))
+    np.save(os.path.join(root, "gemma3_local_base_logits.npy"), z2.numpy().astype(np.float32))
     return [dict(src, name="gemma3_rule6", file="gemma3_rule6.gguf", hf=None,
                  weights="gemma3_rule6_weights.npy", logits="gemma3_rule6_logits.npy"),
-            dict(src, name="gemma3_period3", file="gemma3_period3.gguf", hf="gemma3_pattern")]
+            dict(src, name="gemma3_period3", file="gemma3_period3.gguf", hf="gemma3_pattern"),
+            dict(src, name="gemma3_local_base", file="gemma3_local_base.gguf", hf=None,
+                 weights="gemma3_local_base_weights.npy", logits="gemma3_local_base_logits.npy"),
+            big_gemma2_case(root)]
+
+
+def big_gemma2_case(root):
+    """46 layers: llama.cpp's 27B rule, scores x 1/sqrt(hidden_size / heads)."""
+    name = "gemma2_46_layers"
+    vocab, merges = ref.spm_tokenizer()
+    cfg = ref.config("gemma2", 64, 46, 4, 2, len(vocab), True, inter=64, head_dim=32,
+                     query_pre_attn_scalar=32, sliding_window=5, attn_logit_softcapping=20.0,
+                     final_logit_softcapping=10.0)
+    gen = torch.Generator().manual_seed(43)
+    w = ref.random_weights(cfg, gen)
+    w = {k: v.to(torch.float32).to(torch.float64) for k, v in w.items()}
+    # Past layer 1 the layers add nothing to the stream (their o_proj and down_proj are zero), so
+    # that float32 rounding does not pile up over 46 layers; each layer's weights still show the
+    # scale.
+    for l in range(2, 46):
+        for t in ("self_attn.o_proj.weight", "mlp.down_proj.weight"):
+            w["model.layers.%d.%s" % (l, t)].zero_()
+    ids = [1] + torch.randint(3, len(vocab), (15,), generator=gen).tolist()
+    folder = os.path.join(root, name)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    ref.write_safetensors(os.path.join(folder, "model.safetensors"),
+                          [(n, t, "F32") for n, t in w.items()])
+    ref.write_spm_tokenizer(folder, vocab, merges)
+    hf_to_gguf.convert(folder, os.path.join(root, name + ".gguf"), "F32", quiet=True)
+    assert llama_cpp_scalar(cfg) == 16
+    att, z = ref.forward(dict(cfg, query_pre_attn_scalar=16), w, ids)
+    hf_att, _ = ref.forward(cfg, w, ids)
+    assert float((att - hf_att).abs().max()) > 1e-3
+    np.save(os.path.join(root, name + "_weights.npy"), att.numpy().astype(np.float32))
+    np.save(os.path.join(root, name + "_logits.npy"), z.numpy().astype(np.float32))
+    return {"name": name, "family": "gemma2", "file": name + ".gguf", "hf": name, "ids": ids,
+            "weights": name + "_weights.npy", "logits": name + "_logits.npy", "scale_rule": True}
 
 
 def bad_files(root):

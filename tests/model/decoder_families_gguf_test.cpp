@@ -58,7 +58,8 @@ nlohmann::json DecoderFamiliesGguf::cases_;
 // 1e-5, logits within 1e-4 of the largest logit; Model::open names the family.
 TEST_F(DecoderFamiliesGguf, EveryTwinMatchesTheTorchReference) {
   const auto& list = cases()["cases"];
-  ASSERT_EQ(list.size(), 14u);  // 12 twins, and two Gemma 3 local-layer readings
+  // 12 twins, three Gemma 3 readings of local-layer metadata, a 46-layer Gemma 2 (the 27B rule).
+  ASSERT_EQ(list.size(), 16u);
   std::set<std::string> families;
   int scaleRule = 0;
   for (const auto& c : list) {
@@ -84,7 +85,7 @@ TEST_F(DecoderFamiliesGguf, EveryTwinMatchesTheTorchReference) {
     scaleRule += c["scale_rule"].get<bool>();
   }
   EXPECT_EQ(families, (std::set<std::string>{"qwen3", "gemma2", "gemma3_text", "phi3", "olmo2"}));
-  EXPECT_EQ(scaleRule, 2);  // gemma2_untied and gemma3_layer_types
+  EXPECT_EQ(scaleRule, 3);  // gemma2_untied, gemma3_layer_types, gemma2_46_layers
 }
 
 // The GGUF reader sets the block description the config.json reader sets, but for what the
@@ -105,7 +106,9 @@ TEST_F(DecoderFamiliesGguf, BlockDescriptionEqualsTheFolders) {
     if (!c["scale_rule"].get<bool>()) {
       EXPECT_FLOAT_EQ(g.scoreScaleOf(), h.scoreScaleOf());
     }
-    EXPECT_FLOAT_EQ(g.scoreScaleOf(), 1.0f / std::sqrt(float(g.headSize)));
+    // llama.cpp's rule: 1/sqrt(head size), 1/sqrt(d / heads) for Gemma 2's 46 layers.
+    const int scaleDim = g.nLayer == 46 ? g.nEmbd / g.nHead : g.headSize;
+    EXPECT_FLOAT_EQ(g.scoreScaleOf(), 1.0f / std::sqrt(float(scaleDim)));
     EXPECT_EQ(g.nLayer, h.nLayer);
     EXPECT_EQ(g.nHead, h.nHead);
     EXPECT_EQ(g.nKvHead, h.nKvHead);
@@ -132,7 +135,7 @@ TEST_F(DecoderFamiliesGguf, BlockDescriptionEqualsTheFolders) {
       EXPECT_EQ(g.ropeThetaOf(l), h.ropeThetaOf(l)) << "layer " << l;
     }
   }
-  EXPECT_EQ(checked, 13);
+  EXPECT_EQ(checked, 14);
 }
 
 // `attnviz generate` on a twin (one decode step a token over the KV cache) continues as on its HF
