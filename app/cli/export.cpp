@@ -13,6 +13,9 @@
 #include "attnviz/formats/npy.h"
 #include "attnviz/render/raster.h"
 #include "attnviz/formats/scene.h"
+#include "attnviz/model/attribution.h"
+#include "attnviz/session/model_grid.h"
+#include "attnviz/session/model_source.h"
 #include "attnviz/session/session.h"
 #include "attnviz/render/streamed_export.h"
 #include "attnviz/render/vector_figure.h"
@@ -32,6 +35,15 @@ int parseHead(const std::string& s) {
   const std::optional<int> v = parseIndex(s, 1'000'000);
   if (!v) throw UsageError("--head: expected a head index (0, 1, ...) or 'all', got '" + s + "'");
   return *v;
+}
+
+// --stage and a scene's saved stage: the stage keys of the view ("value_weighted"), the score
+// stages drawing the logits.
+ExportStage exportStageOf(const std::string& key) {
+  if (key == "weights") return ExportStage::Weights;
+  if (key == "value_weighted") return ExportStage::ValueWeighted;
+  if (key == "rollout") return ExportStage::Rollout;
+  return ExportStage::Scores;
 }
 
 // The files one run writes: the same figure as PNG, SVG and PDF, any of them.
@@ -173,6 +185,43 @@ bool exportStreamed(const Tensor3& Q, const Tensor3& K, const Tensor3& V,
   return true;
 }
 
+// --grid: the layers x heads figure of a model's pass, with the thumbnails the app's model view
+// keeps (the same call as the app's Export dialog).
+int exportModelGrid(ModelCliOptions& modelOpts, const AttentionCliOptions& opts,
+                    const CLI::App& app, const std::string& scenePath,
+                    const std::string& colormap, const std::string& title, const Outputs& out) {
+  ModelGridOptions go;
+  go.title = title;
+  go.vector = out.vector();
+  // Bad usage before any file is read.
+  std::optional<ColormapId> cliColormap;
+  if (!colormap.empty()) {
+    cliColormap = colormapFromName(colormap);
+    if (!cliColormap) throw UsageError("--colormap: unknown colormap '" + colormap + "'");
+  }
+  std::optional<ModelRun> run;
+  std::string dir;
+  if (!scenePath.empty()) {
+    const Scene scene = loadScene(scenePath);
+    if (!scene.model.any())
+      throw UsageError(scenePath + ": not a model scene; --grid draws a model's layers x heads");
+    const SceneView view = parseSceneView(scene.extraJson, scenePath);
+    if (const auto id = colormapFromName(view.weightColormap)) go.colormap = *id;
+    run = runModelScene(scene, scenePath, opts, Capture::view(kModelGridThumbnail),
+                        parseMaxMemory(modelOpts.maxMemory));
+    dir = scene.model.path;
+  } else {
+    modelOpts.capture = Capture::view(kModelGridThumbnail);
+    run = runModelFromOptions(modelOpts, opts, app);
+    dir = modelOpts.dir;
+  }
+  if (cliColormap) go.colormap = *cliColormap;
+  const Image img = renderModelGrid(*run->model, run->result, run->interventions,
+                                    modelTitleName(*run->model, dir), go);
+  writeOutputs(out, img);
+  return 0;
+}
+
 }  // namespace
 
 int runExport(int argc, char** argv) {
@@ -208,9 +257,14 @@ int runExport(int argc, char** argv) {
       "--head", head,
       "head index, or 'all' for a grid of every head (default: the scene's saved head, else 0)");
   app.add_option("--stage", stage,
-                 "weights (softmax) or scores (logits, -inf where masked); default: the scene's "
-                 "saved stage, else weights")
-      ->check(CLI::IsMember({"weights", "scores"}));
+                 "weights (softmax), scores (logits, -inf where masked), or of a model's layer "
+                 "value_weighted (A_ij |v_j W_O^h|) or rollout (to the layer); default: the "
+                 "scene's saved stage, else weights")
+      ->check(CLI::IsMember({"weights", "scores", "value_weighted", "rollout"}));
+  bool grid = false;
+  app.add_flag("--grid", grid,
+               "the layers x heads figure of --model (no --layer) or of a model scene: every "
+               "attention site a row, every head a panel");
   app.add_flag("--bare", bare, "only the cells: T_k*PX x T_q*PX pixels, row 0 at the top");
   app.add_option("--cell", cell, "pixels per cell (default: fit --width)");
   app.add_option("--width", width,
@@ -244,6 +298,18 @@ int runExport(int argc, char** argv) {
       throw UsageError(
           "give --scene SCENE.json, --dump FILE --layer L, --model DIR --layer L, or all three of "
           "--q, --k and --v");
+    if (grid) {
+      if (!fromModel && !fromScene)
+        throw UsageError("--grid draws a model's layers x heads: give --model DIR or a model "
+                         "scene");
+      if (!layerName.empty()) throw UsageError("--grid draws every layer: no --layer");
+      if (app.count("--head") || app.count("--stage") || bare || app.count("--flash-step") > 0 ||
+          !blocks.empty() || app.count("--cell") || app.count("--columns") || noLabels)
+        throw UsageError("--grid draws every head's weights: it takes none of --head, --stage, "
+                         "--bare, --cell, --columns, --no-labels, --blocks, --flash-step");
+      if (app.count("--width")) throw UsageError("--grid sizes its panels itself: no --width");
+      return exportModelGrid(modelOpts, opts, app, scenePath, colormap, title, out);
+    }
     if ((fromDump || fromModel) != !layerName.empty())
       throw UsageError(fromDump    ? "--dump needs --layer L (an index or a layer name)"
                        : fromModel ? "--model needs --layer L"
@@ -263,7 +329,10 @@ int runExport(int argc, char** argv) {
           "--flash-step draws one head's weights: pick it with --head N, and no "
           "--stage scores");
     ExportOptions eo;
-    eo.stage = stage == "scores" ? ExportStage::Scores : ExportStage::Weights;
+    eo.stage = exportStageOf(stage);
+    if (exportStageFromModel(eo.stage) && !fromModel && !fromScene)
+      throw UsageError("--stage " + stage + " is a model layer's: give --model DIR --layer L or "
+                       "a model scene");
     if (!colormap.empty()) {
       const std::optional<ColormapId> id = colormapFromName(colormap);
       if (!id) {
@@ -321,21 +390,41 @@ int runExport(int argc, char** argv) {
       session.setSourceLabel(
           modelLayerLabel(modelTitleName(*run.model, dir), layer, run.interventions));
     };
+    // A model's own stages (value-weighted, rollout) from the shown layer's pass, as the app's
+    // model source computes them.
+    auto modelStages = [&](ModelRun& run, int layer, ExportStage st) {
+      if (st == ExportStage::ValueWeighted) {
+        session.setSourceStages(valueNorms(*run.model, run.result, layer), {});
+      } else if (st == ExportStage::Rollout) {
+        if (int(run.result.ids.size()) > ModelSource::kRolloutMaxTokens)
+          throw UsageError("the rollout is computed for up to " +
+                           std::to_string(ModelSource::kRolloutMaxTokens) + " tokens; the text has " +
+                           std::to_string(run.result.ids.size()));
+        const MatrixRM r = attentionRolloutTo(*run.model, run.result, layer);
+        session.setSourceStages({}, std::vector<float>(r.data(), r.data() + r.size()));
+      }
+    };
     int sceneModelHead = -1;  // a model scene's head, the default for --head
     if (fromModel) {
       modelOpts.capture = Capture::view(0);
       ModelRun run = runModelFromOptions(modelOpts, opts, app);
       checkLayer(modelLayer, run.model->config());
       showLayer(run, modelLayer, modelOpts.dir);
+      modelStages(run, modelLayer, eo.stage);
     } else if (fromScene) {
       Scene scene = loadScene(scenePath);
       if (scene.model.any()) {
         // A model scene exports what the app shows for it: the layer and head it names, on its
-        // text, with its ablations.
+        // text, with its ablations, in the stage and colours its view was saved with.
+        view = parseSceneView(scene.extraJson, scenePath);
         ModelRun run = runModelScene(scene, scenePath, opts, Capture::view(0),
                                      parseMaxMemory(modelOpts.maxMemory));
         showLayer(run, scene.model.layer, scene.model.path);
         sceneModelHead = scene.model.head;
+        const ExportStage st = app.count("--stage") || view->stage.empty()
+                                   ? eo.stage
+                                   : exportStageOf(view->stage);
+        modelStages(run, scene.model.layer, st);
       } else {
         view = parseSceneView(scene.extraJson, scenePath);
         session.setScene(std::move(scene));
@@ -353,15 +442,14 @@ int runExport(int argc, char** argv) {
     int headIndex = parsedHead;
     if (view && !app.count("--head")) headIndex = std::clamp(view->head, 0, d.H - 1);
     if (sceneModelHead >= 0 && !app.count("--head")) headIndex = sceneModelHead;
-    if (view && !app.count("--stage") && !view->stage.empty())
-      // A model's own stages (value-weighted, rollout) export their weights, as the app does.
-      eo.stage = view->stage == "weights" || view->stage == "value_weighted" ||
-                         view->stage == "rollout"
-                     ? ExportStage::Weights
-                     : ExportStage::Scores;
+    if (view && !app.count("--stage") && !view->stage.empty()) {
+      eo.stage = exportStageOf(view->stage);
+      // A tensor scene has no model stages: its view falls back to the weights, as the app's.
+      if (exportStageFromModel(eo.stage) && sceneModelHead < 0) eo.stage = ExportStage::Weights;
+    }
     if (colormap.empty()) {
       eo.colormap = eo.stage == ExportStage::Scores ? ColormapId::Diverging : ColormapId::Viridis;
-      if (view && eo.stage == ExportStage::Weights)
+      if (view && eo.stage != ExportStage::Scores)
         if (const auto id = colormapFromName(view->weightColormap)) eo.colormap = *id;
     }
     if (bare && headIndex < 0) throw UsageError("--bare draws one head; pick it with --head N");

@@ -222,7 +222,7 @@ struct Source {
   RGBA8 finiteColor(float v) const {
     if (stage == ExportStage::Weights) return colormapLookup(cmap, v);
     ValueMapping m;
-    m.lo = -range, m.hi = range;
+    m.lo = exportStageFromModel(stage) ? 0.0f : -range, m.hi = range;
     return colormapLookup(cmap, mapValue(m, v));
   }
 };
@@ -494,11 +494,27 @@ struct FigureSpec {
   bool showPoolCaption = true;  // say under a pooled figure what a pixel holds
 };
 
+// What the colour bar's values are.
+const char* barTitle(ExportStage s) {
+  switch (s) {
+    case ExportStage::Weights:
+      return "weight";
+    case ExportStage::Scores:
+      return "logit";
+    case ExportStage::ValueWeighted:
+      return "A |v W_O|";
+    case ExportStage::Rollout:
+      return "rollout";
+  }
+  return "";
+}
+
 // The colour bar with its ticks, title and the "masked" legend; bar's top-left at (0, 0).
 Canvas buildColorBar(const Source& src, const Font& font, const Sizes& sz, long length,
                      bool vertical, bool legend, int cellSize) {
   Canvas c;
-  const double lo = src.stage == ExportStage::Weights ? 0.0 : -double(src.range);
+  const double lo =
+      src.stage == ExportStage::Weights || exportStageFromModel(src.stage) ? 0.0 : -double(src.range);
   const double hi = src.stage == ExportStage::Weights ? 1.0 : double(src.range);
   const long bw = sz.barW;
   const ColormapId id = src.cmap;
@@ -539,7 +555,7 @@ Canvas buildColorBar(const Source& src, const Font& font, const Sizes& sz, long 
   }
 
   // The bar's title: above a vertical bar, to the left of a horizontal one.
-  TextMask name = font.render(src.stage == ExportStage::Weights ? "weight" : "logit", sz.tick);
+  TextMask name = font.render(barTitle(src.stage), sz.tick);
   if (vertical)
     c.text(name, 0, -sz.gap * 2 - name.height, kInk, Rot::None);
   else
@@ -745,13 +761,41 @@ std::string vectorPoolNote(const Grid& g) {
 }
 
 std::string stageWord(ExportStage s) {
-  return s == ExportStage::Weights ? "Attention weights" : "Logits (scaled scores)";
+  switch (s) {
+    case ExportStage::Weights:
+      return "Attention weights";
+    case ExportStage::Scores:
+      return "Logits (scaled scores)";
+    case ExportStage::ValueWeighted:
+      return "Value-weighted attention (A \xC2\xB7 |v W_O|)";
+    case ExportStage::Rollout:
+      return "Attention rollout";
+  }
+  return "";
+}
+
+std::string stageDataName(ExportStage s) {
+  switch (s) {
+    case ExportStage::Weights:
+      return "weights";
+    case ExportStage::Scores:
+      return "logits";
+    case ExportStage::ValueWeighted:
+      return "value-weighted weights";
+    case ExportStage::Rollout:
+      return "rollout";
+  }
+  return "";
 }
 
 }  // namespace
 
 Image renderExport(const ExportData& data, const ExportOptions& opt) {
-  const Tensor3* values = opt.stage == ExportStage::Weights ? data.weights : data.logits;
+  const Tensor3* values = opt.stage == ExportStage::Weights  ? data.weights
+                          : opt.stage == ExportStage::Scores ? data.logits
+                                                             : data.stageValues;
+  // The rollout's one matrix mixes the heads: no per-head mask goes with it.
+  const Tensor3* maskOf = opt.stage == ExportStage::Rollout ? nullptr : data.logits;
   const bool streamed = !values && data.pooled;
   if (streamed && opt.stage != ExportStage::Weights)
     throw UsageError("export: streamed (long) inputs draw the weights stage only");
@@ -759,9 +803,10 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     throw UsageError("export: streamed (long) inputs draw labelled figures only, not --bare");
   if (!streamed && (!values || values->empty()))
     throw InputError(std::string("export: no ") +
-                     (opt.stage == ExportStage::Weights ? "weights" : "logits") + " to draw");
-  if (!streamed && data.logits && !data.logits->sameShape(*values))
-    throw InputError("export: logits " + data.logits->shapeString() + " and weights " +
+                     stageDataName(opt.stage) + " to draw");
+  if (!streamed && maskOf && !maskOf->sameShape(*values))
+    throw InputError("export: logits " + maskOf->shapeString() + " and " +
+                     stageDataName(opt.stage) + " " +
                      values->shapeString() + " differ in shape");
   const int H = streamed ? data.streamedDims.H : values->heads;
   const int Tq = streamed ? data.streamedDims.Tq : values->rows;
@@ -785,7 +830,7 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
   else
     for (int h = 0; h < H; ++h) heads.push_back(h);
 
-  Source src{values, data.logits, opt.stage, opt.colormap, 1.0f, Tq, Tk};
+  Source src{values, maskOf, opt.stage, opt.colormap, 1.0f, Tq, Tk};
   if (!opt.blocks.empty()) {
     if (int(opt.blocks.size()) != H)
       throw InputError("export: block overlay for " + std::to_string(opt.blocks.size()) +
@@ -877,7 +922,9 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
   std::string title = opt.title;
   if (title.empty()) {
     title = stageWord(opt.stage) + " \xC2\xB7 " +
-            (heads.size() == 1 ? "head " + std::to_string(heads[0]) : std::to_string(H) + " heads");
+            (opt.stage == ExportStage::Rollout ? std::string("every head")
+             : heads.size() == 1               ? "head " + std::to_string(heads[0])
+                                               : std::to_string(H) + " heads");
     if (!data.description.empty()) title += " \xC2\xB7 " + data.description;
   }
   FigureSpec spec{&src, heads, &labels, &font, title, opt.labels, anyMasked, columns};
@@ -1043,7 +1090,10 @@ std::string defaultExportFileName(const std::string& sceneTitle, const ExportOpt
   std::string name = "attnviz";
   if (!slug.empty()) name += "_" + slug;
   name += opt.head < 0 ? "_all-heads" : "_head" + std::to_string(opt.head);
-  name += opt.stage == ExportStage::Weights ? "_weights" : "_scores";
+  name += opt.stage == ExportStage::Weights         ? "_weights"
+          : opt.stage == ExportStage::Scores        ? "_scores"
+          : opt.stage == ExportStage::ValueWeighted ? "_value-weighted"
+                                                    : "_rollout";
   if (opt.bare) name += "_bare";
   return name + ".png";
 }

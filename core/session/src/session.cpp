@@ -945,6 +945,7 @@ Image Session::exportImage(const ExportRequest& request) {
         "--head " + std::to_string(request.head) + ": out of range, the input has " +
         std::to_string(heads()) +
         (heads() == 1 ? " head (0)" : " heads (0.." + std::to_string(heads() - 1) + ")"));
+  if (exportStageFromModel(request.stage)) return exportModelStage(request);
   if (pooledMode_) {
     // Never materialised: the labelled weights figure streams, pixel for pixel what the
     // materialised export draws.
@@ -1001,6 +1002,67 @@ Image Session::exportImage(const ExportRequest& request) {
   data.queryTokens = inputs_.queryTokens;
   data.keyTokens = inputs_.keyTokens;
   data.description = describe();
+  return renderExport(data, request);
+}
+
+// The stages a model computes from its pass, exported as themselves: the value-weighted weights
+// of the drawn heads (the shown weights, after τ and the masks, times |v_j W_O^h|), or the
+// layer's rollout (one matrix; any head asked for draws it).
+Image Session::exportModelStage(const ExportRequest& request) {
+  const bool rollout = request.stage == ExportStage::Rollout;
+  if (rollout ? rollout_.empty() : valueNorms_.empty())
+    throw UsageError(std::string("the ") + (rollout ? "rollout" : "value-weighted") +
+                     " stage is a model layer's: export it from --model DIR --layer L or a "
+                     "model scene" +
+                     (rollout ? " (the rollout is computed for up to 1024 tokens)" : ""));
+  if (pooledMode_ || oneHead_)
+    throw UsageError("the inputs (" + std::to_string(tq()) + " x " + std::to_string(tk()) +
+                     " per head) are too large to materialise: only the weights figure can be "
+                     "exported");
+  ExportData data;
+  data.queryTokens = inputs_.queryTokens;
+  data.keyTokens = inputs_.keyTokens;
+  data.description = describe();
+  const int Tq = tq(), Tk = tk();
+  if (rollout) {
+    Tensor3 R = Tensor3::uninit(1, Tq, Tk);
+    if (rollout_.size() != std::size_t(Tq) * Tk)
+      throw InputError("rollout: " + std::to_string(rollout_.size()) + " values for " +
+                       std::to_string(Tq) + " x " + std::to_string(Tk));
+    std::copy(rollout_.begin(), rollout_.end(), R.head(0));
+    data.stageValues = &R;
+    ExportRequest one = request;
+    one.head = 0;
+    one.blocks.clear();
+    return renderExport(data, one);
+  }
+  if (request.head < 0) {
+    computeAllHeads();
+  } else if (!headFresh(request.head)) {
+    computeHeads({request.head});
+    fetchResult();
+  }
+  const Tensor3 L = logits();
+  const int H = heads();
+  Tensor3 VW = Tensor3::uninit(H, Tq, Tk);
+  for (int h = 0; h < H; ++h) {
+    float* out = VW.head(h);
+    if (request.head >= 0 && h != request.head) {
+      std::fill(out, out + std::size_t(Tq) * Tk, 0.0f);  // not drawn
+      continue;
+    }
+    const float* W = result_->weights.head(h);
+    const float* B = L.head(h);
+    const float* norm = valueNorms_.data() + std::size_t(h) * Tk;
+    for (int i = 0; i < Tq; ++i)
+      for (int j = 0; j < Tk; ++j) {
+        const std::size_t k = std::size_t(i) * Tk + j;
+        out[k] = B[k] == -std::numeric_limits<float>::infinity() ? B[k] : W[k] * norm[j];
+      }
+  }
+  data.weights = &result_->weights;
+  data.logits = &L;
+  data.stageValues = &VW;
   return renderExport(data, request);
 }
 

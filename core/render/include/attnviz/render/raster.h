@@ -45,7 +45,15 @@ struct FlashOverlay {
   FlashTile at(int r, int c) const { return tiles[std::size_t(r) * tileCols + c]; }
 };
 
-enum class ExportStage { Weights, Scores };
+// What the cells show: the softmax weights, the logits, or a stage a model computes from its
+// pass (ExportData::stageValues): the value-weighted weights A_ij * |v_j W_O^h| of each head, or
+// the attention rollout up to a layer (one matrix, the heads mixed). The last two map [0, m]
+// through the colormap, m the largest value among the drawn heads.
+enum class ExportStage { Weights, Scores, ValueWeighted, Rollout };
+// True for the stages whose values are ExportData::stageValues.
+inline bool exportStageFromModel(ExportStage s) {
+  return s == ExportStage::ValueWeighted || s == ExportStage::Rollout;
+}
 
 struct ExportOptions {
   ExportStage stage = ExportStage::Weights;
@@ -75,7 +83,10 @@ struct ExportOptions {
 
 struct ExportData {
   const Tensor3* weights = nullptr;  // [H, T_q, T_k]
-  const Tensor3* logits = nullptr;   // [H, T_q, T_k]; -inf marks masked cells (required)
+  const Tensor3* logits = nullptr;   // [H, T_q, T_k]; -inf marks masked cells (required but
+                                     // for the rollout, whose one matrix mixes the heads)
+  // The value-weighted stage [H, T_q, T_k] (-inf where masked) or the rollout [1, T_q, T_k].
+  const Tensor3* stageValues = nullptr;
   std::vector<std::string> queryTokens, keyTokens;  // may be empty: indices are used
   std::string description;                          // e.g. "causal + window:4, tau = 1" for titles
 

@@ -249,10 +249,12 @@ class Session {
   // causal mode shows as its mask, so no mode prefix; tensor sources have none).
   std::string describe() const;
   // The one export path: computes what the figure needs and renders it (GUI dialog, Ctrl+S and
-  // `attnviz export` all come here). Throws what renderExport throws.
+  // `attnviz export` all come here). The value-weighted and rollout stages draw themselves and
+  // need setSourceStages' data (UsageError without it). Throws what renderExport throws.
   Image exportImage(const ExportRequest& request);
 
  private:
+  Image exportModelStage(const ExportRequest& request);
   void runInputs(bool fusedRun);
   void runParams();
   void runView();
