@@ -117,7 +117,8 @@ struct Timing {
 struct ExportState {
   bool requestOpen = false;
   bool allHeads = false;
-  int stage = 0;  // 0 weights, 1 scores (logits)
+  int stage = 0;  // 0 weights, 1 scores (logits), 2 value-weighted, 3 rollout (a model's)
+  bool grid = false;  // a model's layers x heads figure instead of the shown head(s)
   int cell = 0;   // 0 = automatic
   ColormapId colormap = ColormapId::Viridis;
   bool labels = true;

@@ -42,6 +42,7 @@ struct Options {
   int frames = -1;
   std::vector<std::string> drop;
   std::string screenshot, exportPath, saveScenePath, popup;
+  bool exportGrid = false;
   std::string size = "1600x960";
   std::optional<float> temperature;
   std::optional<int> selectRow, head;
@@ -104,6 +105,9 @@ int runGui(int argc, char** argv) {
   cli.add_option("--export", o.exportPath,
                  "after the last frame, export the heatmap as Ctrl+S would (PNG; SVG or PDF "
                  "when the path ends in .svg or .pdf)");
+  cli.add_flag("--export-grid", o.exportGrid,
+               "with --export and a model: the layers x heads figure (the Export dialog's "
+               "\"layers x heads grid\")");
   cli.add_option("--save-scene", o.saveScenePath,
                  "after the last frame, save the scene and view as JSON");
   cli.add_option("--popup", o.popup,
@@ -175,6 +179,7 @@ int runGui(int argc, char** argv) {
     script.screenshot = o.screenshot;
     script.saveScene = o.saveScenePath;
     script.exportPath = o.exportPath;
+    script.exportGrid = o.exportGrid;
     if (o.temperature && !(*o.temperature > 0.0f && std::isfinite(*o.temperature)))
       throw UsageError("--temperature: expected a finite number > 0");
     if (o.frames == 0 || o.frames < -1)

@@ -3,6 +3,8 @@
 // text has not changed for a moment, and the selected layer goes to the session as tensors.
 #include "gui/app_state.h"
 
+#include "attnviz/session/model_grid.h"
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -15,8 +17,9 @@ namespace {
 constexpr double kTextDebounceSeconds = 0.3;
 constexpr int kTopK = 5;
 // Cells a side of each head's pooled weights in the layers x heads grid (its thumbnails are at
-// most 64 pixels a side at a UI scale of 1, 128 at 2).
-constexpr int kGridThumbnail = 128;
+// most 64 pixels a side at a UI scale of 1, 128 at 2): the export's grid figure's, so that the
+// app's and `export --grid`'s figures pool the same cells.
+constexpr int kGridThumbnail = kModelGridThumbnail;
 
 // A model scene's text, held until its model has opened and its request passed the checks (the
 // text box keeps the open model's text until then). One model opens at a time (openModel).

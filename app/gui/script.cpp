@@ -252,6 +252,7 @@ void runScript(App& app, const Script& script) {
                   exportAttribution(s, s.model.attr.scriptExport).c_str());
     if (!script.exportPath.empty() && script.frames > 0 && frame == script.frames - 1) {
       exportOptionsFromView(s);
+      s.exporter.grid = script.exportGrid;
       std::printf("exported: %s\n", exportPng(s, script.exportPath).c_str());
       std::printf("export-geometry: x0=%d y0=%d cell=%d\n", s.exporter.lastHeatX,
                   s.exporter.lastHeatY, s.exporter.lastCellPx);

@@ -19,6 +19,7 @@ struct Script {
   int frames = -1;  // < 0: interactive, until the window closes
   CellArg hover, click;
   std::string screenshot, saveScene, exportPath;  // done after the last frame
+  bool exportGrid = false;  // --export writes the model's layers x heads figure
 };
 
 // Runs the frames: a scripted run owns the mouse (parked outside the window unless a cell is

@@ -3,6 +3,7 @@
 #include "panels/panels.h"
 
 #include "attnviz/render/raster.h"
+#include "attnviz/session/model_grid.h"
 #include "attnviz/render/vector_figure.h"
 
 #include <imgui.h>
@@ -18,6 +19,13 @@ namespace attnviz::gui {
 namespace {
 
 const char* const kFormatExt[] = {".png", ".svg", ".pdf"};
+const char* const kStageSuffix[] = {"_weights", "_logits", "_value-weighted", "_rollout"};
+
+// The layers x heads figure is offered while a model's pass is shown (not its FlashAttention
+// walkthrough).
+bool gridAvailable(const AppState& s) {
+  return s.model.open() && s.model.source->ready() && !s.flash.active;
+}
 
 // The format a path asks for by its extension (any case): 1 SVG, 2 PDF, else 0 PNG.
 int formatOfPath(const std::string& path) { return int(figureFormatOfPath(path)); }
@@ -38,14 +46,16 @@ std::string slug(const std::string& s) {
 std::string defaultExportName(const AppState& s) {
   const ExportState& e = s.exporter;
   std::string name = slug(s.sceneData().title);
+  char tau[32];
+  std::snprintf(tau, sizeof tau, "_tau%g", s.session.params().temperature);
+  if (e.grid && gridAvailable(s))
+    return name + "_layers-x-heads" + tau + kFormatExt[std::clamp(e.format, 0, 2)];
   name += e.allHeads && !s.flash.active ? "_all-heads" : "_head" + std::to_string(s.view.head);
   if (s.flash.active)
     name += "_flash" + std::to_string(s.flash.blockRows) + "x" + std::to_string(s.flash.blockKeys) +
             "_step" + std::to_string(s.flash.step);
   else
-    name += e.stage == 0 ? "_weights" : "_logits";
-  char tau[32];
-  std::snprintf(tau, sizeof tau, "_tau%g", s.session.params().temperature);
+    name += kStageSuffix[std::clamp(e.stage, 0, 3)];
   return name + tau + kFormatExt[std::clamp(e.format, 0, 2)];
 }
 
@@ -54,11 +64,14 @@ std::string defaultExportName(const AppState& s) {
 ExportRequest exportRequest(const AppState& s) {
   const ExportState& e = s.exporter;
   ExportRequest r;
-  r.stage = e.stage == 0 ? ExportStage::Weights : ExportStage::Scores;
+  r.stage = e.stage == 1   ? ExportStage::Scores
+            : e.stage == 2 ? ExportStage::ValueWeighted
+            : e.stage == 3 ? ExportStage::Rollout
+                           : ExportStage::Weights;
   r.head = e.allHeads ? -1 : s.view.head;
   r.cell = e.cell;
   // The FlashAttention stage draws weights whatever the stage its session shows.
-  r.colormap = e.stage == 0 || s.flash.active ? e.colormap : ColormapId::Diverging;
+  r.colormap = e.stage != 1 || s.flash.active ? e.colormap : ColormapId::Diverging;
   r.labels = e.labels;
   return r;
 }
@@ -70,7 +83,17 @@ std::string exportPng(AppState& s, const std::string& path) {
   const int format = formatOfPath(path);
   ExportRequest r = exportRequest(s);
   r.vector = format != 0;
-  const Image img = s.flash.active ? flashImage(s, r) : s.session.exportImage(r);
+  Image img;
+  if (s.exporter.grid && gridAvailable(s)) {
+    // The model's pass as `export --grid` draws it: the same thumbnails, the same call.
+    const ModelSource& src = *s.model.source;
+    ModelGridOptions go;
+    go.colormap = s.exporter.colormap;
+    go.vector = r.vector;
+    img = renderModelGrid(src.model(), src.pass(), src.interventions(), src.name(), go);
+  } else {
+    img = s.flash.active ? flashImage(s, r) : s.session.exportImage(r);
+  }
   writeFigure(path, img, FigureFormat(format));
   s.exporter.lastHeatX = img.heatX, s.exporter.lastHeatY = img.heatY;
   s.exporter.lastCellPx = img.cellPx;
@@ -85,8 +108,14 @@ std::string exportPng(AppState& s, const std::string& path) {
 
 void exportOptionsFromView(AppState& s) {
   s.exporter.colormap = s.view.weightColormap;
-  // A model's own stages (value-weighted, rollout) export the weights, as `export --scene` does.
-  s.exporter.stage = s.view.stage == ViewStage::Weights || stageFromSource(s.view.stage) ? 0 : 1;
+  // A model's own stages (value-weighted, rollout) export as themselves, as `export --scene`
+  // does; the other stages of the pipeline before the softmax export the logits.
+  const ViewStage v = s.view.stage;
+  s.exporter.stage = v == ViewStage::Weights          ? 0
+                     : v == ViewStage::ValueWeighted ? (s.session.stageAvailable(v) ? 2 : 0)
+                     : v == ViewStage::Rollout       ? (s.session.stageAvailable(v) ? 3 : 0)
+                                                     : 1;
+  s.exporter.grid = false;
 }
 
 bool drawExportPopup(AppState& s) {
@@ -101,10 +130,12 @@ bool drawExportPopup(AppState& s) {
   ImGui::SetNextWindowPos(ImGui::GetMainViewport()->GetCenter(), ImGuiCond_Appearing,
                           ImVec2(0.5f, 0.5f));
   if (ImGui::BeginPopupModal("Export figure", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+    const bool gridOk = gridAvailable(s);
+    if (gridOk) ImGui::Checkbox("layers \xc3\x97 heads grid (every layer's weights)", &e.grid);
     if (s.flash.active) {
       ImGui::Text("FlashAttention step %d, as shown (head %d, %d x %d tiles)", s.flash.step,
                   s.view.head, s.flash.blockRows, s.flash.blockKeys);
-    } else {
+    } else if (!(gridOk && e.grid)) {
       int heads = e.allHeads ? 1 : 0;
       ImGui::RadioButton("current head", &heads, 0);
       ImGui::SameLine();
@@ -113,6 +144,18 @@ bool drawExportPopup(AppState& s) {
       ImGui::RadioButton("weights", &e.stage, 0);
       ImGui::SameLine();
       ImGui::RadioButton("scores (logits)", &e.stage, 1);
+      // A model's own stages, while the view shows them (their data is computed when shown).
+      if (s.session.stageAvailable(ViewStage::ValueWeighted)) {
+        ImGui::SameLine();
+        ImGui::RadioButton("value-weighted", &e.stage, 2);
+      }
+      if (s.session.stageAvailable(ViewStage::Rollout)) {
+        ImGui::SameLine();
+        ImGui::RadioButton("rollout", &e.stage, 3);
+      }
+      if ((e.stage == 2 && !s.session.stageAvailable(ViewStage::ValueWeighted)) ||
+          (e.stage == 3 && !s.session.stageAvailable(ViewStage::Rollout)))
+        e.stage = 0;
     }
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
     ImGui::SliderInt("cell px (0 = auto)", &e.cell, 0, 64);

@@ -106,6 +106,7 @@ class ModelSource {
   ViewStage shownStage() const { return shownStage_; }
   // The name showLayer puts in the session's figure titles (modelLayerLabel); empty: none.
   void setName(std::string name) { name_ = std::move(name); }
+  const std::string& name() const { return name_; }
   int shownLayer() const { return layer_; }
 
   // ---- interventions ----------------------------------------------------------------------
