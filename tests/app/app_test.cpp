@@ -1676,6 +1676,42 @@ std::string interventionScene(bool withInterventions = true) {
   return path;
 }
 
+// The model's own figures from the Export dialog: the value-weighted and rollout stages while
+// the view shows them, and the layers x heads grid (--export-grid, the dialog's checkbox), are
+// `export --scene` (with --grid for the grid) of the saved scene byte for byte, as PNG and SVG.
+TEST(AppModelScenes, StagesAndTheLayersByHeadsGridExportAsTheCommandLineDoes) {
+  const std::string model = std::string(ATTNVIZ_SCENES) + "/../models/kjv-byte-2l";
+  const std::string base = "--model " + model + " --text 'In the beginning God' --layer 1 --head 2";
+  struct Case {
+    std::string id, args, ext, cliExtra, titleWord;
+  };
+  const std::vector<Case> cases = {
+      {"vw", base + " --stage value_weighted", "png", "", ""},
+      {"ro", base + " --stage rollout", "svg", "", "Attention rollout"},
+      {"grid", base + " --ablate 1:2 --export-grid", "svg", " --grid", "every layer"},
+      {"gridpng", base + " --export-grid", "png", " --grid", ""},
+  };
+  for (const Case& c : cases) {
+    const std::string tag = "model-figure-" + c.id;
+    const std::string gui = tempPath(tag + "-gui." + c.ext), cli = tempPath(tag + "-cli." + c.ext);
+    const std::string saved = tempPath(tag + ".json");
+    for (const auto& f : {gui, cli, saved}) std::remove(f.c_str());
+    const Shot s = runApp(tag, c.args + " --export " + gui + " --save-scene " + saved, 6);
+    ASSERT_RAN(s);
+    const std::string out = runCli("export --scene " + saved + c.cliExtra + " --" + c.ext + " " + cli);
+    ASSERT_EQ(out.find("exit status"), std::string::npos) << c.id << ": " << out;
+    const std::vector<unsigned char> a = fileBytes(gui), b = fileBytes(cli);
+    ASSERT_GT(a.size(), 100u) << c.id << ": the app wrote nothing\n" << s.out;
+    EXPECT_TRUE(a == b) << c.id << ": the files differ";
+    if (!c.titleWord.empty())
+      EXPECT_NE(std::string(a.begin(), a.end()).find(c.titleWord), std::string::npos) << c.id;
+  }
+  // The stages are themselves, not the weights: the three PNGs differ.
+  const std::string w = tempPath("model-figure-w.png");
+  runCli("export --model " + model + " --text 'In the beginning God' --layer 1 --head 2 --png " + w);
+  EXPECT_FALSE(fileBytes(w) == fileBytes(tempPath("model-figure-vw-gui.png")));
+}
+
 // Open a model view, --save-scene it: `export --scene` of the saved file draws the app's own export
 // of that view byte for byte, and reopening the saved scene and saving it again gives the same JSON.
 TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJson) {

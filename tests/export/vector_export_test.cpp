@@ -3,6 +3,7 @@
 // tokens and the mask; the PDF is rendered by poppler (pdftoppm) at the PNG's size and compared
 // pixel by pixel with the PNG export of the same figure.
 #include "export_util.h"
+#include "vector_util.h"
 
 #include "attnviz/formats/npy.h"
 #include "attnviz/render/attribution_figure.h"
@@ -16,80 +17,6 @@ namespace {
 
 std::string scenePath(const std::string& name) {
   return std::string(ATTNVIZ_SCENES_DIR) + "/" + name;
-}
-
-// Runs a shell command, capturing stdout; the exit code goes to `rc`.
-std::string shell(const std::string& cmd, int& rc) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
-    rc = -1;
-    return out;
-  }
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
-
-// What python3's XML parser finds in an SVG: one line per <text> element ("T\t" and its whole
-// text, tspans included), then "R\t<rects>\tH\t<hatched rects>\tW\t<width>\tX\t<height>".
-struct SvgSummary {
-  bool parsed = false;
-  std::vector<std::string> texts;
-  long rects = 0, hatched = 0;
-  int width = 0, height = 0;
-  std::string error;
-};
-
-SvgSummary parseSvg(const std::string& path, const TempDir& dir) {
-  const std::string script = dir / "svg_summary.py";
-  {
-    std::ofstream f(script);
-    f << "import sys, xml.etree.ElementTree as ET\n"
-         "ns = '{http://www.w3.org/2000/svg}'\n"
-         "root = ET.parse(sys.argv[1]).getroot()\n"
-         "assert root.tag == ns + 'svg', root.tag\n"
-         "for t in root.iter(ns + 'text'):\n"
-         "    s = ''.join(t.itertext()).replace('\\n', ' ')\n"
-         "    sys.stdout.buffer.write(('T\\t' + s + '\\n').encode('utf-8'))\n"
-         "rects = [r for r in root.iter(ns + 'rect')]\n"
-         "hatched = [r for r in rects if r.get('fill', '').startswith('url(#hatch')]\n"
-         "print('R\\t%d\\tH\\t%d\\tW\\t%s\\tX\\t%s' % (len(rects), len(hatched), root.get('width'),"
-         " root.get('height')))\n";
-  }
-  int rc = 0;
-  const std::string out = shell("python3 " + testing::shellQuote(script) + " " +
-                                    testing::shellQuote(path) + " 2>&1",
-                                rc);
-  SvgSummary s;
-  if (rc != 0) {
-    s.error = out;
-    return s;
-  }
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("T\t", 0) == 0) {
-      s.texts.push_back(line.substr(2));
-    } else if (line.rfind("R\t", 0) == 0) {
-      std::istringstream f(line);
-      std::string tag;
-      f >> tag >> s.rects >> tag >> s.hatched >> tag >> s.width >> tag >> s.height;
-      s.parsed = true;
-    }
-  }
-  return s;
-}
-
-bool hasText(const SvgSummary& s, const std::string& want) {
-  return std::find(s.texts.begin(), s.texts.end(), want) != s.texts.end();
-}
-bool anyTextContains(const SvgSummary& s, const std::string& part) {
-  return std::any_of(s.texts.begin(), s.texts.end(),
-                     [&](const std::string& t) { return t.find(part) != std::string::npos; });
 }
 
 // The causal lesson scene: a word a token, a triangle of masked cells.
@@ -227,16 +154,6 @@ TEST(VectorExport, RefusalsFollowTheContract) {
   EXPECT_FALSE(fs::exists(dir / "b.svg"));
   for (const auto& e : fs::directory_iterator(dir.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
-}
-
-// Renders a PDF with poppler at 72 dpi and returns the decoded page.
-Image popplerPage(const std::string& pdf, const TempDir& dir) {
-  int rc = 0;
-  const std::string out = shell("pdftoppm -r 72 -png -singlefile " + testing::shellQuote(pdf) +
-                                    " " + testing::shellQuote(dir / "page") + " 2>&1",
-                                rc);
-  EXPECT_EQ(rc, 0) << "pdftoppm (poppler-utils) failed: " << out;
-  return decodePng(dir / "page.png");
 }
 
 // The attribution figure (attribute --svg/--pdf, the attribution panel's export): the same
