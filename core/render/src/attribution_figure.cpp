@@ -16,31 +16,10 @@ namespace attnviz {
 
 namespace {
 
-constexpr RGBA8 kPaper{255, 255, 255, 255};
-constexpr RGBA8 kInk{30, 30, 30, 255};
-constexpr RGBA8 kSoftInk{70, 70, 70, 255};
-constexpr RGBA8 kLine{40, 40, 40, 255};
-
-// Text with its top-left at (x, y); `up` turns it to read bottom to top (its box is then
-// height x width).
-void text(paint::Painter& p, const TextMask& m, long x, long y, RGBA8 c, bool up = false) {
-  p.text(m, x, y, c, up ? paint::Rot::Up : paint::Rot::None);
-}
-
-// The built-in font draws ASCII only: spell the symbols the titles use.
-std::string fit(const Font& font, std::string s) {
-  static const std::pair<const char*, const char*> subs[] = {{"\xCE\x94", "delta "},
-                                                             {"\xE2\x88\x92", "-"},
-                                                             {"\xC2\xB7", "|"},
-                                                             {"\xC3\x97", "x"},
-                                                             {"\xE2\x80\x94", "-"}};
-  for (const auto& [from, to] : subs) {
-    if (font.hasGlyph(decodeUtf8(from)[0])) continue;
-    for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p))
-      s.replace(p, std::char_traits<char>::length(from), to);
-  }
-  return s;
-}
+constexpr RGBA8 kPaper = paint::kFigurePaper, kInk = paint::kFigureInk,
+                kSoftInk = paint::kFigureSoftInk, kLine = paint::kFigureLine;
+using paint::figureText;
+std::string fit(const Font& font, std::string s) { return paint::fitToFont(font, std::move(s)); }
 
 std::string cellText(float v) {
   char buf[32];
@@ -60,11 +39,9 @@ std::string tickText(double v) {
 }  // namespace
 
 Image renderAttributionFigure(const AttributionFigure& f) {
-  if (f.rows < 1 || f.cols < 1 ||
-      f.values.size() != std::size_t(f.rows) * std::size_t(f.cols)) {
-    throw InputError("attribution figure: " + std::to_string(f.values.size()) +
-                     " values for a " + std::to_string(f.rows) + " x " + std::to_string(f.cols) +
-                     " matrix");
+  if (f.rows < 1 || f.cols < 1 || f.values.size() != std::size_t(f.rows) * std::size_t(f.cols)) {
+    throw InputError("attribution figure: " + std::to_string(f.values.size()) + " values for a " +
+                     std::to_string(f.rows) + " x " + std::to_string(f.cols) + " matrix");
   }
   float range = f.range;
   if (!(range > 0.0f)) {
@@ -93,9 +70,11 @@ Image renderAttributionFigure(const AttributionFigure& f) {
   // Every k-th label, so that neighbours never overlap.
   long rowLabelW = 0, colLabelW = 0;
   for (int r = 0; r < f.rows; ++r)
-    rowLabelW = std::max<long>(rowLabelW, long(std::ceil(font.measure(fit(font, label(f.rowLabels, r)), fsLabel))));
+    rowLabelW = std::max<long>(
+        rowLabelW, long(std::ceil(font.measure(fit(font, label(f.rowLabels, r)), fsLabel))));
   for (int c = 0; c < f.cols; ++c)
-    colLabelW = std::max<long>(colLabelW, long(std::ceil(font.measure(fit(font, label(f.colLabels, c)), fsLabel))));
+    colLabelW = std::max<long>(
+        colLabelW, long(std::ceil(font.measure(fit(font, label(f.colLabels, c)), fsLabel))));
   const int rowStep = std::max(1, int(std::ceil(labelLine * 1.05 / cell)));
   const int colStep = std::max(1, int(std::ceil(double(colLabelW + gap) / cell)));
 
@@ -127,8 +106,8 @@ Image renderAttributionFigure(const AttributionFigure& f) {
   for (const TextMask& c : captions) capW = std::max<long>(capW, c.width);
   const long captionsY = bottom + gap;
   for (const TextMask& c : captions) bottom += c.height + gap;
-  const long W = std::max({right, long(title.width) + 2L * pad, capW + 2L * pad,
-                           gridX + long(colTitle.width) + pad});
+  const long W = std::max(
+      {right, long(title.width) + 2L * pad, capW + 2L * pad, gridX + long(colTitle.width) + pad});
   const long H = bottom + pad;
   if (W > f.maxSide || H > f.maxSide) {
     throw UsageError("the figure would be " + std::to_string(W) + " x " + std::to_string(H) +
@@ -145,7 +124,7 @@ Image renderAttributionFigure(const AttributionFigure& f) {
   paint::VectorRecorder recorder(*vec, font);
   paint::TeePainter both(raster, recorder);
   paint::Painter& p = f.vector ? static_cast<paint::Painter&>(both) : raster;
-  if (title.height) text(p, title, (W - title.width) / 2, pad, kInk);
+  if (title.height) figureText(p, title, (W - title.width) / 2, pad, kInk);
 
   // Cells, with their values where they fit.
   ValueMapping map;
@@ -153,17 +132,18 @@ Image renderAttributionFigure(const AttributionFigure& f) {
   for (int r = 0; r < f.rows; ++r)
     for (int c = 0; c < f.cols; ++c) {
       const float v = f.values[std::size_t(r) * f.cols + c];
-      const RGBA8 col = std::isnan(v)         ? kNotComputedColor
-                        : !std::isfinite(v) ? kNonFiniteColor
-                                            : colormapLookup(ColormapId::Diverging, mapValue(map, v));
+      const RGBA8 col = std::isnan(v) ? kNotComputedColor
+                        : !std::isfinite(v)
+                            ? kNonFiniteColor
+                            : colormapLookup(ColormapId::Diverging, mapValue(map, v));
       const long x = gridX + long(c) * cell, y = gridY + long(r) * cell;
       p.rect(x, y, cell, cell, col);
       if (f.numbers && std::isfinite(v) && fsNumber >= 8.0f) {
         const TextMask m = font.render(cellText(v), fsNumber);
         if (m.width <= cell - 4 && m.height <= cell - 2) {
           const double lum = 0.299 * col.r + 0.587 * col.g + 0.114 * col.b;
-          text(p, m, x + (cell - m.width) / 2, y + (cell - m.height) / 2,
-               lum < 135 ? RGBA8{255, 255, 255, 255} : kInk);
+          figureText(p, m, x + (cell - m.width) / 2, y + (cell - m.height) / 2,
+                     lum < 135 ? RGBA8{255, 255, 255, 255} : kInk);
         }
       }
     }
@@ -172,19 +152,21 @@ Image renderAttributionFigure(const AttributionFigure& f) {
   // Row labels (right-aligned, centred on their rows) and the turned row title.
   for (int r = 0; r < f.rows; r += rowStep) {
     const TextMask m = font.render(fit(font, label(f.rowLabels, r)), fsLabel);
-    text(p, m, gridX - gap - m.width, gridY + long(r) * cell + (cell - m.height) / 2, kSoftInk);
+    figureText(p, m, gridX - gap - m.width, gridY + long(r) * cell + (cell - m.height) / 2,
+               kSoftInk);
   }
   if (rowTitle.width <= gh + 2 * labelLine) {
-    text(p, rowTitle, pad, gridY + (gh - rowTitle.width) / 2, kInk, true);
+    figureText(p, rowTitle, pad, gridY + (gh - rowTitle.width) / 2, kInk, true);
   } else {
-    text(p, rowTitle, pad, gridY, kInk, true);
+    figureText(p, rowTitle, pad, gridY, kInk, true);
   }
   // Column labels under the grid, and the column title under them.
   for (int c = 0; c < f.cols; c += colStep) {
     const TextMask m = font.render(fit(font, label(f.colLabels, c)), fsLabel);
-    text(p, m, gridX + long(c) * cell + (cell - m.width) / 2, gridY + gh + gap, kSoftInk);
+    figureText(p, m, gridX + long(c) * cell + (cell - m.width) / 2, gridY + gh + gap, kSoftInk);
   }
-  text(p, colTitle, gridX + (gw - colTitle.width) / 2, gridY + gh + gap + labelLine + gap, kInk);
+  figureText(p, colTitle, gridX + (gw - colTitle.width) / 2, gridY + gh + gap + labelLine + gap,
+             kInk);
 
   // The colour bar: high at the top.
   for (long k = 0; k < barH; ++k) {
@@ -192,17 +174,17 @@ Image renderAttributionFigure(const AttributionFigure& f) {
     p.rect(barX, gridY + k, barW, 1, colormapLookup(ColormapId::Diverging, t));
   }
   p.frame(barX, gridY, barW, barH, kLine);
-  if (barTitle.height) text(p, barTitle, barX, gridY - gap - barTitle.height, kInk);
+  if (barTitle.height) figureText(p, barTitle, barX, gridY - gap - barTitle.height, kInk);
   for (double v : ticks) {
     const long y = gridY + std::lround((range - v) / (2.0 * range) * double(barH - 1));
     p.rect(barX + barW, y, tickLen, 1, kLine);
     const TextMask m = font.render(fit(font, tickText(v)), fsTick);
-    text(p, m, barX + barW + tickLen + gap, y - m.height / 2, kSoftInk);
+    figureText(p, m, barX + barW + tickLen + gap, y - m.height / 2, kSoftInk);
   }
 
   long y = captionsY;
   for (const TextMask& c : captions) {
-    text(p, c, pad, y, kSoftInk);
+    figureText(p, c, pad, y, kSoftInk);
     y += c.height + gap;
   }
   im.heatX = int(gridX), im.heatY = int(gridY), im.cellPx = cell;

@@ -14,28 +14,13 @@ namespace attnviz {
 
 namespace {
 
-constexpr RGBA8 kPaper{255, 255, 255, 255};
-constexpr RGBA8 kInk{30, 30, 30, 255};
-constexpr RGBA8 kSoftInk{70, 70, 70, 255};
-constexpr RGBA8 kLine{40, 40, 40, 255};
+constexpr RGBA8 kPaper = paint::kFigurePaper, kInk = paint::kFigureInk,
+                kSoftInk = paint::kFigureSoftInk, kLine = paint::kFigureLine;
+using paint::figureText;
+std::string fit(const Font& font, std::string s) { return paint::fitToFont(font, std::move(s)); }
+
 constexpr RGBA8 kAblated{214, 39, 40, 255};
 constexpr RGBA8 kGroupInk{31, 119, 180, 255};
-
-void text(paint::Painter& p, const TextMask& m, long x, long y, RGBA8 c, bool up = false) {
-  p.text(m, x, y, c, up ? paint::Rot::Up : paint::Rot::None);
-}
-
-// The built-in font draws ASCII only: spell the symbols the titles use.
-std::string fit(const Font& font, std::string s) {
-  static const std::pair<const char*, const char*> subs[] = {
-      {"\xC2\xB7", "|"}, {"\xC3\x97", "x"}, {"\xE2\x80\x94", "-"}, {"\xCF\x84", "tau"}};
-  for (const auto& [from, to] : subs) {
-    if (font.hasGlyph(decodeUtf8(from)[0])) continue;
-    for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p))
-      s.replace(p, std::char_traits<char>::length(from), to);
-  }
-  return s;
-}
 
 // One head's panel: the row's weights pooled `f` x `f` further, `cell` pixels a pooled cell.
 struct PanelGrid {
@@ -86,7 +71,8 @@ Image renderHeadGrid(const HeadGridFigure& f) {
   // Head labels every k-th head so that neighbours never overlap.
   long headLabelW = 0;
   for (int h = 0; h < H; ++h)
-    headLabelW = std::max<long>(headLabelW, long(std::ceil(font.measure("h" + std::to_string(h), fsLabel))));
+    headLabelW =
+        std::max<long>(headLabelW, long(std::ceil(font.measure("h" + std::to_string(h), fsLabel))));
   const int headStep = std::max(1, int(std::ceil(double(headLabelW + tgap) / pitch)));
   long rowLabelW = 0;
   for (const std::string& l : f.rowLabels)
@@ -150,7 +136,7 @@ Image renderHeadGrid(const HeadGridFigure& f) {
   paint::VectorRecorder recorder(*vec, font);
   paint::TeePainter both(raster, recorder);
   paint::Painter& p = f.vector ? static_cast<paint::Painter&>(both) : raster;
-  if (title.height) text(p, title, (W - title.width) / 2, pad, kInk);
+  if (title.height) figureText(p, title, (W - title.width) / 2, pad, kInk);
 
   // Grouped-query attention: "kv g" over the query heads that share KV head g.
   if (f.kvGroup > 1)
@@ -158,12 +144,12 @@ Image renderHeadGrid(const HeadGridFigure& f) {
       const TextMask m = font.render("kv " + std::to_string(g), fsLabel);
       const long gx = gridX + long(g) * f.kvGroup * pitch;
       const long gw = long(std::min(f.kvGroup, H - g * f.kvGroup)) * pitch - gap;
-      if (m.width <= gw + gap) text(p, m, gx + (gw - m.width) / 2, pad + titleH, kGroupInk);
+      if (m.width <= gw + gap) figureText(p, m, gx + (gw - m.width) / 2, pad + titleH, kGroupInk);
       p.rect(gx, pad + titleH + labelLine, gw, 1, kGroupInk);
     }
   for (int h = 0; h < H; h += headStep) {
     const TextMask m = font.render("h" + std::to_string(h), fsLabel);
-    text(p, m, gridX + long(h) * pitch + (px - m.width) / 2, headLabelY, kSoftInk);
+    figureText(p, m, gridX + long(h) * pitch + (px - m.width) / 2, headLabelY, kSoftInk);
   }
 
   long cells = 0;
@@ -171,7 +157,7 @@ Image renderHeadGrid(const HeadGridFigure& f) {
     const Tensor3& w = *f.rows[std::size_t(r)];
     const long y0 = gridY + long(r) * pitch;
     const TextMask lm = font.render(fit(font, f.rowLabels[std::size_t(r)]), fsLabel);
-    text(p, lm, gridX - tgap - lm.width, y0 + (px - lm.height) / 2, kSoftInk);
+    figureText(p, lm, gridX - tgap - lm.width, y0 + (px - lm.height) / 2, kSoftInk);
     const PanelGrid g = panelGrid(w, px);
     for (int h = 0; h < w.heads; ++h) {
       const long x0 = gridX + long(h) * pitch;
@@ -183,10 +169,12 @@ Image renderHeadGrid(const HeadGridFigure& f) {
           for (int i = bi * g.f; i < i1; ++i)
             for (int j = bj * g.f; j < j1; ++j) {
               const float v = w.at(h, i, j);
-              if (!std::isfinite(v)) finite = false;
-              else m = std::max(m, v);
+              if (!std::isfinite(v))
+                finite = false;
+              else
+                m = std::max(m, v);
             }
-          const RGBA8 c = !finite ? kNonFiniteColor
+          const RGBA8 c = !finite     ? kNonFiniteColor
                           : m == 0.0f ? kMaskedColor
                                       : colormapLookup(f.colormap, m);
           p.rect(x0 + long(bj) * g.cell, y0 + long(bi) * g.cell, g.cell, g.cell, c);
@@ -208,18 +196,18 @@ Image renderHeadGrid(const HeadGridFigure& f) {
     p.rect(barX, gridY + k, barW, 1, colormapLookup(f.colormap, t));
   }
   p.frame(barX, gridY, barW, barH, kLine);
-  text(p, barTitle, barX, gridY - tgap / 2 - barTitle.height, kInk);
+  figureText(p, barTitle, barX, gridY - tgap / 2 - barTitle.height, kInk);
   for (double v : ticks) {
     const long y = gridY + std::lround((1.0 - v) * double(barH - 1));
     p.rect(barX + barW, y, tickLen, 1, kLine);
     std::snprintf(buf, sizeof buf, "%g", v);
     const TextMask m = font.render(buf, fsTick);
-    text(p, m, barX + barW + tickLen + tgap, y - m.height / 2, kSoftInk);
+    figureText(p, m, barX + barW + tickLen + tgap, y - m.height / 2, kSoftInk);
   }
 
   long y = captionsY;
   for (const TextMask& c : captions) {
-    text(p, c, pad, y, kSoftInk);
+    figureText(p, c, pad, y, kSoftInk);
     y += c.height + tgap;
   }
   im.heatX = int(gridX), im.heatY = int(gridY), im.cellPx = panelGrid(*f.rows[0], px).cell;

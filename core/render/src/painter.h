@@ -9,6 +9,7 @@
 #include "attnviz/render/vector_figure.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 namespace attnviz::paint {
@@ -134,5 +135,34 @@ class TeePainter final : public Painter {
  private:
   Painter &a_, &b_;
 };
+
+// ---------------------------------------------------------------------------------------------
+// What the figures around the heatmap (the attribution figure, the layers x heads grid) share:
+// their inks, text placement and the ASCII spellings the built-in font needs.
+
+constexpr RGBA8 kFigurePaper{255, 255, 255, 255};
+constexpr RGBA8 kFigureInk{30, 30, 30, 255};
+constexpr RGBA8 kFigureSoftInk{70, 70, 70, 255};
+constexpr RGBA8 kFigureLine{40, 40, 40, 255};
+
+// Text with its top-left at (x, y); `up` turns it to read bottom to top (its box is then
+// height x width).
+inline void figureText(Painter& p, const TextMask& m, long x, long y, RGBA8 c, bool up = false) {
+  p.text(m, x, y, c, up ? Rot::Up : Rot::None);
+}
+
+// The built-in font draws ASCII only: the symbols the figures' titles use, spelled out when the
+// font lacks them.
+inline std::string fitToFont(const Font& font, std::string s) {
+  static const std::pair<const char*, const char*> subs[] = {
+      {"\xCE\x94", "delta "}, {"\xE2\x88\x92", "-"}, {"\xC2\xB7", "|"},
+      {"\xC3\x97", "x"},      {"\xE2\x80\x94", "-"}, {"\xCF\x84", "tau"}};
+  for (const auto& [from, to] : subs) {
+    if (font.hasGlyph(decodeUtf8(from)[0])) continue;
+    for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p))
+      s.replace(p, std::char_traits<char>::length(from), to);
+  }
+  return s;
+}
 
 }  // namespace attnviz::paint
