@@ -68,6 +68,10 @@ void printSelectedRow(const AppState& s) {
   if (r.row >= 0) {
     std::printf("row-inspector-values: row=%d what=%s ", r.row, r.what.c_str());
     printValues(r.first, r.values.data(), int(r.values.size()));
+    if (r.kvHead >= 0)
+      std::printf("row-inspector-qk-norms: row=%d kv_head=%d q=%.9g,%.9g k=%.9g,%.9g\n", r.row,
+                  r.kvHead, double(r.qBefore), double(r.qAfter), double(r.kBefore),
+                  double(r.kAfter));
   }
 }
 

@@ -18,6 +18,10 @@ struct RowInspectorValues {
   std::string what;           // what the row is: "weights", "weights-wrong-axis", a stage key...
   int first = 0;              // values[k] is column first + k
   std::vector<float> values;  // the row as the inspector shows it; -inf where masked
+  // A q/k-norm family's model (Qwen3, Gemma 3, OLMo 2): ‖q_i‖ of the shown head and ‖k_i‖ of its
+  // KV head before and after the norm; kvHead -1 when not shown.
+  int kvHead = -1;
+  float qBefore = 0, qAfter = 0, kBefore = 0, kAfter = 0;
 };
 
 // Cleared at the start of every drawRowInspectorPanel; row = -1 when no row was shown.

@@ -253,6 +253,43 @@ bool drawPooledRow(AppState& s, int i) {
 
 const RowInspectorValues& rowInspectorValues() { return g_values; }
 
+namespace {
+
+// A q/k-norm family's model (Qwen3, Gemma 3: RMSNorm per head; OLMo 2: over the whole width):
+// query i's ‖q_i‖ in the shown head and ‖k_i‖ in its KV head before and after the norm, and
+// every key's ‖k_j‖ before and after as two bar plots on one scale. RoPE turns q and k without
+// changing their norms.
+void drawQkNorms(AppState& s, int i, int h) {
+  if (!s.model.open() || !s.model.source->ready() || s.model.source->shownLayer() != s.model.layer)
+    return;
+  const Model::QkNorms& n = s.model.source->shownQkNorms();
+  const ModelConfig& c = s.model.source->model().config();
+  if (n.heads == 0 || h < 0 || h >= n.heads || i < 0 || i >= n.tokens) return;
+  const int T = n.tokens, g = c.kvHeadOf(h);
+  const float* kb = n.kBefore.data() + std::size_t(g) * T;
+  const float* ka = n.kAfter.data() + std::size_t(g) * T;
+  const float qb = n.qBefore[std::size_t(h) * T + i], qa = n.qAfter[std::size_t(h) * T + i];
+  g_values.kvHead = g;
+  g_values.qBefore = qb, g_values.qAfter = qa, g_values.kBefore = kb[i], g_values.kAfter = ka[i];
+  ImGui::Spacing();
+  ImGui::Text("q/k norm (%s, before RoPE)",
+              c.qkNorm == QkNorm::Whole ? "RMSNorm over the whole width" : "RMSNorm per head");
+  ImGui::Text("\xe2\x80\x96q%d\xe2\x80\x96  %.3f \xe2\x86\x92 %.3f   (head %d)", i, qb, qa, h);
+  ImGui::Text("\xe2\x80\x96k%d\xe2\x80\x96  %.3f \xe2\x86\x92 %.3f   (KV head %d)", i, kb[i], ka[i], g);
+  float top = 1e-6f;
+  for (int j = 0; j < T; ++j) top = std::max({top, kb[j], ka[j]});
+  const float w = std::max(60.0f, ImGui::GetContentRegionAvail().x);
+  const float hgt = ImGui::GetTextLineHeight() * 2.2f;
+  char label[64];
+  std::snprintf(label, sizeof label, "\xe2\x80\x96k_j\xe2\x80\x96 before (max %.2f)", top);
+  ImGui::PlotHistogram("##kbefore", kb, T, 0, label, 0.0f, top, ImVec2(w, hgt));
+  ImGui::PlotHistogram("##kafter", ka, T, 0, "\xe2\x80\x96k_j\xe2\x80\x96 after", 0.0f, top,
+                       ImVec2(w, hgt));
+  ImGui::TextDisabled("keys j = 0..%d, one scale: the norm evens out the keys' lengths", T - 1);
+}
+
+}  // namespace
+
 bool drawRowInspectorPanel(AppState& s) {
   const int i = s.view.selectedRow;
   s.rowShown = RowInspectorShown{};
@@ -321,6 +358,7 @@ bool drawRowInspectorPanel(AppState& s) {
   recordShown(s, r);
   std::vector<int> order;
   drawRow(s, r, order);
+  drawQkNorms(s, i, h);
   if (r.st.fullyMasked || r.kind == RowKind::WrongAxis || r.kind == RowKind::Scores) return false;
 
   // The block output of a synthetic scene: every head's o_i side by side, then W_o.

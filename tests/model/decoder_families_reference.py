@@ -126,8 +126,16 @@ def lin(x, w, name):
     return y
 
 
-def forward(cfg, w, ids):
-    """(attention weights [L, H, T, T], logits [T, V]), float64."""
+def head_norms(x, heads):
+    """Each head's row norms [heads, T] of x [T, heads * hd] or [heads, T, hd]."""
+    if x.dim() == 2:
+        x = x.reshape(x.shape[0], heads, -1).transpose(0, 1)
+    return x.norm(dim=-1)
+
+
+def forward(cfg, w, ids, qk_trace=None):
+    """(attention weights [L, H, T, T], logits [T, V]), float64. qk_trace: a list that gets, a
+    layer, the q and k row norms per head before and after the family's q/k norm."""
     mt = cfg["model_type"]
     assert mt in FAMILIES, mt
     d, L = cfg["hidden_size"], cfg["num_hidden_layers"]
@@ -162,6 +170,7 @@ def forward(cfg, w, ids):
             q = lin(h, w, p + "self_attn.q_proj")
             k = lin(h, w, p + "self_attn.k_proj")
             v = lin(h, w, p + "self_attn.v_proj")
+        before = (head_norms(q, H), head_norms(k, KV))
         if mt == "olmo2":  # over the whole projection
             q = norm(q, p + "self_attn.q_norm.weight")
             k = norm(k, p + "self_attn.k_norm.weight")
@@ -171,6 +180,8 @@ def forward(cfg, w, ids):
         if mt in ("qwen3", "gemma3_text"):  # per head
             q = norm(q, p + "self_attn.q_norm.weight")
             k = norm(k, p + "self_attn.k_norm.weight")
+        if qk_trace is not None:
+            qk_trace.append(before + (head_norms(q, H), head_norms(k, KV)))
         inv = inv_freq(cfg, local[l])
         q, k = rope(q, inv, T), rope(k, inv, T)
         k = k.repeat_interleave(H // KV, dim=0)
@@ -424,7 +435,8 @@ def main():
         w = random_weights(cfg, gen)
         w = {k: v.to(torch.float32).to(torch.float64) for k, v in w.items()}  # as stored (F32)
         ids = [1] + torch.randint(3, V, (15,), generator=gen).tolist()
-        att, logits = forward(cfg, w, ids)
+        trace = []
+        att, logits = forward(cfg, w, ids, trace)
         check(name, cfg, w, ids, att, logits)
         with open(os.path.join(out, "config.json"), "w") as f:
             json.dump(cfg, f, indent=2)
@@ -435,9 +447,17 @@ def main():
         np.save(os.path.join(out, "logits.npy"), logits.numpy().astype(np.float32))
         # The continuation, when no step is a near tie (float32 could pick the other token).
         cont, gap = greedy(cfg, w, ids, 6)
-        cases.append({"name": name, "family": cfg["model_type"], "dir": name, "ids": ids,
-                      "weights": f"{name}/weights.npy", "logits": f"{name}/logits.npy",
-                      "greedy": cont if gap > 1e-3 else None})
+        case = {"name": name, "family": cfg["model_type"], "dir": name, "ids": ids,
+                "weights": f"{name}/weights.npy", "logits": f"{name}/logits.npy",
+                "greedy": cont if gap > 1e-3 else None}
+        if cfg["model_type"] in ("qwen3", "gemma3_text", "olmo2"):
+            # [L, 2, H, T] and [L, 2, KV, T]: before and after the q/k norm.
+            qn = torch.stack([torch.stack([t[0], t[2]]) for t in trace])
+            kn = torch.stack([torch.stack([t[1], t[3]]) for t in trace])
+            np.save(os.path.join(out, "q_norms.npy"), qn.numpy().astype(np.float32))
+            np.save(os.path.join(out, "k_norms.npy"), kn.numpy().astype(np.float32))
+            case["q_norms"], case["k_norms"] = f"{name}/q_norms.npy", f"{name}/k_norms.npy"
+        cases.append(case)
     with open(os.path.join(root, "cases.json"), "w") as f:
         json.dump({"cases": cases}, f, indent=2)
     return 0

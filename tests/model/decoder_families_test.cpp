@@ -147,6 +147,51 @@ void expectRefused(const CliRun& r, const fs::path& dir, const std::string& prob
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
+// The row inspector's q/k norms (Model::layerQkNorms): each head's ‖q_i‖ and ‖k_i‖ before and
+// after the family's q/k norm, per head (qwen3, gemma3_text) or over the whole width (olmo2),
+// equal the reference's in every layer; a family without one has none.
+TEST_F(DecoderFamilies, QkNormsBeforeAndAfterTheNormMatchTheReference) {
+  std::set<std::string> checked;
+  for (const auto& c : cases()["cases"]) {
+    const std::string name = c["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    const auto m = Model::open((root() / c["dir"].get<std::string>()).string());
+    const ForwardResult r = m->forward(c["ids"].get<std::vector<int>>());
+    if (!c.contains("q_norms")) {
+      EXPECT_EQ(m->config().qkNorm, QkNorm::None);
+      EXPECT_EQ(m->layerQkNorms(r, 0).heads, 0);
+      continue;
+    }
+    const NpyArray wantQ = readNpy((root() / c["q_norms"].get<std::string>()).string());
+    const NpyArray wantK = readNpy((root() / c["k_norms"].get<std::string>()).string());
+    const int L = m->config().nLayer;
+    ASSERT_EQ(wantQ.shape.size(), 4u);
+    ASSERT_EQ(int(wantQ.shape[0]), L);
+    const std::size_t qn = wantQ.data.size() / L / 2, kn = wantK.data.size() / L / 2;
+    for (int l = 0; l < L; ++l) {
+      const Model::QkNorms got = m->layerQkNorms(r, l);
+      ASSERT_EQ(got.heads, int(wantQ.shape[2]));
+      ASSERT_EQ(got.kvHeads, int(wantK.shape[2]));
+      ASSERT_EQ(got.qBefore.size(), qn);
+      ASSERT_EQ(got.kAfter.size(), kn);
+      auto near = [&](const std::vector<float>& v, const NpyArray& want, std::size_t at,
+                      const char* what) {
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          const double w = want.data[at + i];
+          ASSERT_NEAR(v[i], w, 1e-5 * std::max(1.0, std::fabs(w)))
+              << what << " layer " << l << " index " << i;
+        }
+      };
+      near(got.qBefore, wantQ, (std::size_t(l) * 2) * qn, "q before");
+      near(got.qAfter, wantQ, (std::size_t(l) * 2 + 1) * qn, "q after");
+      near(got.kBefore, wantK, (std::size_t(l) * 2) * kn, "k before");
+      near(got.kAfter, wantK, (std::size_t(l) * 2 + 1) * kn, "k after");
+    }
+    checked.insert(m->config().family);
+  }
+  EXPECT_EQ(checked, (std::set<std::string>{"qwen3", "gemma3_text", "olmo2"}));
+}
+
 // What a Gemma config can say that attnviz cannot run: a sliding_window_pattern that is not a
 // positive integer, a layer type that is neither sliding nor full, a layer_types list of the
 // wrong length, a rope_scaling (or rope_parameters) type it does not implement, a scaled RoPE in

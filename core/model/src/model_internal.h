@@ -264,8 +264,9 @@ struct Model::Workspace {
   // The attention site's inputs: qm, km, vm from the residual rows x [n, d] at positions pos0..
   // (the pre-norm, the projections, the q/k norm, RoPE when `rope`, and the score scale folded
   // into q when the family's differs from 1/sqrt(d_h)). The one place a site's Q/K/V are made.
+  // `norms`: when given, each head's q and k row norms before and after the q/k norm go there.
   void project(const ModelConfig& c, const Weights::Layer& W, int layer, const MatrixRM& x,
-               int pos0, bool rope);
+               int pos0, bool rope, Model::QkNorms* norms = nullptr);
   // A cross site's inputs: qm from the decoder's rows x [n, d] (its norm first when the family's
   // norms come before, the score scale folded in), km and vm from the encoder's last hidden
   // states enc [T_src, d] (when enc is not null: a decode step reuses the cached ones).

@@ -120,8 +120,20 @@ void addResidual(const ModelConfig& c, const Model::Weights::Layer& W, MatrixRM&
 
 }  // namespace
 
+namespace {
+
+// Each head's row norms of x [T, heads * d_h] into out [heads, T].
+void headRowNorms(const MatrixRM& x, int heads, int dh, std::vector<float>& out) {
+  const int T = static_cast<int>(x.rows());
+  out.assign(std::size_t(heads) * T, 0.0f);
+  for (int h = 0; h < heads; ++h)
+    for (int t = 0; t < T; ++t) out[std::size_t(h) * T + t] = x.block(t, h * dh, 1, dh).norm();
+}
+
+}  // namespace
+
 void Model::Workspace::project(const ModelConfig& c, const Weights::Layer& W, int layer,
-                               const MatrixRM& x, int pos0, bool rope) {
+                               const MatrixRM& x, int pos0, bool rope, Model::QkNorms* norms) {
   const MatrixRM* in = &x;
   // (A layer whose row lacks the norm, ModernBERT's first, reads x as it is.)
   if (normBefore(c.normPlacement) && W[Slot::AttnNorm]) {
@@ -130,6 +142,11 @@ void Model::Workspace::project(const ModelConfig& c, const Weights::Layer& W, in
     in = &a;
   }
   lins(*in, {{&W.q, &W.qS, &qm}, {&W.k, &W.kS, &km}, {&W.v, &W.vS, &vm}});
+  if (norms && c.qkNorm != QkNorm::None) {
+    norms->heads = c.nHead, norms->kvHeads = c.nKvHead, norms->tokens = int(x.rows());
+    headRowNorms(qm, c.nHead, c.headSize, norms->qBefore);
+    headRowNorms(km, c.nKvHead, c.headSize, norms->kBefore);
+  }
   if (c.qkNorm == QkNorm::PerHead) {
     headNorm(c, qm, c.nHead, W[Slot::QNorm]);
     headNorm(c, km, c.nKvHead, W[Slot::KNorm]);
@@ -140,6 +157,10 @@ void Model::Workspace::project(const ModelConfig& c, const Weights::Layer& W, in
     normForward(NormKind::RMSNorm, km, W[Slot::KNorm], nullptr, c.layerNormEps, normed,
                 c.normWeightOffset);
     std::swap(km, normed);
+  }
+  if (norms && c.qkNorm != QkNorm::None) {
+    headRowNorms(qm, c.nHead, c.headSize, norms->qAfter);
+    headRowNorms(km, c.nKvHead, c.headSize, norms->kAfter);
   }
   const int T = static_cast<int>(x.rows()), dh = c.headSize;
   if (rope && c.positions == PositionKind::Rope) {
@@ -491,6 +512,17 @@ void Model::layerQkv(const ForwardResult& r, int layer, Tensor3& q, Tensor3& k,
   splitHeads(ws.qm, c.nHead, c.headSize, q);
   splitHeads(ws.km, c.nKvHead, c.headSize, k);
   splitHeads(ws.vm, c.nKvHead, c.headSize, v);
+}
+
+Model::QkNorms Model::layerQkNorms(const ForwardResult& r, int layer) const {
+  const ModelConfig& c = config_;
+  if (layer < 0 || layer >= c.nLayer || static_cast<int>(r.layers.size()) != c.nLayer)
+    throw InputError("layer " + std::to_string(layer) + " is outside the model");
+  QkNorms out;
+  if (c.qkNorm == QkNorm::None) return out;
+  Workspace ws;
+  ws.project(c, ws.weights(*w_, layer, c), layer, r.layers[layer].residualIn, 0, false, &out);
+  return out;
 }
 
 void Model::finish(ForwardResult& r) const {

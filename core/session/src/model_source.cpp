@@ -156,6 +156,21 @@ void ModelSource::showStages(Session& session) {
                           rollout ? stages_.rollout : std::vector<float>{});
 }
 
+const Model::QkNorms& ModelSource::shownQkNorms() {
+  static const Model::QkNorms kNone;
+  if (!ready() || layer_ < 0) return kNone;
+  if (stages_.pass != passVersion_ || stages_.layer != layer_) {
+    stages_ = StageCache{};
+    stages_.pass = passVersion_;
+    stages_.layer = layer_;
+  }
+  if (!stages_.qkDone) {
+    stages_.qk = model_->layerQkNorms(pass_, layer_);
+    stages_.qkDone = true;
+  }
+  return stages_.qk;
+}
+
 const ModelSource::Qkv& ModelSource::layerQkv(int layer) {
   if (layer != qkvLayer_) {
     qkvLayer_ = -1;

@@ -571,6 +571,17 @@ class Model {
   // InputError for a layer outside the model.
   void layerQkv(const ForwardResult& r, int layer, Tensor3& q, Tensor3& k, Tensor3& v) const;
 
+  // The norms ‖q_i^h‖ and ‖k_i^g‖ of `layer`'s rows before and after the family's q/k norm
+  // (Qwen3 and Gemma 3: per head; OLMo 2: over the whole width), recomputed from the layer's
+  // residual stream. RoPE turns q and k without changing their norms; a family's own score scale
+  // is not in them. Throws InputError for a layer outside the model.
+  struct QkNorms {
+    int heads = 0, kvHeads = 0, tokens = 0;  // heads 0: the family has no q/k norm
+    std::vector<float> qBefore, qAfter;      // [heads, tokens]
+    std::vector<float> kBefore, kAfter;      // [kvHeads, tokens]
+  };
+  QkNorms layerQkNorms(const ForwardResult& r, int layer) const;
+
   // The cache a full pass leaves: every layer's rotated K and V (one per KV head).
   KvCache cacheFrom(const ForwardResult& r) const;
   // One token's pass at position cache.length(): matrix-vector products and attention over the

@@ -102,6 +102,10 @@ class ModelSource {
   // computed once per pass and layer.
   void showStages(Session& session);
   static constexpr int kRolloutMaxTokens = 1024;
+  // The shown layer's q and k row norms before and after the family's q/k norm
+  // (Model::layerQkNorms: Qwen3, Gemma 3, OLMo 2), computed once per pass and layer; heads 0 for
+  // a family without one, or before a layer is shown.
+  const Model::QkNorms& shownQkNorms();
   void setShownStage(ViewStage stage) { shownStage_ = stage; }
   ViewStage shownStage() const { return shownStage_; }
   // The name showLayer puts in the session's figure titles (modelLayerLabel); empty: none.
@@ -157,6 +161,8 @@ class ModelSource {
     std::uint64_t pass = ~0ull;
     int layer = -1;
     std::vector<float> norms, rollout;
+    Model::QkNorms qk;
+    bool qkDone = false;
   } stages_;
   std::string note_;
 };
