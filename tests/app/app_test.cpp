@@ -760,6 +760,57 @@ TEST(AppModel, TheGridAndTheHeatmapShowTorchsWeightsOfEveryLayerAndHead) {
   EXPECT_NE(s.out.find("model-layer: 1"), std::string::npos);
 }
 
+// A q/k-norm family (Qwen3, a random checkpoint made at test time by
+// decoder_families_reference.py): the row inspector shows the selected query's ‖q_i‖ and ‖k_i‖
+// before and after the norm, the float64 torch reference's numbers (qk_norms_reference.py, on
+// the ids `attnviz tokenize` gives for the app's text).
+TEST(AppModel, TheRowInspectorShowsQAndKNormsBeforeAndAfterTheNorm) {
+  const std::string dir = tempPath("qk-norm-families");
+  std::filesystem::remove_all(dir);
+  const std::string py = std::string("/usr/bin/python3 ") + ATTNVIZ_SOURCE_DIR + "/tests/model/";
+  const attnviz::testing::ShellRun gen =
+      attnviz::testing::runShell(py + "decoder_families_reference.py " + dir);
+  ASSERT_EQ(gen.rc, 0) << gen.out;
+  const std::string model = dir + "/qwen3_gqa", text = "the cat sat on the mat";
+  const attnviz::testing::ShellRun tok = attnviz::testing::runShell(
+      std::string(ATTNVIZ_BIN) + " tokenize --model " + model + " --text '" + text + "'");
+  ASSERT_EQ(tok.rc, 0) << tok.out;
+  std::string ids;
+  {
+    std::istringstream in(tok.out);
+    std::string t;
+    while (in >> t) ids += (ids.empty() ? "" : ",") + t;
+  }
+  const int layer = 1, head = 3, row = 5;
+  const attnviz::testing::ShellRun want = attnviz::testing::runShell(
+      py + "qk_norms_reference.py " + model + " 1 3 5 " + ids);
+  ASSERT_EQ(want.rc, 0) << want.out;
+  double rqb = 0, rqa = 0, rkb = 0, rka = 0;
+  int rg = -1;
+  ASSERT_EQ(std::sscanf(want.out.c_str(), "q %lf %lf k %lf %lf kv %d", &rqb, &rqa, &rkb, &rka, &rg),
+            5)
+      << want.out;
+  const Shot s = runApp("qk-norms", "--model " + model + " --text '" + text + "' --layer " +
+                                        std::to_string(layer) + " --head " + std::to_string(head) +
+                                        " --select-row " + std::to_string(row));
+  ASSERT_RAN(s);
+  const auto line = s.out.find("row-inspector-qk-norms:");
+  ASSERT_NE(line, std::string::npos) << s.out;
+  int gotRow = -1, gotKv = -1;
+  double qb = 0, qa = 0, kb = 0, ka = 0;
+  ASSERT_EQ(std::sscanf(s.out.c_str() + line,
+                        "row-inspector-qk-norms: row=%d kv_head=%d q=%lf,%lf k=%lf,%lf", &gotRow,
+                        &gotKv, &qb, &qa, &kb, &ka),
+            6);
+  EXPECT_EQ(gotRow, row);
+  EXPECT_EQ(gotKv, rg);
+  EXPECT_NEAR(qb, rqb, 1e-4 * std::max(1.0, rqb));
+  EXPECT_NEAR(qa, rqa, 1e-4 * std::max(1.0, rqa));
+  EXPECT_NEAR(kb, rkb, 1e-4 * std::max(1.0, rkb));
+  EXPECT_NEAR(ka, rka, 1e-4 * std::max(1.0, rka));
+  EXPECT_GT(std::fabs(rqb - rqa), 1e-3) << "the norm changed nothing: a weak test";
+}
+
 TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {
   const std::string args = "--model " + kModelFixture + " --text " + shellQuote(kModelText);
   const Shot plain = runApp("model_plain", args);
