@@ -125,6 +125,10 @@ void drawLayout(App& app) {
       s.model.source->model().config().positions == PositionKind::Rope &&
       ImGui::CollapsingHeader("RoPE: positions in the shown head", ImGuiTreeNodeFlags_DefaultOpen))
     drawRopePanel(s);
+  if (s.model.open() && s.model.source &&
+      ImGui::CollapsingHeader("Neuron view: q \xc2\xb7 k by dimension",
+                              ImGuiTreeNodeFlags_DefaultOpen))
+    drawNeuronPanel(s);
   if (ImGui::CollapsingHeader(s.model.open() || s.dump.open() ? "Heads of this layer" : "Heads",
                               ImGuiTreeNodeFlags_DefaultOpen))
     drawHeadGridPanel(s);

@@ -68,6 +68,12 @@ void printSelectedRow(const AppState& s) {
   if (r.row >= 0) {
     std::printf("row-inspector-values: row=%d what=%s ", r.row, r.what.c_str());
     printValues(r.first, r.values.data(), int(r.values.size()));
+    if (g_neuronShown.layer >= 0)
+      std::printf("neuron-view: layer=%d head=%d row=%d key=%d score=%.9g terms=%.9g pairs=%.9g "
+                  "plain=%.9g\n",
+                  g_neuronShown.layer, g_neuronShown.head, g_neuronShown.row, g_neuronShown.key,
+                  double(g_neuronShown.score), double(g_neuronShown.termSum),
+                  double(g_neuronShown.pairSum), double(g_neuronShown.plainScore));
     if (r.kvHead >= 0)
       std::printf("row-inspector-qk-norms: row=%d kv_head=%d q=%.9g,%.9g k=%.9g,%.9g\n", r.row,
                   r.kvHead, double(r.qBefore), double(r.qAfter), double(r.kBefore),

@@ -38,6 +38,13 @@ bool drawRowInspectorPanel(AppState& s);  // row_inspector_panel.cpp: the select
 bool drawMaskMatrixPanel(AppState& s);    // mask_matrix_panel.cpp: allowed(i, j) as a small matrix
 bool drawModelPanel(AppState& s);      // model_panel.cpp: text, layer, interventions
 bool drawRopePanel(AppState& s);       // rope_panel.cpp: RoPE scores and frequencies
+struct NeuronShown {  // the neuron view's last cell (layer -1: none), for scripted runs
+  int layer = -1, head = 0, row = 0, key = 0;
+  float score = 0, termSum = 0, pairSum = 0, plainScore = 0;
+  bool rope = false;
+};
+extern NeuronShown g_neuronShown;
+bool drawNeuronPanel(AppState& s);     // neuron_panel.cpp: q, k and q.k of one cell by dimension
 bool drawModelGridPanel(AppState& s);  // model_grid_panel.cpp: layers x heads thumbnails
 bool drawNextTokenPanel(AppState& s);  // next_token_panel.cpp: top-5, before/after interventions
 bool drawGeneratePanel(AppState& s);   // generate_panel.cpp: continue the text (KV cache)

@@ -33,12 +33,12 @@ bool drawRopePanel(AppState& s) {
   std::vector<float> rotated(i + 1), plain(i + 1);
   MatrixRM q = a.q.mat(h).row(i);
   MatrixRM qPlain = q;
-  if (!off) applyRope(c, qPlain, i, true);
+  if (!off) applyRope(c, qPlain, i, true, l);
   const float scale = 1.0f / std::sqrt(float(d));
   for (int j = 0; j <= i; ++j) {
     MatrixRM k = a.k.mat(c.kvHeadOf(h)).row(j);
     rotated[i - j] = (q.row(0).dot(k.row(0))) * scale;
-    if (!off) applyRope(c, k, j, true);
+    if (!off) applyRope(c, k, j, true, l);
     plain[i - j] = (qPlain.row(0).dot(k.row(0))) * scale;
   }
   float lo = 0, hi = 0;
@@ -54,7 +54,7 @@ bool drawRopePanel(AppState& s) {
                    "rotation removed (content only)", lo, hi, ImVec2(w, ht));
   ImGui::TextDisabled("x: distance i \xe2\x88\x92 j, 0 (itself) at the left, %d at the right", i);
   // One band per rotated pair: its wavelength in tokens, log10.
-  const std::vector<double> inv = c.ropeInvFreq();
+  const std::vector<double> inv = c.ropeInvFreq(l);
   std::vector<float> waves(inv.size());
   for (std::size_t p = 0; p < inv.size(); ++p) waves[p] = float(std::log10(2.0 * M_PI / inv[p]));
   const float wmax = *std::max_element(waves.begin(), waves.end());

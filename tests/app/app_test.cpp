@@ -811,6 +811,43 @@ TEST(AppModel, TheRowInspectorShowsQAndKNormsBeforeAndAfterTheNorm) {
   EXPECT_GT(std::fabs(rqb - rqa), 1e-3) << "the norm changed nothing: a weak test";
 }
 
+// The neuron view of the shipped LLaMA's previous-token head 1:3: for the selected query it picks
+// the row's largest weight (the key just before), and its per-dimension and per-RoPE-pair terms
+// sum to the cell's score as the engine computed it (the row inspector's scaled stage); with the
+// rotation removed the score falls (RoPE carries "one back").
+TEST(AppModel, TheNeuronViewsTermsSumToTheEnginesScore) {
+  const std::string model = std::string(ATTNVIZ_SCENES) + "/../models/kjv-sp-llama";
+  const Shot s = runApp("neuron", "--model " + model +
+                                      " --text 'In the beginning God created the heaven and the "
+                                      "earth.' --layer 1 --head 3 --select-row 8 --stage scaled");
+  ASSERT_RAN(s);
+  const auto at = s.out.find("neuron-view:");
+  ASSERT_NE(at, std::string::npos) << s.out;
+  int l = -1, h = -1, i = -1, j = -1;
+  double score = 0, terms = 0, pairs = 0, plain = 0;
+  ASSERT_EQ(std::sscanf(s.out.c_str() + at,
+                        "neuron-view: layer=%d head=%d row=%d key=%d score=%lf terms=%lf pairs=%lf "
+                        "plain=%lf",
+                        &l, &h, &i, &j, &score, &terms, &pairs, &plain),
+            8);
+  EXPECT_EQ(l, 1);
+  EXPECT_EQ(h, 3);
+  EXPECT_EQ(i, 8);
+  EXPECT_EQ(j, 7) << "the previous-token head's largest weight is the key just before";
+  EXPECT_NEAR(terms, score, 1e-5 * std::max(1.0, std::fabs(score)));
+  EXPECT_NEAR(pairs, score, 1e-5 * std::max(1.0, std::fabs(score)));
+  // The engine's scaled score of the same cell (the row inspector's row on the scaled stage).
+  const auto row = s.out.find("row-inspector-values: row=8 what=scaled");
+  ASSERT_NE(row, std::string::npos) << s.out;
+  const auto vals = s.out.find("values=", row) + 7;
+  std::vector<double> v;
+  std::istringstream in(s.out.substr(vals, s.out.find('\n', vals) - vals));
+  for (std::string t; std::getline(in, t, ',');) v.push_back(std::stod(t));
+  ASSERT_GT(int(v.size()), j);
+  EXPECT_NEAR(score, v[j], 1e-4 * std::max(1.0, std::fabs(v[j])));
+  EXPECT_LT(plain, score - 10) << "with the rotation removed the previous key's score should fall";
+}
+
 TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {
   const std::string args = "--model " + kModelFixture + " --text " + shellQuote(kModelText);
   const Shot plain = runApp("model_plain", args);
