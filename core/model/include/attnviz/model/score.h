@@ -1,0 +1,28 @@
+// attnviz core (model): how well a model predicts a text, token by token (`attnviz score`), with
+// the whole context or with StreamingLLM's cache (Xiao et al. 2023): the first S tokens (the
+// attention sinks) and the last W, at cache positions. CPU only.
+#pragma once
+
+#include "attnviz/model/model.h"
+
+#include <vector>
+
+namespace attnviz {
+
+struct KvPolicy {
+  bool streaming = false;  // false: every token sees all the tokens before it (one pass)
+  int sinks = 0;           // S: the first tokens, kept for good
+  int window = 0;          // W >= 1: the most recent tokens before the query
+};
+
+// Entry t (0 <= t < T - 1) is -log p(ids[t + 1] | ids[0..t]) in nats, from float64 softmaxes of
+// the float32 logits. Streaming: the decoder runs one token a step over a KV cache that, while
+// token t is processed, holds the first S and the last W tokens before t (each with the K and V
+// computed when it was processed, nothing recomputed); positions are cache positions (the sinks
+// 0..S-1, the window next, the query after them), so RoPE turns each cached key to its slot, and
+// learned positions are read at the cache position. Throws InputError for fewer than 2 ids, an
+// encoder or an encoder-decoder, or (dense) a text longer than the context; UsageError for a
+// window < 1 or sinks < 0.
+std::vector<float> tokenNll(const Model& m, const std::vector<int>& ids, const KvPolicy& policy);
+
+}  // namespace attnviz

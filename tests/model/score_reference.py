@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""The float64 reference for `attnviz score` on a LLaMA-layout folder (llama_reference.py's
+architecture): each token's negative log-likelihood [T - 1], with the whole context, or with
+StreamingLLM's cache as DESIGN.md states it: while token t is processed the cache holds the first
+S tokens and the last W before t, each with the K and V computed when it was processed; positions
+are cache positions (sinks 0..S-1, then the window in order, the query after them), so cached
+keys are rotated at their current slot. Usage:
+
+    score_reference.py MODEL_DIR OUT.npy ID,ID,... [S W]
+"""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "gguf"))
+import llama_reference as ref  # noqa: E402
+import hf_to_gguf  # noqa: E402
+
+
+def nll_rows(logits, ids):
+    lp = torch.log_softmax(logits, dim=-1)
+    return torch.stack([-lp[t, ids[t + 1]] for t in range(len(ids) - 1)])
+
+
+def streaming(cfg, w, ids, S, W):
+    p = ref.params(cfg)
+    H, KV, hd, eps, L = p["H"], p["KV"], p["hd"], p["eps"], p["L"]
+    inv = ref.rope_inv_freq(hd, p["theta"], p["scaling"])
+    lm = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+    cache = [[] for _ in range(L)]  # per layer: (token index, unrotated k [KV, hd], v [KV, hd])
+    out = []
+    for t in range(len(ids) - 1):
+        # The first S and the last W tokens before t.
+        for l in range(L):
+            if len(cache[l]) > S + W:
+                del cache[l][S]
+        x = w["model.embed_tokens.weight"][ids[t]][None, :]
+        for l in range(L):
+            pre = f"model.layers.{l}."
+            h = ref.rms_norm(x, w[pre + "input_layernorm.weight"], eps)
+            q = ref.linear(h, w, pre + "self_attn.q_proj").reshape(1, H, hd).transpose(0, 1)
+            k = ref.linear(h, w, pre + "self_attn.k_proj").reshape(1, KV, hd).transpose(0, 1)
+            v = ref.linear(h, w, pre + "self_attn.v_proj").reshape(1, KV, hd).transpose(0, 1)
+            n = len(cache[l])
+            plain_k = torch.stack([c[1] for c in cache[l]] + [k[:, 0, :]], 1)   # [KV, n+1, hd]
+            vals = torch.stack([c[2] for c in cache[l]] + [v[:, 0, :]], 1)      # [KV, n+1, hd]
+            pos = torch.arange(n + 1)
+            kr = ref.rope(plain_k, inv, pos, "half")
+            qr = ref.rope(q, inv, torch.tensor([n]), "half")                       # [H, 1, hd]
+            kr = kr.repeat_interleave(H // KV, dim=0)
+            vals_h = vals.repeat_interleave(H // KV, dim=0)
+            att = torch.softmax(qr @ kr.transpose(1, 2) / math.sqrt(hd), dim=-1)  # [H, 1, n+1]
+            o = (att @ vals_h).transpose(0, 1).reshape(1, H * hd)
+            cache[l].append((t, k[:, 0, :], v[:, 0, :]))
+            x = x + ref.linear(o, w, pre + "self_attn.o_proj")
+            m = ref.rms_norm(x, w[pre + "post_attention_layernorm.weight"], eps)
+            g = ref.silu(ref.linear(m, w, pre + "mlp.gate_proj")) * ref.linear(m, w, pre + "mlp.up_proj")
+            x = x + ref.linear(g, w, pre + "mlp.down_proj")
+        x = ref.rms_norm(x, w["model.norm.weight"], eps)
+        lp = torch.log_softmax(x @ lm.T, dim=-1)[0]
+        out.append(-lp[ids[t + 1]])
+    return torch.stack(out)
+
+
+def main():
+    folder, out, ids = sys.argv[1], sys.argv[2], [int(t) for t in sys.argv[3].split(",")]
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    src = hf_to_gguf.Weights(folder)
+    w = {n: torch.from_numpy(np.asarray(src.get(n), dtype=np.float64)) for n in src.names()}
+    torch.set_num_threads(1)
+    if len(sys.argv) > 4:
+        nll = streaming(cfg, w, ids, int(sys.argv[4]), int(sys.argv[5]))
+    else:
+        _, logits = ref.forward(cfg, w, ids)
+        nll = nll_rows(logits, ids)
+    np.save(out, nll.numpy().astype(np.float32))
+    print("%.9g" % float(nll.mean()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
