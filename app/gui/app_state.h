@@ -176,6 +176,21 @@ struct GenerateRun {
   std::vector<std::string> pieces;  // each token's text
   bool finished = false;            // done, and every token taken
 };
+// The Generate panel's loss by token (issue 35): the model view's text scored three ways
+// (attnviz/model/score.h) on a worker: the whole context, S sinks + the last W tokens, and a
+// plain window of S + W (the same number of keys).
+struct CacheLossState {
+  int sinks = 4, window = 8;
+  struct Result {
+    int sinks = 0, window = 0;
+    std::vector<float> dense, sinksWindow, windowOnly;
+    std::string error;
+  };
+  std::future<Result> job;
+  Result result;
+  bool scripted = false;  // --cache-loss: scored once the text has run, waited for
+};
+
 struct GenerateState {
   int n = 32, topK = 40, seed = 0;
   bool sample = false;
@@ -305,6 +320,7 @@ struct ModelState {
   } grid;
   bool open() const { return source != nullptr; }
   AttributionState attr;
+  CacheLossState cacheLoss;
   GenerateState gen;  // last: its workers are joined before the rest goes
 };
 

@@ -65,6 +65,7 @@ struct Options {
   std::optional<int> flashStep;
   std::string flashBlocks;
   int generate = 0;
+  std::string cacheLoss;
   std::string attribute, attributionClick, attributionExport;
   double soak = 0;
   std::uint64_t seed = 1;
@@ -87,6 +88,10 @@ int runGui(int argc, char** argv) {
   cli.add_option("--max-memory", o.maxMemory,
                  "SIZE (bytes, or 512M, 4G): budget for float32 copies of a model's F16/BF16/"
                  "quantized weights; past it they stay as stored (default: a quarter of RAM)");
+  cli.add_option("--cache-loss", o.cacheLoss,
+                 "with --model: once the text has run, score it in the 'Loss by token' panel with "
+                 "S sinks + window W (S,W), the full context and a window of S + W; a scripted "
+                 "run prints cache-loss");
   cli.add_option("--generate", o.generate,
                  "with --model: once it is open, generate N tokens (greedy) in the Generate panel; "
                  "a scripted run waits for them and prints generated-ids and generate-row");
@@ -267,6 +272,17 @@ int runGui(int argc, char** argv) {
       if (o.model.empty()) throw UsageError("--edit-text goes with --model");
       std::snprintf(s.model.text, sizeof s.model.text, "%s", o.editText->c_str());
       s.model.textEditedAt = 0;  // typed long enough ago: the next frame starts its pass
+    }
+    if (!o.cacheLoss.empty()) {
+      if (!s.model.open() && !s.model.loading.valid())
+        throw UsageError("--cache-loss goes with --model (or a model scene)");
+      int S = -1, W = -1;
+      char tail = 0;
+      if (std::sscanf(o.cacheLoss.c_str(), "%d,%d%c", &S, &W, &tail) != 2 || S < 0 || W < 1)
+        throw UsageError("--cache-loss: expected SINKS,WINDOW (S >= 0, W >= 1), got '" +
+                         o.cacheLoss + "'");
+      s.model.cacheLoss.sinks = S, s.model.cacheLoss.window = W;
+      s.model.cacheLoss.scripted = true;
     }
     if (cli.count("--generate")) {
       if (!s.model.open() && !s.model.loading.valid())

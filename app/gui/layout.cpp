@@ -60,6 +60,8 @@ void drawLayout(App& app) {
   if (s.model.open()) {
     if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) drawModelPanel(s);
     if (ImGui::CollapsingHeader("Generate", ImGuiTreeNodeFlags_DefaultOpen)) drawGeneratePanel(s);
+    if (s.model.cacheLoss.scripted) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
+    if (ImGui::CollapsingHeader("Loss by token: sinks and windows")) drawCacheLossPanel(s);
   } else if (s.dump.open()) {
     if (ImGui::CollapsingHeader("Dump", ImGuiTreeNodeFlags_DefaultOpen)) drawDumpPanel(s);
   } else if (ImGui::CollapsingHeader("Scene", ImGuiTreeNodeFlags_DefaultOpen)) {

@@ -248,6 +248,16 @@ void runScript(App& app, const Script& script) {
         for (std::size_t k = 0; k < s.model.after.size(); ++k)
           std::printf("next-token after: %d %.6f\n", s.model.after[k].id, s.model.after[k].prob);
         printGeneration(s);
+        if (const CacheLossState::Result& cl = s.model.cacheLoss.result; !cl.dense.empty()) {
+          auto mean = [](const std::vector<float>& v) {
+            double t = 0;
+            for (float x : v) t += x;
+            return t / double(v.size());
+          };
+          std::printf("cache-loss: sinks=%d window=%d dense=%.9g sinks_window=%.9g window_only=%.9g\n",
+                      cl.sinks, cl.window, mean(cl.dense), mean(cl.sinksWindow),
+                      mean(cl.windowOnly));
+        }
         std::printf("model-view: layer=%d head=%d\n", s.model.layer, s.view.head);
         printAttribution(s);
       }

@@ -48,6 +48,7 @@ bool drawNeuronPanel(AppState& s);     // neuron_panel.cpp: q, k and q.k of one 
 bool drawModelGridPanel(AppState& s);  // model_grid_panel.cpp: layers x heads thumbnails
 bool drawNextTokenPanel(AppState& s);  // next_token_panel.cpp: top-5, before/after interventions
 bool drawGeneratePanel(AppState& s);   // generate_panel.cpp: continue the text (KV cache)
+bool drawCacheLossPanel(AppState& s);  // cache_loss_panel.cpp: NLL by token, 3 KV caches
 // attribution_panel.cpp: which heads matter for one prediction (ablation sweeps, activation
 // patching) on a worker thread, the layers x heads map filling in row by row; a click shows that
 // head. The export writes what `attnviz attribute --png` writes for the same arguments and

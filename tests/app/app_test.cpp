@@ -848,6 +848,38 @@ TEST(AppModel, TheNeuronViewsTermsSumToTheEnginesScore) {
   EXPECT_LT(plain, score - 10) << "with the rotation removed the previous key's score should fall";
 }
 
+// The "Loss by token" panel scores the model view's text with three KV caches; its means are
+// `attnviz score`'s (whose NLLs the model tests hold to the float64 reference) for the same text
+// and policies, and a plain window of the same size loses more than sinks + window.
+TEST(AppModel, TheLossByTokenPanelScoresAsTheCommandLineDoes) {
+  const std::string model = std::string(ATTNVIZ_SCENES) + "/../models/kjv-sp-llama";
+  const std::string text =
+      "'In the beginning God created the heaven and the earth. And the earth was without form, "
+      "and void; and darkness was upon the face of the deep.'";
+  const Shot s = runApp("cache-loss", "--model " + model + " --text " + text + " --cache-loss 4,8");
+  ASSERT_RAN(s);
+  const auto at = s.out.find("cache-loss:");
+  ASSERT_NE(at, std::string::npos) << s.out;
+  int S = -1, W = -1;
+  double dense = 0, sw = 0, wo = 0;
+  ASSERT_EQ(std::sscanf(s.out.c_str() + at,
+                        "cache-loss: sinks=%d window=%d dense=%lf sinks_window=%lf window_only=%lf",
+                        &S, &W, &dense, &sw, &wo),
+            5);
+  EXPECT_EQ(S, 4);
+  EXPECT_EQ(W, 8);
+  auto cliMean = [&](const std::string& extra) {
+    const std::string out = runCli("score --model " + model + " --text " + text + extra);
+    const auto m = out.find("mean NLL ");
+    EXPECT_NE(m, std::string::npos) << out;
+    return m == std::string::npos ? -1.0 : std::strtod(out.c_str() + m + 9, nullptr);
+  };
+  EXPECT_NEAR(dense, cliMean(""), 1e-5);
+  EXPECT_NEAR(sw, cliMean(" --kv-sinks 4 --kv-window 8"), 1e-5);
+  EXPECT_NEAR(wo, cliMean(" --kv-sinks 0 --kv-window 12"), 1e-5);
+  EXPECT_GT(wo, sw);
+}
+
 TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {
   const std::string args = "--model " + kModelFixture + " --text " + shellQuote(kModelText);
   const Shot plain = runApp("model_plain", args);
