@@ -83,6 +83,7 @@ def measure(model, model_dir, scores):
     gl, gh = np.unravel_index(np.argmax(bw[g]), bw[g].shape)
     sat = np.array(out["texts"]["softcap"]["saturated"])
     sl, sh = np.unravel_index(np.argmax(sat), sat.shape)
+    pl, ph = scores["best_previous_token_head"]  # the soft-capping preset's head
     out["summary"] = {
         "long_range_head": [int(g[gl]), int(gh)],
         "long_range_beyond_window": float(bw[g[gl], gh]),
@@ -93,6 +94,10 @@ def measure(model, model_dir, scores):
         "softcap_saturated": float(sat[sl, sh]),
         "softcap_max_abs": out["texts"]["softcap"]["max_abs"][sl][sh],
         "softcap_max_change": out["texts"]["softcap"]["max_change"][sl][sh],
+        "softcap_preset_head": [int(pl), int(ph)],
+        "softcap_preset_saturated": out["texts"]["softcap"]["saturated"][pl][ph],
+        "softcap_preset_max_abs": out["texts"]["softcap"]["max_abs"][pl][ph],
+        "softcap_preset_max_change": out["texts"]["softcap"]["max_change"][pl][ph],
     }
     return out
 
@@ -118,6 +123,11 @@ def write(model_dir, log, s):
     cp, ca = s["copy_prob"], s["copy_prob_ablated"]
     key = f"{il}:{ih}"
     T = llama_scores.table
+    curve = os.path.exists(os.path.join(model_dir, "loss_curve.png"))
+    curve_file = ", `loss_curve.png`" if curve else ""
+    curve_img = ("![loss curve](loss_curve.png)\n" if curve else
+                 "(No loss curve: matplotlib was missing when it was trained; the batch losses and "
+                 "evaluations are in `training_log.json`.)\n")
     phases = "\n".join(
         f"| {p['recipe']['phase']} | {p['recipe']['steps']} | {p['recipe']['batch']} x "
         f"{p['recipe']['seq']} | {p['recipe']['lr']} ({p['recipe']['warmup']}) | "
@@ -141,11 +151,13 @@ SentencePiece tokenizer unchanged (the three tokenizer files are copies; vocabul
   layer's sees 0 .. i.
 - **Attention scores are soft-capped at c = {c:g}**: the scaled score s = q.k / sqrt({cfg['query_pre_attn_scalar']})
   (`query_pre_attn_scalar` {cfg['query_pre_attn_scalar']} = head_dim) becomes c tanh(s / c)
-  before the mask and the softmax. Real Gemma 2 uses c = 50, which a model this small never
-  reaches (its scores stay within a few units), so the cap would change nothing visible; a
-  cap of {c:g} was trained in from the first step instead, and on text the sharp heads do push
-  their scores into it (below). The final logits are capped at
-  {cfg['final_logit_softcapping']:g} as in Gemma 2.
+  before the mask and the softmax. Real Gemma 2 uses c = 50, sized for scores of a large model;
+  a tiny model has no reason to go near it, and a cap it never reaches would change nothing
+  visible. So a cap of {c:g} was trained in from the first step instead (the model learns
+  under it, as Gemma 2 learns under its 50), and on text most heads push their scores far
+  into it: once a score saturates nothing pulls it back, and the raw scores grew to many times
+  the cap (below). The final logits are capped at {cfg['final_logit_softcapping']:g} as in
+  Gemma 2.
 
 ## Files
 - `config.json`: HF `Gemma2Config`: {cfg['num_hidden_layers']} layers, hidden_size
@@ -159,8 +171,8 @@ SentencePiece tokenizer unchanged (the three tokenizer files are copies; vocabul
   (the four norms of a layer: `input_layernorm`, `post_attention_layernorm`,
   `pre_feedforward_layernorm`, `post_feedforward_layernorm`, each applied as (1 + w)).
 - `tokenizer.model`, `tokenizer.json`, `tokenizer_config.json`: kjv-sp-llama's.
-- `training_log.json`, `loss_curve.png`, `head_scores.json` (the tables below; the Gemma
-  measurements under `gemma2`).
+- `training_log.json` (every batch loss, the evaluations, the recipe, timings),
+  `head_scores.json` (the tables below; the Gemma measurements under `gemma2`){curve_file}.
 
 ## Architecture, as `tools/train/gemma2_lm.py` writes it
 Embeddings times sqrt({cfg['hidden_size']}); per layer x += post_attn_norm(attention(input_norm(x)))
@@ -204,8 +216,7 @@ time). Deterministic (seeded init and batches, one thread, deterministic algorit
 
 (kjv-sp-llama, 3 layers and 2000 steps: 3.66 / 4.29 on the same text windows.)
 
-![loss curve](loss_curve.png)
-
+{curve_img}
 ## Head scores
 Measured by `tools/train/llama_scores.py` (the same probes and definitions as kjv-sp-llama's
 card) through {s['backend']}. Layers and heads count from 0; query heads 0-3 share KV head 0,
@@ -261,9 +272,15 @@ Largest change |s - c tanh(s / c)|:
 
 {T(sc['max_change'], '{:.2f}')}
 
-The head that saturates most, **layer {sl} head {sh}: {sm['softcap_saturated']:.1%} of its
+The head that saturates most, layer {sl} head {sh}: {sm['softcap_saturated']:.1%} of its
 scores beyond 0.8 c, scores up to |s| = {sm['softcap_max_abs']:.2f}, which the cap moves by up to
-{sm['softcap_max_change']:.2f}**.
+{sm['softcap_max_change']:.2f}. The preset shows the previous-token head, **layer {sm['softcap_preset_head'][0]}
+head {sm['softcap_preset_head'][1]}: {sm['softcap_preset_saturated']:.1%} of its scores beyond 0.8 c, up to
+|s| = {sm['softcap_preset_max_abs']:.2f}, moved by the cap by up to
+{sm['softcap_preset_max_change']:.2f}**: before the cap its previous-token scores stand far
+above the rest; after it they sit against +{c:g} and most of the others against -{c:g}. The cap
+binds hard in this model: with nothing to stop them, the raw scores grew well past it during
+training, and the softmax only sees the capped values (a gap of at most {2 * c:g}).
 
 ## Licence
 The text is in the public domain. The weights and this card are the attnviz project's, under the
