@@ -336,6 +336,8 @@ int runExport(int argc, char** argv) {
                                      parseMaxMemory(modelOpts.maxMemory));
         showLayer(run, scene.model.layer, scene.model.path);
         sceneModelHead = scene.model.head;
+        // Its saved view too: the stage (the scores of a softcap or scaled view) and colormap.
+        view = parseSceneView(scene.extraJson, scenePath);
       } else {
         view = parseSceneView(scene.extraJson, scenePath);
         session.setScene(std::move(scene));

@@ -1690,6 +1690,9 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
       {"19", "--scene " + scene("19-induction-on-english.json")},
       {"20", "--scene " + scene("20-watch-it-write.json")},
       {"21", "--scene " + scene("21-ablate-and-watch-it-forget.json")},
+      {"24", "--scene " + scene("24-local-and-global-layers.json")},
+      // a model view on a score stage (the capped scores): the CLI takes the stage from the view
+      {"25", "--scene " + scene("25-soft-capping.json")},
       {"ab", "--model " + model + " --text 'In the beginning God' --layer 1 --head 1 --ablate 1:2"},
       {"iv", "--scene " + interventionScene()},
   };
