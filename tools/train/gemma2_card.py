@@ -211,7 +211,8 @@ kjv-sp-llama's 2000 it copies less surely than that model (below).
 In all {steps} steps, {tokens / 1e6:.1f} M tokens. Trained with torch {ph[0]['machine']['torch']}
 on one thread of an {ph[0]['machine']['cpu']} shared with other jobs: training
 {log['train_seconds'] / 60:.1f} minutes of wall time ({log['train_cpu_seconds'] / 60:.1f} of CPU
-time). Deterministic (seeded init and batches, one thread, deterministic algorithms).
+time). Deterministic (seeded init and batches, one thread, deterministic algorithms): a second
+run of the command on the same machine wrote the same `model.safetensors` bytes.
 
     /usr/bin/python3 tools/train/train_gemma2.py --out assets/models/{NAME}
 
