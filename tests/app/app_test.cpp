@@ -634,8 +634,9 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   }
   EXPECT_EQ(n, 13);
   // previous-token, induction, ablation, which heads copy, patching (kjv-byte-2l); grouped-query
-  // attention, RoPE, induction on English, watch it write, ablate and watch it forget (kjv-sp-llama)
-  EXPECT_EQ(models, 10);
+  // attention, RoPE, induction on English, watch it write, ablate and watch it forget (kjv-sp-llama);
+  // local and global layers, soft-capping (kjv-sp-gemma2)
+  EXPECT_EQ(models, 12);
 }
 
 }  // namespace
@@ -1845,6 +1846,9 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
       {"19", "--scene " + scene("19-induction-on-english.json")},
       {"20", "--scene " + scene("20-watch-it-write.json")},
       {"21", "--scene " + scene("21-ablate-and-watch-it-forget.json")},
+      {"24", "--scene " + scene("24-local-and-global-layers.json")},
+      // a model view on a score stage (the capped scores): the CLI takes the stage from the view
+      {"25", "--scene " + scene("25-soft-capping.json")},
       {"ab", "--model " + model + " --text 'In the beginning God' --layer 1 --head 1 --ablate 1:2"},
       {"iv", "--scene " + interventionScene()},
   };
@@ -2158,6 +2162,64 @@ TEST(AppLlamaPresets, AblateAndWatchItForgetComparesBothContinuations) {
   EXPECT_EQ(ablated + "\n", wantAblated);
   EXPECT_EQ(plain + "\n", wantPlain);
   EXPECT_NE(wantAblated, wantPlain);
+}
+
+// ---- the kjv-sp-gemma2 presets (24, 25) ---------------------------------------------------------
+
+const std::string kSpGemma2 = std::string(ATTNVIZ_SCENES) + "/../models/kjv-sp-gemma2";
+
+// Local and global layers: a verse said twice, the copy further back than the 16-token window.
+// The scene's head (a global layer's) is bright at key t - L + 1 in the second copy; every key
+// it finds there is more than the window back, out of reach of the local layers 0 and 2.
+TEST(AppGemmaPresets, LocalAndGlobalLayersShowsAGlobalHeadReachingPastTheWindow) {
+  const attnviz::Scene sc = presetScene("24-local-and-global-layers.json");
+  ASSERT_EQ(sc.model.layer % 2, 1) << "a global layer (Gemma 2: the odd ones)";
+  const std::string text = sc.model.text;
+  ASSERT_EQ(text.substr(0, text.size() / 2), text.substr(text.size() / 2 + 1));
+  const std::vector<int> once = idsOf(runCli(
+      "tokenize --model " + kSpGemma2 + " --text " + shellQuote(text.substr(0, text.size() / 2))));
+  const int L = int(once.size()) - 1;
+  ASSERT_GT(L - 1, 16) << "the copy is further back than the window";
+  const Shot s = runApp("preset24", "--scene " + scene("24-local-and-global-layers.json"));
+  ASSERT_RAN(s);
+  ASSERT_EQ(s.g.rows, 2 * L + 1);
+  const ModelGrid g = modelGrid(s.out);
+  ASSERT_TRUE(g.valid) << s.out;
+  EXPECT_EQ(g.layers, 4);
+  EXPECT_EQ(g.heads, 8);
+  EXPECT_NE(s.out.find("model-layer: " + std::to_string(sc.model.layer)), std::string::npos)
+      << s.out;
+  int bright = 0;
+  for (int t = L + 1; t <= 2 * L; ++t)
+    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(t, t - L + 1)) >= 128) ++bright;
+  EXPECT_GE(bright, L * 7 / 10) << bright << " of " << L << " rows";
+}
+
+// Soft-capping: the scene opens on the capped scores of the previous-token head (layer 1 head 7),
+// on a range of +-c: the cell before each query is red (about +6.8 of 8), the keys further
+// back are blue (most sit against -8). On the scores before the cap (range +-76) the same cells
+// would be pale, so the red line says the view opened on the capped stage.
+TEST(AppGemmaPresets, SoftCappingOpensOnTheCappedScoresOfThePreviousTokenHead) {
+  const attnviz::Scene sc = presetScene("25-soft-capping.json");
+  const attnviz::SceneView v = attnviz::parseSceneView(sc.extraJson, "25-soft-capping.json");
+  EXPECT_EQ(v.stage, "capped");
+  EXPECT_EQ(v.head, sc.model.head);
+  const Shot s = runApp("preset25", "--scene " + scene("25-soft-capping.json"));
+  ASSERT_RAN(s);
+  ASSERT_GT(s.g.rows, 10);
+  EXPECT_NE(s.out.find("model-view: layer=" + std::to_string(sc.model.layer) +
+                       " head=" + std::to_string(sc.model.head)),
+            std::string::npos)
+      << s.out;
+  int red = 0, blue = 0, below = 0;
+  for (int i = 1; i < s.g.rows; ++i) {
+    if (tableIndex(attnviz::ColormapId::Diverging, s.cell(i, i - 1)) >= 192) ++red;
+    for (int j = 0; j + 2 < i; ++j, ++below)
+      if (const int k = tableIndex(attnviz::ColormapId::Diverging, s.cell(i, j)); k >= 0 && k < 64)
+        ++blue;
+  }
+  EXPECT_GE(red, (s.g.rows - 1) * 8 / 10) << red << " of " << s.g.rows - 1 << " rows";
+  EXPECT_GE(blue, below * 6 / 10) << blue << " of " << below << " cells";
 }
 
 // Issue 22: the window keeps drawing while a long generation runs on the worker thread. A
