@@ -635,8 +635,9 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   EXPECT_EQ(n, 13);
   // previous-token, induction, ablation, which heads copy, patching (kjv-byte-2l); grouped-query
   // attention, RoPE, induction on English, watch it write, ablate and watch it forget (kjv-sp-llama);
-  // local and global layers, soft-capping (kjv-sp-gemma2)
-  EXPECT_EQ(models, 12);
+  // local and global layers, soft-capping (kjv-sp-gemma2); what RoPE's frequencies carry
+  // (kjv-sp-llama, the neuron view)
+  EXPECT_EQ(models, 13);
 }
 
 }  // namespace
@@ -879,6 +880,30 @@ TEST(AppModel, TheLossByTokenPanelScoresAsTheCommandLineDoes) {
   EXPECT_NEAR(sw, cliMean(" --kv-sinks 4 --kv-window 8"), 1e-5);
   EXPECT_NEAR(wo, cliMean(" --kv-sinks 0 --kv-window 12"), 1e-5);
   EXPECT_GT(wo, sw);
+}
+
+// The preset "What RoPE's frequencies carry" opens the neuron view on the previous-token cell its
+// notes quote: score 41.57 as run, 7.05 with the rotation removed.
+TEST(AppModel, TheRopeFrequenciesPresetShowsTheNumbersItsNotesQuote) {
+  const Shot s = runApp("preset26", "--scene " + scene("26-what-rope-frequencies-carry.json"));
+  ASSERT_RAN(s);
+  const auto at = s.out.find("neuron-view:");
+  ASSERT_NE(at, std::string::npos) << s.out;
+  int l = -1, h = -1, i = -1, j = -1;
+  double score = 0, terms = 0, pairs = 0, plain = 0;
+  ASSERT_EQ(std::sscanf(s.out.c_str() + at,
+                        "neuron-view: layer=%d head=%d row=%d key=%d score=%lf terms=%lf pairs=%lf "
+                        "plain=%lf",
+                        &l, &h, &i, &j, &score, &terms, &pairs, &plain),
+            8);
+  EXPECT_EQ(i, 8);
+  EXPECT_EQ(j, 7);
+  EXPECT_NEAR(score, 41.57, 0.01);
+  EXPECT_NEAR(plain, 7.05, 0.01);
+  std::ifstream f(scene("26-what-rope-frequencies-carry.json"));
+  const std::string text((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_NE(text.find("41.57"), std::string::npos);
+  EXPECT_NE(text.find("7.05"), std::string::npos);
 }
 
 TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {
@@ -1849,6 +1874,7 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
       {"24", "--scene " + scene("24-local-and-global-layers.json")},
       // a model view on a score stage (the capped scores): the CLI takes the stage from the view
       {"25", "--scene " + scene("25-soft-capping.json")},
+      {"26", "--scene " + scene("26-what-rope-frequencies-carry.json")},
       {"ab", "--model " + model + " --text 'In the beginning God' --layer 1 --head 1 --ablate 1:2"},
       {"iv", "--scene " + interventionScene()},
   };
