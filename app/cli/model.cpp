@@ -21,6 +21,7 @@ int runModel(int argc, char** argv) {
   addTargetOptions(app, o);
   addAttentionOptions(app, attention);
   addRopeOffOption(app, o);
+  addResidualEditOption(app, o);
   app.add_option("--layer", layer, "only this layer's weights: [H, T, T] instead of [L, H, T, T]");
   app.add_option("--weights", weights, "write the attention weights (float32 .npy)");
   app.add_option("--logits", logits,

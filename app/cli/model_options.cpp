@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 
 namespace attnviz::app {
 
@@ -58,6 +59,14 @@ std::int64_t parseMaxMemory(const std::string& text) {
 void addRopeOffOption(CLI::App& app, ModelCliOptions& o) {
   app.add_option("--rope-off", o.ropeOff,
                  "L runs layer L with q and k not rotated (RoPE models; repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+void addResidualEditOption(CLI::App& app, ModelCliOptions& o) {
+  app.add_option("--residual-edit", o.residualEdits,
+                 "L:P:D:zero|mean sets dimension D of the residual stream layer L writes, at "
+                 "position P (or 'all'), to zero or to its mean over the positions (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
@@ -206,6 +215,24 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
       throw UsageError("--rope-off " + a + ": the model has no RoPE (its positions are learned)");
     run.ropeOff.push_back(*l);
   }
+  for (const std::string& a : o.residualEdits) {
+    const std::string what = "--residual-edit " + a;
+    std::vector<std::string> f;
+    std::string part;
+    std::istringstream in(a);
+    while (std::getline(in, part, ':')) f.push_back(part);
+    if (f.size() != 4 || (f[3] != "zero" && f[3] != "mean"))
+      throw UsageError(what + ": expected LAYER:POSITION:DIM:zero|mean, e.g. 1:0:447:mean");
+    const std::optional<int> l = parseIndex(f[0], 1'000'000), d = parseIndex(f[2], 1 << 30);
+    const std::optional<int> p = f[1] == "all" ? std::optional<int>(-1) : parseIndex(f[1], 1 << 30);
+    if (!l || !p || !d) throw UsageError(what + ": layer, position and dimension are indices");
+    if (*l >= c.nLayer || *d >= c.nEmbd)
+      throw UsageError(what + ": out of range, the model has " + std::to_string(c.nLayer) +
+                       " layers of width " + std::to_string(c.nEmbd));
+    ResidualEdit e;
+    e.position = *p, e.dim = *d, e.toMean = f[3] == "mean";
+    run.residualEdits.emplace_back(*l, e);
+  }
   for (const auto& [prefix, lh] : siteAblations) {
     const std::string what = "--ablate " + prefix + std::to_string(lh.first) + ":" +
                              std::to_string(lh.second);
@@ -271,6 +298,12 @@ void runPass(ModelRun& run, const std::vector<int>& ids,
   run.model->checkIds(ids);
   run.interventions = cliInterventions(*run.model, ids, ablations, attention, run.ropeOff);
   run.addSiteAblations(run.interventions);
+  for (const auto& [l, e] : run.residualEdits) {
+    if (e.position >= int(ids.size()))
+      throw UsageError("--residual-edit: position " + std::to_string(e.position) +
+                       " is past the text's " + std::to_string(ids.size()) + " tokens");
+    run.interventions.layer(l, run.model->config().nLayer).residualEdits.push_back(e);
+  }
   for (const SceneLayerIntervention& li : sceneLayers) {
     LayerIntervention& e = run.interventions.layer(li.layer, run.model->config().nLayer);
     e.mask = li.mask;

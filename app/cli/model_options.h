@@ -24,6 +24,7 @@ struct ModelCliOptions {
   std::string maxMemory;  // --max-memory SIZE (empty: a quarter of physical RAM)
   std::vector<std::string> ablate;
   std::vector<std::string> ropeOff;  // --rope-off L (model, generate): layers run unrotated
+  std::vector<std::string> residualEdits;  // --residual-edit L:P:D:zero|mean (model)
   bool prepareOnly = false;  // runModelFromOptions opens and checks, but runs no pass
   // An encoder-decoder without --target starts its decoder at its start id (generate).
   bool startWithoutTarget = false;
@@ -39,6 +40,9 @@ void addTargetOptions(CLI::App& app, ModelCliOptions& o);
 // --rope-off L (repeatable): layer L runs with q and k not rotated (RoPE models), the GUI's
 // "RoPE off in layer L". For `model` and `generate`.
 void addRopeOffOption(CLI::App& app, ModelCliOptions& o);
+// --residual-edit L:P:D:zero|mean (repeatable): dimension D of the stream layer L writes, at
+// position P (or 'all'), set to zero or to its mean over the positions, inside the pass (`model`).
+void addResidualEditOption(CLI::App& app, ModelCliOptions& o);
 
 // "1,2,3" -> ids; throws UsageError naming the bad entry.
 std::vector<int> parseIdList(const std::string& text);
@@ -54,6 +58,7 @@ struct ModelRun {
   // An encoder-decoder's ablations at its other sites (--ablate enc:L:H, cross:L:H).
   std::vector<std::pair<SiteId, int>> siteAblations;
   std::vector<int> ropeOff;  // layers run with q and k not rotated
+  std::vector<std::pair<int, ResidualEdit>> residualEdits;  // per layer, in the order given
 
   // Adds siteAblations to iv.
   void addSiteAblations(Interventions& iv) const;

@@ -304,6 +304,7 @@ struct ModelState {
   bool textBusy() const { return textEditedAt >= 0 || textPass.valid(); }
   int layer = 0;
   int neuronKey = -1;       // the neuron view's key; -1: the selected row's largest weight
+  bool showResidual = false;  // --show-residual: the residual-stream panel starts open
   bool layerDirty = false;  // the session shows another layer than `layer`
   std::uint64_t passVersion = 0;  // bumped by every pass (text or interventions)
   // Interventions asked for by the panels, run at the frame boundary (they may throw).

@@ -66,6 +66,7 @@ struct Options {
   std::string flashBlocks;
   int generate = 0;
   std::string cacheLoss;
+  bool showResidual = false;
   std::string attribute, attributionClick, attributionExport;
   double soak = 0;
   std::uint64_t seed = 1;
@@ -88,6 +89,8 @@ int runGui(int argc, char** argv) {
   cli.add_option("--max-memory", o.maxMemory,
                  "SIZE (bytes, or 512M, 4G): budget for float32 copies of a model's F16/BF16/"
                  "quantized weights; past it they stay as stored (default: a quarter of RAM)");
+  cli.add_flag("--show-residual", o.showResidual,
+               "with --model: open the residual-stream panel (massive activations)");
   cli.add_option("--cache-loss", o.cacheLoss,
                  "with --model: once the text has run, score it in the 'Loss by token' panel with "
                  "S sinks + window W (S,W), the full context and a window of S + W; a scripted "
@@ -273,6 +276,7 @@ int runGui(int argc, char** argv) {
       std::snprintf(s.model.text, sizeof s.model.text, "%s", o.editText->c_str());
       s.model.textEditedAt = 0;  // typed long enough ago: the next frame starts its pass
     }
+    s.model.showResidual = o.showResidual;
     if (!o.cacheLoss.empty()) {
       if (!s.model.open() && !s.model.loading.valid())
         throw UsageError("--cache-loss goes with --model (or a model scene)");

@@ -127,6 +127,10 @@ void drawLayout(App& app) {
       s.model.source->model().config().positions == PositionKind::Rope &&
       ImGui::CollapsingHeader("RoPE: positions in the shown head", ImGuiTreeNodeFlags_DefaultOpen))
     drawRopePanel(s);
+  if (s.model.showResidual) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+  if (s.model.open() && s.model.source &&
+      ImGui::CollapsingHeader("Residual stream: massive activations"))
+    drawResidualPanel(s);
   if (s.model.open() && s.model.source &&
       ImGui::CollapsingHeader("Neuron view: q \xc2\xb7 k by dimension",
                               ImGuiTreeNodeFlags_DefaultOpen))

@@ -68,6 +68,11 @@ void printSelectedRow(const AppState& s) {
   if (r.row >= 0) {
     std::printf("row-inspector-values: row=%d what=%s ", r.row, r.what.c_str());
     printValues(r.first, r.values.data(), int(r.values.size()));
+    if (g_residualShown.token >= 0)
+      std::printf("residual: token=%d dim=%d stream=%d largest=%.9g over_median=%.9g marked=%d\n",
+                  g_residualShown.token, g_residualShown.dim, g_residualShown.stream,
+                  double(g_residualShown.largest), double(g_residualShown.overMedian),
+                  g_residualShown.marked);
     if (g_neuronShown.layer >= 0)
       std::printf("neuron-view: layer=%d head=%d row=%d key=%d score=%.9g terms=%.9g pairs=%.9g "
                   "plain=%.9g\n",

@@ -45,6 +45,13 @@ struct NeuronShown {  // the neuron view's last cell (layer -1: none), for scrip
 };
 extern NeuronShown g_neuronShown;
 bool drawNeuronPanel(AppState& s);     // neuron_panel.cpp: q, k and q.k of one cell by dimension
+struct ResidualShown {  // the residual panel's last token (token -1: none), for scripted runs
+  int token = -1, dim = 0, stream = 0;
+  float largest = 0, overMedian = 0;
+  int marked = 0;
+};
+extern ResidualShown g_residualShown;
+bool drawResidualPanel(AppState& s);  // residual_panel.cpp: |x| by layer and dimension
 bool drawModelGridPanel(AppState& s);  // model_grid_panel.cpp: layers x heads thumbnails
 bool drawNextTokenPanel(AppState& s);  // next_token_panel.cpp: top-5, before/after interventions
 bool drawGeneratePanel(AppState& s);   // generate_panel.cpp: continue the text (KV cache)

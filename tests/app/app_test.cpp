@@ -906,6 +906,41 @@ TEST(AppModel, TheRopeFrequenciesPresetShowsTheNumbersItsNotesQuote) {
   EXPECT_NE(text.find("7.05"), std::string::npos);
 }
 
+// The residual-stream panel's largest |x| at a token, and the streams it marks, are those of
+// `attnviz model --residual` (held to the torch reference's hidden states in the model tests).
+TEST(AppModel, TheResidualPanelFindsTheLargestDimensionOfTheCommandLinesStream) {
+  const std::string model = std::string(ATTNVIZ_SCENES) + "/../models/kjv-sp-llama";
+  const std::string text = "'In the beginning God created the heaven and the earth.'";
+  const Shot s = runApp("residual", "--model " + model + " --text " + text +
+                                        " --select-row 0 --show-residual");
+  ASSERT_RAN(s);
+  const auto at = s.out.find("residual: token=");
+  ASSERT_NE(at, std::string::npos) << s.out;
+  int t = -1, D = -1, k = -1, marked = -1;
+  double largest = 0, ratio = 0;
+  ASSERT_EQ(std::sscanf(s.out.c_str() + at,
+                        "residual: token=%d dim=%d stream=%d largest=%lf over_median=%lf marked=%d",
+                        &t, &D, &k, &largest, &ratio, &marked),
+            6);
+  const std::string npy = tempPath("residual-cli.npy");
+  const std::string out = runCli("model --model " + model + " --text " + text + " --residual " + npy);
+  ASSERT_EQ(out.find("exit status"), std::string::npos) << out;
+  const attnviz::NpyArray r = attnviz::readNpy(npy);  // [L + 1, T, d]
+  const int S = int(r.shape[0]), T = int(r.shape[1]), d = int(r.shape[2]);
+  int wantD = 0, wantK = 0;
+  double top = 0;
+  for (int kk = 0; kk < S; ++kk)
+    for (int j = 0; j < d; ++j) {
+      const double a = std::fabs(r.data[(std::size_t(kk) * T + 0) * d + j]);
+      if (a > top) top = a, wantD = j, wantK = kk;
+    }
+  EXPECT_EQ(t, 0);
+  EXPECT_EQ(D, wantD);
+  EXPECT_EQ(k, wantK);
+  EXPECT_NEAR(largest, top, 1e-5 * std::max(1.0, top));
+  EXPECT_GT(ratio, 1.0);
+}
+
 TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {
   const std::string args = "--model " + kModelFixture + " --text " + shellQuote(kModelText);
   const Shot plain = runApp("model_plain", args);

@@ -153,10 +153,13 @@ def linear(x, w, name):
     return y
 
 
-def forward(cfg, w, ids, ablate=(), temperature=1.0, window=0, rope_convention="half"):
+def forward(cfg, w, ids, ablate=(), temperature=1.0, window=0, rope_convention="half",
+            residual_edits=()):
     """Returns (weights [L, H, T, T], logits [T, V]) in float64.
     ablate: (layer, query head) pairs; temperature tau > 0; window: an extra sliding-window
-    intervention (0: none), ANDed with the causal mask and the model's own window."""
+    intervention (0: none), ANDed with the causal mask and the model's own window.
+    residual_edits: (layer, position or -1 for all, dim, "zero" | "mean"): after that layer's
+    block, dimension dim of the stream set to 0 or to its mean over the positions, in order."""
     p = params(cfg)
     H, KV, hd, eps = p["H"], p["KV"], p["hd"], p["eps"]
     ids = torch.as_tensor(list(ids), dtype=torch.long)
@@ -192,6 +195,13 @@ def forward(cfg, w, ids, ablate=(), temperature=1.0, window=0, rope_convention="
         n = rms_norm(x, w[pre + "post_attention_layernorm.weight"], eps)
         gated = silu(linear(n, w, pre + "mlp.gate_proj")) * linear(n, w, pre + "mlp.up_proj")
         x = x + linear(gated, w, pre + "mlp.down_proj")
+        for el, ep, ed, mode in residual_edits:
+            if el == l:
+                v = x[:, ed].mean() if mode == "mean" else 0.0
+                if ep < 0:
+                    x[:, ed] = v
+                else:
+                    x[ep, ed] = v
         all_weights.append(att)
     x = rms_norm(x, w["model.norm.weight"], eps)
     lm = w.get("lm_head.weight", w["model.embed_tokens.weight"])

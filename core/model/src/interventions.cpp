@@ -159,6 +159,10 @@ void checkDecodeInterventions(const Interventions& iv) {
       throw InputError(where + "mean ablation is refused in generation (a decode step's one "
                        "row is its own mean); use a zero ablation");
     }
+    if (!li.residualEdits.empty()) {
+      throw InputError(where + "residual-stream edits are refused in generation (a mean is over "
+                       "a pass's positions); clear them to generate");
+    }
     if (!li.patchedHeads.empty()) {
       throw InputError(where + "activation patching is refused in generation (a patch is one "
                        "run's [T, d_h] output; a decode step has a single row)");

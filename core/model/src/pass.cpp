@@ -92,7 +92,8 @@ bool encoderChanged(const Interventions& a, const Interventions& b) {
     if (ea[i].first != eb[i].first || x.ablatedHeads != y.ablatedHeads ||
         x.meanAblatedHeads != y.meanAblatedHeads || !x.patchedHeads.empty() ||
         !y.patchedHeads.empty() || x.mask.any() || y.mask.any() ||
-        x.temperature != y.temperature || x.ropeOff != y.ropeOff || x.meanUpTo != y.meanUpTo) {
+        x.temperature != y.temperature || x.ropeOff != y.ropeOff || x.meanUpTo != y.meanUpTo ||
+        x.residualEdits != y.residualEdits) {
       return true;
     }
   }
@@ -121,6 +122,25 @@ void addResidual(const ModelConfig& c, const Model::Weights::Layer& W, MatrixRM&
 }  // namespace
 
 namespace {
+
+// A layer's residual edits on the stream it wrote, x [T, d]: each dimension's mean is taken over
+// the positions just before that edit.
+void applyResidualEdits(const ModelConfig& c, const LayerIntervention& li, int layer,
+                        MatrixRM& x) {
+  const int T = static_cast<int>(x.rows());
+  for (const ResidualEdit& e : li.residualEdits) {
+    if (e.dim < 0 || e.dim >= c.nEmbd || e.position < -1 || e.position >= T)
+      throw InputError("layer " + std::to_string(layer) + ": residual edit of dimension " +
+                       std::to_string(e.dim) + " at position " + std::to_string(e.position) +
+                       " is outside the stream (" + std::to_string(T) + " x " +
+                       std::to_string(c.nEmbd) + ")");
+    const float v = e.toMean ? x.col(e.dim).mean() : 0.0f;
+    if (e.position < 0)
+      x.col(e.dim).setConstant(v);
+    else
+      x(e.position, e.dim) = v;
+  }
+}
 
 // Each head's row norms of x [T, heads * d_h] into out [heads, T].
 void headRowNorms(const MatrixRM& x, int heads, int dh, std::vector<float>& out) {
@@ -493,6 +513,7 @@ void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, cons
   } else {
     ws.block(c, W, l, next, 0, li, [&]() -> const Tensor3& { return attendSite(0); }, kept(0));
   }
+  if (li) applyResidualEdits(c, *li, l, next);
 }
 
 void Model::layerQkv(const ForwardResult& r, int layer, Tensor3& q, Tensor3& k,

@@ -37,7 +37,7 @@ bool sameLayer(const LayerIntervention* a, const LayerIntervention* b) {
       return false;
   }
   return ha == hb && a->temperature == b->temperature && a->ropeOff == b->ropeOff &&
-         sameMask(a->mask, b->mask);
+         a->residualEdits == b->residualEdits && sameMask(a->mask, b->mask);
 }
 
 // Drops what fits another length than T: a custom matrix that is not [.., T, T] and document ids

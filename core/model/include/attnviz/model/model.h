@@ -257,6 +257,18 @@ std::unique_ptr<Tokenizer> loadModelTokenizer(const std::string& path);
 
 // What the pass changes in one layer ("interventions are data": the CLI, the GUI and the tests
 // all say it this way).
+// One residual-stream value set inside the pass (massive activations, Sun et al. 2024): dimension
+// `dim` of the stream a layer writes (its output, the next layer's input), at `position` (-1:
+// every position), to zero or to that dimension's mean over the positions.
+struct ResidualEdit {
+  int position = -1;
+  int dim = 0;
+  bool toMean = false;  // false: zero
+  bool operator==(const ResidualEdit& o) const {
+    return position == o.position && dim == o.dim && toMean == o.toMean;
+  }
+};
+
 struct LayerIntervention {
   std::vector<int> ablatedHeads;  // these query heads' outputs are zeroed before W_o
   // These heads' outputs are replaced, at every position, by their mean over the positions
@@ -271,10 +283,12 @@ struct LayerIntervention {
   MaskSpec mask;                  // ANDed with the model's own mask (causal, its window)
   float temperature = 1.0f;       // tau > 0
   bool ropeOff = false;           // q and k of this layer are not rotated
+  // Applied in order to the stream this layer writes (after its block); refused in generation.
+  std::vector<ResidualEdit> residualEdits;
 
   bool any() const {
     return !ablatedHeads.empty() || !meanAblatedHeads.empty() || !patchedHeads.empty() ||
-           mask.any() || temperature != 1.0f || ropeOff;
+           mask.any() || temperature != 1.0f || ropeOff || !residualEdits.empty();
   }
 };
 
