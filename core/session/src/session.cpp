@@ -22,6 +22,17 @@ double msSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One head's value-weighted weights, out_ij = W_ij |v_j W_O^h| (`norm`: the head's [Tk] value
+// norms), -inf where the logits B are: the view's stage and its export alike.
+void valueWeightedHead(const float* W, const float* B, const float* norm, int Tq, int Tk,
+                       float* out) {
+  for (int i = 0; i < Tq; ++i)
+    for (int j = 0; j < Tk; ++j) {
+      const std::size_t k = std::size_t(i) * Tk + j;
+      out[k] = B[k] == kNegInf ? kNegInf : W[k] * norm[j];
+    }
+}
 constexpr std::uint64_t kNever = ~std::uint64_t{0};
 // The largest T_q x T_k whose mask expression pooled mode evaluates (a byte a cell, 64 MiB).
 constexpr std::size_t kMaxPooledExprCells = std::size_t(8192) * 8192;
@@ -748,16 +759,10 @@ void Session::runView() {
       std::copy(O, O + std::size_t(Tq) * dv, out);
       break;
     }
-    case ViewStage::ValueWeighted: {
-      const float* W = r.weights.head(h);
-      const float* norm = valueNorms_.data() + std::size_t(h) * Tk;
-      for (int i = 0; i < Tq; ++i)
-        for (int j = 0; j < Tk; ++j) {
-          const std::size_t k = std::size_t(i) * Tk + j;
-          out[k] = B[k] == kNegInf ? kNegInf : W[k] * norm[j];
-        }
+    case ViewStage::ValueWeighted:
+      valueWeightedHead(r.weights.head(h), B, valueNorms_.data() + std::size_t(h) * Tk, Tq, Tk,
+                        out);
       break;
-    }
     case ViewStage::Rollout:
       std::copy(rollout_.begin(), rollout_.end(), out);
       break;
@@ -1051,14 +1056,8 @@ Image Session::exportModelStage(const ExportRequest& request) {
       std::fill(out, out + std::size_t(Tq) * Tk, 0.0f);  // not drawn
       continue;
     }
-    const float* W = result_->weights.head(h);
-    const float* B = L.head(h);
-    const float* norm = valueNorms_.data() + std::size_t(h) * Tk;
-    for (int i = 0; i < Tq; ++i)
-      for (int j = 0; j < Tk; ++j) {
-        const std::size_t k = std::size_t(i) * Tk + j;
-        out[k] = B[k] == -std::numeric_limits<float>::infinity() ? B[k] : W[k] * norm[j];
-      }
+    valueWeightedHead(result_->weights.head(h), L.head(h),
+                      valueNorms_.data() + std::size_t(h) * Tk, Tq, Tk, out);
   }
   data.weights = &result_->weights;
   data.logits = &L;
