@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
     return attnviz::app::runGenerate(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "score") == 0)
     return attnviz::app::runScore(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "retrieval") == 0)
+    return attnviz::app::runRetrieval(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0)
     return attnviz::app::runTokenize(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "fill") == 0)
