@@ -53,7 +53,7 @@ int runRetrieval(int argc, char** argv) {
   app.add_option("--out", out, "write the scores, float32 [L, H] (.npy)");
   app.add_option("--max-memory", maxMemory, "as for `attnviz model`");
   bool printIds = false;
-  app.add_flag("--print-ids", printIds, "print each case's prompt ids on a line of its own");
+  app.add_flag("--print-ids", printIds, "print each case's prompt ids, answer ids and text (line ends as \\n)");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("retrieval", [&] {
@@ -98,6 +98,9 @@ int runRetrieval(int argc, char** argv) {
         line.clear();
         for (int id : c.answer) line += (line.empty() ? "" : ",") + std::to_string(id);
         std::printf("answer-ids %s\n", line.c_str());
+        line.clear();
+        for (char ch : c.text) line += ch == '\n' ? std::string("\\n") : std::string(1, ch);
+        std::printf("text %s\n", line.c_str());
       }
     }
     if (!out.empty()) saveNpy(out, {s.layers, s.heads}, s.score.data());

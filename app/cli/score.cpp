@@ -20,6 +20,7 @@ int runScore(int argc, char** argv) {
   std::string out;
   int sinks = -1, window = -1;
   addModelOptions(app, o, true);
+  addResidualEditOption(app, o);
   app.add_option("--kv-sinks", sinks,
                  "StreamingLLM's cache: keep the first S tokens (the attention sinks); 0 is a "
                  "plain window (needs --kv-window)");
@@ -41,7 +42,15 @@ int runScore(int argc, char** argv) {
     p.streaming = sinks >= 0;
     p.sinks = std::max(0, sinks);
     p.window = std::max(0, window);
-    const std::vector<float> nll = tokenNll(*run.model, run.ids, p);
+    // The interventions run inside the pass (--ablate L:H, --residual-edit L:P:D:zero|mean).
+    Interventions iv = cliInterventions(*run.model, run.ids, run.ablations, attention);
+    for (const auto& [l, e] : run.residualEdits) {
+      if (e.position >= int(run.ids.size()))
+        throw UsageError("--residual-edit: position " + std::to_string(e.position) +
+                         " is past the text's " + std::to_string(run.ids.size()) + " tokens");
+      iv.layer(l, run.model->config().nLayer).residualEdits.push_back(e);
+    }
+    const std::vector<float> nll = tokenNll(*run.model, run.ids, p, iv);
     if (!out.empty()) saveNpy(out, {static_cast<long long>(nll.size())}, nll.data());
     const double mean = std::accumulate(nll.begin(), nll.end(), 0.0) / double(nll.size());
     std::printf("mean NLL %.9g nats over %zu tokens (perplexity %.6g)%s\n", mean, nll.size(),

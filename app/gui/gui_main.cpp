@@ -276,7 +276,7 @@ int runGui(int argc, char** argv) {
       std::snprintf(s.model.text, sizeof s.model.text, "%s", o.editText->c_str());
       s.model.textEditedAt = 0;  // typed long enough ago: the next frame starts its pass
     }
-    s.model.showResidual = o.showResidual;
+    if (o.showResidual) s.model.showResidual = true;
     if (!o.cacheLoss.empty()) {
       if (!s.model.open() && !s.model.loading.valid())
         throw UsageError("--cache-loss goes with --model (or a model scene)");

@@ -47,6 +47,38 @@ void applyView(AppState& s, const SceneView& v) {
   s.flash.step = v.flashStep;
 }
 
+// "view": {"panels": {"residual": true, "cacheLoss": {"sinks": S, "window": W}}}: a model scene
+// opens the residual-stream panel, and scores its text under the three caches once it has run.
+void applyPanels(AppState& s, const std::string& viewText, const std::string& path) {
+  json j;
+  try {
+    j = json::parse(viewText);
+  } catch (const json::exception&) {
+    return;  // parseSceneView already refused a view that is not JSON
+  }
+  if (!j.is_object() || !j.contains("panels")) return;
+  const json& p = j["panels"];
+  if (!p.is_object()) throw InputError(path + ": view.panels: expected an object");
+  if (p.contains("residual")) {
+    if (!p["residual"].is_boolean())
+      throw InputError(path + ": view.panels.residual: expected true or false");
+    s.model.showResidual = p["residual"].get<bool>();
+  }
+  if (p.contains("cacheLoss")) {
+    const json& c = p["cacheLoss"];
+    auto num = [&](const char* key, int lo, int hi) {
+      if (!c.is_object() || !c.contains(key) || !c[key].is_number_integer() ||
+          c[key].get<long long>() < lo || c[key].get<long long>() > hi)
+        throw InputError(path + ": view.panels.cacheLoss." + key + ": expected an integer in [" +
+                         std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return int(c[key].get<long long>());
+    };
+    s.model.cacheLoss.sinks = num("sinks", 0, 4096);
+    s.model.cacheLoss.window = num("window", 1, 1 << 20);
+    s.model.cacheLoss.scripted = true;
+  }
+}
+
 std::string viewJson(const AppState& s, const std::string& previous) {
   json j = json::object();
   try {
@@ -85,6 +117,16 @@ std::string viewJson(const AppState& s, const std::string& previous) {
   else
     view.erase("flash");
   view.erase("painted");  // painted cells are the scene's custom mask now
+  // The research panels a model view had open: the residual stream, the loss by cache.
+  json panels = json::object();
+  if (s.model.open() && s.model.showResidual) panels["residual"] = true;
+  if (s.model.open() && !s.model.cacheLoss.result.dense.empty())
+    panels["cacheLoss"] = {{"sinks", s.model.cacheLoss.result.sinks},
+                           {"window", s.model.cacheLoss.result.window}};
+  if (panels.empty())
+    view.erase("panels");
+  else
+    view["panels"] = panels;
   return view.dump();
 }
 
@@ -110,6 +152,7 @@ void loadSceneInto(AppState& s, const std::string& path) {
         throw InputError(path + ": view." + e.what());
       }
       s.view.head = sc.model.head;  // the model's head wins (the model view shows it)
+      applyPanels(s, sc.extraJson, path);
     }
     return;
   }

@@ -635,9 +635,9 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   EXPECT_EQ(n, 13);
   // previous-token, induction, ablation, which heads copy, patching (kjv-byte-2l); grouped-query
   // attention, RoPE, induction on English, watch it write, ablate and watch it forget (kjv-sp-llama);
-  // local and global layers, soft-capping (kjv-sp-gemma2); what RoPE's frequencies carry
-  // (kjv-sp-llama, the neuron view)
-  EXPECT_EQ(models, 13);
+  // local and global layers, soft-capping (kjv-sp-gemma2); what RoPE's frequencies carry,
+  // attention sinks, massive activations, retrieval heads (kjv-sp-llama, the research demos)
+  EXPECT_EQ(models, 16);
 }
 
 }  // namespace
@@ -939,6 +939,121 @@ TEST(AppModel, TheResidualPanelFindsTheLargestDimensionOfTheCommandLinesStream) 
   EXPECT_EQ(k, wantK);
   EXPECT_NEAR(largest, top, 1e-5 * std::max(1.0, top));
   EXPECT_GT(ratio, 1.0);
+}
+
+// The research presets (issue 35) open their panels from the scene, and the figures their notes
+// quote come out of the command line and the app alike.
+std::string sceneText(const std::string& file) {
+  return attnviz::loadScene(std::string(ATTNVIZ_SCENES) + "/" + file).model.text;
+}
+
+double cliMeanNll(const std::string& args) {
+  const std::string out = runCli("score " + args);
+  const auto at = out.find("mean NLL ");
+  EXPECT_NE(at, std::string::npos) << out;
+  return at == std::string::npos ? 0.0 : std::strtod(out.c_str() + at + 9, nullptr);
+}
+
+TEST(AppResearchPresets, AttentionSinksScoresTheThreeCachesAsTheNoteAndTheCommandLineSay) {
+  const Shot s = runApp("preset_sinks", "--scene " + scene("27-attention-sinks.json"));
+  ASSERT_RAN(s);
+  const auto at = s.out.find("cache-loss:");
+  ASSERT_NE(at, std::string::npos) << "the scene did not score its text: " << s.out;
+  int S = 0, W = 0;
+  double dense = 0, sw = 0, wo = 0;
+  ASSERT_EQ(std::sscanf(s.out.c_str() + at,
+                        "cache-loss: sinks=%d window=%d dense=%lf sinks_window=%lf window_only=%lf",
+                        &S, &W, &dense, &sw, &wo),
+            5);
+  EXPECT_EQ(S, 4);
+  EXPECT_EQ(W, 8);
+  const std::string m = "--model " + std::string(ATTNVIZ_SCENES) + "/../models/kjv-sp-llama --text " +
+                        shellQuote(sceneText("27-attention-sinks.json"));
+  EXPECT_NEAR(dense, cliMeanNll(m), 1e-5);
+  EXPECT_NEAR(sw, cliMeanNll(m + " --kv-sinks 4 --kv-window 8"), 1e-5);
+  EXPECT_NEAR(wo, cliMeanNll(m + " --kv-sinks 0 --kv-window 12"), 1e-5);
+  // The note's figures.
+  EXPECT_NEAR(dense, 3.520, 5e-4);
+  EXPECT_NEAR(sw, 3.691, 5e-4);
+  EXPECT_NEAR(wo, 4.756, 5e-4);
+  EXPECT_NEAR(cliMeanNll(m + " --kv-sinks 1 --kv-window 11"), 3.635, 5e-4);
+  // The sink head: 0.997 of rows 4.. on key 0.
+  const std::string npy = tempPath("sinks-w.npy");
+  ASSERT_EQ(runCli("model " + m + " --layer 2 --weights " + npy).find("exit status"),
+            std::string::npos);
+  const attnviz::NpyArray w = attnviz::readNpy(npy);  // [H, T, T]
+  const int T = int(w.shape[1]);
+  double share = 0;
+  for (int i = 4; i < T; ++i) share += w.data[(std::size_t(2) * T + i) * T + 0];
+  EXPECT_NEAR(share / (T - 4), 0.997, 5e-4);
+}
+
+TEST(AppResearchPresets, MassiveActivationsOpensTheResidualPanelOnTheFirstToken) {
+  const Shot s = runApp("preset_massive", "--scene " + scene("28-massive-activations.json"));
+  ASSERT_RAN(s);
+  const auto at = s.out.find("residual: token=");
+  ASSERT_NE(at, std::string::npos) << "the scene did not open the residual panel: " << s.out;
+  int t = -1, D = -1, k = -1, marked = -1;
+  double largest = 0, ratio = 0;
+  ASSERT_EQ(std::sscanf(s.out.c_str() + at,
+                        "residual: token=%d dim=%d stream=%d largest=%lf over_median=%lf marked=%d",
+                        &t, &D, &k, &largest, &ratio, &marked),
+            6);
+  // The note: dimension 37 at <s> after the last layer, 2224, under 100x the median (nothing
+  // marked). The panel's ratio is over the token's own row; the note's is over the stream.
+  EXPECT_EQ(t, 0);
+  EXPECT_EQ(D, 37);
+  EXPECT_EQ(k, 3);
+  EXPECT_NEAR(largest, 2224.3, 0.5);
+  EXPECT_EQ(marked, 0);
+  const std::string m = "--model " + std::string(ATTNVIZ_SCENES) + "/../models/kjv-sp-llama --text " +
+                        shellQuote(sceneText("28-massive-activations.json"));
+  const std::string npy = tempPath("massive-r.npy");
+  ASSERT_EQ(runCli("model " + m + " --residual " + npy).find("exit status"), std::string::npos);
+  const attnviz::NpyArray r = attnviz::readNpy(npy);  // [L + 1, T, d]
+  const std::size_t per = std::size_t(r.shape[1]) * std::size_t(r.shape[2]);
+  std::vector<float> last(r.data.end() - std::ptrdiff_t(per), r.data.end());
+  for (float& v : last) v = std::fabs(v);
+  std::nth_element(last.begin(), last.begin() + std::ptrdiff_t(per / 2), last.end());
+  EXPECT_NEAR(2224.3 / last[per / 2], 70.0, 0.5);
+  EXPECT_NEAR(cliMeanNll(m), 3.520, 5e-4);
+  EXPECT_NEAR(cliMeanNll(m + " --residual-edit 1:0:37:zero"), 3.606, 5e-4);
+  EXPECT_NEAR(cliMeanNll(m + " --residual-edit 1:0:37:mean"), 3.542, 5e-4);
+  EXPECT_NEAR(cliMeanNll(m + " --residual-edit 1:all:37:zero"), 3.678, 5e-4);
+  EXPECT_NEAR(cliMeanNll(m + " --residual-edit 1:all:37:mean"), 3.535, 5e-4);
+}
+
+TEST(AppResearchPresets, RetrievalHeadsFiguresComeFromTheCommandLine) {
+  const Shot s = runApp("preset_retrieval", "--scene " + scene("29-retrieval-heads.json"));
+  ASSERT_RAN(s);
+  const std::string model = std::string(ATTNVIZ_SCENES) + "/../models/kjv-sp-llama";
+  // The note's filler: Hebrews 1:1-3, one verse a line; the scene's text is its middle case.
+  const std::string text = sceneText("29-retrieval-heads.json");
+  const std::string needle = "And the name of the servant was Jehoiada. ";
+  const std::size_t at = text.find(needle);
+  ASSERT_NE(at, std::string::npos);
+  const std::string question = "And the name of the servant was";
+  std::string filler = text.substr(0, at) + text.substr(at + needle.size());
+  filler = filler.substr(0, filler.size() - question.size());
+  const std::string fillerFile = tempPath("hebrews-1-1-3.txt");
+  {
+    std::ofstream f(fillerFile, std::ios::binary);
+    f << filler;
+  }
+  const std::string out = runCli(
+      "retrieval --model " + model + " --filler-file " + fillerFile +
+      " --needle 'And the name of the servant was Jehoiada.' --question " + shellQuote(question) +
+      " --answer 'Jehoiada.' --depths 0,0.25,0.5,0.75,1 --mask-k 2 --random 5 --print-ids");
+  ASSERT_EQ(out.find("exit status"), std::string::npos) << out;
+  // The scene's text is the middle case's.
+  std::string escaped;
+  for (char c : text) escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
+  EXPECT_NE(out.find("text " + escaped + "\n"), std::string::npos) << out;
+  for (const char* line : {"head 2:1\t1.0000", "head 2:0\t0.9600", "head 2:3\t0.7200",
+                           "head 2:5\t0.4400", "head 2:2\t0.3600", "head 0:4\t0.1200",
+                           "6 of 24 heads above 0", "no mask\t-1.856", "top-2 masked (2:0 2:1)\t-11.129",
+                           "\t0/5\n", "mean of 5 draws\t-8.02", "14/25"})
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
 }
 
 TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {

@@ -16,20 +16,24 @@ namespace {
 
 bool isSpace(char ch) { return std::isspace(static_cast<unsigned char>(ch)) != 0; }
 
-// The first sentence start at or past `from`, else the first word start, else the end.
+// The sentence start (after ". ", "; ", a line end..., or the text's start or end) nearest to
+// `from`; the earlier one on a tie.
 std::size_t cutPoint(const std::string& f, std::size_t from) {
-  if (from == 0) return 0;
-  for (std::size_t i = from; i < f.size(); ++i) {
-    if (!isSpace(f[i]) && isSpace(f[i - 1])) {
-      std::size_t j = i - 1;
-      while (j > 0 && isSpace(f[j])) --j;
-      const char p = f[j];
-      if (f[i - 1] == '\n' || p == '.' || p == ';' || p == ':' || p == '!' || p == '?') return i;
-    }
+  std::size_t best = 0;
+  auto consider = [&](std::size_t i) {
+    const std::size_t d = i > from ? i - from : from - i;
+    const std::size_t db = best > from ? best - from : from - best;
+    if (d < db) best = i;
+  };
+  for (std::size_t i = 1; i < f.size(); ++i) {
+    if (isSpace(f[i]) || !isSpace(f[i - 1])) continue;
+    std::size_t j = i - 1;
+    while (j > 0 && isSpace(f[j])) --j;
+    const char p = f[j];
+    if (f[i - 1] == '\n' || p == '.' || p == ';' || p == ':' || p == '!' || p == '?') consider(i);
   }
-  for (std::size_t i = from; i < f.size(); ++i)
-    if (!isSpace(f[i]) && isSpace(f[i - 1])) return i;
-  return f.size();
+  consider(f.size());
+  return best;
 }
 
 int find(const std::vector<int>& hay, int begin, int end, const std::vector<int>& needle) {

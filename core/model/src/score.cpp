@@ -45,7 +45,8 @@ void evict(const ModelConfig& c, KvCache& cache, std::vector<MatrixRM>& plain, i
 
 }  // namespace
 
-std::vector<float> tokenNll(const Model& m, const std::vector<int>& ids, const KvPolicy& policy) {
+std::vector<float> tokenNll(const Model& m, const std::vector<int>& ids, const KvPolicy& policy,
+                            const Interventions& iv) {
   const ModelConfig& c = m.config();
   const int T = static_cast<int>(ids.size()), V = c.vocabSize;
   if (T < 2) throw InputError("score: the text has " + std::to_string(T) +
@@ -56,7 +57,7 @@ std::vector<float> tokenNll(const Model& m, const std::vector<int>& ids, const K
   if (!policy.streaming) {
     Capture cap = Capture::none();
     cap.allLogits = true;
-    const ForwardResult r = m.forward(ids, {}, cap);
+    const ForwardResult r = m.forward(ids, iv, cap);
     for (int t = 0; t + 1 < T; ++t)
       out[t] = float(nllOf(r.logits.row(t).data(), V, ids[t + 1]));
     return out;
@@ -70,7 +71,7 @@ std::vector<float> tokenNll(const Model& m, const std::vector<int>& ids, const K
     // The first S and the last W tokens before t: one leaves once the cache passes S + W.
     if (cache.length() > policy.sinks + policy.window) evict(c, cache, plain, policy.sinks);
     const int slot = cache.length();
-    const DecodeStep step = m.decodeStep(cache, ids[t], {}, LayerSet::none());
+    const DecodeStep step = m.decodeStep(cache, ids[t], iv, LayerSet::none());
     if (c.positions == PositionKind::Rope) {
       for (int l = 0; l < c.nLayer; ++l) {
         if (plain[l].rows() <= slot) plain[l].conservativeResize(cache.k[l].rows(), KV * dh);

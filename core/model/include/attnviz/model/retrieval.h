@@ -36,8 +36,8 @@ struct NeedleCase {
 };
 
 // The prompt text is filler[0, cut) + needle + " " + filler[cut, end) + " " + question, with `cut`
-// the first sentence start (after ". ", "; ", a line end...) at or past depth·|filler|, else the
-// first word start, else the end. The needle's span is where the whole prompt's ids stop agreeing
+// the sentence start (after ". ", "; ", a line end..., or the filler's start or end) nearest to
+// depth·|filler|. The needle's span is where the whole prompt's ids stop agreeing
 // with the ids of the text before the needle (from the front) and of the text after it (from the
 // back); the answer is its ids without special tokens (with a leading space when that is how the
 // needle holds it), found inside that span. Throws UsageError for a depth outside [0, 1] or an

@@ -22,7 +22,9 @@ struct KvPolicy {
 // 0..S-1, the window next, the query after them), so RoPE turns each cached key to its slot, and
 // learned positions are read at the cache position. Throws InputError for fewer than 2 ids, an
 // encoder or an encoder-decoder, or (dense) a text longer than the context; UsageError for a
-// window < 1 or sinks < 0.
-std::vector<float> tokenNll(const Model& m, const std::vector<int>& ids, const KvPolicy& policy);
+// window < 1 or sinks < 0. `iv` (ablations, residual edits...) runs inside the pass; a streaming
+// cache takes what a decode step takes (residual edits are refused there).
+std::vector<float> tokenNll(const Model& m, const std::vector<int>& ids, const KvPolicy& policy,
+                            const Interventions& iv = {});
 
 }  // namespace attnviz
