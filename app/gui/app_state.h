@@ -16,6 +16,7 @@
 #include "attnviz/engine/flash_walkthrough.h"
 #include "attnviz/session/model_source.h"
 #include "attnviz/model/generate.h"
+#include "attnviz/model/retrieval.h"
 #include "attnviz/session/session.h"
 #include "cli/attribution_report.h"
 #include "gui/mask_editor.h"
@@ -191,6 +192,26 @@ struct CacheLossState {
   bool scripted = false;  // --cache-loss: scored once the text has run, waited for
 };
 
+// The retrieval-heads panel (issue 35): needle cases built from the model view's text as the
+// filler, every head's retrieval score and the top-k against random-k masking
+// (attnviz/model/retrieval.h), on a worker.
+struct RetrievalState {
+  char needle[512] = "And the name of the servant was Jehoiada.";
+  char question[256] = "And the name of the servant was";
+  char answer[128] = "Jehoiada.";
+  int depths = 5, k = 2, draws = 5;
+  struct Result {
+    std::string filler;              // the text the cases were built from
+    std::vector<NeedleCase> cases;   // at depths 0, 1/(n-1), ..., 1
+    RetrievalScores scores;
+    MaskComparison masks;
+    std::string error;
+  };
+  std::future<Result> job;
+  Result result;
+  bool scripted = false;  // --retrieval: run once the text has run, waited for
+};
+
 struct GenerateState {
   int n = 32, topK = 40, seed = 0;
   bool sample = false;
@@ -322,6 +343,7 @@ struct ModelState {
   bool open() const { return source != nullptr; }
   AttributionState attr;
   CacheLossState cacheLoss;
+  RetrievalState retrieval;
   GenerateState gen;  // last: its workers are joined before the rest goes
 };
 

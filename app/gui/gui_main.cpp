@@ -67,6 +67,7 @@ struct Options {
   int generate = 0;
   std::string cacheLoss;
   bool showResidual = false;
+  bool retrieval = false;
   std::string attribute, attributionClick, attributionExport;
   double soak = 0;
   std::uint64_t seed = 1;
@@ -91,6 +92,10 @@ int runGui(int argc, char** argv) {
                  "quantized weights; past it they stay as stored (default: a quarter of RAM)");
   cli.add_flag("--show-residual", o.showResidual,
                "with --model: open the residual-stream panel (massive activations)");
+  cli.add_flag("--retrieval", o.retrieval,
+               "with --model: once the text has run, score every head in the 'Retrieval heads' "
+               "panel (the text is the haystack; the panel's needle, question and answer); a "
+               "scripted run prints retrieval");
   cli.add_option("--cache-loss", o.cacheLoss,
                  "with --model: once the text has run, score it in the 'Loss by token' panel with "
                  "S sinks + window W (S,W), the full context and a window of S + W; a scripted "
@@ -277,6 +282,11 @@ int runGui(int argc, char** argv) {
       s.model.textEditedAt = 0;  // typed long enough ago: the next frame starts its pass
     }
     if (o.showResidual) s.model.showResidual = true;
+    if (o.retrieval) {
+      if (!s.model.open() && !s.model.loading.valid())
+        throw UsageError("--retrieval goes with --model (or a model scene)");
+      s.model.retrieval.scripted = true;
+    }
     if (!o.cacheLoss.empty()) {
       if (!s.model.open() && !s.model.loading.valid())
         throw UsageError("--cache-loss goes with --model (or a model scene)");

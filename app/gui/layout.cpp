@@ -62,6 +62,8 @@ void drawLayout(App& app) {
     if (ImGui::CollapsingHeader("Generate", ImGuiTreeNodeFlags_DefaultOpen)) drawGeneratePanel(s);
     if (s.model.cacheLoss.scripted) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
     if (ImGui::CollapsingHeader("Loss by token: sinks and windows")) drawCacheLossPanel(s);
+    if (s.model.retrieval.scripted) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
+    if (ImGui::CollapsingHeader("Retrieval heads: needle in a haystack")) drawRetrievalPanel(s);
   } else if (s.dump.open()) {
     if (ImGui::CollapsingHeader("Dump", ImGuiTreeNodeFlags_DefaultOpen)) drawDumpPanel(s);
   } else if (ImGui::CollapsingHeader("Scene", ImGuiTreeNodeFlags_DefaultOpen)) {

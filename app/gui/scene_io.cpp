@@ -47,8 +47,10 @@ void applyView(AppState& s, const SceneView& v) {
   s.flash.step = v.flashStep;
 }
 
-// "view": {"panels": {"residual": true, "cacheLoss": {"sinks": S, "window": W}}}: a model scene
-// opens the residual-stream panel, and scores its text under the three caches once it has run.
+// "view": {"panels": {"residual": true, "cacheLoss": {"sinks": S, "window": W}, "retrieval":
+// {"needle", "question", "answer", "depths", "k", "draws"}}}: a model scene opens the
+// residual-stream panel, and once its text has run scores it under the three caches and scores
+// every head for retrieval (the text as the haystack).
 void applyPanels(AppState& s, const std::string& viewText, const std::string& path) {
   json j;
   try {
@@ -76,6 +78,31 @@ void applyPanels(AppState& s, const std::string& viewText, const std::string& pa
     s.model.cacheLoss.sinks = num("sinks", 0, 4096);
     s.model.cacheLoss.window = num("window", 1, 1 << 20);
     s.model.cacheLoss.scripted = true;
+  }
+  if (p.contains("retrieval")) {
+    const json& r = p["retrieval"];
+    RetrievalState& st = s.model.retrieval;
+    auto text = [&](const char* key, char* dst, std::size_t size) {
+      if (!r.is_object() || !r.contains(key) || !r[key].is_string() ||
+          r[key].get<std::string>().size() >= size)
+        throw InputError(path + ": view.panels.retrieval." + key + ": expected a string of under " +
+                         std::to_string(size) + " bytes");
+      std::snprintf(dst, size, "%s", r[key].get<std::string>().c_str());
+    };
+    auto num = [&](const char* key, int lo, int hi) {
+      if (!r.contains(key) || !r[key].is_number_integer() || r[key].get<long long>() < lo ||
+          r[key].get<long long>() > hi)
+        throw InputError(path + ": view.panels.retrieval." + key + ": expected an integer in [" +
+                         std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return int(r[key].get<long long>());
+    };
+    text("needle", st.needle, sizeof st.needle);
+    text("question", st.question, sizeof st.question);
+    text("answer", st.answer, sizeof st.answer);
+    st.depths = num("depths", 1, 11);
+    st.k = num("k", 1, 16);
+    st.draws = num("draws", 0, 20);
+    st.scripted = true;
   }
 }
 
@@ -123,6 +150,11 @@ std::string viewJson(const AppState& s, const std::string& previous) {
   if (s.model.open() && !s.model.cacheLoss.result.dense.empty())
     panels["cacheLoss"] = {{"sinks", s.model.cacheLoss.result.sinks},
                            {"window", s.model.cacheLoss.result.window}};
+  if (s.model.open() && !s.model.retrieval.result.cases.empty()) {
+    const RetrievalState& r = s.model.retrieval;
+    panels["retrieval"] = {{"needle", r.needle}, {"question", r.question}, {"answer", r.answer},
+                           {"depths", r.depths}, {"k", r.k}, {"draws", r.draws}};
+  }
   if (panels.empty())
     view.erase("panels");
   else

@@ -263,6 +263,11 @@ void runScript(App& app, const Script& script) {
                       cl.sinks, cl.window, mean(cl.dense), mean(cl.sinksWindow),
                       mean(cl.windowOnly));
         }
+        if (!s.model.retrieval.result.cases.empty() && s.model.retrieval.result.error.empty()) {
+          const RetrievalShown& r = g_retrievalShown;
+          std::printf("retrieval: best=%d:%d score=%.6f none=%.6f top=%.6f random=%.6f copied=%d\n",
+                      r.layer, r.head, double(r.score), r.none, r.top, r.random, r.copied);
+        }
         std::printf("model-view: layer=%d head=%d\n", s.model.layer, s.view.head);
         printAttribution(s);
       }

@@ -56,6 +56,16 @@ bool drawModelGridPanel(AppState& s);  // model_grid_panel.cpp: layers x heads t
 bool drawNextTokenPanel(AppState& s);  // next_token_panel.cpp: top-5, before/after interventions
 bool drawGeneratePanel(AppState& s);   // generate_panel.cpp: continue the text (KV cache)
 bool drawCacheLossPanel(AppState& s);  // cache_loss_panel.cpp: NLL by token, 3 KV caches
+// retrieval_panel.cpp: needle cases from the view's text, every head's retrieval score, top-k
+// against random-k masking. What it showed last, for scripted runs:
+struct RetrievalShown {
+  int layer = -1, head = -1;  // the best head
+  float score = 0;
+  double none = 0, top = 0, random = 0;  // the answer's mean log p under each mask
+  int copied = 0;
+};
+extern RetrievalShown g_retrievalShown;
+bool drawRetrievalPanel(AppState& s);
 // attribution_panel.cpp: which heads matter for one prediction (ablation sweeps, activation
 // patching) on a worker thread, the layers x heads map filling in row by row; a click shows that
 // head. The export writes what `attnviz attribute --png` writes for the same arguments and

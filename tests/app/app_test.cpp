@@ -986,6 +986,19 @@ TEST(AppResearchPresets, AttentionSinksScoresTheThreeCachesAsTheNoteAndTheComman
   double share = 0;
   for (int i = 4; i < T; ++i) share += w.data[(std::size_t(2) * T + i) * T + 0];
   EXPECT_NEAR(share / (T - 4), 0.997, 5e-4);
+
+  // Saved from the app, the scene keeps the panel's cache, and reopened scores the same.
+  const std::string saved = tempPath("sinks-saved.json");
+  const Shot save = runApp("preset_sinks_save", "--scene " + scene("27-attention-sinks.json") +
+                                                     " --save-scene " + saved);
+  ASSERT_RAN(save);
+  std::ifstream f(saved);
+  const std::string json((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_NE(json.find("\"cacheLoss\""), std::string::npos) << json;
+  const Shot again = runApp("preset_sinks_again", "--scene " + saved);
+  ASSERT_RAN(again);
+  EXPECT_NE(again.out.find(s.out.substr(at, s.out.find('\n', at) - at)), std::string::npos)
+      << again.out;
 }
 
 TEST(AppResearchPresets, MassiveActivationsOpensTheResidualPanelOnTheFirstToken) {
@@ -1054,6 +1067,23 @@ TEST(AppResearchPresets, RetrievalHeadsFiguresComeFromTheCommandLine) {
                            "6 of 24 heads above 0", "no mask\t-1.856", "top-2 masked (2:0 2:1)\t-11.129",
                            "\t0/5\n", "mean of 5 draws\t-8.02", "14/25"})
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  // The scene opens the Retrieval heads panel, which ran the same cases from the view's text
+  // (the needle and question taken back out) and shows the same numbers.
+  const auto at2 = s.out.find("retrieval: best=");
+  ASSERT_NE(at2, std::string::npos) << "the scene did not score the heads: " << s.out;
+  int bl = -1, bh = -1, copied = -1;
+  double score = 0, none = 0, top = 0, random = 0;
+  ASSERT_EQ(std::sscanf(s.out.c_str() + at2,
+                        "retrieval: best=%d:%d score=%lf none=%lf top=%lf random=%lf copied=%d",
+                        &bl, &bh, &score, &none, &top, &random, &copied),
+            7);
+  EXPECT_EQ(bl, 2);
+  EXPECT_EQ(bh, 1);
+  EXPECT_NEAR(score, 1.0, 1e-6);
+  EXPECT_NEAR(none, std::strtod(out.c_str() + out.find("no mask\t") + 8, nullptr), 1e-6);
+  EXPECT_NEAR(top, std::strtod(out.c_str() + out.find("(2:0 2:1)\t") + 10, nullptr), 1e-6);
+  EXPECT_NEAR(random, std::strtod(out.c_str() + out.find("draws\t") + 6, nullptr), 1e-6);
+  EXPECT_EQ(copied, 5);
 }
 
 TEST(AppModel, AblatingHeadsChangesTheNextTokenPanelAsTorchSays) {
