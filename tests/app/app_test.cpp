@@ -853,6 +853,29 @@ TEST(AppModel, TheNeuronViewsTermsSumToTheEnginesScore) {
 // The "Loss by token" panel scores the model view's text with three KV caches; its means are
 // `attnviz score`'s (whose NLLs the model tests hold to the float64 reference) for the same text
 // and policies, and a plain window of the same size loses more than sinks + window.
+// The scripted run's "cache-loss:" line: sinks, window and the three means.
+struct CacheLossLine {
+  int sinks = -1, window = -1;
+  double dense = 0, sinksWindow = 0, windowOnly = 0;
+  bool found = false;
+};
+CacheLossLine cacheLossLine(const std::string& out) {
+  CacheLossLine c;
+  const auto at = out.find("cache-loss:");
+  if (at == std::string::npos) return c;
+  c.found = std::sscanf(out.c_str() + at,
+                        "cache-loss: sinks=%d window=%d dense=%lf sinks_window=%lf window_only=%lf",
+                        &c.sinks, &c.window, &c.dense, &c.sinksWindow, &c.windowOnly) == 5;
+  return c;
+}
+
+double cliMeanNll(const std::string& args) {
+  const std::string out = runCli("score " + args);
+  const auto at = out.find("mean NLL ");
+  EXPECT_NE(at, std::string::npos) << out;
+  return at == std::string::npos ? 0.0 : std::strtod(out.c_str() + at + 9, nullptr);
+}
+
 TEST(AppModel, TheLossByTokenPanelScoresAsTheCommandLineDoes) {
   const std::string model = std::string(ATTNVIZ_SCENES) + "/../models/kjv-sp-llama";
   const std::string text =
@@ -860,26 +883,15 @@ TEST(AppModel, TheLossByTokenPanelScoresAsTheCommandLineDoes) {
       "and void; and darkness was upon the face of the deep.'";
   const Shot s = runApp("cache-loss", "--model " + model + " --text " + text + " --cache-loss 4,8");
   ASSERT_RAN(s);
-  const auto at = s.out.find("cache-loss:");
-  ASSERT_NE(at, std::string::npos) << s.out;
-  int S = -1, W = -1;
-  double dense = 0, sw = 0, wo = 0;
-  ASSERT_EQ(std::sscanf(s.out.c_str() + at,
-                        "cache-loss: sinks=%d window=%d dense=%lf sinks_window=%lf window_only=%lf",
-                        &S, &W, &dense, &sw, &wo),
-            5);
-  EXPECT_EQ(S, 4);
-  EXPECT_EQ(W, 8);
-  auto cliMean = [&](const std::string& extra) {
-    const std::string out = runCli("score --model " + model + " --text " + text + extra);
-    const auto m = out.find("mean NLL ");
-    EXPECT_NE(m, std::string::npos) << out;
-    return m == std::string::npos ? -1.0 : std::strtod(out.c_str() + m + 9, nullptr);
-  };
-  EXPECT_NEAR(dense, cliMean(""), 1e-5);
-  EXPECT_NEAR(sw, cliMean(" --kv-sinks 4 --kv-window 8"), 1e-5);
-  EXPECT_NEAR(wo, cliMean(" --kv-sinks 0 --kv-window 12"), 1e-5);
-  EXPECT_GT(wo, sw);
+  const CacheLossLine cl = cacheLossLine(s.out);
+  ASSERT_TRUE(cl.found) << s.out;
+  EXPECT_EQ(cl.sinks, 4);
+  EXPECT_EQ(cl.window, 8);
+  const std::string m = "--model " + model + " --text " + text;
+  EXPECT_NEAR(cl.dense, cliMeanNll(m), 1e-5);
+  EXPECT_NEAR(cl.sinksWindow, cliMeanNll(m + " --kv-sinks 4 --kv-window 8"), 1e-5);
+  EXPECT_NEAR(cl.windowOnly, cliMeanNll(m + " --kv-sinks 0 --kv-window 12"), 1e-5);
+  EXPECT_GT(cl.windowOnly, cl.sinksWindow);
 }
 
 // The preset "What RoPE's frequencies carry" opens the neuron view on the previous-token cell its
@@ -947,26 +959,14 @@ std::string sceneText(const std::string& file) {
   return attnviz::loadScene(std::string(ATTNVIZ_SCENES) + "/" + file).model.text;
 }
 
-double cliMeanNll(const std::string& args) {
-  const std::string out = runCli("score " + args);
-  const auto at = out.find("mean NLL ");
-  EXPECT_NE(at, std::string::npos) << out;
-  return at == std::string::npos ? 0.0 : std::strtod(out.c_str() + at + 9, nullptr);
-}
-
 TEST(AppResearchPresets, AttentionSinksScoresTheThreeCachesAsTheNoteAndTheCommandLineSay) {
   const Shot s = runApp("preset_sinks", "--scene " + scene("27-attention-sinks.json"));
   ASSERT_RAN(s);
-  const auto at = s.out.find("cache-loss:");
-  ASSERT_NE(at, std::string::npos) << "the scene did not score its text: " << s.out;
-  int S = 0, W = 0;
-  double dense = 0, sw = 0, wo = 0;
-  ASSERT_EQ(std::sscanf(s.out.c_str() + at,
-                        "cache-loss: sinks=%d window=%d dense=%lf sinks_window=%lf window_only=%lf",
-                        &S, &W, &dense, &sw, &wo),
-            5);
-  EXPECT_EQ(S, 4);
-  EXPECT_EQ(W, 8);
+  const CacheLossLine cl = cacheLossLine(s.out);
+  ASSERT_TRUE(cl.found) << "the scene did not score its text: " << s.out;
+  EXPECT_EQ(cl.sinks, 4);
+  EXPECT_EQ(cl.window, 8);
+  const double dense = cl.dense, sw = cl.sinksWindow, wo = cl.windowOnly;
   const std::string m = "--model " + std::string(ATTNVIZ_SCENES) + "/../models/kjv-sp-llama --text " +
                         shellQuote(sceneText("27-attention-sinks.json"));
   EXPECT_NEAR(dense, cliMeanNll(m), 1e-5);
@@ -997,8 +997,11 @@ TEST(AppResearchPresets, AttentionSinksScoresTheThreeCachesAsTheNoteAndTheComman
   EXPECT_NE(json.find("\"cacheLoss\""), std::string::npos) << json;
   const Shot again = runApp("preset_sinks_again", "--scene " + saved);
   ASSERT_RAN(again);
-  EXPECT_NE(again.out.find(s.out.substr(at, s.out.find('\n', at) - at)), std::string::npos)
-      << again.out;
+  const CacheLossLine cl2 = cacheLossLine(again.out);
+  ASSERT_TRUE(cl2.found) << again.out;
+  EXPECT_EQ(cl2.sinks, 4);
+  EXPECT_EQ(cl2.window, 8);
+  EXPECT_EQ(cl2.sinksWindow, sw);
 }
 
 TEST(AppResearchPresets, MassiveActivationsOpensTheResidualPanelOnTheFirstToken) {

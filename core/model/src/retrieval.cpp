@@ -2,6 +2,7 @@
 // the per-head score and the top-k against random-k masking (retrieval.h).
 #include "attnviz/model/retrieval.h"
 
+#include "attnviz/model/attribution.h"  // logProbOf
 #include "attnviz/model/generate.h"
 
 #include <algorithm>
@@ -48,18 +49,6 @@ int argmaxRow(const float* row, int n) {
   for (int j = 1; j < n; ++j)
     if (row[j] > row[best]) best = j;
   return best;
-}
-
-std::vector<float> lastRow(const MatrixRM& logits, int row) {
-  return std::vector<float>(logits.row(row).data(), logits.row(row).data() + logits.cols());
-}
-
-double logSoftmaxAt(const float* z, int n, int id) {
-  double mx = -std::numeric_limits<double>::infinity();
-  for (int i = 0; i < n; ++i) mx = std::max(mx, double(z[i]));
-  double sum = 0.0;
-  for (int i = 0; i < n; ++i) sum += std::exp(double(z[i]) - mx);
-  return double(z[id]) - mx - std::log(sum);
 }
 
 Interventions masking(const Model& m, const std::vector<std::pair<int, int>>& heads) {
@@ -208,8 +197,7 @@ double answerLogProb(const Model& m, const NeedleCase& c, const Interventions& i
   const int T = int(c.ids.size());
   double lp = 0.0;
   for (std::size_t i = 0; i < c.answer.size(); ++i) {
-    const std::vector<float> z = lastRow(r.logits, T - 1 + int(i));
-    lp += logSoftmaxAt(z.data(), int(z.size()), c.answer[i]);
+    lp += logProbOf(r.logits.row(T - 1 + int(i)).data(), int(r.logits.cols()), c.answer[i]);
   }
   return lp;
 }
