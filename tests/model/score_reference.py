@@ -7,6 +7,8 @@ are cache positions (sinks 0..S-1, then the window in order, the query after the
 keys are rotated at their current slot. Usage:
 
     score_reference.py MODEL_DIR OUT.npy ID,ID,... [S W]
+    score_reference.py MODEL_DIR OUT.npy ID,ID,... edit L:P:D:zero|mean [...]   (dense, with
+        residual edits inside the pass, as `score --residual-edit`; P a position or "all")
 """
 import json
 import math
@@ -75,7 +77,14 @@ def main():
     src = hf_to_gguf.Weights(folder)
     w = {n: torch.from_numpy(np.asarray(src.get(n), dtype=np.float64)) for n in src.names()}
     torch.set_num_threads(1)
-    if len(sys.argv) > 4:
+    if len(sys.argv) > 4 and sys.argv[4] == "edit":
+        edits = []
+        for e in sys.argv[5:]:
+            l, pos, d, mode = e.split(":")
+            edits.append((int(l), -1 if pos == "all" else int(pos), int(d), mode))
+        _, logits = ref.forward(cfg, w, ids, residual_edits=edits)
+        nll = nll_rows(logits, ids)
+    elif len(sys.argv) > 4:
         nll = streaming(cfg, w, ids, int(sys.argv[4]), int(sys.argv[5]))
     else:
         _, logits = ref.forward(cfg, w, ids)

@@ -92,6 +92,39 @@ TEST(Score, StreamingMatchesTheReferenceOnARandomGqaModel) {
   expectPoliciesMatch(model, ids, {{}, {2, 3}, {0, 4}});
 }
 
+TEST(Score, ResidualEditsInsideThePassMatchTheReference) {
+  TempDir dir;
+  const std::string ids = idsOf(shippedLlama(), dir);
+  for (const std::vector<std::string>& edits :
+       std::vector<std::vector<std::string>>{{"1:0:37:zero"}, {"1:all:37:mean", "2:3:5:zero"}}) {
+    SCOPED_TRACE(edits[0]);
+    std::vector<std::string> args{"score", "--model", shippedLlama().string(), "--ids", ids,
+                                  "--out", (dir.path / "got.npy").string()};
+    std::string extra = " edit";
+    for (const std::string& e : edits) {
+      args.insert(args.end(), {"--residual-edit", e});
+      extra += " " + e;
+    }
+    const CliRun run = runBinary(args, dir.path);
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    const std::string cmd = "/usr/bin/python3 " +
+                            shellQuote((modelDir() / "score_reference.py").string()) + " " +
+                            shellQuote(shippedLlama().string()) + " " +
+                            shellQuote((dir.path / "want.npy").string()) + " " + ids + extra +
+                            " >/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const NpyArray got = readNpy((dir.path / "got.npy").string());
+    const NpyArray want = readNpy((dir.path / "want.npy").string());
+    EXPECT_EQ(got.shape, want.shape);
+    expectClose(got.data, want, 1e-4, 0, edits[0]);
+  }
+  // The edit moved the loss (it is not ignored).
+  const CliRun plain = runBinary({"score", "--model", shippedLlama().string(), "--ids", ids}, dir.path);
+  const CliRun edited = runBinary({"score", "--model", shippedLlama().string(), "--ids", ids,
+                                   "--residual-edit", "1:0:37:zero"}, dir.path);
+  EXPECT_NE(plain.out, edited.out);
+}
+
 TEST(Score, RefusalsFollowTheContract) {
   TempDir dir;
   const std::string m = shippedLlama().string();
