@@ -33,6 +33,13 @@ int runGenerate(int argc, char** argv) {
                "print the generated ids on one line instead of the text (an EOS that ends the "
                "generation is printed last)");
   app.add_flag("--verbose", verbose, "tokens per second and why it stopped, on stderr");
+  int sinks = -1, window = -1;
+  app.add_option("--kv-sinks", sinks,
+                 "StreamingLLM's cache (decoders): keep the first S tokens for good (needs "
+                 "--kv-window); the text can then run past the context");
+  app.add_option("--kv-window", window,
+                 "StreamingLLM's cache: and the last W tokens (needs --kv-sinks); positions are "
+                 "cache positions, as for attnviz score");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("generate", [&] {
@@ -41,6 +48,10 @@ int runGenerate(int argc, char** argv) {
     if (!(sampleTemperature >= 0.0f) || !std::isfinite(sampleTemperature)) {
       throw UsageError("--sample-temperature: expected a number >= 0");
     }
+    if ((sinks >= 0) != (window >= 0))
+      throw UsageError("--kv-sinks and --kv-window go together (StreamingLLM's cache)");
+    if (sinks >= 0 && window < 1)
+      throw UsageError("--kv-window: expected a number >= 1, got " + std::to_string(window));
     o.prepareOnly = true;
     o.startWithoutTarget = true;  // an encoder-decoder's decoder starts at its start id
     ModelRun run = runModelFromOptions(o, attention, app);
@@ -57,6 +68,7 @@ int runGenerate(int argc, char** argv) {
     opts.topK = topK;
     opts.seed = seed;
     opts.rows = LayerSet::none();  // the command prints tokens, never attention rows
+    opts.cache = {sinks >= 0, std::max(0, sinks), std::max(0, window)};
     // An encoder-decoder: --text is the source, the decoder starts at its start id.
     if (m.config().encoderDecoder()) opts.source = run.ids;
     const std::vector<int>& prompt = m.config().encoderDecoder() ? run.targetIds : run.ids;

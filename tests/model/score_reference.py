@@ -36,7 +36,7 @@ def streaming(cfg, w, ids, S, W):
     inv = ref.rope_inv_freq(hd, p["theta"], p["scaling"])
     lm = w.get("lm_head.weight", w["model.embed_tokens.weight"])
     cache = [[] for _ in range(L)]  # per layer: (token index, unrotated k [KV, hd], v [KV, hd])
-    out = []
+    out, argmax = [], []
     for t in range(len(ids) - 1):
         # The first S and the last W tokens before t.
         for l in range(L):
@@ -67,6 +67,9 @@ def streaming(cfg, w, ids, S, W):
         x = ref.rms_norm(x, w["model.norm.weight"], eps)
         lp = torch.log_softmax(x @ lm.T, dim=-1)[0]
         out.append(-lp[ids[t + 1]])
+        two = torch.topk(lp, 2)
+        argmax.append((int(two.indices[0]), float(two.values[0] - two.values[1])))
+    streaming.argmax = argmax
     return torch.stack(out)
 
 
@@ -90,6 +93,10 @@ def main():
         _, logits = ref.forward(cfg, w, ids)
         nll = nll_rows(logits, ids)
     np.save(out, nll.numpy().astype(np.float32))
+    if getattr(streaming, "argmax", None) is not None:
+        # The greedy choice after each token under the cache and its lead over the second
+        # (generate --kv-sinks checks it): [T - 1, 2] float64.
+        np.save(out[:-4] + "_argmax.npy", np.asarray(streaming.argmax, dtype=np.float64))
     print("%.9g" % float(nll.mean()))
     return 0
 

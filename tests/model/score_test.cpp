@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 
@@ -123,6 +124,54 @@ TEST(Score, ResidualEditsInsideThePassMatchTheReference) {
   const CliRun edited = runBinary({"score", "--model", shippedLlama().string(), "--ids", ids,
                                    "--residual-edit", "1:0:37:zero"}, dir.path);
   EXPECT_NE(plain.out, edited.out);
+}
+
+// `generate --kv-sinks S --kv-window W`: the same cache, one token at a time, so the text runs
+// past the model's 256 positions; each greedy token is the reference's argmax under that cache
+// (up to the first near-tie, where float32 and float64 may part).
+TEST(Score, GenerationUnderTheStreamingCacheIsTheReferencesGreedyPastTheContext) {
+  TempDir dir;
+  const std::string ids = idsOf(shippedLlama(), dir);
+  const int prompt = int(std::count(ids.begin(), ids.end(), ',')) + 1;
+  const CliRun plain = runBinary({"generate", "--model", shippedLlama().string(), "--ids", ids,
+                                  "-n", "240", "--print-ids"}, dir.path);
+  ASSERT_EQ(plain.exitCode, 0) << plain.err;
+  const CliRun run = runBinary({"generate", "--model", shippedLlama().string(), "--ids", ids,
+                                "-n", "240", "--print-ids", "--kv-sinks", "4", "--kv-window", "60"},
+                               dir.path);
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  std::vector<std::string> gen;
+  {
+    std::istringstream in(run.out);
+    std::string t;
+    while (in >> t) gen.push_back(t);
+  }
+  std::istringstream pin(plain.out);
+  int plainCount = 0;
+  for (std::string t; pin >> t;) ++plainCount;
+  // The dense cache stops at the context; the streaming one runs on.
+  EXPECT_EQ(plainCount, 256 - prompt);
+  ASSERT_EQ(int(gen.size()), 240);
+  std::string all = ids;
+  for (const std::string& t : gen) all += "," + t;
+  const std::string cmd = "/usr/bin/python3 " +
+                          shellQuote((modelDir() / "score_reference.py").string()) + " " +
+                          shellQuote(shippedLlama().string()) + " " +
+                          shellQuote((dir.path / "ref.npy").string()) + " " + all +
+                          " 4 60 >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const NpyArray want = readNpy((dir.path / "ref_argmax.npy").string());  // [T - 1, 2]
+  int checked = 0;
+  for (int s = 0; s < int(gen.size()); ++s) {
+    const int t = prompt - 1 + s;  // the step after token t chose gen[s]
+    const double best = want.data[std::size_t(t) * 2], lead = want.data[std::size_t(t) * 2 + 1];
+    if (lead < 1e-3) break;
+    EXPECT_EQ(std::stoi(gen[std::size_t(s)]), int(best)) << "generated token " << s;
+    ++checked;
+  }
+  EXPECT_GE(checked, 40);
+  std::printf("[ measured ] %d of 240 streaming greedy tokens checked against the reference\n",
+              checked);
 }
 
 TEST(Score, RefusalsFollowTheContract) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -93,7 +94,14 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
   // The prompt's pass keeps Q/K/V (the cache's K and V) and the last logits row, nothing else.
   KvCache cache;
   std::vector<float> logits;
-  {
+  std::optional<StreamingCache> streaming;
+  if (opts.cache.streaming) {
+    if (c.encoderDecoder())
+      throw InputError(c.family + " is an encoder-decoder: a StreamingLLM cache is a decoder's");
+    if (prompt.empty()) throw InputError("the prompt is empty");
+    streaming.emplace(model, opts.cache);
+    for (int id : prompt) logits = streaming->step(id, iv).logits;
+  } else {
     Capture cap;
     cap.weights = cap.headOut = LayerSet::none();
     cap.allLogits = false;
@@ -112,7 +120,8 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
   const auto t0 = std::chrono::steady_clock::now();
   const std::optional<int> tokEos = model.tokenizer().eos();
   for (int n = 0; n < opts.maxNew; ++n) {
-    if (cache.length() >= c.nPositions) {
+    const int cached = streaming ? streaming->length() : cache.length();
+    if (cached >= c.nPositions) {
       g.stop = Generation::Stop::Context;
       break;
     }
@@ -129,8 +138,9 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
       t.prob = float(std::exp(double(logits[t.id]) - mx) / sum);
     }
     const bool isEos = opts.stopAtEos && ((tokEos && t.id == *tokEos) || c.isEos(t.id));
-    if (!isEos && cache.length() < c.nPositions) {
-      DecodeStep step = model.decodeStep(cache, t.id, iv, opts.rows);
+    if (!isEos && cached < c.nPositions) {
+      DecodeStep step = streaming ? streaming->step(t.id, iv, opts.rows)
+                                  : model.decodeStep(cache, t.id, iv, opts.rows);
       logits = std::move(step.logits);
       t.rows = std::move(step.rows);
       t.crossRows = std::move(step.crossRows);

@@ -45,6 +45,35 @@ void evict(const ModelConfig& c, KvCache& cache, std::vector<MatrixRM>& plain, i
 
 }  // namespace
 
+StreamingCache::StreamingCache(const Model& m, const KvPolicy& policy)
+    : m_(m), policy_(policy), plain_(std::size_t(m.config().nLayer)) {
+  const ModelConfig& c = m.config();
+  if (!c.causal || c.encoderDecoder())
+    throw InputError(c.family + " is not a decoder: a StreamingLLM cache is a decoder's");
+  if (policy.sinks < 0) throw UsageError("--kv-sinks: expected a number >= 0");
+  if (policy.window < 1) throw UsageError("--kv-window: expected a number >= 1");
+}
+
+DecodeStep StreamingCache::step(int id, const Interventions& iv, const LayerSet& rows) {
+  const ModelConfig& c = m_.config();
+  // The first S and the last W tokens before this one: one leaves once the cache passes S + W.
+  if (cache_.length() > policy_.sinks + policy_.window) evict(c, cache_, plain_, policy_.sinks);
+  const int slot = cache_.length();
+  DecodeStep step = m_.decodeStep(cache_, id, iv, rows);
+  if (c.positions == PositionKind::Rope) {
+    const int dh = c.headSize, KV = c.nKvHead;
+    for (int l = 0; l < c.nLayer; ++l) {
+      if (plain_[l].rows() <= slot) plain_[l].conservativeResize(cache_.k[l].rows(), KV * dh);
+      for (int g = 0; g < KV; ++g) {
+        MatrixRM key = cache_.k[l].block(slot, g * dh, 1, dh);
+        applyRope(c, key, slot, true, l);
+        plain_[l].block(slot, g * dh, 1, dh) = key;
+      }
+    }
+  }
+  return step;
+}
+
 std::vector<float> tokenNll(const Model& m, const std::vector<int>& ids, const KvPolicy& policy,
                             const Interventions& iv) {
   const ModelConfig& c = m.config();
@@ -62,26 +91,9 @@ std::vector<float> tokenNll(const Model& m, const std::vector<int>& ids, const K
       out[t] = float(nllOf(r.logits.row(t).data(), V, ids[t + 1]));
     return out;
   }
-  if (policy.sinks < 0) throw UsageError("--kv-sinks: expected a number >= 0");
-  if (policy.window < 1) throw UsageError("--kv-window: expected a number >= 1");
-  const int dh = c.headSize, KV = c.nKvHead;
-  KvCache cache;
-  std::vector<MatrixRM> plain(c.nLayer);  // RoPE: each cached key before its rotation
+  StreamingCache cache(m, policy);
   for (int t = 0; t + 1 < T; ++t) {
-    // The first S and the last W tokens before t: one leaves once the cache passes S + W.
-    if (cache.length() > policy.sinks + policy.window) evict(c, cache, plain, policy.sinks);
-    const int slot = cache.length();
-    const DecodeStep step = m.decodeStep(cache, ids[t], iv, LayerSet::none());
-    if (c.positions == PositionKind::Rope) {
-      for (int l = 0; l < c.nLayer; ++l) {
-        if (plain[l].rows() <= slot) plain[l].conservativeResize(cache.k[l].rows(), KV * dh);
-        for (int g = 0; g < KV; ++g) {
-          MatrixRM key = cache.k[l].block(slot, g * dh, 1, dh);
-          applyRope(c, key, slot, true, l);
-          plain[l].block(slot, g * dh, 1, dh) = key;
-        }
-      }
-    }
+    const DecodeStep step = cache.step(ids[t], iv);
     out[t] = float(nllOf(step.logits.data(), V, ids[t + 1]));
   }
   return out;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "attnviz/model/model.h"
+#include "attnviz/model/score.h"  // KvPolicy
 
 #include <cstdint>
 #include <functional>
@@ -24,6 +25,10 @@ struct GenerateOptions {
   // An encoder-decoder's source ids: the encoder runs on them once, and the prompt is the
   // decoder's prefix (its start id). Empty for other models.
   std::vector<int> source;
+  // StreamingLLM's cache (decoders): the prompt and every new token run one step at a time over
+  // the first S and the last W tokens, at cache positions (StreamingCache, score.h), so the text
+  // can run past the context; each row is then over the cache's S + W + 1 slots, not the text.
+  KvPolicy cache;
 };
 
 // One generated token: its id, the distribution it was drawn from (softmax of the logits at the

@@ -15,6 +15,25 @@ struct KvPolicy {
   int window = 0;          // W >= 1: the most recent tokens before the query
 };
 
+// StreamingLLM's cache for a decoder that steps one token at a time: each step first evicts the
+// oldest token after the sinks once the cache holds S + W tokens, then runs the token at the next
+// cache slot. With RoPE each moved key is turned to its new slot from an unrotated copy kept for
+// it, so no rounding builds up. `score` and `generate --kv-sinks` step through it. Throws
+// UsageError for a window < 1 or sinks < 0, InputError for an encoder or an encoder-decoder (and,
+// from the step, when S + W + 1 slots do not fit the model's positions).
+class StreamingCache {
+ public:
+  StreamingCache(const Model& m, const KvPolicy& policy);
+  DecodeStep step(int id, const Interventions& iv = {}, const LayerSet& rows = LayerSet::none());
+  int length() const { return cache_.length(); }
+
+ private:
+  const Model& m_;
+  KvPolicy policy_;
+  KvCache cache_;
+  std::vector<MatrixRM> plain_;  // RoPE: per layer each cached key before its rotation
+};
+
 // Entry t (0 <= t < T - 1) is -log p(ids[t + 1] | ids[0..t]) in nats, from float64 softmaxes of
 // the float32 logits. Streaming: the decoder runs one token a step over a KV cache that, while
 // token t is processed, holds the first S and the last W tokens before t (each with the K and V
