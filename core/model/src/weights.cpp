@@ -219,7 +219,8 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
     Want e;
     e.layer = layer >= 0 && stack == 1 ? c.nLayer + layer : layer, e.slot = t.slot;
     if (isGguf) {
-      e.name = (layer >= 0 ? (stack == 1 ? "enc.blk." : "blk.") + std::to_string(layer) + "."
+      e.name = (layer >= 0 ? (stack == 1 ? "enc.blk." : row.ggufLayerPrefix) +
+                                 std::to_string(layer) + "."
                            : std::string()) +
                base;
       e.names = {e.name};

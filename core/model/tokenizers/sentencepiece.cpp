@@ -171,6 +171,12 @@ std::unique_ptr<Tokenizer> sentencePieceFromBytes(const std::string& modelBytes,
   return std::make_unique<SpTokenizer>(modelBytes, configText, modelName, configName, vocabSize);
 }
 
+std::unique_ptr<Tokenizer> t5SentencePieceFromBytes(const std::string& modelBytes,
+                                                    const std::string& name, int vocabSize) {
+  return std::make_unique<SpTokenizer>(modelBytes, "", name, "tokenizer_config.json", vocabSize,
+                                       true);
+}
+
 std::unique_ptr<Tokenizer> loadT5SentencePieceTokenizer(const std::string& modelPath,
                                                         int vocabSize) {
   return std::make_unique<SpTokenizer>(readFile(modelPath), "", modelPath,
