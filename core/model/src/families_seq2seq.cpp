@@ -76,7 +76,9 @@ void t5Json(const json& j, const std::string& path, ModelConfig& c) {
 // llama.cpp assumes: a stack with ffn_gate runs gated GELU (tanh, T5 v1.1 / Flan's gated-gelu),
 // one without runs ReLU (v1.0); the buckets reach max_distance 128 (its
 // llama_relative_position_bucket); a file without output.weight ties the head to the embedding,
-// read as T5 ties it (the states times d^-1/2). block_count is the encoder's depth,
+// read as T5 ties it: the states times d^-1/2 (llama.cpp's graph leaves that factor out, so its
+// logits are sqrt(d) times the checkpoint's; the argmax is the same). block_count is the
+// encoder's depth,
 // decoder_block_count the decoder's (the encoder's when absent).
 void t5Gguf(const GgufFile& f, ModelConfig& c) {
   const std::string p = "t5.";
