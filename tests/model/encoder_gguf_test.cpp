@@ -129,9 +129,12 @@ TEST_F(EncoderGguf, F32TwinEqualsItsFolder) {
 // the folder's vocab.txt does, pairs and their token types included.
 TEST_F(EncoderGguf, TokenizationEqualsTheFolders) {
   const std::string gguf = file("bert_mlm_f32.gguf"), folder = file("bert_mlm");
-  const std::vector<std::string> texts = {
-      "The cat sat on the [MASK] and played.", "It was [MASK] in the sun.",
-      "playing dogs ran, and the Sun is BRIGHT.", "a zebra sat", "houses played", ""};
+  const std::vector<std::string> texts = {"The cat sat on the [MASK] and played.",
+                                          "It was [MASK] in the sun.",
+                                          "playing dogs ran, and the Sun is BRIGHT.",
+                                          "a zebra sat",
+                                          "houses played",
+                                          ""};
   for (const std::string& t : texts) {
     SCOPED_TRACE(t);
     for (const char* extra : {"", "--no-special", "--pieces"}) {

@@ -47,13 +47,12 @@ class Seq2SeqGguf : public ::testing::Test {
   // as <stem>_{enc,dec,cross,logits}.npy.
   static CliRun runModel(const std::string& model, const nlohmann::json& c,
                          const std::string& stem) {
-    return runBinary({"model", "--model", model, "--ids",
-                      idList(c["source"].get<std::vector<int>>()), "--target-ids",
-                      idList(c["target"].get<std::vector<int>>()), "--weights",
-                      file(stem + "_enc.npy"), "--decoder-weights", file(stem + "_dec.npy"),
-                      "--cross-weights", file(stem + "_cross.npy"), "--logits",
-                      file(stem + "_logits.npy")},
-                     root());
+    return runBinary(
+        {"model", "--model", model, "--ids", idList(c["source"].get<std::vector<int>>()),
+         "--target-ids", idList(c["target"].get<std::vector<int>>()), "--weights",
+         file(stem + "_enc.npy"), "--decoder-weights", file(stem + "_dec.npy"), "--cross-weights",
+         file(stem + "_cross.npy"), "--logits", file(stem + "_logits.npy")},
+        root());
   }
 
  private:
@@ -73,9 +72,9 @@ TEST_F(Seq2SeqGguf, EveryFileMatchesTheFloat64Reference) {
     SCOPED_TRACE(name);
     const CliRun r = runModel(file(c["file"].get<std::string>()), c, "got");
     ASSERT_EQ(r.exitCode, 0) << r.err;
-    for (const auto& [what, abs, rel] : {std::tuple{"enc", 1e-5, 0.0}, std::tuple{"dec", 1e-5, 0.0},
-                                         std::tuple{"cross", 1e-5, 0.0},
-                                         std::tuple{"logits", 0.0, 1e-4}}) {
+    for (const auto& [what, abs, rel] :
+         {std::tuple{"enc", 1e-5, 0.0}, std::tuple{"dec", 1e-5, 0.0},
+          std::tuple{"cross", 1e-5, 0.0}, std::tuple{"logits", 0.0, 1e-4}}) {
       const NpyArray got = readNpy(file(std::string("got_") + what + ".npy"));
       const NpyArray want = readNpy(file(c[what].get<std::string>()));
       EXPECT_EQ(got.shape, want.shape) << what;
@@ -105,7 +104,8 @@ TEST_F(Seq2SeqGguf, FileEqualsItsFolderAtDistance128) {
 // `--target` then run the ids the reference ran.
 TEST_F(Seq2SeqGguf, TokenizationEqualsTheFolders) {
   const auto& c = cases()["cases"][1];
-  const std::string gguf = file(c["file"].get<std::string>()), folder = file(c["hf"].get<std::string>());
+  const std::string gguf = file(c["file"].get<std::string>()),
+                    folder = file(c["hf"].get<std::string>());
   const std::vector<std::string> texts = {c["source_text"].get<std::string>(),
                                           c["target_text"].get<std::string>(),
                                           "  The  CAT,\tand ｔｈｅ dog! ", "zebra", ""};
@@ -172,10 +172,10 @@ TEST_F(Seq2SeqGguf, GreedyDecodingEqualsTheReference) {
     SCOPED_TRACE(c["name"].get<std::string>());
     std::vector<int> want = c["greedy"].get<std::vector<int>>();
     want.erase(want.begin());  // the start id is the prompt, not generated
-    const CliRun r = runBinary({"generate", "--model", file(c["file"].get<std::string>()), "--ids",
-                                idList(c["source"].get<std::vector<int>>()), "-n", "6",
-                                "--print-ids"},
-                               root());
+    const CliRun r =
+        runBinary({"generate", "--model", file(c["file"].get<std::string>()), "--ids",
+                   idList(c["source"].get<std::vector<int>>()), "-n", "6", "--print-ids"},
+                  root());
     ASSERT_EQ(r.exitCode, 0) << r.err;
     EXPECT_EQ(r.out, idList(want, " ") + "\n");
   }
@@ -188,8 +188,8 @@ TEST_F(Seq2SeqGguf, BadFilesExitOneNamingTheFile) {
   for (const auto& b : bad) {
     SCOPED_TRACE(b["name"].get<std::string>());
     const std::string path = file(b["file"].get<std::string>());
-    const CliRun r = runBinary({"model", "--model", path, "--ids", "5,6,1", "--target-ids", "0,3"},
-                               root());
+    const CliRun r =
+        runBinary({"model", "--model", path, "--ids", "5,6,1", "--target-ids", "0,3"}, root());
     const std::string expect = b["expect"].get<std::string>();
     EXPECT_EQ(r.exitCode, 1) << r.err;
     EXPECT_EQ(lineCount(r.err), 1) << r.err;
