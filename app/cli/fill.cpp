@@ -33,10 +33,7 @@ int runFill(int argc, char** argv) {
     if (c.causal) {
       throw UsageError("fill: " + c.family + " is not an encoder (bert, roberta, distilbert)");
     }
-    if (!m.headMissing().empty()) {
-      throw InputError(m.files().weights + ": no masked-LM head (missing tensor '" +
-                       m.headMissing() + "'), so fill cannot predict");
-    }
+    requireMlmHead(m, "fill cannot predict");
     const std::optional<int> mask = m.tokenizer().mask();
     if (!mask) {
       throw InputError(m.files().dir + ": the tokenizer has no mask token ([MASK], <mask>)");

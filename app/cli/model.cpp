@@ -60,10 +60,7 @@ int runModel(int argc, char** argv) {
     if (!c.causal && topK > 0) {
       throw UsageError("--top-k: " + c.family + " is an encoder (no next token); use attnviz fill");
     }
-    if (!logits.empty() && !m.headMissing().empty()) {
-      throw InputError(m.files().weights + ": no masked-LM head (missing tensor '" +
-                       m.headMissing() + "'), so --logits cannot be written");
-    }
+    if (!logits.empty()) requireMlmHead(m, "--logits cannot be written");
 
     if ((!decoderWeights.empty() || !crossWeights.empty()) && !c.encoderDecoder()) {
       throw UsageError("--decoder-weights/--cross-weights: " + c.family +

@@ -112,6 +112,16 @@ void checkLayer(int layer, const ModelConfig& c) {
   }
 }
 
+void requireMlmHead(const Model& m, const std::string& what) {
+  if (m.headMissing().empty()) return;
+  if (!m.files().gguf.empty()) {
+    throw InputError(m.files().gguf + ": the GGUF has no masked-LM head (llama.cpp's " +
+                     m.config().family + " files hold the encoder alone), so " + what);
+  }
+  throw InputError(m.files().weights + ": no masked-LM head (missing tensor '" + m.headMissing() +
+                   "'), so " + what);
+}
+
 Interventions cliInterventions(const Model& m, const std::vector<int>& ids,
                               const std::vector<std::pair<int, int>>& ablations,
                               const AttentionCliOptions& attention,

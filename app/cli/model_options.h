@@ -108,4 +108,8 @@ int parseLayerIndex(const std::string& text);
 // Throws UsageError unless 0 <= layer < the model's layers.
 void checkLayer(int layer, const ModelConfig& c);
 
+// Throws InputError naming the file when the encoder has no masked-LM head (a folder that lacks
+// its tensors, or a GGUF bert, which never holds one); `what` says what cannot be done.
+void requireMlmHead(const Model& m, const std::string& what);
+
 }  // namespace attnviz::app

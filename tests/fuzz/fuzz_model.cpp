@@ -2,7 +2,8 @@
 // GGUF reader, the model config from its metadata (every architecture's row of the family table),
 // the GGUF tokenizer, the tensor table's names, shapes and types, and the memory budget's choice
 // (a small budget on odd first bytes, so the kept-as-stored path runs too). A model that opens
-// runs a three-token pass and one decode step. Either it works or it throws InputError; nothing
+// runs a three-token pass and one decode step (an encoder-decoder: a three-token source and the
+// start id). Either it works or it throws InputError; nothing
 // else. Seeds: tests/fuzz/make_model_seeds.py.
 #include "attnviz/model/model.h"
 
@@ -32,6 +33,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (std::int64_t(c.nEmbd) * c.nInner * c.nLayer > (1 << 22) || c.vocabSize > 4096) return 0;
     std::vector<int> ids;
     for (int t = 0; t < 3 && t < c.nPositions; ++t) ids.push_back(t % c.vocabSize);
+    if (c.encoderDecoder()) {  // the source through the encoder, the start id through the decoder
+      const attnviz::ForwardResult r = m->forwardSeq2Seq(ids, {c.decoderStartId.value_or(0)});
+      if (r.logits.cols() != c.vocabSize) std::abort();
+      return 0;
+    }
     const attnviz::ForwardResult r = m->forward(ids);
     if (r.logits.cols() != c.vocabSize) std::abort();
     attnviz::KvCache cache = m->cacheFrom(r);

@@ -234,15 +234,46 @@ TEST(GgufVocab, BertWordPiece) {
   EXPECT_EQ(tok->decode({4, 5, 6}), "playing !");
 }
 
+// t5 (llama.cpp's UGM): a Unigram model, the segmentation of highest total score, </s> after the
+// text. Worked by hand: "abc" is "\u2581ab" + "c" (-1 - 2 = -3) rather than "\u2581a" + "b" + "c"
+// (-2 - 2 - 2 = -6) or "\u2581" + "abc" (absent); "ca" has no "\u2581c", so "\u2581" + "c" + "a".
+TEST(GgufVocab, T5UnigramTakesTheBestSegmentation) {
+  GgufVocab v;
+  v.model = "t5";
+  v.tokens = {"<pad>", "</s>", "<unk>", "\xE2\x96\x81" "ab", "\xE2\x96\x81" "a", "b", "c", "a",
+              "\xE2\x96\x81"};
+  v.scores = {0, 0, 0, -1, -2, -2, -2, -2, -3};
+  v.tokenType = {3, 3, 2, 1, 1, 1, 1, 1, 1};
+  v.eos = 1;
+  v.pad = 0;
+  const auto tok = makeGgufTokenizer(v, "t5.gguf");
+  EXPECT_EQ(tok->encode("abc", true), (std::vector<int>{3, 6, 1}));
+  EXPECT_EQ(tok->encode("abc", false), (std::vector<int>{3, 6}));
+  EXPECT_EQ(tok->encode("ca", false), (std::vector<int>{8, 6, 7}));
+  EXPECT_EQ(tok->encode("ab z", false), (std::vector<int>{3, 8, 2}));  // z: no piece
+  EXPECT_EQ(tok->eos(), std::optional<int>(1));
+  EXPECT_FALSE(tok->bos());
+}
+
 TEST(GgufVocab, BadVocabulariesAreRefused) {
   GgufVocab v = spmVocab();
+  v.model = "rwkv";
+  try {
+    makeGgufTokenizer(v, "x.gguf");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("x.gguf: unsupported tokenizer model 'rwkv'"),
+              std::string::npos)
+        << e.what();
+  }
+  // A t5 vocabulary the SentencePiece library refuses (byte pieces without byte fallback).
+  v = spmVocab();
   v.model = "t5";
   try {
     makeGgufTokenizer(v, "x.gguf");
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("x.gguf: unsupported tokenizer model 't5'"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("x.gguf: not a SentencePiece model"), std::string::npos)
         << e.what();
   }
   v = spmVocab();

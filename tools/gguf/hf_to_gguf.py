@@ -28,6 +28,10 @@ Architectures (config.json model_type), with llama.cpp's tensor names:
       matrices are transposed.
   qwen3, gemma2, gemma3_text (-> "gemma3"), phi3, olmo2: see decoder_families.py (NEOX rope,
       nothing permuted; Gemma's norms written as w + 1).
+  t5 -> "t5": see seq2seq_families.py (enc.blk.N / dec.blk.N, the relative position tables,
+      a Unigram vocabulary with its normalizer).
+  bert -> "bert": see encoder_families.py (the encoder without its masked-LM head, a WordPiece
+      vocabulary in llama.cpp's spelling).
 
 Types: --type F32|F16|BF16|Q4_0|Q4_1|Q5_0|Q5_1|Q8_0|Q2_K|Q3_K|Q4_K|Q5_K|Q6_K applies to the
 2-D weights; 1-D tensors (norms, biases) stay F32; a matrix whose row length is not a multiple
@@ -46,6 +50,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decoder_families  # noqa: E402
+import encoder_families  # noqa: E402
+import seq2seq_families  # noqa: E402
 import quants  # noqa: E402
 import safetensors_file  # noqa: E402
 from gguf_file import (GGUFWriter, U32, I32T, F32T, STRT, ARR, F32, BOOL_, STR)  # noqa: E402
@@ -142,6 +148,9 @@ class Vocab:
         self.add_bos = None
         self.add_eos = None
         self.add_space_prefix = None
+        self.token_type_count = None  # an encoder's token types (tokenizer.ggml.token_type_count)
+        self.remove_extra_whitespaces = None  # t5: the normalizer's whitespace rule
+        self.charsmap = None                  # t5: its precompiled character map (bytes)
 
     def pad_to(self, n):
         while len(self.tokens) < n:
@@ -151,6 +160,8 @@ class Vocab:
                 self.scores.append(-1000.0)
 
     def write(self, w):
+        if self.token_type_count is not None:
+            w.add("tokenizer.ggml.token_type_count", U32(self.token_type_count))
         w.add("tokenizer.ggml.model", STR(self.model))
         if self.pre:
             w.add("tokenizer.ggml.pre", STR(self.pre))
@@ -160,7 +171,7 @@ class Vocab:
         w.add("tokenizer.ggml.token_type", ARR(I32T, np.asarray(self.types, dtype=np.int32)))
         if self.merges is not None:
             w.add("tokenizer.ggml.merges", ARR(STRT, self.merges))
-        for k in ("bos", "eos", "unknown", "seperator", "padding"):
+        for k in ("bos", "eos", "unknown", "seperator", "padding", "cls", "mask"):
             if self.special.get(k) is not None:
                 w.add("tokenizer.ggml.%s_token_id" % k, U32(self.special[k]))
         if self.add_bos is not None:
@@ -169,6 +180,10 @@ class Vocab:
             w.add("tokenizer.ggml.add_eos_token", BOOL_(self.add_eos))
         if self.add_space_prefix is not None:
             w.add("tokenizer.ggml.add_space_prefix", BOOL_(self.add_space_prefix))
+        if self.remove_extra_whitespaces is not None:
+            w.add("tokenizer.ggml.remove_extra_whitespaces", BOOL_(self.remove_extra_whitespaces))
+        if self.charsmap:
+            w.add("tokenizer.ggml.precompiled_charsmap", seq2seq_families.charsmap_value(self.charsmap))
 
 
 def _special_ids(folder, config, lookup, vocab):
@@ -366,6 +381,16 @@ def vocab_from_gpt2_files(folder, config, pre):
 def load_vocab(folder, config, arch, how="auto", pre=None):
     default_pre = {"llama": "llama-bpe", "qwen2": "qwen2", "gpt2": "gpt-2"}.get(arch, "default")
     pre = pre or default_pre
+    if arch in seq2seq_families.ARCH.values():
+        return seq2seq_families.t5_vocab(
+            folder, config, Vocab(),
+            (TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE),
+            lambda lookup, v: _special_ids(folder, config, lookup, v))
+    if arch in encoder_families.ARCH.values():
+        v = encoder_families.wordpiece_vocab(folder, config, Vocab(),
+                                             (TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_UNUSED))
+        v.pre = pre
+        return v
     has = lambda f: os.path.exists(os.path.join(folder, f))  # noqa: E731
     if how == "auto":
         if has("tokenizer.model") and arch == "llama":
@@ -390,13 +415,17 @@ def load_vocab(folder, config, arch, how="auto", pre=None):
 # ------------------------------------------------------------------ models
 
 ARCH = dict({"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "gpt2": "gpt2"},
-            **decoder_families.ARCH)
+            **decoder_families.ARCH, **encoder_families.ARCH, **seq2seq_families.ARCH)
 
 
-def hparams(config, arch, w):
+def hparams(config, arch, w, folder=None, quiet=False):
     a = arch
     if config.get("model_type") in decoder_families.ARCH:
         return decoder_families.hparams(config, arch, w)
+    if config.get("model_type") in encoder_families.ARCH:
+        return encoder_families.hparams(config, arch, w, folder)
+    if config.get("model_type") in seq2seq_families.ARCH:
+        return seq2seq_families.hparams(config, arch, w, quiet)
     ctx = config.get("max_position_embeddings") or config.get("n_positions") or config.get("n_ctx")
     if arch == "gpt2":
         d = config["n_embd"]
@@ -501,6 +530,10 @@ def tensor_plan(config, arch, weights):
 
     if config.get("model_type") in decoder_families.ARCH:
         return decoder_families.tensor_plan(config, arch, names, take)
+    if config.get("model_type") in encoder_families.ARCH:
+        return encoder_families.tensor_plan(config, names, take)
+    if config.get("model_type") in seq2seq_families.ARCH:
+        return seq2seq_families.tensor_plan(config, names, take)
     heads = config["num_attention_heads"]
     kv = config.get("num_key_value_heads") or heads
     L = config["num_hidden_layers"]
@@ -564,7 +597,7 @@ def convert(folder, out, qtype="F16", vocab_only=False, name=None, pre=None, tok
     w = GGUFWriter(version=version, alignment=alignment)
     w.add("general.architecture", STR(arch))
     w.add("general.name", STR(name or os.path.basename(os.path.normpath(folder))))
-    hparams(config, arch, w)
+    hparams(config, arch, w, folder, quiet)
     vocab = load_vocab(folder, config, arch, tokenizer, pre)
     if not vocab_only:
         w.add("general.file_type", U32(FILE_TYPE[qtype]))
@@ -577,15 +610,16 @@ def convert(folder, out, qtype="F16", vocab_only=False, name=None, pre=None, tok
             shape, fn = _producer(weights, item)
             ne = list(reversed(shape))
             t = qtype
-            if len(shape) == 1:
+            if len(shape) == 1 or (arch in encoder_families.ARCH.values() and
+                                   gname in encoder_families.ALWAYS_F32):
                 t = "F32"
             elif ne[0] % quants.block_size(qtype):
                 t = "F16" if qtype != "F32" else "F32"
                 if qtype != "F32" and ne[0] % quants.block_size(fallback) == 0:
                     t = fallback
-            if not quiet and t != qtype and len(shape) > 1:
-                print("note: %s row %d is not a multiple of the %s block: stored as %s"
-                      % (gname, ne[0], qtype, t), file=sys.stderr)
+                if not quiet and t != qtype:
+                    print("note: %s row %d is not a multiple of the %s block: stored as %s"
+                          % (gname, ne[0], qtype, t), file=sys.stderr)
             w.add_tensor_raw(gname, (lambda fn=fn, t=t: quants.quantize(fn(), t)), t, ne)
     w.write(out)
     if not quiet:
@@ -611,7 +645,8 @@ def main(argv=None):
     try:
         convert(a.model_dir, a.out, a.type, a.vocab_only, a.name, a.pre, a.tokenizer, a.version, a.alignment,
                 fallback=a.fallback)
-    except (ConvertError, decoder_families.FamilyError) as e:
+    except (ConvertError, decoder_families.FamilyError, encoder_families.EncoderError,
+            seq2seq_families.Seq2SeqError) as e:
         print("error: %s" % e, file=sys.stderr)
         return 1
     return 0

@@ -1,9 +1,10 @@
 // The encoder families' rows (bert, roberta, distilbert, modernbert): their config.json
-// readers and tensor names (family_table.cpp joins the rows).
+// readers, bert's GGUF reader, and tensor names (family_table.cpp joins the rows).
 #include "family_rows.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 
@@ -40,6 +41,46 @@ void bertStyle(const json& j, const std::string& path, ModelConfig& c) {
 }
 
 void bertJson(const json& j, const std::string& path, ModelConfig& c) { bertStyle(j, path, c); }
+
+// llama.cpp's `bert` (what its converter writes for BertModel checkpoints: bge, all-MiniLM, ...):
+// the encoder alone, without the masked-LM head (cls.predictions is dropped), so the block is
+// the config.json reader's and the head is missing. The sizes come from the common keys
+// (context_length is max_position_embeddings); the token types from
+// tokenizer.ggml.token_type_count and the token_types tensor. The activation is HF's exact
+// GELU, as the checkpoint was trained (llama.cpp's graph runs ggml's tanh-approximated GELU; the
+// two differ by about 1e-3 at most in an activation).
+void bertGguf(const GgufFile& f, ModelConfig& c) {
+  const std::string p = "bert.";
+  if (f.getBool(p + "attention.causal").value_or(false)) {
+    throw InputError(f.path() + ": " + p + "attention.causal true is not supported (a bert "
+                     "encoder attends both ways)");
+  }
+  const auto eps = f.getFloat(p + "attention.layer_norm_epsilon");
+  if (!eps) throw InputError(f.path() + ": missing metadata key " + p + "attention.layer_norm_epsilon");
+  if (!(*eps > 0 && *eps < 1)) {
+    throw InputError(f.path() + ": " + p + "attention.layer_norm_epsilon must be in (0, 1)");
+  }
+  c.layerNormEps = float(*eps);
+  // Token types: the table's rows (llama.cpp checks them against token_type_count); a file
+  // without the table has none.
+  c.typeVocabSize = 0;
+  if (const GgufTensor* tt = f.findTensor("token_types.weight")) {
+    c.typeVocabSize = tt->ne.size() == 2 ? int(std::min<std::int64_t>(tt->ne[1], 1 << 24)) : 0;
+    if (const auto n = f.getInt("tokenizer.ggml.token_type_count"); n && *n != c.typeVocabSize) {
+      throw InputError(f.path() + ": tokenizer.ggml.token_type_count " + std::to_string(*n) +
+                       " disagrees with token_types.weight's " +
+                       std::to_string(c.typeVocabSize) + " rows");
+    }
+  }
+  if (c.nKvHead != c.nHead) {
+    throw InputError(f.path() + ": " + p + "attention.head_count_kv " +
+                     std::to_string(c.nKvHead) + " differs from " + p + "attention.head_count " +
+                     std::to_string(c.nHead) + " (a bert layer has one K and V per head)");
+  }
+  c.activationName = "gelu";
+  c.tiedHead = true;
+  encoderBlock(f.path(), c);
+}
 
 // RoBERTa: position ids start at padding_idx + 1 (HF's create_position_ids_from_input_ids for a
 // text without padding), so the table's first pad + 1 rows are never read.
@@ -126,17 +167,17 @@ void modernbertJson(const json& j, const std::string& path, ModelConfig& c) {
 }
 
 const std::vector<TensorRow> kBertGlobals = {
-    {int(Global::Embed), "bert.embeddings.word_embeddings.weight", nullptr, {D::V, D::D}},
-    {int(Global::Positions), "bert.embeddings.position_embeddings.weight", nullptr,
+    {int(Global::Embed), "bert.embeddings.word_embeddings.weight", "token_embd.weight", {D::V, D::D}},
+    {int(Global::Positions), "bert.embeddings.position_embeddings.weight", "position_embd.weight",
      {D::Positions, D::D}},
-    {int(Global::TokenTypes), "bert.embeddings.token_type_embeddings.weight", nullptr,
+    {int(Global::TokenTypes), "bert.embeddings.token_type_embeddings.weight", "token_types.weight",
      {D::TypeVocab, D::D}, hasTokenTypes},
     {int(Global::EmbedNorm),
      "bert.embeddings.LayerNorm.weight|bert.embeddings.LayerNorm.gamma",
-     nullptr, {D::D, D::One}},
+     "token_embd_norm.weight", {D::D, D::One}},
     {int(Global::EmbedNormB),
      "bert.embeddings.LayerNorm.bias|bert.embeddings.LayerNorm.beta",
-     nullptr, {D::D, D::One}},
+     "token_embd_norm.bias", {D::D, D::One}},
     {int(Global::HeadDense), "cls.predictions.transform.dense.weight", nullptr, {D::D, D::D},
      nullptr, true},
     {int(Global::HeadDenseB), "cls.predictions.transform.dense.bias", nullptr, {D::D, D::One},
@@ -154,30 +195,30 @@ const std::vector<TensorRow> kBertGlobals = {
     {int(Global::Head), "cls.predictions.decoder.weight", nullptr, {D::V, D::D}, untied},
 };
 const std::vector<TensorRow> kBertLayer = {
-    {int(Slot::Q), "attention.self.query.weight", nullptr, {D::Dq, D::D}},
-    {int(Slot::QB), "attention.self.query.bias", nullptr, {D::Dq, D::One}},
-    {int(Slot::K), "attention.self.key.weight", nullptr, {D::Dkv, D::D}},
-    {int(Slot::KB), "attention.self.key.bias", nullptr, {D::Dkv, D::One}},
-    {int(Slot::V), "attention.self.value.weight", nullptr, {D::Dkv, D::D}},
-    {int(Slot::VB), "attention.self.value.bias", nullptr, {D::Dkv, D::One}},
-    {int(Slot::O), "attention.output.dense.weight", nullptr, {D::D, D::Dq}},
-    {int(Slot::OB), "attention.output.dense.bias", nullptr, {D::D, D::One}},
+    {int(Slot::Q), "attention.self.query.weight", "attn_q.weight", {D::Dq, D::D}},
+    {int(Slot::QB), "attention.self.query.bias", "attn_q.bias", {D::Dq, D::One}},
+    {int(Slot::K), "attention.self.key.weight", "attn_k.weight", {D::Dkv, D::D}},
+    {int(Slot::KB), "attention.self.key.bias", "attn_k.bias", {D::Dkv, D::One}},
+    {int(Slot::V), "attention.self.value.weight", "attn_v.weight", {D::Dkv, D::D}},
+    {int(Slot::VB), "attention.self.value.bias", "attn_v.bias", {D::Dkv, D::One}},
+    {int(Slot::O), "attention.output.dense.weight", "attn_output.weight", {D::D, D::Dq}},
+    {int(Slot::OB), "attention.output.dense.bias", "attn_output.bias", {D::D, D::One}},
     {int(Slot::PostAttnNorm),
      "attention.output.LayerNorm.weight|attention.output.LayerNorm.gamma",
-     nullptr, {D::D, D::One}},
+     "attn_output_norm.weight", {D::D, D::One}},
     {int(Slot::PostAttnNormB),
      "attention.output.LayerNorm.bias|attention.output.LayerNorm.beta",
-     nullptr, {D::D, D::One}},
-    {int(Slot::Up), "intermediate.dense.weight", nullptr, {D::I, D::D}},
-    {int(Slot::UpB), "intermediate.dense.bias", nullptr, {D::I, D::One}},
-    {int(Slot::Down), "output.dense.weight", nullptr, {D::D, D::I}},
-    {int(Slot::DownB), "output.dense.bias", nullptr, {D::D, D::One}},
+     "attn_output_norm.bias", {D::D, D::One}},
+    {int(Slot::Up), "intermediate.dense.weight", "ffn_up.weight", {D::I, D::D}},
+    {int(Slot::UpB), "intermediate.dense.bias", "ffn_up.bias", {D::I, D::One}},
+    {int(Slot::Down), "output.dense.weight", "ffn_down.weight", {D::D, D::I}},
+    {int(Slot::DownB), "output.dense.bias", "ffn_down.bias", {D::D, D::One}},
     {int(Slot::PostMlpNorm),
      "output.LayerNorm.weight|output.LayerNorm.gamma",
-     nullptr, {D::D, D::One}},
+     "layer_output_norm.weight", {D::D, D::One}},
     {int(Slot::PostMlpNormB),
      "output.LayerNorm.bias|output.LayerNorm.beta",
-     nullptr, {D::D, D::One}},
+     "layer_output_norm.bias", {D::D, D::One}},
 };
 
 // RoBERTa: BERT's layers under "roberta.", the head as "lm_head".
@@ -259,7 +300,7 @@ const std::vector<TensorRow> kDistilbertLayer = {
 
 std::vector<FamilyRow> family_rows::encoders() {
   return {
-      {"bert", nullptr, bertJson, nullptr, "bert.", "", "bert.encoder.layer.{}.", kBertGlobals,
+      {"bert", "bert", bertJson, bertGguf, "bert.", "", "bert.encoder.layer.{}.", kBertGlobals,
        kBertLayer},
       {"roberta", nullptr, robertaJson, nullptr, "roberta.", "", "roberta.encoder.layer.{}.",
        kRobertaGlobals, kBertLayer},

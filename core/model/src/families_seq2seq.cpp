@@ -1,11 +1,13 @@
-// The encoder-decoder families' rows (t5, bart, marian): their config.json readers and tensor
-// names, each with its encoder layers' table (family_table.cpp joins the rows).
+// The encoder-decoder families' rows (t5, bart, marian): their config.json readers (and t5's
+// GGUF reader) and tensor names, each with its encoder layers' table (family_table.cpp joins the
+// rows).
 #include "family_rows.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <deque>
+#include <optional>
 
 namespace attnviz {
 
@@ -68,6 +70,58 @@ void t5Json(const json& j, const std::string& path, ModelConfig& c) {
                     pad->get<long long>() < c.vocabSize
                 ? pad->get<int>()
                 : 0;
+}
+
+// llama.cpp's `t5`: the block of t5Json from the metadata. What a GGUF does not say is what
+// llama.cpp assumes: a stack with ffn_gate runs gated GELU (tanh, T5 v1.1 / Flan's gated-gelu),
+// one without runs ReLU (v1.0); the buckets reach max_distance 128 (its
+// llama_relative_position_bucket); a file without output.weight ties the head to the embedding,
+// read as T5 ties it: the states times d^-1/2 (llama.cpp's graph leaves that factor out, so its
+// logits are sqrt(d) times the checkpoint's; the argmax is the same). block_count is the
+// encoder's depth,
+// decoder_block_count the decoder's (the encoder's when absent).
+void t5Gguf(const GgufFile& f, ModelConfig& c) {
+  const std::string p = "t5.";
+  c.nEncoderLayer = c.nLayer;
+  c.nLayer = ggufInt(f, p + "decoder_block_count", c.nEncoderLayer);
+  if (c.nKvHead != c.nHead) {
+    throw InputError(f.path() + ": " + p + "attention.head_count_kv differs from " + p +
+                     "attention.head_count (T5 has one K and V per head)");
+  }
+  if (const auto vl = f.getInt(p + "attention.value_length"); vl && *vl != c.headSize) {
+    throw InputError(f.path() + ": " + p + "attention.value_length " + std::to_string(*vl) +
+                     " differs from the key length " + std::to_string(c.headSize));
+  }
+  c.nPositions = 1 << 16;  // relative positions: no table bounds the length
+  c.relBuckets = ggufInt(f, p + "attention.relative_buckets_count", 32);
+  if (c.relBuckets < 4) {
+    throw InputError(f.path() + ": " + p + "attention.relative_buckets_count must be at least 4");
+  }
+  c.relMaxDistance = 128;
+  const auto eps = f.getFloat(p + "attention.layer_norm_rms_epsilon")
+                       ? f.getFloat(p + "attention.layer_norm_rms_epsilon")
+                       : f.getFloat(p + "attention.layer_norm_epsilon");
+  if (eps && !(*eps > 0 && *eps < 1)) {
+    throw InputError(f.path() + ": " + p + "attention.layer_norm_rms_epsilon must be in (0, 1)");
+  }
+  c.layerNormEps = float(eps.value_or(1e-6));
+  c.norm = NormKind::RMSNorm;
+  c.normPlacement = NormPlacement::Pre;
+  c.positions = PositionKind::Relative;
+  c.causal = true;
+  c.scoreScale = 1.0f;
+  const bool gated = f.findTensor("dec.blk.0.ffn_gate.weight") != nullptr;
+  c.mlp = gated ? MlpKind::Gated : MlpKind::Plain;
+  c.activationName = gated ? "gelu_new" : "relu";
+  parseActivation(c, f.path());
+  if (c.tiedHead) c.headInputScale = 1.0f / std::sqrt(float(c.nEmbd));
+  auto idIn = [&](const std::string& key) -> std::optional<int> {
+    const auto v = f.getInt(key);
+    if (v && *v >= 0 && *v < c.vocabSize) return int(*v);
+    return std::nullopt;
+  };
+  c.padId = idIn("tokenizer.ggml.padding_token_id").value_or(0);
+  c.decoderStartId = idIn(p + "decoder_start_token_id").value_or(*c.padId);
 }
 
 // ---- Encoder-decoders (bart): two post-norm stacks of the encoder block; every decoder layer
@@ -198,41 +252,49 @@ const std::vector<TensorRow> kBartMlp = {
 };
 
 // T5 (T5ForConditionalGeneration; T5Model the same without lm_head).
+// llama.cpp's names: token_embd, {enc,dec}.blk.0.attn_rel_b, {enc,dec}.output_norm, output.
 const std::vector<TensorRow> kT5Globals = {
     {int(Global::Embed), "shared.weight|encoder.embed_tokens.weight|decoder.embed_tokens.weight",
-     nullptr, {D::V, D::D}},
+     "token_embd.weight", {D::V, D::D}},
     {int(Global::RelBias), "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-     nullptr, {D::Buckets, D::H}},
+     "dec.blk.0.attn_rel_b.weight", {D::Buckets, D::H}},
     {int(Global::EncRelBias),
-     "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", nullptr,
-     {D::Buckets, D::H}},
-    {int(Global::NormF), "decoder.final_layer_norm.weight", nullptr, {D::D, D::One}},
-    {int(Global::EncNormF), "encoder.final_layer_norm.weight", nullptr, {D::D, D::One}},
-    {int(Global::Head), "lm_head.weight", nullptr, {D::V, D::D}},
+     "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+     "enc.blk.0.attn_rel_b.weight", {D::Buckets, D::H}},
+    {int(Global::NormF), "decoder.final_layer_norm.weight", "dec.output_norm.weight",
+     {D::D, D::One}},
+    {int(Global::EncNormF), "encoder.final_layer_norm.weight", "enc.output_norm.weight",
+     {D::D, D::One}},
+    {int(Global::Head), "lm_head.weight", "output.weight", {D::V, D::D}},
 };
-// A T5 attention ("SelfAttention", "EncDecAttention") of sub-layer k: its norm and q, k, v, o.
-std::vector<TensorRow> t5Attention(int k, const char* name, std::array<Slot, 5> slots) {
+// A T5 attention ("SelfAttention", "EncDecAttention") of sub-layer k: its norm and q, k, v, o;
+// in llama.cpp's names `gguf`norm, `gguf`q, ... `gguf`o ("attn_", "cross_attn_").
+std::vector<TensorRow> t5Attention(int k, const char* name, const char* gguf,
+                                   std::array<Slot, 5> slots) {
   static std::deque<std::string> names;  // the table keeps const char*: the strings live here
   auto keep = [&](const std::string& s) { return names.emplace_back(s).c_str(); };
-  const std::string pre = "layer." + std::to_string(k) + ".";
-  return {{int(slots[0]), keep(pre + "layer_norm.weight"), nullptr, {D::D, D::One}},
-          {int(slots[1]), keep(pre + name + ".q.weight"), nullptr, {D::Dq, D::D}},
-          {int(slots[2]), keep(pre + name + ".k.weight"), nullptr, {D::Dkv, D::D}},
-          {int(slots[3]), keep(pre + name + ".v.weight"), nullptr, {D::Dkv, D::D}},
-          {int(slots[4]), keep(pre + name + ".o.weight"), nullptr, {D::D, D::Dq}}};
+  const std::string pre = "layer." + std::to_string(k) + ".", g = gguf;
+  return {{int(slots[0]), keep(pre + "layer_norm.weight"), keep(g + "norm.weight"), {D::D, D::One}},
+          {int(slots[1]), keep(pre + name + ".q.weight"), keep(g + "q.weight"), {D::Dq, D::D}},
+          {int(slots[2]), keep(pre + name + ".k.weight"), keep(g + "k.weight"), {D::Dkv, D::D}},
+          {int(slots[3]), keep(pre + name + ".v.weight"), keep(g + "v.weight"), {D::Dkv, D::D}},
+          {int(slots[4]), keep(pre + name + ".o.weight"), keep(g + "o.weight"), {D::D, D::Dq}}};
 }
-// Its feed-forward sub-layer k: wi (ReLU) or wi_0 (activated) and wi_1 (gated), then wo.
+// Its feed-forward sub-layer k: wi (ReLU) or wi_0 (activated) and wi_1 (gated), then wo
+// (llama.cpp: ffn_up, or ffn_gate and ffn_up, then ffn_down).
 std::vector<TensorRow> t5Mlp(int k) {
   static std::deque<std::string> names;
   auto keep = [&](const std::string& s) { return names.emplace_back(s).c_str(); };
   const std::string pre = "layer." + std::to_string(k) + ".";
-  return {{int(Slot::MlpNorm), keep(pre + "layer_norm.weight"), nullptr, {D::D, D::One}},
-          {int(Slot::Up), keep(pre + "DenseReluDense.wi.weight"), nullptr, {D::I, D::D}, plainMlp},
-          {int(Slot::Gate), keep(pre + "DenseReluDense.wi_0.weight"), nullptr, {D::I, D::D},
+  return {{int(Slot::MlpNorm), keep(pre + "layer_norm.weight"), "ffn_norm.weight", {D::D, D::One}},
+          {int(Slot::Up), keep(pre + "DenseReluDense.wi.weight"), "ffn_up.weight", {D::I, D::D},
+           plainMlp},
+          {int(Slot::Gate), keep(pre + "DenseReluDense.wi_0.weight"), "ffn_gate.weight",
+           {D::I, D::D}, gatedMlp},
+          {int(Slot::Up), keep(pre + "DenseReluDense.wi_1.weight"), "ffn_up.weight", {D::I, D::D},
            gatedMlp},
-          {int(Slot::Up), keep(pre + "DenseReluDense.wi_1.weight"), nullptr, {D::I, D::D},
-           gatedMlp},
-          {int(Slot::Down), keep(pre + "DenseReluDense.wo.weight"), nullptr, {D::D, D::I}}};
+          {int(Slot::Down), keep(pre + "DenseReluDense.wo.weight"), "ffn_down.weight",
+           {D::D, D::I}}};
 }
 const std::array<Slot, 5> kT5Self = {Slot::AttnNorm, Slot::Q, Slot::K, Slot::V, Slot::O};
 const std::array<Slot, 5> kT5Cross = {Slot::XNorm, Slot::XQ, Slot::XK, Slot::XV, Slot::XO};
@@ -241,11 +303,11 @@ const std::array<Slot, 5> kT5Cross = {Slot::XNorm, Slot::XQ, Slot::XK, Slot::XV,
 
 std::vector<FamilyRow> family_rows::seq2seq() {
   return {
-      {"t5", nullptr, t5Json, nullptr, "", "", "decoder.block.{}.", kT5Globals,
-       join({t5Attention(0, "SelfAttention", kT5Self), t5Attention(1, "EncDecAttention", kT5Cross),
-             t5Mlp(2)}),
+      {"t5", "t5", t5Json, t5Gguf, "", "", "decoder.block.{}.", kT5Globals,
+       join({t5Attention(0, "SelfAttention", "attn_", kT5Self),
+             t5Attention(1, "EncDecAttention", "cross_attn_", kT5Cross), t5Mlp(2)}),
        false, "n_positions", "encoder.block.{}.",
-       join({t5Attention(0, "SelfAttention", kT5Self), t5Mlp(1)})},
+       join({t5Attention(0, "SelfAttention", "attn_", kT5Self), t5Mlp(1)}), "dec.blk."},
       {"bart", nullptr, bartJson, nullptr, "model.", "", "model.decoder.layers.{}.",
        kBartGlobals,
        join({bartSite("self_attn", kSelfSlots), bartSite("encoder_attn", kCrossSlots), kBartMlp}),

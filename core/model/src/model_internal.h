@@ -156,6 +156,9 @@ struct FamilyRow {
   // An encoder-decoder's encoder layers: their prefix ({} for the index) and tensors.
   const char* encoderLayerPrefix = nullptr;
   std::vector<TensorRow> encoderLayer = {};
+  // llama.cpp's prefix of the (decoder's) layers, before their index; an encoder-decoder's
+  // encoder layers are "enc.blk.".
+  const char* ggufLayerPrefix = "blk.";
 };
 
 // The row of a config.json model_type or a GGUF architecture; null when none.

@@ -219,7 +219,8 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
     Want e;
     e.layer = layer >= 0 && stack == 1 ? c.nLayer + layer : layer, e.slot = t.slot;
     if (isGguf) {
-      e.name = (layer >= 0 ? (stack == 1 ? "enc.blk." : "blk.") + std::to_string(layer) + "."
+      e.name = (layer >= 0 ? (stack == 1 ? "enc.blk." : row.ggufLayerPrefix) +
+                                 std::to_string(layer) + "."
                            : std::string()) +
                base;
       e.names = {e.name};
@@ -271,7 +272,11 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
   bool headFound = false;
   for (const TensorRow& t : row.globals) {
     auto e = resolve(t, -1);
-    if (!e) continue;
+    if (!e) {
+      // An encoder's head the file's layout never holds (llama.cpp's bert drops it): missing.
+      if (t.optional && w->headMissing.empty() && t.hf) w->headMissing = t.hf;
+      continue;
+    }
     if (t.slot == int(Global::Head)) {
       // lm_head when the file has one (untied, or tied but saved), else the embedding (tied).
       if (!find(*e)) {

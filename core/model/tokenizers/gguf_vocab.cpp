@@ -4,10 +4,12 @@
 
 #include "attnviz/engine/tensor.h"
 #include "attnviz/formats/gguf.h"
+#include "attnviz/model/tokenizers/sentencepiece.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <cstring>
 #include <queue>
 #include <unordered_map>
 
@@ -732,6 +734,17 @@ GgufVocab readGgufVocab(const GgufFile& f) {
   v.addBos = f.getBool("tokenizer.ggml.add_bos_token");
   v.addEos = f.getBool("tokenizer.ggml.add_eos_token");
   v.addSpacePrefix = f.getBool("tokenizer.ggml.add_space_prefix");
+  v.removeExtraWhitespaces = f.getBool("tokenizer.ggml.remove_extra_whitespaces");
+  if (const auto map = f.getIntArray("tokenizer.ggml.precompiled_charsmap")) {
+    v.charsmap.reserve(map->size());
+    for (std::int64_t b : *map) {
+      if (b < -128 || b > 255) {
+        throw InputError(f.path() + ": tokenizer.ggml.precompiled_charsmap holds " +
+                         std::to_string(b) + ", not a byte");
+      }
+      v.charsmap.push_back(static_cast<char>(b & 0xFF));
+    }
+  }
   return v;
 }
 
@@ -743,8 +756,71 @@ std::vector<GgufPreTokenizer> ggufPreTokenizers() {
   return out;
 }
 
+namespace {
+
+// A `t5` vocabulary as the SentencePiece model it was converted from (sentencepiece_model.proto:
+// ModelProto{pieces = 1 {piece = 1, score = 2, type = 3}, trainer_spec = 2 {model_type = 3
+// (UNIGRAM 1), unk_id = 40, bos_id = 41, eos_id = 42, pad_id = 43, unk_piece = 45, bos_piece = 46,
+// eos_piece = 47, pad_piece = 48}, normalizer_spec = 3 {name = 1, precompiled_charsmap = 2,
+// add_dummy_prefix = 3, remove_extra_whitespaces = 4, escape_whitespaces = 5}}). GGUF's token
+// types are SentencePiece's numbers (an undefined one reads as normal).
+std::string unigramModelProto(const GgufVocab& v) {
+  auto varint = [](std::string& out, std::uint64_t x) {
+    while (x >= 0x80) out.push_back(static_cast<char>((x & 0x7F) | 0x80)), x >>= 7;
+    out.push_back(static_cast<char>(x));
+  };
+  auto key = [&](std::string& out, int field, int wire) { varint(out, std::uint64_t(field) << 3 | wire); };
+  auto bytes = [&](std::string& out, int field, const std::string& b) {
+    key(out, field, 2);
+    varint(out, b.size());
+    out += b;
+  };
+  auto number = [&](std::string& out, int field, std::int64_t x) {
+    key(out, field, 0);
+    varint(out, static_cast<std::uint64_t>(x));  // negative int32: ten bytes, as protobuf writes
+  };
+  std::string model;
+  for (std::size_t i = 0; i < v.tokens.size(); ++i) {
+    std::string piece;
+    bytes(piece, 1, v.tokens[i]);
+    const float score = v.scores.empty() ? 0.0f : v.scores[i];
+    key(piece, 2, 5);
+    std::uint32_t bits;
+    std::memcpy(&bits, &score, 4);
+    for (int b = 0; b < 4; ++b) piece.push_back(static_cast<char>(bits >> (8 * b)));
+    const int type = v.tokenType.empty() || v.tokenType[i] == 0 ? 1 : v.tokenType[i];
+    number(piece, 3, type);
+    bytes(model, 1, piece);
+  }
+  auto idOf = [&](std::optional<int> id, int type) -> int {
+    if (id) return *id;
+    for (std::size_t i = 0; i < v.tokenType.size(); ++i)
+      if (v.tokenType[i] == type) return int(i);
+    return -1;
+  };
+  std::string trainer;
+  number(trainer, 3, 1);
+  const int unk = idOf(v.unk, int(GgufTokenType::Unknown));
+  const int ids[] = {unk, v.bos ? *v.bos : -1, v.eos ? *v.eos : -1, v.pad ? *v.pad : -1};
+  for (int k = 0; k < 4; ++k) number(trainer, 40 + k, ids[k]);
+  for (int k = 0; k < 4; ++k)
+    if (ids[k] >= 0) bytes(trainer, 45 + k, v.tokens[std::size_t(ids[k])]);
+  bytes(model, 2, trainer);
+  std::string norm;
+  bytes(norm, 1, v.charsmap.empty() ? "identity" : "precompiled");
+  if (!v.charsmap.empty()) bytes(norm, 2, v.charsmap);
+  number(norm, 3, v.addSpacePrefix.value_or(true));
+  number(norm, 4, v.removeExtraWhitespaces.value_or(true));
+  number(norm, 5, 1);
+  bytes(model, 3, norm);
+  return model;
+}
+
+}  // namespace
+
 std::unique_ptr<Tokenizer> makeGgufTokenizer(const GgufVocab& vocab, const std::string& name,
                                              const GgufTokenizerOptions& options) {
+  if (vocab.model == "t5") return t5SentencePieceFromBytes(unigramModelProto(vocab), name);
   return std::make_unique<GgufTokenizer>(vocab, name, options);
 }
 

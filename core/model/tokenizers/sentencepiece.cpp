@@ -32,7 +32,8 @@ class SpTokenizer final : public Tokenizer {
   bool isSpecial(int id) const override {
     return contains(id) && (sp_.IsControl(id) || sp_.IsUnknown(id));
   }
-  std::string kind() const override { return "SentencePiece (tokenizer.model)"; }
+  std::string kind() const override { return kind_; }
+  std::string kind_ = "SentencePiece (tokenizer.model)";
 
  private:
   sentencepiece::SentencePieceProcessor sp_;
@@ -169,6 +170,14 @@ std::unique_ptr<Tokenizer> sentencePieceFromBytes(const std::string& modelBytes,
                                                   const std::string& modelName,
                                                   const std::string& configName, int vocabSize) {
   return std::make_unique<SpTokenizer>(modelBytes, configText, modelName, configName, vocabSize);
+}
+
+std::unique_ptr<Tokenizer> t5SentencePieceFromBytes(const std::string& modelBytes,
+                                                    const std::string& name, int vocabSize) {
+  auto t = std::make_unique<SpTokenizer>(modelBytes, "", name, "tokenizer_config.json", vocabSize,
+                                         true);
+  t->kind_ = "GGUF t5 (SentencePiece Unigram)";
+  return t;
 }
 
 std::unique_ptr<Tokenizer> loadT5SentencePieceTokenizer(const std::string& modelPath,

@@ -20,6 +20,10 @@
 //            accents stripped, lowercase) and BertPreTokenizer; word starts are the pieces with
 //            the converter's U+2581 prefix, continuations the bare pieces; a word with a part
 //            that has no piece is [UNK].
+//   "t5"     SentencePiece Unigram (llama.cpp's UGM): the pieces, scores and types with the
+//            normalizer the file keeps (tokenizer.ggml.precompiled_charsmap, add_space_prefix,
+//            remove_extra_whitespaces) are rebuilt as a SentencePiece model and run by the
+//            sentencepiece library, as T5's spiece.model is; </s> after every text, no BOS.
 // Special tokens written in the text: user-defined pieces (token type 4) are always cut out
 // first (as llama.cpp does even with parse_special off); control and unknown pieces too when
 // `parseSpecial` is on (the default; off reproduces llama.cpp's tokenizer tests; the option sets
@@ -50,7 +54,7 @@ enum class GgufTokenType : int {
 };
 
 struct GgufVocab {
-  std::string model;  // tokenizer.ggml.model: "llama", "gpt2" or "bert"
+  std::string model;  // tokenizer.ggml.model: "llama", "gpt2", "bert" or "t5"
   std::string pre;    // tokenizer.ggml.pre ("" when absent: "default")
   std::string name;   // general.name (llama.cpp keys a few token attributes on it, e.g. Phi-3)
   std::vector<std::string> tokens;
@@ -62,6 +66,9 @@ struct GgufVocab {
   // has none where llama.cpp would take id 11).
   std::optional<int> bos, eos, unk, sep, pad, cls, mask;
   std::optional<bool> addBos, addEos, addSpacePrefix;
+  // t5: the normalizer's precompiled character map (bytes) and its whitespace rule.
+  std::string charsmap;
+  std::optional<bool> removeExtraWhitespaces;
 };
 
 struct GgufTokenizerOptions {

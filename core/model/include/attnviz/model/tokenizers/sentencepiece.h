@@ -29,6 +29,11 @@ std::unique_ptr<Tokenizer> loadSentencePieceTokenizer(const std::string& modelPa
 std::unique_ptr<Tokenizer> loadT5SentencePieceTokenizer(const std::string& modelPath,
                                                         int vocabSize = 0);
 
+// T5's from a serialized SentencePiece model (a GGUF `t5` vocabulary rebuilt as one); `name` is
+// what errors say.
+std::unique_ptr<Tokenizer> t5SentencePieceFromBytes(const std::string& modelBytes,
+                                                    const std::string& name, int vocabSize = 0);
+
 // The same from the files' bytes (`configText` may be empty); the names are what errors say.
 std::unique_ptr<Tokenizer> sentencePieceFromBytes(const std::string& modelBytes,
                                                   const std::string& configText,
