@@ -143,6 +143,22 @@ void printAttribution(const AppState& s) {
 
 }  // namespace
 
+// --print-fill: the [MASK] fill panel's lists, each line as `attnviz fill` prints its own
+// (position, id, probability, piece), after "fill-after\t" (with the interventions) or
+// "fill-before\t" (without them).
+static void printFill(AppState& s) {
+  if (s.model.fill.textFor != s.model.passVersion) refreshFill(s);
+  const FillState& f = s.model.fill;
+  if (!f.error.empty()) std::printf("fill-error: %s\n", f.error.c_str());
+  const Tokenizer& tok = s.model.source->model().tokenizer();
+  for (const auto* list : {&f.after, &f.before})
+    for (const MaskFill& m : *list)
+      for (const auto& [id, p] : m.top)
+        std::printf("%s\t%d\t%d\t%.6f\t%s\n", list == &f.after ? "fill-after" : "fill-before",
+                    m.position, id, p, tok.printable(id).c_str());
+  std::fflush(stdout);
+}
+
 void runScript(App& app, const Script& script) {
   AppState& s = app.s;
   const double genDeadline = nowSeconds() + 600;
@@ -268,6 +284,8 @@ void runScript(App& app, const Script& script) {
       }
       std::fflush(stdout);
     }
+    if (s.model.fill.print && s.model.open() && script.frames > 0 && frame == script.frames - 1)
+      printFill(s);
     if (!script.saveScene.empty() && script.frames > 0 && frame == script.frames - 1) {
       saveSceneFrom(s, script.saveScene);
       std::printf("saved scene: %s\n", script.saveScene.c_str());

@@ -51,21 +51,29 @@ const LabelCache& axisLabels(AppState& s) {
   const DisplayMatrix& d = s.display();
   const float fontSize = ImGui::GetFontSize();
   if (c.inputsVersion == s.session.inputsVersion() && c.fontSize == fontSize && c.rows == d.rows &&
-      c.cols == d.cols && c.columnsAreKeys == d.columnsAreKeys)
+      c.cols == d.cols && c.columnsAreKeys == d.columnsAreKeys && c.rowIndex == d.rowIndex &&
+      c.colIndex == d.colIndex)
     return c;
   const auto& q = s.session.inputs().queryTokens;
   const auto& k = s.session.inputs().keyTokens;
-  measureLabels(c.rowLabels, d.rows,
-                [&](int i) { return i < int(q.size()) ? q[i] : std::string(); });
+  // A block view (an encoder's slice, its special tokens hidden) shows some rows and columns.
+  measureLabels(c.rowLabels, d.rows, [&](int i) {
+    const int f = d.fullRow(i);
+    return f >= 0 && f < int(q.size()) ? q[f] : std::string();
+  });
   if (d.columnsAreKeys)
-    measureLabels(c.colLabels, d.cols,
-                  [&](int j) { return j < int(k.size()) ? k[j] : std::string(); });
+    measureLabels(c.colLabels, d.cols, [&](int j) {
+      const int f = d.fullCol(j);
+      return f >= 0 && f < int(k.size()) ? k[f] : std::string();
+    });
   else
     measureLabels(c.colLabels, d.cols, [](int j) { return "d" + std::to_string(j); });
   c.inputsVersion = s.session.inputsVersion();
   c.fontSize = fontSize;
   c.rows = d.rows;
   c.cols = d.cols;
+  c.rowIndex = d.rowIndex;
+  c.colIndex = d.colIndex;
   c.columnsAreKeys = d.columnsAreKeys;
   return c;
 }

@@ -11,6 +11,116 @@
 
 namespace attnviz::gui {
 
+namespace {
+
+constexpr ImU32 kColourA = IM_COL32(110, 170, 255, 255);
+constexpr ImU32 kColourB = IM_COL32(255, 160, 80, 255);
+constexpr ImU32 kColourSpecial = IM_COL32(120, 120, 120, 255);
+
+// What an encoder adds to the facts: bidirectional attention, the window of each layer
+// (ModernBERT: local and global), the vocabulary's kind, a sentence-transformers pooling.
+bool encoderFacts(AppState& s) {
+  const Model& model = s.model.source->model();
+  const ModelConfig& c = model.config();
+  ImGui::TextDisabled("encoder \xc2\xb7 bidirectional: every token attends to every other "
+                      "(no causal mask)");
+  std::string local, global;
+  int window = 0;
+  for (int l = 0; l < c.nLayer; ++l) {
+    const int w = c.windowOf(l);
+    std::string& list = w > 0 ? local : global;
+    list += (list.empty() ? "" : ",") + std::to_string(l);
+    if (w > 0) window = w;
+  }
+  if (!local.empty())
+    ImGui::TextDisabled("attention window: local %d (\xc2\xb1%d) in layers %s \xc2\xb7 global in %s",
+                        window, window / 2, local.c_str(), global.empty() ? "none" : global.c_str());
+  else
+    ImGui::TextDisabled("attention window: global in every layer");
+  ImGui::TextDisabled("vocabulary: %s (%d tokens)",
+                      vocabularyKind(model.tokenizer().kind()).c_str(), model.tokenizer().size());
+  if (const std::string pooling = sentenceTransformersPooling(model.files().dir); !pooling.empty())
+    ImGui::TextDisabled("sentence-transformers pooling: %s", pooling.c_str());
+  if (!model.headMissing().empty())
+    ImGui::TextDisabled("no masked-LM head (missing '%s'): nothing to fill",
+                        model.headMissing().c_str());
+  return false;
+}
+
+// Sentence B, the block shown and the special tokens.
+bool pairControls(AppState& s) {
+  ModelState& m = s.model;
+  bool changed = false;
+  ImGui::TextColored(ImColor(kColourA), "A");
+  ImGui::SameLine();
+  ImGui::TextColored(ImColor(kColourB), "Sentence B");
+  ImGui::SameLine();
+  helpMarker("A second text: the tokenizer's pair template ([CLS] A [SEP] B [SEP] with token "
+             "types 0 and 1; RoBERTa's <s> A </s></s> B </s>). Empty: one text. The axes colour "
+             "A's tokens blue and B's orange.");
+  if (ImGui::InputTextMultiline("##modeltextpair", m.textPair, sizeof m.textPair,
+                                ImVec2(-1, ImGui::GetTextLineHeight() * 3))) {
+    m.textEditedAt = nowSeconds();
+    changed = true;
+  }
+  const bool pair = m.source->segments().pair;
+  if (!pair) ImGui::BeginDisabled();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  if (ImGui::BeginCombo("Slice", pairSliceLabel(PairSlice(m.slice)))) {
+    for (int i = 0; i < kPairSliceCount; ++i)
+      if (ImGui::Selectable(pairSliceLabel(PairSlice(i)), m.slice == i)) {
+        m.slice = i;
+        changed = true;
+      }
+    ImGui::EndCombo();
+  }
+  if (!pair) ImGui::EndDisabled();
+  ImGui::SameLine();
+  helpMarker("Restricts the heatmap to one block of the pair: rows (queries) from the first "
+             "text, keys from the second, e.g. A\xe2\x86\x92" "B is A's tokens attending to B's. "
+             "The cells are the layer's weights as they are (a row of a block sums to what the "
+             "query gives that text).");
+  static const char* kSpecial[] = {"shown", "greyed out", "hidden (rows renormalised)"};
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::BeginCombo("##special", (std::string("Special tokens: ") + kSpecial[m.special]).c_str())) {
+    for (int i = 0; i < 3; ++i)
+      if (ImGui::Selectable(kSpecial[i], m.special == i)) {
+        m.special = i;
+        changed = true;
+      }
+    ImGui::EndCombo();
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("The tokenizer's special tokens ([CLS], [SEP], [PAD], <s>, </s>).\n"
+                      "Greyed out: drawn, their labels and cells dimmed.\n"
+                      "Hidden: their rows and columns leave the heatmap and each row is "
+                      "renormalised over the keys left, so it sums to 1 again.");
+  return changed;
+}
+
+}  // namespace
+
+unsigned int encoderTokenColour(const AppState& s, int full) {
+  const ModelState& m = s.model;
+  if (!m.source || m.source->model().config().causal) return 0;
+  const TokenSegments& seg = m.source->segments();
+  if (full < 0 || full >= seg.size()) return 0;
+  if (seg.special[std::size_t(full)] && m.special == int(SpecialTokens::Grey)) return kColourSpecial;
+  if (!seg.pair) return 0;
+  return seg.segment[std::size_t(full)] ? kColourB : kColourA;
+}
+
+const char* encoderTokenRole(const AppState& s, int full) {
+  const ModelState& m = s.model;
+  if (!m.source || m.source->model().config().causal) return "";
+  const TokenSegments& seg = m.source->segments();
+  if (full < 0 || full >= seg.size()) return "";
+  const bool special = seg.special[std::size_t(full)];
+  if (!seg.pair) return special ? "special" : "";
+  return seg.segment[std::size_t(full)] ? (special ? "B, special" : "B")
+                                        : (special ? "A, special" : "A");
+}
+
 bool drawModelPanel(AppState& s) {
   ModelState& m = s.model;
   if (!m.source) return false;
@@ -48,13 +158,23 @@ bool drawModelPanel(AppState& s) {
       ImGui::TreePop();
     }
   }
+  if (!c.causal) changed |= encoderFacts(s);
   ImGui::PopTextWrapPos();
-  ImGui::TextUnformatted("Text");
+  const bool encoder = !c.causal;
+  if (encoder && m.pairs < 0) {
+    try {
+      m.pairs = !model.tokenizer().encodePair("a", "b").ids.empty();
+    } catch (const std::exception&) {
+      m.pairs = 0;
+    }
+  }
+  ImGui::TextUnformatted(encoder && m.pairs == 1 ? "Sentence A" : "Text");
   if (ImGui::InputTextMultiline("##modeltext", m.text, sizeof m.text,
                                 ImVec2(-1, ImGui::GetTextLineHeight() * 4))) {
     m.textEditedAt = nowSeconds();
     changed = true;
   }
+  if (encoder && m.pairs == 1) changed |= pairControls(s);
   if (m.textBusy()) ImGui::TextDisabled("running\xe2\x80\xa6");
   int layer = m.layer;
   ImGui::SetNextItemWidth(-1);
