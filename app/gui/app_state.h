@@ -319,6 +319,7 @@ struct ModelState {
   // (PairSlice) and the special tokens (SpecialTokens); the block goes to the session each frame.
   char textPair[4096] = "";
   int slice = 0, special = 0;
+  bool openSliceMenu = false;  // --popup slice: the slice menu opens (README screenshots)
   int pairs = -1;  // whether the open model's tokenizer has a pair template (-1: not asked yet)
   FillState fill;
   double textEditedAt = -1;  // nowSeconds() of the last edit not yet run; -1 when none

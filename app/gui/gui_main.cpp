@@ -133,7 +133,7 @@ int runGui(int argc, char** argv) {
   cli.add_option("--save-scene", o.saveScenePath,
                  "after the last frame, save the scene and view as JSON");
   cli.add_option("--popup", o.popup,
-                 "open a dialog at start: open | save | export (for screenshots)");
+                 "open a dialog at start: open | save | export, or an encoder pair's slice menu: slice (for screenshots)");
   cli.add_option("--size", o.size, "window size WxH")->capture_default_str();
   cli.add_option("--temperature", o.temperature, "softmax temperature (> 0)");
   cli.add_option("--select-row", o.selectRow, "select this query row");
@@ -364,8 +364,10 @@ int runGui(int argc, char** argv) {
       s.ui.requestSaveDialog = true;
     else if (o.popup == "export")
       s.exporter.requestOpen = true;
+    else if (o.popup == "slice")
+      s.model.openSliceMenu = true;
     else if (!o.popup.empty())
-      throw UsageError("--popup: expected open, save or export, got '" + o.popup + "'");
+      throw UsageError("--popup: expected open, save, export or slice, got '" + o.popup + "'");
     if (cli.count("--zoom")) s.view.zoom = o.zoom;
     if (pan.i >= 0) {
       s.view.panY = float(pan.i);

@@ -4,6 +4,7 @@
 #include "panels/panels.h"
 
 #include <imgui.h>
+#include <imgui_internal.h>  // OpenPopupEx: --popup slice opens the combo
 
 #include <algorithm>
 #include <filesystem>
@@ -51,8 +52,6 @@ bool encoderFacts(AppState& s) {
 bool pairControls(AppState& s) {
   ModelState& m = s.model;
   bool changed = false;
-  ImGui::TextColored(ImColor(kColourA), "A");
-  ImGui::SameLine();
   ImGui::TextColored(ImColor(kColourB), "Sentence B");
   ImGui::SameLine();
   helpMarker("A second text: the tokenizer's pair template ([CLS] A [SEP] B [SEP] with token "
@@ -66,6 +65,10 @@ bool pairControls(AppState& s) {
   const bool pair = m.source->segments().pair;
   if (!pair) ImGui::BeginDisabled();
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  if (m.openSliceMenu && pair) {  // the id Dear ImGui (1.85 on) gives a combo's popup
+    ImGui::OpenPopupEx(ImHashStr("##ComboPopup", 0, ImGui::GetID("Slice")));
+    m.openSliceMenu = false;
+  }
   if (ImGui::BeginCombo("Slice", pairSliceLabel(PairSlice(m.slice)))) {
     for (int i = 0; i < kPairSliceCount; ++i)
       if (ImGui::Selectable(pairSliceLabel(PairSlice(i)), m.slice == i)) {
@@ -168,7 +171,10 @@ bool drawModelPanel(AppState& s) {
       m.pairs = 0;
     }
   }
-  ImGui::TextUnformatted(encoder && m.pairs == 1 ? "Sentence A" : "Text");
+  if (encoder && m.pairs == 1)
+    ImGui::TextColored(ImColor(kColourA), "Sentence A");
+  else
+    ImGui::TextUnformatted("Text");
   if (ImGui::InputTextMultiline("##modeltext", m.text, sizeof m.text,
                                 ImVec2(-1, ImGui::GetTextLineHeight() * 4))) {
     m.textEditedAt = nowSeconds();
