@@ -280,6 +280,23 @@ void runScript(App& app, const Script& script) {
                       mean(cl.windowOnly));
         }
         std::printf("model-view: layer=%d head=%d\n", s.model.layer, s.view.head);
+        if (const Model& md = s.model.source->model(); !md.config().causal) {
+          // The Model panel's facts of an encoder, and its pair and block.
+          const EncoderFacts f = encoderFacts(md);
+          auto list = [](const std::vector<int>& v) {
+            std::string out;
+            for (int l : v) out += (out.empty() ? "" : ",") + std::to_string(l);
+            return out.empty() ? std::string("-") : out;
+          };
+          const TokenSegments& seg = s.model.source->segments();
+          std::printf("encoder: family=%s attention=bidirectional local=%s window=%d global=%s "
+                      "vocabulary=%s pooling=%s pair=%d slice=%s special=%s\n",
+                      md.config().family.c_str(), list(f.localLayers).c_str(), f.window,
+                      list(f.globalLayers).c_str(), f.vocabulary.c_str(),
+                      f.pooling.empty() ? "-" : f.pooling.c_str(), int(seg.pair),
+                      pairSliceKey(PairSlice(s.model.slice)),
+                      specialTokensKey(SpecialTokens(s.model.special)));
+        }
         printAttribution(s);
       }
       std::fflush(stdout);

@@ -25,23 +25,20 @@ bool encoderFacts(AppState& s) {
   const ModelConfig& c = model.config();
   ImGui::TextDisabled("encoder \xc2\xb7 bidirectional: every token attends to every other "
                       "(no causal mask)");
-  std::string local, global;
-  int window = 0;
-  for (int l = 0; l < c.nLayer; ++l) {
-    const int w = c.windowOf(l);
-    std::string& list = w > 0 ? local : global;
-    list += (list.empty() ? "" : ",") + std::to_string(l);
-    if (w > 0) window = w;
-  }
-  if (!local.empty())
+  const EncoderFacts f = encoderFacts(model);
+  auto list = [](const std::vector<int>& v) {
+    std::string out;
+    for (int l : v) out += (out.empty() ? "" : ",") + std::to_string(l);
+    return out.empty() ? std::string("none") : out;
+  };
+  if (!f.localLayers.empty())
     ImGui::TextDisabled("attention window: local %d (\xc2\xb1%d) in layers %s \xc2\xb7 global in %s",
-                        window, window / 2, local.c_str(), global.empty() ? "none" : global.c_str());
+                        f.window, f.window / 2, list(f.localLayers).c_str(),
+                        list(f.globalLayers).c_str());
   else
     ImGui::TextDisabled("attention window: global in every layer");
-  ImGui::TextDisabled("vocabulary: %s (%d tokens)",
-                      vocabularyKind(model.tokenizer().kind()).c_str(), model.tokenizer().size());
-  if (const std::string pooling = sentenceTransformersPooling(model.files().dir); !pooling.empty())
-    ImGui::TextDisabled("sentence-transformers pooling: %s", pooling.c_str());
+  ImGui::TextDisabled("vocabulary: %s (%d tokens)", f.vocabulary.c_str(), model.tokenizer().size());
+  if (!f.pooling.empty()) ImGui::TextDisabled("sentence-transformers pooling: %s", f.pooling.c_str());
   if (!model.headMissing().empty())
     ImGui::TextDisabled("no masked-LM head (missing '%s'): nothing to fill",
                         model.headMissing().c_str());

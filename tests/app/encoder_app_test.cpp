@@ -375,4 +375,54 @@ TEST(EncoderApp, TheFillPanelsTopKIsTheCommandLinesAndTheReferencesBeforeAndAfte
   }
 }
 
+// "key=value" from the app's "encoder:" line.
+std::string encoderField(const std::string& out, const std::string& key) {
+  const auto at = out.find("encoder:");
+  if (at == std::string::npos) return "(no encoder line)";
+  const std::string line = out.substr(at, out.find('\n', at) - at);
+  const auto k = line.find(" " + key + "=");
+  if (k == std::string::npos) return "(no " + key + ")";
+  const auto v = k + key.size() + 2;
+  return line.substr(v, line.find(' ', v) - v);
+}
+
+TEST(EncoderApp, TheModelPanelStatesWindowsVocabularyAndPoolingAsTheFolderSays) {
+  REQUIRE_REFERENCE();
+  // ModernBERT: the windows from its config.json as written (every n-th layer global, from 0).
+  std::ifstream f(ref().dir / "modernbert_mlm" / "config.json");
+  const nlohmann::json c = nlohmann::json::parse(f);
+  const int layers = c["num_hidden_layers"], every = c["global_attn_every_n_layers"];
+  std::string local, global;
+  for (int l = 0; l < layers; ++l) {
+    std::string& list = l % every == 0 ? global : local;
+    list += (list.empty() ? "" : ",") + std::to_string(l);
+  }
+  App a = runApp("facts-modernbert", "--model " + quote((ref().dir / "modernbert_mlm").string()) +
+                                         " --text " + quote("The cat sat on the [MASK]."), 3);
+  ASSERT_EQ(a.rc, 0) << a.out;
+  EXPECT_EQ(encoderField(a.out, "attention"), "bidirectional");
+  EXPECT_EQ(encoderField(a.out, "local"), local);
+  EXPECT_EQ(encoderField(a.out, "global"), global);
+  EXPECT_EQ(encoderField(a.out, "window"), std::to_string(c["local_attention"].get<int>()));
+  EXPECT_EQ(encoderField(a.out, "vocabulary"), "WordPiece");  // its vocab.txt
+  EXPECT_EQ(encoderField(a.out, "pooling"), "-");
+  // A sentence-transformers copy of the BERT folder: modules.json names the pooling module.
+  const fs::path st = fs::path(tmp("st"));
+  fs::remove_all(st);
+  fs::copy(ref().dir / "bert_mlm", st, fs::copy_options::recursive);
+  fs::create_directories(st / "1_Pooling");
+  std::ofstream(st / "modules.json")
+      << R"([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+ {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])";
+  for (const auto& [mode, key] : {std::pair<std::string, std::string>{"mean", "pooling_mode_mean_tokens"},
+                                  {"cls", "pooling_mode_cls_token"}}) {
+    std::ofstream(st / "1_Pooling" / "config.json")
+        << "{\"word_embedding_dimension\": 32, \"" << key << "\": true}";
+    a = runApp("facts-st-" + mode, "--model " + quote(st.string()) + " --text " + quote("The cat sat."), 3);
+    ASSERT_EQ(a.rc, 0) << a.out;
+    EXPECT_EQ(encoderField(a.out, "pooling"), mode);
+    EXPECT_EQ(encoderField(a.out, "local"), "-");
+  }
+}
+
 }  // namespace

@@ -128,6 +128,19 @@ std::vector<MaskFill> fillMasks(const Model& model, const ForwardResult& r, int 
   return out;
 }
 
+EncoderFacts encoderFacts(const Model& model) {
+  EncoderFacts f;
+  const ModelConfig& c = model.config();
+  for (int l = 0; l < c.nLayer; ++l) {
+    const int w = c.windowOf(l);
+    (w > 0 ? f.localLayers : f.globalLayers).push_back(l);
+    if (w > 0) f.window = w;
+  }
+  f.vocabulary = vocabularyKind(model.tokenizer().kind());
+  f.pooling = sentenceTransformersPooling(model.files().dir);
+  return f;
+}
+
 ModelSource::ModelSource(std::shared_ptr<const Model> model) : model_(std::move(model)) {
   if (!model_) throw UsageError("ModelSource: no model");
 }

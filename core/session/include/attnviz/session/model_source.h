@@ -51,6 +51,16 @@ struct MaskFill {
 };
 std::vector<MaskFill> fillMasks(const Model& model, const ForwardResult& r, int k);
 
+// What the Model panel says of an encoder: which layers see a local window (ModernBERT: its
+// local_attention, a query seeing keys within window / 2) and which see every key, the
+// vocabulary's kind (vocabularyKind) and a sentence-transformers folder's pooling ("" if none).
+struct EncoderFacts {
+  std::vector<int> localLayers, globalLayers;
+  int window = 0;
+  std::string vocabulary, pooling;
+};
+EncoderFacts encoderFacts(const Model& model);
+
 // What a model runs on when no text was given (the app, a model scene without "text").
 inline constexpr const char* kDefaultModelText = "The cat sat on the mat.";
 
