@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <stb_image.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -423,6 +424,26 @@ TEST(EncoderApp, TheModelPanelStatesWindowsVocabularyAndPoolingAsTheFolderSays) 
     EXPECT_EQ(encoderField(a.out, "pooling"), mode);
     EXPECT_EQ(encoderField(a.out, "local"), "-");
   }
+}
+
+TEST(EncoderApp, ASceneWithAnUnknownSliceOrAPairOnADecoderIsRefusedInOneLineNamingTheFile) {
+  REQUIRE_REFERENCE();
+  const std::string bad = tmp("bad-slice.json");
+  std::ofstream(bad) << R"({"model": {"path": ")" << ref().model()
+                     << R"(", "text": "a", "text_pair": "b", "slice": "a-c"}})";
+  attnviz::testing::ShellRun r = cli("export --scene " + bad + " --png " + tmp("bad.png"));
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(bad), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.slice"), std::string::npos) << r.out;
+  // A pair on a decoder (the shipped byte-level GPT-2 folder of the model fixtures).
+  const std::string decoder = std::string(ATTNVIZ_MODEL_FIXTURES) + "/f32_prefix_tied_gelu_new";
+  const std::string pairOnDecoder = tmp("pair-decoder.json");
+  std::ofstream(pairOnDecoder) << R"({"model": {"path": ")" << decoder
+                               << R"(", "text": "ab", "text_pair": "cd"}})";
+  r = cli("export --scene " + pairOnDecoder + " --png " + tmp("bad2.png"));
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find(pairOnDecoder), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 }
 
 }  // namespace
