@@ -281,6 +281,7 @@ struct FillState {
   int topK = 5;
   std::uint64_t textFor = ~std::uint64_t{0};  // ModelState::passVersion its own pass ran for
   std::string ranText;                        // the text that pass ran on
+  double editedAt = -1;  // nowSeconds() of the last edit not yet run (its text runs a pass)
   std::vector<MaskFill> after, before;
   std::vector<std::string> tokens;  // the tokens the fills are for
   std::string error;                // why there is nothing to fill (no head, no mask token)

@@ -62,6 +62,7 @@ struct Options {
   std::optional<std::string> textPair;
   std::string slice, special;
   bool printFill = false;
+  std::optional<std::string> fillText;
   std::optional<std::string> editText;
   std::optional<int> layer;
   std::vector<std::string> ablate;
@@ -96,6 +97,8 @@ int runGui(int argc, char** argv) {
   cli.add_flag("--print-fill", o.printFill,
                "with an encoder: after the last frame, print the [MASK] fill panel's lists as "
                "fill-after and fill-before lines (position, id, probability, piece)");
+  cli.add_option("--fill-text", o.fillText,
+                 "with an encoder: the [MASK] fill panel's own text (instead of the model's)");
   cli.add_option("--edit-text", o.editText,
                  "with --model: once it is open, replace the text as if typed (scripted runs)");
   cli.add_option("--layer", o.layer, "with --model: show this layer");
@@ -303,6 +306,12 @@ int runGui(int argc, char** argv) {
       if (!s.model.open() && !s.model.loading.valid())
         throw UsageError("--print-fill goes with --model (or a model scene)");
       s.model.fill.print = true;
+    }
+    if (o.fillText) {
+      if (!s.model.open() && !s.model.loading.valid())
+        throw UsageError("--fill-text goes with --model (or a model scene)");
+      std::snprintf(s.model.fill.text, sizeof s.model.fill.text, "%s", o.fillText->c_str());
+      s.model.fill.textFor = ~std::uint64_t{0};
     }
     if (!o.cacheLoss.empty()) {
       if (!s.model.open() && !s.model.loading.valid())

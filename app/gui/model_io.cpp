@@ -392,6 +392,10 @@ void syncModel(AppState& s) {
   s.session.setBlock(blockFor(m.source->segments(), PairSlice(m.slice),
                               SpecialTokens(m.special)));
   // The fill panel's own text was edited (or its top-k changed): its lists again.
+  if (m.fill.editedAt >= 0 && nowSeconds() - m.fill.editedAt >= kTextDebounceSeconds) {
+    m.fill.editedAt = -1;
+    m.fill.textFor = ~std::uint64_t{0};
+  }
   if (m.fill.textFor != m.passVersion && !m.textBusy()) refreshFill(s);
   // The Attribution panel: a scene's run once its text has run; a finished worker joined.
   AttributionState& a = m.attr;

@@ -41,7 +41,7 @@ bool drawFillPanel(AppState& s) {
   ImGui::SetNextItemWidth(-1);
   if (ImGui::InputTextWithHint("##filltext", ("The cat sat on the " + maskText + ".").c_str(),
                                f.text, sizeof f.text))
-    f.textFor = ~std::uint64_t{0};  // its own pass at the frame boundary
+    f.editedAt = nowSeconds();  // its own pass at the frame boundary, once typing pauses
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
   if (ImGui::SliderInt("top k", &f.topK, 1, 20)) f.textFor = ~std::uint64_t{0};
   if (!f.error.empty()) {

@@ -426,6 +426,36 @@ TEST(EncoderApp, TheModelPanelStatesWindowsVocabularyAndPoolingAsTheFolderSays) 
   }
 }
 
+TEST(EncoderApp, TheFillPanelsOwnTextRunsItsOwnPassAsTheCommandLineAndTheReferenceDo) {
+  REQUIRE_REFERENCE();
+  // bert_single's text, typed into the panel while the model view runs the pair.
+  std::ifstream f(ref().dir / "cases.json");
+  const nlohmann::json cases = nlohmann::json::parse(f);
+  nlohmann::json single;
+  for (const auto& c : cases.is_array() ? cases : cases["cases"])
+    if (c["name"] == "bert_single") single = c;
+  ASSERT_FALSE(single.is_null());
+  const std::string text = single["text"];
+  const App a = runApp("fill-own", pairArgs() + " --fill-text " + quote(text) + " --print-fill", 4);
+  ASSERT_EQ(a.rc, 0) << a.out;
+  const std::vector<FillLine> before = fillLines(a.out, "fill-before");
+  const attnviz::testing::ShellRun r = cli("fill --model " + quote(ref().model()) + " --text " + quote(text));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const std::vector<FillLine> want = fillLines(r.out, "");
+  ASSERT_EQ(before.size(), want.size()) << a.out;
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    EXPECT_EQ(before[k].position, want[k].position);
+    EXPECT_EQ(before[k].id, want[k].id);
+    EXPECT_NEAR(before[k].prob, want[k].prob, 2e-6);
+  }
+  const nlohmann::json& fill = single["fill"][0];
+  for (std::size_t k = 0; k < fill["ids"].size(); ++k) {
+    EXPECT_EQ(before[k].position, fill["position"].get<int>());
+    EXPECT_EQ(before[k].id, fill["ids"][k].get<int>());
+    EXPECT_NEAR(before[k].prob, fill["probs"][k].get<double>(), 1e-5);
+  }
+}
+
 TEST(EncoderApp, ASceneWithAnUnknownSliceOrAPairOnADecoderIsRefusedInOneLineNamingTheFile) {
   REQUIRE_REFERENCE();
   const std::string bad = tmp("bad-slice.json");
