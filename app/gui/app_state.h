@@ -321,6 +321,8 @@ struct ModelState {
   char textPair[4096] = "";
   int slice = 0, special = 0;
   bool openSliceMenu = false;  // --popup slice: the slice menu opens (README screenshots)
+  // The Model panel's encoder facts (they read files: once per model, not every frame).
+  std::shared_ptr<const EncoderFacts> facts;
   int pairs = -1;  // whether the open model's tokenizer has a pair template (-1: not asked yet)
   FillState fill;
   double textEditedAt = -1;  // nowSeconds() of the last edit not yet run; -1 when none

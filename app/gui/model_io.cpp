@@ -129,6 +129,7 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
     m.special = int(specialTokensFromKey(rq.special).value_or(SpecialTokens::Show));
   m.fill.textFor = ~std::uint64_t{0};
   m.pairs = -1;
+  m.facts.reset();
   g.run.reset(), g.plain.reset();
   g.autoStart = false;
   if (rq.generate.any()) {

@@ -25,7 +25,8 @@ bool encoderFacts(AppState& s) {
   const ModelConfig& c = model.config();
   ImGui::TextDisabled("encoder \xc2\xb7 bidirectional: every token attends to every other "
                       "(no causal mask)");
-  const EncoderFacts f = encoderFacts(model);
+  if (!s.model.facts) s.model.facts = std::make_shared<const EncoderFacts>(encoderFacts(model));
+  const EncoderFacts& f = *s.model.facts;
   auto list = [](const std::vector<int>& v) {
     std::string out;
     for (int l : v) out += (out.empty() ? "" : ",") + std::to_string(l);
