@@ -421,6 +421,14 @@ int runExport(int argc, char** argv) {
                                      parseMaxMemory(modelOpts.maxMemory));
         showLayer(run, scene.model.layer, scene.model.path);
         sceneModelHead = scene.model.head;
+        // An encoder's block (a pair's slice, the special tokens hidden), as the app shows it.
+        const SceneModel& sm = scene.model;
+        if (!sm.slice.empty() || !sm.special.empty()) {
+          const EncodedText e = encodeModelText(
+              *run.model, sm.text.empty() ? kDefaultModelText : sm.text, sm.textPair);
+          session.setBlock(blockFor(e.segments, pairSliceFromKey(sm.slice).value_or(PairSlice::All),
+                                    specialTokensFromKey(sm.special).value_or(SpecialTokens::Show)));
+        }
         const ExportStage st = app.count("--stage") || view->stage.empty()
                                    ? eo.stage
                                    : exportStageOf(view->stage);

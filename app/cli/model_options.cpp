@@ -289,8 +289,11 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
   }
   // An empty text runs on the app's default sentence, as the app does.
   try {
-    runPass(run, run.model->encode(sm.text.empty() ? kDefaultModelText : sm.text), sm.ablate,
-            attention, capture, sm.interventions);
+    // A pair (an encoder's sentence B) through the tokenizer's pair template, as the app runs it.
+    EncodedText e = encodeModelText(*run.model, sm.text.empty() ? kDefaultModelText : sm.text,
+                                    sm.textPair);
+    run.typeIds = std::move(e.typeIds);
+    runPass(run, e.ids, sm.ablate, attention, capture, sm.interventions);
   } catch (const UsageError& e) {  // the scene's request does not fit its text: the file's fault
     throw InputError(scenePath + ": " + e.what());
   } catch (const InputError& e) {  // (a painted mask of another length, say)

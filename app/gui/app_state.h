@@ -81,6 +81,7 @@ struct LabelCache {
   float fontSize = 0;
   bool columnsAreKeys = true;
   int rows = -1, cols = -1;
+  std::vector<int> rowIndex, colIndex;  // the display's block (DisplayMatrix::rowIndex)
   AxisLabels rowLabels, colLabels;
 };
 
@@ -293,6 +294,22 @@ struct AttributionState {
   ~AttributionState() { stop(); }
 };
 
+// The [MASK] fill panel (issue 32): an encoder's masked-LM predictions at each mask token, with
+// the interventions (after) and without them (before), refreshed after every pass as the next-
+// token lists are. Its own text, when typed, runs its own pass; empty: the model view's text.
+struct FillState {
+  char text[4096] = "";
+  int topK = 5;
+  std::uint64_t textFor = ~std::uint64_t{0};  // ModelState::passVersion its own pass ran for
+  std::string ranText;                        // the text that pass ran on
+  double editedAt = -1;  // nowSeconds() of the last edit not yet run (its text runs a pass)
+  std::vector<MaskFill> after, before;
+  std::vector<std::string> tokens;  // the tokens the fills are for
+  std::string error;                // why there is nothing to fill (no head, no mask token)
+  bool print = false;               // --print-fill: print the lists once they are current
+  std::uint64_t printedFor = ~std::uint64_t{0};
+};
+
 // The model view (issue 9): a GPT-2 model as the session's source (attnviz/model_source.h).
 struct ModelState {
   std::unique_ptr<ModelSource> source;  // null: no model open
@@ -315,9 +332,20 @@ struct ModelState {
     bool cli = false;    // from --layer/--head/--ablate: out of range is a usage error
     SceneAttribution attribution;  // the Attribution panel's settings (a model scene's)
     std::vector<SceneLayerIntervention> interventions;  // a model scene's masks, τ, RoPE off
+    std::string textPair, slice, special;               // an encoder scene's pair and block
+    bool hasPair = false;                               // textPair given (a scene's or --text-pair)
   } request;
   std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
   char text[4096] = "";
+  // Encoders (issue 32): sentence B of a pair ("" = one text), the block of the matrix shown
+  // (PairSlice) and the special tokens (SpecialTokens); the block goes to the session each frame.
+  char textPair[4096] = "";
+  int slice = 0, special = 0;
+  bool openSliceMenu = false;  // --popup slice: the slice menu opens (README screenshots)
+  // The Model panel's encoder facts (they read files: once per model, not every frame).
+  std::shared_ptr<const EncoderFacts> facts;
+  int pairs = -1;  // whether the open model's tokenizer has a pair template (-1: not asked yet)
+  FillState fill;
   double textEditedAt = -1;  // nowSeconds() of the last edit not yet run; -1 when none
   // An edited text's pass, running on a worker thread (ModelSource::runText) while the window
   // keeps drawing; adopted at the frame boundary once done.
@@ -450,6 +478,8 @@ void openDump(AppState& s, const std::string& path);
 void closeSources(AppState& s);
 // The next-token lists after a pass.
 void refreshNextTokens(AppState& s);
+// The [MASK] fill panel's lists for the current pass (or the panel's own text).
+void refreshFill(AppState& s);
 // The Attribution panel's settings from a model scene's "attribution" object (run: at the next
 // frame), and back (attribution_panel.cpp).
 void applySceneAttribution(AppState& s, const SceneAttribution& a);

@@ -59,6 +59,10 @@ struct Options {
   int heads = 0;
   float uiScale = 0;
   std::string model, text, maxMemory;
+  std::optional<std::string> textPair;
+  std::string slice, special;
+  bool printFill = false;
+  std::optional<std::string> fillText;
   std::optional<std::string> editText;
   std::optional<int> layer;
   std::vector<std::string> ablate;
@@ -83,6 +87,19 @@ int runGui(int argc, char** argv) {
   cli.add_option("--scene", o.scene, "scene JSON to open");
   cli.add_option("--model", o.model, "open a GPT-2 model folder (the model view)");
   cli.add_option("--text", o.text, "with --model: the text the model runs on");
+  cli.add_option("--text-pair", o.textPair,
+                 "with --model, an encoder: sentence B of a pair (the tokenizer's pair template)");
+  cli.add_option("--slice", o.slice,
+                 "an encoder's pair: show the block all | a-a | b-b | a-b | b-a (rows from the "
+                 "first text, keys from the second)");
+  cli.add_option("--special", o.special,
+                 "an encoder's special tokens ([CLS], [SEP], [PAD]): show | grey | hide (hidden: "
+                 "rows renormalised over the keys left)");
+  cli.add_flag("--print-fill", o.printFill,
+               "with an encoder: after the last frame, print the [MASK] fill panel's lists as "
+               "fill-after and fill-before lines (position, id, probability, piece)");
+  cli.add_option("--fill-text", o.fillText,
+                 "with an encoder: the [MASK] fill panel's own text (instead of the model's)");
   cli.add_option("--edit-text", o.editText,
                  "with --model: once it is open, replace the text as if typed (scripted runs)");
   cli.add_option("--layer", o.layer, "with --model: show this layer");
@@ -124,7 +141,7 @@ int runGui(int argc, char** argv) {
   cli.add_option("--save-scene", o.saveScenePath,
                  "after the last frame, save the scene and view as JSON");
   cli.add_option("--popup", o.popup,
-                 "open a dialog at start: open | save | export (for screenshots)");
+                 "open a dialog at start: open | save | export, or an encoder pair's slice menu: slice (for screenshots)");
   cli.add_option("--size", o.size, "window size WxH")->capture_default_str();
   cli.add_option("--temperature", o.temperature, "softmax temperature (> 0)");
   cli.add_option("--select-row", o.selectRow, "select this query row");
@@ -231,6 +248,11 @@ int runGui(int argc, char** argv) {
     if (isDumpPath(scenePath)) std::swap(dumpPath, scenePath);
     if (o.layer && o.model.empty() && dumpPath.empty())
       throw UsageError("--layer goes with --model DIR or a dump");
+    if (!o.slice.empty() && !pairSliceFromKey(o.slice))
+      throw UsageError("--slice: expected all, a-a, b-b, a-b or b-a, got '" + o.slice + "'");
+    if (!o.special.empty() && !specialTokensFromKey(o.special))
+      throw UsageError("--special: expected show, grey or hide, got '" + o.special + "'");
+    if (o.model.empty() && o.textPair) throw UsageError("--text-pair goes with --model DIR");
     if (o.model.empty() && (!o.text.empty() || !o.ablate.empty()))
       throw UsageError("--text and --ablate go with --model DIR");
     if (!o.model.empty() && !scenePath.empty())
@@ -256,6 +278,7 @@ int runGui(int argc, char** argv) {
     if (!o.model.empty()) {
       s.session.setScene(defaultScene());
       if (!o.text.empty()) std::snprintf(s.model.text, sizeof s.model.text, "%s", o.text.c_str());
+      if (o.textPair) s.model.request.textPair = *o.textPair, s.model.request.hasPair = true;
       s.model.request.layer = o.layer.value_or(0);
       s.model.request.head = o.head.value_or(0);
       s.model.request.ablate = ablations;
@@ -286,6 +309,19 @@ int runGui(int argc, char** argv) {
       if (!s.model.open() && !s.model.loading.valid())
         throw UsageError("--retrieval goes with --model (or a model scene)");
       s.model.retrieval.scripted = true;
+    }
+    if (!o.slice.empty()) s.model.slice = int(*pairSliceFromKey(o.slice));
+    if (!o.special.empty()) s.model.special = int(*specialTokensFromKey(o.special));
+    if (o.printFill) {
+      if (!s.model.open() && !s.model.loading.valid())
+        throw UsageError("--print-fill goes with --model (or a model scene)");
+      s.model.fill.print = true;
+    }
+    if (o.fillText) {
+      if (!s.model.open() && !s.model.loading.valid())
+        throw UsageError("--fill-text goes with --model (or a model scene)");
+      std::snprintf(s.model.fill.text, sizeof s.model.fill.text, "%s", o.fillText->c_str());
+      s.model.fill.textFor = ~std::uint64_t{0};
     }
     if (!o.cacheLoss.empty()) {
       if (!s.model.open() && !s.model.loading.valid())
@@ -347,8 +383,10 @@ int runGui(int argc, char** argv) {
       s.ui.requestSaveDialog = true;
     else if (o.popup == "export")
       s.exporter.requestOpen = true;
+    else if (o.popup == "slice")
+      s.model.openSliceMenu = true;
     else if (!o.popup.empty())
-      throw UsageError("--popup: expected open, save or export, got '" + o.popup + "'");
+      throw UsageError("--popup: expected open, save, export or slice, got '" + o.popup + "'");
     if (cli.count("--zoom")) s.view.zoom = o.zoom;
     if (pan.i >= 0) {
       s.view.panY = float(pan.i);

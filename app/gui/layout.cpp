@@ -59,7 +59,10 @@ void drawLayout(App& app) {
   ImGui::BeginChild("controls", ImVec2(leftW, bodyH), true);
   if (s.model.open()) {
     if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) drawModelPanel(s);
-    if (ImGui::CollapsingHeader("Generate", ImGuiTreeNodeFlags_DefaultOpen)) drawGeneratePanel(s);
+    // An encoder predicts masked tokens, not the next one: no continuation to generate.
+    if (s.model.source->model().config().causal &&
+        ImGui::CollapsingHeader("Generate", ImGuiTreeNodeFlags_DefaultOpen))
+      drawGeneratePanel(s);
     if (s.model.cacheLoss.scripted) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
     if (ImGui::CollapsingHeader("Loss by token: sinks and windows")) drawCacheLossPanel(s);
     if (s.model.retrieval.scripted) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
@@ -117,8 +120,11 @@ void drawLayout(App& app) {
   splitter("##split-right", s.ui.rightWidth, rightW, -1.0f);
   ImGui::BeginChild("side", ImVec2(rightW, bodyH), true);
   if (s.model.open()) {
-    if (ImGui::CollapsingHeader("Next token", ImGuiTreeNodeFlags_DefaultOpen))
+    if (!s.model.source->model().config().causal) {
+      if (ImGui::CollapsingHeader("[MASK] fill", ImGuiTreeNodeFlags_DefaultOpen)) drawFillPanel(s);
+    } else if (ImGui::CollapsingHeader("Next token", ImGuiTreeNodeFlags_DefaultOpen)) {
       drawNextTokenPanel(s);
+    }
     if (ImGui::CollapsingHeader("Attribution: which heads matter?", ImGuiTreeNodeFlags_DefaultOpen))
       drawAttributionPanel(s);
   }

@@ -81,8 +81,22 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   }
   std::string text = pending.set ? pending.text : std::string(m.text);
   if (text.empty()) text = kDefaultModelText;
+  // An encoder's sentence B: the scene's or --text-pair's; a decoder takes one text.
+  const bool encoder = !source->model().config().causal;
+  std::string pairText = rq.hasPair ? rq.textPair : std::string(m.textPair);
+  if (!encoder) {
+    if (rq.hasPair && !rq.textPair.empty()) {
+      m.sceneTitle.clear();
+      m.sceneNotes.clear();
+      const std::string what = source->model().config().family +
+                               " is not an encoder: a second text (sentence B) needs one";
+      if (rq.cli) throw UsageError("--text-pair: " + what);
+      throw InputError(rq.origin + ": model.text_pair: " + what);
+    }
+    pairText.clear();
+  }
   try {
-    source->setText(text);  // may refuse the text (too long for the model): nothing closed yet
+    source->setText(text, pairText);  // may refuse the text (too long for the model): nothing closed yet
     for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
     if (!rq.interventions.empty()) {  // a saved model view's masks, τ and RoPE switches
       Interventions iv = source->interventions();
@@ -109,6 +123,13 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   g.stopAll();
   closeSources(s);
   std::snprintf(m.text, sizeof m.text, "%s", text.c_str());
+  std::snprintf(m.textPair, sizeof m.textPair, "%s", pairText.c_str());
+  if (!rq.slice.empty()) m.slice = int(pairSliceFromKey(rq.slice).value_or(PairSlice::All));
+  if (!rq.special.empty())
+    m.special = int(specialTokensFromKey(rq.special).value_or(SpecialTokens::Show));
+  m.fill.textFor = ~std::uint64_t{0};
+  m.pairs = -1;
+  m.facts.reset();
   g.run.reset(), g.plain.reset();
   g.autoStart = false;
   if (rq.generate.any()) {
@@ -169,7 +190,7 @@ void openModelScene(AppState& s, const Scene& scene, const std::string& path, bo
   const SceneModel& sm = scene.model;
   if (s.model.loading.valid()) throw InputError(sm.path + ": another model is still opening");
   s.model.request = {sm.layer, sm.head, sm.ablate, sm.generate, path, false,
-                     sm.attribution, sm.interventions};
+                     sm.attribution, sm.interventions, sm.textPair, sm.slice, sm.special, true};
   gPendingText = {true, sm.text};
   openModel(s, sm.path, wait);
 }
@@ -222,6 +243,10 @@ void openDump(AppState& s, const std::string& path) {
   notify(s, "Opened the dump " + path);
 }
 
+namespace {
+bool model_causal(const ModelSource& src) { return src.model().config().causal; }
+}  // namespace
+
 void refreshNextTokens(AppState& s) {
   ModelState& m = s.model;
   ++m.passVersion;
@@ -231,6 +256,51 @@ void refreshNextTokens(AppState& s) {
   m.beforeLabels.clear();
   for (const auto& t : m.after) m.afterLabels.push_back(m.source->tokenLabel(t.id));
   for (const auto& t : m.before) m.beforeLabels.push_back(m.source->tokenLabel(t.id));
+  refreshFill(s);
+}
+
+void refreshFill(AppState& s) {
+  ModelState& m = s.model;
+  FillState& f = m.fill;
+  f.after.clear(), f.before.clear(), f.tokens.clear(), f.error.clear();
+  if (!m.source || !m.source->ready() || m.source->model().config().causal) return;
+  const Model& model = m.source->model();
+  try {
+    if (f.text[0] == 0) {
+      // The model view's text: its passes, with and without the interventions.
+      f.after = fillMasks(model, m.source->pass(), f.topK);
+      f.before = fillMasks(model, m.source->baselinePass(), f.topK);
+      f.tokens = m.source->tokens();
+      f.ranText.clear();
+    } else {
+      // Its own text, with the model view's interventions (refit to its length).
+      const std::string text = f.text;
+      const std::vector<int> ids = model.encode(text);
+      Interventions iv = m.source->interventions();
+      for (LayerIntervention& li : iv.layers) {
+        if (li.mask.custom.rows != int(ids.size())) {
+          li.mask.customKind = MaskSpec::Custom::None;
+          li.mask.custom = Tensor3{};
+        }
+        if (!li.mask.docs.empty() && li.mask.docs.size() != ids.size()) li.mask.docs.clear();
+      }
+      const ForwardResult after = model.forward(ids, iv, Capture::none());
+      const ForwardResult before = model.forward(ids, {}, Capture::none());
+      f.after = fillMasks(model, after, f.topK);
+      f.before = fillMasks(model, before, f.topK);
+      for (int id : ids) f.tokens.push_back(model.tokenizer().label(id));
+      f.ranText = text;
+    }
+    if (f.after.empty()) {
+      const std::optional<int> mask = model.tokenizer().mask();
+      f.error = "no " + (mask ? model.tokenizer().pieceBytes(*mask) : std::string("mask")) +
+                " token in the text: write one where a token should be predicted";
+    }
+  } catch (const std::exception& e) {
+    f.after.clear(), f.before.clear();
+    f.error = e.what();
+  }
+  f.textFor = m.passVersion;
 }
 
 void syncModel(AppState& s) {
@@ -270,7 +340,10 @@ void syncModel(AppState& s) {
       adopt(s, std::move(model));
     }
   }
-  if (!m.source) return;
+  if (!m.source) {
+    s.session.setBlock({});
+    return;
+  }
   // An edited text runs on a worker thread: typing into a large model never stalls the window.
   if (m.textPass.valid() &&
       m.textPass.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
@@ -289,10 +362,12 @@ void syncModel(AppState& s) {
     m.textEditedAt = -1;
     m.textPass = std::async(std::launch::async,
                             [model = m.source->sharedModel(), text = std::string(m.text),
+                             pair = model_causal(*m.source) ? std::string() : std::string(m.textPair),
                              iv = m.source->interventions(),
                              version = m.source->interventionsVersion(),
                              capture = m.source->capture()] {
-                              return ModelSource::runText(*model, text, iv, version, capture);
+                              return ModelSource::runText(*model, text, iv, version, capture,
+                                                          pair);
                             });
   }
   if (!m.actions.empty()) {
@@ -314,6 +389,15 @@ void syncModel(AppState& s) {
     m.layerDirty = false;
     m.source->showLayer(s.session, m.layer);
   }
+  // An encoder's block (a pair's slice, the special tokens hidden): a view of the layer shown.
+  s.session.setBlock(blockFor(m.source->segments(), PairSlice(m.slice),
+                              SpecialTokens(m.special)));
+  // The fill panel's own text was edited (or its top-k changed): its lists again.
+  if (m.fill.editedAt >= 0 && nowSeconds() - m.fill.editedAt >= kTextDebounceSeconds) {
+    m.fill.editedAt = -1;
+    m.fill.textFor = ~std::uint64_t{0};
+  }
+  if (m.fill.textFor != m.passVersion && !m.textBusy()) refreshFill(s);
   // The Attribution panel: a scene's run once its text has run; a finished worker joined.
   AttributionState& a = m.attr;
   if (a.wantRun && !m.textBusy() && m.actions.empty() && m.source->ready()) startAttribution(s);

@@ -228,6 +228,14 @@ void saveSceneFrom(AppState& s, const std::string& path) {
     sc.notes = s.sceneData().notes;
     sc.model.path = sceneModelPath(s.model.dir);
     sc.model.text = src.text();
+    // An encoder's pair, the block shown and the special tokens (issue 32).
+    if (!src.model().config().causal) {
+      sc.model.textPair = src.textPair();
+      if (s.model.slice != int(PairSlice::All) && src.segments().pair)
+        sc.model.slice = pairSliceKey(PairSlice(s.model.slice));
+      if (s.model.special != int(SpecialTokens::Show))
+        sc.model.special = specialTokensKey(SpecialTokens(s.model.special));
+    }
     sc.model.layer = s.model.layer;
     sc.model.head = s.view.head;
     for (int l = 0; l < src.layers(); ++l)

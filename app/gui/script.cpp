@@ -143,6 +143,22 @@ void printAttribution(const AppState& s) {
 
 }  // namespace
 
+// --print-fill: the [MASK] fill panel's lists, each line as `attnviz fill` prints its own
+// (position, id, probability, piece), after "fill-after\t" (with the interventions) or
+// "fill-before\t" (without them).
+static void printFill(AppState& s) {
+  if (s.model.fill.textFor != s.model.passVersion) refreshFill(s);
+  const FillState& f = s.model.fill;
+  if (!f.error.empty()) std::printf("fill-error: %s\n", f.error.c_str());
+  const Tokenizer& tok = s.model.source->model().tokenizer();
+  for (const auto* list : {&f.after, &f.before})
+    for (const MaskFill& m : *list)
+      for (const auto& [id, p] : m.top)
+        std::printf("%s\t%d\t%d\t%.6f\t%s\n", list == &f.after ? "fill-after" : "fill-before",
+                    m.position, id, p, tok.printable(id).c_str());
+  std::fflush(stdout);
+}
+
 void runScript(App& app, const Script& script) {
   AppState& s = app.s;
   const double genDeadline = nowSeconds() + 600;
@@ -269,10 +285,29 @@ void runScript(App& app, const Script& script) {
                       r.layer, r.head, double(r.score), r.none, r.top, r.random, r.copied);
         }
         std::printf("model-view: layer=%d head=%d\n", s.model.layer, s.view.head);
+        if (const Model& md = s.model.source->model(); !md.config().causal) {
+          // The Model panel's facts of an encoder, and its pair and block.
+          const EncoderFacts f = encoderFacts(md);
+          auto list = [](const std::vector<int>& v) {
+            std::string out;
+            for (int l : v) out += (out.empty() ? "" : ",") + std::to_string(l);
+            return out.empty() ? std::string("-") : out;
+          };
+          const TokenSegments& seg = s.model.source->segments();
+          std::printf("encoder: family=%s attention=bidirectional local=%s window=%d global=%s "
+                      "vocabulary=%s pooling=%s pair=%d slice=%s special=%s\n",
+                      md.config().family.c_str(), list(f.localLayers).c_str(), f.window,
+                      list(f.globalLayers).c_str(), f.vocabulary.c_str(),
+                      f.pooling.empty() ? "-" : f.pooling.c_str(), int(seg.pair),
+                      pairSliceKey(PairSlice(s.model.slice)),
+                      specialTokensKey(SpecialTokens(s.model.special)));
+        }
         printAttribution(s);
       }
       std::fflush(stdout);
     }
+    if (s.model.fill.print && s.model.open() && script.frames > 0 && frame == script.frames - 1)
+      printFill(s);
     if (!script.saveScene.empty() && script.frames > 0 && frame == script.frames - 1) {
       saveSceneFrom(s, script.saveScene);
       std::printf("saved scene: %s\n", script.saveScene.c_str());

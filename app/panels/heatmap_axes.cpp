@@ -99,9 +99,16 @@ void drawOverlays(const AppState& s, const HeatmapLayout& L) {
 // rowStep, plus the selected and hovered ones.
 void drawAxisLabels(const AppState& s, const HeatmapLayout& L, const LabelCache& labels) {
   const ViewState& v = s.view;
+  const DisplayMatrix& d = s.display();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 origin = L.origin, p0 = L.p0, p1 = L.p1;
   const float cellPx = L.cellPx, sc = L.sc, lineH = L.lineH;
+  // An encoder's pair colours its labels by text (A, B) and greys its special tokens; a block
+  // view's indices are those of the whole input.
+  auto tokenColour = [&](int full, ImU32 plain) {
+    const ImU32 c = encoderTokenColour(s, full);
+    return c != 0 && plain == kLabel ? c : plain;
+  };
   const int r0 = L.r0, r1 = L.r1, c0 = L.c0, c1 = L.c1, rowStep = L.rowStep, colStep = L.colStep;
   auto rowY = [&](float r) { return p0.y + (r - v.panY) * cellPx; };
   auto colX = [&](float c) { return p0.x + (c - v.panX) * cellPx; };
@@ -119,10 +126,10 @@ void drawAxisLabels(const AppState& s, const HeatmapLayout& L, const LabelCache&
       dl->AddRectFilled(ImVec2(origin.x + lineH + 6 * sc, y - 1), ImVec2(p0.x - 1, y + lineH + 1),
                         IM_COL32(30, 31, 36, 255));
     const std::string& tok = labels.rowLabels.text[i];
-    const std::string idx = std::to_string(i);
+    const std::string idx = std::to_string(d.fullRow(i));
     const float tw = labels.rowLabels.width[i];
     const bool hi = i == v.selectedRow;
-    const ImU32 col = hi ? kHighlight : (i == v.hoverRow ? kTitle : kLabel);
+    const ImU32 col = tokenColour(d.fullRow(i), hi ? kHighlight : (i == v.hoverRow ? kTitle : kLabel));
     dl->AddText(ImVec2(p0.x - 12 * sc - tw, y), col, tok.c_str());
     dl->AddText(ImVec2(p0.x - 16 * sc - tw - ImGui::CalcTextSize(idx.c_str()).x, y),
                 hi ? kHighlight : kIndex, idx.c_str());
@@ -144,10 +151,11 @@ void drawAxisLabels(const AppState& s, const HeatmapLayout& L, const LabelCache&
     if (j % colStep != 0)
       dl->AddRectFilled(ImVec2(x - 1, origin.y + lineH + 4 * sc), ImVec2(x + lineH + 1, p0.y - 1),
                         IM_COL32(30, 31, 36, 255));
-    const std::string idx = std::to_string(j);
+    const std::string idx = std::to_string(d.fullCol(j));
     const std::string& tok = labels.colLabels.text[j];
     const float iw = ImGui::CalcTextSize(idx.c_str()).x;
-    const ImU32 col = j == v.hoverCol ? kTitle : kLabel;
+    const ImU32 col = d.columnsAreKeys ? tokenColour(d.fullCol(j), j == v.hoverCol ? kTitle : kLabel)
+                                       : (j == v.hoverCol ? kTitle : kLabel);
     addVerticalText(dl, x, p0.y - 4 * sc, kIndex, idx.c_str());
     addVerticalText(dl, x, p0.y - 8 * sc - iw, col, tok.c_str());
   }

@@ -44,6 +44,34 @@ void measureLabels(AxisLabels& out, int n, Label label) {
   }
 }
 
+// An encoder's special tokens greyed out: their rows and columns under a translucent shade
+// (the cells stay readable; the tooltip still gives their numbers).
+void drawSpecialTokenShade(const AppState& s, const HeatmapLayout& L) {
+  const ModelState& m = s.model;
+  const DisplayMatrix& d = s.display();
+  if (!m.source || m.special != int(SpecialTokens::Grey) || d.pooled) return;
+  const TokenSegments& seg = m.source->segments();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->PushClipRect(L.p0, L.p1, true);
+  const ImU32 shade = IM_COL32(24, 24, 28, 170);
+  auto special = [&](int full) {
+    return full >= 0 && full < seg.size() && seg.special[std::size_t(full)];
+  };
+  const ViewState& v = s.view;
+  for (int i = L.r0; i < L.r1; ++i)
+    if (special(d.fullRow(i))) {
+      const float y = L.p0.y + (i - v.panY) * L.cellPx;
+      dl->AddRectFilled(ImVec2(L.p0.x, y), ImVec2(L.p1.x, y + L.cellPx), shade);
+    }
+  if (d.columnsAreKeys)
+    for (int j = L.c0; j < L.c1; ++j)
+      if (special(d.fullCol(j)) ) {
+        const float x = L.p0.x + (j - v.panX) * L.cellPx;
+        dl->AddRectFilled(ImVec2(x, L.p0.y), ImVec2(x + L.cellPx, L.p1.y), shade);
+      }
+  dl->PopClipRect();
+}
+
 // The axis labels of the display matrix, rebuilt only when the tokens, the columns' meaning or
 // the font size changed.
 const LabelCache& axisLabels(AppState& s) {
@@ -51,21 +79,29 @@ const LabelCache& axisLabels(AppState& s) {
   const DisplayMatrix& d = s.display();
   const float fontSize = ImGui::GetFontSize();
   if (c.inputsVersion == s.session.inputsVersion() && c.fontSize == fontSize && c.rows == d.rows &&
-      c.cols == d.cols && c.columnsAreKeys == d.columnsAreKeys)
+      c.cols == d.cols && c.columnsAreKeys == d.columnsAreKeys && c.rowIndex == d.rowIndex &&
+      c.colIndex == d.colIndex)
     return c;
   const auto& q = s.session.inputs().queryTokens;
   const auto& k = s.session.inputs().keyTokens;
-  measureLabels(c.rowLabels, d.rows,
-                [&](int i) { return i < int(q.size()) ? q[i] : std::string(); });
+  // A block view (an encoder's slice, its special tokens hidden) shows some rows and columns.
+  measureLabels(c.rowLabels, d.rows, [&](int i) {
+    const int f = d.fullRow(i);
+    return f >= 0 && f < int(q.size()) ? q[f] : std::string();
+  });
   if (d.columnsAreKeys)
-    measureLabels(c.colLabels, d.cols,
-                  [&](int j) { return j < int(k.size()) ? k[j] : std::string(); });
+    measureLabels(c.colLabels, d.cols, [&](int j) {
+      const int f = d.fullCol(j);
+      return f >= 0 && f < int(k.size()) ? k[f] : std::string();
+    });
   else
     measureLabels(c.colLabels, d.cols, [](int j) { return "d" + std::to_string(j); });
   c.inputsVersion = s.session.inputsVersion();
   c.fontSize = fontSize;
   c.rows = d.rows;
   c.cols = d.cols;
+  c.rowIndex = d.rowIndex;
+  c.colIndex = d.colIndex;
   c.columnsAreKeys = d.columnsAreKeys;
   return c;
 }
@@ -274,6 +310,7 @@ bool drawHeatmapPanel(AppState& s) {
   const bool changed = handleHeatmapInput(s, L, hovered);
   drawOverlays(s, L);
   drawMaskOverlays(s, ImGui::GetWindowDrawList());  // block tiles, document boundaries
+  drawSpecialTokenShade(s, L);
   if (d.pooled && L.cellPx < L.lineH + 1)
     drawIndexTicks(s, L);  // token labels only once a cell is tall enough to hold one
   else

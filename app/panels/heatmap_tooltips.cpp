@@ -24,9 +24,17 @@ void drawCellTooltip(AppState& s) {
   const CellInfo ci = s.session.cellInfo(v.hoverRow, v.hoverCol);
   char lines[6][256];
   int n = 0;
-  std::snprintf(lines[n++], 256, "row i = %d   query '%s'", ci.i, ci.queryToken.c_str());
+  // An encoder's pair: which text each token is from (and whether it is a special token).
+  auto role = [&](int full) {
+    const std::string r = encoderTokenRole(s, full);
+    return r.empty() ? r : "   (" + r + ")";
+  };
+  const int rowLine = n, colLine = n + 1;
+  std::snprintf(lines[n++], 256, "row i = %d   query '%s'%s", ci.i, ci.queryToken.c_str(),
+                role(ci.i).c_str());
   if (d.columnsAreKeys) {
-    std::snprintf(lines[n++], 256, "column j = %d   key '%s'", ci.j, ci.keyToken.c_str());
+    std::snprintf(lines[n++], 256, "column j = %d   key '%s'%s", ci.j, ci.keyToken.c_str(),
+                  role(ci.j).c_str());
     std::snprintf(lines[n++], 256,
                   "scaled score q\xc2\xb7k/\xe2\x88\x9a"
                   "d = %.4f",
@@ -37,12 +45,26 @@ void drawCellTooltip(AppState& s) {
       std::snprintf(lines[n++], 256, "logit (s + b)/\xcf\x84 = %.4f", ci.logit);
     std::snprintf(lines[n++], 256, "weight = %.6f", ci.weight);
     std::snprintf(lines[n++], 256, "row sum = %.6f%s", ci.rowSum,
-                  d.rowFullyMasked[ci.i] ? " (fully masked row)" : "");
+                  v.hoverRow >= 0 && v.hoverRow < d.rows && d.rowFullyMasked[v.hoverRow]
+                      ? " (fully masked row)"
+                      : "");
   } else {
     std::snprintf(lines[n++], 256, "value dim %d: o = %.4f", ci.j, ci.shown);
   }
   ImGui::BeginTooltip();
-  for (int k = 0; k < n; ++k) ImGui::TextUnformatted(lines[k]);
+  for (int k = 0; k < n; ++k) {
+    const unsigned int c = k == rowLine ? encoderTokenColour(s, ci.i)
+                           : k == colLine && d.columnsAreKeys ? encoderTokenColour(s, ci.j)
+                                                              : 0u;
+    if (c != 0)
+      ImGui::TextColored(ImColor(c), "%s", lines[k]);
+    else
+      ImGui::TextUnformatted(lines[k]);
+  }
+  if (s.session.block().active() && s.session.block().renormalise && d.isWeights &&
+      !v.wrongAxis)
+    ImGui::TextDisabled("shown: renormalised over the keys shown (special tokens hidden) = %.6f",
+                        ci.shown);
   if (v.stage != ViewStage::Weights && d.columnsAreKeys)
     ImGui::TextDisabled("shown (%s) = %g", stageLabel(v.stage), ci.shown);
   else if (v.stage == ViewStage::Weights && v.wrongAxis)

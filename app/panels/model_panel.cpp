@@ -4,12 +4,123 @@
 #include "panels/panels.h"
 
 #include <imgui.h>
+#include <imgui_internal.h>  // OpenPopupEx: --popup slice opens the combo
 
 #include <algorithm>
 #include <filesystem>
 #include <string>
 
 namespace attnviz::gui {
+
+namespace {
+
+constexpr ImU32 kColourA = IM_COL32(110, 170, 255, 255);
+constexpr ImU32 kColourB = IM_COL32(255, 160, 80, 255);
+constexpr ImU32 kColourSpecial = IM_COL32(120, 120, 120, 255);
+
+// What an encoder adds to the facts: bidirectional attention, the window of each layer
+// (ModernBERT: local and global), the vocabulary's kind, a sentence-transformers pooling.
+bool encoderFacts(AppState& s) {
+  const Model& model = s.model.source->model();
+  const ModelConfig& c = model.config();
+  ImGui::TextDisabled("encoder \xc2\xb7 bidirectional: every token attends to every other "
+                      "(no causal mask)");
+  if (!s.model.facts) s.model.facts = std::make_shared<const EncoderFacts>(encoderFacts(model));
+  const EncoderFacts& f = *s.model.facts;
+  auto list = [](const std::vector<int>& v) {
+    std::string out;
+    for (int l : v) out += (out.empty() ? "" : ",") + std::to_string(l);
+    return out.empty() ? std::string("none") : out;
+  };
+  if (!f.localLayers.empty())
+    ImGui::TextDisabled("attention window: local %d (\xc2\xb1%d) in layers %s \xc2\xb7 global in %s",
+                        f.window, f.window / 2, list(f.localLayers).c_str(),
+                        list(f.globalLayers).c_str());
+  else
+    ImGui::TextDisabled("attention window: global in every layer");
+  ImGui::TextDisabled("vocabulary: %s (%d tokens)", f.vocabulary.c_str(), model.tokenizer().size());
+  if (!f.pooling.empty()) ImGui::TextDisabled("sentence-transformers pooling: %s", f.pooling.c_str());
+  if (!model.headMissing().empty())
+    ImGui::TextDisabled("no masked-LM head (missing '%s'): nothing to fill",
+                        model.headMissing().c_str());
+  return false;
+}
+
+// Sentence B, the block shown and the special tokens.
+bool pairControls(AppState& s) {
+  ModelState& m = s.model;
+  bool changed = false;
+  ImGui::TextColored(ImColor(kColourB), "Sentence B");
+  ImGui::SameLine();
+  helpMarker("A second text: the tokenizer's pair template ([CLS] A [SEP] B [SEP] with token "
+             "types 0 and 1; RoBERTa's <s> A </s></s> B </s>). Empty: one text. The axes colour "
+             "A's tokens blue and B's orange.");
+  if (ImGui::InputTextMultiline("##modeltextpair", m.textPair, sizeof m.textPair,
+                                ImVec2(-1, ImGui::GetTextLineHeight() * 3))) {
+    m.textEditedAt = nowSeconds();
+    changed = true;
+  }
+  const bool pair = m.source->segments().pair;
+  if (!pair) ImGui::BeginDisabled();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  if (m.openSliceMenu && pair) {  // the id Dear ImGui (1.85 on) gives a combo's popup
+    ImGui::OpenPopupEx(ImHashStr("##ComboPopup", 0, ImGui::GetID("Slice")));
+    m.openSliceMenu = false;
+  }
+  if (ImGui::BeginCombo("Slice", pairSliceLabel(PairSlice(m.slice)))) {
+    for (int i = 0; i < kPairSliceCount; ++i)
+      if (ImGui::Selectable(pairSliceLabel(PairSlice(i)), m.slice == i)) {
+        m.slice = i;
+        changed = true;
+      }
+    ImGui::EndCombo();
+  }
+  if (!pair) ImGui::EndDisabled();
+  ImGui::SameLine();
+  helpMarker("Restricts the heatmap to one block of the pair: rows (queries) from the first "
+             "text, keys from the second, e.g. A\xe2\x86\x92" "B is A's tokens attending to B's. "
+             "The cells are the layer's weights as they are (a row of a block sums to what the "
+             "query gives that text).");
+  static const char* kSpecial[] = {"shown", "greyed out", "hidden (rows renormalised)"};
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::BeginCombo("##special", (std::string("Special tokens: ") + kSpecial[m.special]).c_str())) {
+    for (int i = 0; i < 3; ++i)
+      if (ImGui::Selectable(kSpecial[i], m.special == i)) {
+        m.special = i;
+        changed = true;
+      }
+    ImGui::EndCombo();
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("The tokenizer's special tokens ([CLS], [SEP], [PAD], <s>, </s>).\n"
+                      "Greyed out: drawn, their labels and cells dimmed.\n"
+                      "Hidden: their rows and columns leave the heatmap and each row is "
+                      "renormalised over the keys left, so it sums to 1 again.");
+  return changed;
+}
+
+}  // namespace
+
+unsigned int encoderTokenColour(const AppState& s, int full) {
+  const ModelState& m = s.model;
+  if (!m.source || m.source->model().config().causal) return 0;
+  const TokenSegments& seg = m.source->segments();
+  if (full < 0 || full >= seg.size()) return 0;
+  if (seg.special[std::size_t(full)] && m.special == int(SpecialTokens::Grey)) return kColourSpecial;
+  if (!seg.pair) return 0;
+  return seg.segment[std::size_t(full)] ? kColourB : kColourA;
+}
+
+const char* encoderTokenRole(const AppState& s, int full) {
+  const ModelState& m = s.model;
+  if (!m.source || m.source->model().config().causal) return "";
+  const TokenSegments& seg = m.source->segments();
+  if (full < 0 || full >= seg.size()) return "";
+  const bool special = seg.special[std::size_t(full)];
+  if (!seg.pair) return special ? "special" : "";
+  return seg.segment[std::size_t(full)] ? (special ? "B, special" : "B")
+                                        : (special ? "A, special" : "A");
+}
 
 bool drawModelPanel(AppState& s) {
   ModelState& m = s.model;
@@ -48,13 +159,26 @@ bool drawModelPanel(AppState& s) {
       ImGui::TreePop();
     }
   }
+  if (!c.causal) changed |= encoderFacts(s);
   ImGui::PopTextWrapPos();
-  ImGui::TextUnformatted("Text");
+  const bool encoder = !c.causal;
+  if (encoder && m.pairs < 0) {
+    try {
+      m.pairs = !model.tokenizer().encodePair("a", "b").ids.empty();
+    } catch (const std::exception&) {
+      m.pairs = 0;
+    }
+  }
+  if (encoder && m.pairs == 1)
+    ImGui::TextColored(ImColor(kColourA), "Sentence A");
+  else
+    ImGui::TextUnformatted("Text");
   if (ImGui::InputTextMultiline("##modeltext", m.text, sizeof m.text,
                                 ImVec2(-1, ImGui::GetTextLineHeight() * 4))) {
     m.textEditedAt = nowSeconds();
     changed = true;
   }
+  if (encoder && m.pairs == 1) changed |= pairControls(s);
   if (m.textBusy()) ImGui::TextDisabled("running\xe2\x80\xa6");
   int layer = m.layer;
   ImGui::SetNextItemWidth(-1);

@@ -45,7 +45,9 @@ bool drawNeuronPanel(AppState& s) {
   const int l = std::clamp(m.layer, 0, m.source->layers() - 1);
   const ModelSource::Qkv& a = m.source->layerQkv(l);
   const int T = a.q.rows, dh = a.q.cols, h = std::clamp(s.view.head, 0, a.q.heads - 1);
-  const int i = s.view.selectedRow;
+  // The selected row of the heatmap, as an index of the whole input (an encoder's block shows
+  // some rows).
+  const int i = s.display().fullRow(s.view.selectedRow);
   if (i < 0 || i >= T) {
     ImGui::TextDisabled("Click a row of the heatmap: the view splits one of its cells.");
     return false;

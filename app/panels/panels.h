@@ -54,6 +54,12 @@ extern ResidualShown g_residualShown;
 bool drawResidualPanel(AppState& s);  // residual_panel.cpp: |x| by layer and dimension
 bool drawModelGridPanel(AppState& s);  // model_grid_panel.cpp: layers x heads thumbnails
 bool drawNextTokenPanel(AppState& s);  // next_token_panel.cpp: top-5, before/after interventions
+bool drawFillPanel(AppState& s);  // fill_panel.cpp: an encoder's [MASK] fills, before/after
+// model_panel.cpp: an encoder pair's token colours (A, B, special tokens greyed), for the
+// heatmap's axis labels and tooltips; `full` is the token's index in the whole input.
+// Returns 0 when the token needs no colour of its own (one text, specials shown).
+unsigned int encoderTokenColour(const AppState& s, int full);
+const char* encoderTokenRole(const AppState& s, int full);  // "A", "B", "special", or ""
 bool drawGeneratePanel(AppState& s);   // generate_panel.cpp: continue the text (KV cache)
 bool drawCacheLossPanel(AppState& s);  // cache_loss_panel.cpp: NLL by token, 3 KV caches
 // retrieval_panel.cpp: needle cases from the view's text, every head's retrieval score, top-k

@@ -297,8 +297,12 @@ bool drawRowInspectorPanel(AppState& s) {
   if (i >= 0 && i < s.tq() && s.session.pooledMode()) return drawPooledRow(s, i);
   const DisplayMatrix& d = s.display();
   if (i < 0 || i >= s.tq() || !s.session.hasResult() || d.pooled || i >= d.rows ||
-      (d.columnsAreKeys && d.cols != s.tk())) {
-    ImGui::TextDisabled("Click a row of the heatmap to inspect that query.");
+      (d.columnsAreKeys && d.cols != s.tk()) || !d.rowIndex.empty()) {
+    if (!d.rowIndex.empty() && i >= 0)  // an encoder's slice or hidden special tokens
+      ImGui::TextDisabled("The inspector reads whole rows: set the slice to All and show the "
+                          "special tokens to inspect this query.");
+    else
+      ImGui::TextDisabled("Click a row of the heatmap to inspect that query.");
     return false;
   }
   const View& view = s.session.view();  // what the display matrix was built for

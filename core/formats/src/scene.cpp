@@ -582,6 +582,17 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
         sm.ablate.emplace_back(*l, *h);
       }
     }
+    sm.textPair = field<std::string>(m, "text_pair", "", name);
+    sm.slice = field<std::string>(m, "slice", "", name);
+    sm.special = field<std::string>(m, "special", "", name);
+    if (!sm.slice.empty() && sm.slice != "all" && sm.slice != "a-a" && sm.slice != "b-b" &&
+        sm.slice != "a-b" && sm.slice != "b-a")
+      throw InputError(name + ": field 'model.slice' must be \"all\", \"a-a\", \"b-b\", "
+                       "\"a-b\" or \"b-a\", got \"" + sm.slice + "\"");
+    if (!sm.special.empty() && sm.special != "show" && sm.special != "grey" &&
+        sm.special != "hide")
+      throw InputError(name + ": field 'model.special' must be \"show\", \"grey\" or "
+                       "\"hide\", got \"" + sm.special + "\"");
     if (m.contains("generate")) {
       const json& g = m.at("generate");
       if (!g.is_object())
@@ -694,6 +705,9 @@ std::string sceneToJson(const Scene& s) {
     for (auto [l, h] : s.model.ablate) ablate.push_back(std::to_string(l) + ":" + std::to_string(h));
     j["model"] = {{"path", s.model.path}, {"text", s.model.text}, {"layer", s.model.layer},
                   {"head", s.model.head}, {"ablate", ablate}};
+    if (!s.model.textPair.empty()) j["model"]["text_pair"] = s.model.textPair;
+    if (!s.model.slice.empty()) j["model"]["slice"] = s.model.slice;
+    if (!s.model.special.empty()) j["model"]["special"] = s.model.special;
     const SceneGenerate& g = s.model.generate;
     if (g.any())
       j["model"]["generate"] = {{"tokens", g.tokens}, {"greedy", g.greedy},

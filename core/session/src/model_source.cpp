@@ -6,6 +6,7 @@
 #include "attnviz/formats/fileio.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace attnviz {
 
@@ -67,24 +68,101 @@ std::string refitToLength(Interventions& iv, int T) {
 
 }  // namespace
 
+EncodedText encodeModelText(const Model& model, const std::string& text,
+                            const std::string& textPair) {
+  EncodedText e;
+  const ModelConfig& c = model.config();
+  if (textPair.empty()) {
+    e.ids = model.encode(text);
+    e.segments = tokenSegments(model.tokenizer(), e.ids, {}, false);
+    return e;
+  }
+  if (c.causal || c.encoderDecoder())
+    throw InputError("a second text (sentence B) needs an encoder; " + c.family +
+                     " takes one text");
+  if (text.empty()) throw InputError("the text (sentence A) is empty");
+  PairEncoding pe = model.tokenizer().encodePair(text, textPair, true);
+  model.checkIds(pe.ids);
+  e.ids = std::move(pe.ids);
+  e.segments = tokenSegments(model.tokenizer(), e.ids, pe.typeIds, true);
+  if (c.typeVocabSize > 1) e.typeIds = std::move(pe.typeIds);
+  return e;
+}
+
+std::vector<MaskFill> fillMasks(const Model& model, const ForwardResult& r, int k) {
+  const ModelConfig& c = model.config();
+  if (c.causal) throw InputError(c.family + " is not an encoder: it has no mask to fill");
+  if (!model.headMissing().empty())
+    throw InputError(model.files().weights + ": no masked-LM head (missing tensor '" +
+                     model.headMissing() + "')");
+  const std::optional<int> mask = model.tokenizer().mask();
+  if (!mask) throw InputError(model.files().dir + ": the tokenizer has no mask token");
+  std::vector<MaskFill> out;
+  std::vector<int> positions;
+  for (std::size_t t = 0; t < r.ids.size(); ++t)
+    if (r.ids[t] == *mask) positions.push_back(int(t));
+  if (positions.empty() || r.residualOut.rows() != MatrixRM::Index(r.ids.size())) return out;
+  MatrixRM rows(MatrixRM::Index(positions.size()), r.residualOut.cols());
+  for (std::size_t p = 0; p < positions.size(); ++p)
+    rows.row(MatrixRM::Index(p)) = r.residualOut.row(positions[p]);
+  const MatrixRM logits = model.unembedResidual(rows);
+  const int V = int(logits.cols()), n = std::min(std::max(k, 1), V);
+  for (std::size_t p = 0; p < positions.size(); ++p) {
+    const float* row = logits.row(MatrixRM::Index(p)).data();
+    const double mx = *std::max_element(row, row + V);
+    double sum = 0;
+    for (int v = 0; v < V; ++v) sum += std::exp(double(row[v]) - mx);
+    std::vector<int> order(static_cast<std::size_t>(V));
+    for (int v = 0; v < V; ++v) order[std::size_t(v)] = v;
+    std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int a, int b) {
+      return row[a] > row[b] || (row[a] == row[b] && a < b);
+    });
+    MaskFill f;
+    f.position = positions[p];
+    for (int i = 0; i < n; ++i) {
+      const int id = order[std::size_t(i)];
+      f.top.emplace_back(id, std::exp(double(row[id]) - mx) / sum);
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+EncoderFacts encoderFacts(const Model& model) {
+  EncoderFacts f;
+  const ModelConfig& c = model.config();
+  for (int l = 0; l < c.nLayer; ++l) {
+    const int w = c.windowOf(l);
+    (w > 0 ? f.localLayers : f.globalLayers).push_back(l);
+    if (w > 0) f.window = w;
+  }
+  f.vocabulary = vocabularyKind(model.tokenizer().kind());
+  f.pooling = sentenceTransformersPooling(model.files().dir);
+  return f;
+}
+
 ModelSource::ModelSource(std::shared_ptr<const Model> model) : model_(std::move(model)) {
   if (!model_) throw UsageError("ModelSource: no model");
 }
 
-void ModelSource::setText(const std::string& text) {
-  adoptText(runText(*model_, text, iv_, ivVersion_, capture_));
+void ModelSource::setText(const std::string& text, const std::string& textPair) {
+  adoptText(runText(*model_, text, iv_, ivVersion_, capture_, textPair));
 }
 
 ModelSource::TextPass ModelSource::runText(const Model& model, const std::string& text,
                                            const Interventions& iv,
                                            std::uint64_t interventionsVersion,
-                                           const Capture& capture) {
+                                           const Capture& capture,
+                                           const std::string& textPair) {
   TextPass p;
-  const std::vector<int> ids = model.encode(text);
+  EncodedText e = encodeModelText(model, text, textPair);
+  const std::vector<int> ids = std::move(e.ids);
+  p.typeIds = std::move(e.typeIds);
+  p.segments = std::move(e.segments);
   p.interventions = iv;
   p.note = refitToLength(p.interventions, int(ids.size()));
   p.refit = !p.note.empty();
-  p.baseline = model.forward(ids, {}, capture);
+  p.baseline = model.forward(ids, {}, capture, p.typeIds);
   // The pass shares the baseline's layers below the first one an intervention changes.
   const int L = model.config().nLayer;
   int from = L;
@@ -98,6 +176,7 @@ ModelSource::TextPass ModelSource::runText(const Model& model, const std::string
   p.tokens.reserve(ids.size());
   for (int id : ids) p.tokens.push_back(model.tokenizer().label(id));
   p.text = text;
+  p.textPair = textPair;
   p.interventionsVersion = interventionsVersion;
   return p;
 }
@@ -115,6 +194,9 @@ bool ModelSource::adoptText(TextPass&& p) {
   qkvLayer_ = -1;
   tokens_ = std::move(p.tokens);
   text_ = std::move(p.text);
+  textPair_ = std::move(p.textPair);
+  typeIds_ = std::move(p.typeIds);
+  segments_ = std::move(p.segments);
   return true;
 }
 

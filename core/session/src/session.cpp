@@ -355,6 +355,22 @@ bool Session::stageAvailable(ViewStage s) const {
   return true;
 }
 
+void Session::setBlock(BlockView b) {
+  if (b == block_) return;
+  block_ = std::move(b);
+  ++requested_.view;
+}
+
+BlockView Session::fittedBlock() const {
+  BlockView b = block_;
+  auto fit = [](std::vector<int>& v, int n) {
+    v.erase(std::remove_if(v.begin(), v.end(), [n](int x) { return x < 0 || x >= n; }), v.end());
+  };
+  fit(b.rows, tq());
+  fit(b.cols, tk());
+  return b;
+}
+
 void Session::setView(const View& v) {
   if (v == view_) return;
   view_ = v;
@@ -768,6 +784,27 @@ void Session::runView() {
       break;
   }
 
+  // A block view: only its rows (and, over keys, its columns) stay; a weights stage may be
+  // renormalised over the kept keys. The model's own stages are shown whole.
+  d.rowIndex.clear();
+  d.colIndex.clear();
+  if (block_.active() && !stageFromSource(stage)) {
+    const BlockView b = fittedBlock();
+    BlockView cut = b;
+    if (!d.columnsAreKeys) {
+      cut.cols.resize(std::size_t(d.cols));
+      for (int j = 0; j < d.cols; ++j) cut.cols[std::size_t(j)] = j;
+    }
+    std::vector<float> part;
+    cutBlock(d.values.data(), d.rows, d.cols, cut,
+             b.renormalise && stage == ViewStage::Weights && !view_.wrongAxis, part);
+    d.values = std::move(part);
+    d.rows = int(cut.rows.size());
+    d.cols = int(cut.cols.size());
+    d.rowIndex = b.rows;
+    if (d.columnsAreKeys) d.colIndex = b.cols;
+  }
+
   // Sums along both axes of what is shown, and which rows are fully masked.
   d.rowSums.assign(d.rows, 0.0f);
   d.colSums.assign(d.cols, 0.0f);
@@ -790,11 +827,11 @@ void Session::runView() {
     d.rowSums[i] = float(sum);
     if (d.columnsAreKeys) {
       bool allowed = false;
-      const float* brow = B + std::size_t(i) * Tk;
-      for (int j = 0; j < Tk && !allowed; ++j) allowed = brow[j] != kNegInf;
+      const float* brow = B + std::size_t(d.fullRow(i)) * Tk;
+      for (int j = 0; j < d.cols && !allowed; ++j) allowed = brow[d.fullCol(j)] != kNegInf;
       d.rowFullyMasked[i] = !allowed;
     } else {
-      d.rowFullyMasked[i] = r.row(h, i).fullyMasked;
+      d.rowFullyMasked[i] = r.row(h, d.fullRow(i)).fullyMasked;
     }
     if (d.rowFullyMasked[i]) {
       if (d.firstFullyMaskedRow < 0) d.firstFullyMaskedRow = i;
@@ -900,9 +937,12 @@ void Session::runPooledView() {
 
 // ---- results ---------------------------------------------------------------------------------
 
-CellInfo Session::cellInfo(int i, int j) const {
+CellInfo Session::cellInfo(int di, int dj) const {
   CellInfo ci;
-  if (!haveInputs_ || !result_ || i < 0 || i >= tq()) return ci;
+  if (!haveInputs_ || !result_ || di < 0 || di >= display_.rows) return ci;
+  // Display indices to the whole matrix's (a block view shows part of it).
+  const int i = display_.fullRow(di), j = dj >= 0 && dj < display_.cols ? display_.fullCol(dj) : -1;
+  if (i < 0 || i >= tq()) return ci;
   const AttentionResult& r = *result_;
   const int h = shownHead();
   ci.i = i;
@@ -925,8 +965,9 @@ CellInfo Session::cellInfo(int i, int j) const {
     for (int k = 0; k < tk(); ++k) sum += r.weights.at(h, i, k);
     ci.rowSum = float(sum);
   }
-  if (j >= 0 && j < display_.cols && i < display_.rows)
-    ci.shown = display_.values[std::size_t(i) * display_.cols + j];
+  if (dj >= 0 && dj < display_.cols && di < display_.rows && !display_.values.empty())
+    ci.shown = display_.values[std::size_t(di) * display_.cols + dj];
+  if (display_.isWeights && !display_.rowIndex.empty()) ci.rowSum = display_.rowSums[di];
   return ci;
 }
 
@@ -939,6 +980,7 @@ std::string Session::describe() const {
     desc = std::string(modeName(scene_.mode)) + " \xC2\xB7 ";
   desc += "mask: " + describeMask(params_.mask) +
           " \xC2\xB7 \xCF\x84 = " + formatTemperature(params_.temperature);
+  if (block_.active() && !block_.label.empty()) desc += " \xC2\xB7 " + block_.label;
   return desc;
 }
 
@@ -1007,6 +1049,32 @@ Image Session::exportImage(const ExportRequest& request) {
   data.queryTokens = inputs_.queryTokens;
   data.keyTokens = inputs_.keyTokens;
   data.description = describe();
+  if (!block_.active()) return renderExport(data, request);
+  // A block view draws the block the display shows: the same cut, the same renormalisation.
+  const BlockView b = fittedBlock();
+  const int H = heads(), R = int(b.rows.size()), C = int(b.cols.size());
+  if (R == 0 || C == 0) throw UsageError("the block shown has no rows or no keys to export");
+  Tensor3 W = Tensor3::uninit(H, R, C), LB = Tensor3::uninit(H, R, C);
+  std::vector<float> part;
+  for (int h = 0; h < H; ++h) {
+    if (request.head >= 0 && h != request.head) {
+      std::fill_n(W.head(h), std::size_t(R) * C, 0.0f);
+      std::fill_n(LB.head(h), std::size_t(R) * C, 0.0f);
+      continue;
+    }
+    cutBlock(result_->weights.head(h), tq(), tk(), b, b.renormalise, part);
+    std::copy(part.begin(), part.end(), W.head(h));
+    cutBlock(L.head(h), tq(), tk(), b, false, part);
+    std::copy(part.begin(), part.end(), LB.head(h));
+  }
+  data.weights = &W;
+  data.logits = &LB;
+  data.queryTokens.clear();
+  data.keyTokens.clear();
+  for (int i : b.rows)
+    data.queryTokens.push_back(i < int(inputs_.queryTokens.size()) ? inputs_.queryTokens[i] : "");
+  for (int j : b.cols)
+    data.keyTokens.push_back(j < int(inputs_.keyTokens.size()) ? inputs_.keyTokens[j] : "");
   return renderExport(data, request);
 }
 

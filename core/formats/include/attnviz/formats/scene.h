@@ -71,6 +71,10 @@ struct SceneModel {
   SceneGenerate generate;
   SceneAttribution attribution;
   std::vector<SceneLayerIntervention> interventions;  // at most one entry a layer
+  // Encoders (issue 32): the second text of a pair ("text_pair"), the block shown ("slice":
+  // "all", "a-a", "b-b", "a-b", "b-a") and the special tokens ("special": "show", "grey",
+  // "hide"). Empty: not given (one text, all, show).
+  std::string textPair, slice, special;
   bool any() const { return !path.empty(); }
 };
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "attnviz/model/model.h"
+#include "attnviz/session/encoder_view.h"
 #include "attnviz/session/session.h"
 
 #include <cstdint>
@@ -29,6 +30,37 @@ std::string modelTitleName(const Model& model, const std::string& dir);
 // for every head the pass ablated (in any layer: an earlier one changes this layer's inputs).
 std::string modelLayerLabel(const std::string& name, int layer, const Interventions& iv);
 
+// A text, or a pair (A, B) for an encoder, as a model runs it: the ids, the token types the
+// pass takes (empty: all 0; RoBERTa's single type runs on zeros) and each token's text and
+// special flag. A pair goes through the tokenizer's pair template. Throws InputError for a
+// pair on a model that is not an encoder, an empty text or ids the model cannot run.
+struct EncodedText {
+  std::vector<int> ids, typeIds;
+  TokenSegments segments;
+};
+EncodedText encodeModelText(const Model& model, const std::string& text,
+                            const std::string& textPair);
+
+// An encoder's masked-LM predictions at each of its mask tokens (the tokenizer's [MASK] or
+// <mask>): the k most likely ids, most likely first, with the softmax over the whole vocabulary
+// in double (as `attnviz fill` prints them). Empty when the pass has no mask token; throws
+// InputError when the model has no masked-LM head or its tokenizer no mask token.
+struct MaskFill {
+  int position = 0;  // in the full ids ([CLS] included)
+  std::vector<std::pair<int, double>> top;  // (id, probability)
+};
+std::vector<MaskFill> fillMasks(const Model& model, const ForwardResult& r, int k);
+
+// What the Model panel says of an encoder: which layers see a local window (ModernBERT: its
+// local_attention, a query seeing keys within window / 2) and which see every key, the
+// vocabulary's kind (vocabularyKind) and a sentence-transformers folder's pooling ("" if none).
+struct EncoderFacts {
+  std::vector<int> localLayers, globalLayers;
+  int window = 0;
+  std::string vocabulary, pooling;
+};
+EncoderFacts encoderFacts(const Model& model);
+
 // What a model runs on when no text was given (the app, a model scene without "text").
 inline constexpr const char* kDefaultModelText = "The cat sat on the mat.";
 
@@ -43,7 +75,10 @@ class ModelSource {
   // Runs the whole pass on `text` with the current interventions, and the baseline pass (none)
   // for the next-token panel's "before". Throws InputError (empty or too long text); the last
   // good pass is kept then. The same as adoptText(runText(model(), text, interventions(), …)).
-  void setText(const std::string& text);
+  // `textPair` (an encoder's second text, "" for none) runs A and B through the tokenizer's
+  // pair template (Tokenizer::encodePair), with its token types when the model has more than one
+  // (RoBERTa runs on zeros, as Hugging Face's does). Throws InputError for a pair on a decoder.
+  void setText(const std::string& text, const std::string& textPair = {});
 
   // The passes setText runs, computed apart from the source, e.g. on a worker thread while the
   // window keeps drawing: it reads only the (immutable) model and its arguments.
@@ -51,8 +86,10 @@ class ModelSource {
   // the new text: a custom matrix or a document list of another length is dropped (as the
   // synthetic session drops such a mask itself), the pass runs without it, and `note` says so.
   struct TextPass {
-    std::string text;
+    std::string text, textPair;
     std::vector<std::string> tokens;
+    std::vector<int> typeIds;  // the pass's token types (empty: all 0)
+    TokenSegments segments;    // which text each token came from, and the special tokens
     ForwardResult baseline, pass;
     std::uint64_t interventionsVersion = 0;  // of the source when the pass started
     Interventions interventions;             // what the pass ran with (refit to its length)
@@ -63,7 +100,7 @@ class ModelSource {
   // interventions change (the pass is the baseline re-run from there).
   static TextPass runText(const Model& model, const std::string& text,
                           const Interventions& iv, std::uint64_t interventionsVersion,
-                          const Capture& capture = {});
+                          const Capture& capture = {}, const std::string& textPair = {});
   // Takes a pass from runText. Returns false and changes nothing when the interventions changed
   // after it started (run it again with the current ones). A refit pass replaces the
   // interventions with the ones it ran with (a new interventionsVersion) and keeps its note.
@@ -85,8 +122,15 @@ class ModelSource {
   // Bumped by every change of the interventions.
   std::uint64_t interventionsVersion() const { return ivVersion_; }
   const std::string& text() const { return text_; }
+  const std::string& textPair() const { return textPair_; }
+  // Per token: its text (A or B) and whether it is a special token (encoder_view.h).
+  const TokenSegments& segments() const { return segments_; }
+  // The pass's token types (empty: all 0), for passes run apart from the source (Fill).
+  const std::vector<int>& typeIds() const { return typeIds_; }
   bool ready() const { return !pass_.layers.empty(); }
   const ForwardResult& pass() const { return pass_; }
+  // The same text without interventions (the next-token and fill panels' "before").
+  const ForwardResult& baselinePass() const { return baseline_; }
   // Token labels: the BPE pieces, a leading space shown as U+2423 (Gpt2Tokenizer::label).
   const std::vector<std::string>& tokens() const { return tokens_; }
 
@@ -147,7 +191,9 @@ class ModelSource {
   Capture capture_;
   Qkv qkv_;
   int qkvLayer_ = -1;  // the layer qkv_ holds; -1 after the pass changes
-  std::string text_;
+  std::string text_, textPair_;
+  std::vector<int> typeIds_;
+  TokenSegments segments_;
   std::string name_;
   ForwardResult pass_, baseline_;
   std::vector<std::string> tokens_;

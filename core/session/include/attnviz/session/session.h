@@ -22,6 +22,7 @@
 
 #include "attnviz/render/colormap.h"
 #include "attnviz/engine/engine.h"
+#include "attnviz/session/encoder_view.h"
 #include "attnviz/session/pooled_view.h"
 #include "attnviz/render/raster.h"
 #include "attnviz/formats/scene.h"
@@ -76,6 +77,11 @@ struct DisplayMatrix {
   // pyramid; rowSums and rowFullyMasked come from its row statistics (1, or 0 for a fully
   // masked row), maxFinite from its coarse level.
   bool pooled = false;
+  // A block view (Session::setBlock): the index in the whole matrix of each shown row and
+  // column ([rows], [cols]); empty: row i is row i, column j is column j.
+  std::vector<int> rowIndex, colIndex;
+  int fullRow(int i) const { return rowIndex.empty() ? i : (i >= 0 && i < int(rowIndex.size()) ? rowIndex[i] : -1); }
+  int fullCol(int j) const { return colIndex.empty() || !columnsAreKeys ? j : (j >= 0 && j < int(colIndex.size()) ? colIndex[j] : -1); }
   std::uint64_t version = 0;   // bumped on every rebuild
 };
 
@@ -156,6 +162,14 @@ class Session {
   // Sets the view; bumps the view generation only when it differs. Head is clamped on update.
   void setView(const View& v);
   const View& view() const { return view_; }
+  // Shows only a block of the matrix (encoder_view.h: a pair's slice, the special tokens
+  // hidden): the display matrix holds the block's rows and columns (DisplayMatrix::rowIndex
+  // says which), a weights stage renormalised over the kept keys when the block says so, and
+  // exportImage draws the same block. The output stage keeps its value dimensions; the pooled
+  // mode and the model's own stages (value-weighted, rollout) ignore the block. Indices outside
+  // the matrix are dropped on update. An inactive block shows everything.
+  void setBlock(BlockView b);
+  const BlockView& block() const { return block_; }
 
   // ---- running ----------------------------------------------------------------------------
   // Brings every stale stage current: setInputs on an input change, then the softmax of the
@@ -299,6 +313,9 @@ class Session {
   SceneInputs pending_;  // setTensors' inputs until the next update
   DisplayMatrix display_;
   std::vector<float> valueNorms_, rollout_;  // setSourceStages
+  BlockView block_;                          // setBlock
+  // The block with indices outside the current T_q x T_k dropped.
+  BlockView fittedBlock() const;
   std::string note_;
   Timing timing_;
   // Pooled mode: Q and K shared with the pyramid's worker, and what its source was built from.
