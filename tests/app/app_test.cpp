@@ -636,8 +636,8 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   // previous-token, induction, ablation, which heads copy, patching (kjv-byte-2l); grouped-query
   // attention, RoPE, induction on English, watch it write, ablate and watch it forget (kjv-sp-llama);
   // local and global layers, soft-capping (kjv-sp-gemma2); what RoPE's frequencies carry
-  // (kjv-sp-llama, the neuron view)
-  EXPECT_EQ(models, 13);
+  // (kjv-sp-llama, the neuron view); bidirectional rows, [SEP] as a no-op (kjv-wp-bert)
+  EXPECT_EQ(models, 15);
 }
 
 }  // namespace
@@ -2281,6 +2281,47 @@ TEST(AppGemmaPresets, SoftCappingOpensOnTheCappedScoresOfThePreviousTokenHead) {
   }
   EXPECT_GE(red, (s.g.rows - 1) * 8 / 10) << red << " of " << s.g.rows - 1 << " rows";
   EXPECT_GE(blue, below * 6 / 10) << blue << " of " << below << " cells";
+}
+
+// ---- the kjv-wp-bert presets (30, 31) ----------------------------------------------------------
+
+// Bidirectional: the scene's head (the card's next-token head) is bright one cell RIGHT of the
+// diagonal on most rows, which no causal model can show; the last row has no such key.
+TEST(AppBertPresets, BidirectionalShowsAHeadReadingTheKeyAfterEachRow) {
+  const attnviz::Scene sc = presetScene("30-bidirectional-every-row-sees-every-key.json");
+  const Shot s = runApp("preset30", "--scene " + scene("30-bidirectional-every-row-sees-every-key.json"));
+  ASSERT_RAN(s);
+  ASSERT_GT(s.g.rows, 10);
+  const ModelGrid g = modelGrid(s.out);
+  ASSERT_TRUE(g.valid) << s.out;
+  EXPECT_EQ(g.layers, 4);
+  EXPECT_EQ(g.heads, 8);
+  EXPECT_NE(s.out.find("model-view: layer=" + std::to_string(sc.model.layer) +
+                       " head=" + std::to_string(sc.model.head)),
+            std::string::npos)
+      << s.out;
+  int bright = 0;
+  for (int i = 0; i + 1 < s.g.rows; ++i)
+    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, i + 1)) >= 128) ++bright;
+  EXPECT_GE(bright, (s.g.rows - 1) * 6 / 10) << bright << " of " << s.g.rows - 1 << " rows";
+}
+
+// [SEP] as a no-op: the scene's head (the card's largest [SEP] share) is bright in the last
+// column, the [SEP] key, on most rows.
+TEST(AppBertPresets, SepAsANoOpShowsTheLastColumnBright) {
+  const attnviz::Scene sc = presetScene("31-sep-as-a-no-op.json");
+  const Shot s = runApp("preset31", "--scene " + scene("31-sep-as-a-no-op.json"));
+  ASSERT_RAN(s);
+  ASSERT_GT(s.g.rows, 10);
+  EXPECT_NE(s.out.find("model-view: layer=" + std::to_string(sc.model.layer) +
+                       " head=" + std::to_string(sc.model.head)),
+            std::string::npos)
+      << s.out;
+  const int last = s.g.rows - 1;
+  int bright = 0;
+  for (int i = 0; i < s.g.rows; ++i)
+    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, last)) >= 128) ++bright;
+  EXPECT_GE(bright, s.g.rows * 6 / 10) << bright << " of " << s.g.rows << " rows";
 }
 
 // Issue 22: the window keeps drawing while a long generation runs on the worker thread. A

@@ -133,7 +133,6 @@ TEST(ShippedBertCli, TheCardsFiguresHold) {
     std::printf("%s: layer %d head %d, card %.4f, reference %.4f\n", what, l, h,
                 s["best"][what][2].get<double>(), want);
   }
-  EXPECT_GT(s["best"]["sep"][2].get<double>(), 0.5) << "a head parks on [SEP]";
   for (const auto& [name, pre] : s["presets"].items()) {
     const nlohmann::json& r = card["presets"][name];
     EXPECT_EQ(pre["ids"], r["ids"]) << name;
