@@ -2285,9 +2285,11 @@ TEST(AppGemmaPresets, SoftCappingOpensOnTheCappedScoresOfThePreviousTokenHead) {
 
 // ---- the kjv-wp-bert presets (30, 31) ----------------------------------------------------------
 
-// Bidirectional: the scene's head (the card's next-token head) is bright one cell RIGHT of the
-// diagonal on most rows, which no causal model can show; the last row has no such key.
-TEST(AppBertPresets, BidirectionalShowsAHeadReadingTheKeyAfterEachRow) {
+// Bidirectional: the scene's head (the card's largest share on keys after the row) puts most of
+// the later rows' weight on the verse's final period, a key to their right (0.37-0.93 for rows
+// 13-20, measured with attnviz model --weights): at least 6 cells right of the diagonal are at
+// a quarter of the range or more, which no causal model can show.
+TEST(AppBertPresets, BidirectionalShowsRowsUsingKeysToTheirRight) {
   const attnviz::Scene sc = presetScene("30-bidirectional-every-row-sees-every-key.json");
   const Shot s = runApp("preset30", "--scene " + scene("30-bidirectional-every-row-sees-every-key.json"));
   ASSERT_RAN(s);
@@ -2300,15 +2302,17 @@ TEST(AppBertPresets, BidirectionalShowsAHeadReadingTheKeyAfterEachRow) {
                        " head=" + std::to_string(sc.model.head)),
             std::string::npos)
       << s.out;
-  int bright = 0;
-  for (int i = 0; i + 1 < s.g.rows; ++i)
-    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, i + 1)) >= 128) ++bright;
-  EXPECT_GE(bright, (s.g.rows - 1) * 6 / 10) << bright << " of " << s.g.rows - 1 << " rows";
+  int right = 0;
+  for (int i = 0; i < s.g.rows; ++i)
+    for (int j = i + 1; j < s.g.rows; ++j)
+      if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, j)) >= 64) ++right;
+  EXPECT_GE(right, 6);
 }
 
-// [SEP] as a no-op: the scene's head (the card's largest [SEP] share) is bright in the last
-// column, the [SEP] key, on most rows.
-TEST(AppBertPresets, SepAsANoOpShowsTheLastColumnBright) {
+// [SEP] as a no-op: the scene's head (the largest [SEP] share on this verse) puts 0.23-0.55 of
+// the second clause's rows (7-13) on [SEP], the last column: at least 5 rows there at a quarter
+// of the range or more.
+TEST(AppBertPresets, SepAsANoOpShowsTheSepColumnBright) {
   const attnviz::Scene sc = presetScene("31-sep-as-a-no-op.json");
   const Shot s = runApp("preset31", "--scene " + scene("31-sep-as-a-no-op.json"));
   ASSERT_RAN(s);
@@ -2320,8 +2324,8 @@ TEST(AppBertPresets, SepAsANoOpShowsTheLastColumnBright) {
   const int last = s.g.rows - 1;
   int bright = 0;
   for (int i = 0; i < s.g.rows; ++i)
-    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, last)) >= 128) ++bright;
-  EXPECT_GE(bright, s.g.rows * 6 / 10) << bright << " of " << s.g.rows << " rows";
+    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, last)) >= 64) ++bright;
+  EXPECT_GE(bright, 5) << bright << " of " << s.g.rows << " rows";
 }
 
 // Issue 22: the window keeps drawing while a long generation runs on the worker thread. A
