@@ -266,8 +266,9 @@ matrices), learning rate {r['lr']} after {r['warmup']} warm-up steps, decaying l
 {r['lr'] * r['min_lr_frac']:g}, gradient clipping {r['grad_clip']}, no dropout; init normal(0,
 0.02), seed {r['seed']}. Trained with torch {log['machine']['torch']} on one thread of an
 {log['machine']['cpu']} shared with other jobs: {log['train_seconds'] / 60:.1f} minutes wall,
-{log['cpu_seconds'] / 60:.1f} CPU. Deterministic (seeded init and batches, one thread,
-deterministic algorithms).
+{log['cpu_seconds'] / 60:.1f} CPU (the wall time is long because the machine's two cores were
+shared; the CPU time is what the run needs). Meant to be deterministic (seeded init and batches,
+one thread, deterministic algorithms); a second run to compare the bytes has not been made.
 
     /usr/bin/python3 tools/train/train_bert.py --out assets/models/kjv-wp-bert --attnviz build/app/attnviz
 
