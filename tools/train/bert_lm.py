@@ -24,10 +24,10 @@ def make_config(vocab_size, hidden_size, intermediate_size, n_layers, n_heads, m
     """config.json as HF's BertConfig writes it (the fields attnviz and transformers read)."""
     return {
         "architectures": ["BertForMaskedLM"],
-        "attention_probs_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.0,
         "classifier_dropout": None,
         "hidden_act": "gelu",
-        "hidden_dropout_prob": 0.1,
+        "hidden_dropout_prob": 0.0,
         "hidden_size": hidden_size,
         "initializer_range": 0.02,
         "intermediate_size": intermediate_size,
