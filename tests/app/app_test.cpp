@@ -1910,6 +1910,9 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
       // a model view on a score stage (the capped scores): the CLI takes the stage from the view
       {"25", "--scene " + scene("25-soft-capping.json")},
       {"26", "--scene " + scene("26-what-rope-frequencies-carry.json")},
+      // an encoder (kjv-wp-bert): no causal mask
+      {"30", "--scene " + scene("30-bidirectional-every-row-sees-every-key.json")},
+      {"31", "--scene " + scene("31-sep-as-a-no-op.json")},
       {"ab", "--model " + model + " --text 'In the beginning God' --layer 1 --head 1 --ablate 1:2"},
       {"iv", "--scene " + interventionScene()},
   };
