@@ -636,8 +636,9 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   // previous-token, induction, ablation, which heads copy, patching (kjv-byte-2l); grouped-query
   // attention, RoPE, induction on English, watch it write, ablate and watch it forget (kjv-sp-llama);
   // local and global layers, soft-capping (kjv-sp-gemma2); what RoPE's frequencies carry,
-  // attention sinks, massive activations, retrieval heads (kjv-sp-llama, the research demos)
-  EXPECT_EQ(models, 16);
+  // attention sinks, massive activations, retrieval heads (kjv-sp-llama, the research demos);
+  // bidirectional rows, [SEP] as a no-op (kjv-wp-bert)
+  EXPECT_EQ(models, 18);
 }
 
 }  // namespace
@@ -2058,6 +2059,9 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
       // a model view on a score stage (the capped scores): the CLI takes the stage from the view
       {"25", "--scene " + scene("25-soft-capping.json")},
       {"26", "--scene " + scene("26-what-rope-frequencies-carry.json")},
+      // an encoder (kjv-wp-bert): no causal mask
+      {"30", "--scene " + scene("30-bidirectional-every-row-sees-every-key.json")},
+      {"31", "--scene " + scene("31-sep-as-a-no-op.json")},
       {"ab", "--model " + model + " --text 'In the beginning God' --layer 1 --head 1 --ablate 1:2"},
       {"iv", "--scene " + interventionScene()},
   };
@@ -2429,6 +2433,51 @@ TEST(AppGemmaPresets, SoftCappingOpensOnTheCappedScoresOfThePreviousTokenHead) {
   }
   EXPECT_GE(red, (s.g.rows - 1) * 8 / 10) << red << " of " << s.g.rows - 1 << " rows";
   EXPECT_GE(blue, below * 6 / 10) << blue << " of " << below << " cells";
+}
+
+// ---- the kjv-wp-bert presets (30, 31) ----------------------------------------------------------
+
+// Bidirectional: the scene's head (the card's largest share on keys after the row) puts most of
+// the later rows' weight on the verse's final period, a key to their right (0.37-0.93 for rows
+// 13-20, measured with attnviz model --weights): at least 6 cells right of the diagonal are at
+// a quarter of the range or more, which no causal model can show.
+TEST(AppBertPresets, BidirectionalShowsRowsUsingKeysToTheirRight) {
+  const attnviz::Scene sc = presetScene("30-bidirectional-every-row-sees-every-key.json");
+  const Shot s = runApp("preset30", "--scene " + scene("30-bidirectional-every-row-sees-every-key.json"));
+  ASSERT_RAN(s);
+  ASSERT_GT(s.g.rows, 10);
+  const ModelGrid g = modelGrid(s.out);
+  ASSERT_TRUE(g.valid) << s.out;
+  EXPECT_EQ(g.layers, 4);
+  EXPECT_EQ(g.heads, 8);
+  EXPECT_NE(s.out.find("model-view: layer=" + std::to_string(sc.model.layer) +
+                       " head=" + std::to_string(sc.model.head)),
+            std::string::npos)
+      << s.out;
+  int right = 0;
+  for (int i = 0; i < s.g.rows; ++i)
+    for (int j = i + 1; j < s.g.rows; ++j)
+      if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, j)) >= 64) ++right;
+  EXPECT_GE(right, 6);
+}
+
+// [SEP] as a no-op: the scene's head (the largest [SEP] share on this verse) puts 0.23-0.55 of
+// the second clause's rows (7-13) on [SEP], the last column: at least 5 rows there at a quarter
+// of the range or more.
+TEST(AppBertPresets, SepAsANoOpShowsTheSepColumnBright) {
+  const attnviz::Scene sc = presetScene("31-sep-as-a-no-op.json");
+  const Shot s = runApp("preset31", "--scene " + scene("31-sep-as-a-no-op.json"));
+  ASSERT_RAN(s);
+  ASSERT_GT(s.g.rows, 10);
+  EXPECT_NE(s.out.find("model-view: layer=" + std::to_string(sc.model.layer) +
+                       " head=" + std::to_string(sc.model.head)),
+            std::string::npos)
+      << s.out;
+  const int last = s.g.rows - 1;
+  int bright = 0;
+  for (int i = 0; i < s.g.rows; ++i)
+    if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, last)) >= 64) ++bright;
+  EXPECT_GE(bright, 5) << bright << " of " << s.g.rows << " rows";
 }
 
 // Issue 22: the window keeps drawing while a long generation runs on the worker thread. A
