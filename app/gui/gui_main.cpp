@@ -46,6 +46,7 @@ struct Options {
   std::string size = "1600x960";
   std::optional<float> temperature;
   std::optional<int> selectRow, head;
+  std::string target, site;  // encoder-decoders (--model)
   std::string hoverCell, clickCell;
   std::optional<std::string> typeMaskExpr;
   std::string stage, colormap, backend = "auto";
@@ -86,6 +87,12 @@ int runGui(int argc, char** argv) {
   cli.add_option("--edit-text", o.editText,
                  "with --model: once it is open, replace the text as if typed (scripted runs)");
   cli.add_option("--layer", o.layer, "with --model: show this layer");
+  cli.add_option("--target", o.target,
+                 "with --model, an encoder-decoder: the decoder's input (its start id, then "
+                 "this text's tokens); --text is the source");
+  cli.add_option("--site", o.site,
+                 "with --model, an encoder-decoder: show this attention site (enc:L, "
+                 "dec:L:self, dec:L:cross)");
   cli.add_option("--ablate", o.ablate, "with --model: ablate head L:H (repeatable)");
   cli.add_option("--max-memory", o.maxMemory,
                  "SIZE (bytes, or 512M, 4G): budget for float32 copies of a model's F16/BF16/"
@@ -231,13 +238,19 @@ int runGui(int argc, char** argv) {
     if (isDumpPath(scenePath)) std::swap(dumpPath, scenePath);
     if (o.layer && o.model.empty() && dumpPath.empty())
       throw UsageError("--layer goes with --model DIR or a dump");
-    if (o.model.empty() && (!o.text.empty() || !o.ablate.empty()))
-      throw UsageError("--text and --ablate go with --model DIR");
+    if (o.model.empty() && (!o.text.empty() || !o.ablate.empty() || !o.target.empty() ||
+                            !o.site.empty()))
+      throw UsageError("--text, --target, --site and --ablate go with --model DIR");
     if (!o.model.empty() && !scenePath.empty())
       throw UsageError("give either a scene or --model, not both");
     if (o.layer && *o.layer < 0) throw UsageError("--layer: expected a layer index >= 0");
     std::vector<std::pair<int, int>> ablations;
+    std::vector<std::string> siteAblations;  // enc:L:H, cross:L:H (checked once the model is open)
     for (const auto& a : o.ablate) {
+      if (a.rfind("enc:", 0) == 0 || a.rfind("cross:", 0) == 0) {
+        siteAblations.push_back(a);
+        continue;
+      }
       int l = -1, h = -1;
       char tail = 0;
       if (std::sscanf(a.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0)
@@ -259,6 +272,9 @@ int runGui(int argc, char** argv) {
       s.model.request.layer = o.layer.value_or(0);
       s.model.request.head = o.head.value_or(0);
       s.model.request.ablate = ablations;
+      s.model.request.siteAblate = siteAblations;
+      s.model.request.target = o.target;
+      s.model.request.site = o.site;
       s.model.request.cli = true;
       openModel(s, o.model);
     } else if (!scenePath.empty()) {
