@@ -106,18 +106,20 @@ std::string texts() {
 
 // The app's heatmap for `site` (layer `layer` of the CLI's [L, H, T_q, T_k] file), head `head`,
 // against that file: the shape, then every cell's colour.
+// appTexts/cliTexts: the texts as each is given them (the same pass).
 void expectSiteMatchesCli(const std::string& model, const std::string& site, const char* cliFlag,
-                          int layer, int head) {
+                          int layer, int head, const std::string& appTexts = texts(),
+                          const std::string& cliTexts = texts()) {
   ASSERT_FALSE(fixtures().empty()) << "seq2seq_reference.py failed";
   const std::string dir = fixtures() + "/" + model;
   const std::string npy = tempPath(model + "_" + std::to_string(layer) + cliFlag + ".npy");
   int rc = -1;
-  const std::string cliOut = runCli("model --model " + dir + texts() + " " + cliFlag + " " + npy, &rc);
+  const std::string cliOut = runCli("model --model " + dir + cliTexts + " " + cliFlag + " " + npy, &rc);
   ASSERT_EQ(rc, 0) << cliOut;
   const attnviz::NpyArray a = attnviz::readNpy(npy);
   ASSERT_EQ(a.shape.size(), 4u);
   const int H = int(a.shape[1]), Tq = int(a.shape[2]), Tk = int(a.shape[3]);
-  const Shot s = runApp(model + "_" + site, "--model " + dir + texts() + " --site " + site +
+  const Shot s = runApp(model + "_" + site, "--model " + dir + appTexts + " --site " + site +
                                                 " --head " + std::to_string(head));
   ASSERT_EQ(s.rc, 0) << s.out;
   ASSERT_TRUE(s.valid && s.width > 0) << s.out;
@@ -159,6 +161,13 @@ TEST(AppSeq2Seq, T5EncoderSelfAttentionIsTheCommandLinesEncoderWeights) {
 
 TEST(AppSeq2Seq, BartDecoderSelfAttentionIsTheCommandLinesDecoderWeights) {
   expectSiteMatchesCli("bart_a", "dec:1:self", "--decoder-weights", 1, 1);
+}
+
+// No texts: the source is the app's default sentence and the decoder reads its start id alone
+// (T5's decoder_start_token_id is 0), one row over the source.
+TEST(AppSeq2Seq, WithoutTextsTheCrossSiteIsTheStartTokensRowOverTheDefaultSentence) {
+  expectSiteMatchesCli("t5_v11", "dec:0:cross", "--cross-weights", 0, 2, "",
+                       " --text 'The cat sat on the mat.' --target-ids 0");
 }
 
 // "id prob" lines: the app's "next-token WHICH: id prob", the CLI's "id\tprob\tpiece".
