@@ -60,7 +60,7 @@ struct Options {
   int heads = 0;
   float uiScale = 0;
   std::string model, text, maxMemory;
-  std::optional<std::string> editText;
+  std::optional<std::string> editText, editTarget;
   std::optional<int> layer;
   std::vector<std::string> ablate;
   std::optional<int> flashStep;
@@ -84,6 +84,9 @@ int runGui(int argc, char** argv) {
   cli.add_option("--scene", o.scene, "scene JSON to open");
   cli.add_option("--model", o.model, "open a GPT-2 model folder (the model view)");
   cli.add_option("--text", o.text, "with --model: the text the model runs on");
+  cli.add_option("--edit-target", o.editTarget,
+                 "with --model, an encoder-decoder: put this text in the Target box after the "
+                 "first pass, as if typed (the pass runs again)");
   cli.add_option("--edit-text", o.editText,
                  "with --model: once it is open, replace the text as if typed (scripted runs)");
   cli.add_option("--layer", o.layer, "with --model: show this layer");
@@ -292,7 +295,17 @@ int runGui(int argc, char** argv) {
       s.model.loading.wait();
       syncModel(s);
     }
-    if (o.editText) {
+    if (s.dump.seq2seq && (o.editText || o.editTarget)) {
+      // An encoder-decoder's Source and Target boxes, as if edited and left: the next frame
+      // runs the pass again.
+      DumpState& d = s.dump;
+      if (o.editText) std::snprintf(d.sourceText, sizeof d.sourceText, "%s", o.editText->c_str());
+      if (o.editTarget)
+        std::snprintf(d.targetText, sizeof d.targetText, "%s", o.editTarget->c_str());
+      d.rerun = true;
+    } else if (o.editTarget) {
+      throw UsageError("--edit-target goes with --model DIR of an encoder-decoder");
+    } else if (o.editText) {
       if (o.model.empty()) throw UsageError("--edit-text goes with --model");
       std::snprintf(s.model.text, sizeof s.model.text, "%s", o.editText->c_str());
       s.model.textEditedAt = 0;  // typed long enough ago: the next frame starts its pass

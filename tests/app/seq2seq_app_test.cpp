@@ -170,6 +170,14 @@ TEST(AppSeq2Seq, WithoutTextsTheCrossSiteIsTheStartTokensRowOverTheDefaultSenten
                        " --text 'The cat sat on the mat.' --target-ids 0");
 }
 
+// Texts typed into the Source and Target boxes after the first pass run the pass again: the
+// cross site is the command line's on the new texts.
+TEST(AppSeq2Seq, EditedSourceAndTargetBoxesRunThePassAgain) {
+  expectSiteMatchesCli("bart_a", "dec:1:cross", "--cross-weights", 1, 3,
+                       texts() + " --edit-text 'a dog sat.' --edit-target 'the cat ran on'",
+                       " --text 'a dog sat.' --target 'the cat ran on'");
+}
+
 // "id prob" lines: the app's "next-token WHICH: id prob", the CLI's "id\tprob\tpiece".
 std::vector<std::pair<int, double>> appTokens(const std::string& out, const std::string& which) {
   std::vector<std::pair<int, double>> r;
