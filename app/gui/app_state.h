@@ -15,6 +15,7 @@
 #include "attnviz/session/dump_source.h"
 #include "attnviz/engine/flash_walkthrough.h"
 #include "attnviz/session/model_source.h"
+#include "attnviz/session/seq2seq_source.h"
 #include "attnviz/model/generate.h"
 #include "attnviz/model/retrieval.h"
 #include "attnviz/session/session.h"
@@ -334,6 +335,10 @@ struct ModelState {
     std::vector<SceneLayerIntervention> interventions;  // a model scene's masks, τ, RoPE off
     std::string textPair, slice, special;               // an encoder scene's pair and block
     bool hasPair = false;                               // textPair given (a scene's or --text-pair)
+    // Encoder-decoders: the target text, the site shown ("dec:0:cross", "" = the first) and
+    // ablations of any site ("cross:L:H", "enc:L:H", "L:H" the decoder's self site).
+    std::string target, site;
+    std::vector<std::string> siteAblate;
   } request;
   std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
   char text[4096] = "";
@@ -385,6 +390,13 @@ struct DumpState {
   std::unique_ptr<AttentionEngine> savedEngine;
   std::uint64_t version = 0;  // bumped when a dump opens (the grid's thumbnails)
   bool open() const { return source != nullptr; }
+  // An encoder-decoder model shown as the dump of its pass's sites (seq2seq_source.h): null for
+  // a dump file. Its Source and Target boxes; `rerun` asks syncModel to run the pass again
+  // (edited texts, an ablation) and rebuild the dump, keeping the site and head.
+  std::unique_ptr<Seq2SeqSource> seq2seq;
+  char sourceText[4096] = "", targetText[4096] = "";
+  bool rerun = false;
+  std::vector<TokenProb> before, after;  // the decoder's next token without / with ablations
 };
 
 // The FlashAttention stage (issue 13): the shown head computed tile by tile with the online

@@ -46,6 +46,7 @@ struct Options {
   std::string size = "1600x960";
   std::optional<float> temperature;
   std::optional<int> selectRow, head;
+  std::string target, site;  // encoder-decoders (--model)
   std::string hoverCell, clickCell;
   std::optional<std::string> typeMaskExpr;
   std::string stage, colormap, backend = "auto";
@@ -63,7 +64,7 @@ struct Options {
   std::string slice, special;
   bool printFill = false;
   std::optional<std::string> fillText;
-  std::optional<std::string> editText;
+  std::optional<std::string> editText, editTarget;
   std::optional<int> layer;
   std::vector<std::string> ablate;
   std::optional<int> flashStep;
@@ -100,9 +101,18 @@ int runGui(int argc, char** argv) {
                "fill-after and fill-before lines (position, id, probability, piece)");
   cli.add_option("--fill-text", o.fillText,
                  "with an encoder: the [MASK] fill panel's own text (instead of the model's)");
+  cli.add_option("--edit-target", o.editTarget,
+                 "with --model, an encoder-decoder: put this text in the Target box after the "
+                 "first pass, as if typed (the pass runs again)");
   cli.add_option("--edit-text", o.editText,
                  "with --model: once it is open, replace the text as if typed (scripted runs)");
   cli.add_option("--layer", o.layer, "with --model: show this layer");
+  cli.add_option("--target", o.target,
+                 "with --model, an encoder-decoder: the decoder's input (its start id, then "
+                 "this text's tokens); --text is the source");
+  cli.add_option("--site", o.site,
+                 "with --model, an encoder-decoder: show this attention site (enc:L, "
+                 "dec:L:self, dec:L:cross)");
   cli.add_option("--ablate", o.ablate, "with --model: ablate head L:H (repeatable)");
   cli.add_option("--max-memory", o.maxMemory,
                  "SIZE (bytes, or 512M, 4G): budget for float32 copies of a model's F16/BF16/"
@@ -253,13 +263,19 @@ int runGui(int argc, char** argv) {
     if (!o.special.empty() && !specialTokensFromKey(o.special))
       throw UsageError("--special: expected show, grey or hide, got '" + o.special + "'");
     if (o.model.empty() && o.textPair) throw UsageError("--text-pair goes with --model DIR");
-    if (o.model.empty() && (!o.text.empty() || !o.ablate.empty()))
-      throw UsageError("--text and --ablate go with --model DIR");
+    if (o.model.empty() && (!o.text.empty() || !o.ablate.empty() || !o.target.empty() ||
+                            !o.site.empty()))
+      throw UsageError("--text, --target, --site and --ablate go with --model DIR");
     if (!o.model.empty() && !scenePath.empty())
       throw UsageError("give either a scene or --model, not both");
     if (o.layer && *o.layer < 0) throw UsageError("--layer: expected a layer index >= 0");
     std::vector<std::pair<int, int>> ablations;
+    std::vector<std::string> siteAblations;  // enc:L:H, cross:L:H (checked once the model is open)
     for (const auto& a : o.ablate) {
+      if (a.rfind("enc:", 0) == 0 || a.rfind("cross:", 0) == 0) {
+        siteAblations.push_back(a);
+        continue;
+      }
       int l = -1, h = -1;
       char tail = 0;
       if (std::sscanf(a.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0)
@@ -282,6 +298,9 @@ int runGui(int argc, char** argv) {
       s.model.request.layer = o.layer.value_or(0);
       s.model.request.head = o.head.value_or(0);
       s.model.request.ablate = ablations;
+      s.model.request.siteAblate = siteAblations;
+      s.model.request.target = o.target;
+      s.model.request.site = o.site;
       s.model.request.cli = true;
       openModel(s, o.model);
     } else if (!scenePath.empty()) {
@@ -299,7 +318,17 @@ int runGui(int argc, char** argv) {
       s.model.loading.wait();
       syncModel(s);
     }
-    if (o.editText) {
+    if (s.dump.seq2seq && (o.editText || o.editTarget)) {
+      // An encoder-decoder's Source and Target boxes, as if edited and left: the next frame
+      // runs the pass again.
+      DumpState& d = s.dump;
+      if (o.editText) std::snprintf(d.sourceText, sizeof d.sourceText, "%s", o.editText->c_str());
+      if (o.editTarget)
+        std::snprintf(d.targetText, sizeof d.targetText, "%s", o.editTarget->c_str());
+      d.rerun = true;
+    } else if (o.editTarget) {
+      throw UsageError("--edit-target goes with --model DIR of an encoder-decoder");
+    } else if (o.editText) {
       if (o.model.empty()) throw UsageError("--edit-text goes with --model");
       std::snprintf(s.model.text, sizeof s.model.text, "%s", o.editText->c_str());
       s.model.textEditedAt = 0;  // typed long enough ago: the next frame starts its pass

@@ -68,7 +68,12 @@ void drawLayout(App& app) {
     if (s.model.retrieval.scripted) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
     if (ImGui::CollapsingHeader("Retrieval heads: needle in a haystack")) drawRetrievalPanel(s);
   } else if (s.dump.open()) {
-    if (ImGui::CollapsingHeader("Dump", ImGuiTreeNodeFlags_DefaultOpen)) drawDumpPanel(s);
+    if (s.dump.seq2seq) {
+      if (ImGui::CollapsingHeader("Encoder-decoder", ImGuiTreeNodeFlags_DefaultOpen))
+        drawSeq2SeqPanel(s);
+    } else if (ImGui::CollapsingHeader("Dump", ImGuiTreeNodeFlags_DefaultOpen)) {
+      drawDumpPanel(s);
+    }
   } else if (ImGui::CollapsingHeader("Scene", ImGuiTreeNodeFlags_DefaultOpen)) {
     drawScenePanel(s);
   }

@@ -28,6 +28,102 @@ struct PendingText {
   std::string text;
 } gPendingText;
 
+// Puts the encoder-decoder's sites in the dump view (s.dump.source rebuilt from the pass).
+void showSeq2Seq(AppState& s) {
+  DumpState& ds = s.dump;
+  ds.source = std::make_unique<DumpSource>(ds.seq2seq->dump());
+  ds.layer = std::clamp(ds.layer, 0, ds.source->layers() - 1);
+  ds.layerDirty = true;
+  ++ds.version;
+  ds.before = ds.seq2seq->baselineTopK(kTopK);
+  ds.after = ds.seq2seq->topK(kTopK);
+}
+
+// An encoder-decoder: one pass on the source and target texts, its sites shown as a dump's
+// layers. The request (site, head, ablations) is checked before anything open is closed.
+void adoptSeq2Seq(AppState& s, std::unique_ptr<Model> model, const ModelState::Request& rq,
+                  const std::string& dir, const PendingText& pending) {
+  ModelState& m = s.model;
+  auto fail = [&](const std::string& what) -> void {
+    m.sceneTitle.clear();
+    m.sceneNotes.clear();
+    if (rq.cli) throw UsageError(what);
+    throw InputError(rq.origin + ": " + what);
+  };
+  auto src = std::make_unique<Seq2SeqSource>(std::shared_ptr<const Model>(std::move(model)));
+  const ModelConfig& c = src->model().config();
+  const std::string prefix = rq.cli ? "--" : "model.";
+  const std::string sizes = " is out of range (the model " + dir + " has " +
+                            std::to_string(c.nEncoderLayer) + " encoder and " +
+                            std::to_string(c.nLayer) + " decoder layers of " +
+                            std::to_string(c.nHead) + " heads)";
+  int site = 0;
+  if (!rq.site.empty()) {
+    const std::optional<SiteId> id = parseSeq2SeqSite(rq.site, c);
+    if (!id) fail(prefix + "site " + rq.site + sizes + " (sites: enc:L, dec:L:self, dec:L:cross)");
+    site = src->siteIndex(*id);
+  } else if (rq.layer > 0) {
+    fail(prefix + "layer: an encoder-decoder's sites are chosen with " + prefix + "site");
+  }
+  if (rq.head >= c.nHead) fail(prefix + "head " + std::to_string(rq.head) + sizes);
+  std::vector<std::pair<SiteId, int>> ablate;
+  auto parseAblate = [&](const std::string& a) {
+    // "L:H" the decoder's self site, "enc:L:H", "cross:L:H" (as `attnviz model --ablate`).
+    std::string rest = a;
+    SiteId id;
+    if (rest.rfind("enc:", 0) == 0) id.stack = 1, rest = rest.substr(4);
+    else if (rest.rfind("cross:", 0) == 0) id.site = 1, rest = rest.substr(6);
+    int l = -1, h = -1;
+    char tail = 0;
+    if (std::sscanf(rest.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0)
+      fail(prefix + "ablate: expected L:H, enc:L:H or cross:L:H, got '" + a + "'");
+    id.layer = l;
+    if (!c.hasSite(id) || h >= c.nHead) fail(prefix + "ablate " + a + sizes);
+    ablate.emplace_back(id, h);
+  };
+  for (auto [l, h] : rq.ablate) parseAblate(std::to_string(l) + ":" + std::to_string(h));
+  for (const std::string& a : rq.siteAblate) parseAblate(a);
+  if (!rq.interventions.empty())
+    fail(prefix + "interventions: not for encoder-decoders (ablations only)");
+  std::string text = pending.set ? pending.text : std::string(m.text);
+  if (text.empty()) text = kDefaultModelText;
+  try {
+    for (auto [id, h] : ablate) src->setAblated(id, h, true);
+    src->setTexts(text, rq.target);  // may refuse the texts: nothing closed yet
+  } catch (...) {
+    m.sceneTitle.clear();
+    m.sceneNotes.clear();
+    throw;
+  }
+  m.gen.stopAll();
+  closeSources(s);
+  DumpState& ds = s.dump;
+  ds.savedEngine = s.session.releaseEngine();
+  ds.seq2seq = std::move(src);
+  ds.path = dir;
+  ds.layer = site;
+  std::snprintf(ds.sourceText, sizeof ds.sourceText, "%s", text.c_str());
+  std::snprintf(ds.targetText, sizeof ds.targetText, "%s", rq.target.c_str());
+  showSeq2Seq(s);
+  s.scene.path.clear();
+  s.view.head = rq.head;
+  s.view.headAverage = false;
+  Scene& sc = s.session.editScene();
+  sc.params = AttentionParams{};
+  sc.mode = Mode::Self;  // the pass's weights carry their own masks
+  if (m.sceneTitle.empty()) {
+    sc.title = std::filesystem::path(dir).filename().string() + " (model)";
+    sc.notes.clear();
+  } else {
+    sc.title = m.sceneTitle;
+    sc.notes = m.sceneNotes;
+  }
+  m.sceneTitle.clear();
+  m.sceneNotes.clear();
+  notify(s, "Opened the encoder-decoder " + std::filesystem::path(dir).filename().string() +
+                " (" + ds.seq2seq->model().weightsDescription() + ")");
+}
+
 void adopt(AppState& s, std::unique_ptr<Model> model) {
   ModelState& m = s.model;
   const ModelState::Request rq = m.request;
@@ -35,12 +131,9 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   m.request = {};
   m.loadingDir.clear();
   const PendingText pending = std::exchange(gPendingText, PendingText{});
-  if (model->config().encoderDecoder()) {  // before anything open is closed
-    m.sceneTitle.clear();
-    m.sceneNotes.clear();
-    throw InputError(dir + ": " + model->config().family +
-                     " is an encoder-decoder; the app does not show one yet (the command line "
-                     "does: attnviz model --text SOURCE --target TARGET --cross-weights X.npy)");
+  if (model->config().encoderDecoder()) {
+    adoptSeq2Seq(s, std::move(model), rq, dir, pending);
+    return;
   }
   auto source = std::make_unique<ModelSource>(std::shared_ptr<const Model>(std::move(model)));
   // Figure titles name the model (and a GGUF's quantization), the layer and the ablations.
@@ -213,6 +306,8 @@ void closeSources(AppState& s) {
   s.model.source.reset();
   // A model still opening belongs to what is being closed: it is dropped when it arrives.
   if (s.model.loading.valid()) s.model.loadingDropped = true;
+  s.dump.seq2seq.reset();
+  s.dump.rerun = false;
   if (s.dump.source) {
     s.dump.source.reset();
     if (s.dump.savedEngine) s.session.setEngine(std::move(s.dump.savedEngine));
@@ -304,6 +399,15 @@ void refreshFill(AppState& s) {
 }
 
 void syncModel(AppState& s) {
+  if (s.dump.seq2seq && s.dump.rerun) {
+    s.dump.rerun = false;
+    try {
+      s.dump.seq2seq->setTexts(s.dump.sourceText, s.dump.targetText);
+    } catch (const InputError& e) {
+      notify(s, e.what());  // the last good pass stays
+    }
+    showSeq2Seq(s);
+  }
   if (s.dump.source && s.dump.layerDirty) {
     s.dump.layerDirty = false;
     s.dump.source->showLayer(s.session, s.dump.layer);

@@ -257,6 +257,18 @@ void runScript(App& app, const Script& script) {
                     mg.x0, mg.y0, mg.thumb, mg.pitch, s.dump.source->layers(), s.heads());
         std::printf("dump-layer: %d qkv=%d\n", s.dump.layer,
                     int(s.dump.source->hasQkv(s.dump.layer)));
+        if (const Seq2SeqSource* q = s.dump.seq2seq.get()) {
+          const SiteId& site = q->sites().at(s.dump.layer);
+          std::printf("seq2seq-view: site=%s head=%d rows=%d cols=%d ablated=%d\n",
+                      seq2seqSiteName(site).c_str(), s.view.head,
+                      s.dump.source->dump().layers[s.dump.layer].weights.rows,
+                      s.dump.source->dump().layers[s.dump.layer].weights.cols,
+                      int(q->ablations().size()));
+          for (const TokenProb& t : s.dump.before)
+            std::printf("next-token before: %d %.6f\n", t.id, double(t.prob));
+          for (const TokenProb& t : s.dump.after)
+            std::printf("next-token after: %d %.6f\n", t.id, double(t.prob));
+        }
       }
       if (s.model.open()) {
         const auto& mg = s.model.grid;

@@ -60,7 +60,8 @@ bool drawModelGridPanel(AppState& s) {
   } else if (d.source) {
     for (const auto& la : d.source->dump().layers) {
       layers.push_back(&la.weights);
-      names.push_back("L" + std::to_string(rowLayer.size()));
+      // An encoder-decoder's rows are its sites ("enc 0", "dec 0 self", "dec 0 cross").
+      names.push_back(d.seq2seq ? la.name : "L" + std::to_string(rowLayer.size()));
       rowLayer.push_back(static_cast<int>(rowLayer.size()));
     }
   } else {

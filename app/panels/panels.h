@@ -79,6 +79,8 @@ bool drawRetrievalPanel(AppState& s);
 bool drawAttributionPanel(AppState& s);
 std::string exportAttribution(AppState& s, const std::string& path);
 bool drawOpenModelPopup(AppState& s);
+// seq2seq_panel.cpp: an encoder-decoder's Source and Target, its site, ablation, next token
+bool drawSeq2SeqPanel(AppState& s);
 bool drawDumpPanel(AppState& s);       // dump_panel.cpp: the dump's file, model, layer, Q/K/V  // model_panel.cpp: File > Open model (a folder path)
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings
 bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG/SVG/PDF export (Ctrl+S)

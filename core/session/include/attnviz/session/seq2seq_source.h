@@ -1,0 +1,78 @@
+// attnviz session: an encoder-decoder (T5, BART, Marian) as the session's source.
+//
+// One pass (Model::forwardSeq2Seq) runs the source text through the encoder and the target
+// through the decoder. Every attention site of the pass (the encoder's layers, then per decoder
+// layer its self site and its cross site) becomes one layer of a Dump (dump.h): an encoder site
+// key_tokens x key_tokens, a decoder self site tokens x tokens (causal), a cross site tokens x
+// key_tokens (rows: the target, columns: the source). The app shows it as it shows a dump (the
+// heatmap, the layers x heads grid with a site a row); `export --scene` builds the same dump.
+// Ablations address a site (SiteId) and re-run the pass. No window, no GL.
+#pragma once
+
+#include "attnviz/formats/dump.h"
+#include "attnviz/model/model.h"
+#include "attnviz/session/model_source.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace attnviz {
+
+// A site's label in the app and figure titles: "enc 0", "dec 0 self", "dec 0 cross".
+std::string seq2seqSiteLabel(const SiteId& s);
+// The command line's and a scene's name of a site: "enc:L", "dec:L:self", "dec:L:cross" (and
+// "dec:L" for the self site). nullopt when the text names none of the model's sites.
+std::optional<SiteId> parseSeq2SeqSite(const std::string& text, const ModelConfig& c);
+std::string seq2seqSiteName(const SiteId& s);  // the form parseSeq2SeqSite reads
+
+class Seq2SeqSource {
+ public:
+  explicit Seq2SeqSource(std::shared_ptr<const Model> model);
+
+  const Model& model() const { return *model_; }
+  // The decoder's input for a target text as `attnviz model --target` builds it: its start id,
+  // then the text's tokens without a final EOS. An empty text: the start id alone.
+  std::vector<int> targetIds(const std::string& target) const;
+  // Runs the pass (and the baseline, without interventions, for the next-token panel's
+  // "before"). An empty source runs on kDefaultModelText. Throws InputError (too long, bad
+  // ids); the last good pass is kept then.
+  void setTexts(const std::string& source, const std::string& target);
+  const std::string& sourceText() const { return source_; }
+  const std::string& targetText() const { return target_; }
+
+  // The sites in pass order (ModelConfig::sites), and the index of one in it (-1: none).
+  const std::vector<SiteId>& sites() const { return sites_; }
+  int siteIndex(const SiteId& s) const;
+  // The pass as a dump: layer i is sites()[i], named seq2seqSiteLabel; the query tokens are the
+  // target's, the key tokens the source's.
+  Dump dump() const;
+
+  const Interventions& interventions() const { return iv_; }
+  bool ablated(const SiteId& s, int head) const;
+  // Ablates (or restores) one head of a site and re-runs the pass.
+  void setAblated(const SiteId& s, int head, bool ablate);
+  // Every ablated head with its site, in site order (scenes).
+  std::vector<std::pair<SiteId, int>> ablations() const;
+
+  // The decoder's next-token candidates after the last target token, with and without the
+  // interventions.
+  std::vector<TokenProb> topK(int k) const { return Model::topK(pass_, k); }
+  std::vector<TokenProb> baselineTopK(int k) const { return Model::topK(baseline_, k); }
+  std::string tokenLabel(int id) const { return model_->tokenizer().label(id); }
+  const ForwardResult& pass() const { return pass_; }
+
+ private:
+  void run();
+
+  std::shared_ptr<const Model> model_;
+  std::vector<SiteId> sites_;
+  std::string source_, target_;
+  std::vector<int> sourceIds_, targetIds_;
+  Interventions iv_;
+  ForwardResult pass_, baseline_;
+};
+
+}  // namespace attnviz

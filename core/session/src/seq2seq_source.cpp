@@ -1,0 +1,148 @@
+// attnviz session: an encoder-decoder's pass as a dump of its attention sites (seq2seq_source.h).
+#include "attnviz/session/seq2seq_source.h"
+
+
+#include <algorithm>
+#include <sstream>
+
+namespace attnviz {
+
+std::string seq2seqSiteLabel(const SiteId& s) {
+  if (s.stack == 1) return "enc " + std::to_string(s.layer);
+  return "dec " + std::to_string(s.layer) + (s.site == 1 ? " cross" : " self");
+}
+
+std::string seq2seqSiteName(const SiteId& s) {
+  if (s.stack == 1) return "enc:" + std::to_string(s.layer);
+  return "dec:" + std::to_string(s.layer) + (s.site == 1 ? ":cross" : ":self");
+}
+
+std::optional<SiteId> parseSeq2SeqSite(const std::string& text, const ModelConfig& c) {
+  std::vector<std::string> f;
+  std::string part;
+  std::istringstream in(text);
+  while (std::getline(in, part, ':')) f.push_back(part);
+  if (f.size() < 2 || f.size() > 3 || f[1].empty() || f[1].size() > 6 ||
+      !std::all_of(f[1].begin(), f[1].end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return std::nullopt;
+  SiteId s;
+  s.layer = std::stoi(f[1]);
+  if (f[0] == "enc" && f.size() == 2) {
+    s.stack = 1;
+  } else if (f[0] == "dec") {
+    s.stack = 0;
+    if (f.size() == 3 && f[2] == "cross") s.site = 1;
+    else if (f.size() == 3 && f[2] != "self") return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  if (!c.encoderDecoder() || !c.hasSite(s)) return std::nullopt;
+  return s;
+}
+
+Seq2SeqSource::Seq2SeqSource(std::shared_ptr<const Model> model)
+    : model_(std::move(model)), sites_(model_->config().sites()) {
+  if (!model_->config().encoderDecoder())
+    throw InputError(model_->files().dir + ": " + model_->config().family +
+                     " is not an encoder-decoder");
+}
+
+std::vector<int> Seq2SeqSource::targetIds(const std::string& target) const {
+  const ModelConfig& c = model_->config();
+  std::vector<int> ids{c.decoderStartId.value_or(0)};
+  if (target.empty()) return ids;
+  std::vector<int> t = model_->tokenizer().encodeTarget(target, true);
+  if (!t.empty() && c.isEos(t.back())) t.pop_back();
+  ids.insert(ids.end(), t.begin(), t.end());
+  return ids;
+}
+
+void Seq2SeqSource::setTexts(const std::string& source, const std::string& target) {
+  const std::string src = source.empty() ? std::string(kDefaultModelText) : source;
+  std::vector<int> s = model_->encode(src);
+  std::vector<int> t = targetIds(target);
+  model_->checkIds(s);
+  model_->checkIds(t);
+  std::swap(s, sourceIds_);
+  std::swap(t, targetIds_);
+  try {
+    run();
+  } catch (...) {
+    std::swap(s, sourceIds_);
+    std::swap(t, targetIds_);
+    throw;
+  }
+  source_ = src;
+  target_ = target;
+}
+
+void Seq2SeqSource::run() {
+  Capture c = Capture::view(0);
+  c.weights = LayerSet::every();
+  ForwardResult baseline = model_->forwardSeq2Seq(sourceIds_, targetIds_, {}, c);
+  ForwardResult pass = iv_.entries().empty()
+                           ? baseline
+                           : model_->forwardSeq2Seq(sourceIds_, targetIds_, iv_, c);
+  baseline_ = std::move(baseline);
+  pass_ = std::move(pass);
+}
+
+int Seq2SeqSource::siteIndex(const SiteId& s) const {
+  for (std::size_t i = 0; i < sites_.size(); ++i)
+    if (sites_[i] == s) return int(i);
+  return -1;
+}
+
+Dump Seq2SeqSource::dump() const {
+  Dump d;
+  d.model = modelName(model_->files().dir);
+  const Tokenizer& tok = model_->tokenizer();
+  for (int id : targetIds_) d.tokens.push_back(tok.label(id));
+  for (int id : sourceIds_) d.keyTokens.push_back(tok.label(id));
+  for (const SiteId& s : sites_) {
+    DumpLayer l;
+    l.name = seq2seqSiteLabel(s);
+    l.axes = s.stack == 1 ? DumpAxes::KeySelf : s.site == 1 ? DumpAxes::Cross : DumpAxes::Self;
+    l.weights = pass_.site(s).weights;
+    l.queryTokens = l.axes == DumpAxes::KeySelf ? d.keyTokens : d.tokens;
+    l.keyTokens = l.axes == DumpAxes::Self ? d.tokens : d.keyTokens;
+    d.layers.push_back(std::move(l));
+  }
+  return d;
+}
+
+bool Seq2SeqSource::ablated(const SiteId& s, int head) const {
+  const LayerIntervention* e = iv_.find(s);
+  return e && std::find(e->ablatedHeads.begin(), e->ablatedHeads.end(), head) !=
+                  e->ablatedHeads.end();
+}
+
+void Seq2SeqSource::setAblated(const SiteId& s, int head, bool ablate) {
+  const ModelConfig& c = model_->config();
+  if (head < 0 || head >= c.nHead || !c.hasSite(s))
+    throw InputError("ablate " + seq2seqSiteName(s) + ":" + std::to_string(head) +
+                     ": out of range (the model has " + std::to_string(c.nHead) + " heads)");
+  if (ablated(s, head) == ablate) return;
+  Interventions iv = iv_;
+  std::vector<int>& hs = iv.at(s, c).ablatedHeads;
+  if (ablate) hs.push_back(head), std::sort(hs.begin(), hs.end());
+  else hs.erase(std::find(hs.begin(), hs.end(), head));
+  std::swap(iv, iv_);
+  if (sourceIds_.empty()) return;  // before the first setTexts
+  try {
+    run();
+  } catch (...) {
+    std::swap(iv, iv_);
+    throw;
+  }
+}
+
+std::vector<std::pair<SiteId, int>> Seq2SeqSource::ablations() const {
+  std::vector<std::pair<SiteId, int>> out;
+  for (const SiteId& s : sites_)
+    if (const LayerIntervention* e = iv_.find(s))
+      for (int h : e->ablatedHeads) out.emplace_back(s, h);
+  return out;
+}
+
+}  // namespace attnviz

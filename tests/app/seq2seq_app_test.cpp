@@ -1,0 +1,242 @@
+// App tests for encoder-decoders (issue 33): random-init T5 and BART folders written at test time
+// by tests/model/seq2seq_reference.py; the app runs under Xvfb on one of them, and the decoded
+// screenshot's heatmap cells are compared with the weights `attnviz model --cross-weights` /
+// `--weights` writes for the same texts (tests/model/seq2seq_test.cpp checks those files against
+// the script's float64 reference), and the next-token lines with `attnviz model --top-k 5`.
+#include "attnviz/formats/npy.h"
+#include "attnviz/render/colormap.h"
+#include "run_shell.h"
+
+#include <gtest/gtest.h>
+#include <stb_image.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using attnviz::RGBA8;
+
+const char* kSource = "the cat sat on the mat.";
+const char* kTarget = "a dog ran";
+
+std::string tempPath(const std::string& name) {
+  return ::testing::TempDir() + "attnviz_s2sapp_" + name;
+}
+
+// The fixture folders, written once per test binary.
+const std::string& fixtures() {
+  static const std::string dir = [] {
+    const std::string d = tempPath("fixtures");
+    std::filesystem::create_directories(d);
+    const std::string cmd = "/usr/bin/python3 " + std::string(ATTNVIZ_SOURCE_DIR) +
+                            "/tests/model/seq2seq_reference.py " + d + " >/dev/null 2>&1";
+    return std::system(cmd.c_str()) == 0 ? d : std::string();
+  }();
+  return dir;
+}
+
+struct Shot {
+  int rc = -1;
+  std::string out;
+  int width = 0, height = 0;
+  std::vector<unsigned char> rgba;
+  float x0 = 0, y0 = 0, cell = 0;
+  int rows = 0, cols = 0;
+  bool valid = false;
+  RGBA8 cellColour(int i, int j) const {
+    const int x = int(std::floor(x0 + (j + 0.5f) * cell));
+    const int y = int(std::floor(y0 + (i + 0.5f) * cell));
+    const unsigned char* p = &rgba[(std::size_t(y) * width + x) * 4];
+    return RGBA8{p[0], p[1], p[2], p[3]};
+  }
+};
+
+Shot runApp(const std::string& name, const std::string& args) {
+  Shot s;
+  const std::string png = tempPath(name + ".png");
+  std::remove(png.c_str());
+  const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1280x800x24\" " +
+                          ATTNVIZ_BIN + " --size 1280x800 --frames 6 --screenshot " + png + " " +
+                          args;
+  for (int attempt = 0; attempt < 3; ++attempt) {  // xvfb-run -a races are the harness's
+    const attnviz::testing::ShellRun r = attnviz::testing::runShell(cmd);
+    s.rc = r.rc;
+    s.out = r.out;
+    if (r.rc < 0) return s;
+    if (s.out.find("xvfb-run: error") == std::string::npos) break;
+  }
+  int n = 0;
+  if (unsigned char* data = stbi_load(png.c_str(), &s.width, &s.height, &n, 4)) {
+    s.rgba.assign(data, data + std::size_t(s.width) * s.height * 4);
+    stbi_image_free(data);
+  }
+  float w = 0, h = 0;
+  const auto at = s.out.find("geometry:");
+  if (at != std::string::npos)
+    s.valid = std::sscanf(s.out.c_str() + at, "geometry: x0=%f y0=%f w=%f h=%f cell=%f rows=%d cols=%d",
+                          &s.x0, &s.y0, &w, &h, &s.cell, &s.rows, &s.cols) == 7;
+  return s;
+}
+
+std::string runCli(const std::string& args, int* rc = nullptr) {
+  const attnviz::testing::ShellRun r =
+      attnviz::testing::runShell(std::string(ATTNVIZ_BIN) + " " + args);
+  if (rc) *rc = r.rc;
+  return r.out;
+}
+
+// Whether `c` is viridis of a value within one table step of x (in [0, 255]).
+bool viridisNear(RGBA8 c, double x) {
+  const auto& t = attnviz::colormapTable(attnviz::ColormapId::Viridis);
+  for (int k = std::max(0, int(std::floor(x)) - 1); k <= std::min(255, int(std::ceil(x)) + 1); ++k)
+    if (t[k].r == c.r && t[k].g == c.g && t[k].b == c.b) return true;
+  return false;
+}
+
+std::string texts() {
+  return std::string(" --text '") + kSource + "' --target '" + kTarget + "'";
+}
+
+// The app's heatmap for `site` (layer `layer` of the CLI's [L, H, T_q, T_k] file), head `head`,
+// against that file: the shape, then every cell's colour.
+// appTexts/cliTexts: the texts as each is given them (the same pass).
+void expectSiteMatchesCli(const std::string& model, const std::string& site, const char* cliFlag,
+                          int layer, int head, const std::string& appTexts = texts(),
+                          const std::string& cliTexts = texts()) {
+  ASSERT_FALSE(fixtures().empty()) << "seq2seq_reference.py failed";
+  const std::string dir = fixtures() + "/" + model;
+  const std::string npy = tempPath(model + "_" + std::to_string(layer) + cliFlag + ".npy");
+  int rc = -1;
+  const std::string cliOut = runCli("model --model " + dir + cliTexts + " " + cliFlag + " " + npy, &rc);
+  ASSERT_EQ(rc, 0) << cliOut;
+  const attnviz::NpyArray a = attnviz::readNpy(npy);
+  ASSERT_EQ(a.shape.size(), 4u);
+  const int H = int(a.shape[1]), Tq = int(a.shape[2]), Tk = int(a.shape[3]);
+  const Shot s = runApp(model + "_" + site, "--model " + dir + appTexts + " --site " + site +
+                                                " --head " + std::to_string(head));
+  ASSERT_EQ(s.rc, 0) << s.out;
+  ASSERT_TRUE(s.valid && s.width > 0) << s.out;
+  EXPECT_NE(s.out.find("seq2seq-view: site=" + site + " head=" + std::to_string(head)),
+            std::string::npos) << s.out;
+  ASSERT_EQ(s.rows, Tq);
+  ASSERT_EQ(s.cols, Tk);
+  const bool causal = site.find(":self") != std::string::npos;
+  const float* w = a.data.data() + (std::size_t(layer) * H + head) * std::size_t(Tq) * Tk;
+  int bad = 0;
+  for (int i = 0; i < Tq; ++i)
+    for (int j = 0; j < Tk; ++j)
+      if (causal && j > i) {
+        // The decoder's self site is causal: a future key has weight 0 in the file and is drawn
+        // as masked (a recorded weight of exactly 0 counts as masked, dump.h).
+        const RGBA8 c = s.cellColour(i, j);
+        EXPECT_EQ(w[i * Tk + j], 0.0f) << i << "," << j;
+        EXPECT_TRUE(c == attnviz::kMaskedColor || c == attnviz::kMaskedHatchColor)
+            << model << " " << site << " cell " << i << "," << j << " is not masked";
+      } else if (!viridisNear(s.cellColour(i, j), w[i * Tk + j] * 255.0)) {
+        ++bad;
+        ADD_FAILURE() << model << " " << site << " cell " << i << "," << j << " weight "
+                      << w[i * Tk + j];
+        if (bad > 5) return;
+      }
+}
+
+TEST(AppSeq2Seq, T5CrossAttentionIsTheCommandLinesCrossWeights) {
+  expectSiteMatchesCli("t5_v10", "dec:1:cross", "--cross-weights", 1, 1);
+}
+
+TEST(AppSeq2Seq, BartCrossAttentionIsTheCommandLinesCrossWeights) {
+  expectSiteMatchesCli("bart_a", "dec:0:cross", "--cross-weights", 0, 2);
+}
+
+TEST(AppSeq2Seq, T5EncoderSelfAttentionIsTheCommandLinesEncoderWeights) {
+  expectSiteMatchesCli("t5_v10", "enc:1", "--weights", 1, 0);
+}
+
+TEST(AppSeq2Seq, BartDecoderSelfAttentionIsTheCommandLinesDecoderWeights) {
+  expectSiteMatchesCli("bart_a", "dec:1:self", "--decoder-weights", 1, 1);
+}
+
+// No texts: the source is the app's default sentence and the decoder reads its start id alone
+// (T5's decoder_start_token_id is 0), one row over the source.
+TEST(AppSeq2Seq, WithoutTextsTheCrossSiteIsTheStartTokensRowOverTheDefaultSentence) {
+  expectSiteMatchesCli("t5_v11", "dec:0:cross", "--cross-weights", 0, 2, "",
+                       " --text 'The cat sat on the mat.' --target-ids 0");
+}
+
+// Texts typed into the Source and Target boxes after the first pass run the pass again: the
+// cross site is the command line's on the new texts.
+TEST(AppSeq2Seq, EditedSourceAndTargetBoxesRunThePassAgain) {
+  expectSiteMatchesCli("bart_a", "dec:1:cross", "--cross-weights", 1, 3,
+                       texts() + " --edit-text 'a dog sat.' --edit-target 'the cat ran on'",
+                       " --text 'a dog sat.' --target 'the cat ran on'");
+}
+
+// "id prob" lines: the app's "next-token WHICH: id prob", the CLI's "id\tprob\tpiece".
+std::vector<std::pair<int, double>> appTokens(const std::string& out, const std::string& which) {
+  std::vector<std::pair<int, double>> r;
+  const std::string key = "next-token " + which + ": ";
+  for (auto at = out.find(key); at != std::string::npos; at = out.find(key, at + 1)) {
+    int id = -1;
+    double p = 0;
+    if (std::sscanf(out.c_str() + at + key.size(), "%d %lf", &id, &p) == 2) r.emplace_back(id, p);
+  }
+  return r;
+}
+
+std::vector<std::pair<int, double>> cliTokens(const std::string& out) {
+  std::vector<std::pair<int, double>> r;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    int id = -1;
+    double p = 0;
+    if (std::sscanf(line.c_str(), "%d\t%lf", &id, &p) == 2) r.emplace_back(id, p);
+  }
+  return r;
+}
+
+void expectSameTokens(const std::vector<std::pair<int, double>>& got,
+                      const std::vector<std::pair<int, double>>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), 5u) << what;
+  ASSERT_EQ(want.size(), 5u) << what;
+  for (std::size_t k = 0; k < 5; ++k) {
+    EXPECT_EQ(got[k].first, want[k].first) << what << " rank " << k;
+    EXPECT_NEAR(got[k].second, want[k].second, 1e-5) << what << " rank " << k;
+  }
+}
+
+TEST(AppSeq2Seq, AblatingACrossHeadChangesTheNextTokenAsTheCommandLineDoes) {
+  ASSERT_FALSE(fixtures().empty()) << "seq2seq_reference.py failed";
+  for (const std::string model : {"t5_v10", "bart_a"}) {
+    const std::string dir = fixtures() + "/" + model;
+    const std::string abl = " --ablate cross:1:0 --ablate cross:1:3";
+    const auto plain = cliTokens(runCli("model --model " + dir + texts() + " --top-k 5"));
+    const auto ablated = cliTokens(runCli("model --model " + dir + texts() + abl + " --top-k 5"));
+    ASSERT_NE(plain, ablated) << model << ": the ablation changes nothing on the command line";
+    const Shot s = runApp(model + "_ablate", "--model " + dir + texts() + abl +
+                                                 " --site dec:1:cross");
+    ASSERT_EQ(s.rc, 0) << s.out;
+    EXPECT_NE(s.out.find("ablated=2"), std::string::npos) << s.out;
+    expectSameTokens(appTokens(s.out, "before"), plain, model + " before");
+    expectSameTokens(appTokens(s.out, "after"), ablated, model + " after");
+  }
+}
+
+TEST(AppSeq2Seq, BadSitesAreUsageErrorsNamingTheOption) {
+  ASSERT_FALSE(fixtures().empty()) << "seq2seq_reference.py failed";
+  const std::string dir = fixtures() + "/t5_v10";
+  for (const std::string bad : {"dec:7:cross", "enc:1:cross", "cross", "dec:1:both"}) {
+    const Shot s = runApp("t5_badsite", "--model " + dir + " --site " + bad);
+    EXPECT_EQ(s.rc, 2) << bad << "\n" << s.out;
+    EXPECT_NE(s.out.find("--site " + bad), std::string::npos) << s.out;
+  }
+}
+
+}  // namespace
