@@ -17,9 +17,7 @@
 namespace attnviz::testing {
 namespace {
 
-fs::path shippedT5() {
-  return fs::path(ATTNVIZ_SOURCE_DIR) / "assets" / "models" / "kjv-t5-align";
-}
+fs::path shippedT5() { return fs::path(ATTNVIZ_SOURCE_DIR) / "assets" / "models" / "kjv-t5-align"; }
 
 nlohmann::json readJson(const fs::path& p) {
   std::ifstream f(p);
@@ -34,9 +32,9 @@ std::vector<int> parseIds(const std::string& s) {
 }
 
 void runReference(const fs::path& out) {
-  const std::string cmd =
-      "/usr/bin/python3 " + shellQuote((modelDir() / "shipped_t5_reference.py").string()) + " " +
-      shellQuote(out.string()) + " >/dev/null";
+  const std::string cmd = "/usr/bin/python3 " +
+                          shellQuote((modelDir() / "shipped_t5_reference.py").string()) + " " +
+                          shellQuote(out.string()) + " >/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
