@@ -27,6 +27,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import sentencepiece as spm  # noqa: E402
+from sentencepiece import sentencepiece_model_pb2 as sp_pb2  # noqa: E402
 import torch  # noqa: E402
 
 import t5_align  # noqa: E402
@@ -62,9 +63,17 @@ def train_tokenizer(lines, out_path):
             model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
             hard_vocab_limit=False, num_threads=1, input_sentence_size=0,
             shuffle_input_sentence=False, character_coverage=1.0, minloglevel=2)
-        shutil.copyfile(os.path.join(tmp, "spiece.model"), out_path)
+        proto = sp_pb2.ModelProto()
+        with open(os.path.join(tmp, "spiece.model"), "rb") as f:
+            proto.ParseFromString(f.read())
     finally:
         shutil.rmtree(tmp)
+    # The trainer records its input file and prefix (temporary names): fixed here, so the bytes
+    # depend only on the text and the settings.
+    proto.trainer_spec.input[:] = ["clauses.txt"]
+    proto.trainer_spec.model_prefix = "spiece"
+    with open(out_path, "wb") as f:
+        f.write(proto.SerializeToString(deterministic=True))
     return spm.SentencePieceProcessor(model_file=out_path)
 
 
