@@ -637,8 +637,8 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   // attention, RoPE, induction on English, watch it write, ablate and watch it forget (kjv-sp-llama);
   // local and global layers, soft-capping (kjv-sp-gemma2); what RoPE's frequencies carry,
   // attention sinks, massive activations, retrieval heads (kjv-sp-llama, the research demos);
-  // bidirectional rows, [SEP] as a no-op (kjv-wp-bert)
-  EXPECT_EQ(models, 18);
+  // bidirectional rows, [SEP] as a no-op, sentence pairs, fill then ablate (kjv-wp-bert)
+  EXPECT_EQ(models, 20);
 }
 
 }  // namespace
@@ -2478,6 +2478,63 @@ TEST(AppBertPresets, SepAsANoOpShowsTheSepColumnBright) {
   for (int i = 0; i < s.g.rows; ++i)
     if (tableIndex(attnviz::ColormapId::Viridis, s.cell(i, last)) >= 64) ++bright;
   EXPECT_GE(bright, 5) << bright << " of " << s.g.rows << " rows";
+}
+
+// Sentence pairs: the scene opens the B→A slice of layer 0 head 4, and its note's figures come
+// from the command line's weights: B's words put 0.685 on A's words, A's at most 0.214 on B's.
+TEST(AppBertPresets, SentencePairsOpensTheBToASliceWithTheNotesShares) {
+  const attnviz::Scene sc = presetScene("32-sentence-pairs.json");
+  const Shot s = runApp("preset32", "--scene " + scene("32-sentence-pairs.json"));
+  ASSERT_RAN(s);
+  EXPECT_NE(s.out.find("slice=b-a"), std::string::npos) << s.out;
+  EXPECT_EQ(s.g.rows, 13);  // B's 12 words and its [SEP]
+  const std::string npy = tempPath("pairs-w.npy");
+  const std::string out = runCli("model --model " + std::string(ATTNVIZ_SCENES) +
+                                 "/../models/kjv-wp-bert --text " + shellQuote(sc.model.text) +
+                                 " --text-pair " + shellQuote(sc.model.textPair) + " --weights " + npy);
+  ASSERT_EQ(out.find("exit status"), std::string::npos) << out;
+  const attnviz::NpyArray w = attnviz::readNpy(npy);  // [L, H, T, T]
+  const int H = int(w.shape[1]), T = int(w.shape[2]);
+  ASSERT_EQ(T, 36);
+  auto share = [&](int l, int h, int r0, int r1, int k0, int k1) {
+    double sum = 0;
+    for (int i = r0; i < r1; ++i)
+      for (int j = k0; j < k1; ++j) sum += w.data[((std::size_t(l) * H + h) * T + i) * T + j];
+    return sum / (r1 - r0);
+  };
+  EXPECT_NEAR(share(0, 4, 23, 35, 1, 22), 0.685, 5e-4);  // B's words on A's words
+  double best = 0;
+  int under = 0;
+  for (int l = 0; l < int(w.shape[0]); ++l)
+    for (int h = 0; h < H; ++h) {
+      const double ab = share(l, h, 1, 22, 23, 35);
+      best = std::max(best, ab);
+      under += ab < 0.1 ? 1 : 0;
+    }
+  EXPECT_NEAR(best, 0.214, 5e-4);
+  EXPECT_EQ(under, 31);
+}
+
+// Fill in the blank, then ablate a head: the fill panel's lists are `attnviz fill`'s without and
+// with --ablate 0:3, and the note's numbers.
+TEST(AppBertPresets, FillThenAblateShowsTheCommandLinesFillsBeforeAndAfter) {
+  const attnviz::Scene sc = presetScene("33-fill-then-ablate.json");
+  const Shot s = runApp("preset33", "--scene " + scene("33-fill-then-ablate.json") + " --print-fill");
+  ASSERT_RAN(s);
+  const std::string m = "fill --model " + std::string(ATTNVIZ_SCENES) +
+                        "/../models/kjv-wp-bert --text " + shellQuote(sc.model.text);
+  const std::string before = runCli(m), after = runCli(m + " --ablate 0:3");
+  ASSERT_EQ(before.find("exit status"), std::string::npos) << before;
+  EXPECT_NE(before.find("3\t343\t0.0857"), std::string::npos) << before;  // ' word' first
+  EXPECT_EQ(after.rfind("3\t170\t0.1190", 0), 0u) << after;             // ' said' first
+  EXPECT_NE(after.find("3\t343\t0.0526"), std::string::npos) << after;
+  // The panel's lines are the command line's, up to the last printed digit.
+  auto firstLine = [](const std::string& text, const std::string& tag) {
+    const auto at = text.find(tag + "\t");
+    return at == std::string::npos ? std::string() : text.substr(at + tag.size() + 1, 8);
+  };
+  EXPECT_EQ(firstLine(s.out, "fill-before"), before.substr(0, 8)) << s.out;
+  EXPECT_EQ(firstLine(s.out, "fill-after"), after.substr(0, 8)) << s.out;
 }
 
 // Issue 22: the window keeps drawing while a long generation runs on the worker thread. A
