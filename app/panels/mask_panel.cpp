@@ -39,7 +39,15 @@ bool drawMaskPanel(AppState& s) {
   MaskSpec& m = s.session.editScene().params.mask;
   const int Tk = std::max(1, s.tk());
 
-  if (s.sceneData().mode == Mode::Causal || s.sceneData().mode == Mode::Decode) {
+  // An encoder's view has no causal mask, whatever the synthetic scene's mode says.
+  const bool encoderView =
+      s.model.open() && s.model.source && !s.model.source->model().config().causal;
+  if (encoderView) {
+    bool none = false;
+    ImGui::BeginDisabled();
+    ImGui::Checkbox("causal (an encoder has none)", &none);
+    ImGui::EndDisabled();
+  } else if (s.sceneData().mode == Mode::Causal || s.sceneData().mode == Mode::Decode) {
     bool implied = true;
     ImGui::BeginDisabled();
     ImGui::Checkbox("causal (the mode implies it)", &implied);
