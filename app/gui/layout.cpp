@@ -60,9 +60,15 @@ void drawLayout(App& app) {
   if (s.model.open()) {
     if (ImGui::CollapsingHeader("Model", ImGuiTreeNodeFlags_DefaultOpen)) drawModelPanel(s);
     // An encoder predicts masked tokens, not the next one: no continuation to generate.
-    if (s.model.source->model().config().causal &&
-        ImGui::CollapsingHeader("Generate", ImGuiTreeNodeFlags_DefaultOpen))
-      drawGeneratePanel(s);
+    if (s.model.source->model().config().causal) {
+      if (ImGui::CollapsingHeader("Generate", ImGuiTreeNodeFlags_DefaultOpen))
+        drawGeneratePanel(s);
+    } else if (s.model.gen.scripted > 0 || s.model.gen.autoStart) {
+      // A scene's "generate" or --generate asked it of an encoder: said once, not left waiting.
+      s.model.gen.scripted = 0;
+      s.model.gen.autoStart = false;
+      reportError(s, "an encoder predicts masked tokens and does not generate; use the Fill panel");
+    }
     if (s.model.cacheLoss.scripted) ImGui::SetNextItemOpen(true, ImGuiCond_Always);
     if (ImGui::CollapsingHeader("Loss by token: sinks and windows")) drawCacheLossPanel(s);
     if (s.model.retrieval.scripted) ImGui::SetNextItemOpen(true, ImGuiCond_Always);

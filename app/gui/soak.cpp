@@ -271,6 +271,7 @@ struct Soak {
   std::string tmpDir;
   std::map<std::string, int> errors;  // error text -> times reported
   std::string lastError;
+  std::string lastDropped;  // the last preset or model the soak dropped (for the trace)
   long frames = 0, actions = 0, skipped = 0;
 
   Soak(App& a, std::uint64_t seed) : app(a), s(a.s), rng(seed) {}
@@ -457,10 +458,14 @@ struct Soak {
         break;
       }
       case Action::Preset:  // Presets menu: loaded at the frame boundary
-        if (!presets.empty()) s.ui.dropped.push_back(presets[std::size_t(pick(int(presets.size())))]);
+        if (!presets.empty()) {
+          lastDropped = presets[std::size_t(pick(int(presets.size())))];
+          s.ui.dropped.push_back(lastDropped);
+        }
         break;
       case Action::OpenModel:  // File > Open model (a folder)
-        s.ui.dropped.push_back(models[pick(2)]);
+        lastDropped = models[pick(2)];
+        s.ui.dropped.push_back(lastDropped);
         break;
       case Action::ModelText: {  // typed into the model panel's text; valid or empty
         const int n = pick(8) == 0 ? 0 : range(1, 24);
@@ -498,7 +503,8 @@ struct Soak {
         }
         break;
       case Action::Generate:  // the Generate panel starts it (greedy) on its next frame
-        if (s.model.open())
+        // (an encoder has no Generate panel: nothing to click)
+        if (s.model.open() && s.model.source->model().config().causal)
           s.model.gen.scripted = range(1, 6);
         else
           ++skipped;
@@ -657,6 +663,8 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
     }
     soak.tmpDir = tmpl;
   }
+  const char* traceEnv = std::getenv("ATTNVIZ_SOAK_TRACE");
+  const bool trace = traceEnv && *traceEnv && std::string(traceEnv) != "0";
   const char* injectEnv = std::getenv("ATTNVIZ_SOAK_INJECT");
   const std::string inject = injectEnv ? injectEnv : "";
   std::vector<void*> injected;
@@ -678,8 +686,15 @@ int runSoak(App& app, double seconds, std::uint64_t seed) {
   while (!s.ui.quit && (elapsed() < seconds || episode == 0)) {
     const int n = episode == 0 ? int(Action::Count) : kActionsPerEpisode;
     for (int k = 0; k < n && !s.ui.quit; ++k) {
+      const double before = elapsed();
       soak.act();
       soak.frame();
+      // ATTNVIZ_SOAK_TRACE=1: each action, what it left queued and how long it took, on stderr.
+      if (trace)
+        std::fprintf(stderr, "soak-trace: t=%.1f %c %.2f s model=%s dropped=%s\n", before,
+                     soak.episodeActions.empty() ? '?' : soak.episodeActions.back(),
+                     elapsed() - before, s.model.open() ? "open" : "-",
+                     soak.lastDropped.c_str());
       if (elapsed() >= nextSample) {
         samples.push_back(takeSample(census, elapsed()));
         nextSample += 1.0;

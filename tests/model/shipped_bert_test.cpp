@@ -8,6 +8,7 @@
 // same texts.
 #include "model_test_util.h"
 
+#include "attnviz/model/attribution.h"
 #include "attnviz/model/model.h"
 
 #include <nlohmann/json.hpp>
@@ -53,6 +54,24 @@ TEST(ShippedBert, OpensAsABertEncoder) {
   EXPECT_EQ(c.nHead, cfg["num_attention_heads"].get<int>());
   EXPECT_TRUE(m->headMissing().empty()) << "the masked-LM head is there";
   EXPECT_LE(fs::file_size(shippedBert() / "model.safetensors"), 10u * 1000 * 1000);
+}
+
+// A head's direct effect on the logits needs a linear path from its output to them: BERT's
+// post-norm blocks and its masked-LM transform have none. The Attribution panel asks for it on
+// any model; on this one the answer is a line saying why, not a read through a final norm the
+// model lacks (the soak found that crash).
+TEST(ShippedBert, DirectEffectsAreRefusedSayingWhy) {
+  const auto m = Model::open(shippedBert().string());
+  const ForwardResult r = m->forward({2, 40, 41, 42, 3});
+  try {
+    directEffect(*m, r, 0, 0, -1, 5);
+    ADD_FAILURE() << "direct effects on a post-norm encoder did not throw";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("post-norm"), std::string::npos) << e.what();
+  }
+  AttributionTarget at;
+  at.target = 40;
+  EXPECT_THROW(directLogitAttribution(*m, r, at), InputError);
 }
 
 // A held-out verse pair through `attnviz model --text A --text-pair B`: the token count (the

@@ -630,6 +630,21 @@ MatrixRM Model::directLogits(const MatrixRM& u, const ForwardResult& r, int pos)
     throw InputError("directLogits: vectors of " + std::to_string(u.cols()) +
                      " values; the model's width is " + std::to_string(d));
   }
+  // Only a stream that reaches the logits through one final norm and a linear head has direct
+  // effects: post-norm blocks renormalise it after every layer, and a masked-LM head's transform
+  // (dense, activation, LayerNorm) is not linear.
+  if (c.normPlacement == NormPlacement::Post) {
+    throw InputError(
+        "direct effects need a pre-norm model: post-norm blocks renormalise the residual stream "
+        "after every layer, so a head's output has no linear path to the logits");
+  }
+  if (w_->global(Global::HeadDense)) {
+    throw InputError(
+        "direct effects need a linear head: this model's logits come through its masked-LM "
+        "transform (dense, activation, LayerNorm); ablate the head instead");
+  }
+  if (!w_->global(Global::NormF))
+    throw InputError("direct effects need the model's final norm, which this model lacks");
   // The norm's denominator at pos, computed as normForward computes it.
   const Eigen::ArrayXf row = r.residualOut.row(pos).transpose().array();
   float denom;
