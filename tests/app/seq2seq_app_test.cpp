@@ -70,7 +70,9 @@ Shot runApp(const std::string& name, const std::string& args) {
     s.rc = r.rc;
     s.out = r.out;
     if (r.rc < 0) return s;
-    if (s.out.find("xvfb-run: error") == std::string::npos) break;
+    if (s.out.find("xvfb-run: error") == std::string::npos &&
+        s.out.find("LeakSanitizer has encountered a fatal error") == std::string::npos)
+      break;
   }
   int n = 0;
   if (unsigned char* data = stbi_load(png.c_str(), &s.width, &s.height, &n, 4)) {
