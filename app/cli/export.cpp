@@ -14,8 +14,10 @@
 #include "attnviz/render/raster.h"
 #include "attnviz/formats/scene.h"
 #include "attnviz/model/attribution.h"
+#include "attnviz/session/dump_source.h"
 #include "attnviz/session/model_grid.h"
 #include "attnviz/session/model_source.h"
+#include "attnviz/session/seq2seq_source.h"
 #include "attnviz/session/session.h"
 #include "attnviz/render/streamed_export.h"
 #include "attnviz/render/vector_figure.h"
@@ -114,6 +116,53 @@ const DumpLayer& pickLayer(const Dump& d, const std::string& which) {
                    " layers (0.." + std::to_string(d.layers.size() - 1) + ": " + names + ")");
 }
 
+// An encoder-decoder's scene (issue 33) in the session as the app shows it: the pass on its
+// source and target texts with its ablations, the site it names put in the session as a dump
+// layer. Bad indices are input errors naming the scene, as the app reports them.
+void showSeq2SeqScene(Session& session, std::shared_ptr<const Model> model, const Scene& scene,
+                      const std::string& scenePath) {
+  const SceneModel& sm = scene.model;
+  const ModelConfig& c = model->config();
+  Seq2SeqSource src(model);
+  const std::string sizes = " is out of range (the model " + sm.path + " has " +
+                            std::to_string(c.nEncoderLayer) + " encoder and " +
+                            std::to_string(c.nLayer) + " decoder layers of " +
+                            std::to_string(c.nHead) + " heads)";
+  auto fail = [&](const std::string& what) { throw InputError(scenePath + ": model." + what + sizes); };
+  int site = 0;
+  if (!sm.site.empty()) {
+    const std::optional<SiteId> id = parseSeq2SeqSite(sm.site, c);
+    if (!id) fail("site " + sm.site);
+    site = src.siteIndex(*id);
+  } else if (sm.layer > 0) {
+    throw InputError(scenePath + ": model.layer: an encoder-decoder's sites are chosen with "
+                     "model.site");
+  }
+  if (sm.head >= c.nHead) fail("head " + std::to_string(sm.head));
+  if (!sm.interventions.empty())
+    throw InputError(scenePath + ": model.interventions: not for encoder-decoders (ablations only)");
+  std::vector<std::string> ablate = sm.siteAblate;
+  for (auto [l, h] : sm.ablate) ablate.push_back(std::to_string(l) + ":" + std::to_string(h));
+  for (const std::string& a : ablate) {
+    SiteId id;
+    std::string rest = a;
+    if (rest.rfind("enc:", 0) == 0) id.stack = 1, rest = rest.substr(4);
+    else if (rest.rfind("cross:", 0) == 0) id.site = 1, rest = rest.substr(6);
+    int l = -1, h = -1;
+    if (std::sscanf(rest.c_str(), "%d:%d", &l, &h) != 2 || l < 0 || h < 0) fail("ablate " + a);
+    id.layer = l;
+    if (!c.hasSite(id) || h >= c.nHead) fail("ablate " + a);
+    src.setAblated(id, h, true);
+  }
+  try {
+    src.setTexts(sm.text.empty() ? kDefaultModelText : sm.text, sm.target);
+  } catch (const InputError& e) {
+    throw InputError(scenePath + ": " + e.what());
+  }
+  DumpSource dump(src.dump());
+  dump.showLayer(session, site);
+}
+
 // A dump layer: its weights are the truth; temperature, masks and bias re-normalise them
 // exactly (with q/k/v present, the logits come from them).
 Image exportDumpLayer(const std::string& dumpPath, const std::string& layerName,
@@ -209,6 +258,9 @@ int exportModelGrid(ModelCliOptions& modelOpts, const AttentionCliOptions& opts,
     if (const auto id = colormapFromName(view.weightColormap)) go.colormap = *id;
     run = runModelScene(scene, scenePath, opts, Capture::view(kModelGridThumbnail),
                         parseMaxMemory(modelOpts.maxMemory));
+    if (run->model->config().encoderDecoder())
+      throw UsageError(scenePath + ": --grid draws a decoder's or an encoder's layers x heads; "
+                       "export an encoder-decoder's site with --scene alone");
     dir = scene.model.path;
   } else {
     modelOpts.capture = Capture::view(kModelGridThumbnail);
@@ -419,20 +471,31 @@ int runExport(int argc, char** argv) {
         view = parseSceneView(scene.extraJson, scenePath);
         ModelRun run = runModelScene(scene, scenePath, opts, Capture::view(0),
                                      parseMaxMemory(modelOpts.maxMemory));
-        showLayer(run, scene.model.layer, scene.model.path);
-        sceneModelHead = scene.model.head;
-        // An encoder's block (a pair's slice, the special tokens hidden), as the app shows it.
-        const SceneModel& sm = scene.model;
-        if (!sm.slice.empty() || !sm.special.empty()) {
-          const EncodedText e = encodeModelText(
-              *run.model, sm.text.empty() ? kDefaultModelText : sm.text, sm.textPair);
-          session.setBlock(blockFor(e.segments, pairSliceFromKey(sm.slice).value_or(PairSlice::All),
-                                    specialTokensFromKey(sm.special).value_or(SpecialTokens::Show)));
+        if (run.model->config().encoderDecoder()) {
+          // An encoder-decoder: its pass as the app shows it, the scene's site a dump layer.
+          showSeq2SeqScene(session, std::move(run.model), scene, scenePath);
+          sceneModelHead = scene.model.head;
+          if (app.count("--stage") ? exportStageFromModel(eo.stage)
+                                   : !view->stage.empty() &&
+                                         exportStageFromModel(exportStageOf(view->stage)))
+            throw UsageError(scenePath + ": an encoder-decoder's sites have weights only; "
+                             "no model stages");
+        } else {
+          showLayer(run, scene.model.layer, scene.model.path);
+          sceneModelHead = scene.model.head;
+          // An encoder's block (a pair's slice, the special tokens hidden), as the app shows it.
+          const SceneModel& sm = scene.model;
+          if (!sm.slice.empty() || !sm.special.empty()) {
+            const EncodedText e = encodeModelText(
+                *run.model, sm.text.empty() ? kDefaultModelText : sm.text, sm.textPair);
+            session.setBlock(blockFor(e.segments, pairSliceFromKey(sm.slice).value_or(PairSlice::All),
+                                      specialTokensFromKey(sm.special).value_or(SpecialTokens::Show)));
+          }
+          const ExportStage st = app.count("--stage") || view->stage.empty()
+                                     ? eo.stage
+                                     : exportStageOf(view->stage);
+          modelStages(run, scene.model.layer, st);
         }
-        const ExportStage st = app.count("--stage") || view->stage.empty()
-                                   ? eo.stage
-                                   : exportStageOf(view->stage);
-        modelStages(run, scene.model.layer, st);
       } else {
         view = parseSceneView(scene.extraJson, scenePath);
         session.setScene(std::move(scene));

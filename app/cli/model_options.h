@@ -82,7 +82,9 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
 
 // A model scene's pass (scene.model: its folder, text and ablations; loadScene resolved the
 // path): its layer, head and ablations out of the model's range are input errors naming
-// `scenePath`. The attention options apply in every layer, as with --model.
+// `scenePath`. The attention options apply in every layer, as with --model. An
+// encoder-decoder's scene returns the opened model without a pass (the caller runs it as a
+// Seq2SeqSource); target, site or site ablations on another model are input errors.
 ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
                        const AttentionCliOptions& attention, const Capture& capture = {},
                        std::int64_t maxMemory = -1);

@@ -268,6 +268,28 @@ void saveSceneFrom(AppState& s, const std::string& path) {
     s.scene.path = path;
     return;
   }
+  if (s.dump.seq2seq) {  // an encoder-decoder: its folder, both texts, the site, ablations
+    const Seq2SeqSource& q = *s.dump.seq2seq;
+    Scene sc;
+    sc.title = s.sceneData().title;
+    sc.notes = s.sceneData().notes;
+    sc.model.path = sceneModelPath(s.dump.path);
+    sc.model.text = q.sourceText();
+    sc.model.target = q.targetText();
+    const int site = std::clamp(s.dump.layer, 0, int(q.sites().size()) - 1);
+    sc.model.site = seq2seqSiteName(q.sites()[std::size_t(site)]);
+    sc.model.head = s.view.head;
+    for (const auto& [id, h] : q.ablations()) {
+      const std::string lh = std::to_string(id.layer) + ":" + std::to_string(h);
+      if (id.stack == 1) sc.model.siteAblate.push_back("enc:" + lh);
+      else if (id.site == 1) sc.model.siteAblate.push_back("cross:" + lh);
+      else sc.model.ablate.emplace_back(id.layer, h);
+    }
+    sc.extraJson = viewJson(s, "{}");
+    saveScene(path, sc);
+    s.scene.path = path;
+    return;
+  }
   Scene sc = s.sceneData();
   sc.extraJson = viewJson(s, sc.extraJson);
   saveScene(path, sc);

@@ -168,11 +168,23 @@ void drawAxisTitles(const AppState& s, const HeatmapLayout& L) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 origin = L.origin, p0 = L.p0;
   const float visW = L.visW, visH = L.visH;
-  const char* keysTitle =
-      d.columnsAreKeys ? "Keys (columns)   j \xe2\x86\x92" : "Value dimensions (columns)";
+  // An encoder-decoder's site names its sequences ("Keys: the source"): "(columns)" goes in
+  // after the first word.
+  auto named = [](const std::string& given, const char* plain, const char* where) {
+    if (given.empty()) return std::string(plain) + " " + where;
+    const std::size_t colon = given.find(':');
+    return colon == std::string::npos ? given + " " + where
+                                      : given.substr(0, colon) + " " + where + given.substr(colon);
+  };
+  const std::string keysText =
+      d.columnsAreKeys ? named(s.session.keyAxisTitle(), "Keys", "(columns)") + "   j \xe2\x86\x92"
+                       : std::string("Value dimensions (columns)");
+  const char* keysTitle = keysText.c_str();
   const float ktw = ImGui::CalcTextSize(keysTitle).x;
   dl->AddText(ImVec2(p0.x + std::max(0.0f, (visW - ktw) * 0.5f), origin.y), kTitle, keysTitle);
-  const char* queriesTitle = "\xe2\x86\x90 i   Queries (rows)";
+  const std::string queriesText =
+      "\xe2\x86\x90 i   " + named(s.session.queryAxisTitle(), "Queries", "(rows)");
+  const char* queriesTitle = queriesText.c_str();
   const float qtw = ImGui::CalcTextSize(queriesTitle).x;
   addVerticalText(dl, origin.x, p0.y + std::max(qtw, (visH + qtw) * 0.5f), kTitle, queriesTitle);
 }

@@ -570,20 +570,43 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
       const json& a = m.at("ablate");
       if (!a.is_array()) throw InputError(name + ": field 'model.ablate' must be a list of \"L:H\"");
       for (const json& e : a) {
-        const std::string t = e.is_string() ? e.get<std::string>() : std::string();
+        std::string t = e.is_string() ? e.get<std::string>() : std::string();
+        // An encoder-decoder's other sites: "enc:L:H" and "cross:L:H".
+        std::string prefix;
+        for (const char* p : {"enc:", "cross:"})
+          if (t.rfind(p, 0) == 0) prefix = p;
+        t = t.substr(prefix.size());
         const std::size_t colon = t.find(':');
         const std::optional<int> l =
             colon == std::string::npos ? std::nullopt : parseIndex(t.substr(0, colon), 1 << 20);
         const std::optional<int> h =
             colon == std::string::npos ? std::nullopt : parseIndex(t.substr(colon + 1), 1 << 20);
         if (!l || !h)
-          throw InputError(name + ": model.ablate entries must be \"LAYER:HEAD\" with indices >= 0, got " +
-                           e.dump());
-        sm.ablate.emplace_back(*l, *h);
+          throw InputError(name + ": model.ablate entries must be \"LAYER:HEAD\" (or \"enc:L:H\", "
+                           "\"cross:L:H\") with indices >= 0, got " + e.dump());
+        if (prefix.empty())
+          sm.ablate.emplace_back(*l, *h);
+        else
+          sm.siteAblate.push_back(prefix + std::to_string(*l) + ":" + std::to_string(*h));
       }
     }
     sm.textPair = field<std::string>(m, "text_pair", "", name);
     sm.slice = field<std::string>(m, "slice", "", name);
+    sm.target = field<std::string>(m, "target", "", name);
+    sm.site = field<std::string>(m, "site", "", name);
+    if (!sm.site.empty()) {
+      // enc:L, dec:L, dec:L:self or dec:L:cross (the model checks L when it opens).
+      std::string rest;
+      if (sm.site.rfind("enc:", 0) == 0) rest = sm.site.substr(4);
+      else if (sm.site.rfind("dec:", 0) == 0) rest = sm.site.substr(4);
+      const std::size_t colon = rest.find(':');
+      const std::string kind = colon == std::string::npos ? "" : rest.substr(colon + 1);
+      const bool dec = sm.site.rfind("dec:", 0) == 0;
+      if (rest.empty() || !parseIndex(rest.substr(0, colon), 1 << 20) ||
+          (colon != std::string::npos && (!dec || (kind != "self" && kind != "cross"))))
+        throw InputError(name + ": field 'model.site' must be \"enc:L\", \"dec:L:self\" or "
+                         "\"dec:L:cross\", got \"" + sm.site + "\"");
+    }
     sm.special = field<std::string>(m, "special", "", name);
     if (!sm.slice.empty() && sm.slice != "all" && sm.slice != "a-a" && sm.slice != "b-b" &&
         sm.slice != "a-b" && sm.slice != "b-a")
@@ -703,9 +726,12 @@ std::string sceneToJson(const Scene& s) {
   if (s.model.any()) {
     json ablate = json::array();
     for (auto [l, h] : s.model.ablate) ablate.push_back(std::to_string(l) + ":" + std::to_string(h));
+    for (const std::string& a : s.model.siteAblate) ablate.push_back(a);
     j["model"] = {{"path", s.model.path}, {"text", s.model.text}, {"layer", s.model.layer},
                   {"head", s.model.head}, {"ablate", ablate}};
     if (!s.model.textPair.empty()) j["model"]["text_pair"] = s.model.textPair;
+    if (!s.model.target.empty()) j["model"]["target"] = s.model.target;
+    if (!s.model.site.empty()) j["model"]["site"] = s.model.site;
     if (!s.model.slice.empty()) j["model"]["slice"] = s.model.slice;
     if (!s.model.special.empty()) j["model"]["special"] = s.model.special;
     const SceneGenerate& g = s.model.generate;

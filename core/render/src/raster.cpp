@@ -492,6 +492,7 @@ struct FigureSpec {
   bool anyMasked;
   int columns;  // panels per row
   bool showPoolCaption = true;  // say under a pooled figure what a pixel holds
+  std::string queryAxis = "Queries", keyAxis = "Keys";  // the axis titles
 };
 
 // What the colour bar's values are.
@@ -626,7 +627,7 @@ Canvas buildFigure(const FigureSpec& f, const Grid& g, float fs) {
   // Axis titles. "Queries" is turned and centred on the span when it fits, else written flat
   // at the left of the first row.
   if (f.showLabels) {
-    TextMask q = font.render("Queries", sz.axis);
+    TextMask q = font.render(f.queryAxis, sz.axis);
     const long spanH = spanBottom - heatTop;
     if (q.width <= spanH) {
       fig.text(q, grids.x0 - sz.gap * 2 - q.height, heatTop + spanH / 2 - q.width / 2, kInk,
@@ -635,7 +636,7 @@ Canvas buildFigure(const FigureSpec& f, const Grid& g, float fs) {
       fig.text(q, grids.x0 - sz.gap * 3 - q.width, heatTop + heatH / 2 - q.height / 2, kInk,
                Rot::None);
     }
-    TextMask k = font.render("Keys", sz.axis);
+    TextMask k = font.render(f.keyAxis, sz.axis);
     fig.text(k, (heatLeft + spanRight) / 2 - k.width / 2, grids.y0 - sz.gap * 2 - k.height, kInk,
              Rot::None);
   }
@@ -928,6 +929,8 @@ Image renderExport(const ExportData& data, const ExportOptions& opt) {
     if (!data.description.empty()) title += " \xC2\xB7 " + data.description;
   }
   FigureSpec spec{&src, heads, &labels, &font, title, opt.labels, anyMasked, columns};
+  if (!data.queryAxis.empty()) spec.queryAxis = data.queryAxis;
+  if (!data.keyAxis.empty()) spec.keyAxis = data.keyAxis;
 
   const auto checkHeat = [&](long long cell) {
     const long long w = (long long)Tk * cell * columns, h = (long long)Tq * cell * rowsOfPanels;

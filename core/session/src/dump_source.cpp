@@ -78,6 +78,13 @@ void DumpSource::showLayer(Session& session, int layer) {
   Tensor3 v = d.v.empty() ? Tensor3(w.heads, w.cols, 1) : d.v;
   session.setTensors(std::move(q), std::move(k), std::move(v), d.queryTokens, d.keyTokens,
                      /*mayPool=*/false);  // the recorded weights are the matrix shown
+  // Figure titles name the layer as `attnviz export --dump` does ("model · layer NAME").
+  session.setSourceLabel((dump_.model.empty() ? std::string() : dump_.model + " \xC2\xB7 ") +
+                         "layer " + d.name);
+  if (d.axes == DumpAxes::Cross)
+    session.setAxisTitles("Queries: the target", "Keys: the source");
+  else if (d.axes == DumpAxes::KeySelf)
+    session.setAxisTitles("Queries: the source", "Keys: the source");
   layer_ = layer;
 }
 

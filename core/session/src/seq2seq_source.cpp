@@ -3,6 +3,7 @@
 
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 namespace attnviz {
@@ -104,6 +105,16 @@ Dump Seq2SeqSource::dump() const {
     l.name = seq2seqSiteLabel(s);
     l.axes = s.stack == 1 ? DumpAxes::KeySelf : s.site == 1 ? DumpAxes::Cross : DumpAxes::Self;
     l.weights = pass_.site(s).weights;
+    // A weight of exactly 0 on a key the site may attend (every key of an encoder or cross
+    // site, the keys up to the row in the decoder's causal one) is a softmax that underflowed,
+    // not a mask: it is kept as the least normal float so the view does not hatch it as masked.
+    for (int h = 0; h < l.weights.heads; ++h) {
+      auto m = l.weights.mat(h);
+      for (int i = 0; i < l.weights.rows; ++i)
+        for (int j = 0; j < l.weights.cols; ++j)
+          if (m(i, j) == 0.0f && (l.axes != DumpAxes::Self || j <= i))
+            m(i, j) = std::numeric_limits<float>::min();
+    }
     l.queryTokens = l.axes == DumpAxes::KeySelf ? d.keyTokens : d.tokens;
     l.keyTokens = l.axes == DumpAxes::Self ? d.tokens : d.keyTokens;
     d.layers.push_back(std::move(l));

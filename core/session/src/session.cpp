@@ -262,6 +262,7 @@ void Session::setScene(Scene scene) {
   fromTensors_ = false;
   mayPool_ = true;
   sourceLabel_.clear();
+  queryAxis_.clear(), keyAxis_.clear();
   valueNorms_.clear();
   rollout_.clear();
   pending_ = SceneInputs{};
@@ -273,6 +274,7 @@ void Session::setTensors(Tensor3 q, Tensor3 k, Tensor3 v, std::vector<std::strin
   pending_ = SceneInputs{};
   mayPool_ = mayPool;
   sourceLabel_.clear();
+  queryAxis_.clear(), keyAxis_.clear();
   valueNorms_.clear();
   rollout_.clear();
   pending_.q = std::move(q);
@@ -1004,6 +1006,7 @@ Image Session::exportImage(const ExportRequest& request) {
     data.queryTokens = inputs_.queryTokens;
     data.keyTokens = inputs_.keyTokens;
     data.description = describe();
+    data.queryAxis = queryAxis_, data.keyAxis = keyAxis_;
     return renderStreamedExport(inputs_.q, inputs_.k, inputs_.v, params_, std::move(data),
                                 request);
   }
@@ -1012,6 +1015,7 @@ Image Session::exportImage(const ExportRequest& request) {
     data.queryTokens = inputs_.queryTokens;
     data.keyTokens = inputs_.keyTokens;
     data.description = describe();
+    data.queryAxis = queryAxis_, data.keyAxis = keyAxis_;
     // The labelled weights figure streams, pixel for pixel what the materialised export draws.
     if (request.stage == ExportStage::Weights && !request.bare && request.cell <= 0)
       return renderStreamedExport(inputs_.q, inputs_.k, inputs_.v, params_, std::move(data),
@@ -1049,6 +1053,7 @@ Image Session::exportImage(const ExportRequest& request) {
   data.queryTokens = inputs_.queryTokens;
   data.keyTokens = inputs_.keyTokens;
   data.description = describe();
+  data.queryAxis = queryAxis_, data.keyAxis = keyAxis_;
   if (!block_.active()) return renderExport(data, request);
   // A block view draws the block the display shows: the same cut, the same renormalisation.
   const BlockView b = fittedBlock();
@@ -1096,6 +1101,7 @@ Image Session::exportModelStage(const ExportRequest& request) {
   data.queryTokens = inputs_.queryTokens;
   data.keyTokens = inputs_.keyTokens;
   data.description = describe();
+  data.queryAxis = queryAxis_, data.keyAxis = keyAxis_;
   const int Tq = tq(), Tk = tk();
   if (rollout) {
     Tensor3 R = Tensor3::uninit(1, Tq, Tk);

@@ -75,6 +75,12 @@ struct SceneModel {
   // "all", "a-a", "b-b", "a-b", "b-a") and the special tokens ("special": "show", "grey",
   // "hide"). Empty: not given (one text, all, show).
   std::string textPair, slice, special;
+  // Encoder-decoders (issue 33): `text` is the source (the encoder's input) and "target" the
+  // decoder's text after its start id; "site" the site shown ("enc:L", "dec:L:self",
+  // "dec:L:cross"; empty: the first); ablations of the encoder's and the cross sites
+  // ("enc:L:H", "cross:L:H", kept in "ablate" beside the decoder self site's "L:H").
+  std::string target, site;
+  std::vector<std::string> siteAblate;
   bool any() const { return !path.empty(); }
 };
 

@@ -89,6 +89,9 @@ struct ExportData {
   const Tensor3* stageValues = nullptr;
   std::vector<std::string> queryTokens, keyTokens;  // may be empty: indices are used
   std::string description;                          // e.g. "causal + window:4, tau = 1" for titles
+  // The axis titles; empty: "Queries" and "Keys" (an encoder-decoder's cross site names its
+  // rows the target and its columns the source).
+  std::string queryAxis, keyAxis;
 
   // Long contexts (weights only): when `weights` is null and `pooled` is set, the weights are
   // never held whole. The figure asks for each drawn head pooled at the grid it laid out

@@ -142,6 +142,14 @@ class Session {
   // What the figure title names before the mask, e.g. "gpt2 Â· layer 3" for a model layer;
   // setScene and setTensors clear it.
   void setSourceLabel(std::string label) { sourceLabel_ = std::move(label); }
+  // The axis titles of the figure and the view ("" = Queries and Keys): an encoder-decoder's
+  // cross site says its rows are the target and its columns the source. setScene and
+  // setTensors clear them.
+  void setAxisTitles(std::string queries, std::string keys) {
+    queryAxis_ = std::move(queries), keyAxis_ = std::move(keys);
+  }
+  const std::string& queryAxisTitle() const { return queryAxis_; }
+  const std::string& keyAxisTitle() const { return keyAxis_; }
   const Scene& scene() const { return scene_; }
   // The scene to edit in place; say what changed with one of the touch calls below.
   Scene& editScene() { return scene_; }
@@ -290,6 +298,7 @@ class Session {
   Scene scene_;
   bool fromTensors_ = false;
   std::string sourceLabel_;
+  std::string queryAxis_, keyAxis_;
   SceneInputs inputs_;  // tokens and Q, K, V of the last successful setInputs
   View view_;
   AttentionParams params_;
