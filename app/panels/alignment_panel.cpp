@@ -44,12 +44,12 @@ void drawStrip(ImDrawList* dl, const AlignUnits& u, float x0, float unitW, float
                float band, ImU32 colour) {
   float widest = 0;
   for (const std::string& l : u.labels) widest = std::max(widest, ImGui::CalcTextSize(l.c_str()).x);
-  const bool rotate = widest > unitW - 4;
+  const bool rotate = widest > unitW - 6;
   const float fh = ImGui::GetFontSize();
   for (int k = 0; k < u.count(); ++k) {
     const char* t = u.labels[k].c_str();
     const float cx = x0 + (k + 0.5f) * unitW;
-    const float w = std::min(ImGui::CalcTextSize(t).x, band);
+    const float w = rotate ? std::min(ImGui::CalcTextSize(t).x, band) : ImGui::CalcTextSize(t).x;
     dl->PushClipRect(ImVec2(x0 + k * unitW, above ? y - band - 4 : y),
                      ImVec2(x0 + (k + 1) * unitW, above ? y : y + band + 4), true);
     if (rotate)
@@ -64,7 +64,7 @@ void drawStrip(ImDrawList* dl, const AlignUnits& u, float x0, float unitW, float
 float bandOf(const AlignUnits& u, float unitW) {
   float widest = 0;
   for (const std::string& l : u.labels) widest = std::max(widest, ImGui::CalcTextSize(l.c_str()).x);
-  return widest > unitW - 4 ? std::min(widest, 90.0f * ImGui::GetFontSize() / 13.0f)
+  return widest > unitW - 6 ? std::min(widest, 90.0f * ImGui::GetFontSize() / 13.0f)
                             : ImGui::GetFontSize();
 }
 
@@ -187,8 +187,10 @@ void drawMap(AppState& s) {
       a.meanHeads = false;
     }
   }
-  ImGui::TextDisabled("AER per cross head (bright: low); best %d:%d = %.4f, outlined white",
-                      m.bestLayer, m.bestHead, m.aer(m.bestLayer, m.bestHead));
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("AER of every cross head (bright: low). Best %d:%d, AER %.4f, outlined white",
+                     m.bestLayer, m.bestHead, m.aer(m.bestLayer, m.bestHead));
+  ImGui::PopStyleColor();
 }
 
 }  // namespace
@@ -248,8 +250,10 @@ bool drawAlignmentPanel(AppState& s) {
                                       : "head " + std::to_string(a.head);
   ImGui::Text("%s, %s", d.layers[a.site].name.c_str(), who.c_str());
   if (a.site != std::clamp(s.dump.layer, 0, int(d.layers.size()) - 1))
-    ImGui::TextDisabled("(the site shown is not a cross site: reading the last one)");
-  ImGui::TextDisabled("top: source, bottom: target (without its start token)");
+    ImGui::TextWrapped("(the site shown is not a cross site: reading the last one)");
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("top: the source; bottom: the target, without the start token");
+  ImGui::PopStyleColor();
   drawFigure(s);
 
   changed |= ImGui::Checkbox("Shift by one", &a.options.shift);
@@ -276,7 +280,7 @@ bool drawAlignmentPanel(AppState& s) {
     ImGui::SetNextItemWidth(-1);
     changed |= ImGui::SliderFloat("##align-threshold", &a.options.threshold, 0.01f, 1.0f, "%.2f");
   } else {
-    ImGui::TextDisabled("(argmax: one link per target unit)");
+    ImGui::TextDisabled("(argmax)");
   }
 
   ImGui::TextUnformatted("Gold alignment (source-target)");

@@ -147,6 +147,10 @@ TEST(Alignment, TheMeanOverHeadsAveragesTheWeights) {
   const Eigen::MatrixXd h1 = unitWeights(twoHeads(), 1, pieceStrips(), true);
   // A uniform row: the first of the tied source tokens.
   EXPECT_EQ(pharaohText(predictAlignment(h1, AlignOptions{})), "0-0 0-1 0-2");
+  // A row of exact zeros (all its weight on a special token) links to unit 0, as numpy's argmax.
+  Eigen::MatrixXd zero = Eigen::MatrixXd::Zero(2, 3);
+  zero(1, 2) = 0.5;
+  EXPECT_EQ(pharaohText(predictAlignment(zero, AlignOptions{})), "0-0 2-1");
   EXPECT_THROW(unitWeights(twoHeads(), 2, pieceStrips(), true), InputError);
   EXPECT_THROW(unitWeights(weights(1, 3, 3, {}), 0, pieceStrips(), true), InputError);
 }

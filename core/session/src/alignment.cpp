@@ -137,10 +137,11 @@ Alignment predictAlignment(const Eigen::MatrixXd& uw, const AlignOptions& o) {
   Alignment a;
   for (int t = 0; t < uw.rows(); ++t) {
     if (o.rule == AlignRule::Argmax) {
-      int best = -1;
-      for (int s = 0; s < uw.cols(); ++s)
-        if (uw(t, s) > (best < 0 ? 0.0 : uw(t, best))) best = s;
-      if (best >= 0) a.push_back({best, t});
+      if (uw.cols() == 0) continue;
+      int best = 0;
+      for (int s = 1; s < uw.cols(); ++s)
+        if (uw(t, s) > uw(t, best)) best = s;
+      a.push_back({best, t});
     } else {
       for (int s = 0; s < uw.cols(); ++s)
         if (uw(t, s) >= double(o.threshold)) a.push_back({s, t});

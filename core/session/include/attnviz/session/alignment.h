@@ -24,8 +24,10 @@
 // lies in [0, 1], and argmax links are those of tools/train/t5_card.py (which sums the rows:
 // the same argmax), so the app reproduces the shipped model card's figures.
 //
-// Links: argmax (each target unit links to the source unit of largest weight; the first on a
-// tie; none when the row is all zero) or threshold (every pair of weight >= the threshold).
+// Links: argmax (each target unit links to the source unit of largest weight, the first on a
+// tie, as numpy's argmax: a row whose weight all went to special tokens (exactly 0 on every
+// word) links to source unit 0, as the card counts it) or threshold (every pair of weight >= the
+// threshold).
 // AER = 1 - 2|A ∩ G| / (|A| + |G|) (Och & Ney 2003 with sure links only): A the predicted
 // links, G the gold ones. Over several sentences the counts are pooled (added) first.
 #pragma once
