@@ -254,6 +254,11 @@ bool drawAlignmentPanel(AppState& s) {
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped("top: the source; bottom: the target, without the start token");
   ImGui::PopStyleColor();
+  if (a.strips.target.count() == 0) {
+    ImGui::TextWrapped("No target yet: type the target text in the Target box above to see the "
+                       "alignment.");
+    return false;
+  }
   drawFigure(s);
 
   changed |= ImGui::Checkbox("Shift by one", &a.options.shift);
