@@ -12,6 +12,7 @@
 #include "attnviz/render/colormap.h"
 #include "attnviz/engine/engine.h"
 #include "attnviz/formats/scene.h"
+#include "attnviz/session/alignment.h"
 #include "attnviz/session/dump_source.h"
 #include "attnviz/engine/flash_walkthrough.h"
 #include "attnviz/session/model_source.h"
@@ -381,6 +382,36 @@ struct ModelState {
 };
 
 // The dump view (issue 11): recorded attention as the session's source (attnviz/dump_source.h).
+// The Alignment panel (issue 33): an encoder-decoder's cross site read as an alignment between
+// the source and target strips (attnviz/session/alignment.h), and its AER against a typed gold
+// alignment. Recomputed (updateAlignment) only when the pass, the site, the head or an option
+// changes, not every frame.
+struct AlignmentState {
+  bool words = true;       // strips of words (pieces grouped); off: one unit per token
+  bool meanHeads = false;  // the site's mean over its heads instead of the shown head
+  AlignOptions options;    // argmax or threshold, the shift by one (on by default)
+  char gold[2048] = "";    // the gold box: Pharaoh pairs "S-T ..." (source unit - target unit)
+  std::string goldApplied;  // the box's text as last applied (left, Enter, a button, --gold)
+  bool scripted = false;   // --gold or --no-shift: a scripted run prints the alignment lines
+  struct Key {
+    std::uint64_t version = ~std::uint64_t{0};  // DumpState::version: a new pass
+    int site = -1, head = -1;
+    bool meanHeads = false, words = false;
+    AlignOptions options;
+    std::string gold;
+    bool operator==(const Key&) const = default;
+  } built;
+  // What was computed for `built`.
+  int site = -1;  // the dump layer read (a cross site), -1: none
+  int head = 0;
+  AlignmentStrips strips;
+  Eigen::MatrixXd unitWeights;  // [target units x source units]
+  Alignment links, goldLinks;
+  std::string error;  // the gold text's (or the computation's) one-line error
+  double aer = 0;     // of `links` against `goldLinks`, when there are gold links
+  AerMap map;         // every cross head against the gold (empty without gold)
+};
+
 struct DumpState {
   std::unique_ptr<DumpSource> source;  // null: no dump open
   std::string path;
@@ -397,6 +428,7 @@ struct DumpState {
   char sourceText[4096] = "", targetText[4096] = "";
   bool rerun = false;
   std::vector<TokenProb> before, after;  // the decoder's next token without / with ablations
+  AlignmentState align;
 };
 
 // The FlashAttention stage (issue 13): the shown head computed tile by tile with the online

@@ -47,6 +47,8 @@ struct Options {
   std::optional<float> temperature;
   std::optional<int> selectRow, head;
   std::string target, site;  // encoder-decoders (--model)
+  std::optional<std::string> gold;  // the Alignment panel's gold pairs
+  bool noShift = false;
   std::string hoverCell, clickCell;
   std::optional<std::string> typeMaskExpr;
   std::string stage, colormap, backend = "auto";
@@ -113,6 +115,13 @@ int runGui(int argc, char** argv) {
   cli.add_option("--site", o.site,
                  "with --model, an encoder-decoder: show this attention site (enc:L, "
                  "dec:L:self, dec:L:cross)");
+  cli.add_option("--gold", o.gold,
+                 "with --model, an encoder-decoder: the Alignment panel's gold alignment, Pharaoh "
+                 "pairs \"S-T S-T\" (source unit - target unit, 0-based over the strips' words); "
+                 "a scripted run prints its alignment and AER lines");
+  cli.add_flag("--no-shift", o.noShift,
+               "with --model, an encoder-decoder: the Alignment panel reads target token t on "
+               "decoder row t+1 (the naive reading) instead of row t, the row that produces it");
   cli.add_option("--ablate", o.ablate, "with --model: ablate head L:H (repeatable)");
   cli.add_option("--max-memory", o.maxMemory,
                  "SIZE (bytes, or 512M, 4G): budget for float32 copies of a model's F16/BF16/"
@@ -332,6 +341,17 @@ int runGui(int argc, char** argv) {
       if (o.model.empty()) throw UsageError("--edit-text goes with --model");
       std::snprintf(s.model.text, sizeof s.model.text, "%s", o.editText->c_str());
       s.model.textEditedAt = 0;  // typed long enough ago: the next frame starts its pass
+    }
+    if (o.gold || o.noShift) {
+      if (o.model.empty() || (s.model.open() && !s.dump.seq2seq))
+        throw UsageError("--gold and --no-shift go with --model DIR of an encoder-decoder");
+      AlignmentState& al = s.dump.align;
+      al.scripted = true;
+      al.options.shift = !o.noShift;
+      if (o.gold) {
+        std::snprintf(al.gold, sizeof al.gold, "%s", o.gold->c_str());
+        al.goldApplied = al.gold;
+      }
     }
     if (o.showResidual) s.model.showResidual = true;
     if (o.retrieval) {

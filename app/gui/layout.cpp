@@ -77,6 +77,11 @@ void drawLayout(App& app) {
     if (s.dump.seq2seq) {
       if (ImGui::CollapsingHeader("Encoder-decoder", ImGuiTreeNodeFlags_DefaultOpen))
         drawSeq2SeqPanel(s);
+      if (hasCrossSite(s)) {
+        if (s.dump.align.scripted) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+        if (ImGui::CollapsingHeader("Alignment", ImGuiTreeNodeFlags_DefaultOpen))
+          drawAlignmentPanel(s);
+      }
     } else if (ImGui::CollapsingHeader("Dump", ImGuiTreeNodeFlags_DefaultOpen)) {
       drawDumpPanel(s);
     }

@@ -268,6 +268,7 @@ void runScript(App& app, const Script& script) {
             std::printf("next-token before: %d %.6f\n", t.id, double(t.prob));
           for (const TokenProb& t : s.dump.after)
             std::printf("next-token after: %d %.6f\n", t.id, double(t.prob));
+          printAlignment(s);
         }
       }
       if (s.model.open()) {

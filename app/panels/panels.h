@@ -81,6 +81,14 @@ std::string exportAttribution(AppState& s, const std::string& path);
 bool drawOpenModelPopup(AppState& s);
 // seq2seq_panel.cpp: an encoder-decoder's Source and Target, its site, ablation, next token
 bool drawSeq2SeqPanel(AppState& s);
+// alignment_panel.cpp: an encoder-decoder's cross site as an alignment between the source and
+// target strips, the shift by one, a gold alignment's AER and the layers x heads AER map (a
+// click shows that head). updateAlignment recomputes s.dump.align when its inputs changed;
+// hasCrossSite says whether the panel has anything to show.
+bool hasCrossSite(const AppState& s);
+void updateAlignment(AppState& s);
+bool drawAlignmentPanel(AppState& s);
+void printAlignment(AppState& s);  // a scripted run's "alignment:" lines
 bool drawDumpPanel(AppState& s);       // dump_panel.cpp: the dump's file, model, layer, Q/K/V  // model_panel.cpp: File > Open model (a folder path)
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings
 bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG/SVG/PDF export (Ctrl+S)

@@ -42,6 +42,10 @@ class Seq2SeqSource {
   void setTexts(const std::string& source, const std::string& target);
   const std::string& sourceText() const { return source_; }
   const std::string& targetText() const { return target_; }
+  // The ids of the last good pass: the source's (the cross sites' columns) and the decoder's
+  // input (its start id, then the target's tokens: the rows).
+  const std::vector<int>& sourceIds() const { return sourceIds_; }
+  const std::vector<int>& decoderIds() const { return targetIds_; }
 
   // The sites in pass order (ModelConfig::sites), and the index of one in it (-1: none).
   const std::vector<SiteId>& sites() const { return sites_; }
