@@ -429,6 +429,17 @@ struct DumpState {
   bool rerun = false;
   std::vector<TokenProb> before, after;  // the decoder's next token without / with ablations
   AlignmentState align;
+  // Watched translation (the panel's Translate button, --translate N, a scene's "generate"): the
+  // decoder's greedy token appended to the target, one a frame, the pass run again each time.
+  struct Translate {
+    int requested = 0;  // tokens asked for, started once an encoder-decoder is open
+    int tokens = 24;    // the panel's count
+    int left = 0;       // > 0: running
+    std::string from;   // the target text it started from (what a scene saves)
+    std::vector<int> ids;  // the tokens appended so far
+    std::string stop;      // why it stopped: "eos", "length", "context" or an error
+    bool used() const { return !ids.empty() || left > 0 || !stop.empty(); }
+  } translate;
 };
 
 // The FlashAttention stage (issue 13): the shown head computed tile by tile with the online

@@ -384,7 +384,7 @@ int runGui(int argc, char** argv) {
       s.model.cacheLoss.scripted = true;
     }
     if (cli.count("--generate")) {
-      if (!s.model.open() && !s.model.loading.valid())
+      if (!s.model.open() && !s.model.loading.valid() && !s.dump.seq2seq)
         throw UsageError("--generate goes with --model (or a model scene)");
       if (o.generate < 1 || o.generate > 4096)
         throw UsageError("--generate: expected a number of tokens in [1, 4096]");

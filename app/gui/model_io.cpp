@@ -104,6 +104,8 @@ void adoptSeq2Seq(AppState& s, std::unique_ptr<Model> model, const ModelState::R
   ds.layer = site;
   std::snprintf(ds.sourceText, sizeof ds.sourceText, "%s", text.c_str());
   std::snprintf(ds.targetText, sizeof ds.targetText, "%s", rq.target.c_str());
+  ds.translate = DumpState::Translate{};
+  if (rq.generate.any()) ds.translate.tokens = ds.translate.requested = rq.generate.tokens;
   showSeq2Seq(s);
   s.scene.path.clear();
   s.view.head = rq.head;
@@ -402,12 +404,46 @@ void refreshFill(AppState& s) {
 void syncModel(AppState& s) {
   if (s.dump.seq2seq && s.dump.rerun) {
     s.dump.rerun = false;
+    // Edited texts or an ablation: a finished translation's start no longer describes the view.
+    if (s.dump.translate.left == 0) s.dump.translate = {0, s.dump.translate.tokens};
     try {
       s.dump.seq2seq->setTexts(s.dump.sourceText, s.dump.targetText);
     } catch (const InputError& e) {
       notify(s, e.what());  // the last good pass stays
     }
     showSeq2Seq(s);
+  }
+  if (s.dump.seq2seq) {  // watched translation: one greedy token a frame
+    DumpState::Translate& t = s.dump.translate;
+    Seq2SeqSource& q = *s.dump.seq2seq;
+    if (s.model.gen.scripted > 0) {  // --generate N on an encoder-decoder: translate N tokens
+      t.tokens = t.requested = s.model.gen.scripted;
+      s.model.gen.scripted = 0;
+    }
+    if (t.requested > 0) {
+      t.left = t.requested, t.requested = 0;
+      t.from = q.targetText();
+      t.ids.clear();
+      t.stop.clear();
+    }
+    if (t.left > 0) {
+      const int id = q.greedyNext();
+      if (q.endsTarget(id)) {
+        t.ids.push_back(id);
+        t.left = 0, t.stop = "eos";
+      } else {
+        try {
+          q.appendTarget(id);
+          t.ids.push_back(id);
+          t.stop = --t.left == 0 ? "length" : "";
+        } catch (const InputError& e) {
+          t.left = 0, t.stop = "context";
+          notify(s, e.what());
+        }
+        std::snprintf(s.dump.targetText, sizeof s.dump.targetText, "%s", q.targetText().c_str());
+        showSeq2Seq(s);
+      }
+    }
   }
   if (s.dump.source && s.dump.layerDirty) {
     s.dump.layerDirty = false;

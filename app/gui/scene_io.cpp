@@ -104,6 +104,40 @@ void applyPanels(AppState& s, const std::string& viewText, const std::string& pa
     st.draws = num("draws", 0, 20);
     st.scripted = true;
   }
+  if (p.contains("alignment")) {  // an encoder-decoder's Alignment panel (issue 33)
+    const json& a = p["alignment"];
+    AlignmentState& al = s.dump.align;
+    if (!a.is_object()) throw InputError(path + ": view.panels.alignment: expected an object");
+    auto flag = [&](const char* key, bool& dst) {
+      if (!a.contains(key)) return;
+      if (!a[key].is_boolean())
+        throw InputError(path + ": view.panels.alignment." + key + ": expected true or false");
+      dst = a[key].get<bool>();
+    };
+    if (a.contains("gold")) {
+      if (!a["gold"].is_string() || a["gold"].get<std::string>().size() >= sizeof al.gold)
+        throw InputError(path + ": view.panels.alignment.gold: expected a string of under " +
+                         std::to_string(sizeof al.gold) + " bytes");
+      std::snprintf(al.gold, sizeof al.gold, "%s", a["gold"].get<std::string>().c_str());
+      al.goldApplied = al.gold;
+    }
+    flag("shift", al.options.shift);
+    flag("mean", al.meanHeads);
+    flag("words", al.words);
+    if (a.contains("rule")) {
+      const std::string r = a["rule"].is_string() ? a["rule"].get<std::string>() : "";
+      if (r != "argmax" && r != "threshold")
+        throw InputError(path + ": view.panels.alignment.rule: expected \"argmax\" or "
+                         "\"threshold\"");
+      al.options.rule = r == "argmax" ? AlignRule::Argmax : AlignRule::Threshold;
+    }
+    if (a.contains("threshold")) {
+      const json& t = a["threshold"];
+      if (!t.is_number() || !(t.get<double>() > 0.0) || t.get<double>() > 1.0)
+        throw InputError(path + ": view.panels.alignment.threshold: expected a number in (0, 1]");
+      al.options.threshold = float(t.get<double>());
+    }
+  }
 }
 
 std::string viewJson(const AppState& s, const std::string& previous) {
@@ -155,6 +189,16 @@ std::string viewJson(const AppState& s, const std::string& previous) {
     panels["retrieval"] = {{"needle", r.needle}, {"question", r.question}, {"answer", r.answer},
                            {"depths", r.depths}, {"k", r.k}, {"draws", r.draws}};
   }
+  if (s.dump.seq2seq) {  // the Alignment panel's reading and gold
+    const AlignmentState& al = s.dump.align;
+    panels["alignment"] = {
+        {"gold", al.goldApplied},
+        {"shift", al.options.shift},
+        {"mean", al.meanHeads},
+        {"words", al.words},
+        {"rule", al.options.rule == AlignRule::Argmax ? "argmax" : "threshold"},
+        {"threshold", al.options.threshold}};
+  }
   if (panels.empty())
     view.erase("panels");
   else
@@ -184,6 +228,7 @@ void loadSceneInto(AppState& s, const std::string& path) {
         throw InputError(path + ": view." + e.what());
       }
       s.view.head = sc.model.head;  // the model's head wins (the model view shows it)
+      s.dump.align = AlignmentState{};  // a scene's alignment reading, or the defaults
       applyPanels(s, sc.extraJson, path);
     }
     return;
@@ -276,6 +321,11 @@ void saveSceneFrom(AppState& s, const std::string& path) {
     sc.model.path = sceneModelPath(s.dump.path);
     sc.model.text = q.sourceText();
     sc.model.target = q.targetText();
+    // A watched translation: its starting target and length, run again when the scene opens.
+    if (s.dump.translate.used()) {
+      sc.model.target = s.dump.translate.from;
+      sc.model.generate.tokens = std::max(1, s.dump.translate.tokens);
+    }
     const int site = std::clamp(s.dump.layer, 0, int(q.sites().size()) - 1);
     sc.model.site = seq2seqSiteName(q.sites()[std::size_t(site)]);
     sc.model.head = s.view.head;

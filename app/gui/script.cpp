@@ -200,8 +200,12 @@ void runScript(App& app, const Script& script) {
     // A scripted run's last frame waits (up to 10 minutes) for the Generate and Attribution
     // panels to finish (and a scripted click on the attribution's map to be made).
     const bool attrBusy = s.model.open() && (attr.busy() || (attr.clickLayer >= 0 && attr.clickPhase < 3));
-    if (script.frames > 0 && frame == script.frames - 1 && s.model.open() &&
-        (s.model.gen.busy() || attrBusy) && nowSeconds() < genDeadline) {
+    const bool translating = s.dump.seq2seq &&
+                             (s.dump.translate.left > 0 || s.dump.translate.requested > 0 ||
+                              s.model.gen.scripted > 0);
+    if (script.frames > 0 && frame == script.frames - 1 &&
+        ((s.model.open() && (s.model.gen.busy() || attrBusy)) || translating) &&
+        nowSeconds() < genDeadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       --frame;
       continue;
@@ -269,6 +273,12 @@ void runScript(App& app, const Script& script) {
           for (const TokenProb& t : s.dump.after)
             std::printf("next-token after: %d %.6f\n", t.id, double(t.prob));
           printAlignment(s);
+          if (s.dump.translate.used()) {
+            std::string ids;
+            for (int id : s.dump.translate.ids) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+            std::printf("translated: ids=%s stop=%s target=%s\n", ids.c_str(),
+                        s.dump.translate.stop.c_str(), q->targetText().c_str());
+          }
         }
       }
       if (s.model.open()) {

@@ -74,6 +74,30 @@ bool drawSeq2SeqPanel(AppState& s) {
     }
     d.rerun = changed = true;
   }
+  // Watched translation: the decoder's greedy token appended a frame at a time (the heatmap of
+  // a cross site grows a row for each, over the source).
+  DumpState::Translate& t = d.translate;
+  if (t.left > 0) {
+    if (ImGui::Button("Stop", ImVec2(-1, 0))) t.left = 0, t.stop = "stopped";
+    ImGui::TextDisabled("translating: %d tokens so far, %d to go", int(t.ids.size()), t.left);
+  } else {
+    ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.45f);
+    ImGui::SliderInt("##s2stokens", &t.tokens, 1, 200, "%d tokens");
+    ImGui::SameLine();
+    if (ImGui::Button("Translate (greedy)", ImVec2(-1, 0))) {
+      t.requested = t.tokens;
+      changed = true;
+    }
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("Continue the target with the decoder's most likely token, one a frame, "
+                        "as attnviz generate does (ablations apply); clear the target first to "
+                        "translate from the start.");
+    if (!t.stop.empty())
+      ImGui::TextDisabled("translated %d tokens: %s", int(t.ids.size()),
+                          t.stop == "eos"      ? "stopped at the end token"
+                          : t.stop == "length" ? "the count reached"
+                                               : t.stop.c_str());
+  }
   ImGui::Separator();
   ImGui::Text("Next token after '%s'",
               q.tokenLabel(q.pass().ids.empty() ? 0 : q.pass().ids.back()).c_str());

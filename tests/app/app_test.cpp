@@ -641,8 +641,10 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   // attention, RoPE, induction on English, watch it write, ablate and watch it forget (kjv-sp-llama);
   // local and global layers, soft-capping (kjv-sp-gemma2); what RoPE's frequencies carry,
   // attention sinks, massive activations, retrieval heads (kjv-sp-llama, the research demos);
-  // bidirectional rows, [SEP] as a no-op, sentence pairs, fill then ablate (kjv-wp-bert)
-  EXPECT_EQ(models, 20);
+  // bidirectional rows, [SEP] as a no-op, sentence pairs, fill then ablate (kjv-wp-bert);
+  // cross-attention, shifted by one, which head aligns, ablate the aligning heads, watch it
+  // translate (kjv-t5-align, tests/app/seq2seq_app_test.cpp)
+  EXPECT_EQ(models, 25);
 }
 
 }  // namespace

@@ -17,7 +17,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -358,6 +360,215 @@ TEST(AppSeq2SeqAlignment, BadGoldTextIsAOneLineError) {
   const Shot s = runApp("align_nomodel", "--gold '0-0'");
   EXPECT_EQ(s.rc, 2) << s.out;
   EXPECT_NE(s.out.find("--gold and --no-shift go with --model"), std::string::npos) << s.out;
+}
+
+// ---- encoder-decoder scenes and the presets 34-37 ----------------------------------------------
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A view saved with an encoder-decoder open names its folder, both texts, the site, the head,
+// the ablations of any site and the Alignment panel's reading; reopened and saved again it is the
+// same file, and the app's export of it is the command line's `export --scene`, byte for byte,
+// the axis titles naming the target and the source.
+TEST(AppSeq2SeqScenes, ASavedViewReopensToTheSameJsonAndExportsAsTheCommandLine) {
+  const std::string a = tempPath("scene_a.json"), b = tempPath("scene_b.json");
+  const std::string gui = tempPath("scene_gui.png"), cli = tempPath("scene_cli.png");
+  for (const std::string& f : {a, b, gui, cli}) std::remove(f.c_str());
+  const std::string gold = "6-0 5-1 4-2 3-3 2-4 1-5 0-6";
+  const Shot first = runApp("scene_first", "--model " + shippedT5() + " --text '" + kAlignSource +
+                                               "' --target '" + kAlignTarget +
+                                               "' --site dec:1:cross --head 2 --ablate cross:0:1"
+                                               " --ablate enc:1:3 --ablate 0:2 --gold '" + gold +
+                                               "' --no-shift --save-scene " + a);
+  ASSERT_EQ(first.rc, 0) << first.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(a));
+  EXPECT_EQ(j["model"]["path"], "kjv-t5-align");
+  EXPECT_EQ(j["model"]["text"], kAlignSource);
+  EXPECT_EQ(j["model"]["target"], kAlignTarget);
+  EXPECT_EQ(j["model"]["site"], "dec:1:cross");
+  EXPECT_EQ(j["model"]["head"], 2);
+  std::vector<std::string> abl = j["model"]["ablate"].get<std::vector<std::string>>();
+  std::sort(abl.begin(), abl.end());
+  EXPECT_EQ(abl, (std::vector<std::string>{"0:2", "cross:0:1", "enc:1:3"}));
+  EXPECT_EQ(j["view"]["panels"]["alignment"]["gold"], gold);
+  EXPECT_EQ(j["view"]["panels"]["alignment"]["shift"], false);
+
+  const Shot again = runApp("scene_again", "--scene " + a + " --save-scene " + b + " --export " + gui);
+  ASSERT_EQ(again.rc, 0) << again.out;
+  EXPECT_EQ(slurp(a), slurp(b)) << "the reopened view saves a different scene";
+  EXPECT_NE(again.out.find("seq2seq-view: site=dec:1:cross head=2"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("ablated=3"), std::string::npos) << again.out;
+  EXPECT_EQ(field(again.out, "alignment:", "shift"), "0") << again.out;
+  int rc = -1;
+  const std::string out = runCli("export --scene " + a + " --png " + cli, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string g = slurp(gui), c = slurp(cli);
+  ASSERT_FALSE(g.empty());
+  EXPECT_TRUE(g == c) << "the app's export and export --scene differ";
+  const std::string svg = tempPath("scene_cli.svg");
+  ASSERT_EQ((runCli("export --scene " + a + " --svg " + svg, &rc), rc), 0);
+  const std::string text = slurp(svg);
+  EXPECT_NE(text.find("Queries: the target"), std::string::npos);
+  EXPECT_NE(text.find("Keys: the source"), std::string::npos);
+  EXPECT_NE(text.find("layer dec 1 cross"), std::string::npos);
+}
+
+// A scene naming a site the model lacks, or encoder-decoder fields on a decoder, is refused by
+// export --scene with exit 1 and one line naming the scene; a malformed site by the loader.
+TEST(AppSeq2SeqScenes, BadSitesAndTargetsOnADecoderAreInputErrorsNamingTheScene) {
+  const std::string models = std::string(ATTNVIZ_SOURCE_DIR) + "/assets/models/";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"model": {"path": ")" + models + R"(kjv-t5-align", "text": "i will", "site": "dec:5:cross"}})",
+       "model.site dec:5:cross is out of range"},
+      {R"({"model": {"path": ")" + models + R"(kjv-t5-align", "text": "i will", "site": "dec:1:both"}})",
+       "field 'model.site' must be"},
+      {R"({"model": {"path": ")" + models + R"(kjv-t5-align", "text": "i will", "ablate": ["cross:4:0"]}})",
+       "model.ablate cross:4:0 is out of range"},
+      {R"({"model": {"path": ")" + models + R"(kjv-byte-2l", "text": "In the", "target": "x"}})",
+       "are for encoder-decoders"}};
+  int k = 0;
+  for (const auto& [json, says] : cases) {
+    const std::string path = tempPath("bad_scene_" + std::to_string(k++) + ".json");
+    std::ofstream(path) << json;
+    const std::string png = tempPath("bad_scene.png");
+    int rc = -1;
+    const std::string out = runCli("export --scene " + path + " --png " + png, &rc);
+    EXPECT_EQ(rc, 1) << json << "\n" << out;
+    EXPECT_NE(out.find(path), std::string::npos) << out;
+    EXPECT_NE(out.find(says), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+}
+
+std::string preset(const std::string& name) {
+  return std::string(ATTNVIZ_SOURCE_DIR) + "/assets/scenes/" + name;
+}
+
+// The presets' clause (card.json's held-out clause 7), its target, and the three target words of
+// preset 37.
+const char* kPresetSource = "i will put my trust in him";
+const char* kPresetTarget = "iod of zkxlz dn hxz voss o";
+
+// 34: the cross site of decoder layer 1, head 0, target rows over source columns; every row puts
+// more than 0.9999 of its weight on one source piece, along the anti-diagonal (the command line's
+// cross weights, as the note says).
+TEST(AppSeq2SeqPresets, CrossAttentionShowsTargetRowsOverSourceColumns) {
+  const Shot s = runApp("preset34", "--scene " + preset("34-cross-attention-target-rows-source-columns.json"));
+  ASSERT_EQ(s.rc, 0) << s.out;
+  EXPECT_NE(s.out.find("seq2seq-view: site=dec:1:cross head=0 rows=8 cols=10"), std::string::npos)
+      << s.out;
+  const std::string npy = tempPath("preset34.npy");
+  int rc = -1;
+  runCli("model --model " + shippedT5() + " --text '" + kPresetSource + "' --target '" +
+             kPresetTarget + "' --cross-weights " + npy, &rc);
+  ASSERT_EQ(rc, 0);
+  const attnviz::NpyArray a = attnviz::readNpy(npy);
+  ASSERT_EQ(a.shape, (std::vector<long long>{2, 4, 8, 10}));
+  const float* w = a.data.data() + std::size_t(1 * 4 + 0) * 80;
+  int prevColumn = 10;
+  for (int i = 0; i < 7; ++i) {  // the rows that produce the seven words
+    const int j = int(std::max_element(w + i * 10, w + i * 10 + 10) - (w + i * 10));
+    EXPECT_GT(w[i * 10 + j], 0.9999f) << "row " << i;
+    EXPECT_LT(j, prevColumn) << "row " << i << ": the bright cells run right to left";
+    prevColumn = j;
+  }
+  ASSERT_TRUE(s.valid) << s.out;
+  EXPECT_EQ(s.rows, 8);
+  EXPECT_EQ(s.cols, 10);
+}
+
+// 35 and 36: the Alignment panel opens on the scene's gold, unshifted (35: head 1:0 scores 1.00)
+// and shifted (36: 0.00, every layer-1 head 0.00, layer 0 as the note says), as the independent
+// reading of the command line's weights gives.
+TEST(AppSeq2SeqPresets, ShiftedByOneAndWhichHeadAlignsScoreAsTheirNotesSay) {
+  const nlohmann::json ref = alignmentReference(kPresetSource, kPresetTarget);
+  ASSERT_TRUE(ref.contains("aer_shifted")) << ref.dump();
+  const Shot un = runApp("preset35", "--scene " + preset("35-shifted-by-one.json"));
+  ASSERT_EQ(un.rc, 0) << un.out;
+  EXPECT_EQ(field(un.out, "alignment:", "shift"), "0") << un.out;
+  EXPECT_NEAR(std::atof(field(un.out, "alignment:", "aer").c_str()),
+              ref["aer_unshifted"][1][0].get<double>(), 6e-5);
+  EXPECT_NEAR(std::atof(field(un.out, "alignment:", "aer").c_str()), 1.0, 6e-5);
+  const Shot sh = runApp("preset36", "--scene " + preset("36-which-head-aligns.json"));
+  ASSERT_EQ(sh.rc, 0) << sh.out;
+  EXPECT_EQ(field(sh.out, "alignment:", "shift"), "1") << sh.out;
+  const auto m = appMap(sh.out);
+  ASSERT_EQ(m.size(), 2u) << sh.out;
+  const double layer0[4] = {3.0 / 7, 5.0 / 7, 5.0 / 7, 4.0 / 7};  // the note's 0.43 0.71 0.71 0.57
+  for (int h = 0; h < 4; ++h) {
+    EXPECT_NEAR(m[1][h], ref["aer_shifted"][1][h].get<double>(), 6e-5);
+    EXPECT_NEAR(m[1][h], 0.0, 6e-5) << "1:" << h;
+    EXPECT_NEAR(m[0][h], ref["aer_shifted"][0][h].get<double>(), 6e-5);
+    EXPECT_NEAR(m[0][h], layer0[h], 6e-5) << "0:" << h;
+  }
+}
+
+// 37: the four layer-1 cross heads ablated: the next token after 'iod of zkxlz' is the command
+// line's with and without the ablations; ' dn' (64) 0.990 intact, ' voss' (67) 0.187 ablated.
+TEST(AppSeq2SeqPresets, AblatingTheAligningHeadsLosesTheNextWordAsTheCommandLineDoes) {
+  const Shot s = runApp("preset37", "--scene " + preset("37-ablate-the-aligning-heads.json"));
+  ASSERT_EQ(s.rc, 0) << s.out;
+  EXPECT_NE(s.out.find("ablated=4"), std::string::npos) << s.out;
+  const std::string texts = " --text '" + std::string(kPresetSource) + "' --target 'iod of zkxlz'";
+  const auto plain = cliTokens(runCli("model --model " + shippedT5() + texts + " --top-k 5"));
+  const auto ablated = cliTokens(runCli("model --model " + shippedT5() + texts +
+                                        " --ablate cross:1:0 --ablate cross:1:1 --ablate cross:1:2"
+                                        " --ablate cross:1:3 --top-k 5"));
+  expectSameTokens(appTokens(s.out, "before"), plain, "before");
+  expectSameTokens(appTokens(s.out, "after"), ablated, "after");
+  ASSERT_FALSE(plain.empty());
+  ASSERT_FALSE(ablated.empty());
+  EXPECT_EQ(plain[0].first, 64);
+  EXPECT_NEAR(plain[0].second, 0.990, 0.001);
+  EXPECT_EQ(ablated[0].first, 67);
+  EXPECT_NEAR(ablated[0].second, 0.187, 0.001);
+}
+
+std::vector<int> idsOf(const std::string& text, const char* sep) {
+  std::vector<int> r;
+  std::string t = text;
+  for (char& c : t)
+    if (std::strchr(sep, c)) c = ' ';
+  std::istringstream in(t);
+  for (int id; in >> id;) r.push_back(id);
+  return r;
+}
+
+// 38 and --generate on an encoder-decoder: the target written a greedy token a frame is the
+// command line's `generate --print-ids` (the end token last), intact and with the four aligning
+// heads ablated; the cross site has grown a row per token.
+TEST(AppSeq2SeqPresets, WatchItTranslateWritesTheCommandLinesGreedyTokens) {
+  const std::string four = " --ablate cross:1:0 --ablate cross:1:1 --ablate cross:1:2 --ablate cross:1:3";
+  for (const bool ablated : {false, true}) {
+    const Shot s = ablated ? runApp("translate_ablated", "--model " + shippedT5() + " --text '" +
+                                                             kPresetSource + "' --site dec:1:cross" +
+                                                             four + " --generate 24")
+                           : runApp("preset38", "--scene " + preset("38-watch-it-translate.json"));
+    ASSERT_EQ(s.rc, 0) << s.out;
+    const std::string got = field(s.out, "translated:", "ids");
+    int rc = -1;
+    const std::string cli = runCli("generate --model " + shippedT5() + " --text '" + kPresetSource +
+                                       "' -n 24 --print-ids" + (ablated ? four : ""), &rc);
+    ASSERT_EQ(rc, 0) << cli;
+    const std::vector<int> want = idsOf(cli.substr(cli.rfind('\n', cli.size() - 2) + 1), "");
+    ASSERT_FALSE(want.empty()) << cli;
+    EXPECT_EQ(idsOf(got, ","), want) << s.out;
+    if (!ablated) {
+      EXPECT_EQ(field(s.out, "translated:", "stop"), "eos") << s.out;
+      EXPECT_EQ(want, (std::vector<int>{36, 8, 885, 64, 280, 67, 16, 1}));
+      EXPECT_NE(s.out.find("translated: ids=36,8,885,64,280,67,16,1 stop=eos target=iod of zkxlz dn hxz voss o"),
+                std::string::npos) << s.out;
+      EXPECT_NE(s.out.find("seq2seq-view: site=dec:1:cross head=0 rows=8 cols=10"), std::string::npos)
+          << s.out;
+    } else {
+      EXPECT_NE(want, (std::vector<int>{36, 8, 885, 64, 280, 67, 16, 1})) << "the ablation changed nothing";
+    }
+  }
 }
 
 }  // namespace

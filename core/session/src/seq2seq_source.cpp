@@ -77,6 +77,38 @@ void Seq2SeqSource::setTexts(const std::string& source, const std::string& targe
   target_ = target;
 }
 
+int Seq2SeqSource::greedyNext() const {
+  const ModelConfig& c = model_->config();
+  const int T = int(pass_.logits.rows()), V = int(pass_.logits.cols());
+  if (T == 0) throw InputError("no pass to continue: set the texts first");
+  const auto row = pass_.logits.row(T - 1);
+  int best = -1;
+  for (int v = 0; v < V; ++v) {
+    if (c.padId && v == *c.padId) continue;
+    if (best < 0 || row(v) > row(best)) best = v;  // ties: the lowest id
+  }
+  return best;
+}
+
+bool Seq2SeqSource::endsTarget(int id) const {
+  const std::optional<int> eos = model_->tokenizer().eos();
+  return (eos && id == *eos) || model_->config().isEos(id);
+}
+
+void Seq2SeqSource::appendTarget(int id) {
+  std::vector<int> t = targetIds_;
+  t.push_back(id);
+  model_->checkIds(t);
+  std::swap(t, targetIds_);
+  try {
+    run();
+  } catch (...) {
+    std::swap(t, targetIds_);
+    throw;
+  }
+  target_ = model_->tokenizer().decode(std::vector<int>(targetIds_.begin() + 1, targetIds_.end()));
+}
+
 void Seq2SeqSource::run() {
   Capture c = Capture::view(0);
   c.weights = LayerSet::every();

@@ -40,6 +40,14 @@ class Seq2SeqSource {
   // "before"). An empty source runs on kDefaultModelText. Throws InputError (too long, bad
   // ids); the last good pass is kept then.
   void setTexts(const std::string& source, const std::string& target);
+  // Watched translation, a token at a time: the decoder's greedy next token after the last
+  // target token (the interventions applied; never the pad token, as `attnviz generate`), whether
+  // a token ends the target (EOS), and the token appended to the decoder's input with the pass
+  // run again (the target text becomes the decoded target). appendTarget throws InputError
+  // past the model's positions; the last good pass is kept then.
+  int greedyNext() const;
+  bool endsTarget(int id) const;
+  void appendTarget(int id);
   const std::string& sourceText() const { return source_; }
   const std::string& targetText() const { return target_; }
   // The ids of the last good pass: the source's (the cross sites' columns) and the decoder's
