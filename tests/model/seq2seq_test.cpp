@@ -8,6 +8,7 @@
 
 #include "attnviz/model/attribution.h"
 #include "attnviz/model/model.h"
+#include "attnviz/model/tokenizers/sentencepiece.h"
 
 #include <nlohmann/json.hpp>
 
@@ -108,6 +109,28 @@ TEST(Seq2Seq, T5RelativeBuckets) {
 }
 // Marian's two SentencePiece models over one vocab.json: the source and the target text through
 // the model equal the ids python3-sentencepiece gives.
+// T5's sentinels (<extra_id_0> .. <extra_id_99>, its span-corruption masks) follow the
+// SentencePiece pieces in reverse: <extra_id_k> is pieces + 99 - k (transformers' T5Tokenizer),
+// cut out of the text before the pieces are encoded. The ids of the parts are
+// python3-sentencepiece's on the shipped model's spiece.model (1550 pieces, </s> = 1):
+// 'i will ' [14, 68], ' him ' [35], ' the end' [6, 714]. Without room in vocab_size (the shipped
+// model's own 1550) there are none.
+TEST(Seq2Seq, T5SentinelsFollowThePiecesInReverse) {
+  const std::string spiece =
+      std::string(ATTNVIZ_SOURCE_DIR) + "/assets/models/kjv-t5-align/spiece.model";
+  const auto t = loadT5SentencePieceTokenizer(spiece, 1650);
+  EXPECT_EQ(t->size(), 1650);
+  EXPECT_EQ(t->encode("i will <extra_id_0> him <extra_id_99> the end", true),
+            (std::vector<int>{14, 68, 1649, 35, 1550, 6, 714, 1}));
+  EXPECT_EQ(t->pieceBytes(1649), "<extra_id_0>");
+  EXPECT_EQ(t->pieceBytes(1600), "<extra_id_49>");
+  EXPECT_TRUE(t->isSpecial(1550));
+  EXPECT_FALSE(t->isSpecial(14));
+  const auto none = loadT5SentencePieceTokenizer(spiece, 1550);
+  EXPECT_EQ(none->size(), 1550);
+  for (int id : none->encode("i will <extra_id_0> him", true)) EXPECT_LT(id, 1550);
+}
+
 TEST(Seq2Seq, MarianTextsThroughBothSentencePieceModels) { checkCase("marian", true); }
 
 TEST(Seq2Seq, MarianTokenizeMatchesSentencePiece) {

@@ -20,17 +20,18 @@ const std::string kMeta = "\xE2\x96\x81";
 class SpTokenizer final : public Tokenizer {
  public:
   SpTokenizer(const std::string& bytes, const std::string& configText, const std::string& name,
-              const std::string& configName, int vocabSize, bool appendEos = false);
+              const std::string& configName, int vocabSize, bool appendEos = false,
+              bool t5Sentinels = false);
 
   std::vector<int> encode(std::string_view text, bool addSpecial) const override;
   std::string pieceBytes(int id) const override;
   std::string decode(const std::vector<int>& ids) const override;
-  int size() const override { return sp_.GetPieceSize(); }
+  int size() const override { return sp_.GetPieceSize() + extras_; }
   std::optional<int> bos() const override { return bos_; }
   std::optional<int> eos() const override { return eos_; }
   std::optional<int> unk() const override { return unk_; }
   bool isSpecial(int id) const override {
-    return contains(id) && (sp_.IsControl(id) || sp_.IsUnknown(id));
+    return contains(id) && (id >= sp_.GetPieceSize() || sp_.IsControl(id) || sp_.IsUnknown(id));
   }
   std::string kind() const override { return kind_; }
   std::string kind_ = "SentencePiece (tokenizer.model)";
@@ -41,13 +42,17 @@ class SpTokenizer final : public Tokenizer {
   tok::LiteralMatcher specials_;
   std::optional<int> bos_, eos_, unk_;
   bool addBos_ = false, addEos_ = false, dummyPrefix_ = true;
+  // T5's sentinels after the model's pieces: <extra_id_k> is id pieces + extras - 1 - k.
+  int extras_ = 0;
 };
+
+std::string sentinel(int k) { return "<extra_id_" + std::to_string(k) + ">"; }
 
 std::optional<int> idOrNone(int id) { return id >= 0 ? std::optional<int>(id) : std::nullopt; }
 
 SpTokenizer::SpTokenizer(const std::string& bytes, const std::string& configText,
                          const std::string& name, const std::string& configName, int vocabSize,
-                         bool appendEos)
+                         bool appendEos, bool t5Sentinels)
     : name_(name) {
   const auto status = sp_.LoadFromSerializedProto(bytes);
   if (!status.ok()) {
@@ -62,6 +67,13 @@ SpTokenizer::SpTokenizer(const std::string& bytes, const std::string& configText
   }
   for (int id = 0; id < n; ++id) {
     if (sp_.IsControl(id) || sp_.IsUnknown(id)) specials_.add(sp_.IdToPiece(id), id);
+  }
+  // T5's tokenizer puts 100 sentinels (<extra_id_0> .. <extra_id_99>, the span-corruption
+  // masks) after the model's pieces, in reverse: <extra_id_0> is the last id. They are there
+  // when the model's vocabulary has room for them (t5-small: 32000 pieces, vocab_size 32128).
+  if (t5Sentinels && vocabSize >= n + 100) {
+    extras_ = 100;
+    for (int k = 0; k < extras_; ++k) specials_.add(sentinel(k), n + extras_ - 1 - k);
   }
   bos_ = idOrNone(sp_.bos_id());
   eos_ = idOrNone(sp_.eos_id());
@@ -131,6 +143,7 @@ std::vector<int> SpTokenizer::encode(std::string_view text, bool addSpecial) con
 
 std::string SpTokenizer::pieceBytes(int id) const {
   if (!contains(id)) throw InputError("token id " + std::to_string(id) + " is not in the vocab");
+  if (id >= sp_.GetPieceSize()) return sentinel(sp_.GetPieceSize() + extras_ - 1 - id);
   const std::string& piece = sp_.IdToPiece(id);
   if (sp_.IsControl(id) || sp_.IsUnknown(id)) return piece;
   if (sp_.IsByte(id) && piece.size() == 6) {
@@ -175,7 +188,7 @@ std::unique_ptr<Tokenizer> sentencePieceFromBytes(const std::string& modelBytes,
 std::unique_ptr<Tokenizer> t5SentencePieceFromBytes(const std::string& modelBytes,
                                                     const std::string& name, int vocabSize) {
   auto t = std::make_unique<SpTokenizer>(modelBytes, "", name, "tokenizer_config.json", vocabSize,
-                                         true);
+                                         true, true);
   t->kind_ = "GGUF t5 (SentencePiece Unigram)";
   return t;
 }
@@ -183,7 +196,7 @@ std::unique_ptr<Tokenizer> t5SentencePieceFromBytes(const std::string& modelByte
 std::unique_ptr<Tokenizer> loadT5SentencePieceTokenizer(const std::string& modelPath,
                                                         int vocabSize) {
   return std::make_unique<SpTokenizer>(readFile(modelPath), "", modelPath,
-                                       "tokenizer_config.json", vocabSize, true);
+                                       "tokenizer_config.json", vocabSize, true, true);
 }
 
 std::unique_ptr<Tokenizer> loadSentencePieceTokenizer(const std::string& modelPath,

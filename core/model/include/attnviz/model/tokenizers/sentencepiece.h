@@ -25,7 +25,8 @@ std::unique_ptr<Tokenizer> loadSentencePieceTokenizer(const std::string& modelPa
                                                       int vocabSize = 0);
 
 // T5's spiece.model: the model's pieces (no BOS) and </s> after every text, as T5's tokenizer
-// builds its inputs.
+// builds its inputs; when `vocabSize` has room for 100 more, T5's sentinels <extra_id_k> after the
+// pieces in reverse (id pieces + 99 - k), cut out of the text like the control pieces.
 std::unique_ptr<Tokenizer> loadT5SentencePieceTokenizer(const std::string& modelPath,
                                                         int vocabSize = 0);
 
