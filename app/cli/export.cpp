@@ -144,15 +144,9 @@ void showSeq2SeqScene(Session& session, std::shared_ptr<const Model> model, cons
   std::vector<std::string> ablate = sm.siteAblate;
   for (auto [l, h] : sm.ablate) ablate.push_back(std::to_string(l) + ":" + std::to_string(h));
   for (const std::string& a : ablate) {
-    SiteId id;
-    std::string rest = a;
-    if (rest.rfind("enc:", 0) == 0) id.stack = 1, rest = rest.substr(4);
-    else if (rest.rfind("cross:", 0) == 0) id.site = 1, rest = rest.substr(6);
-    int l = -1, h = -1;
-    if (std::sscanf(rest.c_str(), "%d:%d", &l, &h) != 2 || l < 0 || h < 0) fail("ablate " + a);
-    id.layer = l;
-    if (!c.hasSite(id) || h >= c.nHead) fail("ablate " + a);
-    src.setAblated(id, h, true);
+    const auto p = parseSeq2SeqAblation(a);
+    if (!p || !c.hasSite(p->first) || p->second >= c.nHead) fail("ablate " + a);
+    src.setAblated(p->first, p->second, true);
   }
   try {
     src.setTexts(sm.text.empty() ? kDefaultModelText : sm.text, sm.target);

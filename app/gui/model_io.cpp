@@ -68,18 +68,10 @@ void adoptSeq2Seq(AppState& s, std::unique_ptr<Model> model, const ModelState::R
   if (rq.head >= c.nHead) fail(prefix + "head " + std::to_string(rq.head) + sizes);
   std::vector<std::pair<SiteId, int>> ablate;
   auto parseAblate = [&](const std::string& a) {
-    // "L:H" the decoder's self site, "enc:L:H", "cross:L:H" (as `attnviz model --ablate`).
-    std::string rest = a;
-    SiteId id;
-    if (rest.rfind("enc:", 0) == 0) id.stack = 1, rest = rest.substr(4);
-    else if (rest.rfind("cross:", 0) == 0) id.site = 1, rest = rest.substr(6);
-    int l = -1, h = -1;
-    char tail = 0;
-    if (std::sscanf(rest.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0)
-      fail(prefix + "ablate: expected L:H, enc:L:H or cross:L:H, got '" + a + "'");
-    id.layer = l;
-    if (!c.hasSite(id) || h >= c.nHead) fail(prefix + "ablate " + a + sizes);
-    ablate.emplace_back(id, h);
+    const auto p = parseSeq2SeqAblation(a);
+    if (!p) fail(prefix + "ablate: expected L:H, enc:L:H or cross:L:H, got '" + a + "'");
+    if (!c.hasSite(p->first) || p->second >= c.nHead) fail(prefix + "ablate " + a + sizes);
+    ablate.push_back(*p);
   };
   for (auto [l, h] : rq.ablate) parseAblate(std::to_string(l) + ":" + std::to_string(h));
   for (const std::string& a : rq.siteAblate) parseAblate(a);

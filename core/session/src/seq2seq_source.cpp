@@ -3,6 +3,7 @@
 
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -39,6 +40,19 @@ std::optional<SiteId> parseSeq2SeqSite(const std::string& text, const ModelConfi
   }
   if (!c.encoderDecoder() || !c.hasSite(s)) return std::nullopt;
   return s;
+}
+
+std::optional<std::pair<SiteId, int>> parseSeq2SeqAblation(const std::string& text) {
+  std::string rest = text;
+  SiteId id;
+  if (rest.rfind("enc:", 0) == 0) id.stack = 1, rest = rest.substr(4);
+  else if (rest.rfind("cross:", 0) == 0) id.site = 1, rest = rest.substr(6);
+  int l = -1, h = -1;
+  char tail = 0;
+  if (std::sscanf(rest.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0)
+    return std::nullopt;
+  id.layer = l;
+  return std::make_pair(id, h);
 }
 
 Seq2SeqSource::Seq2SeqSource(std::shared_ptr<const Model> model)

@@ -27,6 +27,10 @@ std::string seq2seqSiteLabel(const SiteId& s);
 // "dec:L" for the self site). nullopt when the text names none of the model's sites.
 std::optional<SiteId> parseSeq2SeqSite(const std::string& text, const ModelConfig& c);
 std::string seq2seqSiteName(const SiteId& s);  // the form parseSeq2SeqSite reads
+// An ablation as `attnviz model --ablate` and a scene's model.ablate write it: "L:H" the decoder's
+// self site, "enc:L:H" the encoder's, "cross:L:H" the cross site. nullopt when the text is none
+// of these; whether the model has the site and head is the caller's to check.
+std::optional<std::pair<SiteId, int>> parseSeq2SeqAblation(const std::string& text);
 
 class Seq2SeqSource {
  public:
