@@ -131,6 +131,22 @@ TEST(Seq2Seq, T5SentinelsFollowThePiecesInReverse) {
   for (int id : none->encode("i will <extra_id_0> him", true)) EXPECT_LT(id, 1550);
 }
 
+// A SentencePiece model with an empty piece (the fuzzer made one out of a GGUF t5 vocabulary):
+// libsentencepiece throws from its trie builder; the loader says it is a bad file in one line
+// instead of letting that escape (it terminated the process). The bytes are a ModelProto written
+// by hand: pieces "<unk>" (UNKNOWN) and "" (NORMAL).
+TEST(Seq2Seq, AnEmptySentencePiecePieceIsAnInputError) {
+  const std::string unk = std::string("\x0a\x05<unk>\x15\x00\x00\x00\x00\x18\x02", 14);
+  const std::string empty = std::string("\x0a\x00\x15\x00\x00\x00\x00\x18\x01", 9);
+  const std::string bytes = std::string("\x0a\x0e", 2) + unk + std::string("\x0a\x09", 2) + empty;
+  try {
+    t5SentencePieceFromBytes(bytes, "t5.gguf");
+    ADD_FAILURE() << "a model with an empty piece loaded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("t5.gguf: "), std::string::npos) << e.what();
+  }
+}
+
 TEST(Seq2Seq, MarianTextsThroughBothSentencePieceModels) { checkCase("marian", true); }
 
 TEST(Seq2Seq, MarianTokenizeMatchesSentencePiece) {

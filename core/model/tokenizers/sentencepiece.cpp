@@ -54,7 +54,14 @@ SpTokenizer::SpTokenizer(const std::string& bytes, const std::string& configText
                          const std::string& name, const std::string& configName, int vocabSize,
                          bool appendEos, bool t5Sentinels)
     : name_(name) {
-  const auto status = sp_.LoadFromSerializedProto(bytes);
+  sentencepiece::util::Status status;
+  try {
+    status = sp_.LoadFromSerializedProto(bytes);
+  } catch (const std::exception& e) {
+    // libsentencepiece throws from inside, e.g. on an empty piece (its trie refuses
+    // zero-length keys): still a bad file, said in one line.
+    throw InputError(name + ": not a usable SentencePiece model (" + e.what() + ")");
+  }
   if (!status.ok()) {
     throw InputError(name + ": not a SentencePiece model (" + status.ToString() + ")");
   }
