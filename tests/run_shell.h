@@ -2,9 +2,11 @@
 // suites that run commands other than the bare binary (under xvfb-run, from the install root).
 #pragma once
 
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 namespace attnviz::testing {
@@ -24,5 +26,22 @@ inline ShellRun runShell(const std::string& cmd) {
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   return r;
 }
+
+// A folder of this process's own under the temp directory, removed when the object goes. ctest
+// runs each test of a binary as its own process, several at once, so a fixture folder made "once
+// per binary" must not be a fixed path: one process would rewrite it while another reads it.
+struct ProcessTempDir {
+  std::string path;
+  explicit ProcessTempDir(const std::string& prefix) {
+    std::string t = (std::filesystem::temp_directory_path() / (prefix + "_XXXXXX")).string();
+    if (::mkdtemp(t.data())) path = t;
+  }
+  ~ProcessTempDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  ProcessTempDir(const ProcessTempDir&) = delete;
+  ProcessTempDir& operator=(const ProcessTempDir&) = delete;
+};
 
 }  // namespace attnviz::testing

@@ -2,6 +2,8 @@
 // drew, and these tests decode the PNG and look at the pixels of known cells. The expected
 // colours come from the colormap table and the masked colours of colormap.h, never from the
 // app's own output.
+#include <unistd.h>
+
 #include "attnviz/engine/blocks.h"
 #include "attnviz/render/colormap.h"
 #include "attnviz/formats/dump.h"
@@ -1373,7 +1375,8 @@ std::string writeTestDump() {
   cross.axes = attnviz::DumpAxes::Cross;
   cross.weights = rowsOfOne(2, 3, 5, 1);
   d.layers = {self, cross};
-  const std::string path = tempPath("dump.safetensors");
+  // Two tests write it, perhaps at once: each process its own file.
+  const std::string path = tempPath("dump-" + std::to_string(::getpid()) + ".safetensors");
   attnviz::saveDump(path, d);
   return path;
 }

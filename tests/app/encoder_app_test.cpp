@@ -4,6 +4,8 @@
 // random-init BERT folder (made at test time); the expected numbers come from the weights
 // `attnviz model --weights` writes, the float64 torch reference's fills and `attnviz fill`, and the
 // colours from the colormap table, never from the app's own output.
+#include <unistd.h>
+
 #include "attnviz/formats/npy.h"
 #include "attnviz/render/colormap.h"
 #include "run_shell.h"
@@ -34,12 +36,13 @@ std::string quote(const std::string& text) {
 
 // The reference script's folders and cases, made once for the binary.
 struct Reference {
+  attnviz::testing::ProcessTempDir owned{"attnviz_encoder_app_ref"};
   fs::path dir;
   nlohmann::json pair;  // the "bert_pair" case: text, text_pair, ids, types, fill
   bool ok = false;
   Reference() {
-    dir = fs::path(::testing::TempDir()) / "attnviz_encoder_app_ref";
-    fs::remove_all(dir);
+    if (owned.path.empty()) return;
+    dir = owned.path;
     const std::string cmd = "/usr/bin/python3 " +
                             quote(std::string(ATTNVIZ_SOURCE_DIR) +
                                   "/tests/model/encoder_reference.py") +
@@ -135,7 +138,8 @@ std::string pairArgs() {
 
 // Layer L, head h of `attnviz model --weights` on the pair: [T, T].
 std::vector<float> cliWeights(int layer, int head, int& T) {
-  const std::string w = tmp("pair_weights.npy");
+  // Two tests read it, perhaps at once: each process its own file.
+  const std::string w = tmp("pair_weights_" + std::to_string(::getpid()) + ".npy");
   const attnviz::testing::ShellRun r =
       cli("model --model " + quote(ref().model()) + " --text " + quote(ref().a()) +
           " --text-pair " + quote(ref().b()) + " --weights " + w);

@@ -37,9 +37,10 @@ std::string tempPath(const std::string& name) {
 
 // The fixture folders, written once per test binary.
 const std::string& fixtures() {
+  static const attnviz::testing::ProcessTempDir owned("attnviz_s2sapp_fixtures");
   static const std::string dir = [] {
-    const std::string d = tempPath("fixtures");
-    std::filesystem::create_directories(d);
+    const std::string d = owned.path;
+    if (d.empty()) return std::string();
     const std::string cmd = "/usr/bin/python3 " + std::string(ATTNVIZ_SOURCE_DIR) +
                             "/tests/model/seq2seq_reference.py " + d + " >/dev/null 2>&1";
     return std::system(cmd.c_str()) == 0 ? d : std::string();
