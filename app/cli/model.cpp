@@ -15,7 +15,8 @@ int runModel(int argc, char** argv) {
   ModelCliOptions o;
   AttentionCliOptions attention;
   int layer = -1, topK = 0;
-  std::string weights, logits, hidden, decoderWeights, crossWeights, residual;
+  std::string weights, logits, hidden, decoderWeights, crossWeights, residual, positionBias,
+      decoderPositionBias;
   addModelOptions(app, o, true);
   addTextPairOption(app, o);
   addTargetOptions(app, o);
@@ -36,6 +37,11 @@ int runModel(int argc, char** argv) {
   app.add_option("--cross-weights", crossWeights,
                  "encoder-decoders: the cross-attention [L_dec, H, T_tgt, T_src] (rows: target "
                  "positions, columns: source positions)");
+  app.add_option("--position-bias", positionBias,
+                 "T5: the relative position bias added to the encoder's self-attention scores "
+                 "[H, T_src, T_src] (float32 .npy; the same for every layer of the stack)");
+  app.add_option("--decoder-position-bias", decoderPositionBias,
+                 "T5: the decoder's (causal buckets) [H, T_tgt, T_tgt]");
   app.add_option("--top-k", topK, "print the N most likely next tokens: id, probability, piece");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
@@ -65,6 +71,17 @@ int runModel(int argc, char** argv) {
     if ((!decoderWeights.empty() || !crossWeights.empty()) && !c.encoderDecoder()) {
       throw UsageError("--decoder-weights/--cross-weights: " + c.family +
                        " is not an encoder-decoder (use --weights)");
+    }
+    if (!positionBias.empty() || !decoderPositionBias.empty()) {
+      const char* opt = !positionBias.empty() ? "--position-bias" : "--decoder-position-bias";
+      if (c.positions != PositionKind::Relative || !c.encoderDecoder())
+        throw UsageError(std::string(opt) + ": " + c.family +
+                         " has no relative position bias (T5's encoder-decoders have)");
+      if (!positionBias.empty()) {
+        const int S = int(r.encoder->ids.size());
+        saveNpy(positionBias, m.positionBias(1, S, S));
+      }
+      if (!decoderPositionBias.empty()) saveNpy(decoderPositionBias, m.positionBias(0, int(T), int(T)));
     }
     if (c.encoderDecoder()) {
       if (app.count("--layer")) throw UsageError("--layer: not for encoder-decoders (yet)");
@@ -108,7 +125,8 @@ int runModel(int argc, char** argv) {
     }
 
     const bool quiet = !weights.empty() || !logits.empty() || !hidden.empty() || topK > 0 ||
-                       !decoderWeights.empty() || !crossWeights.empty() || !residual.empty();
+                       !decoderWeights.empty() || !crossWeights.empty() || !residual.empty() ||
+                       !positionBias.empty() || !decoderPositionBias.empty();
     if (!quiet) {
       std::printf("model: %s (%d layers x %d heads, d=%d, vocab %d, %s)\n", m.files().dir.c_str(),
                   c.nLayer, c.nHead, c.nEmbd, c.vocabSize, m.weightsDescription().c_str());

@@ -458,6 +458,18 @@ def t5_cases(out):
         enc_w, dec_w, cross_w, logits, _ = t5_forward(p, cfg, src, tgt)
         for what, t in (("enc", enc_w), ("dec", dec_w), ("cross", cross_w), ("logits", logits)):
             save(os.path.join(out, "%s_%s.npy" % (name, what)), t)
+        # The position bias each stack adds (the table at the bucket of j - i), and the buckets
+        # themselves over distances past max_distance, for the position-bias view.
+        nb, md = cfg["relative_attention_num_buckets"], cfg["relative_attention_max_distance"]
+        for what, table, T, bidi in (("enc_bias", p["enc.rel"], len(src), True),
+                                     ("dec_bias", p["dec.rel"], len(tgt), False)):
+            pos = torch.arange(T)
+            b = t5_bucket(pos[None, :] - pos[:, None], bidi, nb, md)
+            save(os.path.join(out, "%s_%s.npy" % (name, what)), table[b].permute(2, 0, 1))
+        rel = torch.arange(-3 * md, 3 * md + 1)
+        buckets = {"distances": rel.tolist(),
+                   "bidirectional": t5_bucket(rel, True, nb, md).tolist(),
+                   "causal": t5_bucket(rel, False, nb, md).tolist()}
         g = [0]
         for _ in range(6):
             z = t5_forward(p, cfg, src, g)[3][-1].clone()
@@ -468,7 +480,8 @@ def t5_cases(out):
             if g[-1] == 1:
                 break
         cases.append({"name": name, "folder": folder, "source": src, "target": tgt,
-                      "source_text": source_text, "target_text": target_text, "greedy": g})
+                      "source_text": source_text, "target_text": target_text, "greedy": g,
+                      "buckets": buckets})
     return cases
 
 

@@ -107,6 +107,73 @@ TEST(Seq2Seq, T5RelativeBuckets) {
   EXPECT_EQ(relativeBucket(0, 32, false, 32, 128), 21);
   EXPECT_EQ(relativeBucket(0, 1000, false, 32, 128), 31);
 }
+namespace {
+
+// The position-bias view's numbers: `attnviz model --position-bias/--decoder-position-bias` on
+// both T5 cases equal the reference's table at the bucket of j - i ([H, T, T], the encoder's
+// buckets bidirectional over the 39-token source, the decoder's causal), and Model's buckets over
+// distances to three times the max distance equal the reference's t5_bucket.
+void checkPositionBias(const std::string& name) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok) << "seq2seq_reference.py failed";
+  const nlohmann::json& c = g.find(name);
+  ASSERT_FALSE(c.is_null()) << name;
+  TempDir out;
+  const fs::path e = out.path / "eb.npy", d = out.path / "db.npy";
+  const CliRun run = runBinary({"model", "--model", c["folder"].get<std::string>(), "--ids",
+                                idList(ids(c, "source")), "--target-ids", idList(ids(c, "target")),
+                                "--position-bias", e.string(), "--decoder-position-bias",
+                                d.string()},
+                               out.path);
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  for (const auto& [file, what] : {std::pair{e, "enc_bias"}, std::pair{d, "dec_bias"}}) {
+    const NpyArray got = readNpy(file.string());
+    const NpyArray want = readNpy(g.path(name + "_" + what + ".npy").string());
+    EXPECT_EQ(got.shape, want.shape) << what;
+    expectClose(got.data, want, 1e-6, 0, name + " " + what);
+  }
+  const std::unique_ptr<Model> m = Model::open(c["folder"].get<std::string>());
+  const nlohmann::json& b = c["buckets"];
+  const std::vector<int> dist = b["distances"].get<std::vector<int>>();
+  const std::vector<int> bidi = b["bidirectional"].get<std::vector<int>>();
+  const std::vector<int> causal = b["causal"].get<std::vector<int>>();
+  ASSERT_EQ(dist.size(), bidi.size());
+  const int i = 1000;  // the query's position; the key's is i + distance
+  for (std::size_t n = 0; n < dist.size(); ++n) {
+    EXPECT_EQ(m->positionBucket(1, i, i + dist[n]), bidi[n]) << "encoder, j - i = " << dist[n];
+    EXPECT_EQ(m->positionBucket(0, i, i + dist[n]), causal[n]) << "decoder, j - i = " << dist[n];
+  }
+  // A bucket's value is the bias matrix's at a cell of that bucket.
+  const Tensor3 enc = m->positionBias(1, 5, 5);
+  for (int h = 0; h < enc.heads; ++h)
+    EXPECT_EQ(enc.at(h, 4, 0), m->bucketBias(1, m->positionBucket(1, 4, 0), h));
+}
+
+}  // namespace
+
+TEST(Seq2Seq, T5PositionBiasIsTheTableAtEachCellsBucket) { checkPositionBias("t5_v10"); }
+TEST(Seq2Seq, T5v11PositionBiasIsTheTableAtEachCellsBucket) { checkPositionBias("t5_v11"); }
+
+// Models without a relative bias: the options are refused in one line, nothing written.
+TEST(Seq2Seq, PositionBiasOfAModelWithoutOneIsAUsageError) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  const nlohmann::json& c = g.find("bart_a");
+  TempDir out;
+  const fs::path e = out.path / "eb.npy";
+  const CliRun run = runBinary({"model", "--model", c["folder"].get<std::string>(), "--ids",
+                                idList(ids(c, "source")), "--target-ids", idList(ids(c, "target")),
+                                "--position-bias", e.string()},
+                               out.path);
+  EXPECT_EQ(run.exitCode, 2) << run.err;
+  EXPECT_NE(run.err.find("--position-bias: bart has no relative position bias"), std::string::npos)
+      << run.err;
+  EXPECT_FALSE(fs::exists(e));
+  const std::unique_ptr<Model> m = Model::open(c["folder"].get<std::string>());
+  EXPECT_TRUE(m->positionBias(1, 3, 3).empty());
+  EXPECT_EQ(m->positionBucket(1, 0, 2), -1);
+}
+
 // Marian's two SentencePiece models over one vocab.json: the source and the target text through
 // the model equal the ids python3-sentencepiece gives.
 // T5's sentinels (<extra_id_0> .. <extra_id_99>, its span-corruption masks) follow the

@@ -103,7 +103,7 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
   Workspace ws;
   ws.decode = true;
   Tensor3 row = Tensor3::uninit(H, 1, Tk), o = Tensor3::uninit(H, 1, dh);
-  const Tensor3 bias = positionBias(*w_, c, 0, 1, Tk);  // T5's self sites (else empty)
+  const Tensor3 bias = attnviz::positionBias(*w_, c, 0, 1, Tk);  // T5's self sites (else empty)
   for (int l = 0; l < c.nLayer; ++l) {
     // Every matrix read as stored, unless one of a layer kept as stored has no [out, in] rows (a
     // GPT-2 folder's Conv1D): then the layer is converted as a full pass converts it.

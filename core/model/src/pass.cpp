@@ -480,7 +480,7 @@ void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, cons
     AttentionParams p = siteAttentionParams(c, iv, SiteId{stack, l, s}, T, Tk);
     if (c.positions == PositionKind::Relative && kinds[std::size_t(s)] != SiteKind::Cross) {
       if (ws.biasStack != stack || ws.biasRows != T) {
-        ws.bias = positionBias(*w_, c, stack, T, T);
+        ws.bias = attnviz::positionBias(*w_, c, stack, T, T);
         ws.biasStack = stack, ws.biasRows = T;
       }
       addScoreBias(p, ws.bias);

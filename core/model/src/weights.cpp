@@ -480,6 +480,30 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
 
 std::size_t Model::convertedBytes() const { return w_->convertedBytes; }
 const std::string& Model::headMissing() const { return w_->headMissing; }
+
+Tensor3 Model::positionBias(int stack, int Tq, int Tk) const {
+  if (stack < 0 || stack >= config_.stacks() || Tq < 0 || Tk < Tq) return {};
+  return attnviz::positionBias(*w_, config_, stack, Tq, Tk);
+}
+
+int Model::positionBucket(int stack, int i, int j) const {
+  const ModelConfig& c = config_;
+  if (c.positions != PositionKind::Relative || stack < 0 || stack >= c.stacks() ||
+      !w_->global(stack == 1 ? Global::EncRelBias : Global::RelBias))
+    return -1;
+  return relativeBucket(j, i, stack == 1 || !c.causal, c.relBuckets, c.relMaxDistance);
+}
+
+float Model::bucketBias(int stack, int bucket, int head) const {
+  const ModelConfig& c = config_;
+  const float* table = stack >= 0 && stack < c.stacks()
+                           ? w_->global(stack == 1 ? Global::EncRelBias : Global::RelBias)
+                           : nullptr;
+  if (c.positions != PositionKind::Relative || !table || bucket < 0 || bucket >= c.relBuckets ||
+      head < 0 || head >= c.nHead)
+    return 0.0f;
+  return table[std::size_t(bucket) * std::size_t(c.nHead) + std::size_t(head)];
+}
 bool Model::keptAsStored() const { return w_->kept; }
 
 }  // namespace attnviz

@@ -572,6 +572,17 @@ class Model {
   // the folder lacks (a BertModel-only folder: its logits are not computed).
   const std::string& headMissing() const;
 
+  // T5's relative position bias (PositionKind::Relative), added to the scores of every self site
+  // of stack `stack` (0: the decoder's, causal buckets; 1: an encoder-decoder's encoder,
+  // bidirectional buckets; cross sites have none): [H, Tq, Tk] for queries at the last Tq of Tk
+  // positions, cell (h, i, j) the table's value for head h and the bucket of j - p_i. Empty for
+  // a model without one.
+  Tensor3 positionBias(int stack, int Tq, int Tk) const;
+  // The bucket that key position j falls in seen from query position i (-1: no relative bias),
+  // and the table's value of bucket b for head h.
+  int positionBucket(int stack, int i, int j) const;
+  float bucketBias(int stack, int bucket, int head) const;
+
   // Re-runs layers >= `fromLayer` (and the logits) from the cached residual stream with new
   // interventions, keeping what r.capture asks for; layers below keep their activations, shared
   // with any copy of r (not copied). Interventions in those lower layers must be unchanged for
