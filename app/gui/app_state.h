@@ -429,6 +429,9 @@ struct DumpState {
   bool rerun = false;
   std::vector<TokenProb> before, after;  // the decoder's next token without / with ablations
   AlignmentState align;
+  // T5's Position bias panel open (saved in scenes); positionBiasSet: a scene set it, applied to
+  // the panel's header on the next frame.
+  bool positionBiasOpen = false, positionBiasSet = false;
   // Watched translation (the panel's Translate button, --translate N, a scene's "generate"): the
   // decoder's greedy token appended to the target, one a frame, the pass run again each time.
   struct Translate {

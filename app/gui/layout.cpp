@@ -82,6 +82,14 @@ void drawLayout(App& app) {
         if (ImGui::CollapsingHeader("Alignment", ImGuiTreeNodeFlags_DefaultOpen))
           drawAlignmentPanel(s);
       }
+      if (hasPositionBias(s)) {
+        const bool set = s.dump.positionBiasSet;
+        if (set) ImGui::SetNextItemOpen(s.dump.positionBiasOpen, ImGuiCond_Always);
+        s.dump.positionBiasSet = false;
+        s.dump.positionBiasOpen = ImGui::CollapsingHeader("Position bias (T5)");
+        if (set && s.dump.positionBiasOpen) ImGui::SetScrollHereY(0.0f);  // a scene opened it
+        if (s.dump.positionBiasOpen) drawPositionBiasPanel(s);
+      }
     } else if (ImGui::CollapsingHeader("Dump", ImGuiTreeNodeFlags_DefaultOpen)) {
       drawDumpPanel(s);
     }

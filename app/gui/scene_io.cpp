@@ -104,6 +104,13 @@ void applyPanels(AppState& s, const std::string& viewText, const std::string& pa
     st.draws = num("draws", 0, 20);
     st.scripted = true;
   }
+  if (p.contains("positionBias")) {  // T5's Position bias panel: whether it is open
+    const json& b = p["positionBias"];
+    if (!b.is_object() || !b.contains("open") || !b["open"].is_boolean())
+      throw InputError(path + ": view.panels.positionBias: expected {\"open\": true or false}");
+    s.dump.positionBiasOpen = b["open"].get<bool>();
+    s.dump.positionBiasSet = true;
+  }
   if (p.contains("alignment")) {  // an encoder-decoder's Alignment panel (issue 33)
     const json& a = p["alignment"];
     AlignmentState& al = s.dump.align;
@@ -199,6 +206,7 @@ std::string viewJson(const AppState& s, const std::string& previous) {
         {"rule", al.options.rule == AlignRule::Argmax ? "argmax" : "threshold"},
         {"threshold", al.options.threshold}};
   }
+  if (s.dump.seq2seq && s.dump.positionBiasOpen) panels["positionBias"] = {{"open", true}};
   if (panels.empty())
     view.erase("panels");
   else
@@ -229,6 +237,8 @@ void loadSceneInto(AppState& s, const std::string& path) {
       }
       s.view.head = sc.model.head;  // the model's head wins (the model view shows it)
       s.dump.align = AlignmentState{};  // a scene's alignment reading, or the defaults
+      s.dump.positionBiasOpen = false;
+      s.dump.positionBiasSet = true;
       applyPanels(s, sc.extraJson, path);
     }
     return;

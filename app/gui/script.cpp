@@ -273,6 +273,7 @@ void runScript(App& app, const Script& script) {
           for (const TokenProb& t : s.dump.after)
             std::printf("next-token after: %d %.6f\n", t.id, double(t.prob));
           printAlignment(s);
+          printPositionBias(s);
           if (s.dump.translate.used()) {
             std::string ids;
             for (int id : s.dump.translate.ids) ids += (ids.empty() ? "" : ",") + std::to_string(id);

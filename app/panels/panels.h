@@ -89,6 +89,13 @@ bool hasCrossSite(const AppState& s);
 void updateAlignment(AppState& s);
 bool drawAlignmentPanel(AppState& s);
 void printAlignment(AppState& s);  // a scripted run's "alignment:" lines
+// position_bias_panel.cpp: T5's relative position bias of the shown site's stack (a cross site:
+// the encoder's) for the shown head: the bias against the distance with the bucket edges, and
+// the matrix it adds to the current tokens' scores. hasPositionBias: whether the open
+// encoder-decoder has one.
+bool hasPositionBias(const AppState& s);
+bool drawPositionBiasPanel(AppState& s);
+void printPositionBias(const AppState& s);  // a scripted run's "position-bias:" line
 bool drawDumpPanel(AppState& s);       // dump_panel.cpp: the dump's file, model, layer, Q/K/V  // model_panel.cpp: File > Open model (a folder path)
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings
 bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG/SVG/PDF export (Ctrl+S)

@@ -572,4 +572,95 @@ TEST(AppSeq2SeqPresets, WatchItTranslateWritesTheCommandLinesGreedyTokens) {
   }
 }
 
+// ---- T5's position bias (the Position bias panel) --------------------------------------------
+// The panel's matrix is the reference's table at each cell's bucket (seq2seq_reference.py,
+// [H, T, T] per stack): the shown head's sum and last row as the scripted run prints them, for an
+// encoder site, a decoder self site, and a cross site (which has none: the encoder's is shown).
+// BART has no relative bias: no panel, no line.
+double npySum(const attnviz::NpyArray& a, int head) {
+  const std::size_t n = std::size_t(a.shape[1] * a.shape[2]);
+  double sum = 0;
+  for (std::size_t k = 0; k < n; ++k) sum += a.data[std::size_t(head) * n + k];
+  return sum;
+}
+
+TEST(AppSeq2SeqPositionBias, ThePanelsMatrixIsTheReferencesTableAtEachCellsBucket) {
+  ASSERT_FALSE(fixtures().empty()) << "seq2seq_reference.py failed";
+  const std::string dir = fixtures() + "/t5_v10";
+  const std::string t5Texts =
+      " --text 'the cat and the dog played in the park and the sun was bright' --target 'le chat "
+      "et le chien'";
+  struct Case {
+    const char* site;
+    int head;
+    const char* stack;
+    const char* file;
+  };
+  for (const Case& c : {Case{"enc:1", 2, "encoder", "t5_v10_enc_bias.npy"},
+                        Case{"dec:0:self", 1, "decoder", "t5_v10_dec_bias.npy"},
+                        Case{"dec:1:cross", 3, "encoder", "t5_v10_enc_bias.npy"}}) {
+    const attnviz::NpyArray want = attnviz::readNpy(fixtures() + "/" + c.file);
+    ASSERT_EQ(want.shape.size(), 3u);
+    const int T = int(want.shape[1]);
+    const Shot s = runApp(std::string("bias_") + c.stack + std::to_string(c.head),
+                          "--model " + dir + t5Texts + " --site " + c.site + " --head " +
+                              std::to_string(c.head));
+    ASSERT_EQ(s.rc, 0) << s.out;
+    const auto at = s.out.find("position-bias:");
+    ASSERT_NE(at, std::string::npos) << s.out;
+    char stack[16] = "";
+    int head = -1, tokens = -1;
+    double sum = 0;
+    ASSERT_EQ(std::sscanf(s.out.c_str() + at, "position-bias: stack=%15s head=%d tokens=%d sum=%lf",
+                          stack, &head, &tokens, &sum),
+              4)
+        << s.out;
+    EXPECT_STREQ(stack, c.stack) << c.site;
+    EXPECT_EQ(head, c.head);
+    EXPECT_EQ(tokens, T) << c.site;
+    EXPECT_NEAR(sum, npySum(want, c.head), 1e-3) << c.site;
+    std::string row = s.out.substr(s.out.find("last-row=", at) + 9);
+    row = row.substr(0, row.find('\n'));
+    std::stringstream in(row);
+    std::string v;
+    for (int j = 0; j < T; ++j) {
+      ASSERT_TRUE(std::getline(in, v, ',')) << c.site << " column " << j << ": " << row;
+      const float ref = want.data[(std::size_t(c.head) * T + std::size_t(T - 1)) * T + std::size_t(j)];
+      EXPECT_NEAR(std::stod(v), ref, 2e-6) << c.site << " column " << j;
+    }
+  }
+  const Shot bart = runApp("bias_bart", "--model " + fixtures() + "/bart_a" + texts());
+  ASSERT_EQ(bart.rc, 0) << bart.out;
+  EXPECT_EQ(bart.out.find("position-bias:"), std::string::npos) << bart.out;
+}
+
+// Preset 39 opens the panel on the shipped T5's encoder head 2, whose bias for the next key its
+// notes give (+2.756; -0.667 for its own token, -1.754 for the one before), as the command line's
+// --position-bias file has them, and whose weights put every row's largest on the next key.
+TEST(AppSeq2SeqPresets, PositionBiasShowsTheShippedT5sNextKeyHead) {
+  const Shot s = runApp("preset39", "--scene " + preset("39-t5-position-bias.json"));
+  ASSERT_EQ(s.rc, 0) << s.out;
+  EXPECT_NE(s.out.find("seq2seq-view: site=enc:0 head=2 rows=10 cols=10"), std::string::npos)
+      << s.out;
+  EXPECT_NE(s.out.find("position-bias: stack=encoder head=2 tokens=10"), std::string::npos) << s.out;
+  const std::string b = tempPath("preset39_bias.npy"), w = tempPath("preset39_weights.npy");
+  int rc = -1;
+  const std::string cli = runCli("model --model " + shippedT5() + " --text '" + kPresetSource +
+                                     "' --target 'iod of zkxlz dn hxz voss o' --position-bias " + b +
+                                     " --weights " + w,
+                                 &rc);
+  ASSERT_EQ(rc, 0) << cli;
+  const attnviz::NpyArray bias = attnviz::readNpy(b), weights = attnviz::readNpy(w);
+  ASSERT_EQ(bias.shape, (std::vector<long long>{4, 10, 10}));
+  auto at = [&](int h, int i, int j) { return bias.data[(std::size_t(h) * 10 + i) * 10 + j]; };
+  EXPECT_NEAR(at(2, 5, 6), 2.756, 5e-4);
+  EXPECT_NEAR(at(2, 5, 5), -0.667, 5e-4);
+  EXPECT_NEAR(at(2, 5, 4), -1.754, 5e-4);
+  EXPECT_NEAR(at(1, 5, 6), -1.281, 5e-4);
+  for (int i = 0; i + 1 < 10; ++i) {
+    const float* row = &weights.data[((std::size_t(0) * 4 + 2) * 10 + i) * 10];
+    EXPECT_EQ(std::max_element(row, row + 10) - row, i + 1) << "row " << i;
+  }
+}
+
 }  // namespace
