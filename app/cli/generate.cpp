@@ -24,6 +24,7 @@ int runGenerate(int argc, char** argv) {
   addModelOptions(app, o, true);
   addAttentionOptions(app, attention);
   addRopeOffOption(app, o);
+  addMaskSourceOption(app, o);
   app.add_option("-n", n, "tokens to append (fewer at EOS or the end of the context)")->required();
   app.add_option("--sample-temperature", sampleTemperature,
                  "0 (the default) is greedy; otherwise sample from softmax(logits / T)");

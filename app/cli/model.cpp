@@ -20,6 +20,7 @@ int runModel(int argc, char** argv) {
   addModelOptions(app, o, true);
   addTextPairOption(app, o);
   addTargetOptions(app, o);
+  addMaskSourceOption(app, o);
   addAttentionOptions(app, attention);
   addRopeOffOption(app, o);
   addResidualEditOption(app, o);

@@ -76,6 +76,18 @@ void ModelRun::addSiteAblations(Interventions& iv) const {
     std::vector<int>& heads = iv.at(site, model->config()).ablatedHeads;
     if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
   }
+  if (maskedSource.empty()) return;
+  // A key-only mask expression: the same at every target row, so it holds as the decoder grows.
+  std::string expr;
+  for (int p : maskedSource) expr += (expr.empty() ? "k != " : " && k != ") + std::to_string(p);
+  const ModelConfig& c = model->config();
+  for (int l = 0; l < c.nLayer; ++l) iv.at(SiteId{0, l, 1}, c).mask.expr = expr;
+}
+
+void addMaskSourceOption(CLI::App& app, ModelCliOptions& o) {
+  app.add_option("--mask-source", o.maskSource,
+                 "encoder-decoders: source positions (0-based, e.g. 2,5) that no cross site may "
+                 "read: their columns are masked in every decoder layer's cross-attention");
 }
 
 AttentionParams layerParams(const Model& m, const ForwardResult& r, int layer) {
@@ -242,6 +254,24 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
     ResidualEdit e;
     e.position = *p, e.dim = *d, e.toMean = f[3] == "mean";
     run.residualEdits.emplace_back(*l, e);
+  }
+  if (!o.maskSource.empty()) {
+    if (!c.encoderDecoder())
+      throw UsageError("--mask-source: " + c.family + " is not an encoder-decoder (no cross sites)");
+    std::vector<int> pos;
+    std::string bad;
+    if (!parseIntList(o.maskSource, 1 << 30, pos, bad))
+      throw UsageError("--mask-source: expected source positions separated by commas, got '" +
+                       bad + "'");
+    std::sort(pos.begin(), pos.end());
+    pos.erase(std::unique(pos.begin(), pos.end()), pos.end());
+    const int S = int(ids.size());
+    if (!pos.empty() && pos.back() >= S)
+      throw UsageError("--mask-source " + std::to_string(pos.back()) + ": past the source's " +
+                       std::to_string(S) + " tokens (positions 0.." + std::to_string(S - 1) + ")");
+    if (int(pos.size()) >= S)
+      throw UsageError("--mask-source: every source position masked; a cross row needs one key");
+    run.maskedSource = std::move(pos);
   }
   for (const auto& [prefix, lh] : siteAblations) {
     const std::string what = "--ablate " + prefix + std::to_string(lh.first) + ":" +

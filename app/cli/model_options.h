@@ -25,6 +25,7 @@ struct ModelCliOptions {
   std::vector<std::string> ablate;
   std::vector<std::string> ropeOff;  // --rope-off L (model, generate): layers run unrotated
   std::vector<std::string> residualEdits;  // --residual-edit L:P:D:zero|mean (model)
+  std::string maskSource;  // --mask-source 2,5: source positions no cross site may read
   bool prepareOnly = false;  // runModelFromOptions opens and checks, but runs no pass
   // An encoder-decoder without --target starts its decoder at its start id (generate).
   bool startWithoutTarget = false;
@@ -37,6 +38,9 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required);
 void addTextPairOption(CLI::App& app, ModelCliOptions& o);
 // --target TEXT / --target-ids 1,2,3: an encoder-decoder's decoder input (`model`).
 void addTargetOptions(CLI::App& app, ModelCliOptions& o);
+// --mask-source P,P,...: an encoder-decoder's source positions hidden from every cross site
+// (`model`, `generate`).
+void addMaskSourceOption(CLI::App& app, ModelCliOptions& o);
 // --rope-off L (repeatable): layer L runs with q and k not rotated (RoPE models), the GUI's
 // "RoPE off in layer L". For `model` and `generate`.
 void addRopeOffOption(CLI::App& app, ModelCliOptions& o);
@@ -57,10 +61,11 @@ struct ModelRun {
   std::vector<std::pair<int, int>> ablations;
   // An encoder-decoder's ablations at its other sites (--ablate enc:L:H, cross:L:H).
   std::vector<std::pair<SiteId, int>> siteAblations;
+  std::vector<int> maskedSource;  // --mask-source: positions no cross site reads
   std::vector<int> ropeOff;  // layers run with q and k not rotated
   std::vector<std::pair<int, ResidualEdit>> residualEdits;  // per layer, in the order given
 
-  // Adds siteAblations to iv.
+  // Adds siteAblations and the masked source positions (every cross site's mask) to iv.
   void addSiteAblations(Interventions& iv) const;
 };
 

@@ -305,7 +305,7 @@ def t5_bucket(rel, bidirectional, buckets, max_distance):
     return ret + torch.where(n < max_exact, n, large)
 
 
-def t5_forward(p, cfg, src, tgt):
+def t5_forward(p, cfg, src, tgt, masked_source=()):
     H, dkv, eps = cfg["num_heads"], cfg["d_kv"], cfg["layer_norm_epsilon"]
     nb, md = cfg["relative_attention_num_buckets"], cfg["relative_attention_max_distance"]
     gated = cfg["feed_forward_proj"].startswith("gated")
@@ -351,6 +351,11 @@ def t5_forward(p, cfg, src, tgt):
     enc = rms(x, p["enc.final"])
     y = p["shared"][torch.tensor(tgt)]
     bd = bias(p["dec.rel"], len(tgt), False)
+    # Masked source positions: -inf in their columns of every cross site (None: no mask).
+    cross_bias = None
+    if masked_source:
+        cross_bias = torch.zeros(len(tgt), len(src), dtype=torch.float64)
+        cross_bias[:, list(masked_source)] = float("-inf")
     dec_w, cross_w = [], []
     for l in range(cfg["num_decoder_layers"]):
         pre = "dec.%d." % l
@@ -358,7 +363,7 @@ def t5_forward(p, cfg, src, tgt):
         o, w = attend(pre + "self.", h, h, bd, True)
         dec_w.append(w)
         y = y + o
-        o, w = attend(pre + "cross.", rms(y, p[pre + "cross.ln"]), enc, None, False)
+        o, w = attend(pre + "cross.", rms(y, p[pre + "cross.ln"]), enc, cross_bias, False)
         cross_w.append(w)
         y = y + o
         y = y + ff(pre + "ff.", rms(y, p[pre + "ff.ln"]))
@@ -479,9 +484,25 @@ def t5_cases(out):
             g.append(int(order[0]))
             if g[-1] == 1:
                 break
+        # Source positions 2 and 5 hidden from every cross site: the weights, the logits and
+        # greedy decoding under that mask (attnviz --mask-source 2,5).
+        masked = (2, 5)
+        _, _, mcross, mlogits, _ = t5_forward(p, cfg, src, tgt, masked)
+        save(os.path.join(out, "%s_masked_cross.npy" % name), mcross)
+        save(os.path.join(out, "%s_masked_logits.npy" % name), mlogits)
+        mg = [0]
+        for _ in range(6):
+            z = t5_forward(p, cfg, src, mg, masked)[3][-1].clone()
+            z[0] = float("-inf")
+            order = torch.argsort(z, descending=True)
+            assert float(z[order[0]] - z[order[1]]) > 1e-4, "greedy step too close to call"
+            mg.append(int(order[0]))
+            if mg[-1] == 1:
+                break
         cases.append({"name": name, "folder": folder, "source": src, "target": tgt,
                       "source_text": source_text, "target_text": target_text, "greedy": g,
-                      "buckets": buckets})
+                      "buckets": buckets, "masked_source": list(masked),
+                      "masked_greedy": mg})
     return cases
 
 
