@@ -340,6 +340,7 @@ struct ModelState {
     // ablations of any site ("cross:L:H", "enc:L:H", "L:H" the decoder's self site).
     std::string target, site;
     std::vector<std::string> siteAblate;
+    std::vector<int> maskSource;  // source positions hidden from every cross site
   } request;
   std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
   char text[4096] = "";
@@ -426,6 +427,7 @@ struct DumpState {
   // (edited texts, an ablation) and rebuild the dump, keeping the site and head.
   std::unique_ptr<Seq2SeqSource> seq2seq;
   char sourceText[4096] = "", targetText[4096] = "";
+  char maskSource[256] = "";  // the panel's hidden source positions, "2,5"
   bool rerun = false;
   std::vector<TokenProb> before, after;  // the decoder's next token without / with ablations
   AlignmentState align;

@@ -10,6 +10,7 @@
 #include "panels/panels.h"
 
 #include "attnviz/engine/blocks.h"
+#include "attnviz/engine/mask.h"
 #include "attnviz/formats/data_dir.h"
 #include "attnviz/formats/dump.h"
 
@@ -62,6 +63,7 @@ struct Options {
   int heads = 0;
   float uiScale = 0;
   std::string model, text, maxMemory;
+  std::string maskSource;  // --mask-source 2,5 (an encoder-decoder's hidden source positions)
   std::optional<std::string> textPair;
   std::string slice, special;
   bool printFill = false;
@@ -115,6 +117,9 @@ int runGui(int argc, char** argv) {
   cli.add_option("--site", o.site,
                  "with --model, an encoder-decoder: show this attention site (enc:L, "
                  "dec:L:self, dec:L:cross)");
+  cli.add_option("--mask-source", o.maskSource,
+                 "with --model, an encoder-decoder: source positions (e.g. 2,5) no cross site "
+                 "may read, as attnviz model --mask-source");
   cli.add_option("--gold", o.gold,
                  "with --model, an encoder-decoder: the Alignment panel's gold alignment, Pharaoh "
                  "pairs \"S-T S-T\" (source unit - target unit, 0-based over the strips' words); "
@@ -273,8 +278,8 @@ int runGui(int argc, char** argv) {
       throw UsageError("--special: expected show, grey or hide, got '" + o.special + "'");
     if (o.model.empty() && o.textPair) throw UsageError("--text-pair goes with --model DIR");
     if (o.model.empty() && (!o.text.empty() || !o.ablate.empty() || !o.target.empty() ||
-                            !o.site.empty()))
-      throw UsageError("--text, --target, --site and --ablate go with --model DIR");
+                            !o.site.empty() || !o.maskSource.empty()))
+      throw UsageError("--text, --target, --site, --ablate and --mask-source go with --model DIR");
     if (!o.model.empty() && !scenePath.empty())
       throw UsageError("give either a scene or --model, not both");
     if (o.layer && *o.layer < 0) throw UsageError("--layer: expected a layer index >= 0");
@@ -310,6 +315,12 @@ int runGui(int argc, char** argv) {
       s.model.request.siteAblate = siteAblations;
       s.model.request.target = o.target;
       s.model.request.site = o.site;
+      if (!o.maskSource.empty()) {
+        std::string bad;
+        if (!parseIntList(o.maskSource, 1 << 30, s.model.request.maskSource, bad))
+          throw UsageError("--mask-source: expected source positions separated by commas, got '" +
+                           bad + "'");
+      }
       s.model.request.cli = true;
       openModel(s, o.model);
     } else if (!scenePath.empty()) {

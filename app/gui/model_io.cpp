@@ -82,6 +82,13 @@ void adoptSeq2Seq(AppState& s, std::unique_ptr<Model> model, const ModelState::R
   try {
     for (auto [id, h] : ablate) src->setAblated(id, h, true);
     src->setTexts(text, rq.target);  // may refuse the texts: nothing closed yet
+    if (!rq.maskSource.empty()) {
+      try {
+        src->setMaskedSource(rq.maskSource);
+      } catch (const InputError& e) {
+        fail(prefix + e.what());
+      }
+    }
   } catch (...) {
     m.sceneTitle.clear();
     m.sceneNotes.clear();
@@ -96,6 +103,11 @@ void adoptSeq2Seq(AppState& s, std::unique_ptr<Model> model, const ModelState::R
   ds.layer = site;
   std::snprintf(ds.sourceText, sizeof ds.sourceText, "%s", text.c_str());
   std::snprintf(ds.targetText, sizeof ds.targetText, "%s", rq.target.c_str());
+  {
+    std::string list;
+    for (int p : ds.seq2seq->maskedSource()) list += (list.empty() ? "" : ",") + std::to_string(p);
+    std::snprintf(ds.maskSource, sizeof ds.maskSource, "%s", list.c_str());
+  }
   ds.translate = DumpState::Translate{};
   if (rq.generate.any()) ds.translate.tokens = ds.translate.requested = rq.generate.tokens;
   showSeq2Seq(s);

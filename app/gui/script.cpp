@@ -263,11 +263,13 @@ void runScript(App& app, const Script& script) {
                     int(s.dump.source->hasQkv(s.dump.layer)));
         if (const Seq2SeqSource* q = s.dump.seq2seq.get()) {
           const SiteId& site = q->sites().at(s.dump.layer);
-          std::printf("seq2seq-view: site=%s head=%d rows=%d cols=%d ablated=%d\n",
+          std::string masked;
+          for (int p : q->maskedSource()) masked += (masked.empty() ? "" : ",") + std::to_string(p);
+          std::printf("seq2seq-view: site=%s head=%d rows=%d cols=%d ablated=%d masked-source=%s\n",
                       seq2seqSiteName(site).c_str(), s.view.head,
                       s.dump.source->dump().layers[s.dump.layer].weights.rows,
                       s.dump.source->dump().layers[s.dump.layer].weights.cols,
-                      int(q->ablations().size()));
+                      int(q->ablations().size()), masked.empty() ? "-" : masked.c_str());
           for (const TokenProb& t : s.dump.before)
             std::printf("next-token before: %d %.6f\n", t.id, double(t.prob));
           for (const TokenProb& t : s.dump.after)

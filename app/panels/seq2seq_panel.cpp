@@ -5,6 +5,8 @@
 // after the last target token, with and without the ablations.
 #include "panels/panels.h"
 
+#include "attnviz/engine/mask.h"
+
 #include <imgui.h>
 
 #include <algorithm>
@@ -74,6 +76,30 @@ bool drawSeq2SeqPanel(AppState& s) {
     }
     d.rerun = changed = true;
   }
+  // Source positions hidden from every cross site (attnviz model --mask-source), applied when
+  // the box is left or on Enter.
+  ImGui::SetNextItemWidth(-1);
+  ImGui::InputTextWithHint("##s2smask", "hide source positions from cross-attention, e.g. 2,5",
+                           d.maskSource, sizeof d.maskSource);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Source positions (0-based, the cross site's columns) that no decoder layer's "
+                      "cross-attention may read, in the pass and in translation, as attnviz "
+                      "model --mask-source does. Empty: none.");
+  if (ImGui::IsItemDeactivatedAfterEdit()) {
+    std::vector<int> pos;
+    std::string bad;
+    if (!parseIntList(d.maskSource, 1 << 30, pos, bad)) {
+      notify(s, std::string("mask-source: expected source positions separated by commas, got '") +
+                    bad + "'");
+    } else {
+      try {
+        d.seq2seq->setMaskedSource(pos);
+        d.rerun = changed = true;
+      } catch (const InputError& e) {
+        notify(s, e.what());
+      }
+    }
+  }
   // Watched translation: the decoder's greedy token appended a frame at a time (the heatmap of
   // a cross site grows a row for each, over the source).
   DumpState::Translate& t = d.translate;
@@ -101,12 +127,12 @@ bool drawSeq2SeqPanel(AppState& s) {
   ImGui::Separator();
   ImGui::Text("Next token after '%s'",
               q.tokenLabel(q.pass().ids.empty() ? 0 : q.pass().ids.back()).c_str());
-  if (q.ablations().empty()) {
+  if (q.ablations().empty() && q.maskedSource().empty()) {
     tokenLines("", q, d.after);
   } else {
     tokenLines("before", q, d.before);
     ImGui::SameLine(0, 24);
-    tokenLines("after ablation", q, d.after);
+    tokenLines(q.ablations().empty() ? "after the mask" : "after ablation", q, d.after);
   }
   return changed;
 }

@@ -663,4 +663,37 @@ TEST(AppSeq2SeqPresets, PositionBiasShowsTheShippedT5sNextKeyHead) {
   }
 }
 
+// --mask-source in the app is the command line's: the next-token lines after the mask are
+// `attnviz model --mask-source 2,5 --top-k 5`'s (and differ from the unmasked ones), the masked
+// columns of a cross site are drawn as masked cells, and a position past the source is a usage
+// error naming the option.
+TEST(AppSeq2Seq, MaskedSourcePositionsAreTheCommandLinesAndDrawnMasked) {
+  ASSERT_FALSE(fixtures().empty()) << "seq2seq_reference.py failed";
+  for (const std::string model : {"t5_v11", "bart_a"}) {
+    const std::string dir = fixtures() + "/" + model;
+    const auto plain = cliTokens(runCli("model --model " + dir + texts() + " --top-k 5"));
+    const auto masked =
+        cliTokens(runCli("model --model " + dir + texts() + " --mask-source 2,5 --top-k 5"));
+    ASSERT_NE(plain, masked) << model << ": the mask changes nothing on the command line";
+    const Shot s = runApp(model + "_masksrc",
+                          "--model " + dir + texts() + " --mask-source 5,2 --site dec:1:cross");
+    ASSERT_EQ(s.rc, 0) << s.out;
+    EXPECT_NE(s.out.find("masked-source=2,5"), std::string::npos) << s.out;
+    expectSameTokens(appTokens(s.out, "before"), plain, model + " before");
+    expectSameTokens(appTokens(s.out, "after"), masked, model + " after");
+    ASSERT_TRUE(s.valid) << s.out;
+    for (int i = 0; i < s.rows; ++i) {
+      for (int j : {2, 5}) {
+        const attnviz::RGBA8 c = s.cellColour(i, j);
+        EXPECT_FALSE(viridisNear(c, 0.0)) << model << " row " << i << " column " << j
+                                          << ": drawn as a weight, not masked";
+      }
+    }
+  }
+  const Shot bad = runApp("t5_masksrc_bad", "--model " + fixtures() + "/t5_v11" + texts() +
+                                                " --mask-source 99");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--mask-source 99: past the source's"), std::string::npos) << bad.out;
+}
+
 }  // namespace

@@ -123,13 +123,49 @@ void Seq2SeqSource::appendTarget(int id) {
   target_ = model_->tokenizer().decode(std::vector<int>(targetIds_.begin() + 1, targetIds_.end()));
 }
 
+Interventions Seq2SeqSource::effective() const {
+  Interventions iv = iv_;
+  std::string expr;  // a key-only expression: the same at every target row
+  int kept = 0;
+  for (int p : masked_)
+    if (p < int(sourceIds_.size()))
+      expr += (expr.empty() ? "k != " : " && k != ") + std::to_string(p), ++kept;
+  if (expr.empty() || kept >= int(sourceIds_.size())) return iv;
+  const ModelConfig& c = model_->config();
+  for (int l = 0; l < c.nLayer; ++l) iv.at(SiteId{0, l, 1}, c).mask.expr = expr;
+  return iv;
+}
+
+void Seq2SeqSource::setMaskedSource(std::vector<int> positions) {
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  const int S = int(sourceIds_.size());
+  if (!positions.empty() && (positions.front() < 0 || (S > 0 && positions.back() >= S)))
+    throw InputError("mask-source " + std::to_string(positions.front() < 0 ? positions.front()
+                                                                            : positions.back()) +
+                     ": past the source's " + std::to_string(S) + " tokens (positions 0.." +
+                     std::to_string(S - 1) + ")");
+  if (S > 0 && int(positions.size()) >= S)
+    throw InputError("mask-source: every source position masked; a cross row needs one key");
+  if (positions == masked_) return;
+  std::swap(positions, masked_);
+  if (sourceIds_.empty()) return;  // before the first setTexts
+  try {
+    run();
+  } catch (...) {
+    std::swap(positions, masked_);
+    throw;
+  }
+}
+
 void Seq2SeqSource::run() {
   Capture c = Capture::view(0);
   c.weights = LayerSet::every();
   ForwardResult baseline = model_->forwardSeq2Seq(sourceIds_, targetIds_, {}, c);
-  ForwardResult pass = iv_.entries().empty()
+  const Interventions iv = effective();
+  ForwardResult pass = iv.entries().empty()
                            ? baseline
-                           : model_->forwardSeq2Seq(sourceIds_, targetIds_, iv_, c);
+                           : model_->forwardSeq2Seq(sourceIds_, targetIds_, iv, c);
   baseline_ = std::move(baseline);
   pass_ = std::move(pass);
 }
@@ -146,6 +182,11 @@ Dump Seq2SeqSource::dump() const {
   const Tokenizer& tok = model_->tokenizer();
   for (int id : targetIds_) d.tokens.push_back(tok.label(id));
   for (int id : sourceIds_) d.keyTokens.push_back(tok.label(id));
+  // A cross site's masked source columns stay 0: drawn as masked cells.
+  auto hidden = [&](int j) {
+    return int(masked_.size()) < int(sourceIds_.size()) &&
+           std::binary_search(masked_.begin(), masked_.end(), j);
+  };
   for (const SiteId& s : sites_) {
     DumpLayer l;
     l.name = seq2seqSiteLabel(s);
@@ -153,12 +194,14 @@ Dump Seq2SeqSource::dump() const {
     l.weights = pass_.site(s).weights;
     // A weight of exactly 0 on a key the site may attend (every key of an encoder or cross
     // site, the keys up to the row in the decoder's causal one) is a softmax that underflowed,
-    // not a mask: it is kept as the least normal float so the view does not hatch it as masked.
+    // not a mask: it is kept as the least normal float so the view does not hatch it as masked
+    // (a masked source column of a cross site is a mask, and stays 0).
     for (int h = 0; h < l.weights.heads; ++h) {
       auto m = l.weights.mat(h);
       for (int i = 0; i < l.weights.rows; ++i)
         for (int j = 0; j < l.weights.cols; ++j)
-          if (m(i, j) == 0.0f && (l.axes != DumpAxes::Self || j <= i))
+          if (m(i, j) == 0.0f && (l.axes != DumpAxes::Self || j <= i) &&
+              !(l.axes == DumpAxes::Cross && hidden(j)))
             m(i, j) = std::numeric_limits<float>::min();
     }
     l.queryTokens = l.axes == DumpAxes::KeySelf ? d.keyTokens : d.tokens;

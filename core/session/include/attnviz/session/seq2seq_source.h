@@ -72,6 +72,12 @@ class Seq2SeqSource {
   void setAblated(const SiteId& s, int head, bool ablate);
   // Every ablated head with its site, in site order (scenes).
   std::vector<std::pair<SiteId, int>> ablations() const;
+  // Source positions no cross site may read (`attnviz model --mask-source`): their columns masked
+  // in every decoder layer's cross-attention, in the pass and in watched translation. Sorted and
+  // unique. Throws InputError for a position past the source, or every one of them; the last
+  // good pass is kept then. Positions past a later, shorter source are ignored.
+  void setMaskedSource(std::vector<int> positions);
+  const std::vector<int>& maskedSource() const { return masked_; }
 
   // The decoder's next-token candidates after the last target token, with and without the
   // interventions.
@@ -88,7 +94,10 @@ class Seq2SeqSource {
   std::string source_, target_;
   std::vector<int> sourceIds_, targetIds_;
   Interventions iv_;
+  std::vector<int> masked_;
   ForwardResult pass_, baseline_;
+  // iv_ with the masked source positions in every cross site's mask.
+  Interventions effective() const;
 };
 
 }  // namespace attnviz
