@@ -150,6 +150,7 @@ void showSeq2SeqScene(Session& session, std::shared_ptr<const Model> model, cons
   }
   try {
     src.setTexts(sm.text.empty() ? kDefaultModelText : sm.text, sm.target);
+    if (!sm.maskSource.empty()) src.setMaskedSource(sm.maskSource);
   } catch (const InputError& e) {
     throw InputError(scenePath + ": " + e.what());
   }

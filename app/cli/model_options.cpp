@@ -303,8 +303,8 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
   // An encoder-decoder's scene is run by the caller as a Seq2SeqSource (its two texts, its
   // sites): only the model is returned.
   if (c.encoderDecoder()) return run;
-  if (!sm.target.empty() || !sm.site.empty() || !sm.siteAblate.empty())
-    throw InputError(scenePath + ": model.target, model.site and site ablations are for "
+  if (!sm.target.empty() || !sm.site.empty() || !sm.siteAblate.empty() || !sm.maskSource.empty())
+    throw InputError(scenePath + ": model.target, model.site, model.mask_source and site ablations are for "
                      "encoder-decoders; " + sm.path + " is a " + c.family + " decoder or encoder");
   // The scene's indices, checked now that the model's sizes are known, as the app checks them.
   const std::string sizes = " is out of range (the model " + sm.path + " has " +

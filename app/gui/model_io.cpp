@@ -290,7 +290,7 @@ void openModelScene(AppState& s, const Scene& scene, const std::string& path, bo
   if (s.model.loading.valid()) throw InputError(sm.path + ": another model is still opening");
   s.model.request = {sm.layer, sm.head, sm.ablate, sm.generate, path, false,
                      sm.attribution, sm.interventions, sm.textPair, sm.slice, sm.special, true,
-                     sm.target, sm.site, sm.siteAblate};
+                     sm.target, sm.site, sm.siteAblate, sm.maskSource};
   gPendingText = {true, sm.text};
   openModel(s, sm.path, wait);
 }

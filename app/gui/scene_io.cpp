@@ -339,6 +339,7 @@ void saveSceneFrom(AppState& s, const std::string& path) {
     const int site = std::clamp(s.dump.layer, 0, int(q.sites().size()) - 1);
     sc.model.site = seq2seqSiteName(q.sites()[std::size_t(site)]);
     sc.model.head = s.view.head;
+    sc.model.maskSource = q.maskedSource();
     for (const auto& [id, h] : q.ablations()) {
       const std::string lh = std::to_string(id.layer) + ":" + std::to_string(h);
       if (id.stack == 1) sc.model.siteAblate.push_back("enc:" + lh);

@@ -384,7 +384,8 @@ TEST(AppSeq2SeqScenes, ASavedViewReopensToTheSameJsonAndExportsAsTheCommandLine)
   const Shot first = runApp("scene_first", "--model " + shippedT5() + " --text '" + kAlignSource +
                                                "' --target '" + kAlignTarget +
                                                "' --site dec:1:cross --head 2 --ablate cross:0:1"
-                                               " --ablate enc:1:3 --ablate 0:2 --gold '" + gold +
+                                               " --ablate enc:1:3 --ablate 0:2 --mask-source 3,1"
+                                               " --gold '" + gold +
                                                "' --no-shift --save-scene " + a);
   ASSERT_EQ(first.rc, 0) << first.out;
   const nlohmann::json j = nlohmann::json::parse(slurp(a));
@@ -396,6 +397,7 @@ TEST(AppSeq2SeqScenes, ASavedViewReopensToTheSameJsonAndExportsAsTheCommandLine)
   std::vector<std::string> abl = j["model"]["ablate"].get<std::vector<std::string>>();
   std::sort(abl.begin(), abl.end());
   EXPECT_EQ(abl, (std::vector<std::string>{"0:2", "cross:0:1", "enc:1:3"}));
+  EXPECT_EQ(j["model"]["mask_source"], nlohmann::json::array({1, 3}));
   EXPECT_EQ(j["view"]["panels"]["alignment"]["gold"], gold);
   EXPECT_EQ(j["view"]["panels"]["alignment"]["shift"], false);
 
@@ -403,7 +405,7 @@ TEST(AppSeq2SeqScenes, ASavedViewReopensToTheSameJsonAndExportsAsTheCommandLine)
   ASSERT_EQ(again.rc, 0) << again.out;
   EXPECT_EQ(slurp(a), slurp(b)) << "the reopened view saves a different scene";
   EXPECT_NE(again.out.find("seq2seq-view: site=dec:1:cross head=2"), std::string::npos) << again.out;
-  EXPECT_NE(again.out.find("ablated=3"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("ablated=3 masked-source=1,3"), std::string::npos) << again.out;
   EXPECT_EQ(field(again.out, "alignment:", "shift"), "0") << again.out;
   int rc = -1;
   const std::string out = runCli("export --scene " + a + " --png " + cli, &rc);
@@ -431,7 +433,13 @@ TEST(AppSeq2SeqScenes, BadSitesAndTargetsOnADecoderAreInputErrorsNamingTheScene)
       {R"({"model": {"path": ")" + models + R"(kjv-t5-align", "text": "i will", "ablate": ["cross:4:0"]}})",
        "model.ablate cross:4:0 is out of range"},
       {R"({"model": {"path": ")" + models + R"(kjv-byte-2l", "text": "In the", "target": "x"}})",
-       "are for encoder-decoders"}};
+       "are for encoder-decoders"},
+      {R"({"model": {"path": ")" + models + R"(kjv-byte-2l", "text": "In the", "mask_source": [0]}})",
+       "are for encoder-decoders"},
+      {R"({"model": {"path": ")" + models + R"(kjv-t5-align", "text": "i will", "mask_source": [40]}})",
+       "mask-source 40: past the source's"},
+      {R"({"model": {"path": ")" + models + R"(kjv-t5-align", "text": "i will", "mask_source": 2}})",
+       "field 'model.mask_source' must be a list"}};
   int k = 0;
   for (const auto& [json, says] : cases) {
     const std::string path = tempPath("bad_scene_" + std::to_string(k++) + ".json");

@@ -593,6 +593,16 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
     sm.textPair = field<std::string>(m, "text_pair", "", name);
     sm.slice = field<std::string>(m, "slice", "", name);
     sm.target = field<std::string>(m, "target", "", name);
+    if (m.contains("mask_source")) {
+      const json& ms = m.at("mask_source");
+      if (!ms.is_array())
+        throw InputError(name + ": field 'model.mask_source' must be a list of source positions");
+      for (const json& e : ms)
+        sm.maskSource.push_back(int(checkedInteger(e, 0, 1 << 20, "model.mask_source", name)));
+      std::sort(sm.maskSource.begin(), sm.maskSource.end());
+      sm.maskSource.erase(std::unique(sm.maskSource.begin(), sm.maskSource.end()),
+                          sm.maskSource.end());
+    }
     sm.site = field<std::string>(m, "site", "", name);
     if (!sm.site.empty()) {
       // enc:L, dec:L, dec:L:self or dec:L:cross (the model checks L when it opens).
@@ -732,6 +742,7 @@ std::string sceneToJson(const Scene& s) {
     if (!s.model.textPair.empty()) j["model"]["text_pair"] = s.model.textPair;
     if (!s.model.target.empty()) j["model"]["target"] = s.model.target;
     if (!s.model.site.empty()) j["model"]["site"] = s.model.site;
+    if (!s.model.maskSource.empty()) j["model"]["mask_source"] = s.model.maskSource;
     if (!s.model.slice.empty()) j["model"]["slice"] = s.model.slice;
     if (!s.model.special.empty()) j["model"]["special"] = s.model.special;
     const SceneGenerate& g = s.model.generate;

@@ -81,6 +81,8 @@ struct SceneModel {
   // ("enc:L:H", "cross:L:H", kept in "ablate" beside the decoder self site's "L:H").
   std::string target, site;
   std::vector<std::string> siteAblate;
+  // "mask_source": source positions no cross site may read (--mask-source), sorted.
+  std::vector<int> maskSource;
   bool any() const { return !path.empty(); }
 };
 
