@@ -78,6 +78,7 @@ bool drawSeq2SeqPanel(AppState& s) {
   }
   // Source positions hidden from every cross site (attnviz model --mask-source), applied when
   // the box is left or on Enter.
+  ImGui::TextDisabled("Source positions hidden from cross-attention:");
   ImGui::SetNextItemWidth(-1);
   ImGui::InputTextWithHint("##s2smask", "hide source positions from cross-attention, e.g. 2,5",
                            d.maskSource, sizeof d.maskSource);
