@@ -453,7 +453,9 @@ TEST(Seq2Seq, MaskedSourcePositionsMatchTheReferenceInThePassAndInGeneration) {
     const long long S = gx.shape[3];
     for (std::size_t k = 0; k < gx.data.size(); ++k) {
       const long long j = static_cast<long long>(k) % S;
-      if (j == 2 || j == 5) ASSERT_EQ(gx.data[k], 0.0f) << name << " column " << j;
+      if (j == 2 || j == 5) {
+        ASSERT_EQ(gx.data[k], 0.0f) << name << " column " << j;
+      }
     }
     const NpyArray gz = readNpy(z.string());
     const NpyArray rz = readNpy(g.path(std::string(name) + "_masked_logits.npy").string());
