@@ -183,9 +183,11 @@ Dump Seq2SeqSource::dump() const {
   for (int id : targetIds_) d.tokens.push_back(tok.label(id));
   for (int id : sourceIds_) d.keyTokens.push_back(tok.label(id));
   // A cross site's masked source columns stay 0: drawn as masked cells.
+  // (The positions effective() applies: those inside the source, unless they are all of it.)
+  const int S = int(sourceIds_.size());
+  const int inside = int(std::count_if(masked_.begin(), masked_.end(), [&](int p) { return p < S; }));
   auto hidden = [&](int j) {
-    return int(masked_.size()) < int(sourceIds_.size()) &&
-           std::binary_search(masked_.begin(), masked_.end(), j);
+    return inside < S && std::binary_search(masked_.begin(), masked_.end(), j);
   };
   for (const SiteId& s : sites_) {
     DumpLayer l;
