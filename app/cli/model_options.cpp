@@ -5,6 +5,7 @@
 
 #include "attnviz/engine/mask.h"
 #include "attnviz/formats/npy.h"
+#include "attnviz/session/seq2seq_source.h"
 
 #include <algorithm>
 #include <chrono>
@@ -76,12 +77,7 @@ void ModelRun::addSiteAblations(Interventions& iv) const {
     std::vector<int>& heads = iv.at(site, model->config()).ablatedHeads;
     if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
   }
-  if (maskedSource.empty()) return;
-  // A key-only mask expression: the same at every target row, so it holds as the decoder grows.
-  std::string expr;
-  for (int p : maskedSource) expr += (expr.empty() ? "k != " : " && k != ") + std::to_string(p);
-  const ModelConfig& c = model->config();
-  for (int l = 0; l < c.nLayer; ++l) iv.at(SiteId{0, l, 1}, c).mask.expr = expr;
+  hideSourcePositions(iv, model->config(), maskedSource);
 }
 
 void addMaskSourceOption(CLI::App& app, ModelCliOptions& o) {
@@ -263,14 +259,11 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
     if (!parseIntList(o.maskSource, 1 << 30, pos, bad))
       throw UsageError("--mask-source: expected source positions separated by commas, got '" +
                        bad + "'");
-    std::sort(pos.begin(), pos.end());
-    pos.erase(std::unique(pos.begin(), pos.end()), pos.end());
-    const int S = int(ids.size());
-    if (!pos.empty() && pos.back() >= S)
-      throw UsageError("--mask-source " + std::to_string(pos.back()) + ": past the source's " +
-                       std::to_string(S) + " tokens (positions 0.." + std::to_string(S - 1) + ")");
-    if (int(pos.size()) >= S)
-      throw UsageError("--mask-source: every source position masked; a cross row needs one key");
+    try {
+      checkMaskedSource(pos, int(ids.size()));
+    } catch (const InputError& e) {  // the option's value: a usage error
+      throw UsageError(std::string("--") + e.what());
+    }
     run.maskedSource = std::move(pos);
   }
   for (const auto& [prefix, lh] : siteAblations) {

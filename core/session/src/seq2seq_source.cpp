@@ -123,30 +123,48 @@ void Seq2SeqSource::appendTarget(int id) {
   target_ = model_->tokenizer().decode(std::vector<int>(targetIds_.begin() + 1, targetIds_.end()));
 }
 
-Interventions Seq2SeqSource::effective() const {
-  Interventions iv = iv_;
-  std::string expr;  // a key-only expression: the same at every target row
-  int kept = 0;
-  for (int p : masked_)
-    if (p < int(sourceIds_.size()))
-      expr += (expr.empty() ? "k != " : " && k != ") + std::to_string(p), ++kept;
-  if (expr.empty() || kept >= int(sourceIds_.size())) return iv;
-  const ModelConfig& c = model_->config();
-  for (int l = 0; l < c.nLayer; ++l) iv.at(SiteId{0, l, 1}, c).mask.expr = expr;
-  return iv;
-}
-
-void Seq2SeqSource::setMaskedSource(std::vector<int> positions) {
+void checkMaskedSource(std::vector<int>& positions, int S) {
   std::sort(positions.begin(), positions.end());
   positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
-  const int S = int(sourceIds_.size());
-  if (!positions.empty() && (positions.front() < 0 || (S > 0 && positions.back() >= S)))
+  if (!positions.empty() && (positions.front() < 0 || positions.back() >= S))
     throw InputError("mask-source " + std::to_string(positions.front() < 0 ? positions.front()
                                                                             : positions.back()) +
                      ": past the source's " + std::to_string(S) + " tokens (positions 0.." +
                      std::to_string(S - 1) + ")");
-  if (S > 0 && int(positions.size()) >= S)
+  if (int(positions.size()) >= S)
     throw InputError("mask-source: every source position masked; a cross row needs one key");
+}
+
+void hideSourcePositions(Interventions& iv, const ModelConfig& c, const std::vector<int>& positions) {
+  if (positions.empty()) return;
+  std::string expr;
+  for (int p : positions) expr += (expr.empty() ? "k != " : " && k != ") + std::to_string(p);
+  for (int l = 0; l < c.nLayer; ++l) iv.at(SiteId{0, l, 1}, c).mask.expr = expr;
+}
+
+// The positions inside the source (a later, shorter source ignores the rest), unless they are
+// all of it; both the pass and dump() read this.
+std::vector<int> Seq2SeqSource::maskedInside() const {
+  std::vector<int> in;
+  for (int p : masked_)
+    if (p < int(sourceIds_.size())) in.push_back(p);
+  if (in.size() >= sourceIds_.size()) in.clear();
+  return in;
+}
+
+Interventions Seq2SeqSource::effective() const {
+  Interventions iv = iv_;
+  hideSourcePositions(iv, model_->config(), maskedInside());
+  return iv;
+}
+
+void Seq2SeqSource::setMaskedSource(std::vector<int> positions) {
+  if (!sourceIds_.empty()) {
+    checkMaskedSource(positions, int(sourceIds_.size()));
+  } else {  // before the first setTexts: checked against the source when it comes
+    std::sort(positions.begin(), positions.end());
+    positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  }
   if (positions == masked_) return;
   std::swap(positions, masked_);
   if (sourceIds_.empty()) return;  // before the first setTexts
@@ -183,11 +201,9 @@ Dump Seq2SeqSource::dump() const {
   for (int id : targetIds_) d.tokens.push_back(tok.label(id));
   for (int id : sourceIds_) d.keyTokens.push_back(tok.label(id));
   // A cross site's masked source columns stay 0: drawn as masked cells.
-  // (The positions effective() applies: those inside the source, unless they are all of it.)
-  const int S = int(sourceIds_.size());
-  const int inside = int(std::count_if(masked_.begin(), masked_.end(), [&](int p) { return p < S; }));
+  const std::vector<int> hiddenColumns = maskedInside();
   auto hidden = [&](int j) {
-    return inside < S && std::binary_search(masked_.begin(), masked_.end(), j);
+    return std::binary_search(hiddenColumns.begin(), hiddenColumns.end(), j);
   };
   for (const SiteId& s : sites_) {
     DumpLayer l;

@@ -31,6 +31,13 @@ std::string seq2seqSiteName(const SiteId& s);  // the form parseSeq2SeqSite read
 // self site, "enc:L:H" the encoder's, "cross:L:H" the cross site. nullopt when the text is none
 // of these; whether the model has the site and head is the caller's to check.
 std::optional<std::pair<SiteId, int>> parseSeq2SeqAblation(const std::string& text);
+// Hidden source positions (`--mask-source`, a scene's model.mask_source, the panel's box):
+// sorted and made unique in place; throws InputError "mask-source P: past the source's S tokens"
+// or "mask-source: every source position masked" for a source of S tokens.
+void checkMaskedSource(std::vector<int>& positions, int sourceTokens);
+// Masks those source positions in every cross site of iv: a key-only mask expression, the same at
+// every target row, so it holds as the decoder grows. Nothing for an empty list.
+void hideSourcePositions(Interventions& iv, const ModelConfig& c, const std::vector<int>& positions);
 
 class Seq2SeqSource {
  public:
@@ -98,6 +105,7 @@ class Seq2SeqSource {
   ForwardResult pass_, baseline_;
   // iv_ with the masked source positions in every cross site's mask.
   Interventions effective() const;
+  std::vector<int> maskedInside() const;
 };
 
 }  // namespace attnviz
