@@ -1,10 +1,17 @@
 // attnviz: the GUI by default; `compute` and `export` run headless.
+#include "attnviz/engine/isa.h"
 #include "cli/cli.h"
 
 #include <cstdio>
 #include <cstring>
 
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
+    // The version, and the instruction-set level of the CPU kernels (attnviz/engine/isa.h).
+    std::printf("attnviz %s\nCPU kernels: %s\n", ATTNVIZ_VERSION_TEXT,
+                attnviz::isaDescription().c_str());
+    return 0;
+  }
   if (argc >= 2 && std::strcmp(argv[1], "compute") == 0)
     return attnviz::app::runCompute(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "export") == 0)

@@ -30,7 +30,7 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
   app.add_option("--max-memory", o.maxMemory,
                  "SIZE (bytes, or 512M, 4G): budget for float32 copies of F16/BF16/quantized "
                  "weights; past it they stay as stored and each layer is converted as it runs "
-                 "(default: a quarter of physical RAM)");
+                 "(default: 1G, or a quarter of physical RAM if less)");
 }
 
 void addTextPairOption(CLI::App& app, ModelCliOptions& o) {

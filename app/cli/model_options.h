@@ -21,7 +21,7 @@ struct ModelCliOptions {
   std::string textPair;   // --text-pair B (encoders: the tokenizer's pair template with --text)
   // --target TEXT / --target-ids 1,2,3: an encoder-decoder's decoder input (--text is the source)
   std::string target, targetIds;
-  std::string maxMemory;  // --max-memory SIZE (empty: a quarter of physical RAM)
+  std::string maxMemory;  // --max-memory SIZE (empty: defaultMemoryBudget())
   std::vector<std::string> ablate;
   std::vector<std::string> ropeOff;  // --rope-off L (model, generate): layers run unrotated
   std::vector<std::string> residualEdits;  // --residual-edit L:P:D:zero|mean (model)

@@ -316,7 +316,7 @@ struct FillState {
 struct ModelState {
   std::unique_ptr<ModelSource> source;  // null: no model open
   std::string dir;
-  std::int64_t maxMemory = -1;  // --max-memory in bytes (-1: a quarter of physical RAM)
+  std::int64_t maxMemory = -1;  // --max-memory in bytes (-1: defaultMemoryBudget())
   // Opening: the folder, the worker's result and its progress.
   std::string loadingDir;
   std::future<std::unique_ptr<Model>> loading;

@@ -130,7 +130,7 @@ int runGui(int argc, char** argv) {
   cli.add_option("--ablate", o.ablate, "with --model: ablate head L:H (repeatable)");
   cli.add_option("--max-memory", o.maxMemory,
                  "SIZE (bytes, or 512M, 4G): budget for float32 copies of a model's F16/BF16/"
-                 "quantized weights; past it they stay as stored (default: a quarter of RAM)");
+                 "quantized weights; past it they stay as stored (default: 1G, or a quarter of RAM if less)");
   cli.add_flag("--show-residual", o.showResidual,
                "with --model: open the residual-stream panel (massive activations)");
   cli.add_flag("--retrieval", o.retrieval,

@@ -1,5 +1,6 @@
 // The pass's operations, one function each: linear layers, norms, activations, RoPE, head
 // splitting and merging, embedding and unembedding.
+#include "attnviz/engine/isa.h"
 #include "attnviz/engine/parallel.h"
 #include "model_internal.h"
 
@@ -26,18 +27,16 @@ void matmulOutIn(const MatrixRM& x, const float* E, int V, int d, MatrixRM& out)
 void linear(const MatrixRM& x, const LinearView& W, MatrixRM& out) {
   const int n = W.out, k = W.in;
   out.resize(x.rows(), n);
-  using Strided = Eigen::Map<const MatrixRM, 0, Eigen::OuterStride<>>;
   if (W.inMajor) {
-    const Strided Wm(W.w, k, n, Eigen::OuterStride<>(W.ld));
     const int tasks = std::max(1, std::min(cpuThreads(), n / 64));
     const int chunk = ((n + tasks - 1) / tasks + 15) / 16 * 16;
     detail::parallelFor(tasks, [&](int t) {
       const int c0 = t * chunk, nc = std::min(n, c0 + chunk) - c0;
       if (nc <= 0) return;
-      out.middleCols(c0, nc).noalias() = x * Wm.middleCols(c0, nc);
+      gemmAB(int(x.rows()), nc, k, x.data(), long(x.cols()), W.w + c0, long(W.ld),
+             out.data() + c0, long(n));
     });
   } else {
-    const Strided Wm(W.w, n, k, Eigen::OuterStride<>(W.ld));
     // Blocks of output rows of W, claimed dynamically: GEMM packing buffers stay small (a vocab
     // is tens of thousands wide) and uneven thread speeds balance out.
     const int chunk = n >= 4096 ? 1024 : std::max(64, (n + cpuThreads() - 1) / cpuThreads());
@@ -45,7 +44,8 @@ void linear(const MatrixRM& x, const LinearView& W, MatrixRM& out) {
     detail::parallelFor(tasks, [&](int t) {
       const int r0 = t * chunk, nr = std::min(n, r0 + chunk) - r0;
       if (nr <= 0) return;
-      out.middleCols(r0, nr).noalias() = x * Wm.middleRows(r0, nr).transpose();
+      gemmABt(int(x.rows()), nr, k, x.data(), long(x.cols()), W.w + long(r0) * W.ld, long(W.ld),
+              out.data() + r0, long(n));
     });
   }
   if (W.b) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(W.b, n);
@@ -268,8 +268,8 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
         dequantizeRow(s.type, s.data + std::size_t(r0 + r) * s.rowBytes,
                       rows.data() + std::size_t(r) * d, d);
       }
-      const ConstMapRM W(rows.data(), nr, d);
-      logits.middleCols(r0, nr).noalias() = f * W.transpose();
+      gemmABt(int(f.rows()), nr, d, f.data(), long(f.cols()), rows.data(), long(d),
+              logits.data() + r0, long(n));
     });
   }
   if (linearOnly) return;

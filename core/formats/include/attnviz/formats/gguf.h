@@ -11,6 +11,7 @@
 // "<file>: <problem>".
 #pragma once
 
+#include "attnviz/engine/isa.h"
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,6 +50,10 @@ void dequantizeRow(GgmlType type, const void* src, float* dst, std::int64_t n);
 // dot(dequantizeRow(row), x) to float32 rounding (~1e-6 of sum |w_i x_i|), not bit for bit: the
 // AVX-512 kernels scale each block's sum once. Same preconditions and errors as dequantizeRow.
 float dotRow(GgmlType type, const void* row, const float* x, std::int64_t n);
+// The same two through the kernels of one instruction-set level (attnviz/engine/isa.h; a level
+// this CPU lacks reads as the best it has), for tests that compare the levels.
+void dequantizeRowAt(Isa isa, GgmlType type, const void* src, float* dst, std::int64_t n);
+float dotRowAt(Isa isa, GgmlType type, const void* row, const float* x, std::int64_t n);
 // y[r] = dotRow(type, rows + r * ggmlRowBytes(type, n), x, n) for r in [0, nRows): a stored
 // [nRows, n] matrix times x (decode's matrix-vector product), checked once for the whole matrix.
 // Rows are split over the CPU threads (engine's thread pool) in chunks of about 64 KB of stored

@@ -220,7 +220,8 @@ ModelConfig parseModelConfig(const std::string& text, const std::string& name);
 
 class GgufFile;
 
-// The default memory budget for float32 copies of weights: a quarter of physical RAM.
+// The default memory budget for float32 copies of weights: 1 GiB, or a quarter of physical RAM
+// when that is less.
 std::int64_t defaultMemoryBudget();
 // "1048576", "512K", "64M", "4G", "1T" (powers of 1024; "MB", "GiB" accepted) -> bytes. Throws
 // InputError "'<text>' is not a size: ..." otherwise.

@@ -1,4 +1,9 @@
-// ggml's tensor types: the type table, block dequantization and dot products over stored blocks.
+// ggml's tensor types: the type table with its block dequantization and dot products over stored
+// blocks, compiled once per instruction-set level (attnviz/engine/isa.h; core/CMakeLists.txt:
+// attnviz_formats_isa_<level>); ggml_types.cpp serves the public functions of gguf.h from the
+// level in use. This file defines one global symbol, its level's table, and uses nothing inline
+// from outside (no std::string, vector or function) so that no level's code can stand in for
+// another's at link time (tests/engine checks the objects).
 //
 // The block layouts are ggml's (ggml-common.h); tools/gguf/quants.py documents each one byte by
 // byte and is the source of the test fixtures. Dequantization is float32 arithmetic in ggml's
@@ -10,16 +15,11 @@
 //
 // Blocks are read through byte structs (alignment 1) and memcpy, so a tensor at any address (a
 // GGUF file may declare general.alignment 1) is read without unaligned-access UB.
-#include "attnviz/formats/gguf.h"
-#include "attnviz/engine/parallel.h"
+#include "../ggml_kernels.h"
 #include "attnviz/formats/safetensors.h"  // halfToFloat
 
-#include <algorithm>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 #include <type_traits>
-#include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define ATTNVIZ_AVX512 1
@@ -30,6 +30,12 @@
 #if ATTNVIZ_AVX512 || defined(__F16C__)
 #include <immintrin.h>
 #endif
+
+#ifndef ATTNVIZ_ISA_LEVEL
+#error "compiled by core/CMakeLists.txt once per level, with ATTNVIZ_ISA_LEVEL set"
+#endif
+#define ATTNVIZ_CAT2(a, b) a##b
+#define ATTNVIZ_CAT(a, b) ATTNVIZ_CAT2(a, b)
 
 #if defined(__clang__)
 // The same guarantee as -ffp-contract=off for builds that compile this file without the flag
@@ -162,7 +168,7 @@ inline void scalesQ3K(const unsigned char* s, int out[16]) {
 
 // ------------------------------------------------------------------------ dequantization
 // Each takes nb whole blocks at src and writes nb * block values at y.
-using DequantFn = void (*)(const unsigned char* src, float* y, std::int64_t nb);
+using detail::DequantFn;
 
 void dequantF32(const unsigned char* src, float* y, std::int64_t n) {
   std::memcpy(y, src, std::size_t(n) * 4);
@@ -370,7 +376,7 @@ void dequantQ6_K(const unsigned char* src, float* y, std::int64_t nb) {
 
 // ------------------------------------------------------------------------------ dot products
 // Each takes nb whole blocks (n values for the float types) and x with as many values.
-using DotFn = float (*)(const unsigned char* src, const float* x, std::int64_t nb);
+using detail::DotFn;
 
 // Any type, portably (the fallback without AVX-512): 256 values at a time (one super-block,
 // 8 legacy blocks) into a stack buffer in L1, then 16 partial sums the compiler vectorises.
@@ -807,13 +813,7 @@ float dotQ6_K(const unsigned char* src, const float* x, std::int64_t nb) {
 // ggml's type ids (ggml.h, enum ggml_type) with block size and bytes per block; ids ggml removed
 // keep their names (files may still carry them) with blockValues 0. dequant/dot: the types
 // attnviz reads.
-struct TypeRow {
-  const char* name;
-  int blockValues;
-  int blockBytes;
-  DequantFn dequant;
-  DotFn dot;
-};
+using detail::TypeRow;
 
 // A type attnviz reads: its dequantizer, and its AVX-512 dot kernel or the portable one.
 #if ATTNVIZ_AVX512
@@ -880,103 +880,14 @@ static_assert(bytesOf(GgmlType::Q3_K) == sizeof(BlockQ3_K) &&
               bytesOf(GgmlType::Q4_K) == sizeof(BlockQ4_K));
 static_assert(bytesOf(GgmlType::Q5_K) == sizeof(BlockQ5_K) &&
               bytesOf(GgmlType::Q6_K) == sizeof(BlockQ6_K));
-static_assert(bytesOf(GgmlType::BF16) == 2 && bytesOf(GgmlType::Q8_K) == 292 && kTypeCount == 42);
-
-const TypeRow* findType(std::uint32_t type) { return type < kTypeCount ? &kTypes[type] : nullptr; }
-
-const TypeRow& readable(GgmlType type, std::int64_t n, const char* what) {
-  const TypeRow* r = findType(std::uint32_t(type));
-  if (!r || !r->dequant) {
-    throw std::invalid_argument(std::string(what) + ": cannot read type " +
-                                ggmlTypeName(std::uint32_t(type)));
-  }
-  if (n < 0 || n % r->blockValues != 0) {
-    throw std::invalid_argument(std::string(what) + ": " + std::to_string(n) +
-                                " values are not a whole number of " + r->name + " blocks of " +
-                                std::to_string(r->blockValues));
-  }
-  return *r;
-}
+static_assert(bytesOf(GgmlType::BF16) == 2 && bytesOf(GgmlType::Q8_K) == 292 &&
+              kTypeCount == detail::kGgmlTypeCount);
 
 }  // namespace
 
-std::string ggmlTypeName(std::uint32_t type) {
-  const TypeRow* r = findType(type);
-  return r ? std::string(r->name) : "type " + std::to_string(type);
-}
-
-bool ggmlTypeLayout(std::uint32_t type, int& blockValues, int& blockBytes) {
-  const TypeRow* r = findType(type);
-  if (!r || r->blockValues == 0) return false;
-  blockValues = r->blockValues;
-  blockBytes = r->blockBytes;
-  return true;
-}
-
-bool ggmlTypeKnown(std::uint32_t type) { return findType(type) != nullptr; }
-
-bool ggmlTypeInfo(std::uint32_t type, int& blockValues, int& blockBytes) {
-  const TypeRow* r = findType(type);
-  if (!r || !r->dequant) return false;
-  blockValues = r->blockValues;
-  blockBytes = r->blockBytes;
-  return true;
-}
-
-std::size_t ggmlRowBytes(GgmlType type, std::int64_t n) {
-  const TypeRow* r = findType(std::uint32_t(type));
-  if (!r || r->blockValues == 0 || n < 0) return 0;
-  return std::size_t(n / r->blockValues) * std::size_t(r->blockBytes);
-}
-
-void dequantizeRow(GgmlType type, const void* src, float* dst, std::int64_t n) {
-  const TypeRow& r = readable(type, n, "dequantizeRow");
-  r.dequant(static_cast<const unsigned char*>(src), dst, n / r.blockValues);
-}
-
-float dotRow(GgmlType type, const void* row, const float* x, std::int64_t n) {
-  const TypeRow& r = readable(type, n, "dotRow");
-  return r.dot(static_cast<const unsigned char*>(row), x, n / r.blockValues);
-}
-
-void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* x,
-            float* y) {
-  const MatVecJob job{type, rows, nRows, n, x, y};
-  matVecBatch(&job, 1);
-}
-
-void matVecBatch(const MatVecJob* jobs, int count) {
-  // Rows split over the CPU threads in chunks of about 64 KB of stored bytes, claimed
-  // dynamically; work under two chunks stays on the calling thread (a wake-up costs more than it
-  // saves).
-  constexpr std::size_t kChunkBytes = std::size_t(64) << 10;
-  struct Task {
-    const TypeRow* type;
-    const MatVecJob* job;
-    std::int64_t r0, r1, nb;
-    std::size_t rowBytes;
-  };
-  std::vector<Task> tasks;
-  for (int j = 0; j < count; ++j) {
-    const MatVecJob& m = jobs[j];
-    const TypeRow& r = readable(m.type, m.n, "matVec");
-    const std::int64_t nb = m.n / r.blockValues;
-    const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
-    const std::int64_t chunk =
-        std::max<std::int64_t>(1, std::int64_t(kChunkBytes / std::max<std::size_t>(rowBytes, 1)));
-    for (std::int64_t r0 = 0; r0 < m.nRows; r0 += chunk)
-      tasks.push_back({&r, &m, r0, std::min(m.nRows, r0 + chunk), nb, rowBytes});
-  }
-  auto run = [&](const Task& t) {
-    const auto* p = static_cast<const unsigned char*>(t.job->rows);
-    for (std::int64_t i = t.r0; i < t.r1; ++i)
-      t.job->y[i] = t.type->dot(p + std::size_t(i) * t.rowBytes, t.job->x, t.nb);
-  };
-  if (tasks.size() < 2) {
-    for (const Task& t : tasks) run(t);
-    return;
-  }
-  detail::parallelFor(int(tasks.size()), [&](int t) { run(tasks[std::size_t(t)]); });
-}
+namespace detail {
+extern const TypeRow* const ATTNVIZ_CAT(ggmlTypes, ATTNVIZ_ISA_LEVEL);
+const TypeRow* const ATTNVIZ_CAT(ggmlTypes, ATTNVIZ_ISA_LEVEL) = kTypes;
+}  // namespace detail
 
 }  // namespace attnviz

@@ -1,0 +1,46 @@
+// attnviz core: which instruction set the hot kernels run on, picked once at start-up.
+//
+// The kernels that take a pass's time (the float32 products of the linear layers and the LM
+// head; ggml's block dequantization and dot products, core/formats) are compiled three times,
+// for x86-64's baseline (SSE2), x86-64-v3 (AVX2, FMA, F16C) and x86-64-v4 (AVX-512 F/BW/DQ/VL),
+// whatever the rest of the build targets: the portable package runs AVX-512 code on a CPU that
+// has it. The fastest level the CPU (and the OS, for its register state) supports is taken,
+// unless ATTNVIZ_ISA=baseline|avx2|avx512 asks for one (tests force each in turn). A level the
+// CPU lacks is refused: the variable is ignored with one line on stderr. Other CPUs than x86-64
+// have the baseline build only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace attnviz {
+
+enum class Isa { Baseline = 0, Avx2 = 1, Avx512 = 2 };
+
+// The level in use (decided on the first call, then fixed for the process).
+Isa activeIsa();
+// "baseline", "avx2" or "avx512".
+const char* isaName(Isa isa);
+// The levels this CPU can run, from baseline up.
+std::vector<Isa> supportedIsas();
+// One line for --version and the status bar: "avx512 (ATTNVIZ_ISA: avx2; CPU: avx512)".
+std::string isaDescription();
+
+// C[m, n] = A[m, k] B[n, k]^T: row-major float32, leading dimensions in floats (B is a linear
+// layer's [out, in] rows).
+void gemmABt(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
+             long ldc);
+// C[m, n] = A[m, k] B[k, n] (B stored [in, out], as GPT-2's Conv1D).
+void gemmAB(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
+            long ldc);
+
+namespace detail {
+// The kernels of one level, for tests that run every level a CPU supports side by side.
+struct GemmKernels {
+  void (*abt)(int, int, int, const float*, long, const float*, long, float*, long);
+  void (*ab)(int, int, int, const float*, long, const float*, long, float*, long);
+};
+const GemmKernels& gemmKernels(Isa isa);
+}  // namespace detail
+
+}  // namespace attnviz
