@@ -1,6 +1,8 @@
 // attnviz panel: the status bar: backend and GL renderer, compute and frame times, notices.
 #include "panels/panels.h"
 
+#include "attnviz/engine/isa.h"
+
 #include <imgui.h>
 
 namespace attnviz::gui {
@@ -27,6 +29,10 @@ bool drawStatusBar(AppState& s) {
   ImGui::TextUnformatted(s.backend.backend.c_str());
   if (!s.backend.backendNote.empty() && ImGui::IsItemHovered())
     ImGui::SetTooltip("%s", s.backend.backendNote.c_str());
+  ImGui::SameLine();
+  // The instruction-set level of the CPU kernels (isa.h: picked at start-up or by ATTNVIZ_ISA).
+  ImGui::TextDisabled("| CPU kernels: %s", attnviz::isaName(attnviz::activeIsa()));
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", attnviz::isaDescription().c_str());
   ImGui::SameLine();
   ImGui::TextDisabled("| GL: %s",
                       s.backend.glRenderer.substr(0, s.backend.glRenderer.find(" (")).c_str());
