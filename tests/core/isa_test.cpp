@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -39,8 +41,10 @@ TEST(Isa, EveryLevelsGemmsMatchADoubleLoop) {
     SCOPED_TRACE(attnviz::isaName(isa));
     const auto& kernels = attnviz::detail::gemmKernels(isa);
     std::vector<float> C(std::size_t(kM) * kLdc, -7.0f), D(C);
-    kernels.abt(kM, kN, kK, A.data(), kLda, Bt.data(), kLdb, C.data(), kLdc);
-    kernels.ab(kM, kN, kK, A.data(), kLda, B.data(), kLdc, D.data(), kLdc);
+    kernels.abt(kM, kN, kK, A.data(), kLda, Bt.data(), kLdb, C.data(), kLdc, false);
+    // ab accumulating onto a copy of itself: twice the product.
+    kernels.ab(kM, kN, kK, A.data(), kLda, B.data(), kLdc, D.data(), kLdc, false);
+    kernels.ab(kM, kN, kK, A.data(), kLda, B.data(), kLdc, D.data(), kLdc, true);
     double worst = 0, worstAb = 0;
     for (int i = 0; i < kM; ++i) {
       for (int j = 0; j < kN; ++j) {
@@ -53,7 +57,7 @@ TEST(Isa, EveryLevelsGemmsMatchADoubleLoop) {
           a2 += std::abs(x * B[std::size_t(k) * kLdc + j]);
         }
         worst = std::max(worst, std::abs(C[std::size_t(i) * kLdc + j] - s) / a);
-        worstAb = std::max(worstAb, std::abs(D[std::size_t(i) * kLdc + j] - s2) / a2);
+        worstAb = std::max(worstAb, std::abs(D[std::size_t(i) * kLdc + j] - 2 * s2) / (2 * a2));
       }
       // Past column n of each row: untouched.
       for (int j = kN; j < kLdc; ++j) ASSERT_EQ(C[std::size_t(i) * kLdc + j], -7.0f);
@@ -69,8 +73,35 @@ TEST(Isa, TheDispatchedGemmIsTheActiveLevels) {
   std::vector<float> C(std::size_t(kM) * kLdc), D(C);
   attnviz::gemmABt(kM, kN, kK, A.data(), kLda, Bt.data(), kLdb, C.data(), kLdc);
   attnviz::detail::gemmKernels(attnviz::activeIsa())
-      .abt(kM, kN, kK, A.data(), kLda, Bt.data(), kLdb, D.data(), kLdc);
+      .abt(kM, kN, kK, A.data(), kLda, Bt.data(), kLdb, D.data(), kLdc, false);
   EXPECT_EQ(0, std::memcmp(C.data(), D.data(), C.size() * sizeof(float)));
+}
+
+TEST(Isa, EveryLevelsSoftmaxExponentialsMatchDoubleExp) {
+  std::vector<float> z = randomFloats(203, 6);
+  for (float& v : z) v *= 30.0f;
+  z[5] = z[77] = -std::numeric_limits<float>::infinity();  // masked keys
+  z[9] = -1000.0f;                                           // a gap that underflows
+  const float mx = 40.0f;
+  for (float tau : {1.0f, 0.7f, 3.0f}) {
+    for (Isa isa : attnviz::supportedIsas()) {
+      SCOPED_TRACE(std::string(attnviz::isaName(isa)) + " tau " + std::to_string(tau));
+      std::vector<float> e(z.size(), -1.0f);
+      attnviz::detail::gemmKernels(isa).expShifted(z.data(), e.data(), int(z.size()), mx, tau);
+      EXPECT_EQ(e[5], 0.0f);
+      EXPECT_EQ(e[77], 0.0f);
+      EXPECT_EQ(e[9], 0.0f);
+      for (std::size_t i = 0; i < z.size(); ++i) {
+        if (i == 5 || i == 77 || i == 9) continue;
+        const double x = (double(z[i]) - mx) / double(tau), want = std::exp(x);
+        if (want < 1e-37) {
+          EXPECT_LE(e[i], 1e-37f);
+        } else {  // float32 rounding of the gap: the error grows with |x|; less the least normal
+          EXPECT_NEAR(e[i], want, 2e-7 * (1.0 + std::abs(x)) * want + 1.2e-38) << i;
+        }
+      }
+    }
+  }
 }
 
 // A half with |value| in [1e-3, 0.1] and a random sign.

@@ -1,5 +1,6 @@
 // The CPU backend: Eigen GEMMs per (head, block of query rows), a fused, numerically stable
 // softmax per row, and A V. Work is split into (head, row block) tasks across the cores.
+#include "attnviz/engine/isa.h"
 #include "attnviz/engine/engine.h"
 
 #include "attnviz/engine/engine_detail.h"
@@ -128,15 +129,7 @@ float chunkedSum(const float* e, int n) {
   return sum;
 }
 
-void expShifted(const float* z, float* e, int n, float mx, float tau) {
-  const ConstArrayMap L(z, n);
-  const float invTau = 1.0f / tau;
-  if (std::isfinite(invTau)) {
-    ArrayMap(e, n) = expOfGap((L - mx) * invTau);
-  } else {
-    ArrayMap(e, n) = expOfGap((L - mx) / tau);
-  }
-}
+// expShifted: isa/isa.cpp, through the kernels of the level in use.
 
 void throwScoresOverflow(int h) {
   throw InputError("Q K^T overflows float32 in head " + std::to_string(h) +
@@ -353,8 +346,10 @@ class CpuEngine final : public AttentionEngine {
     const float scale = 1.0f / std::sqrt(static_cast<float>(d.dk));
     MapRM S = res_.scaled.mat(h);
     auto block = S.middleRows(r0, r1 - r0);
-    block.noalias() =
-        scale * (q_->mat(h).middleRows(r0, r1 - r0) * k_->mat(kvHeadOf(h, group_)).transpose());
+    const Tensor3& K = *k_;
+    gemmABt(r1 - r0, d.Tk, d.dk, q_->head(h) + std::size_t(r0) * q_->cols, q_->cols,
+            K.head(kvHeadOf(h, group_)), K.cols, block.data(), long(d.Tk));
+    block *= scale;
     // Checked while the block is still in cache: finite inputs can still overflow float32.
     if (!std::isfinite((block.array() * 0.0f).sum())) {  // 0 * inf and 0 * NaN are NaN
       detail::throwScoresOverflow(h);
@@ -377,9 +372,10 @@ class CpuEngine final : public AttentionEngine {
   }
 
   void outputBlock(int h, int r0, int r1) {
-    MapRM O = res_.output.mat(h);
-    O.middleRows(r0, r1 - r0).noalias() =
-        res_.weights.mat(h).middleRows(r0, r1 - r0) * v_->mat(kvHeadOf(h, group_));
+    const Dims& d = res_.dims;
+    const Tensor3& V = *v_;
+    gemmAB(r1 - r0, V.cols, d.Tk, &res_.weights.at(h, r0, 0), long(d.Tk),
+           V.head(kvHeadOf(h, group_)), V.cols, &res_.output.at(h, r0, 0), res_.output.cols);
   }
 
   // Q and K while a call computes S; V while output() may read it: vOwned_ (setInputs, run) or

@@ -1,6 +1,7 @@
 // Attention in tiles: one B_r x B_c block of scores per thread at a time, never [T_q, T_k].
 // The per-row steps (logits with masks and bias, exp, row sums) are the engine's own
 // (engine_detail.h), so a streamed row agrees with the materialised one.
+#include "attnviz/engine/isa.h"
 #include "attnviz/engine/streaming.h"
 
 #include "attnviz/engine/engine.h"
@@ -131,8 +132,9 @@ struct Sweep {
   void logits(MatrixRM& S, int j0, int j1) const {
     const int bc = j1 - j0;
     auto tile = S.topLeftCorner(rows(), bc);
-    tile.noalias() =
-        scale * (q.mat(h).middleRows(i0, rows()) * k.mat(h).middleRows(j0, bc).transpose());
+    gemmABt(rows(), bc, q.cols, q.head(h) + std::size_t(i0) * q.cols, q.cols,
+            k.head(h) + std::size_t(j0) * k.cols, k.cols, S.data(), long(S.cols()));
+    tile *= scale;
     if (!std::isfinite((tile.array() * 0.0f).sum())) detail::throwScoresOverflow(h);
     for (int r = 0; r < rows(); ++r) {
       float* z = &S(r, 0);
@@ -193,7 +195,8 @@ Tensor3 streamOutput(const Tensor3& q, const Tensor3& k, const Tensor3& v, const
         if (alpha != 1.0f) acc.row(r) *= alpha;
         m[r] = mNew;
       }
-      acc.noalias() += S.topLeftCorner(br, bc) * v.mat(h).middleRows(j0, bc);
+      gemmAB(br, int(acc.cols()), bc, S.data(), long(S.cols()), v.head(h) + std::size_t(j0) * v.cols,
+             v.cols, acc.data(), long(acc.cols()), true);
     }
     MapRM O = out.mat(h);
     for (int r = 0; r < br; ++r) {

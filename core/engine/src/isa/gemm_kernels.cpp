@@ -21,22 +21,45 @@ using In = Eigen::Map<const MatRM, 0, Eigen::OuterStride<>>;
 using Out = Eigen::Map<MatRM, 0, Eigen::OuterStride<>>;
 
 void abt(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
-         long ldc) {
+         long ldc, bool accumulate) {
   Out c(C, m, n, Eigen::OuterStride<>(ldc));
-  c.noalias() = In(A, m, k, Eigen::OuterStride<>(lda)) *
-                In(B, n, k, Eigen::OuterStride<>(ldb)).transpose();
+  const In a(A, m, k, Eigen::OuterStride<>(lda)), b(B, n, k, Eigen::OuterStride<>(ldb));
+  if (accumulate) {
+    c.noalias() += a * b.transpose();
+  } else {
+    c.noalias() = a * b.transpose();
+  }
 }
 
 void ab(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
-        long ldc) {
+        long ldc, bool accumulate) {
   Out c(C, m, n, Eigen::OuterStride<>(ldc));
-  c.noalias() = In(A, m, k, Eigen::OuterStride<>(lda)) * In(B, k, n, Eigen::OuterStride<>(ldb));
+  const In a(A, m, k, Eigen::OuterStride<>(lda)), b(B, k, n, Eigen::OuterStride<>(ldb));
+  if (accumulate) {
+    c.noalias() += a * b;
+  } else {
+    c.noalias() = a * b;
+  }
+}
+
+// exp of the gap, vectorised (Eigen's exp), less the least normal float and floored at 0, so an
+// underflowing or masked gap is exactly 0 (the formula of engine_detail.h's expOfGap).
+void expShifted(const float* z, float* e, int n, float mx, float tau) {
+  using Arr = Eigen::Map<const Eigen::ArrayXf>;
+  Eigen::Map<Eigen::ArrayXf> out(e, n);
+  const float invTau = 1.0f / tau;
+  const float least = 1.17549435e-38f;  // the least normal float
+  if (__builtin_isfinite(invTau)) {
+    out = (((Arr(z, n) - mx) * invTau).exp() - least).max(0.0f);
+  } else {
+    out = (((Arr(z, n) - mx) / tau).exp() - least).max(0.0f);
+  }
 }
 
 }  // namespace
 
 // This level's table: gemmKernelsBaseline, gemmKernelsAvx2 or gemmKernelsAvx512 (isa.cpp).
 extern const GemmKernels ATTNVIZ_CAT(gemmKernels, ATTNVIZ_ISA_LEVEL);
-const GemmKernels ATTNVIZ_CAT(gemmKernels, ATTNVIZ_ISA_LEVEL) = {&abt, &ab};
+const GemmKernels ATTNVIZ_CAT(gemmKernels, ATTNVIZ_ISA_LEVEL) = {&abt, &ab, &expShifted};
 
 }  // namespace attnviz::detail

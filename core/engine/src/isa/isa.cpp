@@ -125,15 +125,21 @@ const GemmKernels& gemmKernels(Isa isa) {
 }  // namespace detail
 
 void gemmABt(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
-             long ldc) {
+             long ldc, bool accumulate) {
   if (m <= 0 || n <= 0) return;
-  gemmTable()->abt(m, n, k, A, lda, B, ldb, C, ldc);
+  gemmTable()->abt(m, n, k, A, lda, B, ldb, C, ldc, accumulate);
 }
 
 void gemmAB(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
-            long ldc) {
+            long ldc, bool accumulate) {
   if (m <= 0 || n <= 0) return;
-  gemmTable()->ab(m, n, k, A, lda, B, ldb, C, ldc);
+  gemmTable()->ab(m, n, k, A, lda, B, ldb, C, ldc, accumulate);
 }
+
+namespace detail {
+void expShifted(const float* z, float* e, int n, float mx, float tau) {
+  if (n > 0) gemmTable()->expShifted(z, e, n, mx, tau);
+}
+}  // namespace detail
 
 }  // namespace attnviz

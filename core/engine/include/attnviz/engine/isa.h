@@ -27,18 +27,21 @@ std::vector<Isa> supportedIsas();
 std::string isaDescription();
 
 // C[m, n] = A[m, k] B[n, k]^T: row-major float32, leading dimensions in floats (B is a linear
-// layer's [out, in] rows).
+// layer's [out, in] rows, or the keys of attention scores). `accumulate`: C += instead.
 void gemmABt(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
-             long ldc);
-// C[m, n] = A[m, k] B[k, n] (B stored [in, out], as GPT-2's Conv1D).
+             long ldc, bool accumulate = false);
+// C[m, n] = A[m, k] B[k, n] (B stored [in, out], as GPT-2's Conv1D; or attention's values).
 void gemmAB(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
-            long ldc);
+            long ldc, bool accumulate = false);
 
 namespace detail {
 // The kernels of one level, for tests that run every level a CPU supports side by side.
 struct GemmKernels {
-  void (*abt)(int, int, int, const float*, long, const float*, long, float*, long);
-  void (*ab)(int, int, int, const float*, long, const float*, long, float*, long);
+  void (*abt)(int, int, int, const float*, long, const float*, long, float*, long, bool);
+  void (*ab)(int, int, int, const float*, long, const float*, long, float*, long, bool);
+  // The softmax's exponentials: e[i] = exp((z[i] - mx) / tau) minus the least normal float,
+  // floored at 0, so that a masked key (z = -inf) gives exactly 0 (engine_detail.h, expOfGap).
+  void (*expShifted)(const float* z, float* e, int n, float mx, float tau);
 };
 const GemmKernels& gemmKernels(Isa isa);
 }  // namespace detail
