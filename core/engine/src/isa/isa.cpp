@@ -24,6 +24,13 @@ bool cpuHas(Isa isa) {
   switch (isa) {
     case Isa::Baseline:
       return true;
+#if defined(__GNUC__) && !defined(__clang__)
+    // Exactly the levels the kernels are compiled for (-march=x86-64-v3 / -v4; GCC 12).
+    case Isa::Avx2:
+      return __builtin_cpu_supports("x86-64-v3");
+    case Isa::Avx512:
+      return __builtin_cpu_supports("x86-64-v4");
+#else
     case Isa::Avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx");
@@ -31,6 +38,7 @@ bool cpuHas(Isa isa) {
       return cpuHas(Isa::Avx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd");
+#endif
   }
   return false;
 #else
