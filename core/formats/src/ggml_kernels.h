@@ -29,7 +29,7 @@ extern const TypeRow* const ggmlTypesBaseline;
 extern const TypeRow* const ggmlTypesAvx2;
 extern const TypeRow* const ggmlTypesAvx512;
 
-// The table of a level (the baseline's where this build lacks it).
+// The table of a level (the baseline's where this build lacks it; callers pass a usableIsa()).
 const TypeRow* ggmlTypes(Isa isa);
 
 }  // namespace attnviz::detail

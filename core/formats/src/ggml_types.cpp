@@ -52,14 +52,6 @@ const TypeRow& readable(GgmlType type, std::int64_t n, const char* what) {
   return *r;
 }
 
-// isa, or the best level below it that this CPU runs.
-Isa bestAtMost(Isa isa) {
-  Isa best = Isa::Baseline;
-  for (Isa i : supportedIsas())
-    if (i <= isa) best = i;
-  return best;
-}
-
 }  // namespace
 
 std::string ggmlTypeName(std::uint32_t type) {
@@ -98,13 +90,13 @@ void dequantizeRow(GgmlType type, const void* src, float* dst, std::int64_t n) {
 
 void dequantizeRowAt(Isa isa, GgmlType type, const void* src, float* dst, std::int64_t n) {
   const TypeRow& r = readable(type, n, "dequantizeRow");
-  detail::ggmlTypes(bestAtMost(isa))[std::uint32_t(type)].dequant(
+  detail::ggmlTypes(usableIsa(isa))[std::uint32_t(type)].dequant(
       static_cast<const unsigned char*>(src), dst, n / r.blockValues);
 }
 
 float dotRowAt(Isa isa, GgmlType type, const void* row, const float* x, std::int64_t n) {
   const TypeRow& r = readable(type, n, "dotRow");
-  return detail::ggmlTypes(bestAtMost(isa))[std::uint32_t(type)].dot(
+  return detail::ggmlTypes(usableIsa(isa))[std::uint32_t(type)].dot(
       static_cast<const unsigned char*>(row), x, n / r.blockValues);
 }
 

@@ -46,12 +46,7 @@ bool cpuHas(Isa isa) {
 #endif
 }
 
-Isa bestIsa() {
-  Isa best = Isa::Baseline;
-  for (Isa i : {Isa::Avx2, Isa::Avx512})
-    if (cpuHas(i)) best = i;
-  return best;
-}
+Isa bestIsa() { return usableIsa(Isa::Avx512); }
 
 struct Choice {
   Isa isa = Isa::Baseline;
@@ -120,11 +115,24 @@ std::string isaDescription() {
   return s;
 }
 
+Isa usableIsa(Isa wanted) {
+  Isa best = Isa::Baseline;
+  for (Isa i : {Isa::Avx2, Isa::Avx512})
+    if (i <= wanted && cpuHas(i)) best = i;
+  return best;
+}
+
 namespace detail {
 const GemmKernels& gemmKernels(Isa isa) {
 #if ATTNVIZ_ISA_X86
-  if (isa == Isa::Avx512 && cpuHas(isa)) return gemmKernelsAvx512;
-  if (isa >= Isa::Avx2 && cpuHas(Isa::Avx2)) return gemmKernelsAvx2;
+  switch (usableIsa(isa)) {
+    case Isa::Avx512:
+      return gemmKernelsAvx512;
+    case Isa::Avx2:
+      return gemmKernelsAvx2;
+    case Isa::Baseline:
+      break;
+  }
 #else
   (void)isa;
 #endif

@@ -23,6 +23,8 @@ Isa activeIsa();
 const char* isaName(Isa isa);
 // The levels this CPU can run, from baseline up.
 std::vector<Isa> supportedIsas();
+// `wanted`, or the best level below it that this CPU runs (every level table is indexed by it).
+Isa usableIsa(Isa wanted);
 // One line for --version and the status bar: "avx512 (ATTNVIZ_ISA: avx2; CPU: avx512)".
 std::string isaDescription();
 
