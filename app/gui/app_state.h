@@ -159,11 +159,23 @@ struct UiState {
 
 struct AppState;
 
-// A model being opened on a worker thread: what Model::open reports, read by the frame.
+// A model being opened on a worker thread: what Model::open reports, read by the frame, then
+// the progress of its first pass. Setting pass.cancel (the status bar's Cancel) stops either.
 struct ModelLoadProgress {
   std::mutex m;
   double fraction = 0;
   std::string what;
+  PassProgress pass;
+};
+
+// What the opening worker hands the frame: the model and, for every model but an
+// encoder-decoder, its source with the request checked and the first pass run (a 1B model's
+// pass takes seconds: the window keeps drawing meanwhile). An encoder-decoder's source is made
+// on the frame's thread from `model`.
+struct OpenedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ModelSource> source;
+  std::string text, textPair;  // what the first pass ran on
 };
 
 // The Generate panel (issue 22): one continuation generated on a worker thread (generate.h).
@@ -319,7 +331,7 @@ struct ModelState {
   std::int64_t maxMemory = -1;  // --max-memory in bytes (-1: defaultMemoryBudget())
   // Opening: the folder, the worker's result and its progress.
   std::string loadingDir;
-  std::future<std::unique_ptr<Model>> loading;
+  std::future<OpenedModel> loading;
   // Something else was opened (a scene, File > Default scene) while it loaded: it is dropped
   // when it arrives instead of replacing what the user chose since.
   bool loadingDropped = false;
@@ -357,6 +369,10 @@ struct ModelState {
   // An edited text's pass, running on a worker thread (ModelSource::runText) while the window
   // keeps drawing; adopted at the frame boundary once done.
   std::future<ModelSource::TextPass> textPass;
+  // Its progress (the status bar's bar and Cancel), and whether the user cancelled it (a pass
+  // made stale by a newer edit is cancelled without a word).
+  std::shared_ptr<PassProgress> textProgress;
+  bool textCancelledByUser = false;
   bool textBusy() const { return textEditedAt >= 0 || textPass.valid(); }
   int layer = 0;
   int neuronKey = -1;       // the neuron view's key; -1: the selected row's largest weight
@@ -532,6 +548,10 @@ void openModelScene(AppState& s, const Scene& scene, const std::string& path, bo
 // At the frame boundary: adopts a model that finished loading, runs a text edited long enough
 // ago, runs the panels' intervention requests and hands the selected layer to the session.
 void syncModel(AppState& s);
+// The status bar's Cancel: stops the opening model (Model::open or its first pass; the open
+// model stays) or the edited text's pass (the view keeps the last pass), at its next layer. The
+// frame boundary says so once the worker has stopped. False when neither runs.
+bool cancelPass(AppState& s);
 // Opens an attention dump (.safetensors, .npz) in place of the scene or model.
 void openDump(AppState& s, const std::string& path);
 // Closes an open model or dump (the GUI's engine comes back), before another source opens.

@@ -130,18 +130,15 @@ void adoptSeq2Seq(AppState& s, std::unique_ptr<Model> model, const ModelState::R
                 " (" + ds.seq2seq->model().weightsDescription() + ")");
 }
 
-void adopt(AppState& s, std::unique_ptr<Model> model) {
-  ModelState& m = s.model;
-  const ModelState::Request rq = m.request;
-  const std::string dir = m.loadingDir;
-  m.request = {};
-  m.loadingDir.clear();
-  const PendingText pending = std::exchange(gPendingText, PendingText{});
-  if (model->config().encoderDecoder()) {
-    adoptSeq2Seq(s, std::move(model), rq, dir, pending);
-    return;
-  }
-  auto source = std::make_unique<ModelSource>(std::shared_ptr<const Model>(std::move(model)));
+// On the opening worker: a decoder's or encoder's source with the request checked (against the
+// model's sizes, before anything open is closed: a bad request leaves the open model or scene as
+// it was) and its first pass run. Command-line options are usage errors, a scene's fields input
+// errors naming the file. Reads nothing of the app's state: `box` and `boxPair` are the text
+// boxes as they were when the model began to open.
+void prepareSource(OpenedModel& out, const ModelState::Request& rq, const std::string& dir,
+                   const PendingText& pending, const std::string& box,
+                   const std::string& boxPair) {
+  auto source = std::make_unique<ModelSource>(std::shared_ptr<const Model>(std::move(out.model)));
   // Figure titles name the model (and a GGUF's quantization), the layer and the ablations.
   source->setName(modelTitleName(source->model(), dir));
   // The passes keep only what the window shows: the grid's thumbnails and the last logits row
@@ -151,15 +148,10 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   Capture view = Capture::view(kGridThumbnail);
   view.headOut = LayerSet::every();
   source->setCapture(view);
-  // The layer, head and ablations asked for, checked now that the model's sizes are known, and
-  // before anything open is closed: a bad request leaves the open model (or scene) as it was.
-  // Command-line options are usage errors, a scene's fields input errors naming the file.
   const int L = source->layers(), H = source->heads();
   const std::string sizes = " is out of range (the model " + dir + " has " + std::to_string(L) +
                             " layers of " + std::to_string(H) + " heads)";
   auto fail = [&](const std::string& what) -> void {
-    m.sceneTitle.clear();
-    m.sceneNotes.clear();
     if (rq.cli) throw UsageError(what + sizes);
     throw InputError(rq.origin + ": " + what + sizes);
   };
@@ -168,60 +160,80 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   if (rq.head >= H) fail(prefix + "head " + std::to_string(rq.head));
   for (auto [l, h] : rq.ablate)
     if (l >= L || h >= H) fail(prefix + "ablate " + std::to_string(l) + ":" + std::to_string(h));
-  const bool rope = source->model().config().positions == PositionKind::Rope;
+  const ModelConfig& c = source->model().config();
+  const bool rope = c.positions == PositionKind::Rope;
   for (const SceneLayerIntervention& li : rq.interventions) {
     if (li.layer >= L) fail(prefix + "interventions layer " + std::to_string(li.layer));
     if (li.ropeOff && !rope) {
-      m.sceneTitle.clear();
-      m.sceneNotes.clear();
       throw InputError(rq.origin + ": model.interventions: layer " + std::to_string(li.layer) +
                        " asks for RoPE off, but the model " + dir + " has no RoPE");
     }
   }
-  std::string text = pending.set ? pending.text : std::string(m.text);
+  std::string text = pending.set ? pending.text : box;
   if (text.empty()) text = kDefaultModelText;
   // An encoder's sentence B: the scene's or --text-pair's; a decoder takes one text.
-  const bool encoder = !source->model().config().causal;
-  std::string pairText = rq.hasPair ? rq.textPair : std::string(m.textPair);
+  const bool encoder = !c.causal;
+  std::string pairText = rq.hasPair ? rq.textPair : boxPair;
   if (!encoder) {
     if (rq.hasPair && !rq.textPair.empty()) {
-      m.sceneTitle.clear();
-      m.sceneNotes.clear();
-      const std::string what = source->model().config().family +
-                               " is not an encoder: a second text (sentence B) needs one";
+      const std::string what = c.family + " is not an encoder: a second text (sentence B) needs one";
       if (rq.cli) throw UsageError("--text-pair: " + what);
       throw InputError(rq.origin + ": model.text_pair: " + what);
     }
     pairText.clear();
   }
-  try {
-    source->setText(text, pairText);  // may refuse the text (too long for the model): nothing closed yet
-    for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
-    if (!rq.interventions.empty()) {  // a saved model view's masks, τ and RoPE switches
-      Interventions iv = source->interventions();
-      for (const SceneLayerIntervention& li : rq.interventions) {
-        LayerIntervention& e = iv.layer(li.layer, L);
-        e.mask = li.mask;
-        e.temperature = li.temperature;
-        e.ropeOff = li.ropeOff;
-      }
-      try {
-        source->setInterventions(iv);  // a painted mask of another length is refused here
-      } catch (const std::exception& e) {
-        throw InputError(rq.origin + ": model.interventions: " + e.what());
-      }
+  // The ablations and a saved model view's masks, τ and RoPE switches are set first (a source
+  // without a text runs nothing), so that the text's one pass and its baseline carry them.
+  for (auto [l, h] : rq.ablate) source->setAblated(l, h, true);
+  if (!rq.interventions.empty()) {
+    Interventions iv = source->interventions();
+    for (const SceneLayerIntervention& li : rq.interventions) {
+      LayerIntervention& e = iv.layer(li.layer, L);
+      e.mask = li.mask;
+      e.temperature = li.temperature;
+      e.ropeOff = li.ropeOff;
     }
-  } catch (...) {
-    m.sceneTitle.clear();
-    m.sceneNotes.clear();
-    throw;
+    // A painted mask of another length than the text's is refused, as a re-run refuses it.
+    const int T = int(encodeModelText(source->model(), text, pairText).ids.size());
+    try {
+      for (const SceneLayerIntervention& li : rq.interventions)
+        (void)layerAttentionParams(c, iv, li.layer, T);
+    } catch (const InputError& e) {
+      throw InputError(rq.origin + ": model.interventions: " + e.what());
+    }
+    source->setInterventions(iv);
   }
+  source->setText(text, pairText);  // may refuse the text (too long for the model)
+  if (const std::string note = source->takeNote(); !note.empty() && !rq.interventions.empty())
+    throw InputError(rq.origin + ": model.interventions: " + note);
+  out.source = std::move(source);
+  out.text = std::move(text);
+  out.textPair = std::move(pairText);
+}
+
+void adopt(AppState& s, OpenedModel opened) {
+  ModelState& m = s.model;
+  const ModelState::Request rq = m.request;
+  const std::string dir = m.loadingDir;
+  m.request = {};
+  m.loadingDir.clear();
+  const PendingText pending = std::exchange(gPendingText, PendingText{});
+  if (!opened.source) {
+    adoptSeq2Seq(s, std::move(opened.model), rq, dir, pending);
+    return;
+  }
+  std::unique_ptr<ModelSource> source = std::move(opened.source);
+  const std::string text = opened.text, pairText = opened.textPair;
+  // The text box edited while the model opened: that text runs next, on the worker.
+  const bool edited = !pending.set && std::string(m.text) != text &&
+                      !(m.text[0] == 0 && text == kDefaultModelText);
+  const std::string typed = m.text;
   // A new model: the last one's continuation goes (its worker stopped before the model closes);
   // a scene's "generate" sets up the next.
   GenerateState& g = m.gen;
   g.stopAll();
   closeSources(s);
-  std::snprintf(m.text, sizeof m.text, "%s", text.c_str());
+  std::snprintf(m.text, sizeof m.text, "%s", (edited ? typed : text).c_str());
   std::snprintf(m.textPair, sizeof m.textPair, "%s", pairText.c_str());
   if (!rq.slice.empty()) m.slice = int(pairSliceFromKey(rq.slice).value_or(PairSlice::All));
   if (!rq.special.empty())
@@ -245,7 +257,7 @@ void adopt(AppState& s, std::unique_ptr<Model> model) {
   s.view.head = rq.head;
   s.view.headAverage = false;
   m.layerDirty = true;
-  m.textEditedAt = -1;
+  m.textEditedAt = edited ? 0 : -1;
   s.scene.path.clear();
   Scene& sc = s.session.editScene();
   if (m.sceneTitle.empty()) {
@@ -272,15 +284,31 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
   m.loadingDropped = false;
   m.progress = std::make_shared<ModelLoadProgress>();
   auto progress = m.progress;
-  m.loading = std::async(std::launch::async, [dir, progress, maxMemory = m.maxMemory] {
-    return Model::open(
+  // The worker opens the model, checks the request and runs the first pass; the frame adopts the
+  // result (syncModel). It gets copies of what it reads: the request, a scene's text and the
+  // text boxes as they are now.
+  m.loading = std::async(std::launch::async, [dir, progress, maxMemory = m.maxMemory,
+                                              rq = m.request, pending = gPendingText,
+                                              box = std::string(m.text),
+                                              boxPair = std::string(m.textPair)] {
+    OpenedModel out;
+    out.model = Model::open(
         dir,
         [progress](double f, const std::string& what) {
+          if (progress->pass.cancel.load()) throw PassCancelled();
           std::lock_guard<std::mutex> lock(progress->m);
           progress->fraction = f;
           progress->what = what;
         },
         maxMemory);
+    if (out.model->config().encoderDecoder()) return out;
+    {
+      std::lock_guard<std::mutex> lock(progress->m);
+      progress->what = "running the pass";
+    }
+    PassProgress::Scope scope(&progress->pass);
+    prepareSource(out, rq, dir, pending, box, boxPair);
+    return out;
   });
   if (wait) m.loading.wait();
 }
@@ -295,6 +323,20 @@ void openModelScene(AppState& s, const Scene& scene, const std::string& path, bo
   openModel(s, sm.path, wait);
 }
 
+bool cancelPass(AppState& s) {
+  ModelState& m = s.model;
+  if (m.loading.valid() && m.progress) {
+    m.progress->pass.cancel = true;
+    return true;
+  }
+  if (m.textPass.valid() && m.textProgress) {
+    m.textProgress->cancel = true;
+    m.textCancelledByUser = true;
+    return true;
+  }
+  return false;
+}
+
 void closeSources(AppState& s) {
   // The Generate panel's continuation belongs to the model going away: its workers are stopped
   // and joined, its tokens dropped (they were kept, with their threads unjoined, until another
@@ -304,15 +346,23 @@ void closeSources(AppState& s) {
   g.run.reset(), g.plain.reset();
   g.prompt.clear();
   g.step = 0, g.follow = true;
-  if (s.model.textPass.valid()) s.model.textPass.wait();  // it holds its own model reference
+  if (s.model.textPass.valid()) {  // it holds its own model reference: stopped at its next layer
+    if (s.model.textProgress) s.model.textProgress->cancel = true;
+    s.model.textPass.wait();
+  }
   s.model.textPass = {};
+  s.model.textProgress.reset();
   s.model.textEditedAt = -1;
   s.model.attr.stop();  // its worker holds its own model reference and copies of the passes
   s.model.attr.run.reset();
   s.model.attr.wantRun = false;
   s.model.source.reset();
-  // A model still opening belongs to what is being closed: it is dropped when it arrives.
-  if (s.model.loading.valid()) s.model.loadingDropped = true;
+  // A model still opening belongs to what is being closed: it is dropped when it arrives (its
+  // first pass stopped at the next layer).
+  if (s.model.loading.valid()) {
+    s.model.loadingDropped = true;
+    if (s.model.progress) s.model.progress->pass.cancel = true;
+  }
   s.dump.seq2seq.reset();
   s.dump.rerun = false;
   if (s.dump.source) {
@@ -456,9 +506,20 @@ void syncModel(AppState& s) {
   ModelState& m = s.model;
   if (m.loading.valid() &&
       m.loading.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    std::unique_ptr<Model> model;
+    OpenedModel opened;
+    const std::string name = std::filesystem::path(m.loadingDir).filename().string();
     try {
-      model = m.loading.get();
+      opened = m.loading.get();
+    } catch (const PassCancelled&) {
+      m.loadingDir.clear();
+      m.progress.reset();
+      m.request = {};
+      m.sceneTitle.clear();
+      m.sceneNotes.clear();
+      gPendingText = {};
+      // Cancelled by the user (the status bar), or by closeSources for a dropped model.
+      if (!std::exchange(m.loadingDropped, false))
+        notify(s, "Cancelled opening the model " + name + (m.source ? ": the open one stays" : ""));
     } catch (...) {
       m.loadingDir.clear();
       m.progress.reset();
@@ -470,7 +531,7 @@ void syncModel(AppState& s) {
       if (!std::exchange(m.loadingDropped, false)) throw;
     }
     m.progress.reset();
-    if (!model) {
+    if (!opened.model && !opened.source) {
       // dropped, and it failed to open: nothing to say
     } else if (m.loadingDropped) {
       m.loadingDropped = false;
@@ -482,7 +543,7 @@ void syncModel(AppState& s) {
       m.sceneNotes.clear();
       gPendingText = {};
     } else {
-      adopt(s, std::move(model));
+      adopt(s, std::move(opened));
     }
   }
   if (!m.source) {
@@ -490,10 +551,24 @@ void syncModel(AppState& s) {
     return;
   }
   // An edited text runs on a worker thread: typing into a large model never stalls the window.
+  // A newer edit makes a running pass stale: it stops at its next layer, and the newer text runs.
+  if (m.textPass.valid() && m.textEditedAt >= 0 && m.textProgress) m.textProgress->cancel = true;
   if (m.textPass.valid() &&
       m.textPass.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    ModelSource::TextPass pass = m.textPass.get();  // throws for an empty text; the last pass stays
-    if (m.source->adoptText(std::move(pass))) {
+    ModelSource::TextPass pass;
+    bool cancelled = false;
+    m.textProgress.reset();
+    try {
+      pass = m.textPass.get();  // throws for an empty text; the last pass stays
+    } catch (const PassCancelled&) {
+      cancelled = true;
+      if (m.textCancelledByUser)
+        notify(s, "Cancelled the pass: the view still shows the text \"" + m.source->text() + "\"");
+    }
+    m.textCancelledByUser = false;
+    if (cancelled) {
+      // nothing to adopt: the last pass stays (a newer edit runs once its pause is over)
+    } else if (m.source->adoptText(std::move(pass))) {
       m.layerDirty = true;
       refreshNextTokens(s);
       // A painted mask or document ids of the old length were dropped: say so.
@@ -505,12 +580,15 @@ void syncModel(AppState& s) {
   if (!m.textPass.valid() && m.textEditedAt >= 0 &&
       nowSeconds() - m.textEditedAt >= kTextDebounceSeconds) {
     m.textEditedAt = -1;
+    m.textProgress = std::make_shared<PassProgress>();
+    m.textCancelledByUser = false;
     m.textPass = std::async(std::launch::async,
                             [model = m.source->sharedModel(), text = std::string(m.text),
                              pair = model_causal(*m.source) ? std::string() : std::string(m.textPair),
                              iv = m.source->interventions(),
                              version = m.source->interventionsVersion(),
-                             capture = m.source->capture()] {
+                             capture = m.source->capture(), progress = m.textProgress] {
+                              PassProgress::Scope scope(progress.get());
                               return ModelSource::runText(*model, text, iv, version, capture,
                                                           pair);
                             });

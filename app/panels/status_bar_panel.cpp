@@ -5,22 +5,56 @@
 
 #include <imgui.h>
 
+#include <algorithm>
+#include <cstdio>
+
 namespace attnviz::gui {
 
 bool drawStatusBar(AppState& s) {
   const Dims d = s.dims();
-  if (s.model.progress) {  // a model folder is opening on the worker thread
+  // A model opening on the worker thread (the files, then its first pass), or an edited text's
+  // pass: a bar, what it does, and Cancel (a 1B model's pass takes seconds).
+  auto passLine = [](const PassProgress& p, char* out, std::size_t n) {
+    const int planned = p.layersPlanned.load(), done = std::min(p.layersDone.load(), planned);
+    if (planned > 0)
+      std::snprintf(out, n, "running the pass: layer %d of %d", done, planned);
+    else
+      std::snprintf(out, n, "running the pass");
+  };
+  auto cancelButton = [&](const char* tip) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton("Cancel##pass")) cancelPass(s);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+    ImGui::SameLine();
+  };
+  char line[128];
+  if (s.model.progress) {
+    ModelLoadProgress& p = *s.model.progress;
     double f = 0;
     std::string what;
     {
-      std::lock_guard<std::mutex> lock(s.model.progress->m);
-      f = s.model.progress->fraction;
-      what = s.model.progress->what;
+      std::lock_guard<std::mutex> lock(p.m);
+      f = p.fraction;
+      what = p.what;
+    }
+    if (p.pass.layersPlanned.load() > 0) {  // open: its first pass runs
+      f = p.pass.fraction();
+      passLine(p.pass, line, sizeof line);
+      what = line;
     }
     ImGui::ProgressBar(float(f), ImVec2(240 * s.ui.uiScale, 0));
     ImGui::SameLine();
     ImGui::TextDisabled("opening %s: %s", s.model.loadingDir.c_str(), what.c_str());
+    cancelButton(p.pass.cancel.load() ? "Cancelling\xe2\x80\xa6"
+                                      : "Stop opening this model (what is open stays)");
+  } else if (s.model.textPass.valid() && s.model.textProgress) {
+    const PassProgress& p = *s.model.textProgress;
+    passLine(p, line, sizeof line);
+    ImGui::ProgressBar(float(p.fraction()), ImVec2(240 * s.ui.uiScale, 0));
     ImGui::SameLine();
+    ImGui::TextDisabled("%s", line);
+    cancelButton(p.cancel.load() ? "Cancelling\xe2\x80\xa6"
+                                 : "Stop this pass (the view keeps the last text's)");
   }
   const Timing& t = s.timing;
   const Session::Timing& st = s.session.timing();

@@ -197,6 +197,40 @@ TEST(ModelSource, ATextPassFromAWorkerThreadIsAdoptedOnlyWithTheInterventionsItR
   EXPECT_EQ(src.text(), kText);
 }
 
+// Under a PassProgress scope (the app's workers), runText plans the layers it computes (the
+// baseline's L, then L - l for a first changed layer l) and counts exactly those; a cancel stops
+// it with PassCancelled, and the source is left as it was.
+TEST(ModelSource, ATextPassPlansAndCountsItsLayersAndCanBeCancelled) {
+  ModelSource src(Model::open(kFixture));
+  const int L = src.layers();
+  ASSERT_GE(L, 2);
+  src.setText("a b");
+  PassProgress plain;
+  {
+    PassProgress::Scope scope(&plain);
+    (void)ModelSource::runText(src.model(), kText, {}, 0);
+  }
+  EXPECT_EQ(plain.layersPlanned.load(), L);
+  EXPECT_EQ(plain.layersDone.load(), L);
+  src.setAblated(L - 1, 0, true);
+  PassProgress one;
+  {
+    PassProgress::Scope scope(&one);
+    (void)ModelSource::runText(src.model(), kText, src.interventions(), 0);
+  }
+  EXPECT_EQ(one.layersPlanned.load(), L + 1);
+  EXPECT_EQ(one.layersDone.load(), L + 1);
+  EXPECT_DOUBLE_EQ(one.fraction(), 1.0);
+  PassProgress stop;
+  stop.onLayer = [&](int) { stop.cancel = true; };
+  {
+    PassProgress::Scope scope(&stop);
+    EXPECT_THROW(ModelSource::runText(src.model(), kText, src.interventions(), 0), PassCancelled);
+  }
+  EXPECT_EQ(stop.layersDone.load(), 1);
+  EXPECT_EQ(src.text(), "a b");
+}
+
 TEST(ModelSource, TemperatureAppliedToAllLayersMatchesTorch) {
   ModelSource src(Model::open(kFixture));
   src.setText(kText);

@@ -279,6 +279,22 @@ std::vector<int> Model::encode(const std::string& text) const {
   return ids;
 }
 
+namespace {
+thread_local PassProgress* tCurrentProgress = nullptr;
+}  // namespace
+
+double PassProgress::fraction() const {
+  const int planned = layersPlanned.load();
+  if (planned <= 0) return 0.0;
+  return std::clamp(double(layersDone.load()) / planned, 0.0, 1.0);
+}
+
+PassProgress* PassProgress::current() { return tCurrentProgress; }
+
+PassProgress::Scope::Scope(PassProgress* p) : previous_(tCurrentProgress) { tCurrentProgress = p; }
+
+PassProgress::Scope::~Scope() { tCurrentProgress = previous_; }
+
 void Model::checkIds(const std::vector<int>& ids) const {
   if (ids.empty()) throw InputError("no token ids: nothing to run");
   if (static_cast<int>(ids.size()) > config_.nPositions) {
@@ -441,11 +457,17 @@ void Model::runLayers(const ForwardResult& r, int fromLayer, const Interventions
   // objects, so a pass that shares them keeps its own.
   MatrixRM x = r.layers[fromLayer].residualIn;
   Workspace ws;
+  PassProgress* progress = PassProgress::current();
   for (int l = fromLayer; l < L; ++l) {
+    if (progress && progress->cancel.load()) throw PassCancelled();
     auto act = std::make_shared<LayerActivations>();
     act->residualIn = std::move(x);
     runLayer(*act, l, iv, r.capture, ws, x, stack, enc);
     fresh.push_back(std::move(act));
+    if (progress) {
+      progress->layersDone.fetch_add(1);
+      if (progress->onLayer) progress->onLayer(l);
+    }
   }
   out = std::move(x);
 }

@@ -162,7 +162,6 @@ ModelSource::TextPass ModelSource::runText(const Model& model, const std::string
   p.interventions = iv;
   p.note = refitToLength(p.interventions, int(ids.size()));
   p.refit = !p.note.empty();
-  p.baseline = model.forward(ids, {}, capture, p.typeIds);
   // The pass shares the baseline's layers below the first one an intervention changes.
   const int L = model.config().nLayer;
   int from = L;
@@ -171,6 +170,8 @@ ModelSource::TextPass ModelSource::runText(const Model& model, const std::string
       from = l;
       break;
     }
+  if (PassProgress* progress = PassProgress::current()) progress->layersPlanned += L + (L - from);
+  p.baseline = model.forward(ids, {}, capture, p.typeIds);
   p.pass = p.baseline;
   if (from < L) model.rerunFrom(p.pass, from, p.interventions);
   p.tokens.reserve(ids.size());

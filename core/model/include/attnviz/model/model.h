@@ -33,6 +33,7 @@
 #include "attnviz/engine/tensor.h"
 #include "attnviz/model/tokenizers/tokenizer.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -40,6 +41,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -415,6 +417,40 @@ struct SiteActivations {
   Tensor3 thumb;
   // Bytes the activations hold.
   std::size_t bytes() const;
+};
+
+// Progress and cancellation of the passes one thread runs (the GUI's workers). While a
+// PassProgress::Scope lives on a thread, every layer a pass computes there (forward, rerunFrom,
+// forwardSeq2Seq, an encoder's layers included) adds one to layersDone and then calls onLayer;
+// a set `cancel` stops the pass before its next layer with PassCancelled, and what the pass was
+// writing is left as it was (rerunFrom commits nothing). Passes without a Scope are unchanged.
+struct PassProgress {
+  std::atomic<int> layersDone{0};
+  // Layers the caller's passes will compute (0: not known): ModelSource::runText adds its own.
+  std::atomic<int> layersPlanned{0};
+  std::atomic<bool> cancel{false};
+  // Called on the pass's thread after each layer, with the layer's index (tests cancel with it).
+  std::function<void(int layer)> onLayer;
+
+  // The fraction done, in [0, 1] (0 while nothing is planned).
+  double fraction() const;
+  // The thread's current PassProgress (null outside a Scope).
+  static PassProgress* current();
+  class Scope {
+   public:
+    explicit Scope(PassProgress* p);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    PassProgress* previous_;
+  };
+};
+// What a cancelled pass throws (PassProgress::cancel).
+class PassCancelled : public std::runtime_error {
+ public:
+  PassCancelled() : std::runtime_error("the pass was cancelled") {}
 };
 
 // Per layer: the residual stream entering it and each attention site's activations.

@@ -97,7 +97,9 @@ class ModelSource {
     std::string note;                        // what the refit dropped, "" when nothing
   };
   // Both passes keep what `capture` asks for, and share the layers below the first one the
-  // interventions change (the pass is the baseline re-run from there).
+  // interventions change (the pass is the baseline re-run from there). Under a
+  // PassProgress::Scope (model.h) it adds the layers it will compute to layersPlanned, counts
+  // them as they are done, and throws PassCancelled when cancelled.
   static TextPass runText(const Model& model, const std::string& text,
                           const Interventions& iv, std::uint64_t interventionsVersion,
                           const Capture& capture = {}, const std::string& textPair = {});
