@@ -33,6 +33,9 @@ struct App {
   // pass (deterministic screenshots); --report-timing turns it off to time frames while the
   // worker runs.
   bool waitForPooled = false;
+  // --report-timing with --screenshot (a model's edited text): the frame half way through the
+  // pass, its progress bar in the status bar.
+  std::string timingScreenshot;
 };
 
 // frame.cpp: one frame (events, session, panels, render). Returns the milliseconds from its
@@ -47,7 +50,8 @@ void drawLayout(App& app);
 // report_timing.cpp: --report-timing, a scripted temperature drag at T=1024 x 12 heads, a real
 // slider drag, a mask drag, idle frames and panning at T=4096; prints "timing: ..." lines.
 // With a model and --generate N instead: the frame times while the Generate panel's worker
-// decodes N tokens.
+// decodes N tokens; with a model and --edit-text, while the edited text's pass runs, then a
+// second edit cancelled half way.
 void reportTiming(App& app);
 // --report-timing with --tokens N: the command line's scene to its first frame, then exit.
 void reportFirstFrame(App& app);

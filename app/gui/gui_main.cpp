@@ -231,6 +231,7 @@ int runGui(int argc, char** argv) {
     if (cli.count("--soak") && (o.frames > 0 || o.reportTiming))
       throw UsageError("--soak goes without --frames and --report-timing");
     script.screenshot = o.screenshot;
+    if (o.reportTiming) app.timingScreenshot = o.screenshot;
     script.saveScene = o.saveScenePath;
     script.exportPath = o.exportPath;
     script.exportGrid = o.exportGrid;

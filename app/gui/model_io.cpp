@@ -397,6 +397,14 @@ void openDump(AppState& s, const std::string& path) {
 
 namespace {
 bool model_causal(const ModelSource& src) { return src.model().config().causal; }
+
+// A text cut to about 40 bytes at a character boundary, "…" after it when cut (notices).
+std::string shortText(const std::string& t) {
+  if (t.size() <= 40) return t;
+  std::size_t n = 40;
+  while (n > 0 && (static_cast<unsigned char>(t[n]) & 0xC0) == 0x80) --n;
+  return t.substr(0, n) + "\xe2\x80\xa6";
+}
 }  // namespace
 
 void refreshNextTokens(AppState& s) {
@@ -563,7 +571,8 @@ void syncModel(AppState& s) {
     } catch (const PassCancelled&) {
       cancelled = true;
       if (m.textCancelledByUser)
-        notify(s, "Cancelled the pass: the view still shows the text \"" + m.source->text() + "\"");
+        notify(s, "Cancelled the pass: the view still shows the text \"" +
+                      shortText(m.source->text()) + "\"");
     }
     m.textCancelledByUser = false;
     if (cancelled) {

@@ -1,11 +1,17 @@
 // attnviz GUI: --report-timing. Frame times of scripted runs through the real frame path, as
 // medians and 90th percentiles; the figures the README and the performance targets quote.
 #include "gui/app.h"
+#include "gui/screenshot.h"
+
+#include <GLFW/glfw3.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace attnviz::gui {
@@ -123,6 +129,95 @@ void reportGenerateTiming(App& app) {
   std::fflush(stdout);
 }
 
+// --report-timing with a model and --edit-text: the edited text's pass runs on the worker while
+// the frames keep coming, its progress in the status bar; then a second edit is cancelled (as the
+// status bar's Cancel does) once half its layers ran, and the view keeps the first edit's pass.
+void reportPassTiming(App& app) {
+  AppState& s = app.s;
+  ModelState& m = s.model;
+  const bool wait = std::exchange(app.waitForPooled, false);
+  const std::string edited = m.text;
+  std::vector<double> frames;
+  std::vector<int> shown;  // the layer counts the status bar showed, in order
+  int planned = 0;
+  const auto t0 = Clock::now();
+  while (m.textBusy() && msSince(t0) < 600e3) {
+    const double ms = runFrame(app, nullptr, true);
+    if (m.textPass.valid() && m.textProgress) {
+      frames.push_back(ms);
+      planned = m.textProgress->layersPlanned.load();
+      const int done = m.textProgress->layersDone.load();
+      if (shown.empty() || shown.back() != done) shown.push_back(done);
+      if (!app.timingScreenshot.empty() && planned > 0 && done * 2 >= planned) {
+        runFrame(app, nullptr, false);  // drawn again, kept in the back buffer
+        int fbw = 0, fbh = 0;
+        glfwGetFramebufferSize(app.window, &fbw, &fbh);
+        saveScreenshot(app.timingScreenshot, fbw, fbh);
+        std::printf("screenshot: %s (%dx%d) at layer %d of %d\n", app.timingScreenshot.c_str(),
+                    fbw, fbh, done, planned);
+        app.timingScreenshot.clear();
+      }
+    }
+  }
+  const double seconds = msSince(t0) / 1000.0;
+  std::printf(
+      "timing: text pass of %d tokens on the worker in %.2f s: %d frames drawn meanwhile, median "
+      "%.1f ms, p90 %.1f ms, max %.1f ms; the status bar showed %d layer counts of %d planned\n",
+      m.source ? int(m.source->tokens().size()) : 0, seconds, int(frames.size()), median(frames),
+      percentile(frames, 0.9), percentile(frames, 1.0), int(shown.size()), planned);
+  // A second edit, cancelled half way.
+  std::snprintf(m.text, sizeof m.text, "%s", ("Cancelled: " + edited).c_str());
+  m.textEditedAt = 0;
+  int atCancel = -1, atStop = -1, total = 0;
+  double stopMs = 0;
+  const auto t1 = Clock::now();
+  while (m.textBusy() && msSince(t1) < 600e3) {
+    runFrame(app, nullptr, true);
+    if (atCancel >= 0 || !m.textPass.valid() || !m.textProgress) continue;
+    const std::shared_ptr<PassProgress> p = m.textProgress;
+    total = p->layersPlanned.load();
+    if (total > 0 && p->layersDone.load() * 2 >= total) {
+      atCancel = p->layersDone.load();
+      const auto cancelledAt = Clock::now();
+      cancelPass(s);
+      // The worker's count once it stopped (the layer running when Cancel came ends first).
+      m.textPass.wait();
+      atStop = p->layersDone.load();
+      stopMs = msSince(cancelledAt);
+    }
+  }
+  std::printf(
+      "timing: second pass cancelled at layer %d of %d: the worker stopped after layer %d, %.0f ms "
+      "after Cancel; the view shows %s\n",
+      atCancel, total, atStop, stopMs,
+      m.source && m.source->text() == edited ? "the first edit's pass" : "another text");
+  std::printf("timing: notice: %s\n", s.ui.notice.c_str());
+  // The same model opened again, cancelled half way through its first pass: the open one stays.
+  const std::string dir = m.dir;
+  const ModelSource* before = m.source.get();
+  openModel(s, dir);
+  int openAt = -1, openTotal = 0;
+  const auto t2 = Clock::now();
+  while (m.loading.valid() && msSince(t2) < 600e3) {
+    runFrame(app, nullptr, true);
+    if (openAt >= 0 || !m.progress) continue;
+    const PassProgress& p = m.progress->pass;
+    openTotal = p.layersPlanned.load();
+    if (openTotal > 0 && p.layersDone.load() * 2 >= openTotal) {
+      openAt = p.layersDone.load();
+      cancelPass(s);
+    }
+  }
+  runFrame(app, nullptr, true);
+  std::printf(
+      "timing: reopening cancelled at layer %d of %d of its first pass; the open model %s\n",
+      openAt, openTotal,
+      m.source.get() == before && m.source->text() == edited ? "stays" : "was replaced");
+  std::printf("timing: notice: %s\n", s.ui.notice.c_str());
+  std::fflush(stdout);
+  app.waitForPooled = wait;
+}
+
 }  // namespace
 
 std::string repeatedText(const std::string& base, int n) {
@@ -167,6 +262,10 @@ void reportTiming(App& app) {
   AppState& s = app.s;
   if (s.model.open() && s.model.gen.scripted > 0) {  // --model M --generate N --report-timing
     reportGenerateTiming(app);
+    return;
+  }
+  if (s.model.open() && s.model.textBusy()) {  // --model M --edit-text T --report-timing
+    reportPassTiming(app);
     return;
   }
   Scene sc = defaultScene();

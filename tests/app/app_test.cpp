@@ -2589,4 +2589,69 @@ TEST(AppGenerate, TheWindowKeepsDrawingWhileALongGenerationRuns) {
   std::printf("%s\n", outLine(r.out, "timing: ").c_str());
 }
 
+// Issue 37: a long pass runs on the worker with its progress in the status bar, and Cancel stops
+// it at its next layer. The slow LLaMA folder's 8 layers on an edited text of about 1000 tokens:
+// frames keep coming while it runs and the bar moves through the layers; a second edit cancelled
+// half way stops within one more layer and the view keeps the first edit's pass; the same model
+// opened again and cancelled in its first pass leaves the open model as it was.
+TEST(AppPass, ALongPassShowsItsProgressAndCanBeCancelled) {
+  const std::string dir = tempPath("slow-llama-pass");
+  const std::string make = "/usr/bin/python3 " + std::string(ATTNVIZ_SCENES) +
+                           "/../../tests/app/make_slow_llama.py " + kSpLlama + " " + dir;
+  ASSERT_EQ(attnviz::testing::runShell(make).rc, 0) << make;
+  std::string text;
+  for (int i = 0; i < 150; ++i) text += "In the beginning God created the heaven and the earth. ";
+  const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1280x800x24\" " +
+                          ATTNVIZ_BIN + " --size 1280x800 --model " + dir +
+                          " --text 'In the beginning' --edit-text '" + text + "' --report-timing";
+  attnviz::testing::ShellRun r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = attnviz::testing::runShell(cmd);
+    if (r.out.find("xvfb-run: error") == std::string::npos &&
+        r.out.find("LeakSanitizer has encountered a fatal error") == std::string::npos)
+      break;
+  }
+  ASSERT_EQ(r.rc, 0) << r.out;
+  int tokens = 0, frames = 0, counts = 0, planned = 0;
+  double seconds = 0, median = 0, p90 = 0, worst = 0;
+  const auto at = r.out.find("timing: text pass ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
+                        "timing: text pass of %d tokens on the worker in %lf s: %d frames drawn "
+                        "meanwhile, median %lf ms, p90 %lf ms, max %lf ms; the status bar showed "
+                        "%d layer counts of %d planned",
+                        &tokens, &seconds, &frames, &median, &p90, &worst, &counts, &planned),
+            8)
+      << r.out;
+  EXPECT_GT(tokens, 900);
+  EXPECT_EQ(planned, 8) << "one pass of 8 layers (no interventions: no second pass)";
+  // The window drew while the worker ran, and its bar moved: at least three distinct counts.
+  EXPECT_GE(frames, 5) << r.out;
+  EXPECT_GE(counts, 3) << r.out;
+  int atCancel = 0, total = 0, atStop = 0;
+  const auto c = r.out.find("timing: second pass cancelled");
+  ASSERT_NE(c, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + c,
+                        "timing: second pass cancelled at layer %d of %d: the worker stopped after "
+                        "layer %d",
+                        &atCancel, &total, &atStop),
+            3)
+      << r.out;
+  EXPECT_EQ(total, 8);
+  EXPECT_GE(atCancel, 4);
+  EXPECT_LT(atCancel, 8) << "the pass ended before Cancel: nothing was cancelled";
+  EXPECT_LE(atStop - atCancel, 1) << "layers ran after Cancel";
+  EXPECT_NE(r.out.find("the view shows the first edit's pass"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("timing: notice: Cancelled the pass: the view still shows the text \"In "
+                       "the beginning God created"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("of its first pass; the open model stays"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("timing: notice: Cancelled opening the model " +
+                       std::filesystem::path(dir).filename().string() + ": the open one stays"),
+            std::string::npos)
+      << r.out;
+  std::printf("%s\n", outLine(r.out, "timing: text pass").c_str());
+}
+
 }  // namespace
