@@ -373,7 +373,16 @@ struct ModelState {
   // made stale by a newer edit is cancelled without a word).
   std::shared_ptr<PassProgress> textProgress;
   bool textCancelledByUser = false;
-  bool textBusy() const { return textEditedAt >= 0 || textPass.valid(); }
+  // The panels' interventions re-run on a worker too (the source defers them: its pass is
+  // stale meanwhile, ModelSource::stale), with their progress and Cancel (back to the
+  // interventions the pass ran with).
+  std::future<ModelSource::Rerun> rerun;
+  std::shared_ptr<PassProgress> rerunProgress;
+  bool rerunCancelledByUser = false;
+  // A pass is pending: an edited text's, or the interventions' re-run.
+  bool textBusy() const {
+    return textEditedAt >= 0 || textPass.valid() || rerun.valid() || (source && source->stale());
+  }
   int layer = 0;
   int neuronKey = -1;       // the neuron view's key; -1: the selected row's largest weight
   bool showResidual = false;  // --show-residual: the residual-stream panel starts open

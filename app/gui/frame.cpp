@@ -40,6 +40,7 @@ void frameBoundary(App& app) {
     // pass (deterministic output).
     if (app.waitForPooled && s.model.loading.valid()) s.model.loading.wait();
     if (app.waitForPooled && s.model.textPass.valid()) s.model.textPass.wait();
+    if (app.waitForPooled && s.model.rerun.valid()) s.model.rerun.wait();
     syncModel(s);
     syncSession(s);
     // A scripted run shows each pooled level once it is done (deterministic screenshots); a

@@ -251,6 +251,8 @@ void adopt(AppState& s, OpenedModel opened) {
     g.seed = rq.generate.seed;
     g.autoStart = true;
   }
+  // From now on the panels' interventions re-run on a worker (syncModel).
+  source->setDeferReruns(true);
   m.source = std::move(source);
   m.dir = dir;
   m.layer = rq.layer;
@@ -334,6 +336,11 @@ bool cancelPass(AppState& s) {
     m.textCancelledByUser = true;
     return true;
   }
+  if (m.rerun.valid() && m.rerunProgress) {
+    m.rerunProgress->cancel = true;
+    m.rerunCancelledByUser = true;
+    return true;
+  }
   return false;
 }
 
@@ -352,6 +359,13 @@ void closeSources(AppState& s) {
   }
   s.model.textPass = {};
   s.model.textProgress.reset();
+  if (s.model.rerun.valid()) {  // the same for the interventions' re-run
+    if (s.model.rerunProgress) s.model.rerunProgress->cancel = true;
+    s.model.rerun.wait();
+  }
+  s.model.rerun = {};
+  s.model.rerunProgress.reset();
+  s.model.rerunCancelledByUser = false;
   s.model.textEditedAt = -1;
   s.model.attr.stop();  // its worker holds its own model reference and copies of the passes
   s.model.attr.run.reset();
@@ -462,6 +476,49 @@ void refreshFill(AppState& s) {
   }
   f.textFor = m.passVersion;
 }
+
+namespace {
+
+// The interventions' re-run: a finished one adopted (or refused, when they changed meanwhile:
+// the next is made below), a stale one stopped, and the next started when the pass is stale and
+// no text pass runs (a text pass carries the interventions itself).
+void syncRerun(AppState& s) {
+  ModelState& m = s.model;
+  ModelSource& src = *m.source;
+  if (m.rerun.valid() && m.rerunProgress && !m.rerunCancelledByUser &&
+      (m.textEditedAt >= 0 || m.textPass.valid()))
+    m.rerunProgress->cancel = true;  // the text's pass makes it moot
+  if (m.rerun.valid() &&
+      m.rerun.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    m.rerunProgress.reset();
+    const bool byUser = std::exchange(m.rerunCancelledByUser, false);
+    try {
+      if (src.adoptRerun(m.rerun.get())) {
+        m.layerDirty = true;
+        refreshNextTokens(s);
+      }
+    } catch (const PassCancelled&) {
+      if (byUser) {
+        src.revertInterventions();
+        m.layerDirty = true;
+        refreshNextTokens(s);
+        notify(s, "Cancelled the re-run: the interventions are back to what the view shows");
+      }
+    }
+  }
+  if (!m.rerun.valid() && !m.textPass.valid() && m.textEditedAt < 0 && src.stale()) {
+    m.rerunProgress = std::make_shared<PassProgress>();
+    m.rerunCancelledByUser = false;
+    m.rerun = std::async(std::launch::async, [model = src.sharedModel(), job = src.rerunJob(),
+                                              progress = m.rerunProgress]() mutable {
+      PassProgress::Scope scope(progress.get());
+      ModelSource::runRerun(*model, job);
+      return std::move(job);
+    });
+  }
+}
+
+}  // namespace
 
 void syncModel(AppState& s) {
   if (s.dump.seq2seq && s.dump.rerun) {
@@ -605,10 +662,11 @@ void syncModel(AppState& s) {
   if (!m.actions.empty()) {
     auto actions = std::move(m.actions);
     m.actions.clear();
-    for (auto& a : actions) a(s);
+    for (auto& a : actions) a(s);  // the source records them; the re-run starts below
     m.layerDirty = true;
     refreshNextTokens(s);
   }
+  syncRerun(s);
   // The model's own stages are computed while shown (value norms: a product a head; rollout: one
   // T³ product a layer below the shown one), not on every layer switch and re-run.
   const ViewStage want = stageFromSource(s.view.stage) ? s.view.stage : ViewStage::Weights;

@@ -192,6 +192,44 @@ void reportPassTiming(App& app) {
       atCancel, total, atStop, stopMs,
       m.source && m.source->text() == edited ? "the first edit's pass" : "another text");
   std::printf("timing: notice: %s\n", s.ui.notice.c_str());
+  // The Model panel's "Ablate head 0:0" re-runs every layer on the worker: once to its end, once
+  // cancelled half way (the head is restored: the interventions the pass ran with).
+  for (int round = 0; round < 2; ++round) {
+    const bool cancel = round == 1;
+    m.actions.push_back([cancel](AppState& st) { st.model.source->setAblated(0, 0, !cancel); });
+    if (cancel) m.actions.push_back([](AppState& st) { st.model.source->setAblated(1, 0, true); });
+    std::vector<double> rf;
+    int at = -1, of = 0;
+    const auto t3 = Clock::now();
+    runFrame(app, nullptr, true);  // runs the actions: the source records them, the worker starts
+    const bool recorded = m.source->ablated(0, 0) != cancel;
+    while (m.textBusy() && msSince(t3) < 600e3) {
+      const double ms = runFrame(app, nullptr, true);
+      if (!m.rerun.valid() || !m.rerunProgress) continue;
+      rf.push_back(ms);
+      of = m.rerunProgress->layersPlanned.load();
+      if (cancel && at < 0 && of > 0 && m.rerunProgress->layersDone.load() * 2 >= of) {
+        at = m.rerunProgress->layersDone.load();
+        cancelPass(s);
+      }
+    }
+    const LayerIntervention* li = m.source->pass().interventions.find(0);
+    const bool inPass = li && !li->ablatedHeads.empty();
+    if (!cancel)
+      std::printf(
+          "timing: ablation re-run of %d layers on the worker in %.2f s: %d frames drawn "
+          "meanwhile, median %.1f ms; recorded at once: %s; in the pass after: %s\n",
+          of, msSince(t3) / 1000.0, int(rf.size()), median(rf), recorded ? "yes" : "no",
+          inPass ? "yes" : "no");
+    else
+      std::printf(
+          "timing: ablation re-run cancelled at layer %d of %d: head 0:0 %s, head 1:0 %s (the "
+          "pass ran with 0:0 ablated); the pass %s\n",
+          at, of, m.source->ablated(0, 0) ? "ablated" : "restored",
+          m.source->ablated(1, 0) ? "ablated" : "restored",
+          m.source->stale() ? "is stale" : "matches its interventions");
+  }
+  std::printf("timing: notice: %s\n", s.ui.notice.c_str());
   // The same model opened again, cancelled half way through its first pass: the open one stays.
   const std::string dir = m.dir;
   const ModelSource* before = m.source.get();

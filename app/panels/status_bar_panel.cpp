@@ -55,6 +55,15 @@ bool drawStatusBar(AppState& s) {
     ImGui::TextDisabled("%s", line);
     cancelButton(p.cancel.load() ? "Cancelling\xe2\x80\xa6"
                                  : "Stop this pass (the view keeps the last text's)");
+  } else if (s.model.rerun.valid() && s.model.rerunProgress) {
+    const PassProgress& p = *s.model.rerunProgress;
+    const int planned = p.layersPlanned.load(), done = std::min(p.layersDone.load(), planned);
+    ImGui::ProgressBar(float(p.fraction()), ImVec2(240 * s.ui.uiScale, 0));
+    ImGui::SameLine();
+    ImGui::TextDisabled("re-running with the interventions: layer %d of %d", done, planned);
+    cancelButton(p.cancel.load() ? "Cancelling\xe2\x80\xa6"
+                                 : "Stop this re-run (the interventions go back to what the view "
+                                   "shows)");
   }
   const Timing& t = s.timing;
   const Session::Timing& st = s.session.timing();

@@ -2646,6 +2646,34 @@ TEST(AppPass, ALongPassShowsItsProgressAndCanBeCancelled) {
                        "the beginning God created"),
             std::string::npos)
       << r.out;
+  // The Model panel's ablation re-runs on the worker: recorded at once, in the pass once done;
+  // cancelled half way, the interventions go back to the ones the pass ran with.
+  int reruns = 0;
+  const auto a = r.out.find("timing: ablation re-run of ");
+  ASSERT_NE(a, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + a, "timing: ablation re-run of %d layers on the worker in "
+                        "%lf s: %d frames drawn meanwhile",
+                        &planned, &seconds, &reruns),
+            3)
+      << r.out;
+  EXPECT_EQ(planned, 8) << "head 0:0: every layer again";
+  EXPECT_GE(reruns, 5) << r.out;
+  EXPECT_NE(r.out.find("recorded at once: yes; in the pass after: yes"), std::string::npos)
+      << r.out;
+  const auto b = r.out.find("timing: ablation re-run cancelled at layer ");
+  ASSERT_NE(b, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + b, "timing: ablation re-run cancelled at layer %d of %d",
+                        &atCancel, &total),
+            2)
+      << r.out;
+  EXPECT_LT(atCancel, total) << "the re-run ended before Cancel: nothing was cancelled";
+  EXPECT_NE(r.out.find("head 0:0 ablated, head 1:0 restored (the pass ran with 0:0 ablated); the "
+                       "pass matches its interventions"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("timing: notice: Cancelled the re-run: the interventions are back"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("of its first pass; the open model stays"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("timing: notice: Cancelled opening the model " +
                        std::filesystem::path(dir).filename().string() + ": the open one stays"),

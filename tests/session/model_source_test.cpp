@@ -231,6 +231,65 @@ TEST(ModelSource, ATextPassPlansAndCountsItsLayersAndCanBeCancelled) {
   EXPECT_EQ(src.text(), "a b");
 }
 
+// Deferred re-runs (the app's): the interventions are recorded at once and the pass stays as it
+// was (stale) until a job computed apart is adopted; the adopted pass is what the immediate
+// source computes. A job made before the interventions changed again is refused; a cancelled
+// one is undone with revertInterventions.
+TEST(ModelSource, DeferredReRunsEqualImmediateOnesAndStaleJobsAreRefused) {
+  ModelSource now(Model::open(kFixture)), later(Model::open(kFixture));
+  now.setText(kText);
+  later.setText(kText);
+  later.setDeferReruns(true);
+  const int L = later.layers();
+  ASSERT_GE(L, 2);
+  const Eigen::VectorXf plainLogits = later.pass().logits.row(later.pass().logits.rows() - 1);
+  now.setAblated(1, 0, true);
+  later.setAblated(1, 0, true);
+  EXPECT_TRUE(later.ablated(1, 0)) << "recorded at once";
+  EXPECT_TRUE(later.stale());
+  EXPECT_EQ(later.staleFrom(), 1);
+  EXPECT_TRUE(later.pass().logits.row(later.pass().logits.rows() - 1) == plainLogits.transpose())
+      << "a deferred source changed its pass";
+  ModelSource::Rerun job = later.rerunJob();
+  EXPECT_EQ(job.from, 1);
+  PassProgress progress;
+  {
+    PassProgress::Scope scope(&progress);
+    ModelSource::runRerun(later.model(), job);
+  }
+  EXPECT_EQ(progress.layersPlanned.load(), L - 1);
+  EXPECT_EQ(progress.layersDone.load(), L - 1);
+  ASSERT_TRUE(later.adoptRerun(std::move(job)));
+  EXPECT_FALSE(later.stale());
+  EXPECT_TRUE(later.pass().logits == now.pass().logits);
+  EXPECT_EQ(later.reruns(), 1);
+  EXPECT_EQ(later.lastRerunFrom(), 1);
+
+  // A job made, then the interventions change: refused, the pass unchanged and still stale.
+  later.setRopeOff(0, true);
+  ModelSource::Rerun old = later.rerunJob();
+  EXPECT_EQ(old.from, 0);
+  later.setRopeOff(0, false);
+  later.setAblated(1, 1, true);
+  ModelSource::runRerun(later.model(), old);
+  EXPECT_FALSE(later.adoptRerun(std::move(old)));
+  EXPECT_TRUE(later.pass().logits == now.pass().logits);
+  EXPECT_EQ(later.staleFrom(), 1);
+  // Cancelled: back to what the pass ran with (1:0 ablated, 1:1 not).
+  later.revertInterventions();
+  EXPECT_FALSE(later.stale());
+  EXPECT_TRUE(later.ablated(1, 0));
+  EXPECT_FALSE(later.ablated(1, 1));
+  // A text pass carries the recorded interventions: nothing stale after it is adopted.
+  later.setAblated(0, 1, true);
+  ASSERT_TRUE(later.adoptText(ModelSource::runText(later.model(), "a b", later.interventions(),
+                                                   later.interventionsVersion())));
+  EXPECT_FALSE(later.stale());
+  now.setAblated(0, 1, true);
+  now.setText("a b");
+  EXPECT_TRUE(later.pass().logits == now.pass().logits);
+}
+
 TEST(ModelSource, TemperatureAppliedToAllLayersMatchesTorch) {
   ModelSource src(Model::open(kFixture));
   src.setText(kText);

@@ -364,6 +364,10 @@ void ModelSource::setInterventions(const Interventions& iv) {
 }
 
 void ModelSource::rerun(const Interventions& iv, int fromLayer) {
+  if (deferReruns_) {  // recorded: the pass is stale until a re-run is adopted
+    iv_ = iv;
+    return;
+  }
   if (ready()) {
     ForwardResult r = pass_;
     model_->rerunFrom(r, fromLayer, iv);  // r shares the layers below fromLayer with pass_
@@ -374,6 +378,43 @@ void ModelSource::rerun(const Interventions& iv, int fromLayer) {
   iv_ = iv;
   ++reruns_;
   lastFrom_ = fromLayer;
+}
+
+int ModelSource::staleFrom() const {
+  for (int l = 0; l < layers(); ++l)
+    if (!sameLayer(pass_.interventions.find(l), iv_.find(l))) return l;
+  return layers();
+}
+
+ModelSource::Rerun ModelSource::rerunJob() const {
+  Rerun job;
+  job.pass = pass_;
+  job.interventions = iv_;
+  job.interventionsVersion = ivVersion_;
+  job.from = staleFrom();
+  return job;
+}
+
+void ModelSource::runRerun(const Model& model, Rerun& job) {
+  if (PassProgress* progress = PassProgress::current())
+    progress->layersPlanned += model.config().nLayer - job.from;
+  model.rerunFrom(job.pass, job.from, job.interventions);
+}
+
+bool ModelSource::adoptRerun(Rerun&& job) {
+  if (job.interventionsVersion != ivVersion_) return false;
+  pass_ = std::move(job.pass);
+  ++passVersion_;
+  qkvLayer_ = -1;
+  ++reruns_;
+  lastFrom_ = job.from;
+  return true;
+}
+
+void ModelSource::revertInterventions() {
+  if (!ready() || !stale()) return;
+  iv_ = pass_.interventions;
+  ++ivVersion_;
 }
 
 std::vector<TokenProb> ModelSource::topK(int k) const {

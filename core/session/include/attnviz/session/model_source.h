@@ -175,6 +175,34 @@ class ModelSource {
   // Re-runs with `iv` from the lowest layer whose entry differs from the current one.
   void setInterventions(const Interventions& iv);
 
+  // ---- deferred re-runs ---------------------------------------------------------------------
+  // A re-run of a 1B model takes seconds: the app defers them to a worker thread. With
+  // setDeferReruns(true) the calls above record the interventions (interventions(), ablated()
+  // and the version change at once) and leave the pass as it was: stale() until a re-run
+  // computed apart (rerunJob, runRerun on any thread, adoptRerun) is adopted. A text pass
+  // (runText) carries the interventions as well.
+  void setDeferReruns(bool defer) { deferReruns_ = defer; }
+  // The first layer whose interventions differ from the ones the pass ran with (layers() when
+  // none), and whether there is one.
+  int staleFrom() const;
+  bool stale() const { return ready() && staleFrom() < layers(); }
+  struct Rerun {
+    ForwardResult pass;  // a copy of the source's (its layers shared) re-run from `from`
+    Interventions interventions;
+    std::uint64_t interventionsVersion = 0;
+    int from = 0;
+  };
+  // The re-run the interventions need: the pass (its layers shared, not copied) and staleFrom().
+  Rerun rerunJob() const;
+  // Computes a job (Model::rerunFrom; under a PassProgress scope it plans and counts its layers
+  // and may be cancelled). Reads only the model and the job.
+  static void runRerun(const Model& model, Rerun& job);
+  // Takes a computed job. Returns false and changes nothing when the interventions changed after
+  // it was made (make another).
+  bool adoptRerun(Rerun&& job);
+  // Back to the interventions the pass ran with (a cancelled re-run): nothing is stale after.
+  void revertInterventions();
+
   // Next-token candidates after the last token: with the interventions, and without them.
   std::vector<TokenProb> topK(int k) const;
   std::vector<TokenProb> baselineTopK(int k) const;
@@ -203,6 +231,7 @@ class ModelSource {
   std::uint64_t ivVersion_ = 0;
   int layer_ = -1;
   int reruns_ = 0, lastFrom_ = -1;
+  bool deferReruns_ = false;
   std::uint64_t passVersion_ = 0;  // bumped whenever pass_ changes
   ViewStage shownStage_ = ViewStage::Weights;  // setShownStage
   struct StageCache {
