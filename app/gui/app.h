@@ -41,6 +41,8 @@ struct App {
 // frame.cpp: one frame (events, session, panels, render). Returns the milliseconds from its
 // start until the GPU finished drawing it. `swap` presents it.
 double runFrame(App& app, const ScriptedMouse* mouse, bool swap);
+// The window is open (true) or about to close (false): wakeFrameLoop posts events only between.
+void setFrameWake(bool open);
 // Set by SIGINT/SIGTERM: the loop ends normally, so settings are saved.
 void requestStop();
 

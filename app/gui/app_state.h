@@ -561,6 +561,10 @@ void syncModel(AppState& s);
 // model stays) or the edited text's pass (the view keeps the last pass), at its next layer. The
 // frame boundary says so once the worker has stopped. False when neither runs.
 bool cancelPass(AppState& s);
+// frame.cpp: a worker that finished (or reached a layer) wakes a frame loop that waits for
+// events, so the result shows at once while the loop draws only a few frames a second meanwhile.
+// Safe from any thread; a no-op when no window is open.
+void wakeFrameLoop();
 // Opens an attention dump (.safetensors, .npz) in place of the scene or model.
 void openDump(AppState& s, const std::string& path);
 // Closes an open model or dump (the GUI's engine comes back), before another source opens.

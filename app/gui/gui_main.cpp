@@ -479,6 +479,7 @@ int runGui(int argc, char** argv) {
     return 1;
   }
   app.window = window.get();
+  setFrameWake(true);
   glfwSetWindowUserPointer(app.window, &app);
   glfwSetDropCallback(app.window, onDrop);
   s.ui.uiScale = o.uiScale > 0 ? o.uiScale : window.contentScale();
@@ -532,6 +533,7 @@ int runGui(int argc, char** argv) {
     rc = 1;
   }
   if (!scripted) saveSettings(s);
+  setFrameWake(false);  // a worker still running must not post to a GLFW about to terminate
   // GL objects go before the context: the engine, then the renderer; the guards close ImGui,
   // the window and GLFW in that order.
   s.session.setEngine(nullptr);

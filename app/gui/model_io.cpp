@@ -15,6 +15,14 @@ namespace attnviz::gui {
 namespace {
 
 constexpr double kTextDebounceSeconds = 0.3;
+
+// A worker's last act, whether it returns or throws: the frame loop adopts its result at once.
+struct WakeOnExit {
+  WakeOnExit() = default;
+  WakeOnExit(const WakeOnExit&) = delete;
+  WakeOnExit& operator=(const WakeOnExit&) = delete;
+  ~WakeOnExit() { wakeFrameLoop(); }
+};
 constexpr int kTopK = 5;
 // Cells a side of each head's pooled weights in the layers x heads grid (its thumbnails are at
 // most 64 pixels a side at a UI scale of 1, 128 at 2): the export's grid figure's, so that the
@@ -293,6 +301,7 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
                                               rq = m.request, pending = gPendingText,
                                               box = std::string(m.text),
                                               boxPair = std::string(m.textPair)] {
+    const WakeOnExit wake;
     OpenedModel out;
     out.model = Model::open(
         dir,
@@ -511,6 +520,7 @@ void syncRerun(AppState& s) {
     m.rerunCancelledByUser = false;
     m.rerun = std::async(std::launch::async, [model = src.sharedModel(), job = src.rerunJob(),
                                               progress = m.rerunProgress]() mutable {
+      const WakeOnExit wake;
       PassProgress::Scope scope(progress.get());
       ModelSource::runRerun(*model, job);
       return std::move(job);
@@ -654,6 +664,7 @@ void syncModel(AppState& s) {
                              iv = m.source->interventions(),
                              version = m.source->interventionsVersion(),
                              capture = m.source->capture(), progress = m.textProgress] {
+                              const WakeOnExit wake;
                               PassProgress::Scope scope(progress.get());
                               return ModelSource::runText(*model, text, iv, version, capture,
                                                           pair);

@@ -136,6 +136,8 @@ void reportPassTiming(App& app) {
   AppState& s = app.s;
   ModelState& m = s.model;
   const bool wait = std::exchange(app.waitForPooled, false);
+  // Frames paced as a window's are while a worker runs the pass (runFrame).
+  const bool interactive = std::exchange(app.interactive, true);
   const std::string edited = m.text;
   std::vector<double> frames;
   std::vector<int> shown;  // the layer counts the status bar showed, in order
@@ -254,6 +256,7 @@ void reportPassTiming(App& app) {
   std::printf("timing: notice: %s\n", s.ui.notice.c_str());
   std::fflush(stdout);
   app.waitForPooled = wait;
+  app.interactive = interactive;
 }
 
 }  // namespace

@@ -22,7 +22,6 @@ constexpr ImU32 kColourSpecial = IM_COL32(120, 120, 120, 255);
 // (ModernBERT: local and global), the vocabulary's kind, a sentence-transformers pooling.
 bool encoderFacts(AppState& s) {
   const Model& model = s.model.source->model();
-  const ModelConfig& c = model.config();
   ImGui::TextDisabled("encoder \xc2\xb7 bidirectional: every token attends to every other "
                       "(no causal mask)");
   if (!s.model.facts) s.model.facts = std::make_shared<const EncoderFacts>(encoderFacts(model));
