@@ -86,13 +86,13 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
                      s.model.textBusy() || (s.flash.active && s.flash.playing);
   const bool pooledBusy = s.session.pooledMode() && s.session.pooled().busy();
   // A model's pass on a worker (opening, an edited text, the interventions' re-run) takes every
-  // core: the window draws its progress about ten times a second instead of as fast as it can
-  // (a 1B pass took 1.9x as long beside unpaced software-GL frames). Input, and the worker's
-  // wakeFrameLoop when it ends, run the next frame at once.
+  // core: the window draws when the worker finishes a layer or ends (wakeFrameLoop), on input,
+  // and otherwise four times a second, instead of as fast as it can (a 1B pass took 1.9x as
+  // long beside unpaced software-GL frames).
   const bool workerPass =
       s.model.loading.valid() || s.model.textPass.valid() || s.model.rerun.valid();
   if (app.interactive && workerPass && !ImGui::IsAnyMouseDown()) {
-    glfwWaitEventsTimeout(0.1);
+    glfwWaitEventsTimeout(0.25);
     app.quietFrames = 0;
   } else if (app.interactive && pooledBusy && !stale) {
     glfwWaitEventsTimeout(0.04);  // the worker's tile shows within a frame or two

@@ -293,6 +293,7 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
   m.loadingDir = dir;
   m.loadingDropped = false;
   m.progress = std::make_shared<ModelLoadProgress>();
+  m.progress->pass.onLayer = [](int) { wakeFrameLoop(); };  // the status bar's count moves
   auto progress = m.progress;
   // The worker opens the model, checks the request and runs the first pass; the frame adopts the
   // result (syncModel). It gets copies of what it reads: the request, a scene's text and the
@@ -517,6 +518,7 @@ void syncRerun(AppState& s) {
   }
   if (!m.rerun.valid() && !m.textPass.valid() && m.textEditedAt < 0 && src.stale()) {
     m.rerunProgress = std::make_shared<PassProgress>();
+    m.rerunProgress->onLayer = [](int) { wakeFrameLoop(); };
     m.rerunCancelledByUser = false;
     m.rerun = std::async(std::launch::async, [model = src.sharedModel(), job = src.rerunJob(),
                                               progress = m.rerunProgress]() mutable {
@@ -657,6 +659,7 @@ void syncModel(AppState& s) {
       nowSeconds() - m.textEditedAt >= kTextDebounceSeconds) {
     m.textEditedAt = -1;
     m.textProgress = std::make_shared<PassProgress>();
+    m.textProgress->onLayer = [](int) { wakeFrameLoop(); };
     m.textCancelledByUser = false;
     m.textPass = std::async(std::launch::async,
                             [model = m.source->sharedModel(), text = std::string(m.text),
