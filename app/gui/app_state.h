@@ -114,8 +114,9 @@ struct Timing {
   double uploadMs = 0, renderMs = 0;  // the engine's and the view matrix's: session.timing()
   double computeMs = 0;               // frame boundary: updateCompute
   double uiMs = 0;                    // building the ImGui frame (panels)
-  double frameMs = 0;                 // exponential average of whole frames
+  double frameMs = 0;     // exponential average of whole frames' work (not the wait for events)
   double lastFrameMs = 0;
+  double intervalMs = 0;  // exponential average from one frame's start to the next (the FPS)
 };
 
 struct ExportState {

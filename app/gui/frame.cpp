@@ -105,6 +105,14 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   ++app.quietFrames;
   if (ImGui::IsAnyMouseDown()) app.quietFrames = 0;
   if (glfwWindowShouldClose(app.window) || gStopRequested) s.ui.quit = true;
+  const auto tw = Clock::now();  // the frame's work starts: the wait for events is over
+  static Clock::time_point lastStart;
+  if (lastStart != Clock::time_point{}) {
+    const double interval = std::chrono::duration<double, std::milli>(tw - lastStart).count();
+    s.timing.intervalMs =
+        s.timing.intervalMs == 0 ? interval : s.timing.intervalMs * 0.9 + interval * 0.1;
+  }
+  lastStart = tw;
   const auto tc = Clock::now();
   const std::uint64_t before = s.session.weightsVersion();
   frameBoundary(app);
@@ -175,8 +183,9 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
       reportError(s, e.what());
     }
   }
-  s.timing.lastFrameMs = ms;
-  s.timing.frameMs = s.timing.frameMs == 0 ? ms : s.timing.frameMs * 0.9 + ms * 0.1;
+  const double work = msSince(tw);
+  s.timing.lastFrameMs = work;
+  s.timing.frameMs = s.timing.frameMs == 0 ? work : s.timing.frameMs * 0.9 + work * 0.1;
   if (swap) glfwSwapBuffers(app.window);
   return ms;
 }

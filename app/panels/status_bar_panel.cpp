@@ -89,12 +89,12 @@ bool drawStatusBar(AppState& s) {
     ImGui::TextDisabled(
         "| inputs %.1f ms  pooled: whole %.0f ms, tile %.0f ms%s | frame %.1f ms (%.0f FPS)",
         st.setInputsMs, py.lastCoarseMs(), py.lastTileMs(), py.busy() ? " (refining)" : "",
-        t.frameMs, t.frameMs > 0 ? 1000.0 / t.frameMs : 0.0);
+        t.frameMs, t.intervalMs > 0 ? 1000.0 / t.intervalMs : 0.0);
   } else {
     ImGui::TextDisabled(
         "| QK\xe1\xb5\x80 %.1f ms  softmax %.2f ms  view %.2f ms | frame %.1f ms (%.0f FPS)",
         st.setInputsMs, st.softmaxMs, st.displayMs, t.frameMs,
-        t.frameMs > 0 ? 1000.0 / t.frameMs : 0.0);
+        t.intervalMs > 0 ? 1000.0 / t.intervalMs : 0.0);
   }
   if (!s.ui.notice.empty() && nowSeconds() < s.ui.noticeUntil) {
     ImGui::SameLine();
