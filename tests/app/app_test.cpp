@@ -2626,10 +2626,11 @@ TEST(AppPass, ALongPassShowsItsProgressAndCanBeCancelled) {
   EXPECT_GT(tokens, 900);
   EXPECT_EQ(planned, 8) << "one pass of 8 layers (no interventions: no second pass)";
   // The window drew while the worker ran, and its bar moved: at least three distinct counts.
-  // Its frames are paced (one a layer and four a second) so that the pass keeps the cores:
+  // Its frames are paced (one a layer and four a second) so that the pass keeps the cores (the
+  // lower bound is loose: under ASan a frame of software GL can take longer than a layer):
   // unpaced, software GL drew 70-90 frames in this 1 s pass.
   ASSERT_GE(seconds, 0.4) << "the pass is too short to show its progress";
-  EXPECT_GE(frames, std::max(3, int(seconds * 3))) << r.out;
+  EXPECT_GE(frames, 3) << r.out;
   EXPECT_LE(frames, int(seconds * 25) + 5) << "frames not paced while the worker runs\n" << r.out;
   EXPECT_GE(counts, 3) << r.out;
   int atCancel = 0, total = 0, atStop = 0;
@@ -2661,7 +2662,7 @@ TEST(AppPass, ALongPassShowsItsProgressAndCanBeCancelled) {
             3)
       << r.out;
   EXPECT_EQ(planned, 8) << "head 0:0: every layer again";
-  EXPECT_GE(reruns, std::max(3, int(seconds * 3))) << r.out;
+  EXPECT_GE(reruns, 3) << r.out;
   EXPECT_LE(reruns, int(seconds * 25) + 5) << "frames not paced while the worker runs\n" << r.out;
   EXPECT_NE(r.out.find("recorded at once: yes; in the pass after: yes"), std::string::npos)
       << r.out;
