@@ -52,7 +52,9 @@ constexpr int kCache = 512, kT = 128;
 const char* const kTypes[] = {"F32", "Q8_0", "Q4_K"};
 
 struct Files {
-  attnviz::bench::BenchFolder folder{"smollm2_135m"};
+  // Its own folder: bench_llama.cpp's attnviz_smollm2_135m_<pid> keeps model.safetensors, which
+  // this one deletes once the GGUF files are written.
+  attnviz::bench::BenchFolder folder{"smollm2_135m_gguf"};
   fs::path gguf[3];
 };
 
