@@ -85,12 +85,20 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   const bool stale = !s.session.allHeadsFresh() || s.model.loading.valid() ||
                      s.model.textBusy() || (s.flash.active && s.flash.playing);
   const bool pooledBusy = s.session.pooledMode() && s.session.pooled().busy();
-  // A model's pass on a worker (opening, an edited text, the interventions' re-run) takes every
-  // core: the window draws when the worker finishes a layer or ends (wakeFrameLoop), on input,
-  // and otherwise four times a second, instead of as fast as it can (a 1B pass took 1.9x as
-  // long beside unpaced software-GL frames).
+  // A model's pass on a worker (opening, an edited text, the interventions' re-run, the Generate
+  // panel's decoding, the Attribution panel's re-runs) takes every core: the window draws when
+  // the worker reports (a layer, a token, a row; wakeFrameLoop), on input, and otherwise four
+  // times a second, instead of as fast as it can (a 1B pass took 1.9x as long beside unpaced
+  // software-GL frames).
+  auto decoding = [](const std::shared_ptr<GenerateRun>& r) {
+    if (!r) return false;
+    std::lock_guard<std::mutex> lock(r->m);
+    return !r->done;
+  };
   const bool workerPass =
-      s.model.loading.valid() || s.model.textPass.valid() || s.model.rerun.valid();
+      s.model.loading.valid() || s.model.textPass.valid() || s.model.rerun.valid() ||
+      decoding(s.model.gen.run) || decoding(s.model.gen.plain) ||
+      (s.model.attr.run && !s.model.attr.run->done);
   if (app.interactive && workerPass && !ImGui::IsAnyMouseDown()) {
     glfwWaitEventsTimeout(0.25);
     app.quietFrames = 0;

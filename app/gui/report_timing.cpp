@@ -105,12 +105,15 @@ void reportPooledTiming(App& app) {
 }
 
 // --report-timing with a model and --generate N: the Generate panel's worker decodes while the
-// frames keep coming. Frames are drawn back to back (as in a window) from the one that starts the
-// run to the one that takes its last token; their times show whether the window stalls.
+// frames keep coming, paced as in a window (one a token, four a second at least), from the one
+// that starts the run to the one that takes its last token; their times show whether the window
+// stalls.
 void reportGenerateTiming(App& app) {
   AppState& s = app.s;
   GenerateState& g = s.model.gen;
   const int asked = g.scripted;
+  // Frames paced as a window's are while the worker decodes (runFrame).
+  const bool interactive = std::exchange(app.interactive, true);
   std::vector<double> frames;
   const auto t0 = Clock::now();
   bool started = false;
@@ -127,6 +130,7 @@ void reportGenerateTiming(App& app) {
       tokens, asked, seconds, seconds > 0 ? tokens / seconds : 0.0, int(frames.size()),
       median(frames), percentile(frames, 0.9), percentile(frames, 1.0));
   std::fflush(stdout);
+  app.interactive = interactive;
 }
 
 // --report-timing with a model and --edit-text: the edited text's pass runs on the worker while

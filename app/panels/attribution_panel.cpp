@@ -104,10 +104,13 @@ void work(const std::shared_ptr<AttributionRun>& run, const std::shared_ptr<cons
       run->fraction = f;
     };
     control.row = [&](int row, const std::vector<float>& v) {
-      std::lock_guard<std::mutex> lock(run->m);
-      std::copy(v.begin(), v.end(), run->values.begin() + std::ptrdiff_t(row) * run->cols);
-      ++run->rowsDone;  // rows come from the last layer up
-      if (run->firstRowAt < 0) run->firstRowAt = nowSeconds();
+      {
+        std::lock_guard<std::mutex> lock(run->m);
+        std::copy(v.begin(), v.end(), run->values.begin() + std::ptrdiff_t(row) * run->cols);
+        ++run->rowsDone;  // rows come from the last layer up
+        if (run->firstRowAt < 0) run->firstRowAt = nowSeconds();
+      }
+      wakeFrameLoop();  // a paced window shows the row at once
     };
     app::AttributionReport report;
     if (method < 2) {
@@ -138,9 +141,12 @@ void work(const std::shared_ptr<AttributionRun>& run, const std::shared_ptr<cons
     std::lock_guard<std::mutex> lock(run->m);
     run->error = e.what();
   }
-  std::lock_guard<std::mutex> lock(run->m);
-  run->done = true;
-  run->finishedAt = nowSeconds();
+  {
+    std::lock_guard<std::mutex> lock(run->m);
+    run->done = true;
+    run->finishedAt = nowSeconds();
+  }
+  wakeFrameLoop();
 }
 
 float cellValue(const std::vector<float>& v, int cols, int l, int h) {

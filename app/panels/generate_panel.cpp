@@ -21,8 +21,11 @@ void startRun(GenerateState& g, std::shared_ptr<GenerateRun>& slot,
   g.workers.emplace_back([run, model, iv = std::move(iv), opts, prompt = g.prompt] {
     try {
       const Generation gen = generate(*model, prompt, iv, opts, [&](const GeneratedToken& t) {
-        std::lock_guard<std::mutex> lock(run->m);
-        run->pending.push_back(t);
+        {
+          std::lock_guard<std::mutex> lock(run->m);
+          run->pending.push_back(t);
+        }
+        wakeFrameLoop();  // a paced window shows each token as it comes
         return !run->cancel.load();
       });
       std::lock_guard<std::mutex> lock(run->m);
@@ -32,8 +35,11 @@ void startRun(GenerateState& g, std::shared_ptr<GenerateRun>& slot,
       std::lock_guard<std::mutex> lock(run->m);
       run->error = e.what();
     }
-    std::lock_guard<std::mutex> lock(run->m);
-    run->done = true;
+    {
+      std::lock_guard<std::mutex> lock(run->m);
+      run->done = true;
+    }
+    wakeFrameLoop();
   });
 }
 
