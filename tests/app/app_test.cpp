@@ -81,6 +81,20 @@ Shot runApp(const std::string& name, const std::string& args, int frames = 6) {
         s.out.find("LeakSanitizer has encountered a fatal error") == std::string::npos)
       break;
   }
+  // Some runs crash the tracer every time (GCC 12's LeakSanitizer at the exit of a process that
+  // ran the thread pool; seen three times in a row for one scene, while ATTNVIZ_THREADS=1 never
+  // crashes it): the leak check could not run, but the app ran to its end (its screenshot line
+  // printed) and neither sanitizer reported an error, so the run counts as the app's success. A
+  // leak found still fails: its report is an ERROR, not a fatal error of the tool.
+  if (s.rc != 0 && s.out.find("LeakSanitizer has encountered a fatal error") != std::string::npos &&
+      s.out.find("ERROR: LeakSanitizer") == std::string::npos &&
+      s.out.find("ERROR: AddressSanitizer") == std::string::npos &&
+      s.out.find("runtime error:") == std::string::npos &&
+      s.out.find("screenshot: " + png) != std::string::npos) {
+    std::printf("note: %s: LeakSanitizer's tracer crashed at exit in all 3 tries; no leak check\n",
+                name.c_str());
+    s.rc = 0;
+  }
   int n = 0;
   unsigned char* data = stbi_load(png.c_str(), &s.width, &s.height, &n, 4);
   if (data) {
