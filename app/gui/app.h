@@ -6,6 +6,7 @@
 #include "gui/fonts.h"
 #include "gui/heatmap_renderer.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,8 @@ struct App {
   std::unique_ptr<HeatmapRenderer> pooledRenderer = std::make_unique<HeatmapRenderer>();
   std::string shownTitle;  // the window title's scene title
   int quietFrames = 0;     // frames since the last input event (interactive runs only)
+  // When the last frame's work began, after its wait for events (the status bar's FPS).
+  std::chrono::steady_clock::time_point lastWorkStart;
   UiFonts fonts;           // the atlas and the fallback faces merged into it
   bool interactive = true;
   // A scripted run waits at each frame boundary for the pooled worker and for an edited text's

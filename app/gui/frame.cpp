@@ -114,13 +114,13 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   if (ImGui::IsAnyMouseDown()) app.quietFrames = 0;
   if (glfwWindowShouldClose(app.window) || gStopRequested) s.ui.quit = true;
   const auto tw = Clock::now();  // the frame's work starts: the wait for events is over
-  static Clock::time_point lastStart;
-  if (lastStart != Clock::time_point{}) {
-    const double interval = std::chrono::duration<double, std::milli>(tw - lastStart).count();
+  if (app.lastWorkStart != Clock::time_point{}) {
+    const double interval =
+        std::chrono::duration<double, std::milli>(tw - app.lastWorkStart).count();
     s.timing.intervalMs =
         s.timing.intervalMs == 0 ? interval : s.timing.intervalMs * 0.9 + interval * 0.1;
   }
-  lastStart = tw;
+  app.lastWorkStart = tw;
   const auto tc = Clock::now();
   const std::uint64_t before = s.session.weightsVersion();
   frameBoundary(app);

@@ -15,6 +15,11 @@ namespace attnviz::gui {
 namespace {
 
 constexpr double kTextDebounceSeconds = 0.3;
+constexpr int kTopK = 5;
+// Cells a side of each head's pooled weights in the layers x heads grid (its thumbnails are at
+// most 64 pixels a side at a UI scale of 1, 128 at 2): the export's grid figure's, so that the
+// app's and `export --grid`'s figures pool the same cells.
+constexpr int kGridThumbnail = kModelGridThumbnail;
 
 // A worker's last act, whether it returns or throws: the frame loop adopts its result at once.
 struct WakeOnExit {
@@ -23,11 +28,16 @@ struct WakeOnExit {
   WakeOnExit& operator=(const WakeOnExit&) = delete;
   ~WakeOnExit() { wakeFrameLoop(); }
 };
-constexpr int kTopK = 5;
-// Cells a side of each head's pooled weights in the layers x heads grid (its thumbnails are at
-// most 64 pixels a side at a UI scale of 1, 128 at 2): the export's grid figure's, so that the
-// app's and `export --grid`'s figures pool the same cells.
-constexpr int kGridThumbnail = kModelGridThumbnail;
+
+// A worker pass's progress: each finished layer wakes the frame loop (the status bar's count).
+void wakeOnEachLayer(PassProgress& p) {
+  p.onLayer = [](int) { wakeFrameLoop(); };
+}
+std::shared_ptr<PassProgress> newPassProgress() {
+  auto p = std::make_shared<PassProgress>();
+  wakeOnEachLayer(*p);
+  return p;
+}
 
 // A model scene's text, held until its model has opened and its request passed the checks (the
 // text box keeps the open model's text until then). One model opens at a time (openModel).
@@ -293,7 +303,7 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
   m.loadingDir = dir;
   m.loadingDropped = false;
   m.progress = std::make_shared<ModelLoadProgress>();
-  m.progress->pass.onLayer = [](int) { wakeFrameLoop(); };  // the status bar's count moves
+  wakeOnEachLayer(m.progress->pass);
   auto progress = m.progress;
   // The worker opens the model, checks the request and runs the first pass; the frame adopts the
   // result (syncModel). It gets copies of what it reads: the request, a scene's text and the
@@ -517,8 +527,7 @@ void syncRerun(AppState& s) {
     }
   }
   if (!m.rerun.valid() && !m.textPass.valid() && m.textEditedAt < 0 && src.stale()) {
-    m.rerunProgress = std::make_shared<PassProgress>();
-    m.rerunProgress->onLayer = [](int) { wakeFrameLoop(); };
+    m.rerunProgress = newPassProgress();
     m.rerunCancelledByUser = false;
     m.rerun = std::async(std::launch::async, [model = src.sharedModel(), job = src.rerunJob(),
                                               progress = m.rerunProgress]() mutable {
@@ -658,8 +667,7 @@ void syncModel(AppState& s) {
   if (!m.textPass.valid() && m.textEditedAt >= 0 &&
       nowSeconds() - m.textEditedAt >= kTextDebounceSeconds) {
     m.textEditedAt = -1;
-    m.textProgress = std::make_shared<PassProgress>();
-    m.textProgress->onLayer = [](int) { wakeFrameLoop(); };
+    m.textProgress = newPassProgress();
     m.textCancelledByUser = false;
     m.textPass = std::async(std::launch::async,
                             [model = m.source->sharedModel(), text = std::string(m.text),

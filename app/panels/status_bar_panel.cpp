@@ -14,12 +14,12 @@ bool drawStatusBar(AppState& s) {
   const Dims d = s.dims();
   // A model opening on the worker thread (the files, then its first pass), or an edited text's
   // pass: a bar, what it does, and Cancel (a 1B model's pass takes seconds).
-  auto passLine = [](const PassProgress& p, char* out, std::size_t n) {
+  auto passLine = [](const PassProgress& p, const char* what, char* out, std::size_t n) {
     const int planned = p.layersPlanned.load(), done = std::min(p.layersDone.load(), planned);
     if (planned > 0)
-      std::snprintf(out, n, "running the pass: layer %d of %d", done, planned);
+      std::snprintf(out, n, "%s: layer %d of %d", what, done, planned);
     else
-      std::snprintf(out, n, "running the pass");
+      std::snprintf(out, n, "%s", what);
   };
   auto cancelButton = [&](const char* tip) {
     ImGui::SameLine();
@@ -28,6 +28,14 @@ bool drawStatusBar(AppState& s) {
     ImGui::SameLine();
   };
   char line[128];
+  // An edited text's pass or the interventions' re-run: its bar, its layers and Cancel.
+  auto workerPass = [&](const PassProgress& p, const char* what, const char* tip) {
+    passLine(p, what, line, sizeof line);
+    ImGui::ProgressBar(float(p.fraction()), ImVec2(240 * s.ui.uiScale, 0));
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s", line);
+    cancelButton(p.cancel.load() ? "Cancelling\xe2\x80\xa6" : tip);
+  };
   if (s.model.progress) {
     ModelLoadProgress& p = *s.model.progress;
     double f = 0;
@@ -39,7 +47,7 @@ bool drawStatusBar(AppState& s) {
     }
     if (p.pass.layersPlanned.load() > 0) {  // open: its first pass runs
       f = p.pass.fraction();
-      passLine(p.pass, line, sizeof line);
+      passLine(p.pass, "running the pass", line, sizeof line);
       what = line;
     }
     ImGui::ProgressBar(float(f), ImVec2(240 * s.ui.uiScale, 0));
@@ -48,22 +56,11 @@ bool drawStatusBar(AppState& s) {
     cancelButton(p.pass.cancel.load() ? "Cancelling\xe2\x80\xa6"
                                       : "Stop opening this model (what is open stays)");
   } else if (s.model.textPass.valid() && s.model.textProgress) {
-    const PassProgress& p = *s.model.textProgress;
-    passLine(p, line, sizeof line);
-    ImGui::ProgressBar(float(p.fraction()), ImVec2(240 * s.ui.uiScale, 0));
-    ImGui::SameLine();
-    ImGui::TextDisabled("%s", line);
-    cancelButton(p.cancel.load() ? "Cancelling\xe2\x80\xa6"
-                                 : "Stop this pass (the view keeps the last text's)");
+    workerPass(*s.model.textProgress, "running the pass",
+               "Stop this pass (the view keeps the last text's)");
   } else if (s.model.rerun.valid() && s.model.rerunProgress) {
-    const PassProgress& p = *s.model.rerunProgress;
-    const int planned = p.layersPlanned.load(), done = std::min(p.layersDone.load(), planned);
-    ImGui::ProgressBar(float(p.fraction()), ImVec2(240 * s.ui.uiScale, 0));
-    ImGui::SameLine();
-    ImGui::TextDisabled("re-running with the interventions: layer %d of %d", done, planned);
-    cancelButton(p.cancel.load() ? "Cancelling\xe2\x80\xa6"
-                                 : "Stop this re-run (the interventions go back to what the view "
-                                   "shows)");
+    workerPass(*s.model.rerunProgress, "re-running with the interventions",
+               "Stop this re-run (the interventions go back to what the view shows)");
   }
   const Timing& t = s.timing;
   const Session::Timing& st = s.session.timing();

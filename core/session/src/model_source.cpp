@@ -368,14 +368,22 @@ void ModelSource::rerun(const Interventions& iv, int fromLayer) {
     iv_ = iv;
     return;
   }
-  if (ready()) {
-    ForwardResult r = pass_;
-    model_->rerunFrom(r, fromLayer, iv);  // r shares the layers below fromLayer with pass_
-    pass_ = std::move(r);
-    ++passVersion_;
-    qkvLayer_ = -1;
+  if (!ready()) {
+    iv_ = iv;
+    ++reruns_;
+    lastFrom_ = fromLayer;
+    return;
   }
-  iv_ = iv;
+  ForwardResult r = pass_;
+  model_->rerunFrom(r, fromLayer, iv);  // r shares the layers below fromLayer with pass_
+  iv_ = iv;  // only once it ran: a re-run that throws changes nothing
+  takeRerun(std::move(r), fromLayer);
+}
+
+void ModelSource::takeRerun(ForwardResult&& pass, int fromLayer) {
+  pass_ = std::move(pass);
+  ++passVersion_;
+  qkvLayer_ = -1;
   ++reruns_;
   lastFrom_ = fromLayer;
 }
@@ -403,11 +411,7 @@ void ModelSource::runRerun(const Model& model, Rerun& job) {
 
 bool ModelSource::adoptRerun(Rerun&& job) {
   if (job.interventionsVersion != ivVersion_) return false;
-  pass_ = std::move(job.pass);
-  ++passVersion_;
-  qkvLayer_ = -1;
-  ++reruns_;
-  lastFrom_ = job.from;
+  takeRerun(std::move(job.pass), job.from);
   return true;
 }
 

@@ -232,6 +232,8 @@ class ModelSource {
   int layer_ = -1;
   int reruns_ = 0, lastFrom_ = -1;
   bool deferReruns_ = false;
+  // A re-run's pass from `fromLayer` becomes the shown one (rerun, adoptRerun).
+  void takeRerun(ForwardResult&& pass, int fromLayer);
   std::uint64_t passVersion_ = 0;  // bumped whenever pass_ changes
   ViewStage shownStage_ = ViewStage::Weights;  // setShownStage
   struct StageCache {
