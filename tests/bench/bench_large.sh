@@ -8,11 +8,14 @@
 #   - decode: `attnviz generate -n N --verbose` after a 16-token prompt, its tokens/s;
 #   - with LLAMA_BENCH=/path/to/llama-bench (llama.cpp, built outside the project as a peer, never
 #     a dependency): its pp<T> and tg<N> on the same file with the same threads, and the ratios.
+# Type Q4_K_M is llama.cpp's own mix (Q4_K, with Q6_K for the output and half the attn_v and
+# ffn_down matrices): it is made from the F16 file by LLAMA_QUANTIZE=/path/to/llama-quantize.
 # Ratios are printed beside the figures: baseline / best level (the portable package on an old
 # CPU against this one), converted / kept, attnviz / llama.cpp.
 #
 #   tests/bench/bench_large.sh [BUILD_DIR] [OUT_DIR]
-#   env: TYPES (F16,Q8_0), T (512), N (64), RUNS (3), THREADS (all cores), LLAMA_BENCH
+#   env: TYPES (F16,Q8_0), T (512), N (64), RUNS (3), THREADS (all cores), LLAMA_BENCH,
+#        LLAMA_QUANTIZE
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -24,7 +27,14 @@ runs=${RUNS:-3}
 threads=${THREADS:-$(nproc)}
 bin=$build/app/attnviz
 mkdir -p "$out"
-/usr/bin/python3 tests/bench/make_llama1b_gguf.py "$out" --types "$types" >&2
+made=$(echo "$types" | tr , '\n' | { grep -vx Q4_K_M || true; } | paste -sd, -)
+case ",$types," in *,Q4_K_M,*) made=$(echo "$made,F16" | sed 's/^,//') ;; esac
+/usr/bin/python3 tests/bench/make_llama1b_gguf.py "$out" --types "$made" >&2
+if [[ ",$types," == *,Q4_K_M,* && ! -f $out/llama1b-Q4_K_M.gguf ]]; then
+  [ -n "${LLAMA_QUANTIZE:-}" ] || { echo "Q4_K_M needs LLAMA_QUANTIZE=/path/to/llama-quantize" >&2; exit 2; }
+  "$LLAMA_QUANTIZE" "$out/llama1b-F16.gguf" "$out/llama1b-Q4_K_M.gguf.part" Q4_K_M >/dev/null 2>&1
+  mv "$out/llama1b-Q4_K_M.gguf.part" "$out/llama1b-Q4_K_M.gguf"
+fi
 ids=$(/usr/bin/python3 -c "import random; random.seed(0); print(','.join(str(random.randrange(1, 128000)) for _ in range($T)))")
 
 # Median wall seconds of `runs` runs of the command.
@@ -67,8 +77,11 @@ for type in ${types//,/ }; do
   echo "$type decode: $dec tokens/s ($N tokens after a 16-token prompt)"
   if [ -n "${LLAMA_BENCH:-}" ]; then
     ll=$("$LLAMA_BENCH" -m "$f" -p "$T" -n "$N" -t "$threads" -o csv 2>/dev/null)
-    pp=$(echo "$ll" | awk -F, -v t="$T" 'NR > 1 && $0 ~ "\"" t "\",\"0\"" {gsub(/"/, ""); print $(NF-1)}' | head -1)
-    tg=$(echo "$ll" | awk -F, -v n="$N" 'NR > 1 && $0 ~ "\"0\",\"" n "\"" {gsub(/"/, ""); print $(NF-1)}' | head -1)
+    # Columns by name: n_prompt, n_gen and avg_ts (tokens/s) in llama-bench's CSV header.
+    col() { echo "$ll" | awk -F, -v p="$1" -v g="$2" 'NR == 1 {for (i = 1; i <= NF; i++) c[$i] = i; next}
+      {gsub(/"/, "")} $c["n_prompt"] == p && $c["n_gen"] == g {print $c["avg_ts"]; exit}'; }
+    pp=$(col "$T" 0)
+    tg=$(col 0 "$N")
     echo "$type llama.cpp pp$T: $pp tokens/s; attnviz / llama.cpp: $(ratio "$(rate "$T" "${pass[$best]}")" "$pp")x"
     echo "$type llama.cpp tg$N: $tg tokens/s; attnviz / llama.cpp: $(ratio "$dec" "$tg")x"
   fi

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <stdexcept>
 
@@ -199,15 +200,54 @@ TEST_P(GgmlTypeFixture, DotRowOfEveryBlockCountAgreesWithDoubleDot) {
   }
 }
 
-TEST_P(GgmlTypeFixture, MatVecGivesDotRowOfEveryRow) {
+// matVec (decode's product) against the double-precision dot of the expected values, to float32
+// rounding as dotRow. The K-quants' AVX-512 kernels take x in two 16-bit parts per group of 32
+// values (its steps scaled to the group's largest |x|), so three x: normal; every group with one
+// value 300 times the rest (the "massive activations" of trained models), where a single 16-bit
+// part would be off by 1e-4 of the sum; the first group all zeros.
+TEST_P(GgmlTypeFixture, MatVecAgreesWithDoubleDotOfEveryRow) {
+  const auto f = GgufFile::open(fixture(file()));
+  const nlohmann::json& entry = manifestFile(file());
+  for (const nlohmann::json& e : entry["tensors"]) {
+    const GgufTensor* t = f->findTensor(e["name"]);
+    ASSERT_NE(t, nullptr);
+    const std::vector<float> want = expectedValues(e["expected"]);
+    const std::int64_t n = t->ne[0];
+    for (int kind = 0; kind < 3; ++kind) {
+      std::vector<float> x = randomVector(std::size_t(n), 5 + unsigned(kind));
+      if (kind == 1)
+        for (std::int64_t i = 11; i < n; i += 32) x[std::size_t(i)] = 300.0f;
+      if (kind == 2) std::fill(x.begin(), x.begin() + std::min<std::int64_t>(n, 32), 0.0f);
+      std::vector<float> y(std::size_t(t->rows()), -1.0f);
+      matVec(GgmlType(t->type), t->data, t->rows(), t->ne[0], x.data(), y.data());
+      for (std::int64_t r = 0; r < t->rows(); ++r) {
+        const float* w = want.data() + r * n;
+        const auto [ref, mag] = doubleDot(w, x.data(), n);
+        if (mag > 1e37) continue;  // the float types' random bit patterns (as above)
+        EXPECT_NEAR(y[std::size_t(r)], ref, 1e-5 * mag + 1e-30)
+            << t->name << " row " << r << " x kind " << kind;
+      }
+    }
+  }
+}
+
+// A value of x that is not finite reaches y as the float kernels carry it (dotRow's result),
+// whatever matVec's kernels.
+TEST_P(GgmlTypeFixture, MatVecCarriesANonFiniteXAsDotRowDoes) {
   const auto f = GgufFile::open(fixture(file()));
   const GgufTensor* t = f->findTensor("weight");
   ASSERT_NE(t, nullptr);
-  const std::vector<float> x = randomVector(std::size_t(t->ne[0]), 5);
-  std::vector<float> y(std::size_t(t->rows()), -1.0f);
-  matVec(GgmlType(t->type), t->data, t->rows(), t->ne[0], x.data(), y.data());
-  for (std::int64_t r = 0; r < t->rows(); ++r)
-    EXPECT_EQ(y[std::size_t(r)], dotRow(GgmlType(t->type), t->rowData(r), x.data(), t->ne[0]));
+  for (float bad : {std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    std::vector<float> x = randomVector(std::size_t(t->ne[0]), 9);
+    x[std::size_t(t->ne[0] / 2)] = bad;
+    std::vector<float> y(std::size_t(t->rows()), -1.0f);
+    matVec(GgmlType(t->type), t->data, t->rows(), t->ne[0], x.data(), y.data());
+    for (std::int64_t r = 0; r < t->rows(); ++r) {
+      const float d = dotRow(GgmlType(t->type), t->rowData(r), x.data(), t->ne[0]);
+      EXPECT_EQ(std::isnan(y[std::size_t(r)]), std::isnan(d)) << t->name << " row " << r;
+      if (!std::isnan(d)) EXPECT_EQ(y[std::size_t(r)], d) << t->name << " row " << r;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryReadableType, GgmlTypeFixture, ::testing::ValuesIn(kReadable),

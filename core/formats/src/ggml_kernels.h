@@ -14,12 +14,29 @@ namespace attnviz::detail {
 using DequantFn = void (*)(const unsigned char* src, float* y, std::int64_t nb);
 using DotFn = float (*)(const unsigned char* src, const float* x, std::int64_t nb);
 
+// x in two 16-bit integer parts, for decode's matrix-vector products (matVecBatch converts x
+// once for all the rows): per group g of 32 values, x[i] = scale[g] * (q[i] + r[i] / 65536) to
+// float32 rounding (q the value in steps of 1/32767 of the group's largest |x|, r what is left
+// in steps of 1/65536 of a step; scale 0 where the group is all zeros), and sum[g] is the sum of
+// the group's values so written (the K-quants' min terms).
+struct QuantX16 {
+  const std::int16_t* q;
+  const std::int16_t* r;
+  const float* scale;
+  const float* sum;
+};
+// The dot product of nb stored blocks with x given so (x.q at the first block's first value).
+using DotQ16Fn = float (*)(const unsigned char* src, const QuantX16& x, std::int64_t nb);
+
 struct TypeRow {
   const char* name;
   int blockValues;
   int blockBytes;
   DequantFn dequant;
   DotFn dot;
+  // Where the level has one (the K-quants at AVX-512): integer products of the codes with x in two
+  // 16-bit parts, for matVecBatch; nullptr elsewhere (matVecBatch then calls dot).
+  DotQ16Fn dotQ16 = nullptr;
 };
 
 constexpr std::uint32_t kGgmlTypeCount = 42;

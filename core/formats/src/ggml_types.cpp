@@ -6,6 +6,7 @@
 #include "ggml_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -111,30 +112,102 @@ void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
   matVecBatch(&job, 1);
 }
 
+namespace {
+
+// x in two 16-bit parts per group of 32 (detail::QuantX16); false where x has a value that is
+// not finite (the float kernels then carry it through as they would).
+struct QuantizedX {
+  std::vector<std::int16_t> q, r;
+  std::vector<float> scale, sum;
+  bool quantize(const float* x, std::int64_t n) {
+    const std::size_t groups = std::size_t(n / 32);
+    q.resize(std::size_t(n));
+    r.resize(std::size_t(n));
+    scale.resize(groups);
+    sum.resize(groups);
+    for (std::size_t g = 0; g < groups; ++g) {
+      const float* v = x + 32 * g;
+      float m = 0.0f;
+      bool finite = true;
+      for (int i = 0; i < 32; ++i) {
+        m = std::max(m, std::fabs(v[i]));
+        finite = finite && std::isfinite(v[i]);
+      }
+      if (!finite) {
+        q.clear();
+        return false;
+      }
+      std::int16_t* hi = q.data() + 32 * g;
+      std::int16_t* lo = r.data() + 32 * g;
+      if (m == 0.0f) {
+        std::fill(hi, hi + 32, std::int16_t(0));
+        std::fill(lo, lo + 32, std::int16_t(0));
+        scale[g] = 0.0f;
+        sum[g] = 0.0f;
+        continue;
+      }
+      // In double: t = x / step exactly enough that q + r / 65536 is t to 2^-17 of a step.
+      const double inv = 32767.0 / double(m);
+      double total = 0.0;
+      for (int i = 0; i < 32; ++i) {
+        const double t = double(v[i]) * inv;
+        const double a = std::clamp(std::nearbyint(t), -32767.0, 32767.0);
+        const double b = std::clamp(std::nearbyint((t - a) * 65536.0), -32767.0, 32767.0);
+        hi[i] = std::int16_t(a);
+        lo[i] = std::int16_t(b);
+        total += a + b / 65536.0;
+      }
+      scale[g] = float(double(m) / 32767.0);
+      sum[g] = float(double(scale[g]) * total);
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
 void matVecBatch(const MatVecJob* jobs, int count) {
   // Rows split over the CPU threads in chunks of about 64 KB of stored bytes, claimed
   // dynamically; work under two chunks stays on the calling thread (a wake-up costs more than it
-  // saves).
+  // saves). Types with a 16-bit kernel at this level (the K-quants at AVX-512) take x in two 16-bit
+  // parts, converted once per job (QuantizedX); the rest take x as it is.
   constexpr std::size_t kChunkBytes = std::size_t(64) << 10;
   struct Task {
     const TypeRow* type;
     const MatVecJob* job;
+    const QuantizedX* xq;
     std::int64_t r0, r1, nb;
     std::size_t rowBytes;
   };
   std::vector<Task> tasks;
+  std::vector<QuantizedX> quantized(std::size_t(std::max(count, 0)));
   for (int j = 0; j < count; ++j) {
     const MatVecJob& m = jobs[j];
     const TypeRow& r = readable(m.type, m.n, "matVec");
     const std::int64_t nb = m.n / r.blockValues;
     const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
+    const QuantizedX* xq = nullptr;
+    if (r.dotQ16 && m.nRows > 0) {
+      // Jobs that share x (q, k and v; gate and up) share its conversion.
+      for (int k = 0; k < j && !xq; ++k)
+        if (jobs[k].x == m.x && jobs[k].n == m.n && !quantized[std::size_t(k)].q.empty())
+          xq = &quantized[std::size_t(k)];
+      if (!xq && quantized[std::size_t(j)].quantize(m.x, m.n)) xq = &quantized[std::size_t(j)];
+    }
     const std::int64_t chunk =
         std::max<std::int64_t>(1, std::int64_t(kChunkBytes / std::max<std::size_t>(rowBytes, 1)));
     for (std::int64_t r0 = 0; r0 < m.nRows; r0 += chunk)
-      tasks.push_back({&r, &m, r0, std::min(m.nRows, r0 + chunk), nb, rowBytes});
+      tasks.push_back({&r, &m, xq, r0, std::min(m.nRows, r0 + chunk), nb, rowBytes});
   }
   auto run = [&](const Task& t) {
     const auto* p = static_cast<const unsigned char*>(t.job->rows);
+    if (t.xq) {
+      const detail::QuantX16 x{t.xq->q.data(), t.xq->r.data(), t.xq->scale.data(),
+                               t.xq->sum.data()};
+      for (std::int64_t i = t.r0; i < t.r1; ++i)
+        t.job->y[i] = t.type->dotQ16(p + std::size_t(i) * t.rowBytes, x, t.nb);
+      return;
+    }
     for (std::int64_t i = t.r0; i < t.r1; ++i)
       t.job->y[i] = t.type->dot(p + std::size_t(i) * t.rowBytes, t.job->x, t.nb);
   };

@@ -807,6 +807,118 @@ float dotQ6_K(const unsigned char* src, const float* x, std::int64_t nb) {
   return hsum(_mm512_add_ps(a0, a1));
 }
 
+// ---- The K-quants against x in two 16-bit integer parts (detail::QuantX16), for decode's
+// matVecBatch. A row's codes are small integers, so the products of a group of 32 values with x's
+// parts are two integer multiply-adds (vpmaddwd: pairs of 16-bit products summed into 16 int32
+// lanes, exact), and the scales are applied once per 32 values in float: fewer instructions than
+// the float kernels above, which convert every code to float, and the same result to float32
+// rounding (x's two parts hold it to 2^-17 of a step of 1/32767 of its group's largest |x|).
+// These kernels spend fewer cycles per block than the float kernels, so a line asked for
+// kPrefetchAhead bytes on arrives too late: 8 KB on measured 1.13x the 1B Q4_K decode of 2 KB
+// (4, 12 and 16 KB, and prefetching into L2 only, measured no better than 8 KB).
+constexpr int kPrefetchAhead16 = 8192;
+inline void prefetchAhead16(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead16, _MM_HINT_T0);
+}
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+// acc += s * (the 16 pair sums of codes w with the 32 values of x at offset o), the two parts
+// of x joined in float.
+inline __m512 scaleInto(__m512i w, const detail::QuantX16& x, std::int64_t o, __m512 s,
+                        __m512 acc) {
+  const __m512 hi = _mm512_cvtepi32_ps(_mm512_madd_epi16(w, load512(x.q + o)));
+  const __m512 lo = _mm512_cvtepi32_ps(_mm512_madd_epi16(w, load512(x.r + o)));
+  return _mm512_fmadd_ps(_mm512_fmadd_ps(lo, _mm512_set1_ps(1.0f / 65536.0f), hi), s, acc);
+}
+inline float hsum256(__m256 v) {
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+// Q4_K / Q5_K: sub-block s (32 values) of super-block i is x group 8i + s, so
+//   dot = sum_s (d sc_s) (x.scale_s) sum_l code_l (x.q_l + x.r_l / 65536)  -  sum_s (dmin m_s)
+//   x.sum_s.
+// Chunk c's 32 bytes widened to 16 bits hold sub-block 2c (low nibbles) and 2c + 1 (high).
+template <bool Five>
+float dotQ45_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  using Block = std::conditional_t<Five, BlockQ5_K, BlockQ4_K>;
+  const auto* b = reinterpret_cast<const Block*>(src);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  __m256 am = _mm256_setzero_ps();
+  alignas(64) float dl[16];
+  alignas(32) float ds[8];
+  const __m512i k15 = _mm512_set1_epi16(15), k16 = _mm512_set1_epi16(16);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    for (std::size_t l = 0; l < sizeof(Block); l += 64)
+      prefetchAhead16(reinterpret_cast<const unsigned char*>(b + i) + l);
+    scalesMinsK4(b[i].scales, b[i].d, b[i].dmin, dl);
+    _mm256_store_ps(ds, _mm256_mul_ps(_mm256_load_ps(dl), _mm256_loadu_ps(x.scale + 8 * i)));
+    am = _mm256_fmadd_ps(_mm256_load_ps(dl + 8), _mm256_loadu_ps(x.sum + 8 * i), am);
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (Five) qh = load256(b[i].qh);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i q = _mm512_cvtepu8_epi16(load256(b[i].qs + 32 * c));
+      __m512i lo = _mm512_and_si512(q, k15), hi = _mm512_srli_epi16(q, 4);
+      if constexpr (Five) {
+        lo = _mm512_mask_add_epi16(
+            lo, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(1 << (2 * c)))), lo, k16);
+        hi = _mm512_mask_add_epi16(
+            hi, _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(2 << (2 * c)))), hi, k16);
+      }
+      a0 = scaleInto(lo, x, QK_K * i + 64 * c, _mm512_set1_ps(ds[2 * c]), a0);
+      a1 = scaleInto(hi, x, QK_K * i + 64 * c + 32, _mm512_set1_ps(ds[2 * c + 1]), a1);
+    }
+  }
+  return hsum(_mm512_add_ps(a0, a1)) - hsum256(am);
+}
+
+float dotQ4_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  return dotQ45_K16<false>(src, x, nb);
+}
+float dotQ5_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  return dotQ45_K16<true>(src, x, nb);
+}
+
+// Q6_K: values 128n + 32k + l (l < 32) are x group 8i + 4n + k; their codes (as dotQ6_K reads
+// them) widened to 16 bits give 16 int32 lanes of pair sums, lanes 0..7 under scale 8n + 2k and
+// 8..15 under 8n + 2k + 1: one permute of the super-block's 16 scales (d sc, in float) per group.
+float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  const __m256i m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32),
+                m0F = _mm256_set1_epi8(0x0F);
+  const __m512i pairs = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    for (std::size_t l = 0; l < sizeof(b[i]); l += 64)
+      prefetchAhead16(reinterpret_cast<const unsigned char*>(b + i) + l);
+    const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(half(b[i].d)), toFloatS(load128(b[i].scales)));
+    const float* xs = x.scale + 8 * i;
+    for (int n = 0; n < 2; ++n) {
+      const __m256i A = load256(b[i].ql + 64 * n), B = load256(b[i].ql + 64 * n + 32);
+      const __m256i H = load256(b[i].qh + 32 * n);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(A, m0F), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(B, m0F), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m0F), _mm256_and_si256(H, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m0F),
+                          _mm256_and_si256(_mm256_srli_epi16(H, 2), m30))};
+      for (int k = 0; k < 4; ++k) {
+        const int g = 4 * n + k;
+        const __m512i w = _mm512_cvtepi8_epi16(_mm256_sub_epi8(q[k], k32));
+        const __m512 s = _mm512_mul_ps(
+            _mm512_permutexvar_ps(_mm512_add_epi32(pairs, _mm512_set1_epi32(2 * g)), dsc),
+            _mm512_set1_ps(xs[g]));
+        if (k % 2 == 0)
+          a0 = scaleInto(w, x, QK_K * i + 32 * g, s, a0);
+        else
+          a1 = scaleInto(w, x, QK_K * i + 32 * g, s, a1);
+      }
+    }
+  }
+  return hsum(_mm512_add_ps(a0, a1));
+}
+
 #endif
 
 // ------------------------------------------------------------------------------- type table
@@ -819,54 +931,58 @@ using detail::TypeRow;
 #if ATTNVIZ_AVX512
 #define ATTNVIZ_READABLE(name, values, bytes, dequant, dot) \
   { name, values, bytes, dequant, dot }
+#define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
+  { name, values, bytes, dequant, dot, dotQ16 }
 #else
 #define ATTNVIZ_READABLE(name, values, bytes, dequant, dot) \
   { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes> }
+#define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
+  ATTNVIZ_READABLE(name, values, bytes, dequant, dot)
 #endif
 
 constexpr TypeRow kTypes[] = {
-    ATTNVIZ_READABLE("F32", 1, 4, dequantF32, dotF32),         // 0
-    ATTNVIZ_READABLE("F16", 1, 2, dequantF16, dotF16),         // 1
-    ATTNVIZ_READABLE("Q4_0", 32, 18, dequantQ4_0, dotQ4_0),    // 2
-    ATTNVIZ_READABLE("Q4_1", 32, 20, dequantQ4_1, dotQ4_1),    // 3
-    {"Q4_2", 0, 0, nullptr, nullptr},                          // 4
-    {"Q4_3", 0, 0, nullptr, nullptr},                          // 5
-    ATTNVIZ_READABLE("Q5_0", 32, 22, dequantQ5_0, dotQ5_0),    // 6
-    ATTNVIZ_READABLE("Q5_1", 32, 24, dequantQ5_1, dotQ5_1),    // 7
-    ATTNVIZ_READABLE("Q8_0", 32, 34, dequantQ8_0, dotQ8_0),    // 8
-    {"Q8_1", 32, 36, nullptr, nullptr},                        // 9
-    ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),   // 10
-    ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),  // 11
-    ATTNVIZ_READABLE("Q4_K", 256, 144, dequantQ4_K, dotQ4_K),  // 12
-    ATTNVIZ_READABLE("Q5_K", 256, 176, dequantQ5_K, dotQ5_K),  // 13
-    ATTNVIZ_READABLE("Q6_K", 256, 210, dequantQ6_K, dotQ6_K),  // 14
-    {"Q8_K", 256, 292, nullptr, nullptr},                      // 15
-    {"IQ2_XXS", 256, 66, nullptr, nullptr},                    // 16
-    {"IQ2_XS", 256, 74, nullptr, nullptr},                     // 17
-    {"IQ3_XXS", 256, 98, nullptr, nullptr},                    // 18
-    {"IQ1_S", 256, 50, nullptr, nullptr},                      // 19
-    {"IQ4_NL", 32, 18, nullptr, nullptr},                      // 20
-    {"IQ3_S", 256, 110, nullptr, nullptr},                     // 21
-    {"IQ2_S", 256, 82, nullptr, nullptr},                      // 22
-    {"IQ4_XS", 256, 136, nullptr, nullptr},                    // 23
-    {"I8", 1, 1, nullptr, nullptr},                            // 24
-    {"I16", 1, 2, nullptr, nullptr},                           // 25
-    {"I32", 1, 4, nullptr, nullptr},                           // 26
-    {"I64", 1, 8, nullptr, nullptr},                           // 27
-    {"F64", 1, 8, nullptr, nullptr},                           // 28
-    {"IQ1_M", 256, 56, nullptr, nullptr},                      // 29
-    ATTNVIZ_READABLE("BF16", 1, 2, dequantBF16, dotBF16),      // 30
-    {"Q4_0_4_4", 0, 0, nullptr, nullptr},                      // 31
-    {"Q4_0_4_8", 0, 0, nullptr, nullptr},                      // 32
-    {"Q4_0_8_8", 0, 0, nullptr, nullptr},                      // 33
-    {"TQ1_0", 256, 54, nullptr, nullptr},                      // 34
-    {"TQ2_0", 256, 66, nullptr, nullptr},                      // 35
-    {"IQ4_NL_4_4", 0, 0, nullptr, nullptr},                    // 36
-    {"IQ4_NL_4_8", 0, 0, nullptr, nullptr},                    // 37
-    {"IQ4_NL_8_8", 0, 0, nullptr, nullptr},                    // 38
-    {"MXFP4", 32, 17, nullptr, nullptr},                       // 39
-    {"NVFP4", 64, 36, nullptr, nullptr},                       // 40
-    {"Q1_0", 128, 18, nullptr, nullptr},                       // 41
+    ATTNVIZ_READABLE("F32", 1, 4, dequantF32, dotF32),                        // 0
+    ATTNVIZ_READABLE("F16", 1, 2, dequantF16, dotF16),                        // 1
+    ATTNVIZ_READABLE("Q4_0", 32, 18, dequantQ4_0, dotQ4_0),                   // 2
+    ATTNVIZ_READABLE("Q4_1", 32, 20, dequantQ4_1, dotQ4_1),                   // 3
+    {"Q4_2", 0, 0, nullptr, nullptr},                                         // 4
+    {"Q4_3", 0, 0, nullptr, nullptr},                                         // 5
+    ATTNVIZ_READABLE("Q5_0", 32, 22, dequantQ5_0, dotQ5_0),                   // 6
+    ATTNVIZ_READABLE("Q5_1", 32, 24, dequantQ5_1, dotQ5_1),                   // 7
+    ATTNVIZ_READABLE("Q8_0", 32, 34, dequantQ8_0, dotQ8_0),                   // 8
+    {"Q8_1", 32, 36, nullptr, nullptr},                                       // 9
+    ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),                  // 10
+    ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),                 // 11
+    ATTNVIZ_READABLE_Q16("Q4_K", 256, 144, dequantQ4_K, dotQ4_K, dotQ4_K16),  // 12
+    ATTNVIZ_READABLE_Q16("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16),  // 13
+    ATTNVIZ_READABLE_Q16("Q6_K", 256, 210, dequantQ6_K, dotQ6_K, dotQ6_K16),  // 14
+    {"Q8_K", 256, 292, nullptr, nullptr},                                     // 15
+    {"IQ2_XXS", 256, 66, nullptr, nullptr},                                   // 16
+    {"IQ2_XS", 256, 74, nullptr, nullptr},                                    // 17
+    {"IQ3_XXS", 256, 98, nullptr, nullptr},                                   // 18
+    {"IQ1_S", 256, 50, nullptr, nullptr},                                     // 19
+    {"IQ4_NL", 32, 18, nullptr, nullptr},                                     // 20
+    {"IQ3_S", 256, 110, nullptr, nullptr},                                    // 21
+    {"IQ2_S", 256, 82, nullptr, nullptr},                                     // 22
+    {"IQ4_XS", 256, 136, nullptr, nullptr},                                   // 23
+    {"I8", 1, 1, nullptr, nullptr},                                           // 24
+    {"I16", 1, 2, nullptr, nullptr},                                          // 25
+    {"I32", 1, 4, nullptr, nullptr},                                          // 26
+    {"I64", 1, 8, nullptr, nullptr},                                          // 27
+    {"F64", 1, 8, nullptr, nullptr},                                          // 28
+    {"IQ1_M", 256, 56, nullptr, nullptr},                                     // 29
+    ATTNVIZ_READABLE("BF16", 1, 2, dequantBF16, dotBF16),                     // 30
+    {"Q4_0_4_4", 0, 0, nullptr, nullptr},                                     // 31
+    {"Q4_0_4_8", 0, 0, nullptr, nullptr},                                     // 32
+    {"Q4_0_8_8", 0, 0, nullptr, nullptr},                                     // 33
+    {"TQ1_0", 256, 54, nullptr, nullptr},                                     // 34
+    {"TQ2_0", 256, 66, nullptr, nullptr},                                     // 35
+    {"IQ4_NL_4_4", 0, 0, nullptr, nullptr},                                   // 36
+    {"IQ4_NL_4_8", 0, 0, nullptr, nullptr},                                   // 37
+    {"IQ4_NL_8_8", 0, 0, nullptr, nullptr},                                   // 38
+    {"MXFP4", 32, 17, nullptr, nullptr},                                      // 39
+    {"NVFP4", 64, 36, nullptr, nullptr},                                      // 40
+    {"Q1_0", 128, 18, nullptr, nullptr},                                      // 41
 };
 constexpr std::uint32_t kTypeCount = sizeof(kTypes) / sizeof(kTypes[0]);
 constexpr int bytesOf(GgmlType t) { return kTypes[std::uint32_t(t)].blockBytes; }
