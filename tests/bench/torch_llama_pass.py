@@ -6,10 +6,11 @@ writes and keeps:
     ATTNVIZ_BENCH_KEEP=1 ATTNVIZ_BENCH_DIR=/tmp build/tests/bench/attnviz_bench \
         --benchmark_filter=SmolOpen
     python3 tests/bench/torch_llama_pass.py /tmp/attnviz_smollm2_135m_<pid> 128 512
+    THREADS="1 2" python3 tests/bench/torch_llama_pass.py /tmp/attnviz_smollm2_135m_<pid> 128
 
 The pass follows the published LLaMA architecture (RMSNorm, RoPE in the rotate-half
 convention, grouped-query attention, gated SiLU, tied head), float32, with the threads attnviz
-uses (all cores), and keeps every layer's attention weights, as the default Capture does (so the
+uses (all cores; THREADS="1 2" times each count in turn), and keeps every layer's attention weights, as the default Capture does (so the
 attention is computed explicitly, not by a fused kernel that never forms the weights). Prints
 the median of 5 timed runs after a warm-up, per T.
 """
@@ -87,22 +88,23 @@ def forward(cfg, w, ids):
 def main():
     folder = sys.argv[1]
     sizes = [int(t) for t in sys.argv[2:]] or [128]
-    torch.set_num_threads(os.cpu_count())
+    counts = [int(n) for n in os.environ.get("THREADS", str(os.cpu_count())).split()]
     cfg = json.load(open(os.path.join(folder, "config.json")))
     w = load_file(os.path.join(folder, "model.safetensors"))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32")
     with torch.inference_mode():
-        for T in sizes:
-            ids = [(t * 7919) % cfg["vocab_size"] for t in range(T)]  # as bench_llama.cpp
-            forward(cfg, w, ids)
-            times = []
-            for _ in range(5):
-                t0 = time.perf_counter()
+        for threads in counts:
+            torch.set_num_threads(threads)
+            print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32")
+            for T in sizes:
+                ids = [(t * 7919) % cfg["vocab_size"] for t in range(T)]  # as bench_llama.cpp
                 forward(cfg, w, ids)
-                times.append((time.perf_counter() - t0) * 1e3)
-            print(f"T={T}: median {statistics.median(times):.1f} ms "
-                  f"(runs {', '.join(f'{t:.1f}' for t in times)})")
-
+                times = []
+                for _ in range(5):
+                    t0 = time.perf_counter()
+                    forward(cfg, w, ids)
+                    times.append((time.perf_counter() - t0) * 1e3)
+                print(f"T={T}: median {statistics.median(times):.1f} ms "
+                      f"(runs {', '.join(f'{t:.1f}' for t in times)})")
 
 if __name__ == "__main__":
     main()
