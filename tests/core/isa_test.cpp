@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -81,7 +82,7 @@ TEST(Isa, EveryLevelsSoftmaxExponentialsMatchDoubleExp) {
   std::vector<float> z = randomFloats(203, 6);
   for (float& v : z) v *= 30.0f;
   z[5] = z[77] = -std::numeric_limits<float>::infinity();  // masked keys
-  z[9] = -1000.0f;                                           // a gap that underflows
+  z[9] = -1000.0f;                                         // a gap that underflows
   const float mx = 40.0f;
   for (float tau : {1.0f, 0.7f, 3.0f}) {
     for (Isa isa : attnviz::supportedIsas()) {
@@ -169,6 +170,46 @@ TEST(Isa, EveryLevelsBlockKernelsAgreeWithTheBaseline) {
       EXPECT_EQ(0, std::memcmp(got.data(), base.data(), got.size() * sizeof(float)));
       const float dot = attnviz::dotRowAt(isa, tc.type, row.data(), x.data(), kValues);
       EXPECT_LT(std::abs(double(dot) - exact), 1e-5 * scale);
+    }
+  }
+}
+
+// Decode's matrix-vector product at every level (its own kernels: x in two 16-bit parts for the
+// K-quants at AVX2 and AVX-512, float elsewhere) against the double-precision dot of each row's
+// baseline dequantization, to float32 rounding; x normal, then with one value in every 32 at 300
+// times the rest, then with its first 32 values zero.
+TEST(Isa, EveryLevelsMatVecAgreesWithDoubleDots) {
+  const TypeCase types[] = {
+      {GgmlType::F32, {}},      {GgmlType::F16, {}},      {GgmlType::BF16, {}},
+      {GgmlType::Q4_0, {0}},    {GgmlType::Q8_0, {0}},    {GgmlType::Q3_K, {108}},
+      {GgmlType::Q4_K, {0, 2}}, {GgmlType::Q5_K, {0, 2}}, {GgmlType::Q6_K, {208}},
+  };
+  constexpr std::int64_t kValues = 256 * 5, kRows = 7;
+  for (const TypeCase& tc : types) {
+    SCOPED_TRACE(attnviz::ggmlTypeName(std::uint32_t(tc.type)));
+    const std::vector<unsigned char> rows =
+        randomBlocks(tc, kValues * kRows, 20 + unsigned(tc.type));
+    std::vector<float> w(std::size_t(kValues * kRows));
+    attnviz::dequantizeRowAt(Isa::Baseline, tc.type, rows.data(), w.data(), kValues * kRows);
+    for (int kind = 0; kind < 3; ++kind) {
+      std::vector<float> x = randomFloats(kValues, 30 + unsigned(kind));
+      if (kind == 1)
+        for (std::int64_t i = 5; i < kValues; i += 32) x[std::size_t(i)] = 300.0f;
+      if (kind == 2) std::fill(x.begin(), x.begin() + 32, 0.0f);
+      for (Isa isa : attnviz::supportedIsas()) {
+        SCOPED_TRACE(std::string(attnviz::isaName(isa)) + " x kind " + std::to_string(kind));
+        std::vector<float> y(kRows, -1.0f);
+        attnviz::matVecAt(isa, tc.type, rows.data(), kRows, kValues, x.data(), y.data());
+        for (std::int64_t r = 0; r < kRows; ++r) {
+          double exact = 0, scale = 0;
+          for (std::int64_t i = 0; i < kValues; ++i) {
+            const double p = double(w[std::size_t(r * kValues + i)]) * x[std::size_t(i)];
+            exact += p;
+            scale += std::abs(p);
+          }
+          EXPECT_LT(std::abs(double(y[std::size_t(r)]) - exact), 1e-5 * scale) << "row " << r;
+        }
+      }
     }
   }
 }

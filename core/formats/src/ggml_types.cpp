@@ -164,9 +164,7 @@ struct QuantizedX {
   }
 };
 
-}  // namespace
-
-void matVecBatch(const MatVecJob* jobs, int count) {
+void matVecBatchWith(const TypeRow* level, const MatVecJob* jobs, int count) {
   // Rows split over the CPU threads in chunks of about 64 KB of stored bytes, claimed
   // dynamically; work under two chunks stays on the calling thread (a wake-up costs more than it
   // saves). Types with a 16-bit kernel at this level (the K-quants at AVX-512) take x in two 16-bit
@@ -183,7 +181,8 @@ void matVecBatch(const MatVecJob* jobs, int count) {
   std::vector<QuantizedX> quantized(std::size_t(std::max(count, 0)));
   for (int j = 0; j < count; ++j) {
     const MatVecJob& m = jobs[j];
-    const TypeRow& r = readable(m.type, m.n, "matVec");
+    readable(m.type, m.n, "matVec");
+    const TypeRow& r = level[std::uint32_t(m.type)];
     const std::int64_t nb = m.n / r.blockValues;
     const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
     const QuantizedX* xq = nullptr;
@@ -216,6 +215,16 @@ void matVecBatch(const MatVecJob* jobs, int count) {
     return;
   }
   detail::parallelFor(int(tasks.size()), [&](int t) { run(tasks[std::size_t(t)]); });
+}
+
+}  // namespace
+
+void matVecBatch(const MatVecJob* jobs, int count) { matVecBatchWith(table(), jobs, count); }
+
+void matVecAt(Isa isa, GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
+              const float* x, float* y) {
+  const MatVecJob job{type, rows, nRows, n, x, y};
+  matVecBatchWith(detail::ggmlTypes(usableIsa(isa)), &job, 1);
 }
 
 }  // namespace attnviz

@@ -27,6 +27,14 @@
 #define ATTNVIZ_AVX512 0
 #endif
 
+// The AVX2 level (x86-64-v3: AVX2, FMA, F16C) has decode's kernels for the types people run
+// (F16, Q8_0, Q4_K, Q6_K); its other types take the portable ones.
+#if !ATTNVIZ_AVX512 && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define ATTNVIZ_AVX2 1
+#else
+#define ATTNVIZ_AVX2 0
+#endif
+
 #if ATTNVIZ_AVX512 || defined(__F16C__)
 #include <immintrin.h>
 #endif
@@ -921,68 +929,256 @@ float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_
 
 #endif
 
+#if ATTNVIZ_AVX2
+// AVX2 (x86-64-v3 laptops and desktops without AVX-512): decode's matrix-vector kernels for F16
+// and Q8_0 on float x, and for Q4_K and Q6_K on x in two 16-bit parts (detail::QuantX16), as the
+// AVX-512 ones above but 8 lanes wide. Before them this level dequantized each row into a buffer
+// and then took the dot product: a third of the AVX-512 decode speed on Q4_K.
+
+constexpr int kPrefetchAhead = 2048;  // as the AVX-512 kernels' (see there)
+constexpr int kPrefetchAhead16 = 8192;
+inline void prefetchAhead(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0);
+}
+inline void prefetchAhead16(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead16, _MM_HINT_T0);
+}
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline float hsum8(__m256 v) {
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+float dotF16(const unsigned char* src, const float* x, std::int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
+         a3 = _mm256_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    prefetchAhead(src + 2 * i);
+    a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(src + 2 * i)), _mm256_loadu_ps(x + i), a0);
+    a1 =
+        _mm256_fmadd_ps(_mm256_cvtph_ps(load128(src + 2 * i + 16)), _mm256_loadu_ps(x + i + 8), a1);
+    a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(src + 2 * i + 32)), _mm256_loadu_ps(x + i + 16),
+                         a2);
+    a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(src + 2 * i + 48)), _mm256_loadu_ps(x + i + 24),
+                         a3);
+  }
+  for (; i + 8 <= n; i += 8)
+    a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(src + 2 * i)), _mm256_loadu_ps(x + i), a0);
+  float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < n; ++i) s += half(src + 2 * i) * x[i];
+  return s;
+}
+
+// Q8_0: sum(q x) of a block in float (its 32 codes widened 8 at a time), times d; even blocks
+// into a0, odd into a1.
+inline __m256 sumQ8_0(const BlockQ8_0* b, const float* x) {
+  __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs)))),
+                           _mm256_loadu_ps(x));
+  for (int k = 8; k < QK; k += 8)
+    s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + k)))),
+                        _mm256_loadu_ps(x + k), s);
+  return s;
+}
+float dotQ8_0(const unsigned char* src, const float* x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 2 <= nb; i += 2, x += 2 * QK) {
+    prefetchAhead(b + i);
+    a0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d)), sumQ8_0(b + i, x), a0);
+    a1 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i + 1].d)), sumQ8_0(b + i + 1, x + QK), a1);
+  }
+  if (i < nb) a0 = _mm256_fmadd_ps(_mm256_set1_ps(half(b[i].d)), sumQ8_0(b + i, x), a0);
+  return hsum8(_mm256_add_ps(a0, a1));
+}
+
+// acc += s * (the 8 sums of codes w0 (16 values at o) and w1 (16 at o + 16) with x's two parts).
+inline __m256 scaleInto(__m256i w0, __m256i w1, const detail::QuantX16& x, std::int64_t o, __m256 s,
+                        __m256 acc) {
+  const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(w0, load256(x.q + o)),
+                                      _mm256_madd_epi16(w1, load256(x.q + o + 16)));
+  const __m256i lo = _mm256_add_epi32(_mm256_madd_epi16(w0, load256(x.r + o)),
+                                      _mm256_madd_epi16(w1, load256(x.r + o + 16)));
+  const __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_set1_ps(1.0f / 65536.0f),
+                                   _mm256_cvtepi32_ps(hi));
+  return _mm256_fmadd_ps(v, s, acc);
+}
+
+// Q4_K: as dotQ45_K16 at AVX-512 (the same scale and min products, from the same 32-bit words).
+float dotQ4_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ4_K*>(src);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), am = _mm256_setzero_ps();
+  alignas(32) float ds[8];
+  const __m256i k15 = _mm256_set1_epi16(15);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    for (std::size_t l = 0; l < sizeof(BlockQ4_K); l += 64)
+      prefetchAhead16(reinterpret_cast<const unsigned char*>(b + i) + l);
+    const unsigned char* q = b[i].scales;
+    const std::uint32_t u0 = word(q), u1 = word(q + 4), u2 = word(q + 8);
+    const std::uint32_t sc03 = u0 & 0x3F3F3F3Fu, m03 = u1 & 0x3F3F3F3Fu;
+    const std::uint32_t sc47 = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
+    const std::uint32_t m47 = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
+    const __m256 dl = _mm256_mul_ps(
+        _mm256_set1_ps(half(b[i].d)),
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(int(sc03), int(sc47), 0, 0))));
+    const __m256 ml = _mm256_mul_ps(
+        _mm256_set1_ps(half(b[i].dmin)),
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(int(m03), int(m47), 0, 0))));
+    _mm256_store_ps(ds, _mm256_mul_ps(dl, _mm256_loadu_ps(x.scale + 8 * i)));
+    am = _mm256_fmadd_ps(ml, _mm256_loadu_ps(x.sum + 8 * i), am);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q0 = _mm256_cvtepu8_epi16(load128(b[i].qs + 32 * c));
+      const __m256i q1 = _mm256_cvtepu8_epi16(load128(b[i].qs + 32 * c + 16));
+      const std::int64_t o = QK_K * i + 64 * c;
+      a0 = scaleInto(_mm256_and_si256(q0, k15), _mm256_and_si256(q1, k15), x, o,
+                     _mm256_set1_ps(ds[2 * c]), a0);
+      a1 = scaleInto(_mm256_srli_epi16(q0, 4), _mm256_srli_epi16(q1, 4), x, o + 32,
+                     _mm256_set1_ps(ds[2 * c + 1]), a1);
+    }
+  }
+  return hsum8(_mm256_add_ps(a0, a1)) - hsum8(am);
+}
+
+// Q6_K: as dotQ6_K16 at AVX-512; each group's two halves of 16 values under their own scale.
+float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  const __m256i m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32),
+                m0F = _mm256_set1_epi8(0x0F);
+  alignas(32) float dsc[16];
+  for (std::int64_t i = 0; i < nb; ++i) {
+    for (std::size_t l = 0; l < sizeof(b[i]); l += 64)
+      prefetchAhead16(reinterpret_cast<const unsigned char*>(b + i) + l);
+    const __m256 d = _mm256_set1_ps(half(b[i].d));
+    const __m128i sc = load128(b[i].scales);
+    _mm256_store_ps(dsc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))));
+    _mm256_store_ps(
+        dsc + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
+    const float* xs = x.scale + 8 * i;
+    for (int n = 0; n < 2; ++n) {
+      const __m256i A = load256(b[i].ql + 64 * n), B = load256(b[i].ql + 64 * n + 32);
+      const __m256i H = load256(b[i].qh + 32 * n);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(A, m0F), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(B, m0F), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m0F), _mm256_and_si256(H, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m0F),
+                          _mm256_and_si256(_mm256_srli_epi16(H, 2), m30))};
+      for (int k = 0; k < 4; ++k) {
+        const int g = 4 * n + k;
+        const __m256i v = _mm256_sub_epi8(q[k], k32);
+        const __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
+        const __m256i w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1));
+        const std::int64_t o = QK_K * i + 32 * g;
+        // The halves' sums apart: lanes of w0 under scale 2g, of w1 under 2g + 1.
+        const __m256i h0 = _mm256_madd_epi16(w0, load256(x.q + o));
+        const __m256i h1 = _mm256_madd_epi16(w1, load256(x.q + o + 16));
+        const __m256i l0 = _mm256_madd_epi16(w0, load256(x.r + o));
+        const __m256i l1 = _mm256_madd_epi16(w1, load256(x.r + o + 16));
+        const __m256 f = _mm256_set1_ps(1.0f / 65536.0f);
+        const __m256 v0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l0), f, _mm256_cvtepi32_ps(h0));
+        const __m256 v1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(l1), f, _mm256_cvtepi32_ps(h1));
+        const __m256 t = _mm256_fmadd_ps(v1, _mm256_set1_ps(dsc[2 * g + 1]),
+                                         _mm256_mul_ps(v0, _mm256_set1_ps(dsc[2 * g])));
+        if (k % 2 == 0)
+          a0 = _mm256_fmadd_ps(t, _mm256_set1_ps(xs[g]), a0);
+        else
+          a1 = _mm256_fmadd_ps(t, _mm256_set1_ps(xs[g]), a1);
+      }
+    }
+  }
+  return hsum8(_mm256_add_ps(a0, a1));
+}
+#endif
+
 // ------------------------------------------------------------------------------- type table
 // ggml's type ids (ggml.h, enum ggml_type) with block size and bytes per block; ids ggml removed
 // keep their names (files may still carry them) with blockValues 0. dequant/dot: the types
 // attnviz reads.
 using detail::TypeRow;
 
-// A type attnviz reads: its dequantizer, and its AVX-512 dot kernel or the portable one.
+// A type attnviz reads: its dequantizer, and its dot kernel at this level or the portable one.
+// ATTNVIZ_READABLE: an AVX-512 kernel; _AVX2: AVX-512 and AVX2 kernels; _Q16: a 16-bit kernel
+// (matVecBatch's) at AVX-512, and with _AVX2 at AVX2 too.
+#define ATTNVIZ_GENERIC(name, values, bytes, dequant) \
+  { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes> }
 #if ATTNVIZ_AVX512
 #define ATTNVIZ_READABLE(name, values, bytes, dequant, dot) \
   { name, values, bytes, dequant, dot }
+#define ATTNVIZ_READABLE_AVX2(name, values, bytes, dequant, dot) \
+  { name, values, bytes, dequant, dot }
 #define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
   { name, values, bytes, dequant, dot, dotQ16 }
+#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16) \
+  { name, values, bytes, dequant, dot, dotQ16 }
+#elif ATTNVIZ_AVX2
+#define ATTNVIZ_READABLE(name, values, bytes, dequant, dot) \
+  ATTNVIZ_GENERIC(name, values, bytes, dequant)
+#define ATTNVIZ_READABLE_AVX2(name, values, bytes, dequant, dot) \
+  { name, values, bytes, dequant, dot }
+#define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
+  ATTNVIZ_GENERIC(name, values, bytes, dequant)
+#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16) \
+  { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes>, dotQ16 }
 #else
 #define ATTNVIZ_READABLE(name, values, bytes, dequant, dot) \
-  { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes> }
+  ATTNVIZ_GENERIC(name, values, bytes, dequant)
+#define ATTNVIZ_READABLE_AVX2(name, values, bytes, dequant, dot) \
+  ATTNVIZ_GENERIC(name, values, bytes, dequant)
 #define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
-  ATTNVIZ_READABLE(name, values, bytes, dequant, dot)
+  ATTNVIZ_GENERIC(name, values, bytes, dequant)
+#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16) \
+  ATTNVIZ_GENERIC(name, values, bytes, dequant)
 #endif
 
 constexpr TypeRow kTypes[] = {
-    ATTNVIZ_READABLE("F32", 1, 4, dequantF32, dotF32),                        // 0
-    ATTNVIZ_READABLE("F16", 1, 2, dequantF16, dotF16),                        // 1
-    ATTNVIZ_READABLE("Q4_0", 32, 18, dequantQ4_0, dotQ4_0),                   // 2
-    ATTNVIZ_READABLE("Q4_1", 32, 20, dequantQ4_1, dotQ4_1),                   // 3
-    {"Q4_2", 0, 0, nullptr, nullptr},                                         // 4
-    {"Q4_3", 0, 0, nullptr, nullptr},                                         // 5
-    ATTNVIZ_READABLE("Q5_0", 32, 22, dequantQ5_0, dotQ5_0),                   // 6
-    ATTNVIZ_READABLE("Q5_1", 32, 24, dequantQ5_1, dotQ5_1),                   // 7
-    ATTNVIZ_READABLE("Q8_0", 32, 34, dequantQ8_0, dotQ8_0),                   // 8
-    {"Q8_1", 32, 36, nullptr, nullptr},                                       // 9
-    ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),                  // 10
-    ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),                 // 11
-    ATTNVIZ_READABLE_Q16("Q4_K", 256, 144, dequantQ4_K, dotQ4_K, dotQ4_K16),  // 12
-    ATTNVIZ_READABLE_Q16("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16),  // 13
-    ATTNVIZ_READABLE_Q16("Q6_K", 256, 210, dequantQ6_K, dotQ6_K, dotQ6_K16),  // 14
-    {"Q8_K", 256, 292, nullptr, nullptr},                                     // 15
-    {"IQ2_XXS", 256, 66, nullptr, nullptr},                                   // 16
-    {"IQ2_XS", 256, 74, nullptr, nullptr},                                    // 17
-    {"IQ3_XXS", 256, 98, nullptr, nullptr},                                   // 18
-    {"IQ1_S", 256, 50, nullptr, nullptr},                                     // 19
-    {"IQ4_NL", 32, 18, nullptr, nullptr},                                     // 20
-    {"IQ3_S", 256, 110, nullptr, nullptr},                                    // 21
-    {"IQ2_S", 256, 82, nullptr, nullptr},                                     // 22
-    {"IQ4_XS", 256, 136, nullptr, nullptr},                                   // 23
-    {"I8", 1, 1, nullptr, nullptr},                                           // 24
-    {"I16", 1, 2, nullptr, nullptr},                                          // 25
-    {"I32", 1, 4, nullptr, nullptr},                                          // 26
-    {"I64", 1, 8, nullptr, nullptr},                                          // 27
-    {"F64", 1, 8, nullptr, nullptr},                                          // 28
-    {"IQ1_M", 256, 56, nullptr, nullptr},                                     // 29
-    ATTNVIZ_READABLE("BF16", 1, 2, dequantBF16, dotBF16),                     // 30
-    {"Q4_0_4_4", 0, 0, nullptr, nullptr},                                     // 31
-    {"Q4_0_4_8", 0, 0, nullptr, nullptr},                                     // 32
-    {"Q4_0_8_8", 0, 0, nullptr, nullptr},                                     // 33
-    {"TQ1_0", 256, 54, nullptr, nullptr},                                     // 34
-    {"TQ2_0", 256, 66, nullptr, nullptr},                                     // 35
-    {"IQ4_NL_4_4", 0, 0, nullptr, nullptr},                                   // 36
-    {"IQ4_NL_4_8", 0, 0, nullptr, nullptr},                                   // 37
-    {"IQ4_NL_8_8", 0, 0, nullptr, nullptr},                                   // 38
-    {"MXFP4", 32, 17, nullptr, nullptr},                                      // 39
-    {"NVFP4", 64, 36, nullptr, nullptr},                                      // 40
-    {"Q1_0", 128, 18, nullptr, nullptr},                                      // 41
+    ATTNVIZ_READABLE("F32", 1, 4, dequantF32, dotF32),                             // 0
+    ATTNVIZ_READABLE_AVX2("F16", 1, 2, dequantF16, dotF16),                        // 1
+    ATTNVIZ_READABLE("Q4_0", 32, 18, dequantQ4_0, dotQ4_0),                        // 2
+    ATTNVIZ_READABLE("Q4_1", 32, 20, dequantQ4_1, dotQ4_1),                        // 3
+    {"Q4_2", 0, 0, nullptr, nullptr},                                              // 4
+    {"Q4_3", 0, 0, nullptr, nullptr},                                              // 5
+    ATTNVIZ_READABLE("Q5_0", 32, 22, dequantQ5_0, dotQ5_0),                        // 6
+    ATTNVIZ_READABLE("Q5_1", 32, 24, dequantQ5_1, dotQ5_1),                        // 7
+    ATTNVIZ_READABLE_AVX2("Q8_0", 32, 34, dequantQ8_0, dotQ8_0),                   // 8
+    {"Q8_1", 32, 36, nullptr, nullptr},                                            // 9
+    ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),                       // 10
+    ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),                      // 11
+    ATTNVIZ_READABLE_Q16_AVX2("Q4_K", 256, 144, dequantQ4_K, dotQ4_K, dotQ4_K16),  // 12
+    ATTNVIZ_READABLE_Q16("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16),       // 13
+    ATTNVIZ_READABLE_Q16_AVX2("Q6_K", 256, 210, dequantQ6_K, dotQ6_K, dotQ6_K16),  // 14
+    {"Q8_K", 256, 292, nullptr, nullptr},                                          // 15
+    {"IQ2_XXS", 256, 66, nullptr, nullptr},                                        // 16
+    {"IQ2_XS", 256, 74, nullptr, nullptr},                                         // 17
+    {"IQ3_XXS", 256, 98, nullptr, nullptr},                                        // 18
+    {"IQ1_S", 256, 50, nullptr, nullptr},                                          // 19
+    {"IQ4_NL", 32, 18, nullptr, nullptr},                                          // 20
+    {"IQ3_S", 256, 110, nullptr, nullptr},                                         // 21
+    {"IQ2_S", 256, 82, nullptr, nullptr},                                          // 22
+    {"IQ4_XS", 256, 136, nullptr, nullptr},                                        // 23
+    {"I8", 1, 1, nullptr, nullptr},                                                // 24
+    {"I16", 1, 2, nullptr, nullptr},                                               // 25
+    {"I32", 1, 4, nullptr, nullptr},                                               // 26
+    {"I64", 1, 8, nullptr, nullptr},                                               // 27
+    {"F64", 1, 8, nullptr, nullptr},                                               // 28
+    {"IQ1_M", 256, 56, nullptr, nullptr},                                          // 29
+    ATTNVIZ_READABLE("BF16", 1, 2, dequantBF16, dotBF16),                          // 30
+    {"Q4_0_4_4", 0, 0, nullptr, nullptr},                                          // 31
+    {"Q4_0_4_8", 0, 0, nullptr, nullptr},                                          // 32
+    {"Q4_0_8_8", 0, 0, nullptr, nullptr},                                          // 33
+    {"TQ1_0", 256, 54, nullptr, nullptr},                                          // 34
+    {"TQ2_0", 256, 66, nullptr, nullptr},                                          // 35
+    {"IQ4_NL_4_4", 0, 0, nullptr, nullptr},                                        // 36
+    {"IQ4_NL_4_8", 0, 0, nullptr, nullptr},                                        // 37
+    {"IQ4_NL_8_8", 0, 0, nullptr, nullptr},                                        // 38
+    {"MXFP4", 32, 17, nullptr, nullptr},                                           // 39
+    {"NVFP4", 64, 36, nullptr, nullptr},                                           // 40
+    {"Q1_0", 128, 18, nullptr, nullptr},                                           // 41
 };
 constexpr std::uint32_t kTypeCount = sizeof(kTypes) / sizeof(kTypes[0]);
 constexpr int bytesOf(GgmlType t) { return kTypes[std::uint32_t(t)].blockBytes; }
