@@ -5,7 +5,8 @@
 #     kept), median wall time of RUNS runs, as tokens/s, at every CPU-kernel level this machine
 #     runs (ATTNVIZ_ISA) and with the default memory budget against --max-memory 16G (every
 #     weight converted to float32 at open, the old default);
-#   - decode: `attnviz generate -n N --verbose` after a 16-token prompt, its tokens/s;
+#   - decode: `attnviz generate -n N --verbose` after a 16-token prompt, its tokens/s, at every
+#     level;
 #   - with LLAMA_BENCH=/path/to/llama-bench (llama.cpp, built outside the project as a peer, never
 #     a dependency): its pp<T> and tg<N> on the same file with the same threads, and the ratios.
 # Type Q4_K_M is llama.cpp's own mix (Q4_K, with Q6_K for the output and half the attn_v and
@@ -69,12 +70,16 @@ for type in ${types//,/ }; do
     --max-memory 16G)
   echo "$type pass converted at open (--max-memory 16G): $conv s, $(rate "$T" "$conv") tokens/s;" \
     "converted / kept $(ratio "$conv" "${pass[$best]}")x"
-  # Decode: the tokens/s that --verbose reports (the steps after the prompt), median of runs.
-  dec=$(for _ in $(seq "$runs"); do
-    "$bin" generate --model "$f" --ids "$(echo "$ids" | cut -d, -f1-16)" -n "$N" --print-ids \
-      --verbose 2>&1 >/dev/null | sed -n 's/.*(\([0-9.]*\) tokens\/s).*/\1/p'
-  done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  echo "$type decode: $dec tokens/s ($N tokens after a 16-token prompt)"
+  # Decode: the tokens/s that --verbose reports (the steps after the prompt), median of runs, at
+  # each level (the AVX2 level is what laptops without AVX-512 run).
+  declare -A dec=()
+  for l in $levels; do
+    dec[$l]=$(for _ in $(seq "$runs"); do
+      ATTNVIZ_ISA=$l "$bin" generate --model "$f" --ids "$(echo "$ids" | cut -d, -f1-16)" -n "$N" \
+        --print-ids --verbose 2>&1 >/dev/null | sed -n 's/.*(\([0-9.]*\) tokens\/s).*/\1/p'
+    done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    echo "$type decode [$l]: ${dec[$l]} tokens/s ($N tokens after a 16-token prompt)"
+  done
   if [ -n "${LLAMA_BENCH:-}" ]; then
     ll=$("$LLAMA_BENCH" -m "$f" -p "$T" -n "$N" -t "$threads" -o csv 2>/dev/null)
     # Columns by name: n_prompt, n_gen and avg_ts (tokens/s) in llama-bench's CSV header.
@@ -83,6 +88,6 @@ for type in ${types//,/ }; do
     pp=$(col "$T" 0)
     tg=$(col 0 "$N")
     echo "$type llama.cpp pp$T: $pp tokens/s; attnviz / llama.cpp: $(ratio "$(rate "$T" "${pass[$best]}")" "$pp")x"
-    echo "$type llama.cpp tg$N: $tg tokens/s; attnviz / llama.cpp: $(ratio "$dec" "$tg")x"
+    echo "$type llama.cpp tg$N: $tg tokens/s; attnviz / llama.cpp: $(ratio "${dec[$best]}" "$tg")x"
   fi
 done

@@ -67,10 +67,13 @@ float dotRow(GgmlType type, const void* row, const float* x, std::int64_t n);
 // this CPU lacks reads as the best it has), for tests that compare the levels.
 void dequantizeRowAt(Isa isa, GgmlType type, const void* src, float* dst, std::int64_t n);
 float dotRowAt(Isa isa, GgmlType type, const void* row, const float* x, std::int64_t n);
-// y[r] = dotRow(type, rows + r * ggmlRowBytes(type, n), x, n) for r in [0, nRows): a stored
-// [nRows, n] matrix times x (decode's matrix-vector product), checked once for the whole matrix.
-// Rows are split over the CPU threads (engine's thread pool) in chunks of about 64 KB of stored
-// bytes; each y[r] is the same dotRow whichever thread computes it.
+// y[r] = dot(row r, x) for r in [0, nRows): a stored [nRows, n] matrix times x (decode's
+// matrix-vector product), checked once for the whole matrix, with dotRow's agreement to float32
+// rounding. Rows are split over the CPU threads (engine's thread pool) in chunks of about 64 KB
+// of stored bytes; each y[r] is the same whichever thread computes it. Most types take dotRow's
+// kernels; the K-quants (Q4_K, Q6_K at AVX2 and AVX-512, Q5_K at AVX-512) take x once in two
+// 16-bit integer parts and multiply the codes in integers (ggml_kernels.h, QuantX16), so y[r]
+// differs from dotRow in the last bits.
 void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* x,
             float* y);
 // The same through the kernels of one instruction-set level, for tests that compare the levels.
