@@ -15,8 +15,9 @@
 # CPU against this one), converted / kept, attnviz / llama.cpp.
 #
 #   tests/bench/bench_large.sh [BUILD_DIR] [OUT_DIR]
+# With NATIVE=/path/to/a -march=native build dir, its pass beside BUILD_DIR's: portable / native.
 #   env: TYPES (F16,Q8_0), T (512), N (64), RUNS (3), THREADS (all cores), LLAMA_BENCH,
-#        LLAMA_QUANTIZE
+#        LLAMA_QUANTIZE, NATIVE
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -66,6 +67,10 @@ for type in ${types//,/ }; do
     echo "$type pass T=$T [$l]: ${pass[$l]} s, $(rate "$T" "${pass[$l]}") tokens/s"
   done
   echo "$type pass baseline / $best: $(ratio "${pass[baseline]}" "${pass[$best]}")x the time"
+  if [ -n "${NATIVE:-}" ]; then
+    nat=$(median "$NATIVE/app/attnviz" model --model "$f" --ids "$ids" --layer 8 --weights "$out/w.npy")
+    echo "$type pass of the native build: $nat s; this build / native: $(ratio "${pass[$best]}" "$nat")x the time"
+  fi
   conv=$(median "$bin" model --model "$f" --ids "$ids" --layer 8 --weights "$out/w.npy" \
     --max-memory 16G)
   echo "$type pass converted at open (--max-memory 16G): $conv s, $(rate "$T" "$conv") tokens/s;" \
