@@ -174,6 +174,34 @@ TEST(Isa, EveryLevelsBlockKernelsAgreeWithTheBaseline) {
   }
 }
 
+// Every one of the 65536 halves reads the same at every level (F16C's conversion at AVX2 and
+// AVX-512, the baseline's own without it): zeros, subnormals, normals, infinities, NaN payloads.
+TEST(Isa, EveryLevelReadsEveryHalfAlike) {
+  std::vector<std::uint16_t> all(65536);
+  for (std::size_t h = 0; h < all.size(); ++h) all[h] = std::uint16_t(h);
+  std::vector<float> base(all.size());
+  attnviz::dequantizeRowAt(Isa::Baseline, GgmlType::F16, all.data(), base.data(),
+                           std::int64_t(all.size()));
+  for (Isa isa : attnviz::supportedIsas()) {
+    std::vector<float> got(all.size());
+    attnviz::dequantizeRowAt(isa, GgmlType::F16, all.data(), got.data(), std::int64_t(all.size()));
+    for (std::size_t h = 0; h < all.size(); ++h) {
+      std::uint32_t a, b;
+      std::memcpy(&a, &base[h], 4);
+      std::memcpy(&b, &got[h], 4);
+      ASSERT_EQ(a, b) << attnviz::isaName(isa) << " half 0x" << std::hex << h;
+    }
+  }
+  // And the values themselves, at a few fixed points: 1, -2, the largest normal, the smallest
+  // subnormal, infinity.
+  EXPECT_EQ(base[0x3c00], 1.0f);
+  EXPECT_EQ(base[0xc000], -2.0f);
+  EXPECT_EQ(base[0x7bff], 65504.0f);
+  EXPECT_EQ(base[0x0001], std::ldexp(1.0f, -24));
+  EXPECT_EQ(base[0x7c00], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(base[0x7e00]));
+}
+
 // Decode's matrix-vector product at every level (its own kernels: x in two 16-bit parts for the
 // K-quants at AVX2 and AVX-512, float elsewhere) against the double-precision dot of each row's
 // baseline dequantization, to float32 rounding; x normal, then with one value in every 32 at 300

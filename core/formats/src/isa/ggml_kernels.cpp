@@ -144,7 +144,26 @@ inline float half(const unsigned char* p) {
 #if defined(__F16C__)
   return _cvtsh_ss(h);
 #else
-  return halfToFloat(h);
+  // Without F16C (the baseline level): zeros, normals, infinities and NaNs by moving the bits,
+  // inline (a NaN quietened, its payload kept, as F16C's conversion does); subnormals, which
+  // weights rarely hold, through halfToFloat. A call per value made the baseline's F16 decode
+  // 0.7 tokens/s at 1B.
+  const std::uint32_t em = h & 0x7fffu;
+  std::uint32_t bits;
+  if (em > 0x7c00u)
+    bits = (em << 13) | 0x7fc00000u;
+  else if (em == 0x7c00u)
+    bits = 0x7f800000u;
+  else if (em >= 0x0400u)
+    bits = (em << 13) + (112u << 23);  // exponent rebiased from 15 to 127
+  else if (em == 0)
+    bits = 0;
+  else
+    return halfToFloat(h);
+  bits |= std::uint32_t(h & 0x8000u) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 #endif
 }
 
