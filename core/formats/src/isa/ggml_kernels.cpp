@@ -28,7 +28,7 @@
 #endif
 
 // The AVX2 level (x86-64-v3: AVX2, FMA, F16C) has decode's kernels for the types people run
-// (F16, Q8_0, Q4_K, Q6_K); its other types take the portable ones.
+// (F16, Q8_0, Q4_K, Q5_K, Q6_K); its other types take the portable ones.
 #if !ATTNVIZ_AVX512 && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define ATTNVIZ_AVX2 1
 #else
@@ -950,9 +950,9 @@ float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_
 
 #if ATTNVIZ_AVX2
 // AVX2 (x86-64-v3 laptops and desktops without AVX-512): decode's matrix-vector kernels for F16
-// and Q8_0 on float x, and for Q4_K and Q6_K on x in two 16-bit parts (detail::QuantX16), as the
-// AVX-512 ones above but 8 lanes wide. Before them this level dequantized each row into a buffer
-// and then took the dot product: a third of the AVX-512 decode speed on Q4_K.
+// and Q8_0 on float x, and for Q4_K, Q5_K and Q6_K on x in two 16-bit parts (detail::QuantX16), as
+// the AVX-512 ones above but 8 lanes wide. Before them this level dequantized each row into a
+// buffer and then took the dot product: a third of the AVX-512 decode speed on Q4_K.
 
 constexpr int kPrefetchAhead = 2048;  // as the AVX-512 kernels' (see there)
 constexpr int kPrefetchAhead16 = 8192;
@@ -1028,14 +1028,17 @@ inline __m256 scaleInto(__m256i w0, __m256i w1, const detail::QuantX16& x, std::
   return _mm256_fmadd_ps(v, s, acc);
 }
 
-// Q4_K: as dotQ45_K16 at AVX-512 (the same scale and min products, from the same 32-bit words).
-float dotQ4_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
-  const auto* b = reinterpret_cast<const BlockQ4_K*>(src);
+// Q4_K / Q5_K: as dotQ45_K16 at AVX-512 (the same scale and min products, from the same 32-bit
+// words). Q5_K's fifth bit: bit 2c (low nibbles) or 2c + 1 (high) of qh[l], widened as the codes.
+template <bool Five>
+float dotQ45_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  using Block = std::conditional_t<Five, BlockQ5_K, BlockQ4_K>;
+  const auto* b = reinterpret_cast<const Block*>(src);
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), am = _mm256_setzero_ps();
   alignas(32) float ds[8];
-  const __m256i k15 = _mm256_set1_epi16(15);
+  const __m256i k15 = _mm256_set1_epi16(15), k1 = _mm256_set1_epi16(1);
   for (std::int64_t i = 0; i < nb; ++i) {
-    for (std::size_t l = 0; l < sizeof(BlockQ4_K); l += 64)
+    for (std::size_t l = 0; l < sizeof(Block); l += 64)
       prefetchAhead16(reinterpret_cast<const unsigned char*>(b + i) + l);
     const unsigned char* q = b[i].scales;
     const std::uint32_t u0 = word(q), u1 = word(q + 4), u2 = word(q + 8);
@@ -1054,13 +1057,32 @@ float dotQ4_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_
       const __m256i q0 = _mm256_cvtepu8_epi16(load128(b[i].qs + 32 * c));
       const __m256i q1 = _mm256_cvtepu8_epi16(load128(b[i].qs + 32 * c + 16));
       const std::int64_t o = QK_K * i + 64 * c;
-      a0 = scaleInto(_mm256_and_si256(q0, k15), _mm256_and_si256(q1, k15), x, o,
-                     _mm256_set1_ps(ds[2 * c]), a0);
-      a1 = scaleInto(_mm256_srli_epi16(q0, 4), _mm256_srli_epi16(q1, 4), x, o + 32,
-                     _mm256_set1_ps(ds[2 * c + 1]), a1);
+      __m256i l0 = _mm256_and_si256(q0, k15), l1 = _mm256_and_si256(q1, k15);
+      __m256i h0 = _mm256_srli_epi16(q0, 4), h1 = _mm256_srli_epi16(q1, 4);
+      if constexpr (Five) {
+        const __m256i b0 = _mm256_cvtepu8_epi16(load128(b[i].qh));
+        const __m256i b1 = _mm256_cvtepu8_epi16(load128(b[i].qh + 16));
+        const __m128i sl = _mm_cvtsi32_si128(2 * c), sh = _mm_cvtsi32_si128(2 * c + 1);
+        const auto fifth = [&](__m256i bits, __m128i shift) {
+          return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(bits, shift), k1), 4);
+        };
+        l0 = _mm256_or_si256(l0, fifth(b0, sl));
+        l1 = _mm256_or_si256(l1, fifth(b1, sl));
+        h0 = _mm256_or_si256(h0, fifth(b0, sh));
+        h1 = _mm256_or_si256(h1, fifth(b1, sh));
+      }
+      a0 = scaleInto(l0, l1, x, o, _mm256_set1_ps(ds[2 * c]), a0);
+      a1 = scaleInto(h0, h1, x, o + 32, _mm256_set1_ps(ds[2 * c + 1]), a1);
     }
   }
   return hsum8(_mm256_add_ps(a0, a1)) - hsum8(am);
+}
+
+float dotQ4_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  return dotQ45_K16<false>(src, x, nb);
+}
+float dotQ5_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  return dotQ45_K16<true>(src, x, nb);
 }
 
 // Q6_K: as dotQ6_K16 at AVX-512; each group's two halves of 16 values under their own scale.
@@ -1169,7 +1191,7 @@ constexpr TypeRow kTypes[] = {
     ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),                       // 10
     ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),                      // 11
     ATTNVIZ_READABLE_Q16_AVX2("Q4_K", 256, 144, dequantQ4_K, dotQ4_K, dotQ4_K16),  // 12
-    ATTNVIZ_READABLE_Q16("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16),       // 13
+    ATTNVIZ_READABLE_Q16_AVX2("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16),  // 13
     ATTNVIZ_READABLE_Q16_AVX2("Q6_K", 256, 210, dequantQ6_K, dotQ6_K, dotQ6_K16),  // 14
     {"Q8_K", 256, 292, nullptr, nullptr},                                          // 15
     {"IQ2_XXS", 256, 66, nullptr, nullptr},                                        // 16
