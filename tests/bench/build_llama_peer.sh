@@ -25,7 +25,7 @@ if [ ! -d src ]; then
     mkdir -p npm
     (cd npm && npm init -y >/dev/null && npm install --ignore-scripts "node-llama-cpp@$version" >/dev/null)
   }
-  git clone -q npm/node_modules/node-llama-cpp/llama/gitRelease.bundle src
+  git -c advice.detachedHead=false clone -q npm/node_modules/node-llama-cpp/llama/gitRelease.bundle src
 fi
 amx=OFF
 [ "${AMX:-off}" = on ] && amx=ON
