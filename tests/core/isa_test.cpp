@@ -82,7 +82,7 @@ TEST(Isa, EveryLevelsSoftmaxExponentialsMatchDoubleExp) {
   std::vector<float> z = randomFloats(203, 6);
   for (float& v : z) v *= 30.0f;
   z[5] = z[77] = -std::numeric_limits<float>::infinity();  // masked keys
-  z[9] = -1000.0f;                                         // a gap that underflows
+  z[9] = -1000.0f;                                           // a gap that underflows
   const float mx = 40.0f;
   for (float tau : {1.0f, 0.7f, 3.0f}) {
     for (Isa isa : attnviz::supportedIsas()) {

@@ -167,8 +167,8 @@ struct QuantizedX {
 void matVecBatchWith(const TypeRow* level, const MatVecJob* jobs, int count) {
   // Rows split over the CPU threads in chunks of about 64 KB of stored bytes, claimed
   // dynamically; work under two chunks stays on the calling thread (a wake-up costs more than it
-  // saves). Types with a 16-bit kernel at this level (the K-quants at AVX-512) take x in two 16-bit
-  // parts, converted once per job (QuantizedX); the rest take x as it is.
+  // saves). Types with a 16-bit kernel at this level (the K-quants at AVX2 and AVX-512) take x in
+  // two 16-bit parts, converted once per job (QuantizedX); the rest take x as it is.
   constexpr std::size_t kChunkBytes = std::size_t(64) << 10;
   struct Task {
     const TypeRow* type;

@@ -23,21 +23,8 @@ namespace attnviz {
 
 // ggml's tensor type ids (the ones attnviz reads, and the names of the rest for messages).
 enum class GgmlType : std::uint32_t {
-  F32 = 0,
-  F16 = 1,
-  Q4_0 = 2,
-  Q4_1 = 3,
-  Q5_0 = 6,
-  Q5_1 = 7,
-  Q8_0 = 8,
-  Q8_1 = 9,
-  Q2_K = 10,
-  Q3_K = 11,
-  Q4_K = 12,
-  Q5_K = 13,
-  Q6_K = 14,
-  Q8_K = 15,
-  BF16 = 30,
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, BF16 = 30,
 };
 
 // "Q4_K", "IQ2_XXS", ... or "type 99" for an id ggml does not define.
@@ -71,9 +58,9 @@ float dotRowAt(Isa isa, GgmlType type, const void* row, const float* x, std::int
 // matrix-vector product), checked once for the whole matrix, with dotRow's agreement to float32
 // rounding. Rows are split over the CPU threads (engine's thread pool) in chunks of about 64 KB
 // of stored bytes; each y[r] is the same whichever thread computes it. Most types take dotRow's
-// kernels; the K-quants (Q4_K, Q5_K, Q6_K at AVX2 and AVX-512) take x once in two
-// 16-bit integer parts and multiply the codes in integers (ggml_kernels.h, QuantX16), so y[r]
-// differs from dotRow in the last bits.
+// kernels; the K-quants (Q4_K, Q5_K, Q6_K at AVX2 and AVX-512) take x once in two 16-bit integer
+// parts and multiply the codes in integers (ggml_kernels.h, QuantX16), so y[r] differs from
+// dotRow in the last bits.
 void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* x,
             float* y);
 // The same through the kernels of one instruction-set level, for tests that compare the levels.
@@ -91,27 +78,16 @@ struct MatVecJob {
 void matVecBatch(const MatVecJob* jobs, int count);
 
 enum class GgufValueType : std::uint32_t {
-  U8 = 0,
-  I8 = 1,
-  U16 = 2,
-  I16 = 3,
-  U32 = 4,
-  I32 = 5,
-  F32 = 6,
-  Bool = 7,
-  String = 8,
-  Array = 9,
-  U64 = 10,
-  I64 = 11,
-  F64 = 12,
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7, String = 8,
+  Array = 9, U64 = 10, I64 = 11, F64 = 12,
 };
 
 struct GgufValue {
   GgufValueType type = GgufValueType::U8;
-  std::int64_t i = 0;   // every integer type and bool (u64 above INT64_MAX: wrapped; read u)
-  std::uint64_t u = 0;  // every unsigned integer type and bool (signed types: i's bits)
-  double f = 0.0;       // F32, F64
-  std::string s;        // String
+  std::int64_t i = 0;     // every integer type and bool (u64 above INT64_MAX: wrapped; read u)
+  std::uint64_t u = 0;    // every unsigned integer type and bool (signed types: i's bits)
+  double f = 0.0;         // F32, F64
+  std::string s;          // String
   GgufValueType arrayType = GgufValueType::U8;  // Array: the items' type
   std::vector<GgufValue> items;                 // Array (of any type; an inner array is an
                                                 // item of type Array with its own arrayType)
@@ -123,7 +99,7 @@ struct GgufTensor {
   std::string name;
   std::vector<std::int64_t> ne;  // ne[0] fastest (columns of a matrix); ne[1] rows
   std::uint32_t type = 0;
-  std::uint64_t offset = 0;  // within the data section
+  std::uint64_t offset = 0;      // within the data section
   std::size_t bytes = 0;
   // Into the mapping; valid while the GgufFile lives. Aligned to the file's general.alignment
   // (the mapping is page-aligned), so F32 data is float-aligned unless a file declares an
