@@ -430,23 +430,15 @@ float dotGeneric(const unsigned char* src, const float* x, std::int64_t nb) {
   return s + tail;
 }
 
-#if ATTNVIZ_AVX512
-// AVX-512: the row's blocks are decoded in registers and multiplied into x as they stream past.
-// Bits are unpacked on 16 bytes at a time (128-bit integer ops issue on three ports), widened to
-// 16 int32 lanes, converted, and multiplied; per-block scales are applied once per block (legacy
-// quants) or folded into the weights per 16/32-value group (K-quants: w = dl * q - ml). Scales
-// of a super-block are computed into a small array first, so each is one broadcast load.
+#if ATTNVIZ_AVX512 || ATTNVIZ_AVX2
+// What the AVX-512 and AVX2 kernels below share.
 
-inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-inline __m512 toFloatS(__m128i b) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)); }  // int8
-inline __m512 toFloatU(__m128i b) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)); }  // uint8
-inline __m128i lowNibbles(__m128i b) { return _mm_and_si128(b, _mm_set1_epi8(0x0F)); }
-inline __m128i highNibbles(__m128i b) {
-  return _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
-}
-inline __m128i bits2(__m128i b, int shift) {  // (b >> shift) & 3 per byte
-  return _mm_and_si128(_mm_srl_epi16(b, _mm_cvtsi32_si128(shift)), _mm_set1_epi8(3));
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline float hsum8(__m256 v) {
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
 }
 
 // Decode streams each matrix once, row after row, from a file mapping of 4 KB pages, where the
@@ -459,6 +451,59 @@ inline void prefetchAhead(const void* p) {
   _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0);
 }
 
+// The K-quant kernels on x in 16-bit parts (matVecBatch's) spend fewer cycles per block than the
+// float kernels, so a line asked for kPrefetchAhead bytes on arrives too late for them: 8 KB on
+// measured 1.13x the 1B Q4_K decode of 2 KB (4, 12 and 16 KB, and prefetching into L2 only,
+// measured no better than 8 KB).
+constexpr int kPrefetchAhead16 = 8192;
+inline void prefetchAhead16(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead16, _MM_HINT_T0);
+}
+
+// Q4_K / Q5_K: the 6-bit scales and mins of a super-block's 8 sub-blocks, four to a 32-bit word
+// (one byte each), cut from the 12 packed bytes: w[0] scales 0..3, w[1] scales 4..7, w[2] mins
+// 0..3, w[3] mins 4..7. Sub-blocks 4..7 take their low 4 bits from bytes 8..11 and the top 2 from
+// bits 6..7 of bytes 0..3 (scales) and 4..7 (mins).
+inline void scaleMinWordsK4(const unsigned char* q, std::uint32_t w[4]) {
+  const std::uint32_t u0 = word(q), u1 = word(q + 4), u2 = word(q + 8);
+  w[0] = u0 & 0x3F3F3F3Fu;
+  w[1] = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
+  w[2] = u1 & 0x3F3F3F3Fu;
+  w[3] = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
+}
+
+// Q6_K: the 6-bit codes (0..63, before the -32) of values 128n + 32k + l, l < 32, for k = 0..3, as
+// 32 bytes each: low 4 bits from ql[64n + 32(k % 2) + l] (low nibble for k < 2, high for k >= 2),
+// high 2 bits from qh[32n + l] >> 2k. ql and qh point at the half's first bytes.
+inline void codesQ6K(const unsigned char* ql, const unsigned char* qh, __m256i q[4]) {
+  const __m256i m30 = _mm256_set1_epi8(0x30), m0F = _mm256_set1_epi8(0x0F);
+  const __m256i A = load256(ql), B = load256(ql + 32), H = load256(qh);
+  q[0] = _mm256_or_si256(_mm256_and_si256(A, m0F), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+  q[1] = _mm256_or_si256(_mm256_and_si256(B, m0F), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m0F), _mm256_and_si256(H, m30));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m0F),
+                         _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+}
+#endif
+
+#if ATTNVIZ_AVX512
+// AVX-512: the row's blocks are decoded in registers and multiplied into x as they stream past.
+// Bits are unpacked on 16 bytes at a time (128-bit integer ops issue on three ports), widened to
+// 16 int32 lanes, converted, and multiplied; per-block scales are applied once per block (legacy
+// quants) or folded into the weights per 16/32-value group (K-quants: w = dl * q - ml). Scales
+// of a super-block are computed into a small array first, so each is one broadcast load.
+
+inline __m512 load16(const float* x) { return _mm512_loadu_ps(x); }
+inline __m512 toFloatS(__m128i b) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)); }  // int8
+inline __m512 toFloatU(__m128i b) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)); }  // uint8
+inline __m128i lowNibbles(__m128i b) { return _mm_and_si128(b, _mm_set1_epi8(0x0F)); }
+inline __m128i highNibbles(__m128i b) {
+  return _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0F));
+}
+inline __m128i bits2(__m128i b, int shift) {  // (b >> shift) & 3 per byte
+  return _mm_and_si128(_mm_srl_epi16(b, _mm_cvtsi32_si128(shift)), _mm_set1_epi8(3));
+}
+
 // The sum of the 16 lanes, once per row: the two halves through memory (GCC 12's reduce, extract
 // and 512-to-256 cast intrinsics trip -Wuninitialized on the undefined vectors in its own header),
 // then folded by shuffles. A decode row of 576 values is 18 blocks, so a chain of 15 scalar adds
@@ -466,10 +511,7 @@ inline void prefetchAhead(const void* p) {
 inline float hsum(__m512 v) {
   alignas(64) float t[16];
   _mm512_store_ps(t, v);
-  const __m256 h = _mm256_add_ps(_mm256_load_ps(t), _mm256_load_ps(t + 8));
-  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+  return hsum8(_mm256_add_ps(_mm256_load_ps(t), _mm256_load_ps(t + 8)));
 }
 
 float dotF32(const unsigned char* src, const float* x, std::int64_t n) {
@@ -738,13 +780,9 @@ float dotQ3_K(const unsigned char* src, const float* x, std::int64_t nb) {
 // cost more than the super-block's 256 values.
 inline void scalesMinsK4(const unsigned char* q, const unsigned char* d, const unsigned char* dmin,
                          float* dl) {
-  const std::uint32_t u0 = word(q), u1 = word(q + 4), u2 = word(q + 8);
-  const std::uint32_t sc03 = u0 & 0x3F3F3F3Fu, m03 = u1 & 0x3F3F3F3Fu;
-  // Sub-blocks 4..7: low 4 bits from bytes 8..11, the top 2 from bits 6..7 of bytes 0..3 (scales)
-  // and 4..7 (mins).
-  const std::uint32_t sc47 = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
-  const std::uint32_t m47 = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
-  const __m128i v = _mm_setr_epi32(int(sc03), int(sc47), int(m03), int(m47));
+  std::uint32_t w[4];
+  scaleMinWordsK4(q, w);
+  const __m128i v = _mm_setr_epi32(int(w[0]), int(w[1]), int(w[2]), int(w[3]));
   const __m512 f =
       _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(half(d)), _mm512_set1_ps(half(dmin)));
   _mm512_store_ps(dl, _mm512_mul_ps(f, toFloatU(v)));
@@ -840,15 +878,7 @@ float dotQ6_K(const unsigned char* src, const float* x, std::int64_t nb) {
 // lanes, exact), and the scales are applied once per 32 values in float: fewer instructions than
 // the float kernels above, which convert every code to float, and the same result to float32
 // rounding (x's two parts hold it to 2^-17 of a step of 1/32767 of its group's largest |x|).
-// These kernels spend fewer cycles per block than the float kernels, so a line asked for
-// kPrefetchAhead bytes on arrives too late: 8 KB on measured 1.13x the 1B Q4_K decode of 2 KB
-// (4, 12 and 16 KB, and prefetching into L2 only, measured no better than 8 KB).
-constexpr int kPrefetchAhead16 = 8192;
-inline void prefetchAhead16(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead16, _MM_HINT_T0);
-}
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 // acc += s * (the 16 pair sums of codes w with the 32 values of x at offset o), the two parts
 // of x joined in float.
 inline __m512 scaleInto(__m512i w, const detail::QuantX16& x, std::int64_t o, __m512 s,
@@ -857,15 +887,9 @@ inline __m512 scaleInto(__m512i w, const detail::QuantX16& x, std::int64_t o, __
   const __m512 lo = _mm512_cvtepi32_ps(_mm512_madd_epi16(w, load512(x.r + o)));
   return _mm512_fmadd_ps(_mm512_fmadd_ps(lo, _mm512_set1_ps(1.0f / 65536.0f), hi), s, acc);
 }
-inline float hsum256(__m256 v) {
-  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
-}
 
 // Q4_K / Q5_K: sub-block s (32 values) of super-block i is x group 8i + s, so
-//   dot = sum_s (d sc_s) (x.scale_s) sum_l code_l (x.q_l + x.r_l / 65536)  -  sum_s (dmin m_s)
-//   x.sum_s.
+//   dot = sum_s (d sc_s) x.scale_s sum_l code_l (x.q_l + x.r_l / 65536) - sum_s (dmin m_s) x.sum_s
 // Chunk c's 32 bytes widened to 16 bits hold sub-block 2c (low nibbles) and 2c + 1 (high).
 template <bool Five>
 float dotQ45_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
@@ -897,14 +921,7 @@ float dotQ45_K16(const unsigned char* src, const detail::QuantX16& x, std::int64
       a1 = scaleInto(hi, x, QK_K * i + 64 * c + 32, _mm512_set1_ps(ds[2 * c + 1]), a1);
     }
   }
-  return hsum(_mm512_add_ps(a0, a1)) - hsum256(am);
-}
-
-float dotQ4_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
-  return dotQ45_K16<false>(src, x, nb);
-}
-float dotQ5_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
-  return dotQ45_K16<true>(src, x, nb);
+  return hsum(_mm512_add_ps(a0, a1)) - hsum8(am);
 }
 
 // Q6_K: values 128n + 32k + l (l < 32) are x group 8i + 4n + k; their codes (as dotQ6_K reads
@@ -913,8 +930,7 @@ float dotQ5_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_
 float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
   const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  const __m256i m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32),
-                m0F = _mm256_set1_epi8(0x0F);
+  const __m256i k32 = _mm256_set1_epi8(32);
   const __m512i pairs = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   for (std::int64_t i = 0; i < nb; ++i) {
     for (std::size_t l = 0; l < sizeof(b[i]); l += 64)
@@ -922,14 +938,8 @@ float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_
     const __m512 dsc = _mm512_mul_ps(_mm512_set1_ps(half(b[i].d)), toFloatS(load128(b[i].scales)));
     const float* xs = x.scale + 8 * i;
     for (int n = 0; n < 2; ++n) {
-      const __m256i A = load256(b[i].ql + 64 * n), B = load256(b[i].ql + 64 * n + 32);
-      const __m256i H = load256(b[i].qh + 32 * n);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(A, m0F), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(B, m0F), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m0F), _mm256_and_si256(H, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m0F),
-                          _mm256_and_si256(_mm256_srli_epi16(H, 2), m30))};
+      __m256i q[4];
+      codesQ6K(b[i].ql + 64 * n, b[i].qh + 32 * n, q);
       for (int k = 0; k < 4; ++k) {
         const int g = 4 * n + k;
         const __m512i w = _mm512_cvtepi8_epi16(_mm256_sub_epi8(q[k], k32));
@@ -953,22 +963,6 @@ float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_
 // and Q8_0 on float x, and for Q4_K, Q5_K and Q6_K on x in two 16-bit parts (detail::QuantX16), as
 // the AVX-512 ones above but 8 lanes wide. Before them this level dequantized each row into a
 // buffer and then took the dot product: a third of the AVX-512 decode speed on Q4_K.
-
-constexpr int kPrefetchAhead = 2048;  // as the AVX-512 kernels' (see there)
-constexpr int kPrefetchAhead16 = 8192;
-inline void prefetchAhead(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead, _MM_HINT_T0);
-}
-inline void prefetchAhead16(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead16, _MM_HINT_T0);
-}
-inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
-inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-inline float hsum8(__m256 v) {
-  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
-}
 
 float dotF16(const unsigned char* src, const float* x, std::int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
@@ -1040,17 +1034,14 @@ float dotQ45_K16(const unsigned char* src, const detail::QuantX16& x, std::int64
   for (std::int64_t i = 0; i < nb; ++i) {
     for (std::size_t l = 0; l < sizeof(Block); l += 64)
       prefetchAhead16(reinterpret_cast<const unsigned char*>(b + i) + l);
-    const unsigned char* q = b[i].scales;
-    const std::uint32_t u0 = word(q), u1 = word(q + 4), u2 = word(q + 8);
-    const std::uint32_t sc03 = u0 & 0x3F3F3F3Fu, m03 = u1 & 0x3F3F3F3Fu;
-    const std::uint32_t sc47 = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
-    const std::uint32_t m47 = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
+    std::uint32_t w[4];
+    scaleMinWordsK4(b[i].scales, w);
     const __m256 dl = _mm256_mul_ps(
         _mm256_set1_ps(half(b[i].d)),
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(int(sc03), int(sc47), 0, 0))));
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(int(w[0]), int(w[1]), 0, 0))));
     const __m256 ml = _mm256_mul_ps(
         _mm256_set1_ps(half(b[i].dmin)),
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(int(m03), int(m47), 0, 0))));
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_setr_epi32(int(w[2]), int(w[3]), 0, 0))));
     _mm256_store_ps(ds, _mm256_mul_ps(dl, _mm256_loadu_ps(x.scale + 8 * i)));
     am = _mm256_fmadd_ps(ml, _mm256_loadu_ps(x.sum + 8 * i), am);
     for (int c = 0; c < 4; ++c) {
@@ -1078,19 +1069,11 @@ float dotQ45_K16(const unsigned char* src, const detail::QuantX16& x, std::int64
   return hsum8(_mm256_add_ps(a0, a1)) - hsum8(am);
 }
 
-float dotQ4_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
-  return dotQ45_K16<false>(src, x, nb);
-}
-float dotQ5_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
-  return dotQ45_K16<true>(src, x, nb);
-}
-
 // Q6_K: as dotQ6_K16 at AVX-512; each group's two halves of 16 values under their own scale.
 float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
   const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  const __m256i m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32),
-                m0F = _mm256_set1_epi8(0x0F);
+  const __m256i k32 = _mm256_set1_epi8(32);
   alignas(32) float dsc[16];
   for (std::int64_t i = 0; i < nb; ++i) {
     for (std::size_t l = 0; l < sizeof(b[i]); l += 64)
@@ -1102,14 +1085,8 @@ float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_
         dsc + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))));
     const float* xs = x.scale + 8 * i;
     for (int n = 0; n < 2; ++n) {
-      const __m256i A = load256(b[i].ql + 64 * n), B = load256(b[i].ql + 64 * n + 32);
-      const __m256i H = load256(b[i].qh + 32 * n);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(A, m0F), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(B, m0F), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m0F), _mm256_and_si256(H, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m0F),
-                          _mm256_and_si256(_mm256_srli_epi16(H, 2), m30))};
+      __m256i q[4];
+      codesQ6K(b[i].ql + 64 * n, b[i].qh + 32 * n, q);
       for (int k = 0; k < 4; ++k) {
         const int g = 4 * n + k;
         const __m256i v = _mm256_sub_epi8(q[k], k32);
@@ -1134,6 +1111,15 @@ float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_
     }
   }
   return hsum8(_mm256_add_ps(a0, a1));
+}
+#endif
+
+#if ATTNVIZ_AVX512 || ATTNVIZ_AVX2
+float dotQ4_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  return dotQ45_K16<false>(src, x, nb);
+}
+float dotQ5_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
+  return dotQ45_K16<true>(src, x, nb);
 }
 #endif
 
