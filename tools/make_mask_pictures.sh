@@ -1,13 +1,14 @@
 #!/bin/sh
-# Renders the README's mask gallery (assets/masks/*.png) with `attnviz export`, one picture per
-# mask kind, from assets/masks/mask_scene.json (one broad head over 24 tokens in four documents)
-# and, for softcap, assets/masks/softcap_scene.json (a sharp head with large logits).
+# Renders the mask gallery of docs/masks.md (docs/images/masks/*.png) with `attnviz export`, one
+# picture per mask kind, from docs/images/masks/mask_scene.json (one broad head over 24 tokens in
+# four documents) and, for softcap, docs/images/masks/softcap_scene.json (a sharp head with large
+# logits).
 # Usage: tools/make_mask_pictures.sh [path/to/attnviz]   (default build/app/attnviz)
 set -eu
 cd "$(dirname "$0")/.."
 BIN=${1:-build/app/attnviz}
-SCENE=assets/masks/mask_scene.json
-OUT=assets/masks
+SCENE=docs/images/masks/mask_scene.json
+OUT=docs/images/masks
 DOCS=0,0,0,0,0,0,1,1,1,1,2,2,2,2,2,2,3,3,3,3,3,3,3,3
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -35,8 +36,8 @@ shot alibi "ALiBi + causal" --alibi --mask causal
 shot chunk "chunk:8 + causal (Llama 4)" --mask chunk:8 --mask causal
 shot doc "doc:<ids> + causal (packed)" --mask doc:$DOCS --mask causal
 shot expr "--mask-expr '(q - k) % 2 == 0 && k <= q'" --mask-expr '(q - k) % 2 == 0 && k <= q'
-SCENE=assets/masks/softcap_scene.json  # a sharp head: logits up to about +-70
+SCENE=docs/images/masks/softcap_scene.json  # a sharp head: logits up to about +-70
 shot softcap_off "scores, no softcap" --stage scores --mask causal
 shot softcap "scores, softcap 20 (Gemma 2)" --stage scores --softcap 20 --mask causal
-SCENE=assets/masks/mask_scene.json
+SCENE=docs/images/masks/mask_scene.json
 shot blocks "doc + causal, 8x8 blocks" --mask doc:$DOCS --mask causal --blocks 8
