@@ -1,6 +1,6 @@
 // attnviz: bias, mask, temperature and a numerically stable softmax, one workgroup per query row.
 //
-//   L_ij = (cap(S_ij) + b_ij) / tau, exactly -inf where masked      (DESIGN.md)
+//   L_ij = (cap(S_ij) + b_ij) / tau, exactly -inf where masked      (docs/design/conventions.md)
 // with cap(s) = c tanh(s / c) when a softcap c is set, else s.
 //   A_ij = exp(L_ij - max_j L) / sum_j exp(L_ij - max_j L)
 // computed as the CPU engine does: z = S + b, then exp((z - max z) / tau), so that a tiny tau

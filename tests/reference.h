@@ -1,6 +1,7 @@
-// attnviz tests: a naive double-precision reference of DESIGN.md's attention convention.
+// attnviz tests: a naive double-precision reference of the attention convention of
+// docs/design/conventions.md.
 //
-// Written from the specification alone (DESIGN.md, "The convention"), never from the engine's
+// Written from the specification alone (docs/design/conventions.md), never from the engine's
 // code, so that a test comparing the two can fail. Everything is plain loops in double:
 //   L_ij = (q_i . k_j / sqrt(d_k) + b_ij) / tau,  -inf exactly where not allowed
 //   A_i  = softmax over keys of L_i; a row with no allowed key is all zeros (and flagged)

@@ -116,7 +116,7 @@ const DumpLayer& pickLayer(const Dump& d, const std::string& which) {
                    " layers (0.." + std::to_string(d.layers.size() - 1) + ": " + names + ")");
 }
 
-// An encoder-decoder's scene (issue 33) in the session as the app shows it: the pass on its
+// An encoder-decoder's scene in the session as the app shows it: the pass on its
 // source and target texts with its ablations, the site it names put in the session as a dump
 // layer. Bad indices are input errors naming the scene, as the app reports them.
 void showSeq2SeqScene(Session& session, std::shared_ptr<const Model> model, const Scene& scene,
@@ -285,7 +285,7 @@ int runExport(int argc, char** argv) {
   auto* vOpt = app.add_option("--v", v, "values [T_k, d_v] or [H, T_k, d_v] (.npy)");
   std::string dumpPath, layerName;
   auto* dumpOpt = app.add_option(
-      "--dump", dumpPath, "attention dump (.safetensors or .npz; see README, Attention dumps)");
+      "--dump", dumpPath, "attention dump (.safetensors or .npz; see docs/dumps.md)");
   app.add_option("--layer", layerName,
                  "layer to draw: of the dump (index or name) or of the --model (index); required "
                  "with either");

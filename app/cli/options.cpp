@@ -14,7 +14,7 @@ namespace attnviz::app {
 void addAttentionOptions(CLI::App& app, AttentionCliOptions& o) {
   app.add_option("--mask", o.masks,
                  "causal | window:W | prefix:P | sink:S | pad:N | chunk:C | doc:0,0,1,1,... "
-                 "(repeatable; combined as in DESIGN.md)")
+                 "(repeatable; combined as in docs/design/conventions.md)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--mask-expr", o.maskExpr,

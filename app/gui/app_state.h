@@ -179,7 +179,7 @@ struct OpenedModel {
   std::string text, textPair;  // what the first pass ran on
 };
 
-// The Generate panel (issue 22): one continuation generated on a worker thread (generate.h).
+// The Generate panel: one continuation generated on a worker thread (generate.h).
 // The worker appends to `pending` under the mutex; the frame moves them into `tokens`.
 struct GenerateRun {
   std::mutex m;                         // guards pending, done, error, seconds, stop
@@ -193,7 +193,7 @@ struct GenerateRun {
   std::vector<std::string> pieces;  // each token's text
   bool finished = false;            // done, and every token taken
 };
-// The Generate panel's loss by token (issue 35): the model view's text scored three ways
+// The Generate panel's loss by token: the model view's text scored three ways
 // (attnviz/model/score.h) on a worker: the whole context, S sinks + the last W tokens, and a
 // plain window of S + W (the same number of keys).
 struct CacheLossState {
@@ -208,7 +208,7 @@ struct CacheLossState {
   bool scripted = false;  // --cache-loss: scored once the text has run, waited for
 };
 
-// The retrieval-heads panel (issue 35): needle cases built from the model view's text as the
+// The retrieval-heads panel: needle cases built from the model view's text as the
 // filler, every head's retrieval score and the top-k against random-k masking
 // (attnviz/model/retrieval.h), on a worker.
 struct RetrievalState {
@@ -255,7 +255,7 @@ struct GenerateState {
   ~GenerateState() { stopAll(); }
 };
 
-// The Attribution panel (issue 21): an ablation sweep or activation patching
+// The Attribution panel: an ablation sweep or activation patching
 // (attnviz/model/attribution.h) on a worker thread, on a copy of the model view's pass. The worker
 // copies each finished layer's row into `values` under the mutex, so the map fills in row by row.
 struct AttributionRun {
@@ -309,7 +309,7 @@ struct AttributionState {
   ~AttributionState() { stop(); }
 };
 
-// The [MASK] fill panel (issue 32): an encoder's masked-LM predictions at each mask token, with
+// The [MASK] fill panel: an encoder's masked-LM predictions at each mask token, with
 // the interventions (after) and without them (before), refreshed after every pass as the next-
 // token lists are. Its own text, when typed, runs its own pass; empty: the model view's text.
 struct FillState {
@@ -325,7 +325,7 @@ struct FillState {
   std::uint64_t printedFor = ~std::uint64_t{0};
 };
 
-// The model view (issue 9): a GPT-2 model as the session's source (attnviz/model_source.h).
+// The model view: a GPT-2 model as the session's source (attnviz/model_source.h).
 struct ModelState {
   std::unique_ptr<ModelSource> source;  // null: no model open
   std::string dir;
@@ -357,7 +357,7 @@ struct ModelState {
   } request;
   std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
   char text[4096] = "";
-  // Encoders (issue 32): sentence B of a pair ("" = one text), the block of the matrix shown
+  // Encoders: sentence B of a pair ("" = one text), the block of the matrix shown
   // (PairSlice) and the special tokens (SpecialTokens); the block goes to the session each frame.
   char textPair[4096] = "";
   int slice = 0, special = 0;
@@ -408,8 +408,8 @@ struct ModelState {
   GenerateState gen;  // last: its workers are joined before the rest goes
 };
 
-// The dump view (issue 11): recorded attention as the session's source (attnviz/dump_source.h).
-// The Alignment panel (issue 33): an encoder-decoder's cross site read as an alignment between
+// The dump view: recorded attention as the session's source (attnviz/dump_source.h).
+// The Alignment panel: an encoder-decoder's cross site read as an alignment between
 // the source and target strips (attnviz/session/alignment.h), and its AER against a typed gold
 // alignment. Recomputed (updateAlignment) only when the pass, the site, the head or an option
 // changes, not every frame.
@@ -473,7 +473,7 @@ struct DumpState {
   } translate;
 };
 
-// The FlashAttention stage (issue 13): the shown head computed tile by tile with the online
+// The FlashAttention stage: the shown head computed tile by tile with the online
 // softmax (attnviz/flash_walkthrough.h), stepped through by the user. The walkthrough is rebuilt
 // only when the session's inputs or parameters, the head or the block sizes change.
 struct FlashState {

@@ -1,4 +1,4 @@
-// attnviz GUI: the state of the mask panel's round 2 controls (chunk, documents, expression,
+// attnviz GUI: the state of the mask panel's extended controls (chunk, documents, expression,
 // softcap, block sparsity) that is not part of the mask itself: text being typed, its error,
 // and the block counts cached for the view.
 #pragma once

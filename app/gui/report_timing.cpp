@@ -1,5 +1,6 @@
 // attnviz GUI: --report-timing. Frame times of scripted runs through the real frame path, as
-// medians and 90th percentiles; the figures the README and the performance targets quote.
+// medians and 90th percentiles; the figures docs/performance.md and the performance targets
+// (docs/design/performance.md) quote.
 #include "gui/app.h"
 #include "gui/screenshot.h"
 
@@ -278,7 +279,7 @@ std::string repeatedText(const std::string& base, int n) {
 
 // --report-timing with --tokens N: the scene as the command line set it, from its inputs to its
 // first frame (drawn, and every head's thumbnail after it), then exit. With /usr/bin/time -v
-// this gives the memory figures of the README's Speed section.
+// this gives the memory figures of docs/performance.md.
 void reportFirstFrame(App& app) {
   AppState& s = app.s;
   const auto t0 = Clock::now();

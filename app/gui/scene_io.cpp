@@ -111,7 +111,7 @@ void applyPanels(AppState& s, const std::string& viewText, const std::string& pa
     s.dump.positionBiasOpen = b["open"].get<bool>();
     s.dump.positionBiasSet = true;
   }
-  if (p.contains("alignment")) {  // an encoder-decoder's Alignment panel (issue 33)
+  if (p.contains("alignment")) {  // an encoder-decoder's Alignment panel
     const json& a = p["alignment"];
     AlignmentState& al = s.dump.align;
     if (!a.is_object()) throw InputError(path + ": view.panels.alignment: expected an object");
@@ -283,7 +283,7 @@ void saveSceneFrom(AppState& s, const std::string& path) {
     sc.notes = s.sceneData().notes;
     sc.model.path = sceneModelPath(s.model.dir);
     sc.model.text = src.text();
-    // An encoder's pair, the block shown and the special tokens (issue 32).
+    // An encoder's pair, the block shown and the special tokens.
     if (!src.model().config().causal) {
       sc.model.textPair = src.textPair();
       if (s.model.slice != int(PairSlice::All) && src.segments().pair)

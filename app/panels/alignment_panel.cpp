@@ -1,4 +1,4 @@
-// attnviz panel: an encoder-decoder's cross attention as an alignment (issue 33). The source
+// attnviz panel: an encoder-decoder's cross attention as an alignment. The source
 // strip on top faces the target strip below (the produced target tokens: the decoder's input
 // without its start id); a line joins a target unit to each of its strongest source units, its
 // alpha and width by the weight, and the predicted links (argmax, or every weight at or above a

@@ -1,4 +1,4 @@
-// attnviz panel: Attribution (issue 21). Which heads does one prediction depend on? A zero- or
+// attnviz panel: Attribution. Which heads does one prediction depend on? A zero- or
 // mean-ablation sweep, or activation patching from a clean text into the model's text, runs on a
 // worker thread (attnviz/model/attribution.h) on a copy of the model view's pass; the layers x
 // heads map fills in row by row as the worker finishes each layer, in the diverging colours of

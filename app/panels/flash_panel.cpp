@@ -1,4 +1,4 @@
-// attnviz panel: the FlashAttention stage (issue 13). The shown head is computed tile by tile as
+// attnviz panel: the FlashAttention stage. The shown head is computed tile by tile as
 // FlashAttention does it (attnviz/flash_walkthrough.h): block sizes, stepping, play, a seek
 // slider, the tile picture (drawn by the export rasterizer, so what is exported is what is shown)
 // and the running statistics of the current query block's rows.

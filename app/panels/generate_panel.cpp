@@ -1,4 +1,4 @@
-// attnviz panel: Generate (issue 22). Continues the model's text on a worker thread with the KV
+// attnviz panel: Generate. Continues the model's text on a worker thread with the KV
 // cache (attnviz/model/generate.h) and the model's interventions; with interventions on, also
 // without them (Compare). A step slider scrubs back through the steps: the chosen token, the
 // candidates it was drawn from and the new token's attention row over the cache.

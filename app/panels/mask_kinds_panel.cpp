@@ -1,4 +1,5 @@
-// attnviz panel: the round 2 mask kinds under the Mask panel's classic ones. DESIGN.md:
+// attnviz panel: the extended mask kinds under the Mask panel's classic ones.
+// docs/design/conventions.md:
 //   allowed = [...] AND chunk AND doc AND expr;  softcap: s -> c tanh(s / c) before bias and mask
 // - documents: ids typed as text, or boundaries toggled by clicking the heatmap's key axis;
 // - a mask_mod-style expression, applied live while it compiles; an error shows under the field

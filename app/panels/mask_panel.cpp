@@ -1,4 +1,4 @@
-// attnviz panel: the masks, combined as DESIGN.md says:
+// attnviz panel: the masks, combined as docs/design/conventions.md says:
 //   allowed = [(causal AND window) OR prefix OR sink] AND NOT pad AND custom AND chunk AND doc
 //             AND expr
 // (documents, the expression, softcap and block sparsity: mask_kinds_panel.cpp).

@@ -1,4 +1,4 @@
-// attnviz panel: T5's relative position bias as a stage of its own (issue 33). A T5 adds to every
+// attnviz panel: T5's relative position bias as a stage of its own. A T5 adds to every
 // self site's scores a learned number per head and per *bucket* of the distance j - i: exact
 // buckets for near keys, logarithmic ones further out, one last bucket from the max distance on
 // (the encoder's buckets bidirectional, the decoder's over earlier keys only; cross sites have

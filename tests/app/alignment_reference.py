@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The Alignment panel's figures computed apart from attnviz's C++ (issue 33), for one clause.
+"""The Alignment panel's figures computed apart from attnviz's C++, for one clause.
 
     alignment_reference.py ATTNVIZ MODEL SOURCE TARGET
 

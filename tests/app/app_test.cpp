@@ -440,7 +440,7 @@ TEST(AppBackends, TheGpuBackendOnTheWindowsContextAgreesWithTheCpuInTheTooltip) 
   EXPECT_NEAR(sg, sc, 1e-3 + 1e-4 * std::fabs(sc));
 }
 
-// --- round 2 mask presets (issue 12) ---------------------------------------------------------
+// --- extended mask presets: chunk, documents, expressions, softcap ---------------------------
 
 // Chunked causal (C = 8): a key in an earlier chunk is masked, one in the query's chunk is not.
 TEST(AppMaskPresets, LlamaChunkedAttentionMasksEarlierChunks) {
@@ -665,7 +665,7 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
 
 }  // namespace
 
-// ---- the model view (issue 9) ----------------------------------------------------------------
+// ---- the model view --------------------------------------------------------------------------
 // A random-init GPT-2 checkpoint of tests/model (make_gpt2_fixtures.py wrote it with torch, and
 // torch's weights and logits beside it): the app's pixels against torch's numbers.
 
@@ -976,7 +976,7 @@ TEST(AppModel, TheResidualPanelFindsTheLargestDimensionOfTheCommandLinesStream) 
   EXPECT_GT(ratio, 1.0);
 }
 
-// The research presets (issue 35) open their panels from the scene, and the figures their notes
+// The research presets open their panels from the scene, and the figures their notes
 // quote come out of the command line and the app alike.
 std::string sceneText(const std::string& file) {
   return attnviz::loadScene(std::string(ATTNVIZ_SCENES) + "/" + file).model.text;
@@ -1342,7 +1342,7 @@ TEST(AppModel, AModelSceneWithALayerTheModelLacksIsRefusedNamingTheFile) {
 }
 
 // A model scene whose request the model cannot meet, opened over an open model: the error names
-// the scene and the field, and the open model stays open with its text (issue 24).
+// the scene and the field, and the open model stays open with its text.
 TEST(AppModel, ABadModelSceneOpenedOverAModelLeavesTheModelOpenAndSaysWhy) {
   const std::string sc = tempPath("bad_model_drop.json");
   std::ofstream(sc) << "{\"model\": {\"path\": \"" << kModelFixture
@@ -1361,7 +1361,7 @@ TEST(AppModel, ABadModelSceneOpenedOverAModelLeavesTheModelOpenAndSaysWhy) {
   EXPECT_NE(json.find("\"layer\": 1"), std::string::npos) << json;
 }
 
-// ---- the dump view (issue 11) ------------------------------------------------------------------
+// ---- the dump view -----------------------------------------------------------------------------
 // A dump written by the core's saveDump with weights made here: a 4 x 4 self layer and a 3 x 5
 // cross layer, no Q/K/V. The pixels against those weights and their naive renormalisation.
 
@@ -1449,7 +1449,7 @@ TEST(AppDump, TheTemperatureRenormalisesTheRecordedWeights) {
 }
 
 
-// ---- long contexts: the pooled view (issue 13) ------------------------------------------------
+// ---- long contexts: the pooled view -----------------------------------------------------------
 
 // The pixels of the heatmap rectangle of two runs laid out alike: how many differ.
 int heatmapPixelsDiffering(const Shot& a, const Shot& b, int& distinctColours) {
@@ -1597,7 +1597,7 @@ TEST(AppPooled, T32768OpensPooledDrawsTheTriangleAndRefinesWhenZoomed) {
 
 }  // namespace
 
-// ---- the FlashAttention stage (issue 13) -----------------------------------------------------
+// ---- the FlashAttention stage ----------------------------------------------------------------
 // A causal scene over Q, K, V that the test writes itself, opened in the FlashAttention stage at
 // a step and exported from the app: every cell of the PNG against the online softmax worked out
 // here in double (the keys each row has seen so far, its max and sum over them).
@@ -1939,7 +1939,7 @@ void expectInspectorShowsHeatmapRow(const RowCase& c) {
                       << " are not the colour of the inspector's value";
 }
 
-// Issue 24: click a row, and the row inspector shows the numbers the heatmap shows for it, in
+// The row inspector: click a row, and it shows the numbers the heatmap shows for it, in
 // every stage and mode: the inspector's values key by key equal the heatmap's row (the display
 // matrix, or the pooled tile on screen), its sum and top key are the row's, and each value's
 // colour is the heatmap cell's colour on screen.
@@ -1967,7 +1967,7 @@ TEST(AppRowInspector, TheInspectorShowsTheHeatmapsRowInEveryStageAndMode) {
 
 namespace {
 
-// Issue 22: the Generate panel continues the model's text on a worker thread. Its tokens are
+// The Generate panel continues the model's text on a worker thread. Its tokens are
 // `attnviz generate`'s, and the attention row it shows for the last step (layer 1, head 2: the
 // new token over the KV cache) is the last row of `attnviz model --weights` on prompt + output.
 TEST(AppGenerate, ThePanelsTokensAndAttentionRowMatchTheCommandLine) {
@@ -2012,7 +2012,7 @@ TEST(AppGenerate, ThePanelsTokensAndAttentionRowMatchTheCommandLine) {
 }
 
 
-// ---- issue 24: a model view saved as a scene keeps its model ------------------------------------
+// ---- a model view saved as a scene keeps its model ----------------------------------------------
 // A model view with an ablation, a mask and a temperature in layer 1, RoPE-free layer 0 aside (the
 // GPT-2 model has learned positions): the scene file a user saves after "Mask and τ → this layer".
 std::string interventionScene(bool withInterventions = true) {
@@ -2132,7 +2132,7 @@ TEST(AppModelScenes, ASavedModelViewExportsAsTheAppShowsItAndReopensToTheSameJso
 }
 
 
-// ---- issue 21: the Attribution panel -----------------------------------------------------------
+// ---- the Attribution panel ---------------------------------------------------------------------
 // The "Which heads copy?" preset runs a zero-ablation sweep as it opens. Against
 // `attnviz attribute` on the same text: the panel's export is the command line's --png byte for
 // byte, the values it shows are --out's, and each cell of the map on screen has the diverging
@@ -2560,10 +2560,10 @@ TEST(AppBertPresets, FillThenAblateShowsTheCommandLinesFillsBeforeAndAfter) {
   EXPECT_EQ(firstLine(s.out, "fill-after"), after.substr(0, 8)) << s.out;
 }
 
-// Issue 22: the window keeps drawing while a long generation runs on the worker thread. A
-// random-weight LLaMA folder made here (tests/app/make_slow_llama.py, 8 layers of width 512, 100
-// MB) decodes 300 tokens over more than a second; --report-timing draws frames back to back
-// meanwhile and reports their times: many frames, none over 250 ms.
+// Generation in the background: the window keeps drawing while a long generation runs on the worker
+// thread. A random-weight LLaMA folder made here (tests/app/make_slow_llama.py, 8 layers of width
+// 512, 100 MB) decodes 300 tokens over more than a second; --report-timing draws frames back to
+// back meanwhile and reports their times: many frames, none over 250 ms.
 TEST(AppGenerate, TheWindowKeepsDrawingWhileALongGenerationRuns) {
   const std::string dir = tempPath("slow-llama");
   const std::string make = "/usr/bin/python3 " + std::string(ATTNVIZ_SCENES) +
@@ -2603,7 +2603,7 @@ TEST(AppGenerate, TheWindowKeepsDrawingWhileALongGenerationRuns) {
   std::printf("%s\n", outLine(r.out, "timing: ").c_str());
 }
 
-// Issue 37: a long pass runs on the worker with its progress in the status bar, and Cancel stops
+// Long passes: a long pass runs on the worker with its progress in the status bar, and Cancel stops
 // it at its next layer. The slow LLaMA folder's 8 layers on an edited text of about 1000 tokens:
 // frames keep coming while it runs and the bar moves through the layers; a second edit cancelled
 // half way stops within one more layer and the view keeps the first edit's pass; the same model

@@ -1,4 +1,4 @@
-// App tests for encoders (issue 32): a sentence pair's slice and colours, the special tokens
+// App tests for encoders: a sentence pair's slice and colours, the special tokens
 // hidden with each row renormalised, the [MASK] fill panel before and after an ablation, and a
 // saved encoder scene exported by the command line. The model is tests/model/encoder_reference.py's
 // random-init BERT folder (made at test time); the expected numbers come from the weights

@@ -1,4 +1,4 @@
-// App tests for encoder-decoders (issue 33): random-init T5 and BART folders written at test time
+// App tests for encoder-decoders: random-init T5 and BART folders written at test time
 // by tests/model/seq2seq_reference.py; the app runs under Xvfb on one of them, and the decoded
 // screenshot's heatmap cells are compared with the weights `attnviz model --cross-weights` /
 // `--weights` writes for the same texts (tests/model/seq2seq_test.cpp checks those files against
@@ -247,7 +247,7 @@ TEST(AppSeq2Seq, BadSitesAreUsageErrorsNamingTheOption) {
   }
 }
 
-// The Alignment panel (issue 33) on the shipped kjv-t5-align: a held-out clause of its card
+// The Alignment panel on the shipped kjv-t5-align: a held-out clause of its card
 // (card.json), the gold its task fixes (target word i <-> source word n-1-i). On this clause the
 // shown head (1:0) misses one word of seven while 1:1 misses none: the best head is not the
 // shown one.

@@ -1,5 +1,5 @@
-// CPU engine benchmarks, each beside its floor measured in the same run (DESIGN.md, "Performance
-// targets"):
+// CPU engine benchmarks, each beside its floor measured in the same run
+// (docs/design/performance.md):
 //   MHA_12x1024x64        makeCpuEngine()->run, 12 heads, T = 1024, d = 64
 //   GemmFloor_12x1024x64  the same two GEMMs alone (S = Q K^T / sqrt(d), O = A V)
 //   MHA_1x4096x64 / GemmFloor_1x4096x64   one head at T = 4096

@@ -5,7 +5,7 @@
 //   Q8_0   every matrix Q8_0
 //   Q4_K   Q4_K where a row is whole 256-value super-blocks (ffn_down, rows of 1536), else Q5_0
 //          (--fallback Q5_0, as llama.cpp's quantizer does for Q4_K: rows of 576 are not)
-// Each figure beside its floor from the same run (issues 20 and 22):
+// Each figure beside its floor from the same run (targets: docs/design/performance.md):
 //   SmolDecode/<type>        Model::decodeStep with a 512-token cache (random keys and values; the
 //                            cache is cut back to 512 rows after every step): the matrix-vector
 //                            products read every matrix as stored, the tied head included

@@ -1,6 +1,6 @@
 #!/bin/bash
-# The 1B-scale figures of README "Large models": a Llama-3.2-1B-shaped random GGUF per type
-# (make_llama1b_gguf.py), and for each
+# The 1B-scale figures of docs/performance.md, "Large models": a Llama-3.2-1B-shaped random GGUF per
+# type (make_llama1b_gguf.py), and for each
 #   - the prompt pass: `attnviz model --ids <T ids> --layer 8 --weights` (one layer's attention
 #     kept), median wall time of RUNS runs, as tokens/s, at every CPU-kernel level this machine
 #     runs (ATTNVIZ_ISA) and with the default memory budget against --max-memory 16G (every

@@ -1,6 +1,6 @@
 // A SmolLM2-135M-shaped LLaMA (30 layers, d 576, 9 query heads over 3 KV heads, head 64, MLP
 // 1536, vocab 49152, tied), a random-init F32 checkpoint written here at start-up (never
-// committed), each figure beside its floor from the same run (issue 19, "Performance"):
+// committed), each figure beside its floor from the same run (docs/design/performance.md):
 //   SmolForward/T        Model::forward on T ids, every layer's weights, Q, K, V and head outputs
 //                        kept (the default Capture)
 //   SmolForwardView/T    the same pass keeping what the GUI's model view keeps (Capture::view:
@@ -12,7 +12,8 @@
 //   SmolPeakMemory/T     a forked child opens the model and runs T ids (default Capture); its
 //                        peak RSS, and above the file size
 // T is 128 and 512. The checkpoint goes to $ATTNVIZ_BENCH_DIR or the temp folder and is removed at
-// exit (kept when ATTNVIZ_BENCH_KEEP is set: the README's GUI memory and torch figures run on it).
+// exit (kept when ATTNVIZ_BENCH_KEEP is set: the GUI memory and torch figures of
+// docs/performance.md run on it).
 #include "bench_util.h"
 
 #include "attnviz/formats/safetensors.h"

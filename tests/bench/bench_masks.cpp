@@ -1,5 +1,5 @@
-// Mask expression benchmarks (issue 12's target: an expression evaluated at T = 1024 in <= 30 ms),
-// each beside a floor measured in the same run:
+// Mask expression benchmarks (the target in docs/design/performance.md: an expression evaluated
+// at T = 1024 in <= 30 ms), each beside a floor measured in the same run:
 //   MaskExpr_SlidingGlobal_1024   MaskExpr::evaluate of "k <= q && q - k < 128 || k < 4" over
 //                                 1024 x 1024 cells (muParser bytecode, cpuThreads() threads)
 //   MaskExpr_Dilated_1024         the same for "(q - k) % 2 == 0 && k <= q"

@@ -1,5 +1,6 @@
 // GPT-2 small (12 layers x 12 heads, d=768, vocab 50257), a random-init F32 checkpoint written
-// here at start-up (never committed), each figure beside its floor from the same run (issue 9):
+// here at start-up (never committed), each figure beside its floor from the same run
+// (targets: docs/design/performance.md):
 //   Gpt2Forward_T128     Model::forward on 128 ids, every layer's Q, K, V and weights kept
 //   Gpt2GemmFloor_T128   the same GEMMs alone on the same mapped weights: per layer c_attn,
 //                        12 heads of Q K^T and A V, c_proj, c_fc, mlp c_proj; then the logits.

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Random-init GGUF files in Llama-3.2-1B's shape, for the large-model benchmarks (README, "Large
-models"; tests/bench/bench_large.sh).
+"""Random-init GGUF files in Llama-3.2-1B's shape, for the large-model benchmarks
+(docs/performance.md, "Large models"; tests/bench/bench_large.sh).
 
     /usr/bin/python3 tests/bench/make_llama1b_gguf.py OUT_DIR [--types F16,Q8_0,Q4_K]
 

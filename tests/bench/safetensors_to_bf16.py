@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes a BF16 copy of an F32 model folder, for the README's BF16 peak-memory figure (issue 19:
-BF16 within twice the file plus 64 MB). numpy only (Debian has no python3-safetensors):
+"""Writes a BF16 copy of an F32 model folder, for the BF16 peak-memory figure of
+docs/performance.md (its target in docs/design/performance.md: BF16 within twice the file plus
+64 MB). numpy only (Debian has no python3-safetensors):
 
     python3 tests/bench/safetensors_to_bf16.py /tmp/attnviz_smollm2_135m_<pid> /tmp/smol_bf16
     /usr/bin/time -v build/app/attnviz model --model /tmp/smol_bf16 --text "$(printf 'ab%.0s' $(seq 64))"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times torch's own float32 forward pass in the GPT-2 small shape (12 layers, d 768, 12 heads,
-MLP 3072, vocabulary 50257, 1024 positions), for the README's ratio to attnviz_bench's
-Gpt2Forward_T128. Run by hand, not in CI:
+MLP 3072, vocabulary 50257, 1024 positions), for the ratio in docs/performance.md to
+attnviz_bench's Gpt2Forward_T128. Run by hand, not in CI:
 
     build/tests/bench/attnviz_bench --benchmark_filter=Gpt2Forward_T128
     python3 tests/bench/torch_gpt2_pass.py 128 --threads 1 2

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Times torch's own float32 forward pass of a LLaMA folder, for the README's ratio to
-attnviz's (issue 19, "Performance"). Run by hand, not in CI, on the checkpoint attnviz_bench
-writes and keeps:
+"""Times torch's own float32 forward pass of a LLaMA folder, for the ratio to attnviz's in
+docs/performance.md (the target: docs/design/performance.md). Run by hand, not in CI, on the
+checkpoint attnviz_bench writes and keeps:
 
     ATTNVIZ_BENCH_KEEP=1 ATTNVIZ_BENCH_DIR=/tmp build/tests/bench/attnviz_bench \
         --benchmark_filter=SmolOpen

@@ -15,7 +15,7 @@
 
 namespace attnviz::testing {
 
-// Float32 attention against the double reference: abs 1e-5 + rel 1e-4 (STYLE.md).
+// Float32 attention against the double reference: abs 1e-5 + rel 1e-4, the tests' tolerance.
 inline constexpr double kAbs = 1e-5;
 inline constexpr double kRel = 1e-4;
 

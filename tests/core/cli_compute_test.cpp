@@ -166,8 +166,8 @@ TEST_F(ComputeCli, MaskFileOfWrongShapeIsBadInputNamingTheFile) {
   expectFailure(runAttnviz(with({"--mask-file", path("m.npy")}), dir), 1, "m.npy");
 }
 
-// DESIGN.md: tau > 0. Every invalid option value is bad usage (exit 2), named in the message,
-// like --window 0.
+// docs/design/conventions.md: tau > 0. Every invalid option value is bad usage (exit 2), named in
+// the message, like --window 0.
 TEST_F(ComputeCli, ZeroTemperatureIsBadUsage) {
   expectFailure(runAttnviz(with({"--temperature", "0"}), dir), 2, "--temperature");
 }

@@ -1,4 +1,4 @@
-// `attnviz compute` with the round 2 mask kinds through the real binary: results against the
+// `attnviz compute` with the extended mask kinds through the real binary: results against the
 // double reference, block counts against a brute-force count, and bad usage (exit 2, one line
 // naming the problem).
 #include "attnviz/formats/npy.h"

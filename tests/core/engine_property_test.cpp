@@ -306,8 +306,8 @@ TEST(EngineProperties, CausalWindowSmallerThanOffsetLeavesNoRowEmpty) {
   }
 }
 
-// DESIGN.md allows -inf in a float mask; +inf is not a bias. It must be refused as bad input or
-// give finite weights, never NaN rows.
+// docs/design/conventions.md allows -inf in a float mask; +inf is not a bias. It must be refused as
+// bad input or give finite weights, never NaN rows.
 TEST(EngineProperties, PositiveInfinityInAFloatMaskIsRefusedOrHarmless) {
   const Tensor3 q = ref::randomTensor(1, 3, 4, 73), k = ref::randomTensor(1, 3, 4, 74),
                 v = ref::randomTensor(1, 3, 4, 75);

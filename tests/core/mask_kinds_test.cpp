@@ -1,6 +1,7 @@
-// The round 2 mask kinds: chunk:C, doc:<ids>, --mask-expr, --softcap, and the block-sparsity
+// The extended mask kinds: chunk:C, doc:<ids>, --mask-expr, --softcap, and the block-sparsity
 // counts. Each is checked against tests/reference.h (plain loops in double, written from
-// DESIGN.md) or against a naive loop written here, never against the engine's own output.
+// docs/design/conventions.md) or against a naive loop written here, never against the engine's
+// own output.
 #include "attnviz/engine/blocks.h"
 #include "attnviz/engine/engine.h"
 #include "attnviz/engine/mask.h"

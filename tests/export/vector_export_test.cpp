@@ -59,7 +59,7 @@ TEST(VectorExport, SvgParsesAsXmlWithTokenLabelsTitlesAndHatchedMaskedCellsAsEle
 
 // Pixels of the PDF as poppler draws it at 72 dpi (1 pt = 1 px), against the PNG: the cells,
 // frames, bar and hatching are the same rectangles, so only the text's antialiasing (FreeType
-// in poppler, stb_truetype in the PNG) differs. Measured on this scene: see the README.
+// in poppler, stb_truetype in the PNG) differs. Measured on this scene: see docs/export.md.
 TEST(VectorExport, PdfRendersAtThePngsSizeAndMatchesItsPixels) {
   TempDir dir;
   const CliRun r = runExport({"--scene", scenePath(kCausalScene), "--cell", "20", "--png",

@@ -209,7 +209,7 @@ std::vector<Case> cases() {
       },
       1, 1000, 1000, 128);
 
-  // Round 2 kinds: chunk, documents, expressions, softcap; alone, across T_q != T_k (query
+  // Extended kinds: chunk, documents, expressions, softcap; alone, across T_q != T_k (query
   // positions before the keys when T_q > T_k), and combined with the others.
   maskCase("Chunk16", [](MaskSpec& m, int, int, int) { m.chunk = 16; });
   maskCase(

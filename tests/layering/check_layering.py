@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The architecture of DESIGN.md, checked: core/ is libraries that depend only downwards.
+"""The architecture of docs/design/architecture.md, checked: core/ is libraries that depend only
+downwards.
 
 One table says what each module may use. The check fails when
   - a header or source of a module includes a header of a module it may not use (one above it,

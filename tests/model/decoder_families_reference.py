@@ -254,7 +254,7 @@ def random_weights(cfg, gen):
     def rnd(*shape, std=1.0, mean=0.0):
         return torch.randn(*shape, generator=gen, dtype=torch.float64) * std + mean
 
-    def nw(n):  # a norm weight: around 1 as used ((1 + w) for Gemma)
+    def nw(n):  # a norm weight: close to 1 as used ((1 + w) for Gemma)
         return rnd(n, std=0.1, mean=0.0 if gemma else 1.0)
 
     w = {"model.embed_tokens.weight": rnd(V, d, std=1.0 / math.sqrt(d) if gemma else 1.0)}

@@ -16,11 +16,10 @@ The block (pre-norm):
     ablated query heads' outputs zeroed; x += concat(A v) Wo^T;  x += down(silu(gate(n)) * up(n)),
     n = RMSNorm(x) (post_attention_layernorm); logits = RMSNorm(x) (model.norm) lm_head^T.
 allowed(i, j) = j <= i, and i - W < j for the model's own sliding window (Mistral; Qwen2 only when
-use_sliding_window), and i - W' < j for an extra window intervention W' (both: the last W keys,
-the query itself included -- attnviz's DESIGN.md definition, which is also transformers'
-current masking_utils `kv_idx > q_idx - sliding_window`; mistral-src's reference and older
-transformers releases let W + 1 keys through).
-
+use_sliding_window), and i - W' < j for an extra window intervention W' (both: the last W keys, the
+query itself included -- the definition in attnviz's docs/design/conventions.md, which is also
+transformers' current masking_utils `kv_idx > q_idx - sliding_window`; mistral-src's reference and
+older transformers releases let W + 1 keys through).
 RoPE conventions:
   "half"        HF's rotate-half: dims i and i + d/2 form the pair of frequency inv_freq[i];
                 x * cos + rotate_half(x) * sin. The layout of HF checkpoints.

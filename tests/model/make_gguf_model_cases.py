@@ -36,7 +36,7 @@ dropped, a tensor type id ggml does not define, a vocab_size that disagrees with
 more tokens than embedding rows, an IQ4_NL attention weight (a type attnviz cannot read); and two
 copies of the gpt2 F32 file whose head_count_kv or key_length do not fit GPT-2's fused c_attn.
 OUT_DIR/quant_table.md: the largest change of any attention weight per head against the F32 file,
-per type and model (for README.md).
+per type and model (for docs/gguf.md).
 """
 import json
 import os
@@ -377,8 +377,8 @@ def main():
         print(f"wrote {root} in {time.time() - t0:.1f} s")
         return 0
 
-    # The README table: per type, per model, the largest change over the heads of each head's
-    # largest |delta attention weight| against the F32 file (and the median head).
+    # The table of docs/gguf.md: per type, per model, the largest change over the heads of each
+    # head's largest |delta attention weight| against the F32 file (and the median head).
     lines = ["| type | " + " | ".join(m["name"] + " (worst head / median head)" for m in models)
              + " |", "|---|" + "---|" * len(models)]
     for i, qtype in enumerate(TYPES[1:], 1):

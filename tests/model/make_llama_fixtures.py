@@ -29,9 +29,10 @@ The llama ones and mistral use a Llama-2-style tokenizer.json (SentencePiece BPE
 
 Interventions as in make_gpt2_fixtures.py: "ablate" zeroes query heads' outputs before o_proj;
 "temperature" tau: L = (q.k / sqrt(head_dim)) / tau; "window" W: an extra mask keeping the last W
-keys (i - W < j <= i), ANDed with the causal mask and the model's own sliding window (a user
-window never widens Mistral's). Sliding windows follow DESIGN.md: the last W keys, the query
-itself included (transformers' current masking_utils; mistral-src's reference lets W + 1 through).
+keys (i - W < j <= i), ANDed with the causal mask and the model's own sliding window (a user window
+never widens Mistral's). Sliding windows follow docs/design/conventions.md: the last W keys, the
+query itself included (transformers' current masking_utils; mistral-src's reference lets W + 1
+through).
 
 Self-checks (asserts): every row of weights sums to 1; the interventions change the result; the
 rotate-half forward equals an independent route (q/k rows permuted to Meta's interleaved order,

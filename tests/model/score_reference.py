@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """The float64 reference for `attnviz score` on a LLaMA-layout folder (llama_reference.py's
 architecture): each token's negative log-likelihood [T - 1], with the whole context, or with
-StreamingLLM's cache as DESIGN.md states it: while token t is processed the cache holds the first
-S tokens and the last W before t, each with the K and V computed when it was processed; positions
-are cache positions (sinks 0..S-1, then the window in order, the query after them), so cached
-keys are rotated at their current slot. Usage:
+StreamingLLM's cache as docs/design/command-line.md states it: while token t is processed the cache
+holds the first S tokens and the last W before t, each with the K and V computed when it was
+processed; positions are cache positions (sinks 0..S-1, then the window in order, the query after
+them), so cached keys are rotated at their current slot. Usage:
 
     score_reference.py MODEL_DIR OUT.npy ID,ID,... [S W]
     score_reference.py MODEL_DIR OUT.npy ID,ID,... edit L:P:D:zero|mean [...]   (dense, with

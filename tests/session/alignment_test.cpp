@@ -1,4 +1,4 @@
-// Cross attention read as an alignment (attnviz/session/alignment.h, issue 33): the Pharaoh
+// Cross attention read as an alignment (attnviz/session/alignment.h): the Pharaoh
 // parser, the shift by one, argmax and threshold links, word grouping and the AER, on values
 // worked by hand; then the shipped kjv-t5-align's card figures (card.json: every cross head's
 // AER, shifted and unshifted, over the card's 100 held-out clauses) reproduced in process.

@@ -158,12 +158,12 @@ TEST(Session, GenerationsFollowTheStages) {
   EXPECT_EQ(s.computed().view, s.requested().view);
 }
 
-// Round 2 kinds: softcap 2 (the Capped stage and every later one start from c tanh(s / c)),
+// Extended kinds: softcap 2 (the Capped stage and every later one start from c tanh(s / c)),
 // chunk, documents and an expression (its meaning written here for the reference).
 class SessionStages : public ::testing::TestWithParam<bool> {};
 
 TEST_P(SessionStages, EveryStageMatchesTheReference) {
-  const bool round2 = GetParam();
+  const bool extendedKinds = GetParam();
   Fixture f;
   Session& s = *f.session;
   Scene sc = smallScene();
@@ -172,7 +172,7 @@ TEST_P(SessionStages, EveryStageMatchesTheReference) {
   sc.params.mask.window = 4;
   sc.params.mask.sink = 1;
   ref::ExprRef expr;
-  if (round2) {
+  if (extendedKinds) {
     sc.params.mask.window = 0;
     sc.params.mask.softcap = 2.0f;
     sc.params.mask.chunk = 6;

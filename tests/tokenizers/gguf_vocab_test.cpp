@@ -112,7 +112,7 @@ TEST(GgufVocab, Stories260kEncodesLikeItsTraining) {
   const auto file = GgufFile::open(gguf.string());
   const auto tok = loadGgufTokenizer(*file);
   EXPECT_EQ(tok->encode("Once upon a time", true), (std::vector<int>{1, 403, 407, 261, 378}));
-  // The README's greedy continuation decodes to its text.
+  // The greedy continuation of ../shared/testdata/README.md decodes to its text.
   const std::vector<int> gen{403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395,
                              317, 426, 338, 401, 396, 267, 337, 410, 408, 419, 292, 411};
   EXPECT_EQ(tok->decode(gen),

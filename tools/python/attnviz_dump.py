@@ -16,7 +16,7 @@ Any PyTorch model built on nn.MultiheadAttention, with no change to its code:
         model(src, tgt)
     rec.save("transformer.safetensors", tokens=tgt_words, key_tokens=src_words)
 
-The format (see the README, "Attention dumps"): per layer l a tensor attn.<l> of shape
+The format (see docs/dumps.md): per layer l a tensor attn.<l> of shape
 [H, T_q, T_k] (float32 or float16), and __metadata__ with format_version, tokens, key_tokens,
 layer_names, layer_axes and model, the lists as JSON text.
 """

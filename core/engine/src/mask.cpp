@@ -274,7 +274,7 @@ RowTerms rowTerms(const MaskSpec& m, const ExprGrid* grid, int h, int i, int Tq,
   return r;
 }
 
-// DESIGN.md's combination rule for key j.
+// The combination rule of docs/design/conventions.md for key j.
 bool cellAllowed(const MaskSpec& m, const RowTerms& r, int j, int Tk) {
   const int p = r.p;
   const bool causal = !m.causal || j <= p;

@@ -142,8 +142,7 @@ void checkWeights(const Tensor3& w, const std::string& file, const std::string& 
 Dump buildDump(RawDump&& raw, const std::string& file) {
   if (!raw.hasMetadata) {
     fail(file,
-         "missing metadata (a dump needs format_version and tokens; see the README, "
-         "\"Attention dumps\")");
+         "missing metadata (a dump needs format_version and tokens; see docs/dumps.md)");
   }
   const auto meta = [&](const char* key) -> const std::string* {
     const auto it = raw.metadata.find(key);

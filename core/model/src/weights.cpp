@@ -117,13 +117,13 @@ void layerViews(Model::Weights::Layer& L, const ModelConfig& c, bool inMajor) {
 }
 
 std::int64_t defaultMemoryBudget() {
-  // 1 GiB, or a quarter of physical RAM when that is less. Measured on a Llama-3.2-1B-shaped
-  // GGUF (README, "Large models"): converting its 4.9 GB of float32 copies at open is never
+  // 1 GiB, or a quarter of physical RAM when that is less. Measured on a Llama-3.2-1B-shaped GGUF
+  // (docs/performance.md, "Large models"): converting its 4.9 GB of float32 copies at open is never
   // faster than converting each layer into the pass's scratch as it runs (F16, T = 512: 5.6 s
-  // against 5.2 s with free memory, 14 s when the kernel must first evict the page cache to
-  // find 5 GB), and it takes twice the memory (5.2 GB against 2.6 GB). Models up to ~250M
-  // parameters still convert once, which the repeated passes of the app (each intervention
-  // reruns from its layer) prefer.
+  // against 5.2 s with free memory, 14 s when the kernel must first evict the page cache to find 5
+  // GB), and it takes twice the memory (5.2 GB against 2.6 GB). Models up to ~250M parameters still
+  // convert once, which the repeated passes of the app (each intervention reruns from its layer)
+  // prefer.
   constexpr std::int64_t kCap = std::int64_t(1) << 30;
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page <= 0) return kCap;

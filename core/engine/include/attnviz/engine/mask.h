@@ -1,6 +1,7 @@
 // attnviz core: attention masks, ALiBi and the parameters of the softmax stage.
 //
-// The combination rule (DESIGN.md), with p_i = i + (T_k - T_q) the position of query i:
+// The combination rule (docs/design/conventions.md), with p_i = i + (T_k - T_q) the position of
+// query i:
 //   allowed(i,j) = [ (causal(i,j) AND window(i,j)) OR prefix(j) OR sink(j) ] AND NOT pad(j) AND
 //   custom(i,j) AND chunk(i,j) AND doc(i,j) AND expr(i,j)
 // A disabled term takes its neutral value: true for causal, window, custom, chunk, doc and expr;

@@ -1,7 +1,7 @@
 // attnviz core: mask expressions, in the spirit of FlexAttention's mask_mod, parsed and evaluated
 // by muParser (Debian's libmuparser).
 //
-// The variables are DESIGN.md's, all whole numbers:
+// The variables are those of docs/design/conventions.md, all whole numbers:
 //   q      the query's position p_i = i + (T_k - T_q)
 //   k      the key index j
 //   i      the query row
@@ -23,7 +23,7 @@
 
 namespace attnviz {
 
-// The variable names, in DESIGN.md's order.
+// The variable names, in the order of docs/design/conventions.md.
 const std::vector<std::string>& maskExprVariables();
 
 // Working examples for the GUI's presets menu: {label, expression}. In order: sliding window,

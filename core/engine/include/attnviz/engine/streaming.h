@@ -4,7 +4,7 @@
 // B_r x B_c tile of scores exists at a time per thread, so memory grows with T, not T^2, and
 // key blocks that every row of a query block masks are skipped (for causal attention, about
 // half of them). Masks, ALiBi, the custom matrix and the temperature follow the engine exactly
-// (DESIGN.md); a fully masked row gives zero weights and a zero output.
+// (docs/design/conventions.md); a fully masked row gives zero weights and a zero output.
 //
 // * streamOutput: O = softmax(L) V in one sweep over the key blocks with the online softmax:
 //   per row a running max m and sum l; when a block raises m, the sum and the partial output
@@ -102,8 +102,8 @@ PooledWeights streamPooledRegion(const Tensor3& q, const Tensor3& k, int head,
 
 // One query row of one head, computed on its own: the scores q_i . k_j / sqrt(d_k) of every key
 // (one matrix-vector product), then the engine's own row code for the logits (masks, ALiBi,
-// softcap, tau: DESIGN.md) and the softmax, and the output a_i V. O(T_k d) time and O(T_k)
-// memory, so a row of a matrix too large to materialise can be inspected.
+// softcap, tau: docs/design/conventions.md) and the softmax, and the output a_i V. O(T_k d)
+// time and O(T_k) memory, so a row of a matrix too large to materialise can be inspected.
 struct QueryRow {
   int head = -1, row = -1;
   std::vector<float> logits;   // [T_k] L = (S + b) / tau, -inf where masked

@@ -2,7 +2,7 @@
 // with output_attentions=True, nn.MultiheadAttention per-head weights,
 // tools/python/attnviz_dump.py).
 //
-// The format (README, "Attention dumps"), the same names in a safetensors file or an .npz:
+// The format (docs/dumps.md), the same names in a safetensors file or an .npz:
 //   attn.<l>              [H, T_q, T_k] float32 or float16 (float64 too in .npz): layer l's
 //                         weights, l = 0, 1, ... with no gaps; a 2-D [T_q, T_k] is one head
 //   q.<l>, k.<l>, v.<l>   optional [H, T_q, d], [H, T_k, d], [H, T_k, d_v]

@@ -71,11 +71,11 @@ struct SceneModel {
   SceneGenerate generate;
   SceneAttribution attribution;
   std::vector<SceneLayerIntervention> interventions;  // at most one entry a layer
-  // Encoders (issue 32): the second text of a pair ("text_pair"), the block shown ("slice":
+  // Encoders: the second text of a pair ("text_pair"), the block shown ("slice":
   // "all", "a-a", "b-b", "a-b", "b-a") and the special tokens ("special": "show", "grey",
   // "hide"). Empty: not given (one text, all, show).
   std::string textPair, slice, special;
-  // Encoder-decoders (issue 33): `text` is the source (the encoder's input) and "target" the
+  // Encoder-decoders: `text` is the source (the encoder's input) and "target" the
   // decoder's text after its start id; "site" the site shown ("enc:L", "dec:L:self",
   // "dec:L:cross"; empty: the first); ablations of the encoder's and the cross sites
   // ("enc:L:H", "cross:L:H", kept in "ablate" beside the decoder self site's "L:H").

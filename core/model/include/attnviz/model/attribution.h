@@ -1,5 +1,5 @@
 // attnviz model: attribution. Which heads matter for one prediction, and how the prediction forms
-// through the layers (DESIGN.md, "Models and dumps": `attnviz attribute`). GUI-free; the GUI's
+// through the layers (docs/design/command-line.md: `attnviz attribute`). GUI-free; the GUI's
 // attribution panel and the `attribute` subcommand call the same functions.
 //
 // A prediction is read at position P of a run (default the last) for a target token (default the

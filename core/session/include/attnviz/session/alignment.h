@@ -1,4 +1,4 @@
-// attnviz session: an encoder-decoder's cross attention read as a word alignment (issue 33),
+// attnviz session: an encoder-decoder's cross attention read as a word alignment,
 // and its alignment error rate against a gold alignment. No window, no GL.
 //
 // The two strips. The *source* strip shows the encoder's input tokens (the cross site's

@@ -1,4 +1,4 @@
-// attnviz session: what an encoder's view adds to a model's (issue 32): which text each token
+// attnviz session: what an encoder's view adds to a model's: which text each token
 // came from when the input is a pair, the tokenizer's special tokens, and the block of the
 // matrix the user asked to see (BertViz's "A -> B" and the like), with the special tokens
 // greyed or hidden. The block is a view of the session's matrix (Session::setBlock), so the
