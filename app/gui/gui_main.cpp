@@ -84,13 +84,23 @@ struct Options {
 
 }  // namespace
 
+// The --help heading of the options that drive a scripted run (tests, screenshots, timing):
+// listed after the options a person opens the app with.
+constexpr const char* kScriptedGroup = "Scripted runs and tests";
+
 int runGui(int argc, char** argv) {
   Options o;
   CLI::App cli{"attnviz: see, change and export multi-head attention"};
+  cli.footer(
+      "Headless subcommands, each with its own --help: compute, export, model, tokenize, "
+      "generate, score, retrieval, fill, attribute. attnviz DUMP.safetensors | DUMP.npz opens an "
+      "attention dump. See also man attnviz, and docs/command-line.md in the source tree.");
   cli.add_option("scene_file", o.scenePositional,
                  "scene JSON to open (default: the built-in scene)");
   cli.add_option("--scene", o.scene, "scene JSON to open");
-  cli.add_option("--model", o.model, "open a GPT-2 model folder (the model view)");
+  cli.add_option("--model", o.model,
+                 "open a model (a Hugging Face folder, its cache's models--NAME folder, or a "
+                 ".gguf file) in the model view");
   cli.add_option("--text", o.text, "with --model: the text the model runs on");
   cli.add_option("--text-pair", o.textPair,
                  "with --model, an encoder: sentence B of a pair (the tokenizer's pair template)");
@@ -102,14 +112,18 @@ int runGui(int argc, char** argv) {
                  "rows renormalised over the keys left)");
   cli.add_flag("--print-fill", o.printFill,
                "with an encoder: after the last frame, print the [MASK] fill panel's lists as "
-               "fill-after and fill-before lines (position, id, probability, piece)");
+               "fill-after and fill-before lines (position, id, probability, piece)")
+      ->group(kScriptedGroup);
   cli.add_option("--fill-text", o.fillText,
-                 "with an encoder: the [MASK] fill panel's own text (instead of the model's)");
+                 "with an encoder: the [MASK] fill panel's own text (instead of the model's)")
+      ->group(kScriptedGroup);
   cli.add_option("--edit-target", o.editTarget,
                  "with --model, an encoder-decoder: put this text in the Target box after the "
-                 "first pass, as if typed (the pass runs again)");
+                 "first pass, as if typed (the pass runs again)")
+      ->group(kScriptedGroup);
   cli.add_option("--edit-text", o.editText,
-                 "with --model: once it is open, replace the text as if typed (scripted runs)");
+                 "with --model: once it is open, replace the text as if typed (scripted runs)")
+      ->group(kScriptedGroup);
   cli.add_option("--layer", o.layer, "with --model: show this layer");
   cli.add_option("--target", o.target,
                  "with --model, an encoder-decoder: the decoder's input (its start id, then "
@@ -148,30 +162,42 @@ int runGui(int argc, char** argv) {
                  "with --model: once it is open, run a zero or mean ablation sweep in the "
                  "Attribution panel (zero|mean)");
   cli.add_option("--attribution-click", o.attributionClick,
-                 "once the attribution has run, click its map's cell LAYER,HEAD (scripted runs)");
+                 "once the attribution has run, click its map's cell LAYER,HEAD (scripted runs)")
+      ->group(kScriptedGroup);
   cli.add_option("--attribution-export", o.attributionExport,
-                 "once the attribution has run, export its figure to this PNG (scripted runs)");
-  cli.add_option("--frames", o.frames, "run this many frames, then exit");
+                 "once the attribution has run, export its figure to this PNG (scripted runs)")
+      ->group(kScriptedGroup);
+  cli.add_option("--frames", o.frames, "run this many frames, then exit")
+      ->group(kScriptedGroup);
   cli.add_option("--drop", o.drop,
                  "open this file (scene, dump, model folder) on the first frame, as if dropped "
-                 "on the window (repeatable; scripted runs)");
-  cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG");
+                 "on the window (repeatable; scripted runs)")
+      ->group(kScriptedGroup);
+  cli.add_option("--screenshot", o.screenshot, "save the last frame as a PNG")
+      ->group(kScriptedGroup);
   cli.add_option("--export", o.exportPath,
                  "after the last frame, export the heatmap as Ctrl+S would (PNG; SVG or PDF "
-                 "when the path ends in .svg or .pdf)");
+                 "when the path ends in .svg or .pdf)")
+      ->group(kScriptedGroup);
   cli.add_flag("--export-grid", o.exportGrid,
                "with --export and a model: the layers x heads figure (the Export dialog's "
-               "\"layers x heads grid\")");
+               "\"layers x heads grid\")")
+      ->group(kScriptedGroup);
   cli.add_option("--save-scene", o.saveScenePath,
-                 "after the last frame, save the scene and view as JSON");
+                 "after the last frame, save the scene and view as JSON")
+      ->group(kScriptedGroup);
   cli.add_option("--popup", o.popup,
-                 "open a dialog at start: open | save | export, or an encoder pair's slice menu: slice (for screenshots)");
+                 "open a dialog at start: open | save | export, or an encoder pair's slice menu: slice (for screenshots)")
+      ->group(kScriptedGroup);
   cli.add_option("--size", o.size, "window size WxH")->capture_default_str();
   cli.add_option("--temperature", o.temperature, "softmax temperature (> 0)");
-  cli.add_option("--select-row", o.selectRow, "select this query row");
+  cli.add_option("--select-row", o.selectRow, "select this query row")
+      ->group(kScriptedGroup);
   cli.add_option("--head", o.head, "show this head");
-  cli.add_option("--hover-cell", o.hoverCell, "move the mouse over cell I,J and print the tooltip");
-  cli.add_option("--click-cell", o.clickCell, "click cell I,J (selects its row)");
+  cli.add_option("--hover-cell", o.hoverCell, "move the mouse over cell I,J and print the tooltip")
+      ->group(kScriptedGroup);
+  cli.add_option("--click-cell", o.clickCell, "click cell I,J (selects its row)")
+      ->group(kScriptedGroup);
   cli.add_option("--stage", o.stage, "qk | scaled | capped | biased | logits | weights | output | value_weighted | rollout (a model's)");
   cli.add_option("--colormap", o.colormap, "weights colormap: viridis | magma | gray | diverging");
   cli.add_option("--flash-step", o.flashStep,
@@ -183,7 +209,8 @@ int runGui(int argc, char** argv) {
   cli.add_flag("--paint", o.paint, "start in mask-painting mode (a click blocks a cell)");
   cli.add_option("--type-mask-expr", o.typeMaskExpr,
                  "type this into the Mask panel's expression field (applied when it compiles, "
-                 "else shown with its error)");
+                 "else shown with its error)")
+      ->group(kScriptedGroup);
   cli.add_option("--zoom", o.zoom, "initial zoom (1 = fit)");
   cli.add_option("--pan", o.pan, "initial pan: the top-left visible cell I,J (with --zoom)");
   cli.add_option("--tokens", o.syntheticTokens,
@@ -197,13 +224,16 @@ int runGui(int argc, char** argv) {
   cli.add_flag(
       "--report-timing", o.reportTiming,
       "print frame times of a scripted temperature drag (T=1024, 12 heads) and a pan (T=4096); "
-      "with --tokens N: the time to that scene's first frame");
+      "with --tokens N: the time to that scene's first frame")
+      ->group(kScriptedGroup);
   cli.add_option("--soak", o.soak,
                  "run SECONDS of random user actions, sample RSS, file descriptors, threads and "
                  "GL objects, print a summary; exit 1 on an RSS slope above 1 MB/min or any "
-                 "growth");
+                 "growth")
+      ->group(kScriptedGroup);
   cli.add_option("--seed", o.seed, "with --soak: the seed of its random actions")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(kScriptedGroup);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
