@@ -30,6 +30,12 @@ int main(int argc, char** argv) {
     return attnviz::app::runFill(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "attribute") == 0)
     return attnviz::app::runAttribute(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "heads") == 0)
+    return attnviz::app::runHeads(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "qk") == 0)
+    return attnviz::app::runQk(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "compose") == 0)
+    return attnviz::app::runCompose(argc - 1, argv + 1);
 #ifdef ATTNVIZ_HAVE_GUI
   return attnviz::app::runGui(argc, argv);
 #else
