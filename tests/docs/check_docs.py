@@ -108,7 +108,7 @@ def check_words(root):
     problems = []
     # Built from parts so that this file does not match itself.
     words = re.compile(r"\b(" + "|".join(["iss" + "ue", "rou" + "nd", "sess" + "ion"]) +
-                       r")[ #-]*[0-9]+\b", re.I)
+                       r")\b[ #-]*[0-9]+\b", re.I)
     for path in list(text_files(root, SOURCE_DIRS + ["docs"], SOURCE_FILES + ["README.md"])):
         rel = os.path.relpath(path, root)
         for n, line in enumerate(read(path).splitlines(), 1):
