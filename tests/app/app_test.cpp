@@ -676,12 +676,7 @@ const std::string kModelFixture =
 const char* kModelText =
     "The cat sat on the mat; the cat's hat is at 42 in the sitting room.\n\tthe end";
 
-// `text` as one single-quoted shell word.
-std::string shellQuote(const std::string& text) {
-  std::string q = "'";
-  for (char c : text) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using attnviz::testing::shellQuote;  // run_shell.h
 
 // Whether `c` is the viridis colour of a value within one table step of `x` (in [0, 255]);
 // neighbouring entries of the table can share an RGB8 colour, so indices are not compared.

@@ -28,11 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using attnviz::RGBA8;
 
-std::string quote(const std::string& text) {
-  std::string q = "'";
-  for (char c : text) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+std::string quote(const std::string& text) { return attnviz::testing::shellQuote(text); }
 
 // The reference script's folders and cases, made once for the binary.
 struct Reference {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "run_binary.h"
+#include "temp_dir.h"
 
 #include "attnviz/formats/npy.h"
 
@@ -20,20 +21,6 @@ inline fs::path modelDir() { return fs::path(ATTNVIZ_MODEL_DIR); }
 inline fs::path fixture(const std::string& name) { return modelDir() / "fixtures" / name; }
 // ../shared/testdata beside the source tree (real files nobody here wrote).
 inline fs::path sharedTestdata() { return fs::path(ATTNVIZ_SOURCE_DIR).parent_path() / "shared" / "testdata"; }
-
-// A fresh temp folder, removed at destruction.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("attnviz_model_" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // Float32 values against a reference: weights within `abs`, or (relative) within rel * the
 // reference's largest magnitude.

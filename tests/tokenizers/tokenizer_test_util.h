@@ -3,6 +3,7 @@
 #pragma once
 
 #include "run_shell.h"
+#include "temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -42,31 +43,6 @@ inline void spit(const fs::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary);
   f << bytes;
 }
-
-inline std::string shellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("attnviz_tok_" + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // A reference made once per build tree: `make(dir)` fills `dir` (returning "" or an error); the
 // result is kept under the build tree, keyed by `key` (the inputs' contents), so each test

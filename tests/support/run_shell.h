@@ -11,6 +11,13 @@
 
 namespace attnviz::testing {
 
+// One argument for sh: in single quotes, a quote inside written '\''.
+inline std::string shellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 struct ShellRun {
   int rc = -1;  // a death by signal reads as 128 + the signal number; -1: could not start
   std::string out;

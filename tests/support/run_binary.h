@@ -2,6 +2,8 @@
 // Shared by the core, export and GPU suites.
 #pragma once
 
+#include "run_shell.h"
+
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -23,12 +25,6 @@ inline std::string slurp(const std::string& path) {
   std::ostringstream s;
   s << f.rdbuf();
   return s.str();
-}
-
-inline std::string shellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
 }
 
 // Runs `<envPrefix> attnviz <args>` through the shell, with stdout and stderr captured into

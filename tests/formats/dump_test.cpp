@@ -32,7 +32,7 @@ class DumpFiles : public ::testing::Test {
     dir = tmpl;
     if (!ok) return;
     const std::string cmd = "/usr/bin/python3 " +
-                            shellQuote(std::string(ATTNVIZ_TEST_DATA_DIR) + "/core/dump_py.py") +
+                            shellQuote(std::string(ATTNVIZ_TEST_DATA_DIR) + "/formats/dump_py.py") +
                             " write " + shellQuote(dir.string());
     ok = std::system(cmd.c_str()) == 0;
   }

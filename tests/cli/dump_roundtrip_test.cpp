@@ -16,7 +16,7 @@ class DumpRoundTrip : public ::testing::Test {
     dir = new TempDir();
     const std::string cmd =
         "/usr/bin/python3 " +
-        testing::shellQuote(std::string(ATTNVIZ_TEST_DATA_DIR) + "/export/dump_roundtrip.py") +
+        testing::shellQuote(std::string(ATTNVIZ_TEST_DATA_DIR) + "/cli/dump_roundtrip.py") +
         " " + testing::shellQuote(dir->path.string());
     ok = std::system(cmd.c_str()) == 0;
   }

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 using attnviz::testing::shellQuote;
 using attnviz::testing::slurp;
 
-const std::string kScript = std::string(ATTNVIZ_TEST_DATA_DIR) + "/core/safetensors_py.py";
+const std::string kScript = std::string(ATTNVIZ_TEST_DATA_DIR) + "/formats/safetensors_py.py";
 
 // A safetensors file assembled by hand: the header text as given (no validation), then `data`.
 std::string stFile(const std::string& json, const std::string& data) {

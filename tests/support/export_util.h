@@ -4,6 +4,7 @@
 #include "attnviz/render/colormap.h"
 #include "attnviz/render/raster.h"
 #include "run_binary.h"
+#include "temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <stb_image.h>
@@ -24,20 +25,7 @@ namespace attnviz::exporttest {
 
 namespace fs = std::filesystem;
 
-// A fresh folder under /tmp, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "attnviz_export_XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using TempDir = attnviz::testing::TempDir;  // temp_dir.h
 
 // Decodes a PNG with stb_image into RGBA; an empty image when it does not decode.
 inline Image decodePng(const std::string& path) {
