@@ -510,6 +510,10 @@ void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, cons
     validateParams(p, H, T, Tk);
     ws.engine->runGrouped(ws.q, ws.kvK, ws.kvV, c.kvGroup(), p);
     const AttentionResult& res = ws.engine->result(kStageWeights | kStageOutput | kStageRows);
+    if (stack == 0 && s == 0) {
+      if (PassProgress* progress = PassProgress::current(); progress && progress->onWeights)
+        progress->onWeights(l, res.weights);
+    }
     if (cap.weights.has(l)) {
       site.weights = res.weights;
       site.rows = res.rows;

@@ -431,6 +431,10 @@ struct PassProgress {
   std::atomic<bool> cancel{false};
   // Called on the pass's thread after each layer, with the layer's index (tests cancel with it).
   std::function<void(int layer)> onLayer;
+  // Called on the pass's thread with stack 0's self-attention weights [H, T, T] of each layer as
+  // the pass computes them, whether or not its Capture keeps them: a reader that folds each
+  // layer into running sums (the head finder) never holds every layer's weights at once.
+  std::function<void(int layer, const Tensor3& weights)> onWeights;
 
   // The fraction done, in [0, 1] (0 while nothing is planned).
   double fraction() const;
