@@ -661,6 +661,8 @@ class Model {
   static std::vector<TokenProb> topK(const ForwardResult& r, int k, int pos = -1);
 
   struct Weights;  // views into the mapped files or converted buffers (model.cpp)
+  // QK attribution (qk_split.h) reads the weights and runs the pass's sub-blocks.
+  friend struct QkSplitAccess;
 
  private:
   Model();
