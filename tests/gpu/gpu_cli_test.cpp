@@ -11,7 +11,7 @@
 
 #include "attnviz/formats/npy.h"
 #include "gpu_test_util.h"
-#include "tests/run_binary.h"
+#include "run_binary.h"
 
 namespace attnviz {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "attnviz/engine/engine.h"
 #include "attnviz/gpu/gpu_engine.h"
-#include "tests/reference.h"
+#include "reference.h"
 
 namespace attnviz::gputest {
 
