@@ -7,7 +7,7 @@ it at test time:
     /usr/bin/python3 tests/model/qk_reference.py OUT_DIR
 
 It makes random-init checkpoints (F32, the exact HF layout) of gpt2 (learned positions, LayerNorm
-with biases, Conv1D), llama (RoPE, GQA, attention and MLP biases), qwen2 (q/k/v biases), gemma2
+with biases, Conv1D), llama (RoPE, GQA, attention and MLP biases; and one without, with a GGUF twin), qwen2 (q/k/v biases), gemma2
 (four norms a layer, (1 + w) gains, sqrt(d) embeddings, softcap, query_pre_attn_scalar, local
 layers), gemma3_text (q/k norm per head, local and global RoPE bases), qwen3 (q/k norm per head,
 head_dim != d / H), phi3 (fused tensors) and olmo2 (norms after the sub-blocks, q/k norm over the
@@ -44,7 +44,8 @@ from make_llama_fixtures import spm_tokenizer, write_spm_tokenizer  # noqa: E402
 
 # The folders that also get GGUF twins (tools/gguf/hf_to_gguf.py): F32, whose split is the
 # folder's, and Q8_0, which qk_test.cpp runs kept as stored (--max-memory 1K).
-GGUF_TWINS = ("gpt2", "qwen2_bias", "qwen3", "phi3", "olmo2")
+# (llama_plain: llama.cpp's `llama` tensors rotate adjacent pairs, q/k rows permuted per head.)
+GGUF_TWINS = ("gpt2", "llama_plain", "qwen2_bias", "qwen3", "phi3", "olmo2")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -424,6 +425,8 @@ def main():
         ("llama_gqa", llama_config("llama", 64, 3, 4, 2, V, head_dim=16, attention_bias=True,
                                    mlp_bias=True), 52,
          [(2, 3, 11, 4, [], 1.0, 0), (1, 0, 3, 9, [(0, 1)], 2.0, 0)]),
+        ("llama_plain", llama_config("llama", 64, 2, 4, 2, V, head_dim=16), 59,
+         [(1, 2, 12, 7, [], 1.0, 0)]),
         ("qwen2_bias", llama_config("qwen2", 48, 2, 4, 2, V, tie_word_embeddings=True,
                                     use_sliding_window=False), 53, [(1, 2, 10, 6, [], 1.0, 0)]),
         ("gemma2", C("gemma2", 64, 3, 4, 2, V, True, head_dim=16, query_pre_attn_scalar=20,
