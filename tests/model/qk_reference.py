@@ -7,8 +7,8 @@ it at test time:
     /usr/bin/python3 tests/model/qk_reference.py OUT_DIR
 
 It makes random-init checkpoints (F32, the exact HF layout) of gpt2 (learned positions, LayerNorm
-with biases, Conv1D), llama (RoPE, GQA, attention and MLP biases; and one without, with a GGUF twin), qwen2 (q/k/v biases), gemma2
-(four norms a layer, (1 + w) gains, sqrt(d) embeddings, softcap, query_pre_attn_scalar, local
+with biases, Conv1D), llama (RoPE, GQA, attention and MLP biases; and one without, with a GGUF
+twin), qwen2 (q/k/v biases), gemma2 (four norms a layer, (1 + w) gains, sqrt(d) embeddings, softcap, query_pre_attn_scalar, local
 layers), gemma3_text (q/k norm per head, local and global RoPE bases), qwen3 (q/k norm per head,
 head_dim != d / H), phi3 (fused tensors) and olmo2 (norms after the sub-blocks, q/k norm over the
 whole width), runs the model while carrying the residual stream as a list of components (the

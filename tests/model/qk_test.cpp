@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <iostream>
 #include <numeric>
 #include <set>
@@ -264,7 +265,8 @@ fs::path shipped(const std::string& name) {
   return fs::path(ATTNVIZ_SOURCE_DIR) / "assets" / "models" / name;
 }
 
-// Encoders and encoder-decoders: exit 1 with one line saying why the split is not exact.
+// Encoders, encoder-decoders and image models: exit 1 with one line saying why the split is not
+// exact.
 TEST_F(QkReference, RefusesFamiliesTheSplitIsNotExactFor) {
   struct Case {
     const char* model;
@@ -289,6 +291,16 @@ TEST_F(QkReference, RefusesFamiliesTheSplitIsNotExactFor) {
     EXPECT_NE(compose.err.find(c.why), std::string::npos) << compose.err;
     EXPECT_FALSE(fs::exists(out));
   }
+  // An image model's folder (refused before its weights are read).
+  const fs::path vit = root() / "vit";
+  fs::create_directories(vit);
+  std::ofstream(vit / "config.json") << R"({"model_type": "vit", "hidden_size": 32})";
+  const CliRun image = runBinary({"qk", "--model", vit.string(), "--ids", "1,2", "--layer", "0",
+                                  "--head", "0", "--query", "1", "--key", "0"},
+                                 root());
+  EXPECT_EQ(image.exitCode, 1) << image.err;
+  EXPECT_EQ(lineCount(image.err), 1) << image.err;
+  EXPECT_NE(image.err.find("image model"), std::string::npos) << image.err;
 }
 
 // Indices outside the model or the text, and bad option values: exit 2, one line, no output.
