@@ -441,7 +441,10 @@ std::vector<HeadResult> HeadFinder::finish() {
 
 namespace {
 
-json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+// Written in the order the contract lists the fields (ordered_json keeps insertion order).
+using ojson = nlohmann::ordered_json;
+
+ojson number(double v) { return std::isfinite(v) ? ojson(v) : ojson(nullptr); }
 
 void writeText(const fs::path& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
@@ -451,23 +454,23 @@ void writeText(const fs::path& path, const std::string& text) {
 }
 
 // The tokens of one side ranked by their summed kept weight.
-json topTokens(const std::map<std::string, double>& sums) {
+ojson topTokens(const std::map<std::string, double>& sums) {
   std::vector<std::pair<std::string, double>> v(sums.begin(), sums.end());
   std::stable_sort(v.begin(), v.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   if (v.size() > std::size_t(kTopTokens)) v.resize(std::size_t(kTopTokens));
-  json out = json::array();
+  ojson out = ojson::array();
   for (const auto& [token, weight] : v) out.push_back({{"token", token}, {"weight", round4(weight)}});
   return out;
 }
 
-json headJson(const HeadResult& r, const std::function<std::string(int)>& piece) {
+ojson headJson(const HeadResult& r, const std::function<std::string(int)>& piece) {
   // qk_distance_histogram: bins [e_b, e_b+1) of |q - k| (the last closed), edges 0, 1, 2, 4, ...
   std::vector<long long> edges{0, 1};
   while (edges.back() < 4096) edges.push_back(edges.back() * 2);
   std::vector<double> distBins(edges.size() - 1, 0.0);
   std::map<std::string, double> qTokens, kTokens;
-  json seqs = json::array();
+  ojson seqs = ojson::array();
   for (const KeptSequence& k : r.kept) {
     std::vector<std::string> tokens;
     tokens.reserve(k.ids->size());
@@ -491,11 +494,11 @@ json headJson(const HeadResult& r, const std::function<std::string(int)>& piece)
                     {"seq_len", k.seqLen},
                     {"max_activation", k.maxActivation}});
   }
-  json distValues = json::array();
+  ojson distValues = ojson::array();
   for (double v : distBins) distValues.push_back(round4(v));
-  json histEdges = json::array();
+  ojson histEdges = ojson::array();
   for (int i = 0; i <= kHistogramBins; ++i) histEdges.push_back(double(i) / kHistogramBins);
-  json j;
+  ojson j;
   j["layer"] = r.layer;
   j["head"] = r.head;
   j["sequences"] = std::move(seqs);
@@ -504,12 +507,12 @@ json headJson(const HeadResult& r, const std::function<std::string(int)>& piece)
   j["top_key_tokens"] = topTokens(kTokens);
   j["histogram"] = {{"bin_edges", histEdges}, {"bin_values", r.histogram}};
   // attnviz's own: the metrics unrounded (scatter_data.json rounds them to 4 decimals).
-  json metrics = json::object();
+  ojson metrics = ojson::object();
   for (std::size_t m = 0; m < headMetricNames().size(); ++m) metrics[headMetricNames()[m]] = number(r.metrics[m]);
   j["metrics"] = std::move(metrics);
   j["statistics"] = {{"n_samples", r.kept.size()},
                      {"mean_max_activation", number(r.meanMaxActivation)}};
-  json bounds = json::array();
+  ojson bounds = ojson::array();
   for (double b : r.boundaries) bounds.push_back(number(b));
   j["interval_boundaries"] = std::move(bounds);
   return j;
@@ -535,37 +538,37 @@ void writeHeadTree(const std::string& dir, const HeadTreeInfo& info,
   try {
     fs::create_directories(tmp / "heads", ec);
     if (ec) throw InputError(tmp.string() + ": cannot create (" + ec.message() + ")");
-    json config;
+    ojson config;
     config["model_name"] = info.modelName;
     config["dataset_name"] = info.datasetName;
-    json heads = json::array();
+    ojson heads = ojson::array();
     for (const HeadResult& r : results) heads.push_back({r.layer, r.head});
     config["heads"] = std::move(heads);
     config["n_layers"] = info.layers;
     config["n_heads"] = info.heads;
     config["n_intervals"] = info.intervals;
     config["metrics"] = headMetricNames();
-    json desc = json::object();
+    ojson desc = ojson::object();
     for (const std::string& m : headMetricNames()) desc[m] = headMetricDescription(m);
     config["metric_descriptions"] = std::move(desc);
     config["head_data_pattern"] = "L{layer}H{head}.json";
     config["has_umap"] = false;
-    config["umap_heads"] = json::array();
-    config["custom_plots"] = json::array();
-    config["custom_tables"] = json::array();
-    config["statistics_display"] = json::array(
+    config["umap_heads"] = ojson::array();
+    config["custom_plots"] = ojson::array();
+    config["custom_tables"] = ojson::array();
+    config["statistics_display"] = ojson::array(
         {{{"key", "n_samples"}, {"label", "kept sequences"}},
          {{"key", "mean_max_activation"}, {"label", "mean max activation"}}});
-    config["pipeline_config"] = json::parse(info.pipelineConfigJson);
+    config["pipeline_config"] = ojson::parse(info.pipelineConfigJson);
     writeText(tmp / "config.json", config.dump(1));
 
-    json scatter = json::array();
+    ojson scatter = ojson::array();
     for (const HeadResult& r : results) {
-      json o;
+      ojson o;
       o["layer"] = r.layer;
       o["head"] = r.head;
       for (std::size_t m = 0; m < headMetricNames().size(); ++m)
-        o[headMetricNames()[m]] = std::isfinite(r.metrics[m]) ? json(round4(r.metrics[m])) : json(nullptr);
+        o[headMetricNames()[m]] = std::isfinite(r.metrics[m]) ? ojson(round4(r.metrics[m])) : ojson(nullptr);
       scatter.push_back(std::move(o));
     }
     writeText(tmp / "scatter_data.json", scatter.dump(1));
