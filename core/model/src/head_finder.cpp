@@ -1,6 +1,8 @@
 // The head finder's metrics, HeadVis's interval sampling, and the tree (docs/head-finder.md).
 #include "attnviz/model/head_finder.h"
 
+#include "attnviz/engine/parallel.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -374,8 +376,10 @@ void HeadFinder::addLayer(int layer, const Tensor3& w) {
                      std::to_string(w.cols) + "], expected [" + std::to_string(m.H) + ", " +
                      std::to_string(T) + ", " + std::to_string(T) + "]");
   m.layerDone[std::size_t(layer)] = 1;
-  for (int h = 0; h < m.H; ++h)
+  // Heads are independent (each has its own sums, samples and generator): one task a head.
+  detail::parallelFor(m.H, [&](int h) {
     m.addHead(m.heads[std::size_t(layer) * std::size_t(m.H) + std::size_t(h)], w.head(h), T);
+  });
 }
 
 void HeadFinder::endSequence() {
