@@ -3,6 +3,7 @@
 
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -62,40 +63,40 @@ Seq2SeqSource::Seq2SeqSource(std::shared_ptr<const Model> model)
                      " is not an encoder-decoder");
 }
 
-std::vector<int> Seq2SeqSource::targetIds(const std::string& target) const {
-  const ModelConfig& c = model_->config();
+namespace {
+
+// The decoder's input for a target text: its start id, then the text's tokens without a final
+// EOS (`attnviz model --target`).
+std::vector<int> decoderInput(const Model& model, const std::string& target) {
+  const ModelConfig& c = model.config();
   std::vector<int> ids{c.decoderStartId.value_or(0)};
   if (target.empty()) return ids;
-  std::vector<int> t = model_->tokenizer().encodeTarget(target, true);
+  std::vector<int> t = model.tokenizer().encodeTarget(target, true);
   if (!t.empty() && c.isEos(t.back())) t.pop_back();
   ids.insert(ids.end(), t.begin(), t.end());
   return ids;
 }
 
-void Seq2SeqSource::setTexts(const std::string& source, const std::string& target) {
-  const std::string src = source.empty() ? std::string(kDefaultModelText) : source;
-  std::vector<int> s = model_->encode(src);
-  std::vector<int> t = targetIds(target);
-  model_->checkIds(s);
-  model_->checkIds(t);
-  std::swap(s, sourceIds_);
-  std::swap(t, targetIds_);
-  try {
-    run();
-  } catch (...) {
-    std::swap(s, sourceIds_);
-    std::swap(t, targetIds_);
-    throw;
-  }
-  source_ = src;
-  target_ = target;
+}  // namespace
+
+std::vector<int> Seq2SeqSource::targetIds(const std::string& target) const {
+  return decoderInput(*model_, target);
 }
 
-int Seq2SeqSource::greedyNext() const {
-  const ModelConfig& c = model_->config();
-  const int T = int(pass_.logits.rows()), V = int(pass_.logits.cols());
+void Seq2SeqSource::setTexts(const std::string& source, const std::string& target) {
+  Job j = passJob(source, target);
+  runJob(*model_, j);  // throws for bad texts: the last good pass stays
+  adopt(std::move(j));
+}
+
+namespace {
+
+// The decoder's greedy token after the last row of `logits`: the largest, the lowest id on
+// ties, never the pad token (as `attnviz generate` picks it).
+int greedyToken(const ModelConfig& c, const MatrixRM& logits) {
+  const int T = int(logits.rows()), V = int(logits.cols());
   if (T == 0) throw InputError("no pass to continue: set the texts first");
-  const auto row = pass_.logits.row(T - 1);
+  const auto row = logits.row(T - 1);
   int best = -1;
   for (int v = 0; v < V; ++v) {
     if (c.padId && v == *c.padId) continue;
@@ -103,6 +104,10 @@ int Seq2SeqSource::greedyNext() const {
   }
   return best;
 }
+
+}  // namespace
+
+int Seq2SeqSource::greedyNext() const { return greedyToken(model_->config(), pass_.logits); }
 
 bool Seq2SeqSource::endsTarget(int id) const {
   const std::optional<int> eos = model_->tokenizer().eos();
@@ -112,15 +117,10 @@ bool Seq2SeqSource::endsTarget(int id) const {
 void Seq2SeqSource::appendTarget(int id) {
   std::vector<int> t = targetIds_;
   t.push_back(id);
-  model_->checkIds(t);
-  std::swap(t, targetIds_);
-  try {
-    run();
-  } catch (...) {
-    std::swap(t, targetIds_);
-    throw;
-  }
-  target_ = model_->tokenizer().decode(std::vector<int>(targetIds_.begin() + 1, targetIds_.end()));
+  model_->checkIds(t);  // past the model's positions: the last good pass stays
+  Job j = stepJob(id);
+  runJob(*model_, j);
+  adopt(std::move(j));
 }
 
 void checkMaskedSource(std::vector<int>& positions, int S) {
@@ -142,20 +142,14 @@ void hideSourcePositions(Interventions& iv, const ModelConfig& c, const std::vec
   for (int l = 0; l < c.nLayer; ++l) iv.at(SiteId{0, l, 1}, c).mask.expr = expr;
 }
 
-// The positions inside the source (a later, shorter source ignores the rest), unless they are
-// all of it; both the pass and dump() read this.
+// The masked positions the pass ran with, inside its source (a later, shorter source ignores
+// the rest), unless they are all of it: dump() draws those columns masked.
 std::vector<int> Seq2SeqSource::maskedInside() const {
   std::vector<int> in;
-  for (int p : masked_)
+  for (int p : passMasked_)
     if (p < int(sourceIds_.size())) in.push_back(p);
   if (in.size() >= sourceIds_.size()) in.clear();
   return in;
-}
-
-Interventions Seq2SeqSource::effective() const {
-  Interventions iv = iv_;
-  hideSourcePositions(iv, model_->config(), maskedInside());
-  return iv;
 }
 
 void Seq2SeqSource::setMaskedSource(std::vector<int> positions) {
@@ -167,25 +161,213 @@ void Seq2SeqSource::setMaskedSource(std::vector<int> positions) {
   }
   if (positions == masked_) return;
   std::swap(positions, masked_);
-  if (sourceIds_.empty()) return;  // before the first setTexts
   try {
-    run();
+    changed();
   } catch (...) {
     std::swap(positions, masked_);
+    --ivVersion_;
     throw;
   }
 }
 
-void Seq2SeqSource::run() {
+void Seq2SeqSource::changed() {
+  ++ivVersion_;
+  if (defer_ || sourceIds_.empty()) return;  // deferred, or before the first setTexts
+  Job j = passJob(source_, target_);
+  runJob(*model_, j);
+  adopt(std::move(j));
+}
+
+void Seq2SeqSource::revertInterventions() {
+  iv_ = passIv_;
+  masked_ = passMasked_;
+  passIvVersion_ = ++ivVersion_;
+}
+
+// ---- passes computed apart -------------------------------------------------------------------
+
+struct Seq2SeqSource::Caches {
+  KvCache pass, baseline;  // baseline: only with interventions
+};
+
+namespace {
+
+// What a pass keeps: every site's weights (the dump) and Q, K, V (the caches of a watched
+// translation are the pass's own K and V, as `attnviz generate` takes them), the last logits.
+Capture passCapture() {
   Capture c = Capture::view(0);
-  c.weights = LayerSet::every();
-  ForwardResult baseline = model_->forwardSeq2Seq(sourceIds_, targetIds_, {}, c);
-  const Interventions iv = effective();
-  ForwardResult pass = iv.entries().empty()
-                           ? baseline
-                           : model_->forwardSeq2Seq(sourceIds_, targetIds_, iv, c);
-  baseline_ = std::move(baseline);
-  pass_ = std::move(pass);
+  c.weights = c.qkv = LayerSet::every();
+  return c;
+}
+
+// The masked positions inside a source of S tokens (the rest ignored), unless they are all of it.
+std::vector<int> maskedWithin(const std::vector<int>& masked, std::size_t S) {
+  std::vector<int> in;
+  for (int p : masked)
+    if (p < int(S)) in.push_back(p);
+  if (in.size() >= S) in.clear();
+  return in;
+}
+
+// Both passes of a job on its ids: the baseline, and the pass with `iv` (the baseline itself
+// when there are none), their layers planned under a PassProgress scope.
+void runPasses(const Model& model, Seq2SeqSource::Job& j, const Interventions& iv) {
+  const ModelConfig& c = model.config();
+  const bool plain = iv.entries().empty();
+  if (PassProgress* p = PassProgress::current())
+    p->layersPlanned += (c.nEncoderLayer + c.nLayer) * (plain ? 1 : 2);
+  const Capture cap = passCapture();
+  ForwardResult baseline = model.forwardSeq2Seq(j.sourceIds, j.targetIds, {}, cap);
+  ForwardResult pass = plain ? baseline : model.forwardSeq2Seq(j.sourceIds, j.targetIds, iv, cap);
+  j.baseline = std::move(baseline);
+  j.pass = std::move(pass);
+}
+
+// A site's weights [H, T, K] grown by one row (the decode step's [H, 1, K']; K' <= K' of the
+// grown site: the decoder's self site grows a column too, 0 above the new row).
+void growSite(SiteActivations& s, const Tensor3& row) {
+  const Tensor3& w = s.weights;
+  const int H = row.heads, T = w.rows, K = row.cols;
+  Tensor3 n(H, T + 1, K);
+  for (int h = 0; h < H; ++h) {
+    if (T > 0) n.mat(h).topLeftCorner(T, w.cols) = w.mat(h);
+    n.mat(h).row(T) = row.mat(h).row(0);
+  }
+  s.weights = std::move(n);
+  s.rows.clear();  // the row stats and thumbnails are not kept for grown passes
+  s.thumb = Tensor3{};
+  s.q = s.k = s.v = Tensor3{};  // the caches hold the grown K and V
+}
+
+// A decode step's token appended to a pass: its rows at every decoder site, its logits.
+void appendStep(const ModelConfig& c, ForwardResult& r, int id, DecodeStep& step) {
+  for (int l = 0; l < c.nLayer; ++l) {
+    LayerActivations& a = r.layers[std::size_t(l)];  // copied first when shared
+    growSite(a.site(0), step.rows[std::size_t(l)]);
+    if (a.sites.size() > 1) growSite(a.site(1), step.crossRows[std::size_t(l)]);
+  }
+  r.ids.push_back(id);
+  r.logits = Eigen::Map<const MatrixRM>(step.logits.data(), 1, Eigen::Index(step.logits.size()));
+}
+
+}  // namespace
+
+Seq2SeqSource::Job Seq2SeqSource::passJob(const std::string& source,
+                                          const std::string& target) const {
+  Job j;
+  j.kind = Job::Kind::Pass;
+  j.source = source.empty() ? std::string(kDefaultModelText) : source;
+  j.target = target;
+  j.iv = iv_;
+  j.masked = masked_;
+  j.interventionsVersion = ivVersion_;
+  j.passVersion = passVersion_;
+  // The texts shown: their ids as they are (a translated target is its tokens, whatever its
+  // decoded text would encode to).
+  if (ready() && j.source == source_ && j.target == target_) {
+    j.sourceIds = sourceIds_;
+    j.targetIds = targetIds_;
+  }
+  return j;
+}
+
+Seq2SeqSource::Job Seq2SeqSource::stepJob(int id) {
+  if (!ready()) throw InputError("no pass to continue: set the texts first");
+  Job j;
+  j.kind = Job::Kind::Step;
+  j.source = source_;
+  j.target = target_;
+  j.iv = passIv_;
+  j.masked = passMasked_;
+  j.interventionsVersion = passIvVersion_;
+  j.passVersion = passVersion_;
+  j.caches = std::move(caches_);
+  j.synthesized = synthesized_;
+  j.sourceIds = sourceIds_;
+  j.targetIds = targetIds_;
+  j.pass = pass_;  // the layers shared, not copied
+  j.baseline = baseline_;
+  j.id = id;
+  return j;
+}
+
+void Seq2SeqSource::runJob(const Model& model, Job& j) {
+  const ModelConfig& c = model.config();
+  if (j.kind == Job::Kind::Pass) {
+    if (j.sourceIds.empty()) {  // else the ids of the texts the source shows (passJob)
+      std::vector<int> s = model.encode(j.source);
+      std::vector<int> t = decoderInput(model, j.target);
+      model.checkIds(s);
+      model.checkIds(t);
+      j.sourceIds = std::move(s);
+      j.targetIds = std::move(t);
+    }
+    Interventions iv = j.iv;
+    hideSourcePositions(iv, c, maskedWithin(j.masked, j.sourceIds.size()));
+    runPasses(model, j, iv);
+    return;
+  }
+  Interventions iv = j.iv;
+  hideSourcePositions(iv, c, maskedWithin(j.masked, j.sourceIds.size()));
+  const bool plain = iv.entries().empty();
+  if (!j.caches) {
+    // A grown pass holds no K and V of its own: its ids run again in full first.
+    if (j.synthesized) runPasses(model, j, iv);
+    auto caches = std::make_shared<Caches>();
+    caches->pass = model.cacheFrom(j.pass);
+    if (!plain) caches->baseline = model.cacheFrom(j.baseline);
+    j.caches = std::move(caches);
+    j.synthesized = false;
+  }
+  if (j.id < 0) {
+    j.id = greedyToken(c, j.pass.logits);
+    const std::optional<int> eos = model.tokenizer().eos();
+    if ((eos && j.id == *eos) || c.isEos(j.id)) {
+      j.eos = true;  // the translation ends: nothing appended
+      return;
+    }
+  }
+  std::vector<int> t = j.targetIds;
+  t.push_back(j.id);
+  model.checkIds(t);  // past the model's positions (before the caches change)
+  const auto t0 = std::chrono::steady_clock::now();
+  DecodeStep step = model.decodeStep(j.caches->pass, j.id, iv, LayerSet::every());
+  DecodeStep base;
+  if (!plain) base = model.decodeStep(j.caches->baseline, j.id, {}, LayerSet::every());
+  j.stepSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  appendStep(c, j.pass, j.id, step);
+  if (plain) j.baseline = j.pass;
+  else appendStep(c, j.baseline, j.id, base);
+  j.targetIds = std::move(t);
+  j.target = model.tokenizer().decode(std::vector<int>(j.targetIds.begin() + 1, j.targetIds.end()));
+  j.synthesized = true;
+}
+
+bool Seq2SeqSource::adopt(Job&& j) {
+  if (j.kind == Job::Kind::Pass) {
+    if (j.interventionsVersion != ivVersion_) return false;
+    caches_.reset();
+    synthesized_ = false;
+  } else {
+    if (j.interventionsVersion != ivVersion_ || j.passVersion != passVersion_) return false;
+    caches_ = std::move(j.caches);
+    synthesized_ = j.synthesized;
+    if (j.eos) {  // nothing appended: the pass stays, with its caches
+      ++passVersion_;
+      return true;
+    }
+  }
+  sourceIds_ = std::move(j.sourceIds);
+  targetIds_ = std::move(j.targetIds);
+  source_ = std::move(j.source);
+  target_ = std::move(j.target);
+  pass_ = std::move(j.pass);
+  baseline_ = std::move(j.baseline);
+  passIv_ = std::move(j.iv);
+  passMasked_ = std::move(j.masked);
+  passIvVersion_ = j.interventionsVersion;
+  ++passVersion_;
+  return true;
 }
 
 int Seq2SeqSource::siteIndex(const SiteId& s) const {
@@ -246,11 +428,11 @@ void Seq2SeqSource::setAblated(const SiteId& s, int head, bool ablate) {
   if (ablate) hs.push_back(head), std::sort(hs.begin(), hs.end());
   else hs.erase(std::find(hs.begin(), hs.end(), head));
   std::swap(iv, iv_);
-  if (sourceIds_.empty()) return;  // before the first setTexts
   try {
-    run();
+    changed();
   } catch (...) {
     std::swap(iv, iv_);
+    --ivVersion_;
     throw;
   }
 }
