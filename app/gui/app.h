@@ -56,7 +56,8 @@ void drawLayout(App& app);
 // slider drag, a mask drag, idle frames and panning at T=4096; prints "timing: ..." lines.
 // With a model and --generate N instead: the frame times while the Generate panel's worker
 // decodes N tokens; with a model and --edit-text, while the edited text's pass runs, then a
-// second edit cancelled half way.
+// second edit cancelled half way. With an encoder-decoder and --edit-text (--edit-target), then
+// --generate N: the frame times while its pass runs on the worker, then while it translates.
 void reportTiming(App& app);
 // --report-timing with --tokens N: the command line's scene to its first frame, then exit.
 void reportFirstFrame(App& app);

@@ -169,13 +169,14 @@ struct ModelLoadProgress {
   PassProgress pass;
 };
 
-// What the opening worker hands the frame: the model and, for every model but an
-// encoder-decoder, its source with the request checked and the first pass run (a 1B model's
-// pass takes seconds: the window keeps drawing meanwhile). An encoder-decoder's source is made
-// on the frame's thread from `model`.
+// What the opening worker hands the frame: the model's source with the request checked and the
+// first pass run (a 1B model's pass takes seconds: the window keeps drawing meanwhile); an
+// encoder-decoder's in `seq2seq`, with the site the request names.
 struct OpenedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<ModelSource> source;
+  std::unique_ptr<Seq2SeqSource> seq2seq;
+  int site = 0;
   std::string text, textPair;  // what the first pass ran on
 };
 
@@ -455,6 +456,20 @@ struct DumpState {
   char sourceText[4096] = "", targetText[4096] = "";
   char maskSource[256] = "";  // the panel's hidden source positions, "2,5"
   bool rerun = false;
+  // The pass (opening aside) and each watched-translation token run on a worker thread
+  // (Seq2SeqSource::runJob) while the window keeps drawing, adopted at the frame boundary; the
+  // source defers its interventions meanwhile (stale until their pass is adopted). Its progress
+  // is the status bar's bar and Cancel; jobVersion the interventions it ran with.
+  std::future<Seq2SeqSource::Job> job;
+  std::shared_ptr<PassProgress> jobProgress;
+  bool jobStep = false;  // the job is a translation step
+  bool jobCancelledByUser = false;
+  std::uint64_t jobVersion = 0;
+  // A pass or a translation is pending.
+  bool busy() const {
+    return seq2seq && (rerun || job.valid() || seq2seq->stale() || translate.left > 0 ||
+                       translate.requested > 0);
+  }
   std::vector<TokenProb> before, after;  // the decoder's next token without / with ablations
   AlignmentState align;
   // T5's Position bias panel open (saved in scenes); positionBiasSet: a scene set it, applied to
@@ -469,6 +484,7 @@ struct DumpState {
     std::string from;   // the target text it started from (what a scene saves)
     std::vector<int> ids;  // the tokens appended so far
     std::string stop;      // why it stopped: "eos", "length", "context" or an error
+    double stepSeconds = 0;  // the decode steps of the tokens so far (the worker's)
     bool used() const { return !ids.empty() || left > 0 || !stop.empty(); }
   } translate;
 };

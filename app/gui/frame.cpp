@@ -47,6 +47,7 @@ void frameBoundary(App& app) {
     if (app.waitForPooled && s.model.loading.valid()) s.model.loading.wait();
     if (app.waitForPooled && s.model.textPass.valid()) s.model.textPass.wait();
     if (app.waitForPooled && s.model.rerun.valid()) s.model.rerun.wait();
+    if (app.waitForPooled && s.dump.job.valid()) s.dump.job.wait();  // an encoder-decoder's
     syncModel(s);
     syncSession(s);
     // A scripted run shows each pooled level once it is done (deterministic screenshots); a
@@ -83,7 +84,7 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   // no thumbnail is waiting), sleep until an event arrives or half a second passes.
   // (A model opening on the worker thread keeps the frames coming for its progress bar.)
   const bool stale = !s.session.allHeadsFresh() || s.model.loading.valid() ||
-                     s.model.textBusy() || (s.flash.active && s.flash.playing);
+                     s.model.textBusy() || s.dump.busy() || (s.flash.active && s.flash.playing);
   const bool pooledBusy = s.session.pooledMode() && s.session.pooled().busy();
   // A model's pass on a worker (opening, an edited text, the interventions' re-run, the Generate
   // panel's decoding, the Attribution panel's re-runs) takes every core: the window draws when
@@ -97,7 +98,7 @@ double runFrame(App& app, const ScriptedMouse* mouse, bool swap) {
   };
   const bool workerPass =
       s.model.loading.valid() || s.model.textPass.valid() || s.model.rerun.valid() ||
-      decoding(s.model.gen.run) || decoding(s.model.gen.plain) ||
+      s.dump.job.valid() || decoding(s.model.gen.run) || decoding(s.model.gen.plain) ||
       (s.model.attr.run && !s.model.attr.run->done);
   if (app.interactive && workerPass && !ImGui::IsAnyMouseDown()) {
     glfwWaitEventsTimeout(0.25);

@@ -57,18 +57,17 @@ void showSeq2Seq(AppState& s) {
   ds.after = ds.seq2seq->topK(kTopK);
 }
 
-// An encoder-decoder: one pass on the source and target texts, its sites shown as a dump's
-// layers. The request (site, head, ablations) is checked before anything open is closed.
-void adoptSeq2Seq(AppState& s, std::unique_ptr<Model> model, const ModelState::Request& rq,
-                  const std::string& dir, const PendingText& pending) {
-  ModelState& m = s.model;
+// On the opening worker: an encoder-decoder's source with the request checked (site, head,
+// ablations, masked source positions: before anything open is closed) and its first pass run
+// on the source and target texts. Reads nothing of the app's state (`box`: the text box as it
+// was when the model began to open).
+void prepareSeq2Seq(OpenedModel& out, const ModelState::Request& rq, const std::string& dir,
+                    const PendingText& pending, const std::string& box) {
   auto fail = [&](const std::string& what) -> void {
-    m.sceneTitle.clear();
-    m.sceneNotes.clear();
     if (rq.cli) throw UsageError(what);
     throw InputError(rq.origin + ": " + what);
   };
-  auto src = std::make_unique<Seq2SeqSource>(std::shared_ptr<const Model>(std::move(model)));
+  auto src = std::make_unique<Seq2SeqSource>(std::shared_ptr<const Model>(std::move(out.model)));
   const ModelConfig& c = src->model().config();
   const std::string prefix = rq.cli ? "--" : "model.";
   const std::string sizes = " is out of range (the model " + dir + " has " +
@@ -95,30 +94,41 @@ void adoptSeq2Seq(AppState& s, std::unique_ptr<Model> model, const ModelState::R
   for (const std::string& a : rq.siteAblate) parseAblate(a);
   if (!rq.interventions.empty())
     fail(prefix + "interventions: not for encoder-decoders (ablations only)");
-  std::string text = pending.set ? pending.text : std::string(m.text);
+  std::string text = pending.set ? pending.text : box;
   if (text.empty()) text = kDefaultModelText;
-  try {
-    for (auto [id, h] : ablate) src->setAblated(id, h, true);
-    src->setTexts(text, rq.target);  // may refuse the texts: nothing closed yet
-    if (!rq.maskSource.empty()) {
-      try {
-        src->setMaskedSource(rq.maskSource);
-      } catch (const InputError& e) {
-        fail(prefix + e.what());
-      }
+  // The ablations and masked positions are recorded first (a source without texts runs
+  // nothing), so that the texts' one pass and its baseline carry them.
+  for (auto [id, h] : ablate) src->setAblated(id, h, true);
+  if (!rq.maskSource.empty()) {
+    std::vector<int> positions = rq.maskSource;
+    const int S = int(src->model().encode(text).size());  // may refuse the text
+    try {
+      checkMaskedSource(positions, S);
+    } catch (const InputError& e) {
+      fail(prefix + e.what());
     }
-  } catch (...) {
-    m.sceneTitle.clear();
-    m.sceneNotes.clear();
-    throw;
+    src->setMaskedSource(positions);
   }
+  src->setTexts(text, rq.target);  // may refuse the texts: nothing closed yet
+  out.seq2seq = std::move(src);
+  out.site = site;
+  out.text = std::move(text);
+}
+
+// An encoder-decoder's source from the opening worker: its sites shown as a dump's layers.
+void adoptSeq2Seq(AppState& s, OpenedModel opened, const ModelState::Request& rq,
+                  const std::string& dir) {
+  ModelState& m = s.model;
   m.gen.stopAll();
   closeSources(s);
   DumpState& ds = s.dump;
   ds.savedEngine = s.session.releaseEngine();
-  ds.seq2seq = std::move(src);
+  ds.seq2seq = std::move(opened.seq2seq);
+  // From now on its passes run on a worker (syncSeq2Seq).
+  ds.seq2seq->setDeferPasses(true);
   ds.path = dir;
-  ds.layer = site;
+  ds.layer = opened.site;
+  const std::string& text = opened.text;
   std::snprintf(ds.sourceText, sizeof ds.sourceText, "%s", text.c_str());
   std::snprintf(ds.targetText, sizeof ds.targetText, "%s", rq.target.c_str());
   {
@@ -236,8 +246,8 @@ void adopt(AppState& s, OpenedModel opened) {
   m.request = {};
   m.loadingDir.clear();
   const PendingText pending = std::exchange(gPendingText, PendingText{});
-  if (!opened.source) {
-    adoptSeq2Seq(s, std::move(opened.model), rq, dir, pending);
+  if (opened.seq2seq) {
+    adoptSeq2Seq(s, std::move(opened), rq, dir);
     return;
   }
   std::unique_ptr<ModelSource> source = std::move(opened.source);
@@ -323,13 +333,15 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
           progress->what = what;
         },
         maxMemory);
-    if (out.model->config().encoderDecoder()) return out;
     {
       std::lock_guard<std::mutex> lock(progress->m);
       progress->what = "running the pass";
     }
     PassProgress::Scope scope(&progress->pass);
-    prepareSource(out, rq, dir, pending, box, boxPair);
+    if (out.model->config().encoderDecoder())
+      prepareSeq2Seq(out, rq, dir, pending, box);
+    else
+      prepareSource(out, rq, dir, pending, box, boxPair);
     return out;
   });
   if (wait) m.loading.wait();
@@ -359,6 +371,14 @@ bool cancelPass(AppState& s) {
   if (m.rerun.valid() && m.rerunProgress) {
     m.rerunProgress->cancel = true;
     m.rerunCancelledByUser = true;
+    return true;
+  }
+  DumpState& d = s.dump;
+  if (d.job.valid() && d.jobProgress) {
+    // A pass stops at its next layer; a translation step (one token) ends, and no other starts.
+    d.jobProgress->cancel = true;
+    d.jobCancelledByUser = true;
+    if (d.translate.left > 0) d.translate.left = 0, d.translate.stop = "stopped";
     return true;
   }
   return false;
@@ -397,6 +417,13 @@ void closeSources(AppState& s) {
     s.model.loadingDropped = true;
     if (s.model.progress) s.model.progress->pass.cancel = true;
   }
+  if (s.dump.job.valid()) {  // the encoder-decoder's pass: stopped at its next layer
+    if (s.dump.jobProgress) s.dump.jobProgress->cancel = true;
+    s.dump.job.wait();
+  }
+  s.dump.job = {};
+  s.dump.jobProgress.reset();
+  s.dump.jobCancelledByUser = false;
   s.dump.seq2seq.reset();
   s.dump.rerun = false;
   if (s.dump.source) {
@@ -539,52 +566,112 @@ void syncRerun(AppState& s) {
   }
 }
 
+// Runs an encoder-decoder's job on a worker (its layers counted for the status bar's bar).
+void startSeq2SeqJob(AppState& s, Seq2SeqSource::Job job) {
+  DumpState& d = s.dump;
+  d.jobProgress = newPassProgress();
+  d.jobCancelledByUser = false;
+  d.jobStep = job.kind == Seq2SeqSource::Job::Kind::Step;
+  d.jobVersion = d.seq2seq->interventionsVersion();
+  d.job = std::async(std::launch::async, [model = d.seq2seq->sharedModel(), job = std::move(job),
+                                          progress = d.jobProgress]() mutable {
+    const WakeOnExit wake;
+    PassProgress::Scope scope(progress.get());
+    Seq2SeqSource::runJob(*model, job);
+    return std::move(job);
+  });
+}
+
+// An encoder-decoder at the frame boundary: its finished job adopted (or refused, when the
+// interventions changed meanwhile: another starts), a moot one stopped, and the next started:
+// the pass when the boxes were edited or the interventions changed, else the next token of a
+// watched translation (one decode step over the caches). The frame never runs a pass itself.
+void syncSeq2Seq(AppState& s) {
+  DumpState& d = s.dump;
+  Seq2SeqSource& q = *d.seq2seq;
+  DumpState::Translate& t = d.translate;
+  if (s.model.gen.scripted > 0) {  // --generate N on an encoder-decoder: translate N tokens
+    t.tokens = t.requested = s.model.gen.scripted;
+    s.model.gen.scripted = 0;
+  }
+  // Edited boxes or other interventions make a running pass moot: it stops at its next layer.
+  if (d.job.valid() && !d.jobStep && d.jobProgress && !d.jobCancelledByUser &&
+      (d.rerun || q.interventionsVersion() != d.jobVersion))
+    d.jobProgress->cancel = true;
+  if (d.job.valid() && d.job.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    d.jobProgress.reset();
+    const bool byUser = std::exchange(d.jobCancelledByUser, false);
+    const bool step = d.jobStep;
+    try {
+      Seq2SeqSource::Job j = d.job.get();
+      const int id = j.id;
+      const bool eos = j.eos;
+      const double seconds = j.stepSeconds;
+      if (q.adopt(std::move(j))) {
+        if (step) {
+          t.ids.push_back(id);
+          t.stepSeconds += seconds;
+          if (eos) t.left = 0, t.stop = "eos";
+          else if (t.left > 0) t.stop = --t.left == 0 ? "length" : "";
+          std::snprintf(d.targetText, sizeof d.targetText, "%s", q.targetText().c_str());
+        }
+        if (!eos) showSeq2Seq(s);
+      }
+    } catch (const PassCancelled&) {
+      if (byUser) {
+        // The view keeps its pass: the boxes and the interventions go back to what it shows.
+        q.revertInterventions();
+        d.rerun = false;
+        std::snprintf(d.sourceText, sizeof d.sourceText, "%s", q.sourceText().c_str());
+        std::snprintf(d.targetText, sizeof d.targetText, "%s", q.targetText().c_str());
+        std::string list;
+        for (int p : q.maskedSource()) list += (list.empty() ? "" : ",") + std::to_string(p);
+        std::snprintf(d.maskSource, sizeof d.maskSource, "%s", list.c_str());
+        notify(s, "Cancelled the pass: the view still shows the source \"" +
+                      shortText(q.sourceText()) + "\"");
+      }
+    } catch (const InputError& e) {
+      if (step && t.left > 0) t.left = 0, t.stop = "context";
+      notify(s, e.what());  // the last good pass stays
+    }
+  }
+  if (d.job.valid()) return;
+  if (d.rerun || q.stale()) {
+    // The boxes' texts when edited; else (the interventions alone) the texts the view shows.
+    const bool edited = std::exchange(d.rerun, false);
+    // Edited texts or an ablation: a finished translation's start no longer describes the view.
+    // A translation asked for and not begun yet stays asked for.
+    if (edited && t.left == 0) {
+      DumpState::Translate fresh;
+      fresh.tokens = t.tokens;
+      fresh.requested = t.requested;
+      t = std::move(fresh);
+    }
+    startSeq2SeqJob(s, q.passJob(edited ? std::string(d.sourceText) : q.sourceText(),
+                                 edited ? std::string(d.targetText) : q.targetText()));
+    return;
+  }
+  if (t.requested > 0) {
+    t.left = t.requested, t.requested = 0;
+    t.from = q.targetText();
+    t.ids.clear();
+    t.stop.clear();
+    t.stepSeconds = 0;
+  }
+  if (t.left > 0) {
+    try {
+      startSeq2SeqJob(s, q.stepJob());
+    } catch (const InputError& e) {
+      t.left = 0, t.stop = "context";
+      notify(s, e.what());
+    }
+  }
+}
+
 }  // namespace
 
 void syncModel(AppState& s) {
-  if (s.dump.seq2seq && s.dump.rerun) {
-    s.dump.rerun = false;
-    // Edited texts or an ablation: a finished translation's start no longer describes the view.
-    if (s.dump.translate.left == 0) s.dump.translate = {0, s.dump.translate.tokens};
-    try {
-      s.dump.seq2seq->setTexts(s.dump.sourceText, s.dump.targetText);
-    } catch (const InputError& e) {
-      notify(s, e.what());  // the last good pass stays
-    }
-    showSeq2Seq(s);
-  }
-  if (s.dump.seq2seq) {  // watched translation: one greedy token a frame
-    DumpState::Translate& t = s.dump.translate;
-    Seq2SeqSource& q = *s.dump.seq2seq;
-    if (s.model.gen.scripted > 0) {  // --generate N on an encoder-decoder: translate N tokens
-      t.tokens = t.requested = s.model.gen.scripted;
-      s.model.gen.scripted = 0;
-    }
-    if (t.requested > 0) {
-      t.left = t.requested, t.requested = 0;
-      t.from = q.targetText();
-      t.ids.clear();
-      t.stop.clear();
-    }
-    if (t.left > 0) {
-      const int id = q.greedyNext();
-      if (q.endsTarget(id)) {
-        t.ids.push_back(id);
-        t.left = 0, t.stop = "eos";
-      } else {
-        try {
-          q.appendTarget(id);
-          t.ids.push_back(id);
-          t.stop = --t.left == 0 ? "length" : "";
-        } catch (const InputError& e) {
-          t.left = 0, t.stop = "context";
-          notify(s, e.what());
-        }
-        std::snprintf(s.dump.targetText, sizeof s.dump.targetText, "%s", q.targetText().c_str());
-        showSeq2Seq(s);
-      }
-    }
-  }
+  if (s.dump.seq2seq) syncSeq2Seq(s);
   if (s.dump.source && s.dump.layerDirty) {
     s.dump.layerDirty = false;
     s.dump.source->showLayer(s.session, s.dump.layer);
@@ -617,7 +704,7 @@ void syncModel(AppState& s) {
       if (!std::exchange(m.loadingDropped, false)) throw;
     }
     m.progress.reset();
-    if (!opened.model && !opened.source) {
+    if (!opened.model && !opened.source && !opened.seq2seq) {
       // dropped, and it failed to open: nothing to say
     } else if (m.loadingDropped) {
       m.loadingDropped = false;

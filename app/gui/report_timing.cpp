@@ -264,6 +264,65 @@ void reportPassTiming(App& app) {
   app.interactive = interactive;
 }
 
+// --report-timing with an encoder-decoder and --edit-text (or --edit-target), then --generate N:
+// the edited texts' pass runs on the worker while the frames keep coming, its layers in the
+// status bar; then N tokens of watched translation, each one decode step over the caches on the
+// worker. Frames are paced as in a window.
+void reportSeq2SeqTiming(App& app) {
+  AppState& s = app.s;
+  DumpState& d = s.dump;
+  const bool wait = std::exchange(app.waitForPooled, false);
+  const bool interactive = std::exchange(app.interactive, true);
+  std::vector<double> frames;
+  std::vector<int> shown;  // the layer counts the status bar showed, in order
+  int planned = 0;
+  auto passPending = [&] {
+    return d.rerun || d.seq2seq->stale() || (d.job.valid() && !d.jobStep);
+  };
+  const auto t0 = Clock::now();
+  while (d.seq2seq && passPending() && msSince(t0) < 600e3) {
+    const double ms = runFrame(app, nullptr, true);
+    if (d.job.valid() && !d.jobStep && d.jobProgress) {
+      frames.push_back(ms);
+      planned = d.jobProgress->layersPlanned.load();
+      const int done = d.jobProgress->layersDone.load();
+      if (shown.empty() || shown.back() != done) shown.push_back(done);
+    }
+  }
+  const double passSeconds = msSince(t0) / 1000.0;
+  const Seq2SeqSource& q = *d.seq2seq;
+  std::printf(
+      "timing: seq2seq pass of %d source and %d target tokens on the worker in %.2f s: %d frames "
+      "drawn meanwhile, median %.1f ms, p90 %.1f ms, max %.1f ms; the status bar showed %d layer "
+      "counts of %d planned\n",
+      int(q.sourceIds().size()), int(q.decoderIds().size()), passSeconds, int(frames.size()),
+      median(frames), percentile(frames, 0.9), percentile(frames, 1.0), int(shown.size()),
+      planned);
+  std::fflush(stdout);
+  // Watched translation (--generate N): a decode step a token on the worker.
+  DumpState::Translate& t = d.translate;
+  std::vector<double> tf;
+  const auto t1 = Clock::now();
+  while ((t.left > 0 || t.requested > 0 || s.model.gen.scripted > 0 || d.job.valid()) &&
+         msSince(t1) < 600e3)
+    tf.push_back(runFrame(app, nullptr, true));
+  if (t.used()) {
+    const double seconds = msSince(t1) / 1000.0;
+    const int n = int(t.ids.size());
+    std::printf(
+        "timing: seq2seq translate %d tokens on the worker in %.2f s (decode steps %.2f ms a "
+        "token): %d frames drawn meanwhile, median %.1f ms, p90 %.1f ms; stopped: %s\n",
+        n, seconds, n > 0 ? 1000.0 * t.stepSeconds / n : 0.0, int(tf.size()), median(tf),
+        percentile(tf, 0.9), t.stop.c_str());
+    std::string ids;
+    for (int id : t.ids) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    std::printf("timing: seq2seq translated ids=%s\n", ids.c_str());
+  }
+  std::fflush(stdout);
+  app.waitForPooled = wait;
+  app.interactive = interactive;
+}
+
 }  // namespace
 
 std::string repeatedText(const std::string& base, int n) {
@@ -306,6 +365,10 @@ void reportFirstFrame(App& app) {
 // --report-timing: scripted temperature drag at T=1024 x 12 heads, then panning at T=4096.
 void reportTiming(App& app) {
   AppState& s = app.s;
+  if (s.dump.seq2seq && (s.dump.busy() || s.model.gen.scripted > 0)) {  // --model SEQ2SEQ
+    reportSeq2SeqTiming(app);
+    return;
+  }
   if (s.model.open() && s.model.gen.scripted > 0) {  // --model M --generate N --report-timing
     reportGenerateTiming(app);
     return;

@@ -200,9 +200,7 @@ void runScript(App& app, const Script& script) {
     // A scripted run's last frame waits (up to 10 minutes) for the Generate and Attribution
     // panels to finish (and a scripted click on the attribution's map to be made).
     const bool attrBusy = s.model.open() && (attr.busy() || (attr.clickLayer >= 0 && attr.clickPhase < 3));
-    const bool translating = s.dump.seq2seq &&
-                             (s.dump.translate.left > 0 || s.dump.translate.requested > 0 ||
-                              s.model.gen.scripted > 0);
+    const bool translating = s.dump.seq2seq && (s.dump.busy() || s.model.gen.scripted > 0);
     if (script.frames > 0 && frame == script.frames - 1 &&
         ((s.model.open() && (s.model.gen.busy() || attrBusy)) || translating) &&
         nowSeconds() < genDeadline) {

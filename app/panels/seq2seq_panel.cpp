@@ -101,8 +101,8 @@ bool drawSeq2SeqPanel(AppState& s) {
       }
     }
   }
-  // Watched translation: the decoder's greedy token appended a frame at a time (the heatmap of
-  // a cross site grows a row for each, over the source).
+  // Watched translation: the decoder's greedy token appended one at a time, each a decode step
+  // on the worker (the heatmap of a cross site grows a row for each, over the source).
   DumpState::Translate& t = d.translate;
   if (t.left > 0) {
     if (ImGui::Button("Stop", ImVec2(-1, 0))) t.left = 0, t.stop = "stopped";
@@ -116,9 +116,9 @@ bool drawSeq2SeqPanel(AppState& s) {
       changed = true;
     }
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("Continue the target with the decoder's most likely token, one a frame, "
-                        "as attnviz generate does (ablations apply); clear the target first to "
-                        "translate from the start.");
+      ImGui::SetTooltip("Continue the target with the decoder's most likely token, one decode "
+                        "step over the cached keys and values a token, as attnviz generate does "
+                        "(ablations apply); clear the target first to translate from the start.");
     if (!t.stop.empty())
       ImGui::TextDisabled("translated %d tokens: %s", int(t.ids.size()),
                           t.stop == "eos"      ? "stopped at the end token"

@@ -61,6 +61,17 @@ bool drawStatusBar(AppState& s) {
   } else if (s.model.rerun.valid() && s.model.rerunProgress) {
     workerPass(*s.model.rerunProgress, "re-running with the interventions",
                "Stop this re-run (the interventions go back to what the view shows)");
+  } else if (s.dump.job.valid() && s.dump.jobProgress) {
+    if (s.dump.jobStep) {  // one decode step: no layers to count
+      std::snprintf(line, sizeof line, "translating: token %d, %d to go",
+                    int(s.dump.translate.ids.size()) + 1, s.dump.translate.left);
+      ImGui::TextDisabled("%s", line);
+      cancelButton("Stop translating (the tokens so far stay)");
+    } else {
+      workerPass(*s.dump.jobProgress, "running the pass",
+                 "Stop this pass (the view keeps the last pass; the texts and ablations go back "
+                 "to what it shows)");
+    }
   }
   const Timing& t = s.timing;
   const Session::Timing& st = s.session.timing();

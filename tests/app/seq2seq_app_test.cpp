@@ -704,4 +704,65 @@ TEST(AppSeq2Seq, MaskedSourcePositionsAreTheCommandLinesAndDrawnMasked) {
   EXPECT_NE(bad.out.find("--mask-source 99: past the source's"), std::string::npos) << bad.out;
 }
 
+// Long passes of an encoder-decoder run on the worker: a random-weight T5 made here
+// (tests/app/make_slow_t5.py, 6 + 6 layers of width 512, 150 MB), an edited source of about 340
+// tokens. --report-timing draws frames while its pass runs and the status bar's layer count
+// moves through both stacks; then 8 tokens of watched translation, each a decode step over the
+// caches on the worker, are the tokens `attnviz generate --print-ids` prints for that source.
+TEST(AppSeq2Seq, TheWindowKeepsDrawingWhileALongPassRunsAndTranslatesAsGenerate) {
+  const std::string dir = tempPath("slow-t5");
+  const std::string make = "/usr/bin/python3 " + std::string(ATTNVIZ_SOURCE_DIR) +
+                           "/tests/app/make_slow_t5.py " + shippedT5() + " " + dir;
+  ASSERT_EQ(attnviz::testing::runShell(make).rc, 0) << make;
+  std::string text;
+  for (int i = 0; i < 14; ++i) text += "In the beginning God created the heaven and the earth. ";
+  text.pop_back();
+  const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1280x800x24\" " +
+                          ATTNVIZ_BIN + " --size 1280x800 --model " + dir +
+                          " --text 'In the beginning' --edit-text '" + text +
+                          "' --generate 8 --report-timing";
+  attnviz::testing::ShellRun r;
+  for (int attempt = 0; attempt < 3; ++attempt) {  // xvfb-run -a races are the harness's
+    r = attnviz::testing::runShell(cmd);
+    if (r.out.find("xvfb-run: error") == std::string::npos &&
+        r.out.find("LeakSanitizer has encountered a fatal error") == std::string::npos)
+      break;
+  }
+  ASSERT_EQ(r.rc, 0) << r.out;
+  int source = 0, target = 0, frames = 0, counts = 0, planned = 0;
+  double seconds = 0, median = 0, p90 = 0, worst = 0;
+  const auto at = r.out.find("timing: seq2seq pass ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at,
+                        "timing: seq2seq pass of %d source and %d target tokens on the worker in "
+                        "%lf s: %d frames drawn meanwhile, median %lf ms, p90 %lf ms, max %lf ms; "
+                        "the status bar showed %d layer counts of %d planned",
+                        &source, &target, &seconds, &frames, &median, &p90, &worst, &counts,
+                        &planned),
+            9)
+      << r.out;
+  EXPECT_GT(source, 300);
+  EXPECT_EQ(target, 1);
+  EXPECT_EQ(planned, 12) << "one pass of 6 encoder and 6 decoder layers (no interventions)";
+  // The window drew while the worker ran (a pass on the frame thread draws no frame until it
+  // ends), and the status bar's count moved through the layers.
+  ASSERT_GE(seconds, 0.3) << "the pass is too short to show the window drawing meanwhile";
+  EXPECT_GE(frames, 3) << r.out;
+  EXPECT_GE(counts, 3) << r.out;
+  EXPECT_LE(worst, 0.5 * seconds * 1000.0) << r.out;
+  // Watched translation: the command line's greedy tokens.
+  const std::string got = field(r.out, "timing: seq2seq translated", "ids");
+  int rc = -1;
+  const std::string cli =
+      runCli("generate --model " + dir + " --text '" + text + "' -n 8 --print-ids", &rc);
+  ASSERT_EQ(rc, 0) << cli;
+  const std::vector<int> want = idsOf(cli.substr(cli.rfind('\n', cli.size() - 2) + 1), "");
+  ASSERT_FALSE(want.empty()) << cli;
+  EXPECT_EQ(idsOf(got, ","), want) << r.out;
+  const auto tr = r.out.find("timing: seq2seq translate ");
+  ASSERT_NE(tr, std::string::npos) << r.out;
+  std::printf("%s\n%s\n", r.out.substr(at, r.out.find('\n', at) - at).c_str(),
+              r.out.substr(tr, r.out.find('\n', tr) - tr).c_str());
+}
+
 }  // namespace
