@@ -4,15 +4,20 @@
 // `attnviz generate --print-ids` prints for the same source (with ablations and masked source
 // positions too), and the rows the steps appended to the pass shown (every decoder self and cross
 // site, with and without the interventions) are those of a full pass over the same ids. Then the
-// source's jobs: a stale pass or step is refused, a cancelled pass leaves the view as it was.
+// source's jobs: a stale pass or step is refused, a cancelled pass leaves the view as it was. The
+// weights the app draws (its dump through the session's weights engine) are the pass's, bit for
+// bit.
 #include "model_test_util.h"
 #include "reference_script.h"
 
+#include "attnviz/engine/engine.h"
 #include "attnviz/model/model.h"
+#include "attnviz/session/dump_source.h"
 #include "attnviz/session/seq2seq_source.h"
 
 #include <nlohmann/json.hpp>
 
+#include <limits>
 #include <sstream>
 
 using namespace attnviz;
@@ -237,3 +242,38 @@ TEST(Seq2SeqTranslate, StaleJobsAreRefusedAndACancelledPassKeepsTheView) {
   for (std::size_t k = 0; k < after.size(); ++k) EXPECT_EQ(q.topK(3)[k].id, after[k].id);
 }
 
+
+// What the app draws for each site (the source's dump through DumpSource's weights engine and the
+// session's view matrix, at tau = 1 with no mask of the session's own): the pass's weights bit for
+// bit, after a translation grew the pass too; an underflowed 0 on an allowed key is drawn as the
+// least normal float (not hatched as masked).
+TEST(Seq2SeqTranslate, TheAppDrawsThePassWeightsBitForBit) {
+  const std::string dir = std::string(ATTNVIZ_SOURCE_DIR) + "/assets/models/kjv-t5-align";
+  std::shared_ptr<const Model> m = Model::open(dir);
+  Seq2SeqSource q(m);
+  q.setTexts("In the beginning God created the heaven and the earth.", "");
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) translate(q, 5);
+    DumpSource src(q.dump());
+    Session session(makeCpuEngine());
+    for (std::size_t i = 0; i < q.sites().size(); ++i) {
+      src.showLayer(session, int(i));
+      const Tensor3& w = q.pass().site(q.sites()[i]).weights;
+      for (int h = 0; h < w.heads; ++h) {
+        View v;
+        v.head = h;
+        session.setView(v);
+        session.update();
+        const std::vector<float>& got = session.display().values;
+        ASSERT_EQ(got.size(), std::size_t(w.rows) * w.cols);
+        int differ = 0;
+        for (std::size_t k = 0; k < got.size(); ++k) {
+          const float want = w.head(h)[k];
+          differ += want != 0.0f ? got[k] != want : !(got[k] <= std::numeric_limits<float>::min());
+        }
+        EXPECT_EQ(differ, 0) << "round " << round << " " << seq2seqSiteName(q.sites()[i])
+                             << " head " << h;
+      }
+    }
+  }
+}
