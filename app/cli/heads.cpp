@@ -154,11 +154,19 @@ int runHeads(int argc, char** argv) {
       throw InputError(model->files().weights + ": " + c.family +
                        " is an encoder-decoder; the head finder reads decoders and encoders");
     if (chat) {
-      // attnviz renders no chat template yet: a model with one is refused as the contract says
-      // for a template it cannot render.
+      // attnviz renders no chat template yet: a model without one, and a model with one, are
+      // refused as the contract says (naming the file that holds, or lacks, the template).
+      if (!model->files().gguf.empty())
+        throw InputError(model->files().gguf + ": --chat: attnviz cannot render this model's chat template");
       const std::string tc = (fs::path(model->files().dir) / "tokenizer_config.json").string();
-      throw InputError((model->files().gguf.empty() ? tc : model->files().gguf) +
-                       ": --chat: no chat template attnviz can render");
+      bool has = false;
+      try {
+        const nlohmann::json j = nlohmann::json::parse(readFile(tc));
+        has = j.is_object() && j.contains("chat_template");
+      } catch (const std::exception&) {
+      }
+      throw InputError(tc + (has ? ": --chat: attnviz cannot render this chat_template"
+                                 : ": --chat: no chat_template"));
     }
 
     // Tokenize: each document as `tokenize` does, cut to --seq-len (and the model's context).
