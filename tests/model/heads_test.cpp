@@ -295,6 +295,41 @@ TEST_F(Heads, JsonlAndFolderCorporaReadTheSameDocuments) {
   }
 }
 
+TEST_F(Heads, TheSeedFixesTheReservoirSamples) {
+  ASSERT_EQ(decoder_.cli.exitCode, 0) << decoder_.cli.err;
+  const json& c = refCase("decoder");
+  // The decoder's own options again: the same kept sequences, head by head.
+  const fs::path again = ref_->path("tree_decoder_again");
+  const CliRun same = runBinary(caseArgs(c, root(), again), root());
+  ASSERT_EQ(same.exitCode, 0) << same.err;
+  // Another seed: the top interval is the same, the reservoirs (somewhere) are not.
+  std::vector<std::string> args = caseArgs(c, root(), ref_->path("tree_decoder_seed"));
+  const auto seedAt = std::find(args.begin(), args.end(), "--seed") + 1;
+  *seedAt = std::to_string(c["options"]["seed"].get<int>() + 1);
+  const CliRun other = runBinary(args, root());
+  ASSERT_EQ(other.exitCode, 0) << other.err;
+  const int K = c["options"]["intervals"].get<int>();
+  auto ids = [&](const fs::path& tree, const std::string& file, bool top) {
+    std::vector<int> out;
+    const json head = readJson(tree / "heads" / file);
+    for (const json& s : head["sequences"])
+      if ((s["interval"].get<int>() == K) == top) out.push_back(s["sequence_id"].get<int>());
+    return out;
+  };
+  int differing = 0;
+  for (const json& h : c["heads"]) {
+    const std::string file = "L" + h["layer"].dump() + "H" + h["head"].dump() + ".json";
+    // (The same ids, not the same bytes: a pass may differ from the last in float32's last bit.)
+    EXPECT_EQ(ids(again, file, false), ids(decoder_.tree, file, false)) << file;
+    EXPECT_EQ(ids(again, file, true), ids(decoder_.tree, file, true)) << file;
+    const fs::path seeded = ref_->path("tree_decoder_seed");
+    EXPECT_EQ(ids(seeded, file, true), ids(decoder_.tree, file, true)) << file;
+    differing += ids(seeded, file, false) != ids(decoder_.tree, file, false);
+    EXPECT_FALSE(ids(seeded, file, true).empty()) << file;
+  }
+  EXPECT_GT(differing, 0) << "--seed changed no reservoir";
+}
+
 TEST_F(Heads, ScatterDataHoldsEveryHeadRounded) {
   ASSERT_EQ(decoder_.cli.exitCode, 0) << decoder_.cli.err;
   const json scatter = readJson(decoder_.tree / "scatter_data.json");
