@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -452,6 +453,10 @@ TEST_F(Heads, RefusalsNameTheFile) {
   const fs::path noConfig = root() / "tree_without_config";
   fs::create_directories(noConfig);
   fs::copy_file(root() / "headvis_tree" / "scatter_data.json", noConfig / "scatter_data.json");
+  const fs::path malformed = root() / "malformed_tree";
+  fs::create_directories(malformed);
+  fs::copy_file(root() / "headvis_tree" / "config.json", malformed / "config.json");
+  std::ofstream(malformed / "scatter_data.json") << "[{\"layer\": 0, \"head\": 1,";
   const std::vector<Case> cases{
       {{"heads", "--model", (root() / "bart").string(), "--corpus", corpus, "--out", out.string()},
        (root() / "bart" / "config.json").string()},
@@ -474,6 +479,8 @@ TEST_F(Heads, RefusalsNameTheFile) {
        (root() / "llama" / "tokenizer_config.json").string()},
       {{"heads", "--tree", broken.string(), "--top", "prev_token_score"},
        (broken / "scatter_data.json").string()},
+      {{"heads", "--tree", malformed.string(), "--top", "prev_token_score"},
+       (malformed / "scatter_data.json").string() + ": malformed JSON"},
       {{"heads", "--tree", noConfig.string(), "--top", "prev_token_score"},
        (noConfig / "config.json").string()},
   };
