@@ -424,6 +424,26 @@ TEST_F(Heads, TopPrintsEveryHeadLargestFirst) {
     EXPECT_EQ(lines[i].substr(0, lines[i].rfind('\t')), got[i].substr(0, got[i].rfind('\t')));
 }
 
+TEST_F(Heads, AnUndefinedMetricIsNullAndRanksLastAsNan) {
+  // No sequence repeats a token: no query has an earlier copy, so induction_score is undefined.
+  const fs::path corpus = root() / "no_repeats.txt";
+  std::ofstream(corpus) << "the cat\n\nsat on\n\nfell upon\n";
+  const fs::path tree = root() / "tree_no_repeats";
+  const CliRun r = runBinary({"heads", "--model", (root() / "llama").string(), "--corpus",
+                              corpus.string(), "--out", tree.string(), "--top",
+                              "induction_score"}, root());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const std::vector<std::string> lines = splitLines(r.out);
+  ASSERT_EQ(lines.size(), 8u);
+  for (const std::string& l : lines) EXPECT_EQ(l.substr(l.rfind('\t') + 1), "nan") << l;
+  const json scatter = readJson(tree / "scatter_data.json");
+  for (const json& s : scatter) {
+    EXPECT_TRUE(s["induction_score"].is_null());
+    EXPECT_TRUE(s["prev_token_score"].is_number());
+  }
+  EXPECT_TRUE(readJson(tree / "heads" / "L0H0.json")["metrics"]["induction_score"].is_null());
+}
+
 TEST_F(Heads, RanksATreeInHeadVisLayout) {
   const json& c = refCase("headvis_tree");
   for (const char* metric : {"prev_token_score", "my_score"}) {
