@@ -710,7 +710,11 @@ TEST(AppSeq2Seq, MaskedSourcePositionsAreTheCommandLinesAndDrawnMasked) {
 // moves through both stacks; then 8 tokens of watched translation, each a decode step over the
 // caches on the worker, are the tokens `attnviz generate --print-ids` prints for that source.
 TEST(AppSeq2Seq, TheWindowKeepsDrawingWhileALongPassRunsAndTranslatesAsGenerate) {
-  const std::string dir = tempPath("slow-t5");
+  // A folder of this process's own (test runs of other build trees may run beside it), removed
+  // at the end (150 MB).
+  const attnviz::testing::ProcessTempDir owned("attnviz_s2sapp_slow_t5");
+  ASSERT_FALSE(owned.path.empty());
+  const std::string dir = owned.path + "/model";
   const std::string make = "/usr/bin/python3 " + std::string(ATTNVIZ_SOURCE_DIR) +
                            "/tests/app/make_slow_t5.py " + shippedT5() + " " + dir;
   ASSERT_EQ(attnviz::testing::runShell(make).rc, 0) << make;
