@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 SUBCOMMANDS = ["compute", "export", "model", "tokenize", "generate", "score", "retrieval",
-               "fill", "attribute"]
+               "fill", "attribute", "heads", "qk", "compose"]
 # Folders whose text files are checked for document references and process words.
 SOURCE_DIRS = ["core", "app", "tests", "tools", "shaders", "cmake", "assets/man", ".ci"]
 SOURCE_FILES = ["dev", "CMakeLists.txt"]
