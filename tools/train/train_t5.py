@@ -34,7 +34,7 @@ import t5_align  # noqa: E402
 from t5_align import ref  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
-                                "core"))
+                                "formats"))
 from safetensors_py import write_file  # noqa: E402
 
 SEED = 1234
