@@ -7,6 +7,7 @@
 #include "cli/model_options.h"
 #include "cli/progress.h"
 
+#include "attnviz/engine/text_parse.h"
 #include "attnviz/formats/npy.h"
 #include "attnviz/model/attribution.h"
 #include "attnviz/render/attribution_figure.h"

@@ -6,6 +6,7 @@
 #include "cli/model_options.h"
 #include "cli/progress.h"
 
+#include "attnviz/engine/text_parse.h"
 #include "attnviz/render/colormap.h"
 #include "attnviz/formats/dump.h"
 #include "attnviz/engine/engine.h"

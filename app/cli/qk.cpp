@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "cli/model_options.h"
 
+#include "attnviz/engine/text_parse.h"
 #include "attnviz/engine/mask.h"
 #include "attnviz/formats/fileio.h"
 #include "attnviz/formats/npy.h"

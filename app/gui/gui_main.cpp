@@ -9,6 +9,7 @@
 #include "gui/window.h"
 #include "panels/panels.h"
 
+#include "attnviz/engine/text_parse.h"
 #include "attnviz/engine/blocks.h"
 #include "attnviz/engine/mask.h"
 #include "attnviz/formats/data_dir.h"

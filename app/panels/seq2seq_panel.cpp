@@ -5,6 +5,7 @@
 // after the last target token, with and without the ablations.
 #include "panels/panels.h"
 
+#include "attnviz/engine/text_parse.h"
 #include "attnviz/engine/mask.h"
 
 #include <imgui.h>

@@ -1,5 +1,6 @@
 // Attention dumps: the safetensors and .npz loaders share one validation (buildDump) over the
 // tensors and the metadata they found.
+#include "attnviz/engine/text_parse.h"
 #include "attnviz/formats/dump.h"
 
 #include "attnviz/formats/fileio.h"

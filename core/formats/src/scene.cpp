@@ -11,6 +11,7 @@
 //   broad           tiny random projections                            -> near uniform
 //   random          random projections
 // R is the rotation taking each (sin wj, cos wj) pair to (sin w(j+1), cos w(j+1)).
+#include "attnviz/engine/text_parse.h"
 #include "attnviz/formats/scene.h"
 
 #include "attnviz/formats/data_dir.h"

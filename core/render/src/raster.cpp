@@ -25,11 +25,6 @@
 
 namespace attnviz {
 
-RGBA8 Image::pixel(int x, int y) const {
-  const std::size_t o = (std::size_t(y) * std::size_t(width) + std::size_t(x)) * 4;
-  return RGBA8{rgba[o], rgba[o + 1], rgba[o + 2], rgba[o + 3]};
-}
-
 void fillRect(Image& im, long x, long y, long w, long h, RGBA8 c) {
   const long x0 = std::max(0L, x), y0 = std::max(0L, y);
   const long x1 = std::min<long>(im.width, x + w), y1 = std::min<long>(im.height, y + h);

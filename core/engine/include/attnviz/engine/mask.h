@@ -90,16 +90,6 @@ inline int queryPosition(int i, int Tq, int Tk) { return i + (Tk - Tq); }
 // doc:0,0,1,1,... Throws UsageError.
 void parseMaskOption(const std::string& text, MaskSpec& spec);
 
-// A decimal integer in [0, maxValue] and nothing after it (std::stol's syntax); nullopt for
-// anything else. The command line's indices (--head, --layer) and parseIntList's items.
-std::optional<int> parseIndex(const std::string& text, long maxValue);
-
-// Parses comma-separated integers in [0, maxValue], each with optional spaces around it, into
-// `out`. On the first item that is not one, returns false with that item in `badItem` (`out` then
-// holds the items before it). Shared by doc:<ids> and `attnviz model --ids`.
-bool parseIntList(const std::string& text, long maxValue, std::vector<int>& out,
-                  std::string& badItem);
-
 // Parses a document-id list "0,0,1,1,2" (integers, commas, optional spaces). Throws UsageError.
 std::vector<int> parseDocIds(const std::string& text);
 

@@ -3,6 +3,7 @@
 
 #include "attnviz/engine/blocks.h"
 #include "attnviz/render/colormap.h"
+#include "attnviz/render/image.h"
 #include "attnviz/engine/engine.h"
 #include "attnviz/engine/streaming.h"
 #include "attnviz/engine/tensor.h"
@@ -14,17 +15,6 @@
 #include <vector>
 
 namespace attnviz {
-
-struct Image {
-  int width = 0, height = 0;
-  std::vector<std::uint8_t> rgba;  // width * height * 4, row 0 at the top
-  // Where the (first) heatmap landed: its top-left cell's corner in pixels, and pixels per cell
-  // (0 when max-pooled), so a viewer can map a pixel back to a cell.
-  int heatX = 0, heatY = 0, cellPx = 0;
-  // The same figure for SVG and PDF (vector_figure.h), when ExportOptions::vector asked for it.
-  std::shared_ptr<const struct VectorFigure> vector;
-  RGBA8 pixel(int x, int y) const;
-};
 
 // The FlashAttention walkthrough's tiles over one head (flash_figure.h fills it): the B_r x B_c
 // tile grid with each tile's state. Cells of unvisited tiles are kFlashUnvisitedColor whatever
