@@ -66,7 +66,9 @@ std::vector<int> translate(Seq2SeqSource& q, int n) {
 }
 
 // Every decoder site's weights of `got` (a pass grown by decode steps) against a full pass over
-// its ids with `iv`, within 1e-5; the last logits row within 1e-4.
+// its ids with `iv`, within 2e-5 (a step's matrix-vector products sum in another order than the
+// pass's GEMMs: the shipped T5's sharp rows differ by 1.15e-5 with the baseline kernels); the
+// last logits row within 1e-4.
 void expectFullPass(const Model& m, const Seq2SeqSource& q, const ForwardResult& got,
                     const Interventions& iv, const std::string& what) {
   Capture cap = Capture::view(0);
@@ -81,7 +83,7 @@ void expectFullPass(const Model& m, const Seq2SeqSource& q, const ForwardResult&
     ASSERT_EQ(a.cols, b.cols) << what << " " << seq2seqSiteName(s);
     float err = 0;
     for (std::size_t k = 0; k < a.size(); ++k) err = std::max(err, std::abs(a.data[k] - b.data[k]));
-    EXPECT_LT(err, 1e-5) << what << " " << seq2seqSiteName(s);
+    EXPECT_LT(err, 2e-5) << what << " " << seq2seqSiteName(s);
   }
   const int V = m.config().vocabSize;
   ASSERT_EQ(int(got.logits.cols()), V);
