@@ -52,7 +52,7 @@ void requestStop();
 // layout.cpp: the whole window: menu bar, the three columns of panels, status bar, popups.
 void drawLayout(App& app);
 
-// report_timing.cpp: --report-timing, a scripted temperature drag at T=1024 x 12 heads, a real
+// gui/drivers/report_timing.cpp: --report-timing, a scripted temperature drag at T=1024 x 12 heads, a real
 // slider drag, a mask drag, idle frames and panning at T=4096; prints "timing: ..." lines.
 // With a model and --generate N instead: the frame times while the Generate panel's worker
 // decodes N tokens; with a model and --edit-text, while the edited text's pass runs, then a

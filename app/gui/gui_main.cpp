@@ -1,11 +1,11 @@
 // attnviz GUI: the command line of the app, then the window, ImGui and the engine behind RAII
-// guards, then the interactive loop, a scripted run (gui/script.cpp) or --report-timing
-// (gui/report_timing.cpp).
+// guards, then the interactive loop, a scripted run (gui/drivers/script.cpp) or --report-timing
+// (gui/drivers/report_timing.cpp).
 #include "cli/backend.h"
 #include "cli/cli.h"
 #include "gui/app.h"
-#include "gui/script.h"
-#include "gui/soak.h"
+#include "gui/drivers/script.h"
+#include "gui/drivers/soak.h"
 #include "gui/window.h"
 #include "panels/panels.h"
 

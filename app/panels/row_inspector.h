@@ -1,7 +1,7 @@
 // attnviz panel internals: what the row inspector's two files share (row_inspector_panel.cpp:
 // which row, its numbers and the text around them; row_inspector_plots.cpp: the bars per key,
 // the distribution plot and the vector strips), and what it showed last frame, key by key, for
-// scripted runs: gui/script.cpp prints that next to the heatmap's row, so that tests can hold
+// scripted runs: gui/drivers/script.cpp prints that next to the heatmap's row, so that tests can hold
 // the two against each other.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "gui/script.h"
+#include "gui/drivers/script.h"
 
 #include "gui/screenshot.h"
 #include "panels/panels.h"

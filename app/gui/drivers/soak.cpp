@@ -29,7 +29,7 @@
 //
 // ATTNVIZ_SOAK_INJECT=texture,fd,memory (tests only; any of the three) leaks one texture, one file
 // descriptor and one MB per episode, to show the checks catch each kind.
-#include "gui/soak.h"
+#include "gui/drivers/soak.h"
 
 #include "gui/app.h"
 #include "panels/panels.h"
