@@ -94,8 +94,9 @@ int runGui(int argc, char** argv) {
   CLI::App cli{"attnviz: see, change and export multi-head attention"};
   cli.footer(
       "Headless subcommands, each with its own --help: compute, export, model, tokenize, "
-      "generate, score, retrieval, fill, attribute. attnviz DUMP.safetensors | DUMP.npz opens an "
-      "attention dump. See also man attnviz, and docs/command-line.md in the source tree.");
+      "generate, score, retrieval, fill, attribute, heads, qk, compose. attnviz "
+      "DUMP.safetensors | DUMP.npz opens an attention dump. See also man attnviz, and "
+      "docs/command-line.md in the source tree.");
   cli.add_option("scene_file", o.scenePositional,
                  "scene JSON to open (default: the built-in scene)");
   cli.add_option("--scene", o.scene, "scene JSON to open");
