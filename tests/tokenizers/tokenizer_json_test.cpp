@@ -304,13 +304,13 @@ TEST(TokenizerJson, ByteFallbackAndUnknown) {
 }
 
 TEST(TokenizerJson, FileErrorsNameTheFile) {
-  const std::string unigram = expectInputError([] {
-    tokenizerFromJson(R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})", "",
+  const std::string wordLevel = expectInputError([] {
+    tokenizerFromJson(R"({"model": {"type": "WordLevel", "vocab": {"a": 0}}})", "",
                       "/m/tokenizer.json");
   });
-  EXPECT_NE(unigram.find("/m/tokenizer.json: unsupported tokenizer model type Unigram"),
+  EXPECT_NE(wordLevel.find("/m/tokenizer.json: unsupported tokenizer model type WordLevel"),
             std::string::npos)
-      << unigram;
+      << wordLevel;
   EXPECT_NE(expectInputError([] { tokenizerFromJson("{not json", "", "t.json"); }).find("t.json"),
             std::string::npos);
   // An id near INT_MAX is refused before any table is sized from it.

@@ -182,6 +182,24 @@ TEST(WordPieceVocabTxt, BareVocabTxtIsBertUncasedByDefault) {
             "playing the tokenization game");
 }
 
+// A vocab.txt with CR LF line ends reads as the same vocabulary (transformers opens it in text
+// mode, the Rust library reads lines()): the ids are Hugging Face's on the LF file.
+TEST(WordPieceVocabTxt, CrLfLineEndsAreLineEnds) {
+  const WpReference& r = wpReference();
+  REQUIRE_REFERENCE(r);
+  TempDir d;
+  std::string crlf;
+  for (char ch : slurp(r.dir / "vocab.txt")) {
+    if (ch == '\n') crlf += '\r';
+    crlf += ch;
+  }
+  spit(d.path / "vocab.txt", crlf);
+  const auto tok = loadFolderTokenizer(d.path.string(), 30522);
+  EXPECT_EQ(tok->size(), 30522);
+  EXPECT_EQ(tok->bos(), 101);
+  expectMatches(*tok, r.ref["uncased"], "vocab.txt with CR LF");
+}
+
 TEST(WordPieceVocabTxt, TokenizerConfigSaysCased) {
   const WpReference& r = wpReference();
   REQUIRE_REFERENCE(r);

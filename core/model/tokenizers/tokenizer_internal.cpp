@@ -2,7 +2,9 @@
 
 #include "attnviz/engine/tensor.h"
 
+#include <unicode/brkiter.h>
 #include <unicode/normalizer2.h>
+#include <unicode/utext.h>
 #include <unicode/regex.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
@@ -541,6 +543,129 @@ std::vector<std::pair<std::size_t, std::size_t>> bertPreTokenize(std::string_vie
     i += c.len;
   }
   endWord(text.size());
+  return out;
+}
+
+// ---- SentencePiece's precompiled character map ------------------------------------------------
+
+bool decodeBase64(std::string_view text, std::string& out) {
+  out.clear();
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (char ch : text) {
+    int v;
+    if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
+    else if (ch >= 'a' && ch <= 'z') v = ch - 'a' + 26;
+    else if (ch >= '0' && ch <= '9') v = ch - '0' + 52;
+    else if (ch == '+') v = 62;
+    else if (ch == '/') v = 63;
+    else if (ch == '=' || ch == '\n' || ch == '\r' || ch == ' ') continue;
+    else return false;
+    acc = (acc << 6) | std::uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return true;
+}
+
+PrecompiledCharsMap::PrecompiledCharsMap(std::string_view blob, const std::string& what) {
+  auto u32At = [&](std::size_t at) {
+    return std::uint32_t(static_cast<unsigned char>(blob[at])) |
+           std::uint32_t(static_cast<unsigned char>(blob[at + 1])) << 8 |
+           std::uint32_t(static_cast<unsigned char>(blob[at + 2])) << 16 |
+           std::uint32_t(static_cast<unsigned char>(blob[at + 3])) << 24;
+  };
+  if (blob.empty()) return;
+  if (blob.size() < 4) throw InputError(what + ": precompiled_charsmap is shorter than 4 bytes");
+  const std::uint32_t trieBytes = u32At(0);
+  if (trieBytes % 4 != 0 || trieBytes > blob.size() - 4 || trieBytes == 0) {
+    throw InputError(what + ": precompiled_charsmap's trie size " + std::to_string(trieBytes) +
+                     " does not fit its " + std::to_string(blob.size()) + " bytes");
+  }
+  units_.resize(trieBytes / 4);
+  for (std::size_t i = 0; i < units_.size(); ++i) units_[i] = u32At(4 + 4 * i);
+  normalized_.assign(blob.substr(4 + trieBytes));
+}
+
+std::optional<std::string_view> PrecompiledCharsMap::shortestPrefix(std::string_view key) const {
+  // Darts-clone's unit layout: bit 8 "has leaf", bits 0-7 (and 31) the label, the offset in
+  // bits 10-30 shifted left by 8 when bit 9 is set; a leaf's value is its low 31 bits.
+  auto offset = [](std::uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); };
+  auto label = [](std::uint32_t u) { return u & ((1u << 31) | 0xFFu); };
+  const std::size_t n = units_.size();
+  if (n == 0) return std::nullopt;
+  std::size_t pos = offset(units_[0]);
+  for (char ch : key) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == 0) break;
+    pos ^= c;
+    if (pos >= n) return std::nullopt;
+    const std::uint32_t unit = units_[pos];
+    if (label(unit) != c) return std::nullopt;
+    pos ^= offset(unit);
+    if (pos >= n) return std::nullopt;
+    if ((unit >> 8) & 1u) {
+      const std::size_t at = units_[pos] & ((1u << 31) - 1);
+      if (at >= normalized_.size()) return std::string_view();  // past the strings: empty
+      const std::size_t end = normalized_.find('\0', at);
+      return std::string_view(normalized_).substr(
+          at, (end == std::string::npos ? normalized_.size() : end) - at);
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Extended grapheme cluster boundaries of UTF-8 text, as byte offsets (0 and the end included).
+std::vector<std::size_t> graphemeBounds(std::string_view text) {
+  std::vector<std::size_t> out{0};
+  UErrorCode status = U_ZERO_ERROR;
+  UText* ut = utext_openUTF8(nullptr, text.data(), static_cast<int64_t>(text.size()), &status);
+  std::unique_ptr<icu::BreakIterator> it(
+      icu::BreakIterator::createCharacterInstance(icu::Locale::getRoot(), status));
+  if (U_SUCCESS(status) && it) {
+    it->setText(ut, status);
+    if (U_SUCCESS(status)) {
+      for (int32_t b = it->next(); b != icu::BreakIterator::DONE; b = it->next()) {
+        out.push_back(static_cast<std::size_t>(b));
+      }
+    }
+  }
+  utext_close(ut);
+  if (out.back() != text.size()) {  // no break iterator: one character a cluster
+    out.assign({0});
+    for (std::size_t i = 0; i < text.size();) out.push_back(i += decodeUtf8(text, i).len);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PrecompiledCharsMap::normalize(std::string_view text) const {
+  if (units_.empty() || text.empty()) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  const std::vector<std::size_t> bounds = graphemeBounds(text);
+  for (std::size_t k = 0; k + 1 < bounds.size(); ++k) {
+    const std::string_view g = text.substr(bounds[k], bounds[k + 1] - bounds[k]);
+    if (g.size() < 6) {
+      if (const auto r = shortestPrefix(g)) {
+        out += *r;
+        continue;
+      }
+    }
+    for (std::size_t i = 0; i < g.size();) {
+      const Utf8Char c = decodeUtf8(g, i);
+      const std::string_view ch = g.substr(i, c.len);
+      const auto r = c.cp >= 0 ? shortestPrefix(ch) : std::nullopt;
+      out += r ? *r : ch;
+      i += c.len;
+    }
+  }
   return out;
 }
 

@@ -18,7 +18,20 @@
 #include <utility>
 #include <vector>
 
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
 namespace attnviz::tok {
+
+// ---- SentencePiece -----------------------------------------------------------------------------
+
+// Loads a serialized SentencePiece model into `sp` (tokenizer.model, spiece.model, Marian's
+// source.spm / target.spm): InputError "<name>: not a SentencePiece model (...)" when it does not
+// parse, "not a usable SentencePiece model (...)" when libsentencepiece throws from inside (an
+// empty piece), "has no pieces" when it has none. Defined in sentencepiece.cpp.
+void loadSentencePieceModel(sentencepiece::SentencePieceProcessor& sp, const std::string& bytes,
+                            const std::string& name);
 
 // ---- UTF-8 ------------------------------------------------------------------------------------
 
@@ -113,6 +126,33 @@ int generalCategoryMask(int cp);   // U_GC_*_MASK of a code point (0 for -1)
 bool isWhiteSpace(int cp);         // Unicode White_Space
 bool isAlphanumeric(int cp);       // letters and numbers (L*, N*)
 
+// ---- SentencePiece's precompiled character map ------------------------------------------------
+
+// A SentencePiece normalizer's precompiled_charsmap (NormalizerSpec's field in a .model file;
+// base64 in tokenizer.json's Precompiled normalizer): a little-endian u32 byte size of a Darts
+// double-array trie, the trie's u32 units, then NUL-terminated replacement strings that the
+// trie's values index. Throws InputError "<what>: ..." when the blob is malformed (every read
+// of the trie is bounds-checked, so a crafted map cannot read outside it).
+class PrecompiledCharsMap {
+ public:
+  PrecompiledCharsMap(std::string_view blob, const std::string& what);
+  // Hugging Face's Precompiled normalizer (the tokenizers library, which matches
+  // SentencePiece's output on its test sets): the text cut into extended grapheme clusters; a
+  // cluster shorter than 6 bytes that the trie knows (its shortest known prefix) is replaced
+  // whole, else each character is replaced by its own entry or kept. Invalid bytes are kept.
+  std::string normalize(std::string_view text) const;
+  bool empty() const { return units_.empty(); }
+
+ private:
+  // The replacement of the shortest prefix of `key` in the trie, if any.
+  std::optional<std::string_view> shortestPrefix(std::string_view key) const;
+  std::vector<std::uint32_t> units_;
+  std::string normalized_;
+};
+
+// Standard base64 (RFC 4648, '=' padding optional, whitespace skipped); false on another byte.
+bool decodeBase64(std::string_view text, std::string& out);
+
 // ---- BERT ----------------------------------------------------------------------------------------
 
 // Hugging Face's BertNormalizer: clean_text drops NUL, U+FFFD and other-category characters (Cc,
@@ -163,6 +203,17 @@ class LiteralMatcher {
   bool empty() const { return nodes_.size() <= 1; }
   // The longest token starting at `pos`: its length and value; 0 when none.
   std::size_t longestAt(std::string_view text, std::size_t pos, int& value) const;
+  // Every token starting at `pos`, shortest first: f(length, value).
+  template <class F>
+  void eachAt(std::string_view text, std::size_t pos, F&& f) const {
+    int node = 0;
+    for (std::size_t i = pos; i < text.size(); ++i) {
+      const auto it = nodes_[node].next.find(static_cast<unsigned char>(text[i]));
+      if (it == nodes_[node].next.end()) return;
+      node = it->second;
+      if (nodes_[node].terminal) f(i + 1 - pos, nodes_[node].value);
+    }
+  }
 
  private:
   struct Node {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <unicode/uchar.h>
 
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <unordered_map>
@@ -105,12 +106,14 @@ std::size_t prevCharStart(std::string_view s, std::size_t i) {
 // ---- Normalizers -------------------------------------------------------------------------------
 
 struct NormOp {
-  enum Kind { Unicode, Lower, Strip, StripAccents, Replace, Prepend, Bert } kind = Unicode;
+  enum Kind { Unicode, Lower, Strip, StripAccents, Replace, Prepend, Bert, Precompiled } kind =
+      Unicode;
   tok::NormalForm form = tok::NormalForm::NFC;
   bool left = false, right = false;
   Pattern pattern;
   std::string content;
   tok::BertNormOptions bert;
+  std::shared_ptr<const tok::PrecompiledCharsMap> charsMap;
 
   std::string apply(std::string s) const {
     switch (kind) {
@@ -118,6 +121,7 @@ struct NormOp {
       case Lower: return tok::lowercase(s);
       case StripAccents: return tok::stripMarks(s);
       case Bert: return tok::bertNormalize(s, bert);
+      case Precompiled: return charsMap->normalize(s);
       case Prepend: return s.empty() ? s : content + s;
       case Strip: {
         std::size_t a = 0, b = s.size();
@@ -182,11 +186,18 @@ void parseNormalizer(const json& j, const Ctx& c, std::vector<NormOp>& ops, int 
   } else if (t == "Prepend") {
     op.kind = NormOp::Prepend;
     op.content = stringOr(j, "prepend", "");
-  } else if (t == "Precompiled" &&
-             (!j.contains("precompiled_charsmap") || j["precompiled_charsmap"].is_null() ||
-              (j["precompiled_charsmap"].is_string() &&
-               j["precompiled_charsmap"].get<std::string>().empty()))) {
-    return;  // an empty SentencePiece character map changes nothing
+  } else if (t == "Precompiled") {
+    // SentencePiece's normalization rules (its precompiled_charsmap, base64): T5, mT5, XLM-R.
+    const json& m = j.value("precompiled_charsmap", json());
+    if (m.is_null()) return;  // no map changes nothing
+    if (!m.is_string()) c.fail("normalizer Precompiled: precompiled_charsmap is not a string");
+    std::string blob;
+    if (!tok::decodeBase64(m.get<std::string>(), blob)) {
+      c.fail("normalizer Precompiled: precompiled_charsmap is not base64");
+    }
+    if (blob.empty()) return;
+    op.kind = NormOp::Precompiled;
+    op.charsMap = std::make_shared<const tok::PrecompiledCharsMap>(blob, c.file);
   } else if (t == "BertNormalizer") {
     op.kind = NormOp::Bert;
     op.bert.cleanText = boolOr(j, "clean_text", true);
@@ -463,7 +474,12 @@ class JsonTokenizer final : public Tokenizer {
   std::vector<NormOp> norm_;
   std::vector<PreOp> pre_;
   // The model.
-  bool wordPieceModel_ = false;
+  bool wordPieceModel_ = false, unigramModel_ = false;
+  // Unigram: the pieces' scores by id, the pieces in a trie (values are ids), and the score an
+  // unknown character gets (the lowest score - 10, as the tokenizers library).
+  std::vector<double> scores_;
+  tok::LiteralMatcher pieceTrie_;
+  double unkScore_ = 0;
   std::unordered_map<std::string, int> vocab_;
   tok::MergeTable merges_;
   bool byteFallback_ = false, fuseUnk_ = false, ignoreMerges_ = false;
@@ -499,6 +515,8 @@ class JsonTokenizer final : public Tokenizer {
   }
   void model(const std::string& piece, std::vector<int>& out) const;
   void bpe(const std::string& piece, std::vector<int>& out) const;
+  void parseUnigram(const json& m, int vocabSize);
+  void unigram(const std::string& piece, std::vector<int>& out) const;
   [[noreturn]] void cannotExpress(std::string_view piece, std::size_t at) const;
 };
 
@@ -585,7 +603,8 @@ JsonTokenizer::JsonTokenizer(const std::string& jsonText, const std::string& con
   if (!bos_ && !prefix_.empty()) bos_ = prefix_.front();
   if (!eos_ && !suffix_.empty()) eos_ = suffix_.back();
 
-  kind_ = std::string("tokenizer.json: ") + (wordPieceModel_ ? "WordPiece" : "BPE") +
+  kind_ = std::string("tokenizer.json: ") +
+          (wordPieceModel_ ? "WordPiece" : unigramModel_ ? "Unigram" : "BPE") +
           (byteLevel_ ? ", byte-level" : "") + (byteFallback_ ? ", byte fallback" : "");
 }
 
@@ -601,6 +620,10 @@ void JsonTokenizer::parseModel(const json& m, int vocabSize) {
     } else {
       type = "WordLevel";
     }
+  }
+  if (type == "Unigram") {
+    parseUnigram(m, vocabSize);
+    return;
   }
   if (type != "BPE" && type != "WordPiece") c_.fail("unsupported tokenizer model type " + type);
   wordPieceModel_ = type == "WordPiece";
@@ -685,6 +708,127 @@ void JsonTokenizer::parseModel(const json& m, int vocabSize) {
       c_.fail("merge '" + a + " " + b + "' uses or makes a token that is not in the vocab");
     }
     merges_.add(ia->second, ib->second, rank++, im->second);
+  }
+}
+
+// Unigram (SentencePiece's model as the tokenizers library runs it): "vocab" is [[piece, score],
+// ...] with the id the position, "unk_id" an id or null, "byte_fallback" <0xNN> pieces for what
+// no piece covers.
+void JsonTokenizer::parseUnigram(const json& m, int vocabSize) {
+  unigramModel_ = true;
+  if (!m.contains("vocab") || !m["vocab"].is_array()) c_.fail("model.vocab is not an array");
+  const json& vocab = m["vocab"];
+  if (vocab.empty()) c_.fail("model.vocab is empty (a Unigram model needs at least <unk>)");
+  if (vocabSize > 0 && static_cast<long long>(vocab.size()) > vocabSize) {
+    c_.fail(std::to_string(vocab.size()) + " pieces do not fit vocab_size " +
+            std::to_string(vocabSize) +
+            " of config.json (the tokenizer belongs to another model)");
+  }
+  const std::size_t n = vocab.size();
+  text_.assign(n, std::string());
+  present_.assign(n, 1);
+  scores_.assign(n, 0.0);
+  double minScore = 0;
+  for (std::size_t id = 0; id < n; ++id) {
+    const json& e = vocab[id];
+    if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number()) {
+      c_.fail("model.vocab: entry " + std::to_string(id) + " is not [piece, score]");
+    }
+    text_[id] = e[0].get<std::string>();
+    scores_[id] = e[1].get<double>();
+    if (!std::isfinite(scores_[id])) {
+      c_.fail("model.vocab: the score of entry " + std::to_string(id) + " is not finite");
+    }
+    minScore = id == 0 ? scores_[id] : std::min(minScore, scores_[id]);
+    vocab_[text_[id]] = static_cast<int>(id);  // a repeated piece: the later id, as the library
+  }
+  for (const auto& [piece, id] : vocab_) pieceTrie_.add(piece, id);
+  unkScore_ = minScore - 10.0;
+  added_flag_.assign(n, 0);
+  special_.assign(n, 0);
+  if (m.contains("unk_id") && !m["unk_id"].is_null()) {
+    if (!m["unk_id"].is_number_integer() || m["unk_id"].get<long long>() < 0 ||
+        m["unk_id"].get<long long>() >= static_cast<long long>(n)) {
+      c_.fail("model.unk_id is not an id of the vocab (0.." + std::to_string(n - 1) + ")");
+    }
+    unk_ = m["unk_id"].get<int>();
+  }
+  byteFallback_ = boolOr(m, "byte_fallback", false);
+  if (byteFallback_) {
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      const auto it = vocab_.find(name);
+      if (it != vocab_.end()) byteIds_[b] = it->second;
+    }
+  }
+}
+
+// The best segmentation by the pieces' scores (Viterbi over the byte positions; a character no
+// one-character piece covers is the unknown token at unkScore_), then consecutive unknowns fused
+// into one (each run one <unk>, or with byte_fallback its bytes when every byte has a piece), as
+// the tokenizers library's Unigram::encode_optimized and tokenize.
+void JsonTokenizer::unigram(const std::string& piece, std::vector<int>& out) const {
+  struct Best {
+    double score = 0;
+    long long from = -1;  // -1: not reached
+    int id = -1;
+  };
+  const std::size_t n = piece.size();
+  std::vector<Best> best(n + 1);
+  best[0].from = 0;
+  for (std::size_t at = 0; at < n;) {
+    const int charLen = tok::decodeUtf8(piece, at).len;
+    const double here = best[at].score;
+    bool single = false;
+    auto offer = [&](std::size_t len, int id, double score) {
+      Best& b = best[at + len];
+      if (b.from < 0 || here + score > b.score) b = {here + score, static_cast<long long>(at), id};
+    };
+    pieceTrie_.eachAt(piece, at, [&](std::size_t len, int id) {
+      offer(len, id, scores_[static_cast<std::size_t>(id)]);
+      if (static_cast<int>(len) == charLen) single = true;
+    });
+    if (!single) {
+      if (!unk_) cannotExpress(piece, at);
+      offer(static_cast<std::size_t>(charLen), *unk_, unkScore_);
+    }
+    at += static_cast<std::size_t>(charLen);
+  }
+  // Back from the end: (start, end, id), unknowns merged with their unknown neighbours.
+  std::vector<std::pair<std::pair<std::size_t, std::size_t>, int>> parts;
+  for (std::size_t end = n; end > 0;) {
+    const Best& b = best[end];
+    if (b.from < 0) cannotExpress(piece, tok::charStartContaining(piece, end - 1));
+    const auto start = static_cast<std::size_t>(b.from);
+    if (b.id == unk_ && !parts.empty() && parts.back().second == *unk_ &&
+        parts.back().first.first == end) {
+      parts.back().first.first = start;
+    } else {
+      parts.push_back({{start, end}, b.id});
+    }
+    end = start;
+  }
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    const auto [range, id] = *it;
+    if (!(unk_ && id == *unk_)) {
+      out.push_back(id);
+      continue;
+    }
+    const std::string_view text(piece.data() + range.first, range.second - range.first);
+    // A run of unknowns that is itself a piece (it would have to be "<unk>"'s own spelling) is
+    // that piece; else byte fallback when every byte has a piece; else <unk>.
+    if (const auto v = vocab_.find(std::string(text)); v != vocab_.end()) {
+      out.push_back(v->second);
+      continue;
+    }
+    bool bytesOk = byteFallback_;
+    for (char b : text) bytesOk = bytesOk && byteIds_[static_cast<unsigned char>(b)] >= 0;
+    if (bytesOk) {
+      for (char b : text) out.push_back(byteIds_[static_cast<unsigned char>(b)]);
+    } else {
+      out.push_back(*unk_);
+    }
   }
 }
 
@@ -982,6 +1126,10 @@ void JsonTokenizer::bpe(const std::string& piece, std::vector<int>& out) const {
 
 void JsonTokenizer::model(const std::string& piece, std::vector<int>& out) const {
   if (piece.empty()) return;
+  if (unigramModel_) {
+    unigram(piece, out);
+    return;
+  }
   if (!wordPieceModel_) {
     bpe(piece, out);
     return;

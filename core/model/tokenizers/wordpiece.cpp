@@ -52,13 +52,16 @@ std::unique_ptr<Tokenizer> vocabTxtTokenizer(const std::string& vocabText,
                                              const std::string& vocabName,
                                              const std::string& configName, int vocabSize) {
   auto fail = [&](const std::string& what) -> void { throw InputError(vocabName + ": " + what); };
-  // One token a line; the newline after the last one ends it (no empty token after it).
+  // One token a line; the newline after the last one ends it (no empty token after it). A line
+  // may end in CR LF (a vocab.txt saved on Windows): the CR is part of the line end, as for
+  // transformers (text mode) and the Rust library (lines()).
   json vocab = json::object();
   std::vector<std::string> byId;
   for (std::size_t pos = 0; pos < vocabText.size();) {
     std::size_t end = vocabText.find('\n', pos);
     if (end == std::string::npos) end = vocabText.size();
     std::string token = vocabText.substr(pos, end - pos);
+    if (!token.empty() && token.back() == '\r') token.pop_back();
     for (std::size_t i = 0; i < token.size();) {
       const tok::Utf8Char c = tok::decodeUtf8(token, i);
       if (c.cp < 0) fail("line " + std::to_string(byId.size() + 1) + " is not valid UTF-8");
