@@ -7,6 +7,7 @@
 #include "attnviz/engine/tensor.h"
 #include "attnviz/formats/gguf.h"
 #include "attnviz/model/tokenizers/gguf_vocab.h"
+#include "attnviz/model/tokenizers/marian.h"
 #include "attnviz/model/tokenizers/sentencepiece.h"
 
 #include <nlohmann/json.hpp>
@@ -152,6 +153,46 @@ TEST(SentencePiece, MalformedModelNamesTheFile) {
   }
   spit(tmp.path / "tokenizer.model", "");
   EXPECT_THROW(loadFolderTokenizer(tmp.path.string()), InputError);
+}
+
+// A serialized SentencePiece model (protobuf wire format by hand): each piece a
+// ModelProto.pieces entry {piece = 1, score = 2, type = 3}. A piece that starts with a NUL byte
+// parses, but libsentencepiece's trie builder (darts) throws on it: a NUL-terminated key of
+// length zero (what the fuzzer found through a GGUF t5 vocabulary).
+std::string spmWithPieces(const std::vector<std::pair<std::string, int>>& pieces) {
+  std::string out;
+  for (const auto& [text, type] : pieces) {
+    std::string body = "\x0a" + std::string(1, char(text.size())) + text;
+    body += std::string("\x15\0\0\0\0", 5) + "\x18" + std::string(1, char(type));
+    out += "\x0a" + std::string(1, char(body.size())) + body;
+  }
+  return out;
+}
+
+// Marian's source.spm and target.spm load through the same guarded loader as tokenizer.model: a
+// model libsentencepiece throws on is one line naming the file, not an escaped exception.
+TEST(SentencePiece, MarianCorruptSourceSpmIsOneLineInputError) {
+  const std::string bad = spmWithPieces({{"<unk>", 2}, {std::string("\0x", 2), 1}, {"a", 1}});
+  for (const char* which : {"source.spm", "target.spm"}) {
+    TempDir tmp;
+    const fs::path good = spReference().dir / "unigram" / "tokenizer.model";
+    if (!fs::exists(good)) GTEST_SKIP() << spReference().error;
+    const bool source = std::string(which) == "source.spm";
+    spit(tmp.path / "source.spm", source ? bad : slurp(good));
+    spit(tmp.path / "target.spm", source ? slurp(good) : bad);
+    spit(tmp.path / "vocab.json", R"({"</s>": 0, "<unk>": 1, "\u2581a": 2})");
+    try {
+      loadFolderTokenizer(tmp.path.string());
+      ADD_FAILURE() << "a corrupt " << which << " was accepted";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+      EXPECT_TRUE(what.starts_with((tmp.path / which).string() + ": not a usable SentencePiece model"))
+          << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "escaped as a non-InputError: " << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -54,17 +54,10 @@ class MarianTokenizer final : public Tokenizer {
   std::optional<int> pad_;
 };
 
-void loadSp(sentencepiece::SentencePieceProcessor& sp, const std::string& bytes,
-            const std::string& name) {
-  const auto status = sp.LoadFromSerializedProto(bytes);
-  if (!status.ok()) throw InputError(name + ": not a SentencePiece model (" + status.ToString() + ")");
-  if (sp.GetPieceSize() <= 0) throw InputError(name + ": the SentencePiece model has no pieces");
-}
-
 MarianTokenizer::MarianTokenizer(const MarianFiles& f, int vocabSize)
     : sourceName_(f.sourceName), targetName_(f.targetName) {
-  loadSp(source_, f.source, f.sourceName);
-  loadSp(target_, f.target, f.targetName);
+  tok::loadSentencePieceModel(source_, f.source, f.sourceName);
+  tok::loadSentencePieceModel(target_, f.target, f.targetName);
   const std::string& vocab = f.vocabName;
   nlohmann::json j;
   try {

@@ -54,19 +54,8 @@ SpTokenizer::SpTokenizer(const std::string& bytes, const std::string& configText
                          const std::string& name, const std::string& configName, int vocabSize,
                          bool appendEos, bool t5Sentinels)
     : name_(name) {
-  sentencepiece::util::Status status;
-  try {
-    status = sp_.LoadFromSerializedProto(bytes);
-  } catch (const std::exception& e) {
-    // libsentencepiece throws from inside, e.g. on an empty piece (its trie refuses
-    // zero-length keys): still a bad file, said in one line.
-    throw InputError(name + ": not a usable SentencePiece model (" + e.what() + ")");
-  }
-  if (!status.ok()) {
-    throw InputError(name + ": not a SentencePiece model (" + status.ToString() + ")");
-  }
+  tok::loadSentencePieceModel(sp_, bytes, name);
   const int n = sp_.GetPieceSize();
-  if (n <= 0) throw InputError(name + ": the SentencePiece model has no pieces");
   if (vocabSize > 0 && n > vocabSize) {
     throw InputError(name + ": " + std::to_string(n) + " pieces do not fit vocab_size " +
                      std::to_string(vocabSize) +
@@ -184,6 +173,22 @@ std::string SpTokenizer::decode(const std::vector<int>& ids) const {
 }
 
 }  // namespace
+
+void tok::loadSentencePieceModel(sentencepiece::SentencePieceProcessor& sp,
+                                 const std::string& bytes, const std::string& name) {
+  sentencepiece::util::Status status;
+  try {
+    status = sp.LoadFromSerializedProto(bytes);
+  } catch (const std::exception& e) {
+    // libsentencepiece throws from inside, e.g. on an empty piece (its trie refuses
+    // zero-length keys): still a bad file, said in one line.
+    throw InputError(name + ": not a usable SentencePiece model (" + e.what() + ")");
+  }
+  if (!status.ok()) {
+    throw InputError(name + ": not a SentencePiece model (" + status.ToString() + ")");
+  }
+  if (sp.GetPieceSize() <= 0) throw InputError(name + ": the SentencePiece model has no pieces");
+}
 
 std::unique_ptr<Tokenizer> sentencePieceFromBytes(const std::string& modelBytes,
                                                   const std::string& configText,
