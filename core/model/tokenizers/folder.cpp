@@ -8,9 +8,33 @@
 #include "attnviz/model/tokenizers/tokenizer_json.h"
 #include "attnviz/model/tokenizers/wordpiece.h"
 
+#include "attnviz/formats/fileio.h"
+
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 
 namespace attnviz {
+
+namespace {
+
+// config.json's model_type, "" when the file or the key is missing or unreadable (the model's
+// own loading reports a bad config.json).
+std::string modelType(const std::filesystem::path& dir) {
+  std::error_code ec;
+  const auto path = dir / "config.json";
+  if (!std::filesystem::exists(path, ec)) return "";
+  try {
+    const nlohmann::json j = nlohmann::json::parse(readFile(path.string()));
+    if (j.is_object() && j.contains("model_type") && j["model_type"].is_string()) {
+      return j["model_type"].get<std::string>();
+    }
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+}  // namespace
 
 std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocabSize) {
   namespace fs = std::filesystem;
@@ -37,6 +61,10 @@ std::unique_ptr<Tokenizer> loadFolderTokenizer(const std::string& dir, int vocab
   if (vocab || merges) {
     if (!merges) throw InputError((d / "merges.txt").string() + ": missing (vocab.json needs it)");
     if (!vocab) throw InputError((d / "vocab.json").string() + ": missing (merges.txt needs it)");
+    if (modelType(d) == "bart") {  // BartTokenizer's template: <s> A </s>
+      return loadBartVocabTokenizer((d / "vocab.json").string(), (d / "merges.txt").string(),
+                                    config, vocabSize);
+    }
     return std::make_unique<Gpt2Tokenizer>(Gpt2Tokenizer::load(
         (d / "vocab.json").string(), (d / "merges.txt").string(), vocabSize));
   }

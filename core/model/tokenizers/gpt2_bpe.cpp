@@ -4,12 +4,14 @@
 
 #include "attnviz/formats/fileio.h"
 #include "attnviz/engine/tensor.h"
+#include "attnviz/model/tokenizers/tokenizer_json.h"
 
 #include <nlohmann/json.hpp>
 #include <unicode/uchar.h>
 
 #include <algorithm>
 #include <climits>
+#include <filesystem>
 
 namespace attnviz {
 
@@ -258,6 +260,120 @@ bool Gpt2Tokenizer::contains(int id) const {
 std::string Gpt2Tokenizer::pieceBytes(int id) const {
   if (!contains(id)) throw InputError("token id " + std::to_string(id) + " is not in the vocab");
   return pieces_[id];
+}
+
+namespace {
+
+// The tokenizer.json reading with the files' own name for kind().
+class BartVocabTokenizer final : public Tokenizer {
+ public:
+  explicit BartVocabTokenizer(std::unique_ptr<Tokenizer> inner) : inner_(std::move(inner)) {}
+  std::vector<int> encode(std::string_view text, bool addSpecial) const override {
+    inner_->setParseSpecial(parseSpecial());
+    return inner_->encode(text, addSpecial);
+  }
+  PairEncoding encodePair(std::string_view a, std::string_view b, bool addSpecial) const override {
+    inner_->setParseSpecial(parseSpecial());
+    return inner_->encodePair(a, b, addSpecial);
+  }
+  std::string pieceBytes(int id) const override { return inner_->pieceBytes(id); }
+  std::string decode(const std::vector<int>& ids) const override { return inner_->decode(ids); }
+  int size() const override { return inner_->size(); }
+  bool contains(int id) const override { return inner_->contains(id); }
+  std::optional<int> bos() const override { return inner_->bos(); }
+  std::optional<int> eos() const override { return inner_->eos(); }
+  std::optional<int> unk() const override { return inner_->unk(); }
+  std::optional<int> mask() const override { return inner_->mask(); }
+  bool isSpecial(int id) const override { return inner_->isSpecial(id); }
+  std::string kind() const override {
+    return "vocab.json + merges.txt: byte-level BPE, BART's <s> ... </s>";
+  }
+
+ private:
+  std::unique_ptr<Tokenizer> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> loadBartVocabTokenizer(const std::string& vocabPath,
+                                                  const std::string& mergesPath,
+                                                  const std::string& configPath, int vocabSize) {
+  using json = nlohmann::json;
+  const std::string vocabText = readFile(vocabPath), mergesText = readFile(mergesPath);
+  // The checks (and their messages) of the plain GPT-2 reading.
+  (void)Gpt2Tokenizer::fromText(vocabText, mergesText, vocabPath, mergesPath, vocabSize);
+  json vocab = json::parse(vocabText);
+  json cfg = json::object();
+  std::error_code ec;
+  if (!configPath.empty() && std::filesystem::exists(configPath, ec)) {
+    try {
+      cfg = json::parse(readFile(configPath));
+    } catch (const json::exception& e) {
+      throw InputError(configPath + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!cfg.is_object()) throw InputError(configPath + ": expected a JSON object");
+  }
+  auto tokenName = [&](const char* key, const char* dflt) -> std::string {
+    if (!cfg.contains(key) || cfg[key].is_null()) return dflt;
+    const json& v = cfg[key];
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+      return v["content"].get<std::string>();
+    }
+    throw InputError(configPath + ": " + key + " is neither a string nor {\"content\": ...}");
+  };
+  const std::string bos = tokenName("bos_token", "<s>"), eos = tokenName("eos_token", "</s>"),
+                    cls = tokenName("cls_token", "<s>"), sep = tokenName("sep_token", "</s>"),
+                    unk = tokenName("unk_token", "<unk>"), pad = tokenName("pad_token", "<pad>"),
+                    mask = tokenName("mask_token", "<mask>");
+  for (const std::string* name : {&cls, &sep}) {
+    if (!vocab.contains(*name)) {
+      throw InputError(vocabPath + ": no '" + *name + "' token (BART's template needs it)");
+    }
+  }
+  json t;
+  t["version"] = "1.0";
+  t["added_tokens"] = json::array();
+  std::vector<std::string> seen;
+  for (const std::string* name : {&bos, &pad, &eos, &unk, &cls, &sep, &mask}) {
+    if (!vocab.contains(*name) || std::find(seen.begin(), seen.end(), *name) != seen.end()) {
+      continue;
+    }
+    seen.push_back(*name);
+    t["added_tokens"].push_back({{"id", vocab[*name]},
+                                 {"content", *name},
+                                 {"single_word", false},
+                                 {"lstrip", name == &mask},
+                                 {"rstrip", false},
+                                 {"normalized", false},
+                                 {"special", true}});
+  }
+  json merges = json::array();
+  for (std::size_t at = 0, lineNo = 1; at < mergesText.size(); ++lineNo) {
+    std::size_t end = mergesText.find('\n', at);
+    if (end == std::string::npos) end = mergesText.size();
+    std::string line = mergesText.substr(at, end - at);
+    at = end + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || (lineNo == 1 && line.starts_with("#version"))) continue;
+    merges.push_back(std::move(line));
+  }
+  t["normalizer"] = nullptr;
+  t["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+                        {"use_regex", true}};
+  t["post_processor"] = {{"type", "RobertaProcessing"},
+                         {"sep", {sep, vocab[sep]}},
+                         {"cls", {cls, vocab[cls]}},
+                         {"trim_offsets", true},
+                         {"add_prefix_space", false}};
+  t["decoder"] = {{"type", "ByteLevel"}};
+  t["model"] = {{"type", "BPE"},         {"dropout", nullptr}, {"unk_token", nullptr},
+                {"fuse_unk", false},     {"byte_fallback", false},
+                {"vocab", std::move(vocab)}, {"merges", std::move(merges)}};
+  json readerConfig = {{"bos_token", bos}, {"eos_token", eos}, {"mask_token", mask}};
+  return std::make_unique<BartVocabTokenizer>(
+      tokenizerFromJson(t.dump(), readerConfig.dump(), vocabPath,
+                        configPath.empty() ? "tokenizer_config.json" : configPath, vocabSize));
 }
 
 }  // namespace attnviz

@@ -83,4 +83,15 @@ class Gpt2Tokenizer : public Tokenizer {
   void bpe(std::string_view piece, std::vector<int>& out) const;
 };
 
+// BART's slow-tokenizer files (vocab.json + merges.txt, no tokenizer.json): what transformers'
+// BartTokenizer builds from them, written as the tokenizer.json its converter makes (byte-level
+// BPE, the special tokens <s> <pad> </s> <unk> <mask> cut out of the text, <mask> taking the
+// spaces before it, RobertaProcessing: <s> A </s>, pairs <s> A </s></s> B </s>) and read by
+// tokenizer_json.cpp. tokenizer_config.json's bos/eos/sep/cls/unk/pad/mask_token name other
+// tokens when given. Checks the files as load() does. Throws InputError naming the file.
+std::unique_ptr<Tokenizer> loadBartVocabTokenizer(const std::string& vocabPath,
+                                                  const std::string& mergesPath,
+                                                  const std::string& configPath,
+                                                  int vocabSize = 0);
+
 }  // namespace attnviz
