@@ -2,6 +2,7 @@
 """Unigram tokenizer.json references for attnviz (python3-sentencepiece, then node).
 
     /usr/bin/python3 unigram_reference.py OUT_DIR CORPUS.json
+    /usr/bin/python3 unigram_reference.py --convert SPIECE.model OUT_DIR CORPUS.json
 
 Trains a small SentencePiece Unigram model as T5's (pad 0, </s> 1, <unk> 2, no BOS, nmt_nfkc
 normalization, no byte fallback) and writes model folders the way Hugging Face's converter
@@ -61,16 +62,16 @@ def added(i, content):
             "normalized": False, "special": True}
 
 
-def tokenizer_json(model_path, flan, byte_fallback):
+def tokenizer_json(model_path, flan, byte_fallback, extra_ids=EXTRA_IDS):
     proto = pb.ModelProto()
     with open(model_path, "rb") as f:
         proto.ParseFromString(f.read())
     vocab = [[p.piece, p.score] for p in proto.pieces]
     n = len(vocab)
-    vocab += [["<extra_id_%d>" % i, 0.0] for i in range(EXTRA_IDS - 1, -1, -1)]
+    vocab += [["<extra_id_%d>" % i, 0.0] for i in range(extra_ids - 1, -1, -1)]
     eos = next(i for i, p in enumerate(proto.pieces) if p.piece == "</s>")
     tokens = [added(i, p.piece) for i, p in enumerate(proto.pieces) if p.type in (2, 3)]
-    tokens += [added(n + k, vocab[n + k][0]) for k in range(EXTRA_IDS)]
+    tokens += [added(n + k, vocab[n + k][0]) for k in range(extra_ids)]
     charsmap = base64.b64encode(proto.normalizer_spec.precompiled_charsmap).decode()
     if flan:
         normalizer = {"type": "Sequence", "normalizers": [
@@ -129,7 +130,21 @@ def write_json(path, obj):
         json.dump(obj, f, ensure_ascii=False)
 
 
+def convert(spiece, out, corpus_path):
+    """--convert: an existing spiece.model (no room for sentinels) as its tokenizer.json, and
+    python3-sentencepiece's ids of the corpus in OUT/spm.json."""
+    corpus = json.load(open(corpus_path, encoding="utf-8"))
+    os.makedirs(out, exist_ok=True)
+    write_json(os.path.join(out, "tokenizer.json"), tokenizer_json(spiece, False, False, 0))
+    sp = spm.SentencePieceProcessor()
+    sp.Load(spiece)
+    write_json(os.path.join(out, "spm.json"), [encode(sp, t) + [sp.eos_id()] for t in corpus])
+
+
 def main():
+    if sys.argv[1] == "--convert":
+        convert(*sys.argv[2:5])
+        return
     out, corpus_path = sys.argv[1], sys.argv[2]
     corpus = json.load(open(corpus_path, encoding="utf-8"))
     config = {"eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",

@@ -10,7 +10,10 @@
 // U+200B..U+200F are therefore compared with python3-sentencepiece only.
 #include "tokenizer_test_util.h"
 
+#include "run_binary.h"
+
 #include "attnviz/engine/tensor.h"
+#include "attnviz/model/model.h"
 #include "attnviz/model/tokenizers/tokenizer_json.h"
 
 #include <nlohmann/json.hpp>
@@ -169,6 +172,39 @@ TEST(UnigramJson, ByteFallbackMatchesSentencePiece) {
   const auto tok = loadFolderTokenizer((r.dir / "bytes").string());
   EXPECT_EQ(tok->kind(), "tokenizer.json: Unigram, byte fallback");
   expectMatches(*tok, &r.spm["bytes"], nullptr, "bytes", hasConjoiningJamo);
+}
+
+// The shipped T5 (assets/models/kjv-t5-align) with its spiece.model converted to tokenizer.json
+// beside it, as Hugging Face saves a T5 folder: the model opens through tokenizer.json and its
+// ids are python3-sentencepiece's, through the tokenizer API and `attnviz tokenize`.
+TEST(UnigramJson, ShippedT5OpensThroughTokenizerJson) {
+  const fs::path shipped = fs::path(ATTNVIZ_SOURCE_DIR) / "assets" / "models" / "kjv-t5-align";
+  TempDir d;
+  const ShellRun conv = runShell(
+      "/usr/bin/python3 " + shellQuote((testDir() / "unigram_reference.py").string()) +
+      " --convert " + shellQuote((shipped / "spiece.model").string()) + " " +
+      shellQuote(d.path.string()) + " " + shellQuote((testDir() / "corpus.json").string()));
+  if (conv.rc != 0) {
+    if (underCi()) FAIL() << conv.out;
+    GTEST_SKIP() << "unigram_reference.py --convert failed: " << conv.out;
+  }
+  for (const char* f : {"config.json", "model.safetensors", "spiece.model"}) {
+    fs::copy_file(shipped / f, d.path / f);
+  }
+  const json spm = json::parse(slurp(d.path / "spm.json"));
+  const auto m = Model::open(d.path.string());
+  EXPECT_EQ(m->tokenizer().kind(), "tokenizer.json: Unigram");
+  const std::vector<std::string> texts = corpus();
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    if (hasConjoiningJamo(texts[i])) continue;  // see hasConjoiningJamo
+    EXPECT_EQ(joinIds(m->tokenizer().encode(texts[i], true)),
+              joinIds(spm[i].get<std::vector<int>>()))
+        << "text " << i << ": " << json(texts[i]).dump();
+  }
+  const CliRun run =
+      runBinary({"tokenize", "--model", d.path.string(), "--text", texts[5]}, d.path);
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.out, joinIds(spm[5].get<std::vector<int>>()) + "\n");
 }
 
 // A crafted Unigram tokenizer.json is one line naming the file.
