@@ -204,6 +204,21 @@ TEST(Encoders, BadFoldersExitOneNamingConfigJson) {
 TEST(Encoders, UsageErrors) {
   const Generated& g = generated();
   ASSERT_TRUE(g.ok);
+// RoBERTa's positions start at pad_token_id + 1: a pad id at INT_MAX is refused in one line,
+// checked before the + 1 can wrap (which once made the offset negative and passed the check).
+TEST(Encoders, RobertaPadIdAtIntMaxIsRefused) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  TempDir out;
+  for (long long pad : {2147483647LL, 2147483646LL, -1LL}) {
+    const fs::path d = editedCopy(g.path("roberta_mlm"), out.path / ("pad" + std::to_string(pad)),
+                                  [&](nlohmann::json& j) { j["pad_token_id"] = pad; });
+    const CliRun run = runBinary({"model", "--model", d.string(), "--ids", "0,5,6,2"}, out.path);
+    expectOneLineRefusal(run, d / "config.json",
+                         "pad_token_id " + std::to_string(pad) + " leaves no positions");
+  }
+}
+
   TempDir out;
   const std::string folder = g.path("bert_mlm").string();
   // No mask token in the text; a pair with --ids; a decoder-only option on an encoder.

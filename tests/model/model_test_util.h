@@ -7,9 +7,12 @@
 #include "attnviz/formats/npy.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -39,6 +42,32 @@ void expectClose(const Floats& got, const NpyArray& want, double abs,
   }
   EXPECT_LE(worst, tol) << what << ": worst error at flat index " << at << ": " << got[at]
                         << " vs reference " << want.data[at];
+}
+
+// A copy of the folder `src` at `dst` with its config.json edited by `edit`.
+inline fs::path editedCopy(const fs::path& src, const fs::path& dst,
+                           const std::function<void(nlohmann::json&)>& edit) {
+  fs::create_directories(dst);
+  for (const auto& e : fs::directory_iterator(src))
+    fs::copy(e.path(), dst / e.path().filename(), fs::copy_options::overwrite_existing);
+  nlohmann::json j;
+  {
+    std::ifstream in(dst / "config.json");
+    j = nlohmann::json::parse(in);
+  }
+  edit(j);
+  std::ofstream(dst / "config.json") << j.dump(2);
+  return dst;
+}
+
+// A refused model: exit 1, one line on stderr naming `file` and saying `problem`, nothing on
+// stdout.
+inline void expectOneLineRefusal(const CliRun& r, const fs::path& file, const std::string& problem) {
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_EQ(lineCount(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(file.string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(problem), std::string::npos) << "want \"" << problem << "\" in: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 }  // namespace attnviz::testing

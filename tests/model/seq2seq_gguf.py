@@ -123,6 +123,9 @@ def main():
          drop=("enc.blk.0.attn_rel_b.weight",))
     case("buckets", "t5.attention.relative_buckets_count must be at least 4",
          meta={"t5.attention.relative_buckets_count": gg.U32(2)})
+    # 256 buckets: 128 exact causal ones, none left below llama.cpp's max distance 128.
+    case("buckets_256", "relative_buckets_count 256 leaves no log-spaced buckets",
+         meta={"t5.attention.relative_buckets_count": gg.U32(256)})
     case("value_length", "t5.attention.value_length 6 differs from the key length 8",
          meta={"t5.attention.value_length": gg.U32(6)})
     with open(os.path.join(root, "gguf_cases.json"), "w") as f:

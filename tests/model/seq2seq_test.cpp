@@ -107,6 +107,80 @@ TEST(Seq2Seq, T5RelativeBuckets) {
   EXPECT_EQ(relativeBucket(0, 32, false, 32, 128), 21);
   EXPECT_EQ(relativeBucket(0, 1000, false, 32, 128), 31);
 }
+// A max distance at or below the exact buckets (num_buckets / 2 for the decoder's causal ones)
+// leaves the log-spaced range empty or reversed: the bucket is still inside the table (the last
+// one), never a division by zero or a negative index.
+TEST(Seq2Seq, T5RelativeBucketsStayInsideTheTableForAnyMaxDistance) {
+  for (int md : {1, 4, 8, 15, 16}) {
+    for (int n : {0, 15, 16, 17, 100, 1000, 100000}) {
+      for (bool bidi : {true, false}) {
+        const int b = relativeBucket(0, n, bidi, 32, md);
+        EXPECT_GE(b, 0) << "max distance " << md << ", n " << n;
+        EXPECT_LT(b, 32) << "max distance " << md << ", n " << n;
+        const int after = relativeBucket(n, 0, bidi, 32, md);
+        EXPECT_GE(after, 0) << "max distance " << md << ", n " << n;
+        EXPECT_LT(after, 32) << "max distance " << md << ", n " << n;
+      }
+    }
+  }
+}
+
+// The loader refuses such a config in one line naming the key (the test cases have 8 buckets:
+// 4 exact causal ones).
+TEST(Seq2Seq, T5MaxDistanceAtOrBelowTheExactBucketsIsRefused) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  const fs::path folder = g.find("t5_v10")["folder"].get<std::string>();
+  TempDir tmp;
+  for (int md : {4, 3, 1}) {
+    const fs::path d = editedCopy(folder, tmp.path / ("md" + std::to_string(md)),
+                                  [&](nlohmann::json& j) {
+                                    j["relative_attention_max_distance"] = md;
+                                  });
+    const CliRun r = runBinary({"model", "--model", d.string(), "--ids", "5,6,7,8,9,10,11,12,1",
+                                "--target-ids", "0,3,4,5,6,7,8"},
+                               tmp.path);
+    expectOneLineRefusal(r, d / "config.json",
+                         "relative_attention_max_distance " + std::to_string(md) + " must exceed 4");
+  }
+}
+
+// pad_token_id and decoder_start_token_id: one rule for T5, BART and Marian. Absent takes the
+// family's default; a value that is not a token id of the vocabulary is refused naming the key
+// and vocab_size (T5 used to fall back to 0 in silence).
+TEST(Seq2Seq, TokenIdsOutsideTheVocabularyAreRefusedNamingTheKey) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
+  TempDir tmp;
+  for (const char* name : {"t5_v10", "bart_b", "marian"}) {
+    const nlohmann::json& c = g.find(name);
+    ASSERT_FALSE(c.is_null()) << name;
+    const fs::path folder = c["folder"].get<std::string>();
+    nlohmann::json cfg;
+    {
+      std::ifstream in(folder / "config.json");
+      cfg = nlohmann::json::parse(in);
+    }
+    const long long vocab = cfg["vocab_size"].get<long long>();
+    const std::string vs = "(vocab_size " + std::to_string(vocab) + ")";
+    int n = 0;
+    for (const char* key : {"pad_token_id", "decoder_start_token_id"}) {
+      for (const nlohmann::json& bad :
+           {nlohmann::json(vocab), nlohmann::json(-1), nlohmann::json(2147483647LL),
+            nlohmann::json("0")}) {
+        SCOPED_TRACE(std::string(name) + " " + key + " " + bad.dump());
+        const fs::path d = editedCopy(folder, tmp.path / (std::string(name) + std::to_string(n++)),
+                                      [&](nlohmann::json& j) { j[key] = bad; });
+        const CliRun r = runBinary({"model", "--model", d.string(), "--ids", idList(ids(c, "source")),
+                                    "--target-ids", idList(ids(c, "target"))},
+                                   tmp.path);
+        expectOneLineRefusal(r, d / "config.json",
+                             std::string(key) + " " + bad.dump() + " is not a token id " + vs);
+      }
+    }
+  }
+}
+
 namespace {
 
 // The position-bias view's numbers: `attnviz model --position-bias/--decoder-position-bias` on

@@ -86,15 +86,16 @@ void bertGguf(const GgufFile& f, ModelConfig& c) {
 // text without padding), so the table's first pad + 1 rows are never read.
 void robertaJson(const json& j, const std::string& path, ModelConfig& c) {
   bertStyle(j, path, c);
-  const int pad = j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()
-                      ? j["pad_token_id"].get<int>()
-                      : 1;
-  c.positionOffset = pad + 1;
-  if (pad < 0 || c.positionOffset >= c.nPositions) {
+  // Checked in 64 bits before the + 1: a pad id near INT_MAX must not wrap.
+  const long long pad = j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()
+                            ? j["pad_token_id"].get<long long>()
+                            : 1;
+  if (pad < 0 || pad + 1 >= c.nPositions) {
     throw InputError(path + ": pad_token_id " + std::to_string(pad) +
                      " leaves no positions of max_position_embeddings " +
                      std::to_string(c.nPositions) + " (positions start at pad_token_id + 1)");
   }
+  c.positionOffset = int(pad + 1);
   c.nPositions -= c.positionOffset;
   c.headActivation = Activation::GeluErf;  // RobertaLMHead's gelu, whatever hidden_act says
 }

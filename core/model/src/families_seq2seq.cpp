@@ -19,6 +19,21 @@ using nlohmann::json;
 using namespace json_keys;
 using D = Dim;
 
+// The rule of every encoder-decoder for its pad_token_id and decoder_start_token_id: absent (or
+// null) is the family's default; anything else must be a token id of the vocabulary, or the
+// model is refused naming the key and the vocabulary's size (a wrong start id would silently
+// decode from another token).
+std::optional<int> seq2seqTokenId(const json& j, const std::string& path, const char* key,
+                                  int vocabSize) {
+  const json* v = lookup(j, {key});
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer() || v->get<long long>() < 0 || v->get<long long>() >= vocabSize) {
+    throw InputError(path + ": " + key + " " + v->dump() + " is not a token id (vocab_size " +
+                     std::to_string(vocabSize) + ")");
+  }
+  return v->get<int>();
+}
+
 // T5 (Raffel et al. 2020; v1.0, and v1.1 / Flan with gated GELU): pre-RMS-norm stacks without
 // biases, no score scaling, a relative position bias per head and bucket in each stack's self
 // sites (the table in its first layer, shared by the others), final norms in both stacks, the
@@ -36,6 +51,14 @@ void t5Json(const json& j, const std::string& path, ModelConfig& c) {
   c.relMaxDistance = optionalInt(j, path, "relative_attention_max_distance", 128);
   if (c.relBuckets < 4) {
     throw InputError(path + ": relative_attention_num_buckets must be at least 4");
+  }
+  // The decoder's causal buckets are exact below num_buckets / 2 and log-spaced from there up to
+  // the max distance: a max distance at or below that count leaves no log range.
+  if (c.relMaxDistance <= c.relBuckets / 2) {
+    throw InputError(path + ": relative_attention_max_distance " +
+                     std::to_string(c.relMaxDistance) + " must exceed " +
+                     std::to_string(c.relBuckets / 2) +
+                     " (relative_attention_num_buckets / 2, the exact buckets)");
   }
   c.layerNormEps = float(optionalNumber(j, path, "layer_norm_epsilon", 1e-6, 0, 1));
   c.norm = NormKind::RMSNorm;
@@ -60,16 +83,10 @@ void t5Json(const json& j, const std::string& path, ModelConfig& c) {
   parseActivation(c, path);
   c.tiedHead = flag(j, "tie_word_embeddings", true);
   if (c.tiedHead) c.headInputScale = 1.0f / std::sqrt(float(c.nEmbd));
-  const json* start = lookup(j, {"decoder_start_token_id"});
-  c.decoderStartId = start && start->is_number_integer() && start->get<long long>() >= 0 &&
-                             start->get<long long>() < c.vocabSize
-                         ? start->get<int>()
-                         : 0;
-  const json* pad = lookup(j, {"pad_token_id"});
-  c.padId = pad && pad->is_number_integer() && pad->get<long long>() >= 0 &&
-                    pad->get<long long>() < c.vocabSize
-                ? pad->get<int>()
-                : 0;
+  // T5Config's defaults: pad 0, and the decoder starts from the pad token.
+  c.padId = seq2seqTokenId(j, path, "pad_token_id", c.vocabSize).value_or(0);
+  c.decoderStartId =
+      seq2seqTokenId(j, path, "decoder_start_token_id", c.vocabSize).value_or(*c.padId);
 }
 
 // llama.cpp's `t5`: the block of t5Json from the metadata. What a GGUF does not say is what
@@ -98,6 +115,12 @@ void t5Gguf(const GgufFile& f, ModelConfig& c) {
     throw InputError(f.path() + ": " + p + "attention.relative_buckets_count must be at least 4");
   }
   c.relMaxDistance = 128;
+  if (c.relBuckets / 2 >= c.relMaxDistance) {
+    throw InputError(f.path() + ": " + p + "attention.relative_buckets_count " +
+                     std::to_string(c.relBuckets) +
+                     " leaves no log-spaced buckets below llama.cpp's max distance 128 (at most "
+                     "255)");
+  }
   const auto eps = f.getFloat(p + "attention.layer_norm_rms_epsilon")
                        ? f.getFloat(p + "attention.layer_norm_rms_epsilon")
                        : f.getFloat(p + "attention.layer_norm_epsilon");
@@ -154,18 +177,9 @@ void seq2seqJson(const json& j, const std::string& path, ModelConfig& c,
   encoderBlock(path, c);
   c.layerNormEps = 1e-5f;  // nn.LayerNorm's default
   c.causal = true;         // the decoder's self sites; the encoder's are bidirectional
-  const json* start = lookup(j, {"decoder_start_token_id"});
-  if (start && start->is_number_integer() && start->get<long long>() >= 0 &&
-      start->get<long long>() < c.vocabSize) {
-    c.decoderStartId = start->get<int>();
-  } else {
-    throw InputError(path + ": \"decoder_start_token_id\" must be a token id below vocab_size");
-  }
-  if (const json* pad = lookup(j, {"pad_token_id"});
-      pad && pad->is_number_integer() && pad->get<long long>() >= 0 &&
-      pad->get<long long>() < c.vocabSize) {
-    c.padId = pad->get<int>();
-  }
+  c.padId = seq2seqTokenId(j, path, "pad_token_id", c.vocabSize);
+  c.decoderStartId = seq2seqTokenId(j, path, "decoder_start_token_id", c.vocabSize);
+  if (!c.decoderStartId) throw InputError(path + ": missing decoder_start_token_id");
 }
 
 void bartJson(const json& j, const std::string& path, ModelConfig& c) {

@@ -317,6 +317,9 @@ int relativeBucket(int j, int i, bool bidirectional, int buckets, int maxDistanc
                                             float(buckets - maxExact);
   return out + std::min(int(large), buckets - 1);
 }
+  // The loaders refuse a max distance at or below maxExact; should one get here, every distance
+  // past the exact range takes the last bucket rather than an index outside the table.
+  if (maxDistance <= maxExact || n >= maxDistance) return out + buckets - 1;
 
 Tensor3 positionBias(const Model::Weights& w, const ModelConfig& c, int stack, int Tq, int Tk) {
   const float* table = w.global(stack == 1 ? Global::EncRelBias : Global::RelBias);
