@@ -30,7 +30,8 @@ nothing to the stream) whose reference scales by 1/sqrt(16).
 "bad": broken copies of the twins (gguf_file.py), each refused with one line naming the file:
 a gemma2 attention softcap of 0, a gemma3 sliding_window_pattern with the wrong number of flags,
 a gemma3 RoPE scaling type attnviz does not implement, a phi3 file with LongRoPE factors, a phi3
-partial rotary dimension, an olmo2 sliding window.
+rotary dimension count that is odd, an olmo2 sliding window. (A count below the head size is a
+partial rotary factor, which phi4_mini_partial's twin runs.)
 """
 import json
 import os
@@ -173,8 +174,8 @@ def bad_files(root):
          meta={"gemma3.rope.scaling.type": gg.STR("yarn")})
     case("phi3_longrope", "phi3_fused", "'rope_factors_long.weight' (Phi-3 LongRoPE",
          extra=[("rope_factors_long.weight", np.ones(8, dtype=np.float32))])
-    case("phi3_partial_rotary", "phi3_fused", "phi3.rope.dimension_count 8",
-         meta={"phi3.rope.dimension_count": gg.U32(8)})
+    case("phi3_odd_rotary", "phi3_fused", "phi3.rope.dimension_count 9 does not fit",
+         meta={"phi3.rope.dimension_count": gg.U32(9)})
     case("olmo2_window", "olmo2_gqa", "olmo2.attention.sliding_window 4",
          meta={"olmo2.attention.sliding_window": gg.U32(4)})
     return out
@@ -190,6 +191,8 @@ def main():
         hf_cases = json.load(f)["cases"]
     cases = []
     for c in hf_cases:
+        if not c.get("gguf", True):  # a folder layout only (gemma3's image-text checkpoints)
+            continue
         name = c["name"]
         folder = os.path.join(root, c["dir"])
         hf_to_gguf.convert(folder, os.path.join(root, name + ".gguf"), "F32", quiet=True)

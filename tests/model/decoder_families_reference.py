@@ -29,7 +29,16 @@ gated MLP, unless said otherwise):
                layer_types lists); local layers rotate with rope_local_base_freq and no scaling,
                global ones with rope_theta and rope_scaling (linear: frequencies / factor).
   phi3         fused qkv_proj (rows [q; k; v]) and gate_up_proj (rows [gate; up]); SiLU; the
-               sliding window, when configured, in every layer.
+               sliding window, when configured, in every layer; partial_rotary_factor f
+               (Phi-4-mini: 0.75) rotates the first int(head_dim * f) dimensions of each head only,
+               rotate-half within them (any family's config may say it).
+  gemma3       (Gemma3ForConditionalGeneration, the 4B/12B/27B image-text checkpoints) a gemma3_text
+               language model described by text_config, whose missing keys take
+               transformers' Gemma3TextConfig defaults (text_config() below); its tensors under
+               "language_model.model." (the head "language_model.lm_head."), beside the vision
+               tower's ("vision_tower.") and the projector's ("multi_modal_projector."), which
+               play no part in a text pass. Its case is a folder only (llama.cpp writes the
+               language model as a text-only gemma3 GGUF, the gemma3_text twins).
   olmo2        no norm before attention or MLP: post_attention_layernorm on the attention output
                and post_feedforward_layernorm on the MLP output, each before the residual add;
                q_norm over the whole q projection [H * head_dim] and k_norm over [KV * head_dim],
@@ -83,7 +92,28 @@ def local_layers(cfg):
     return [False] * L
 
 
-def inv_freq(cfg, local):
+def longrope(cfg, scaling, T):
+    """LongRoPE as transformers' _compute_longrope_parameters and Phi-3's rotary embedding use
+    it: (the per-pair divisors, the cos/sin factor) for a sequence of T positions. The long
+    factors once T passes original_max_position_embeddings (the object's, else the config's, else
+    max_position_embeddings); the factor attention_factor, else sqrt(1 + ln s / ln original) with
+    s = max_position_embeddings / original (1 when s <= 1)."""
+    mx = cfg["max_position_embeddings"]
+    orig = scaling.get("original_max_position_embeddings",
+                       cfg.get("original_max_position_embeddings"))
+    if orig:
+        s = mx / orig
+    else:
+        orig, s = mx, scaling.get("factor") or 1.0
+    af = scaling.get("attention_factor")
+    if af is None:
+        af = math.sqrt(1 + math.log(s) / math.log(orig)) if s > 1.0 else 1.0
+    ext = scaling["long_factor"] if T > orig else scaling["short_factor"]
+    return torch.tensor(ext, dtype=torch.float32), af
+
+
+def inv_freq(cfg, local, T=0):
+    """(the inverse frequencies of the rotated pairs, the factor on cos and sin)."""
     hd = head_dim(cfg)
     base = cfg.get("rope_theta", 10000.0)
     scaling = cfg.get("rope_scaling")
@@ -94,25 +124,69 @@ def inv_freq(cfg, local):
         if "full_attention" in rp or "sliding_attention" in rp:
             rp = rp.get("sliding_attention" if local else "full_attention", {})
         base, scaling = rp.get("rope_theta", 10000.0), rp
-    # As HF computes it: base^(2i/d) in float32.
-    inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
-    inv = inv.to(torch.float64)
+    # Partial rotary: the first int(hd * partial_rotary_factor) dimensions rotate.
+    dim = int(hd * cfg.get("partial_rotary_factor", 1.0))
+    # As HF computes it: base^(2i/d) in float32, d the rotated dimensions.
+    shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+    inv = (1.0 / (base ** shape)).to(torch.float64)
+    af = 1.0
     if scaling:
         kind = scaling.get("rope_type", scaling.get("type"))
         if kind == "linear":
             inv = inv / float(scaling["factor"])
+        elif kind == "longrope":  # in float32, as HF: 1 / (factor * base^(2i/d))
+            ext, af = longrope(cfg, scaling, T)
+            inv = (1.0 / (ext * base ** shape)).to(torch.float64)
         elif kind != "default":
             raise NotImplementedError(kind)
-    return inv
+    return inv, af
 
 
-def rope(x, inv, T):
-    """x [heads, T, hd], rotate-half pairs (i, i + hd/2)."""
+def rope(x, inv, T, af=1.0):
+    """x [heads, T, hd], rotate-half pairs (i, i + r/2) within the first r = 2 len(inv)
+    dimensions; the others pass through (partial rotary). cos and sin times af."""
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
-    cos = torch.cat([ang.cos(), ang.cos()], -1)
-    sin = torch.cat([ang.sin(), ang.sin()], -1)
-    h = x.shape[-1] // 2
-    return x * cos + torch.cat([-x[..., h:], x[..., :h]], -1) * sin
+    cos = torch.cat([ang.cos(), ang.cos()], -1) * af
+    sin = torch.cat([ang.sin(), ang.sin()], -1) * af
+    r = 2 * inv.shape[0]
+    xr, xp = x[..., :r], x[..., r:]
+    h = r // 2
+    return torch.cat([xr * cos + torch.cat([-xr[..., h:], xr[..., :h]], -1) * sin, xp], -1)
+
+
+# transformers' Gemma3TextConfig defaults (configuration_gemma3.py), for the keys an image-text
+# checkpoint's text_config leaves out.
+GEMMA3_TEXT_DEFAULTS = {
+    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "rope_theta": 1000000.0,
+    "attention_bias": False, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+    "final_logit_softcapping": None, "attn_logit_softcapping": None, "rope_scaling": None,
+    "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6}
+
+
+def text_config(cfg):
+    """The language model's config of an image-text gemma3 config (else cfg itself)."""
+    if cfg["model_type"] != "gemma3":
+        return cfg
+    out = dict(GEMMA3_TEXT_DEFAULTS)
+    out.update({k: v for k, v in cfg["text_config"].items() if v is not None})
+    out["model_type"] = "gemma3_text"
+    return out
+
+
+def multimodal_names(w, gen):
+    """The language model's tensors as Gemma3ForConditionalGeneration names them, and a few
+    tiny vision tower and projector tensors beside them."""
+    out = {"language_model." + k: v for k, v in w.items()}  # model.* and lm_head.weight
+    for name, shape in (("vision_tower.vision_model.embeddings.patch_embedding.weight",
+                         (8, 3, 2, 2)),
+                        ("vision_tower.vision_model.post_layernorm.weight", (8,)),
+                        ("multi_modal_projector.mm_input_projection_weight", (8, 16)),
+                        ("multi_modal_projector.mm_soft_emb_norm.weight", (8,))):
+        out[name] = torch.randn(*shape, generator=gen, dtype=torch.float64)
+    return out
 
 
 def head_dim(cfg):
@@ -136,6 +210,7 @@ def head_norms(x, heads):
 def forward(cfg, w, ids, qk_trace=None):
     """(attention weights [L, H, T, T], logits [T, V]), float64. qk_trace: a list that gets, a
     layer, the q and k row norms per head before and after the family's q/k norm."""
+    cfg = text_config(cfg)
     mt = cfg["model_type"]
     assert mt in FAMILIES, mt
     d, L = cfg["hidden_size"], cfg["num_hidden_layers"]
@@ -182,8 +257,8 @@ def forward(cfg, w, ids, qk_trace=None):
             k = norm(k, p + "self_attn.k_norm.weight")
         if qk_trace is not None:
             qk_trace.append(before + (head_norms(q, H), head_norms(k, KV)))
-        inv = inv_freq(cfg, local[l])
-        q, k = rope(q, inv, T), rope(k, inv, T)
+        inv, af = inv_freq(cfg, local[l], T)
+        q, k = rope(q, inv, T, af), rope(k, inv, T, af)
         k = k.repeat_interleave(H // KV, dim=0)
         v = v.repeat_interleave(H // KV, dim=0)
         s = q @ k.transpose(1, 2) * scale
@@ -225,6 +300,31 @@ def forward(cfg, w, ids, qk_trace=None):
 # Checkpoints
 
 
+def multimodal(text, **top):
+    """An image-text gemma3 config around `text` (a gemma3_text config, keys in `drop` left to the
+    defaults) with a tiny vision_config."""
+    return dict({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                 "text_config": text,
+                 "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 8,
+                                   "image_size": 4, "patch_size": 2, "num_hidden_layers": 1,
+                                   "num_attention_heads": 1, "intermediate_size": 16},
+                 "mm_tokens_per_image": 4, "boi_token_index": 5, "eoi_token_index": 6,
+                 "image_token_index": 7, "torch_dtype": "float32",
+                 "transformers_version": "4.53.0"}, **top)
+
+
+def gemma3_text_part(V):
+    """The text_config of the image-text case: sizes given, the rest (rms_norm_eps,
+    rope_theta 1e6, rope_local_base_freq 1e4, query_pre_attn_scalar 256, sliding_window_pattern 6,
+    no caps, tied) left to Gemma3TextConfig's defaults as the real checkpoints' text_config
+    leaves them; six layers so that pattern 6 makes the last one global."""
+    return {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 16, "vocab_size": V, "sliding_window": 5, "bos_token_id": 1,
+            "eos_token_id": 2,
+            "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+
+
 def config(mt, d, L, H, KV, V, tied, inter=128, **extra):
     arch = {"qwen3": "Qwen3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
             "gemma3_text": "Gemma3ForCausalLM", "phi3": "Phi3ForCausalLM",
@@ -243,6 +343,7 @@ def config(mt, d, L, H, KV, V, tied, inter=128, **extra):
 
 
 def random_weights(cfg, gen):
+    cfg = text_config(cfg)
     mt = cfg["model_type"]
     d, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
     H = cfg["num_attention_heads"]
@@ -362,6 +463,31 @@ def variants(V):
         ("phi3_fused", config("phi3", 64, 2, 4, 4, V, False, sliding_window=None), 37),
         # GQA 4/2 in the fused qkv, window 6 < T in every layer, tied.
         ("phi3_window", config("phi3", 64, 3, 4, 2, V, True, sliding_window=6), 38),
+        # Phi-4-mini's shape in small: partial_rotary_factor 0.75 (18 of the 24 dimensions of a
+        # head rotate, their halves 9 apart; 6 pass through), GQA 4/2, tied.
+        ("phi4_mini_partial", config("phi3", 96, 2, 4, 2, V, True, sliding_window=None,
+                                     partial_rotary_factor=0.75), 43),
+        # Phi-3's LongRoPE: 16 tokens against original_max_position_embeddings 12 (the long
+        # factors; the case "phi3_longrope_short" runs the same folder on 10 tokens: the short
+        # ones), the attention factor from max_position_embeddings 256 / 12; partial rotary as
+        # Phi-4-mini (12 of 16 dimensions: 6 factors each).
+        ("phi3_longrope", config("phi3", 64, 2, 4, 2, V, False, sliding_window=None,
+                                 partial_rotary_factor=0.75, original_max_position_embeddings=12,
+                                 rope_scaling={"type": "longrope",
+                                               "short_factor": [1.0, 1.3, 2.0, 3.1, 4.5, 7.0],
+                                               "long_factor": [1.5, 2.7, 5.0, 9.0, 16.0, 40.0]}),
+         45),
+        # As transformers 5 writes it: the original length and attention_factor inside
+        # rope_parameters; short regime only (T = 16 <= 20).
+        ("phi3_longrope_v5", v5(config("phi3", 64, 2, 4, 4, V, True, sliding_window=None),
+                                {"rope_type": "longrope", "rope_theta": 10000.0,
+                                 "original_max_position_embeddings": 20,
+                                 "attention_factor": 1.25,
+                                 "short_factor": [1.0, 1.1, 1.5, 2.0, 3.0, 4.0, 6.0, 9.0],
+                                 "long_factor": [2.0] * 8}), 46),
+        # Gemma 3's image-text layout: the language model under language_model., text_config
+        # with Gemma3TextConfig's defaults for what it leaves out, vision tensors beside it.
+        ("gemma3_multimodal", multimodal(gemma3_text_part(V)), 44),
         # Norms after; k_norm over KV * hd = 32 < q_norm's 64; untied.
         ("olmo2_gqa", config("olmo2", 64, 2, 4, 2, V, False, rms_norm_eps=1e-5), 39),
         ("olmo2_tied", config("olmo2", 96, 3, 6, 6, V, True, rope_theta=500000.0), 40),
@@ -370,6 +496,13 @@ def variants(V):
 
 def check(name, cfg, w, ids, att, logits):
     """The variant exercises what it says: rows sum to 1, windows and caps bite."""
+    if cfg["model_type"] == "gemma3":  # the defaults matter: the stated scalar differs
+        tc = text_config(cfg)
+        a8, _ = forward(dict(tc, query_pre_attn_scalar=16), w, ids)
+        assert float((a8 - att).abs().max()) > 1e-3, name
+        a9, _ = forward(dict(tc, rope_local_base_freq=tc["rope_theta"]), w, ids)
+        assert float((a9 - att).abs().max()) > 1e-3, name
+        cfg = tc
     assert torch.allclose(att.sum(-1), torch.ones_like(att.sum(-1)), atol=1e-12), name
     assert torch.isfinite(logits).all(), name
     local = local_layers(cfg)
@@ -396,6 +529,19 @@ def check(name, cfg, w, ids, att, logits):
     if cfg.get("rope_parameters"):  # read, not defaulted
         a6, _ = forward(dict(cfg, rope_parameters=None), w, ids)
         assert float((a6 - att).abs().max()) > 1e-3, name
+    rs = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    if rs.get("type", rs.get("rope_type")) == "longrope":  # the factors and the scale matter
+        other = dict(rs, short_factor=rs["long_factor"], long_factor=rs["short_factor"])
+        a10, _ = forward(dict(cfg, rope_scaling=other) if "rope_scaling" in cfg
+                         else dict(cfg, rope_parameters=other), w, ids)
+        assert float((a10 - att).abs().max()) > 1e-3, name
+        one = dict(rs, attention_factor=1.0)
+        a11, _ = forward(dict(cfg, rope_scaling=one) if "rope_scaling" in cfg
+                         else dict(cfg, rope_parameters=one), w, ids)
+        assert float((a11 - att).abs().max()) > 1e-3, name
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0 and not rs:  # the pass-through dims matter
+        a7, _ = forward(dict(cfg, partial_rotary_factor=1.0), w, ids)
+        assert float((a7 - att).abs().max()) > 1e-3, name
     # Peaky enough to show a wrong mask or rotation.
     peak = float(att[:, :, 7:, :].max(-1).values.mean())
     if os.environ.get("PEAK"):
@@ -434,6 +580,7 @@ def main():
         gen = torch.Generator().manual_seed(seed)
         w = random_weights(cfg, gen)
         w = {k: v.to(torch.float32).to(torch.float64) for k, v in w.items()}  # as stored (F32)
+        stored = multimodal_names(w, gen) if cfg["model_type"] == "gemma3" else w
         ids = [1] + torch.randint(3, V, (15,), generator=gen).tolist()
         trace = []
         att, logits = forward(cfg, w, ids, trace)
@@ -441,16 +588,19 @@ def main():
         with open(os.path.join(out, "config.json"), "w") as f:
             json.dump(cfg, f, indent=2)
         write_safetensors(os.path.join(out, "model.safetensors"),
-                          [(n, t, "F32") for n, t in w.items()])
+                          [(n, t, "F32") for n, t in stored.items()])
         write_spm_tokenizer(out, vocab, merges)
         np.save(os.path.join(out, "weights.npy"), att.numpy().astype(np.float32))
         np.save(os.path.join(out, "logits.npy"), logits.numpy().astype(np.float32))
         # The continuation, when no step is a near tie (float32 could pick the other token).
         cont, gap = greedy(cfg, w, ids, 6)
-        case = {"name": name, "family": cfg["model_type"], "dir": name, "ids": ids,
+        tc = text_config(cfg)
+        case = {"name": name, "family": tc["model_type"], "dir": name, "ids": ids,
                 "weights": f"{name}/weights.npy", "logits": f"{name}/logits.npy",
-                "greedy": cont if gap > 1e-3 else None}
-        if cfg["model_type"] in ("qwen3", "gemma3_text", "olmo2"):
+                "greedy": cont if gap > 1e-3 else None,
+                # Folders only: gemma3's image-text layout, LongRoPE (the converter refuses it).
+                "gguf": cfg["model_type"] != "gemma3" and "longrope" not in name}
+        if tc["model_type"] in ("qwen3", "gemma3_text", "olmo2"):
             # [L, 2, H, T] and [L, 2, KV, T]: before and after the q/k norm.
             qn = torch.stack([torch.stack([t[0], t[2]]) for t in trace])
             kn = torch.stack([torch.stack([t[1], t[3]]) for t in trace])
@@ -458,6 +608,20 @@ def main():
             np.save(os.path.join(out, "k_norms.npy"), kn.numpy().astype(np.float32))
             case["q_norms"], case["k_norms"] = f"{name}/q_norms.npy", f"{name}/k_norms.npy"
         cases.append(case)
+        if name == "phi3_longrope":  # the same folder on 10 <= 12 tokens: the short factors
+            short = ids[:10]
+            att_s, logits_s = forward(cfg, w, short)
+            check(name + "_short", cfg, w, short, att_s, logits_s)
+            att_l, _ = forward(dict(cfg, original_max_position_embeddings=8), w, short)
+            assert float((att_l - att_s).abs().max()) > 1e-3  # the regime matters here
+            np.save(os.path.join(out, "weights_short.npy"), att_s.numpy().astype(np.float32))
+            np.save(os.path.join(out, "logits_short.npy"), logits_s.numpy().astype(np.float32))
+            # No greedy ids: generation crosses 12 tokens, where HF's cached steps switch to
+            # the long factors while the full recompute rotates every position with them.
+            cases.append({"name": name + "_short", "family": "phi3", "dir": name, "ids": short,
+                          "weights": f"{name}/weights_short.npy",
+                          "logits": f"{name}/logits_short.npy", "greedy": None,
+                          "gguf": False})
     with open(os.path.join(root, "cases.json"), "w") as f:
         json.dump({"cases": cases}, f, indent=2)
     return 0

@@ -85,7 +85,7 @@ nlohmann::json DecoderFamilies::cases_;
 // family: weights within 1e-5, logits within 1e-4 of the largest logit.
 TEST_F(DecoderFamilies, EveryVariantMatchesTheTorchReference) {
   const auto& list = cases()["cases"];
-  ASSERT_EQ(list.size(), 12u);
+  ASSERT_EQ(list.size(), 17u);
   std::set<std::string> families;
   for (const auto& c : list) {
     const std::string name = c["name"].get<std::string>();
@@ -251,6 +251,70 @@ TEST_F(DecoderFamilies, BadGemmaLayerKeysAreRefusedNamingTheFile) {
           j["rope_parameters"]["sliding_attention"]["rope_type"] = "linear";
         });
     expectRefused(run(d), d, "rope_parameters.sliding_attention type \"linear\"");
+  }
+}
+
+// Partial rotary and LongRoPE keys attnviz cannot honour: a factor that rotates an odd number of
+// dimensions or lies outside (0, 1], LongRoPE factor lists of the wrong length or with a factor
+// that is not a positive number.
+TEST_F(DecoderFamilies, BadRopeKeysAreRefusedNamingTheFile) {
+  auto run = [&](const fs::path& dir) {
+    return runBinary({"model", "--model", dir.string(), "--ids", "1,5,7"}, root());
+  };
+  {
+    const fs::path d = brokenCopy("phi4_mini_partial", "bad_partial_odd",
+                                  [](nlohmann::json& j) { j["partial_rotary_factor"] = 0.125; });
+    expectRefused(run(d), d, "rotates 3 dimensions");
+  }
+  {
+    const fs::path d = brokenCopy("phi4_mini_partial", "bad_partial_range",
+                                  [](nlohmann::json& j) { j["partial_rotary_factor"] = 1.5; });
+    expectRefused(run(d), d, "\"partial_rotary_factor\" must be a number in (0, 1]");
+  }
+  {
+    const fs::path d = brokenCopy("phi3_longrope", "bad_longrope_length", [](nlohmann::json& j) {
+      j["rope_scaling"]["short_factor"] = {1.0, 2.0};
+    });
+    expectRefused(run(d), d, "rope_scaling.short_factor must list 6 numbers");
+  }
+  {
+    const fs::path d = brokenCopy("phi3_longrope", "bad_longrope_zero", [](nlohmann::json& j) {
+      j["rope_scaling"]["long_factor"][3] = 0;
+    });
+    expectRefused(run(d), d, "rope_scaling.long_factor holds 0");
+  }
+}
+
+// Gemma 3's image-text checkpoint (model_type gemma3): the language model opens as gemma3_text
+// from text_config and the "language_model." tensors (EveryVariantMatchesTheTorchReference holds
+// its numbers), and its info says the vision tower was not loaded: in ModelConfig::note and in
+// one line of `attnviz model`. A gemma3 config without text_config, or with a text_config of
+// another model type, is refused naming the file.
+TEST_F(DecoderFamilies, Gemma3ImageTextCheckpointOpensItsLanguageModel) {
+  const fs::path dir = root() / "gemma3_multimodal";
+  const auto m = Model::open(dir.string());
+  EXPECT_EQ(m->config().family, "gemma3_text");
+  EXPECT_NE(m->config().note.find("vision tower not loaded"), std::string::npos)
+      << m->config().note;
+  EXPECT_EQ(m->config().nLayer, 6);
+  EXPECT_EQ(m->config().windowOf(5), 0);  // sliding_window_pattern's default 6
+  EXPECT_EQ(m->config().windowOf(4), 5);
+  EXPECT_EQ(m->config().eosId, std::optional<int>(2));  // from text_config
+  const CliRun run = runBinary({"model", "--model", dir.string(), "--ids", "1,5,7"}, root());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("\nnote: vision tower not loaded"), std::string::npos) << run.out;
+  {
+    const fs::path d = brokenCopy("gemma3_multimodal", "bad_no_text_config",
+                                  [](nlohmann::json& j) { j.erase("text_config"); });
+    expectRefused(runBinary({"model", "--model", d.string(), "--ids", "1,5,7"}, root()), d,
+                  "text_config");
+  }
+  {
+    const fs::path d = brokenCopy("gemma3_multimodal", "bad_text_model_type", [](nlohmann::json& j) {
+      j["text_config"]["model_type"] = "llama";
+    });
+    expectRefused(runBinary({"model", "--model", d.string(), "--ids", "1,5,7"}, root()), d,
+                  "text_config.model_type \"llama\"");
   }
 }
 

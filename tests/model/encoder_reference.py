@@ -11,7 +11,10 @@ post-norm Transformer encoder with learned absolute positions, token type embedd
 embedding LayerNorm, exact GELU, and the masked-LM head dense -> GELU -> LayerNorm -> tied
 decoder + bias; ModernBERT: Warner et al. 2024, pre-norm with bias-free LayerNorms, no norm
 before the first layer's attention, fused Wqkv, rotate-half RoPE with a global and a local base,
-local layers that see keys within local_attention / 2, GeGLU). cases.json lists what each
+local layers that see keys within local_attention / 2, GeGLU; with attention_bias, mlp_bias,
+norm_bias and classifier_bias true, HF's ModernBERT adds biases to Wqkv and Wo, to the MLP's Wi
+and Wo, to every LayerNorm (the embedding norm, each layer's attn_norm and mlp_norm, the final
+norm, the head's norm) and to the head's dense layer). cases.json lists what each
 reference is for. Nothing here reads attnviz.
 """
 import json
@@ -176,28 +179,51 @@ def rope(x, theta):
     return x * cos + rot * sin
 
 
-def modernbert_params(d, inner, layers, vocab):
+def modernbert_params(d, inner, layers, vocab, biases=False):
+    """biases: every bias HF's ModernBERT has when attention_bias, mlp_bias, norm_bias and
+    classifier_bias are true (the keys ending in "_b")."""
     p = {"word": rand(vocab, d, std=0.5), "emb_norm": 1 + rand(d, std=0.1),
          "final_norm": 1 + rand(d, std=0.1), "head_dense": rand(d, d, std=0.3),
          "head_norm": 1 + rand(d, std=0.1), "head_bias": rand(vocab, std=0.5), "layers": []}
+    if biases:
+        p.update(emb_norm_b=rand(d, std=0.3), final_norm_b=rand(d, std=0.3),
+                 head_dense_b=rand(d, std=0.3), head_norm_b=rand(d, std=0.3))
     for _ in range(layers):
-        p["layers"].append({"attn_norm": 1 + rand(d, std=0.1), "Wqkv": rand(3 * d, d),
-                            "Wo": rand(d, d), "mlp_norm": 1 + rand(d, std=0.1),
-                            "Wi": rand(2 * inner, d), "Wo2": rand(d, inner)})
+        L = {"attn_norm": 1 + rand(d, std=0.1), "Wqkv": rand(3 * d, d), "Wo": rand(d, d),
+             "mlp_norm": 1 + rand(d, std=0.1), "Wi": rand(2 * inner, d), "Wo2": rand(d, inner)}
+        if biases:
+            L.update(attn_norm_b=rand(d, std=0.3), Wqkv_b=rand(3 * d, std=0.5),
+                     Wo_b=rand(d, std=0.3), mlp_norm_b=rand(d, std=0.3),
+                     Wi_b=rand(2 * inner, std=0.3), Wo2_b=rand(d, std=0.3))
+        p["layers"].append(L)
     return p
+
+
+def modernbert_bias_names():
+    """The reference's bias keys and their HF names (after "model.layers.N." for a layer's)."""
+    return ({"emb_norm_b": "model.embeddings.norm.bias", "final_norm_b": "model.final_norm.bias",
+             "head_dense_b": "head.dense.bias", "head_norm_b": "head.norm.bias"},
+            {"attn_norm_b": "attn_norm.bias", "Wqkv_b": "attn.Wqkv.bias", "Wo_b": "attn.Wo.bias",
+             "mlp_norm_b": "mlp_norm.bias", "Wi_b": "mlp.Wi.bias", "Wo2_b": "mlp.Wo.bias"})
 
 
 def modernbert_forward(p, ids, cfg):
     heads, eps = cfg["num_attention_heads"], cfg["norm_eps"]
-    ln = lambda x, w: layer_norm(x, w, 0.0, eps)  # noqa: E731
-    x = ln(p["word"][torch.tensor(ids)], p["emb_norm"])
+    def ln(x, w, b=0.0):
+        return layer_norm(x, w, b, eps)
+
+    def lin(x, L, name):
+        y = x @ L[name].T
+        return y + L[name + "_b"] if name + "_b" in L else y
+
+    x = ln(p["word"][torch.tensor(ids)], p["emb_norm"], p.get("emb_norm_b", 0.0))
     T, d = x.shape
     dh = d // heads
     weights, stream = [], [x]
     dist = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs()
     for l, L in enumerate(p["layers"]):
-        h = x if l == 0 else ln(x, L["attn_norm"])
-        q, k, v = (h @ L["Wqkv"].T).view(T, 3, heads, dh).permute(1, 2, 0, 3)  # 3 x [H, T, dh]
+        h = x if l == 0 else ln(x, L["attn_norm"], L.get("attn_norm_b", 0.0))
+        q, k, v = lin(h, L, "Wqkv").view(T, 3, heads, dh).permute(1, 2, 0, 3)  # 3 x [H, T, dh]
         glob = l % cfg["global_attn_every_n_layers"] == 0
         theta = cfg["global_rope_theta"] if glob else cfg["local_rope_theta"]
         q, k = rope(q, theta), rope(k, theta)
@@ -206,12 +232,12 @@ def modernbert_forward(p, ids, cfg):
             s = s.masked_fill(dist > cfg["local_attention"] // 2, float("-inf"))
         a = torch.softmax(s, dim=-1)
         weights.append(a)
-        x = x + (a @ v).transpose(0, 1).reshape(T, d) @ L["Wo"].T
-        inp, gate = (ln(x, L["mlp_norm"]) @ L["Wi"].T).chunk(2, dim=-1)
-        x = x + (gelu(inp) * gate) @ L["Wo2"].T
+        x = x + lin((a @ v).transpose(0, 1).reshape(T, d), L, "Wo")
+        inp, gate = lin(ln(x, L["mlp_norm"], L.get("mlp_norm_b", 0.0)), L, "Wi").chunk(2, dim=-1)
+        x = x + lin(gelu(inp) * gate, L, "Wo2")
         stream.append(x)
-    hidden = ln(x, p["final_norm"])
-    z = ln(gelu(hidden @ p["head_dense"].T), p["head_norm"])
+    hidden = ln(x, p["final_norm"], p.get("final_norm_b", 0.0))
+    z = ln(gelu(lin(hidden, p, "head_dense")), p["head_norm"], p.get("head_norm_b", 0.0))
     return torch.stack(weights), hidden, z @ p["word"].T + p["head_bias"], torch.stack(stream)
 
 
@@ -227,6 +253,14 @@ def modernbert_tensors(p):
         t[pre + "attn.Wqkv.weight"], t[pre + "attn.Wo.weight"] = L["Wqkv"], L["Wo"]
         t[pre + "mlp_norm.weight"] = L["mlp_norm"]
         t[pre + "mlp.Wi.weight"], t[pre + "mlp.Wo.weight"] = L["Wi"], L["Wo2"]
+    glob, layer = modernbert_bias_names()
+    for key, name in glob.items():
+        if key in p:
+            t[name] = p[key]
+    for l, L in enumerate(p["layers"]):
+        for key, name in layer.items():
+            if key in L and not (l == 0 and key == "attn_norm_b"):  # layer 0: no attn_norm
+                t["model.layers.%d.%s" % (l, name)] = L[key]
     return t
 
 
@@ -419,6 +453,23 @@ def main():
     for what, t in (("weights", w), ("hidden", hidden), ("logits", logits), ("residual", stream)):
         save(os.path.join(out, "modernbert_%s.npy" % what), t)
     cases.append({"name": "modernbert", "folder": "modernbert_mlm", "ids": ids,
+                  "types": [0] * len(ids), "fill": []})
+
+    # ModernBERT with attention_bias, mlp_bias, norm_bias and classifier_bias true: every bias
+    # read and added where HF adds it (the reference without them differs).
+    mbb = modernbert_params(d, inner, 3, V, biases=True)
+    bcfg = dict(mcfg, attention_bias=True, mlp_bias=True, norm_bias=True, classifier_bias=True)
+    write_folder(os.path.join(out, "modernbert_bias_mlm"), bcfg, modernbert_tensors(mbb),
+                 "wordpiece")
+    w, hidden, logits, stream = modernbert_forward(mbb, ids, bcfg)
+    nob = dict(mbb, layers=[{k: v for k, v in L.items() if not k.endswith("_b")}
+                            for L in mbb["layers"]])
+    nob = {k: v for k, v in nob.items() if not k.endswith("_b")}
+    w0, _, z0, _ = modernbert_forward(nob, ids, bcfg)
+    assert float((w0 - w).abs().max()) > 1e-3 and float((z0 - logits).abs().max()) > 1e-2
+    for what, t in (("weights", w), ("hidden", hidden), ("logits", logits), ("residual", stream)):
+        save(os.path.join(out, "modernbert_bias_%s.npy" % what), t)
+    cases.append({"name": "modernbert_bias", "folder": "modernbert_bias_mlm", "ids": ids,
                   "types": [0] * len(ids), "fill": []})
 
     # Bad folders: an unsupported position embedding type, heads that do not divide d.

@@ -103,6 +103,9 @@ TEST(Encoders, DistilbertMatchesTorch) { checkCase("distilbert_single"); }
 // ModernBERT: pre-norm without biases, no norm before layer 0's attention, fused Wqkv, GeGLU,
 // RoPE with the global and local bases, local layers that see |i - j| <= 2 (T = 14 here).
 TEST(Encoders, ModernbertMatchesTorch) { checkCase("modernbert"); }
+// With attention_bias, mlp_bias, norm_bias and classifier_bias true: the biases of Wqkv, Wo, the
+// MLP's Wi and Wo, every LayerNorm and the head's dense layer.
+TEST(Encoders, ModernbertWithEveryBiasMatchesTorch) { checkCase("modernbert_bias"); }
 
 // `model --residual`: the stream after the embeddings (their norm included) and after each
 // layer, [L + 1, T, d], against the reference's, within 1e-4 of its scale.
@@ -201,9 +204,6 @@ TEST(Encoders, BadFoldersExitOneNamingConfigJson) {
   }
 }
 
-TEST(Encoders, UsageErrors) {
-  const Generated& g = generated();
-  ASSERT_TRUE(g.ok);
 // RoBERTa's positions start at pad_token_id + 1: a pad id at INT_MAX is refused in one line,
 // checked before the + 1 can wrap (which once made the offset negative and passed the check).
 TEST(Encoders, RobertaPadIdAtIntMaxIsRefused) {
@@ -219,6 +219,9 @@ TEST(Encoders, RobertaPadIdAtIntMaxIsRefused) {
   }
 }
 
+TEST(Encoders, UsageErrors) {
+  const Generated& g = generated();
+  ASSERT_TRUE(g.ok);
   TempDir out;
   const std::string folder = g.path("bert_mlm").string();
   // No mask token in the text; a pair with --ids; a decoder-only option on an encoder.

@@ -211,7 +211,11 @@ TEST(LlamaErrors, UnknownModelType) {
   auto c = m.config();
   c["model_type"] = "mamba";
   m.setConfig(c);
-  expectRefused(m.run(), "config.json", "model_type \"mamba\" is not supported");
+  // One line naming the type and every model_type that opens.
+  expectRefused(m.run(), "config.json",
+                "model_type \"mamba\" is not supported (gpt2, llama, mistral, qwen2, qwen3, "
+                "gemma2, gemma3_text, gemma3, phi3, olmo2, bert, roberta, distilbert, modernbert, "
+                "t5, bart, marian)");
 }
 
 TEST(LlamaErrors, HeadsNotDivisibleByKvHeads) {

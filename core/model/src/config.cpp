@@ -136,9 +136,60 @@ void parseRopeObject(const json& rs, const std::string& what, ModelConfig& c,
     if (!(s.highFreqFactor > s.lowFreqFactor)) {
       throw InputError(path + ": " + what + ": high_freq_factor must be above low_freq_factor");
     }
+  } else if (type == "longrope" || type == "su") {
+    s.kind = RopeScaling::Kind::LongRope;  // the factors and lengths: longRope below
   } else {
     throw InputError(path + ": " + what + " type \"" + type +
-                     "\" is not supported (linear, llama3)");
+                     "\" is not supported (linear, llama3, longrope)");
+  }
+}
+
+// LongRoPE's keys, as transformers' _compute_longrope_parameters reads them: short_factor and
+// long_factor (one per rotated pair), original_max_position_embeddings (in the object, or
+// config.json's own key; else max_position_embeddings), attention_factor (else
+// sqrt(1 + ln(s) / ln(original)) with s = max_position_embeddings / original, 1 when s <= 1;
+// without an original length, s is the object's "factor").
+void longRope(const json& j, const json& rs, const std::string& what, ModelConfig& c,
+              const std::string& path) {
+  RopeScaling& s = c.ropeScaling;
+  const int pairs = c.ropeDim / 2;
+  auto factors = [&](const char* key) {
+    const json* v = lookup(rs, {key});
+    if (!v || !v->is_array() || int(v->size()) != pairs) {
+      throw InputError(path + ": " + what + "." + key + " must list " + std::to_string(pairs) +
+                       " numbers (one per rotated pair of a head)");
+    }
+    std::vector<float> out;
+    for (const json& x : *v) {
+      if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>())) {
+        throw InputError(path + ": " + what + "." + key + " holds " + x.dump() +
+                         " (each factor must be a finite number > 0)");
+      }
+      out.push_back(float(x.get<double>()));
+    }
+    return out;
+  };
+  s.shortFactor = factors("short_factor");
+  s.longFactor = factors("long_factor");
+  const bool inObject = lookup(rs, {"original_max_position_embeddings"}) != nullptr;
+  const bool given = inObject || lookup(j, {"original_max_position_embeddings"}) != nullptr;
+  double scale = s.factor;
+  if (given) {
+    s.originalMaxPositions =
+        inObject ? requireInt(rs, path, {"original_max_position_embeddings"})
+                 : requireInt(j, path, {"original_max_position_embeddings"});
+    scale = double(c.nPositions) / double(s.originalMaxPositions);
+  } else {
+    s.originalMaxPositions = c.nPositions;
+  }
+  if (const json* af = lookup(rs, {"attention_factor"})) {
+    s.attentionFactor = float(optionalNumber(rs, path, "attention_factor", 1.0, 0.0, 1e6));
+    (void)af;
+  } else if (scale > 1.0 && s.originalMaxPositions > 1) {
+    s.attentionFactor =
+        float(std::sqrt(1.0 + std::log(scale) / std::log(double(s.originalMaxPositions))));
+  } else {
+    s.attentionFactor = 1.0f;
   }
 }
 
@@ -166,11 +217,13 @@ void parseRopeScaling(const json& j, ModelConfig& c, const std::string& path) {
     }
     c.ropeTheta = float(optionalNumber(*one, path, "rope_theta", c.ropeTheta, 1.0, 1e12));
     parseRopeObject(*one, what, c, path);
+    if (c.ropeScaling.kind == RopeScaling::Kind::LongRope) longRope(j, *one, what, c, path);
     return;
   }
   const json* rs = lookup(j, {"rope_scaling"});
   if (!rs) return;
   parseRopeObject(*rs, "rope_scaling", c, path);
+  if (c.ropeScaling.kind == RopeScaling::Kind::LongRope) longRope(j, *rs, "rope_scaling", c, path);
 }
 
 std::optional<float> localRopeTheta(const json& j, const std::string& path) {
@@ -212,8 +265,11 @@ ModelConfig parseModelConfig(const std::string& text, const std::string& path) {
   ModelConfig c;
   c.family = row->name;
   row->fromJson(j, path, c);
-  c.bosId = tokenId(j, "bos_token_id");
-  c.eosIds = tokenIds(j, "eos_token_id");
+  // An image-text checkpoint may say its ids in text_config only.
+  const json* tc = lookup(j, {"text_config"});
+  const json& ids = !j.contains("eos_token_id") && tc && tc->is_object() ? *tc : j;
+  c.bosId = tokenId(j.contains("bos_token_id") ? j : ids, "bos_token_id");
+  c.eosIds = tokenIds(ids, "eos_token_id");
   if (!c.eosIds.empty()) c.eosId = c.eosIds.front();
   return c;
 }
@@ -272,7 +328,7 @@ bool ModelConfig::isEos(int id) const {
   return std::find(eosIds.begin(), eosIds.end(), id) != eosIds.end();
 }
 
-std::vector<double> ModelConfig::ropeInvFreq(int layer) const {
+std::vector<double> ModelConfig::ropeInvFreq(int layer, int seqLen) const {
   const int pairs = ropeDim / 2;
   const float theta = ropeThetaOf(layer);
   std::vector<double> f(pairs);
@@ -282,6 +338,16 @@ std::vector<double> ModelConfig::ropeInvFreq(int layer) const {
   }
   // Gemma 3: the local layers use their own base without the scaling.
   if (!scaleLocalRope && layer >= 0 && windowOf(layer) > 0) return f;
+  if (ropeScaling.kind == RopeScaling::Kind::LongRope) {
+    // As transformers computes it: 1 / (factor * theta^(2i/d)), in float32; the long factors once
+    // the sequence passes the original length.
+    const std::vector<float>& ext = seqLen > ropeScaling.originalMaxPositions
+                                        ? ropeScaling.longFactor
+                                        : ropeScaling.shortFactor;
+    for (int i = 0; i < pairs && i < int(ext.size()); ++i)
+      f[i] = double(1.0f / (ext[i] * std::pow(theta, float(2 * i) / float(ropeDim))));
+    return f;
+  }
   if (!ropeFreqFactors.empty()) {
     for (int i = 0; i < pairs && i < int(ropeFreqFactors.size()); ++i)
       f[i] = double(float(f[i]) / ropeFreqFactors[i]);
@@ -306,6 +372,12 @@ std::vector<double> ModelConfig::ropeInvFreq(int layer) const {
     }
   }
   return f;
+}
+
+float ModelConfig::ropeAttentionFactor(int layer) const {
+  if (ropeScaling.kind != RopeScaling::Kind::LongRope) return 1.0f;
+  if (!scaleLocalRope && layer >= 0 && windowOf(layer) > 0) return 1.0f;
+  return ropeScaling.attentionFactor;
 }
 
 std::string ModelConfig::describe() const {

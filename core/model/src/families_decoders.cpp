@@ -52,6 +52,19 @@ void llamaStyle(const json& j, const std::string& path, ModelConfig& c) {
   c.ropeStyle = RopeStyle::HalfSplit;
   c.ropeTheta = float(optionalNumber(j, path, "rope_theta", 10000.0, 1.0, 1e12));
   c.ropeDim = c.headSize;
+  // Partial rotary (Phi-4-mini 0.75, StableLM, GPT-NeoX, Persimmon): the first
+  // int(head_dim * factor) dimensions of each head rotate (their halves paired), the rest pass.
+  if (const json* p = lookup(j, {"partial_rotary_factor"})) {
+    if (!p->is_number() || !(p->get<double>() > 0 && p->get<double>() <= 1)) {
+      throw InputError(path + ": \"partial_rotary_factor\" must be a number in (0, 1]");
+    }
+    c.ropeDim = int(double(c.headSize) * p->get<double>());
+    if (c.ropeDim < 2 || c.ropeDim % 2 != 0) {
+      throw InputError(path + ": partial_rotary_factor " + p->dump() + " of head_dim " +
+                       std::to_string(c.headSize) + " rotates " + std::to_string(c.ropeDim) +
+                       " dimensions (RoPE rotates pairs: a positive even count)");
+    }
+  }
   parseRopeScaling(j, c, path);
   c.mlp = MlpKind::Gated;
   c.activationName = optionalString(j, path, "hidden_act", "silu");
@@ -193,13 +206,56 @@ void gemma3Json(const json& j, const std::string& path, ModelConfig& c) {
                    optionalNumber(j, path, "rope_local_base_freq", 10000.0, 1.0, 1e12))));
 }
 
+// Gemma 3's image-text checkpoints (Gemma3ForConditionalGeneration, model_type gemma3: 4B, 12B,
+// 27B): the language model is a gemma3_text model described by text_config, whose keys the
+// checkpoint may leave to Gemma3TextConfig's defaults; its tensors live under
+// "language_model.model." ("model.language_model." as newer transformers save them), the vision
+// tower's and the projector's beside them, which are not read.
+void gemma3MultimodalJson(const json& j, const std::string& path, ModelConfig& c) {
+  const json* tc = lookup(j, {"text_config"});
+  if (!tc || !tc->is_object()) {
+    throw InputError(path + ": model_type gemma3 needs a \"text_config\" object (the language "
+                     "model's)");
+  }
+  // transformers' Gemma3TextConfig defaults, for the keys text_config leaves out.
+  json text = {{"vocab_size", 262208},
+               {"hidden_size", 2304},
+               {"intermediate_size", 9216},
+               {"num_hidden_layers", 26},
+               {"num_attention_heads", 8},
+               {"num_key_value_heads", 4},
+               {"head_dim", 256},
+               {"hidden_activation", "gelu_pytorch_tanh"},
+               {"max_position_embeddings", 131072},
+               {"rms_norm_eps", 1e-6},
+               {"rope_theta", 1000000.0},
+               {"query_pre_attn_scalar", 256},
+               {"sliding_window", 4096},
+               {"rope_local_base_freq", 10000.0},
+               {"sliding_window_pattern", 6},
+               {"tie_word_embeddings", true}};
+  for (const auto& [k, v] : tc->items()) {
+    if (!v.is_null()) text[k] = v;
+  }
+  // A top-level tie_word_embeddings is the whole model's (the head tied to the language model's
+  // embedding).
+  if (const json* tie = lookup(j, {"tie_word_embeddings"}); tie && tie->is_boolean())
+    text["tie_word_embeddings"] = *tie;
+  if (const json* mt = lookup(text, {"model_type"});
+      mt && !(mt->is_string() && mt->get<std::string>() == "gemma3_text")) {
+    throw InputError(path + ": text_config.model_type " + mt->dump() +
+                     " is not supported (gemma3_text)");
+  }
+  gemma3Json(text, path + " (text_config)", c);
+  c.family = "gemma3_text";
+  c.layout = "gemma3";
+  c.note = lookup(j, {"vision_config"})
+               ? "vision tower not loaded: the language model of a gemma3 image-text checkpoint"
+               : "the language model of a gemma3 checkpoint";
+}
+
 void phi3Json(const json& j, const std::string& path, ModelConfig& c) {
   llamaStyle(j, path, c);
-  if (const json* p = lookup(j, {"partial_rotary_factor"}); p && p->is_number() &&
-                                                            p->get<double>() != 1.0) {
-    throw InputError(path + ": partial_rotary_factor " + std::to_string(p->get<double>()) +
-                     " is not supported (1.0)");
-  }
   c.slidingWindow = optionalInt(j, path, "sliding_window", 0);
 }
 
@@ -245,6 +301,7 @@ void ropeGguf(const GgufFile& f, ModelConfig& c, RopeStyle style) {
   c.ropeStyle = style;
   c.ropeTheta = float(f.getFloat(p + "rope.freq_base").value_or(10000.0));
   c.ropeDim = ggufInt(f, p + "rope.dimension_count", c.headSize);
+  // Below the head size: a partial rotary factor (the first dimension_count dimensions rotate).
   if (c.ropeDim > c.headSize || c.ropeDim % 2 != 0) {
     throw InputError(f.path() + ": " + p + "rope.dimension_count " + std::to_string(c.ropeDim) +
                      " does not fit the head size " + std::to_string(c.headSize));
@@ -379,11 +436,6 @@ void phi3Gguf(const GgufFile& f, ModelConfig& c) {
                        "' (Phi-3 LongRoPE scaling) is not supported (none, linear)");
     }
   }
-  if (c.ropeDim != c.headSize) {
-    throw InputError(f.path() + ": " + p + "rope.dimension_count " + std::to_string(c.ropeDim) +
-                     " is not the head size " + std::to_string(c.headSize) +
-                     " (a partial rotary factor is not supported)");
-  }
   // The window, when the file has one, applies to every layer (as config.json's sliding_window;
   // llama.cpp currently runs Phi-3 without it).
 }
@@ -502,6 +554,16 @@ const std::vector<TensorRow> kGpt2Layer = {
 const char* kLlamaPrefix = "model.";
 const char* kLlamaLayers = "model.layers.{}.";
 
+// Gemma 3's image-text checkpoints: the language model's tensors under "language_model.model."
+// (the prefix other checkpoints replace by "model.language_model."), its head as
+// "language_model.lm_head.weight" or "lm_head.weight".
+const std::vector<TensorRow> kGemma3MultimodalGlobals = {
+    {int(Global::Embed), "language_model.model.embed_tokens.weight", nullptr, {D::V, D::D}},
+    {int(Global::NormF), "language_model.model.norm.weight", nullptr, {D::D, D::One}},
+    {int(Global::Head), "language_model.lm_head.weight|lm_head.weight", nullptr, {D::V, D::D},
+     untied},
+};
+
 }  // namespace
 
 std::vector<FamilyRow> family_rows::decoders() {
@@ -520,6 +582,9 @@ std::vector<FamilyRow> family_rows::decoders() {
        join({kGemmaNorms, llamaAttention(), llamaMlp()})},
       {"gemma3_text", "gemma3", gemma3Json, gemma3Gguf, kLlamaPrefix, "", kLlamaLayers,
        kLlamaGlobals, join({kGemmaNorms, kQkNormPerHead, llamaAttention(), llamaMlp()})},
+      {"gemma3", nullptr, gemma3MultimodalJson, nullptr, "language_model.model.",
+       "model.language_model.", "language_model.model.layers.{}.", kGemma3MultimodalGlobals,
+       join({kGemmaNorms, kQkNormPerHead, llamaAttention(), llamaMlp()})},
       {"phi3", "phi3", phi3Json, phi3Gguf, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,
        kPhi3Layer},
       {"olmo2", "olmo2", olmo2Json, olmo2Gguf, kLlamaPrefix, "", kLlamaLayers, kLlamaGlobals,

@@ -116,8 +116,9 @@ void distilbertJson(const json& j, const std::string& path, ModelConfig& c) {
 
 bool hasTokenTypes(const ModelConfig& c) { return c.typeVocabSize > 0; }
 
-// ModernBERT (Warner et al. 2024): a pre-norm bidirectional encoder without biases (unless
-// configured), LayerNorms without bias, fused Wqkv, GeGLU (Wi's first half activated, times its
+// ModernBERT (Warner et al. 2024): a pre-norm bidirectional encoder without biases unless
+// configured (attention_bias: Wqkv and Wo; mlp_bias: Wi and Wo; norm_bias: every LayerNorm's;
+// classifier_bias: the head's dense layer), fused Wqkv, GeGLU (Wi's first half activated, times its
 // second), RoPE with one base for the global layers and another for the local ones; every
 // global_attn_every_n_layers-th layer (from 0) is global, the others see keys within
 // local_attention / 2 of the query.
@@ -158,12 +159,10 @@ void modernbertJson(const json& j, const std::string& path, ModelConfig& c) {
     parseActivation(head, path);
     c.headActivation = head.activation;
   }
-  for (const char* key : {"attention_bias", "mlp_bias", "norm_bias", "classifier_bias"}) {
-    if (flag(j, key, false)) {
-      throw InputError(path + ": " + key + " true is not supported (ModernBERT's layers have no "
-                       "biases)");
-    }
-  }
+  c.qkvBias = c.outBias = flag(j, "attention_bias", false);
+  c.mlpBias = flag(j, "mlp_bias", false);
+  c.normBias = flag(j, "norm_bias", false);
+  c.headDenseBias = flag(j, "classifier_bias", false);
   c.tiedHead = flag(j, "tie_word_embeddings", true);
 }
 
@@ -250,19 +249,29 @@ const std::vector<TensorRow> kRobertaGlobals = {
 const std::vector<TensorRow> kModernbertGlobals = {
     {int(Global::Embed), "model.embeddings.tok_embeddings.weight", nullptr, {D::V, D::D}},
     {int(Global::EmbedNorm), "model.embeddings.norm.weight", nullptr, {D::D, D::One}},
+    {int(Global::EmbedNormB), "model.embeddings.norm.bias", nullptr, {D::D, D::One}, normBias},
     {int(Global::NormF), "model.final_norm.weight", nullptr, {D::D, D::One}},
+    {int(Global::NormFB), "model.final_norm.bias", nullptr, {D::D, D::One}, normBias},
     {int(Global::HeadDense), "head.dense.weight", nullptr, {D::D, D::D}, nullptr, true},
+    {int(Global::HeadDenseB), "head.dense.bias", nullptr, {D::D, D::One}, headDenseBias, true},
     {int(Global::HeadNorm), "head.norm.weight", nullptr, {D::D, D::One}, nullptr, true},
+    {int(Global::HeadNormB), "head.norm.bias", nullptr, {D::D, D::One}, normBias, true},
     {int(Global::HeadBias), "decoder.bias", nullptr, {D::V, D::One}, nullptr, true},
     {int(Global::Head), "decoder.weight", nullptr, {D::V, D::D}, untied},
 };
 const std::vector<TensorRow> kModernbertLayer = {
     {int(Slot::Qkv), "attn.Wqkv.weight", nullptr, {D::Dqkv, D::D}},
+    {int(Slot::QkvB), "attn.Wqkv.bias", nullptr, {D::Dqkv, D::One}, qkvBias},
     {int(Slot::AttnNorm), "attn_norm.weight", nullptr, {D::D, D::One}, nullptr, false, 1},
+    {int(Slot::AttnNormB), "attn_norm.bias", nullptr, {D::D, D::One}, normBias, false, 1},
     {int(Slot::O), "attn.Wo.weight", nullptr, {D::D, D::Dq}},
+    {int(Slot::OB), "attn.Wo.bias", nullptr, {D::D, D::One}, outBias},
     {int(Slot::MlpNorm), "mlp_norm.weight", nullptr, {D::D, D::One}},
+    {int(Slot::MlpNormB), "mlp_norm.bias", nullptr, {D::D, D::One}, normBias},
     {int(Slot::GateUp), "mlp.Wi.weight", nullptr, {D::I2, D::D}},
+    {int(Slot::GateUpB), "mlp.Wi.bias", nullptr, {D::I2, D::One}, mlpBias},
     {int(Slot::Down), "mlp.Wo.weight", nullptr, {D::D, D::I}},
+    {int(Slot::DownB), "mlp.Wo.bias", nullptr, {D::D, D::One}, mlpBias},
 };
 
 const std::vector<TensorRow> kDistilbertGlobals = {

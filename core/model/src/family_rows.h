@@ -14,6 +14,8 @@ namespace attnviz::family_rows {
 bool qkvBias(const ModelConfig& c);
 bool outBias(const ModelConfig& c);
 bool mlpBias(const ModelConfig& c);
+bool normBias(const ModelConfig& c);
+bool headDenseBias(const ModelConfig& c);
 bool untied(const ModelConfig& c);
 bool plainMlp(const ModelConfig& c);
 bool gatedMlp(const ModelConfig& c);

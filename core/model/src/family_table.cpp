@@ -18,6 +18,8 @@ namespace family_rows {
 bool qkvBias(const ModelConfig& c) { return c.qkvBias; }
 bool outBias(const ModelConfig& c) { return c.outBias; }
 bool mlpBias(const ModelConfig& c) { return c.mlpBias; }
+bool normBias(const ModelConfig& c) { return c.normBias; }
+bool headDenseBias(const ModelConfig& c) { return c.headDenseBias; }
 bool untied(const ModelConfig& c) { return !c.tiedHead; }
 bool plainMlp(const ModelConfig& c) { return c.mlp == MlpKind::Plain; }
 bool gatedMlp(const ModelConfig& c) { return c.mlp == MlpKind::Gated; }

@@ -29,7 +29,8 @@ enum class Slot : int {
   QNorm, KNorm,          // q/k norms (per head: [d_h]; whole width: [H d_h], [H_kv d_h])
   PostAttnNorm, PostAttnNormB,  // after attention (Sandwich, After, Post placements)
   MlpNorm, MlpNormB,     // the MLP's (pre-)norm
-  Up, UpB, Gate, GateB, GateUp, Down, DownB,  // MLP (GateUp: Phi-3's fused [2I, d], gate first)
+  Up, UpB, Gate, GateB, GateUp, GateUpB, Down, DownB,  // MLP (GateUp: Phi-3's fused [2I, d],
+                                                       // gate first; GateUpB its [2I] bias)
   PostMlpNorm, PostMlpNormB,  // after the MLP
   // An encoder-decoder's cross site (decoder layers): its norm (before it, or after it for the
   // post-norm families, as the placement says), projections and biases.

@@ -154,16 +154,22 @@ void mergeHeads(const Tensor3& o, const LayerIntervention* li, MatrixRM& out, Te
 
 void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse, int layer) {
   if (c.positions != PositionKind::Rope) return;
-  const std::vector<double> inv = c.ropeInvFreq(layer);
+  // The sequence's length (LongRoPE's short or long factors): a pass rotates its T rows from 0,
+  // a decode step its row at pos0 of pos0 + 1.
+  const std::vector<double> inv = c.ropeInvFreq(layer, pos0 + int(x.rows()));
   const int pairs = static_cast<int>(inv.size()), half = c.ropeDim / 2;
   const float sign = inverse ? -1.0f : 1.0f;
+  // LongRoPE scales cos and sin (the rotated dimensions only); the inverse divides.
+  const float af = c.ropeAttentionFactor(layer);
+  const float scale = inverse ? 1.0f / af : af;
   for (Eigen::Index t = 0; t < x.rows(); ++t) {
     float* row = x.row(t).data();
     const float pos = float(pos0 + t);
     for (int i = 0; i < pairs; ++i) {
       // As HF computes the angle: float32 position times float32 frequency.
       const float angle = pos * float(inv[i]);
-      const float cs = std::cos(angle), sn = sign * std::sin(angle);
+      float cs = std::cos(angle), sn = sign * std::sin(angle);
+      if (scale != 1.0f) cs *= scale, sn *= scale;
       float& a = c.ropeStyle == RopeStyle::HalfSplit ? row[i] : row[2 * i];
       float& b = c.ropeStyle == RopeStyle::HalfSplit ? row[i + half] : row[2 * i + 1];
       const float a0 = a, b0 = b;
@@ -311,15 +317,15 @@ int relativeBucket(int j, int i, bool bidirectional, int buckets, int maxDistanc
   }
   const int maxExact = buckets / 2;
   if (n < maxExact) return out + n;
+  // The loaders refuse a max distance at or below maxExact; should one get here, every distance
+  // past the exact range takes the last bucket rather than an index outside the table.
+  if (maxDistance <= maxExact || n >= maxDistance) return out + buckets - 1;
   // Computed in float32 as the reference implementation does, then truncated.
   const float large = float(maxExact) + std::log(float(n) / float(maxExact)) /
                                             float(std::log(double(maxDistance) / maxExact)) *
                                             float(buckets - maxExact);
   return out + std::min(int(large), buckets - 1);
 }
-  // The loaders refuse a max distance at or below maxExact; should one get here, every distance
-  // past the exact range takes the last bucket rather than an index outside the table.
-  if (maxDistance <= maxExact || n >= maxDistance) return out + buckets - 1;
 
 Tensor3 positionBias(const Model::Weights& w, const ModelConfig& c, int stack, int Tq, int Tk) {
   const float* table = w.global(stack == 1 ? Global::EncRelBias : Global::RelBias);

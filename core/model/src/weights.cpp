@@ -97,8 +97,8 @@ void layerViews(Model::Weights::Layer& L, const ModelConfig& c, bool inMajor) {
   L.o = part(L[S::O], L[S::OB], dq, d, 0, d);
   L.oS = L.s[int(S::O)];
   if (L.fusedGateUp) {  // [gate; up] rows
-    L.gate = part(L[S::GateUp], nullptr, d, 2 * I, 0, I);
-    L.up = part(L[S::GateUp], nullptr, d, 2 * I, I, I);
+    L.gate = part(L[S::GateUp], L[S::GateUpB], d, 2 * I, 0, I);
+    L.up = part(L[S::GateUp], L[S::GateUpB], d, 2 * I, I, I);
     const StoredMatrix& s = L.s[int(S::GateUp)];
     if (s) L.gateS = s.rowSlice(0, I), L.upS = s.rowSlice(I, I);
   } else {
@@ -214,7 +214,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
   const ModelConfig& c = m->config_;
   const FamilyRow& row = isGguf ? *familyByGgufArch(w->gguf->getString("general.architecture")
                                                         .value_or(""))
-                                : *familyByName(c.family);
+                                : *familyByName(c.layout.empty() ? c.family : c.layout);
   const std::string wpath = m->files_.weights;
   // GPT-2's Conv1D weights are stored [in, out] in HF folders and [out, in] in GGUF files.
   const bool conv1dInMajor = !isGguf && row.conv1dFolders;

@@ -67,10 +67,15 @@ enum class PositionKind { Learned, Rope, Sinusoidal, Relative };
 enum class RopeStyle { HalfSplit, Interleaved };
 
 struct RopeScaling {
-  enum class Kind { None, Linear, Llama3 } kind = Kind::None;
+  enum class Kind { None, Linear, Llama3, LongRope } kind = Kind::None;
   float factor = 1.0f;
   float lowFreqFactor = 1.0f, highFreqFactor = 4.0f;  // llama3
-  int originalMaxPositions = 8192;                    // llama3
+  int originalMaxPositions = 8192;                    // llama3, longrope
+  // LongRoPE (Phi-3 and Phi-4 long-context models): each rotated pair's frequency divided by its
+  // short factor while the sequence is at most originalMaxPositions long, by its long factor
+  // beyond; cos and sin times attentionFactor.
+  std::vector<float> shortFactor, longFactor;
+  float attentionFactor = 1.0f;
 };
 
 // Where a sub-block's norms sit around its function f (attention or MLP):
@@ -105,6 +110,13 @@ struct SiteId {
 
 struct ModelConfig {
   std::string family = "gpt2";  // the family table's row: "gpt2", "llama", "qwen3", ...
+  // The row whose tensor names the checkpoint uses, when not the family's own (a gemma3
+  // image-text checkpoint runs the gemma3_text family from its "gemma3" row's names); empty: the
+  // family's.
+  std::string layout;
+  // What the model's info adds in a line (a part of the checkpoint that was not loaded); empty:
+  // nothing.
+  std::string note;
   int nLayer = 0;
   int nHead = 0;    // query heads
   int nKvHead = 0;  // key/value heads (GQA: fewer; MQA: 1)
@@ -124,6 +136,9 @@ struct ModelConfig {
   // empty = none.
   std::vector<float> ropeFreqFactors;
   bool qkvBias = false, outBias = false, mlpBias = false;
+  bool normBias = false;  // LayerNorms with a bias where the family makes it optional (ModernBERT)
+  bool headDenseBias = false;  // the masked-LM head's dense layer has a bias (ModernBERT's
+                               // classifier_bias)
   int slidingWindow = 0;    // W >= 1: the model's own window (Mistral, Qwen2 when enabled)
   int windowFromLayer = 0;  // layers >= this use the window (Qwen2's max_window_layers)
   MlpKind mlp = MlpKind::Plain;
@@ -203,7 +218,11 @@ struct ModelConfig {
   bool isEos(int id) const;
   // RoPE's inverse frequencies, one per rotated pair, after the scaling, for `layer`'s base
   // (-1: the model's).
-  std::vector<double> ropeInvFreq(int layer = -1) const;
+  // seqLen: the length of the sequence the pass rotates (LongRoPE picks its factors by it; 0:
+  // the short factors).
+  std::vector<double> ropeInvFreq(int layer = -1, int seqLen = 0) const;
+  // What RoPE multiplies cos and sin by in `layer` (LongRoPE's attention factor; else 1).
+  float ropeAttentionFactor(int layer = -1) const;
   // "llama: 8 query heads, 2 KV heads (GQA), RMSNorm, RoPE θ=10000 (rotate-half), gated SiLU"
   std::string describe() const;
   // What the block does beyond a pre-norm LLaMA block ("norms before and after each sub-block,
