@@ -11,7 +11,9 @@
 namespace attnviz::app {
 
 int runModel(int argc, char** argv) {
-  CLI::App app{"Run a model (a Hugging Face folder: GPT-2, Llama, Mistral, Qwen2; or a .gguf file) on a text", "model"};
+  CLI::App app{"Run a model on a text: a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3, "
+               "Gemma 2, Gemma 3, Phi-3, OLMo 2, BERT, RoBERTa, DistilBERT, ModernBERT, T5, "
+               "BART, Marian) or a .gguf file", "model"};
   ModelCliOptions o;
   AttentionCliOptions attention;
   int layer = -1, topK = 0;
@@ -131,6 +133,8 @@ int runModel(int argc, char** argv) {
     if (!quiet) {
       std::printf("model: %s (%d layers x %d heads, d=%d, vocab %d, %s)\n", m.files().dir.c_str(),
                   c.nLayer, c.nHead, c.nEmbd, c.vocabSize, m.weightsDescription().c_str());
+      std::printf("%s\n", c.describe().c_str());
+      if (!c.note.empty()) std::printf("note: %s\n", c.note.c_str());
       std::printf("tokens: %lld  forward pass: %.1f ms (load included)\n", T, ms);
       if (!c.causal) return 0;  // an encoder: no next token
       std::printf("next token after '%s':\n", m.tokenizer().printable(r.ids.back()).c_str());

@@ -130,8 +130,10 @@ bool drawModelPanel(AppState& s) {
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", m.dir.c_str());
   const Model& model = m.source->model();
   ImGui::PushTextWrapPos(0.0f);  // the facts wrap in a narrow side panel
-  ImGui::TextDisabled("%s \xc2\xb7 %d layers \xc2\xb7 d = %d \xc2\xb7 %.3g M parameters",
-                      c.family.c_str(), c.nLayer, c.nEmbd, model.parameterCount() / 1e6);
+  ImGui::TextDisabled("%s \xc2\xb7 %d layers \xc2\xb7 d = %d \xc2\xb7 %s parameters",
+                      c.family.c_str(), c.nLayer, c.nEmbd,
+                      countText(model.parameterCount()).c_str());
+  if (!c.note.empty()) ImGui::TextDisabled("%s", c.note.c_str());
   if (c.nKvHead < c.nHead)
     ImGui::TextDisabled("%d query heads, %d KV heads (%s: %d query heads share each K and V)",
                         c.nHead, c.nKvHead, c.nKvHead == 1 ? "MQA" : "GQA", c.kvGroup());

@@ -382,33 +382,59 @@ float ModelConfig::ropeAttentionFactor(int layer) const {
 
 std::string ModelConfig::describe() const {
   std::ostringstream o;
-  o << family << ": " << nLayer << " layers, " << nHead << " query heads, " << nKvHead
-    << " KV heads";
+  char buf[96];
+  o << family << ": " << nLayer << " layers";
+  if (nEncoderLayer > 0) o << " (decoder) and " << nEncoderLayer << " encoder layers";
+  o << ", " << nHead << " query heads, " << nKvHead << " KV heads";
   if (nKvHead == 1 && nHead > 1) {
     o << " (MQA)";
   } else if (nKvHead < nHead) {
     o << " (GQA, " << kvGroup() << " per group)";
   }
-  o << ", head size " << headSize << ", " << (norm == NormKind::RMSNorm ? "RMSNorm" : "LayerNorm");
-  if (positions == PositionKind::Rope) {
-    o << ", RoPE \xce\xb8=" << ropeTheta << " ("
-      << (ropeStyle == RopeStyle::HalfSplit ? "rotate-half" : "adjacent pairs") << ")";
-    if (ropeScaling.kind == RopeScaling::Kind::Linear) o << " linear x" << ropeScaling.factor;
-    if (ropeScaling.kind == RopeScaling::Kind::Llama3) o << " llama3 x" << ropeScaling.factor;
-  } else {
-    o << ", learned positions";
+  o << ", d = " << nEmbd << ", head size " << headSize << ", MLP " << nInner << ", vocab "
+    << vocabSize << ", context " << nPositions;
+  o << ", " << (norm == NormKind::RMSNorm ? "RMSNorm" : "LayerNorm");
+  switch (positions) {
+    case PositionKind::Rope:
+      std::snprintf(buf, sizeof buf, "%g", double(ropeTheta));
+      o << ", RoPE \xce\xb8 = " << buf << " ("
+        << (ropeStyle == RopeStyle::HalfSplit ? "rotate-half" : "adjacent pairs") << ")";
+      if (ropeDim > 0 && ropeDim < headSize) {
+        o << " on " << ropeDim << " of " << headSize << " dimensions (partial rotary)";
+      }
+      if (ropeScaling.kind == RopeScaling::Kind::Linear) {
+        std::snprintf(buf, sizeof buf, ", linear scaling x%g", double(ropeScaling.factor));
+        o << buf;
+      } else if (ropeScaling.kind == RopeScaling::Kind::Llama3) {
+        std::snprintf(buf, sizeof buf, ", llama3 scaling x%g from %d", double(ropeScaling.factor),
+                      ropeScaling.originalMaxPositions);
+        o << buf;
+      } else if (ropeScaling.kind == RopeScaling::Kind::LongRope) {
+        std::snprintf(buf, sizeof buf, ", LongRoPE (long factors past %d, cos/sin x %.4g)",
+                      ropeScaling.originalMaxPositions, double(ropeScaling.attentionFactor));
+        o << buf;
+      }
+      if (!ropeFreqFactors.empty()) o << ", per-frequency factors";
+      break;
+    case PositionKind::Learned: o << ", learned positions"; break;
+    case PositionKind::Sinusoidal: o << ", sinusoidal positions"; break;
+    case PositionKind::Relative:
+      o << ", relative position buckets (" << relBuckets << ", to distance " << relMaxDistance
+        << ")";
+      break;
   }
   if (positionOffset > 0) o << " from " << positionOffset;
   if (typeVocabSize > 0) o << ", " << typeVocabSize << " token types";
-  if (normPlacement == NormPlacement::Post) o << ", post-norm";
-  if (!causal) o << ", bidirectional";
-  if (slidingWindow > 0) o << ", sliding window " << slidingWindow;
+  if (!causal && !encoderDecoder()) o << ", bidirectional";
+  if (layerWindows.empty() && slidingWindow > 0) {
+    o << ", sliding window " << slidingWindow;
+    if (windowFromLayer > 0) o << " from layer " << windowFromLayer;
+  }
   if (!layerWindows.empty()) {
     int local = 0;
     for (int w : layerWindows) local += w > 0;
     o << ", " << local << " local and " << nLayer - local << " global layers";
   }
-  if (!causal) o << ", bidirectional";
   const std::string block = blockDescription();
   if (!block.empty()) o << ", " << block;
   o << ", " << (mlp == MlpKind::Gated ? "gated " : "") << activationName << " MLP";

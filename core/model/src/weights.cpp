@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -153,6 +154,19 @@ std::string memorySizeText(std::int64_t bytes) {
   while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", v, units[u]);
+  return buf;
+}
+
+std::string countText(long long n) {
+  if (n < 0) return "-" + countText(n == LLONG_MIN ? LLONG_MAX : -n);
+  if (n < 1000) return std::to_string(n);
+  const char* units[] = {"", " k", " M", " B", " T"};
+  int u = 0;
+  double v = double(n);
+  // Rounded to three digits first: 999,999 is "1 M", not "1e+03 k".
+  while (v >= 999.5 && u < 4) v /= 1000.0, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g%s", v, units[u]);
   return buf;
 }
 

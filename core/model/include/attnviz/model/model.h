@@ -249,6 +249,9 @@ std::int64_t defaultMemoryBudget();
 std::int64_t parseMemorySize(const std::string& text);
 // 67108864 -> "64 MB".
 std::string memorySizeText(std::int64_t bytes);
+// A count in three significant digits and powers of 1000: 950 -> "950", 12345 -> "12.3 k",
+// 124439808 -> "124 M", 1235814400 -> "1.24 B" (parameter counts).
+std::string countText(long long n);
 // The same from a GGUF file's metadata (general.architecture llama, qwen2, qwen3, gemma2, gemma3,
 // phi3, olmo2 or gpt2; the <arch>.* keys; the vocabulary size from token_embd). llama.cpp's
 // `llama` tensors keep Meta's adjacent RoPE pairs, the others' tensors rotate halves.
