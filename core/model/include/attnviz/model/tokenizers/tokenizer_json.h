@@ -6,8 +6,9 @@
 //      of the text is normalized and searched again for the "normalized": true added tokens
 //      (whose content is normalized the same way);
 //   2. normalizers: NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace (String or
-//      Regex), Prepend, BertNormalizer, Sequence (Precompiled only with an empty charsmap; any
-//      other normalizer is refused: "<file>: unsupported normalizer X");
+//      Regex), Prepend, BertNormalizer, Precompiled (SentencePiece's precompiled_charsmap, base64,
+//      applied as the Rust library does: per grapheme cluster, see tokenizer_internal.h),
+//      Sequence; any other normalizer is refused: "<file>: unsupported normalizer X";
 //   3. pre-tokenizers: ByteLevel (add_prefix_space, use_regex with GPT-2's pattern), Split
 //      (String or Regex; Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous;
 //      invert), Metaspace (replacement, prepend_scheme always/first/never or the older
@@ -16,8 +17,10 @@
 //      tokenizer_internal.h for the rewrites that keep the two in step);
 //   4. the model: BPE (vocab, merges as "a b" strings or [a, b] arrays, byte_fallback, unk_token,
 //      fuse_unk, ignore_merges, continuing_subword_prefix, end_of_word_suffix; dropout is
-//      ignored) or WordPiece (unk_token, continuing_subword_prefix, max_input_chars_per_word);
-//      any other model type is refused: "<file>: unsupported tokenizer model type X";
+//      ignored), WordPiece (unk_token, continuing_subword_prefix, max_input_chars_per_word) or
+//      Unigram (vocab as [piece, score] pairs, unk_id, byte_fallback: the best segmentation by
+//      score, an unknown character scored the lowest score - 10, a run of unknowns one <unk> or
+//      its bytes); any other model type is refused: "<file>: unsupported tokenizer model type X";
 //   5. special tokens around the text (encode(text, true) only):
 //        - from the post_processor: TemplateProcessing's "single" template, RobertaProcessing,
 //          BertProcessing, a Sequence of those (ByteLevel adds nothing);
