@@ -113,7 +113,13 @@ def longrope(cfg, scaling, T):
 
 
 def inv_freq(cfg, local, T=0):
-    """(the inverse frequencies of the rotated pairs, the factor on cos and sin)."""
+    """The inverse frequencies of the rotated pairs (for a sequence of T positions)."""
+    return rope_params(cfg, local, T)[0]
+
+
+def rope_params(cfg, local, T=0):
+    """(the inverse frequencies of the rotated pairs, the factor on cos and sin) for a sequence
+    of T positions."""
     hd = head_dim(cfg)
     base = cfg.get("rope_theta", 10000.0)
     scaling = cfg.get("rope_scaling")
@@ -257,7 +263,7 @@ def forward(cfg, w, ids, qk_trace=None):
             k = norm(k, p + "self_attn.k_norm.weight")
         if qk_trace is not None:
             qk_trace.append(before + (head_norms(q, H), head_norms(k, KV)))
-        inv, af = inv_freq(cfg, local[l], T)
+        inv, af = rope_params(cfg, local[l], T)
         q, k = rope(q, inv, T, af), rope(k, inv, T, af)
         k = k.repeat_interleave(H // KV, dim=0)
         v = v.repeat_interleave(H // KV, dim=0)
