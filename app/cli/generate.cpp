@@ -54,6 +54,7 @@ int runGenerate(int argc, char** argv) {
     if (sinks >= 0 && window < 1)
       throw UsageError("--kv-window: expected a number >= 1, got " + std::to_string(window));
     o.prepareOnly = true;
+    o.pastContext = sinks >= 0;  // a prompt past the context runs through the cache
     o.startWithoutTarget = true;  // an encoder-decoder's decoder starts at its start id
     ModelRun run = runModelFromOptions(o, attention, app);
     const Model& m = *run.model;

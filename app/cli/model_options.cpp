@@ -68,7 +68,8 @@ void addRopeOffOption(CLI::App& app, ModelCliOptions& o) {
 void addResidualEditOption(CLI::App& app, ModelCliOptions& o) {
   app.add_option("--residual-edit", o.residualEdits,
                  "L:P:D:zero|mean sets dimension D of the residual stream layer L writes, at "
-                 "position P (or 'all'), to zero or to its mean over the positions (repeatable)")
+                 "position P (or 'all'), to zero or to its prefix mean (position t: the mean over "
+                 "positions 0..t) (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
@@ -191,7 +192,12 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
     // Models with one token type (RoBERTa) run on zeros, as Hugging Face's do.
     if (c.typeVocabSize > 1) run.typeIds = std::move(p.typeIds);
   } else if (app.count("--text")) {
-    ids = run.model->encode(o.text);
+    if (o.pastContext) {
+      ids = run.model->tokenizer().encode(o.text, true);
+      if (ids.empty()) throw InputError("the text is empty: nothing to run");
+    } else {
+      ids = run.model->encode(o.text);
+    }
   }
   const bool target = !o.target.empty() || !o.targetIds.empty();
   if (c.encoderDecoder() && !target && o.startWithoutTarget) {

@@ -27,6 +27,9 @@ struct ModelCliOptions {
   std::vector<std::string> residualEdits;  // --residual-edit L:P:D:zero|mean (model)
   std::string maskSource;  // --mask-source 2,5: source positions no cross site may read
   bool prepareOnly = false;  // runModelFromOptions opens and checks, but runs no pass
+  // --text may be longer than the model's context (a StreamingLLM cache runs past it; --ids
+  // never had the limit before a pass)
+  bool pastContext = false;
   // An encoder-decoder without --target starts its decoder at its start id (generate).
   bool startWithoutTarget = false;
   Capture capture;           // what the pass keeps (everything unless the command narrows it)

@@ -37,6 +37,7 @@ int runScore(int argc, char** argv) {
     if (sinks >= 0 && window < 1)
       throw UsageError("--kv-window: expected a number >= 1, got " + std::to_string(window));
     o.prepareOnly = true;
+    o.pastContext = sinks >= 0;  // the cache scores past the context, from --text as from --ids
     ModelRun run = runModelFromOptions(o, attention, app);
     KvPolicy p;
     p.streaming = sinks >= 0;

@@ -65,6 +65,29 @@ TEST(Generate, GreedyEqualsStepByStepArgmaxInEveryFamily) {
     checkGreedy(fixture(name), {}, 6);
 }
 
+// The prompt's pass keeps what the cache needs and no Q: every layer's residual stream [T, d] and
+// K, V [H_kv, T, d_h], the final stream [T, d] and the last logits row [V], in float32; the
+// generation itself is the full pass's (GreedyEqualsStepByStepArgmaxInEveryFamily).
+TEST(Generate, ThePromptsPassKeepsKAndVButNoQ) {
+  for (const char* name : {"llama/llama_gqa", "f32_prefix_tied_gelu_new"}) {
+    SCOPED_TRACE(name);
+    const auto model = Model::open(fixture(name).string());
+    const ModelConfig& c = model->config();
+    std::vector<int> prompt = fixtureIds(fixture(name));
+    prompt.resize(std::min<std::size_t>(prompt.size(), 12));
+    GenerateOptions opts;
+    opts.maxNew = 3;
+    opts.stopAtEos = false;
+    const Generation g = generate(*model, prompt, {}, opts);
+    ASSERT_EQ(g.tokens.size(), 3u);
+    const std::size_t T = prompt.size(), d = std::size_t(c.nEmbd), L = std::size_t(c.nLayer);
+    const std::size_t kv = std::size_t(c.nKvHead) * std::size_t(c.headSize);
+    const std::size_t q = std::size_t(c.nHead) * std::size_t(c.headSize);
+    const std::size_t want = sizeof(float) * (L * T * d + L * 2 * T * kv + T * d + std::size_t(c.vocabSize));
+    EXPECT_EQ(g.promptBytes, want) << "Q would add " << sizeof(float) * L * T * q << " bytes";
+  }
+}
+
 TEST(Generate, InterventionsApplyAtEveryStep) {
   const fs::path dir = fixture("llama/mistral_window");
   const auto model = Model::open(dir.string());

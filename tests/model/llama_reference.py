@@ -158,7 +158,8 @@ def forward(cfg, w, ids, ablate=(), temperature=1.0, window=0, rope_convention="
     ablate: (layer, query head) pairs; temperature tau > 0; window: an extra sliding-window
     intervention (0: none), ANDed with the causal mask and the model's own window.
     residual_edits: (layer, position or -1 for all, dim, "zero" | "mean"): after that layer's
-    block, dimension dim of the stream set to 0 or to its mean over the positions, in order."""
+    block, dimension dim of the stream set to 0 or to its prefix mean (position t: the mean over
+    positions 0..t), in order."""
     p = params(cfg)
     H, KV, hd, eps = p["H"], p["KV"], p["hd"], p["eps"]
     ids = torch.as_tensor(list(ids), dtype=torch.long)
@@ -196,11 +197,14 @@ def forward(cfg, w, ids, ablate=(), temperature=1.0, window=0, rope_convention="
         x = x + linear(gated, w, pre + "mlp.down_proj")
         for el, ep, ed, mode in residual_edits:
             if el == l:
-                v = x[:, ed].mean() if mode == "mean" else 0.0
+                # A mean is a prefix mean: position t takes the mean over positions 0..t.
+                col = x[:, ed].clone()
+                v = (torch.cumsum(col, 0) / torch.arange(1, T + 1, dtype=col.dtype)
+                     if mode == "mean" else torch.zeros_like(col))
                 if ep < 0:
                     x[:, ed] = v
                 else:
-                    x[ep, ed] = v
+                    x[ep, ed] = v[ep]
         all_weights.append(att)
     x = rms_norm(x, w["model.norm.weight"], eps)
     lm = w.get("lm_head.weight", w["model.embed_tokens.weight"])

@@ -29,6 +29,7 @@ TEST(ResidualEdit, LogitsMatchTheReferenceWithTheSameEdits) {
   const std::vector<std::vector<std::string>> edits = {
       {"1:0:" + std::to_string(D) + ":zero"},
       {"0:all:" + std::to_string(D) + ":mean", "2:3:5:zero"},
+      {"1:6:" + std::to_string(D) + ":mean"},
   };
   std::string ids;
   {
@@ -62,6 +63,41 @@ TEST(ResidualEdit, LogitsMatchTheReferenceWithTheSameEdits) {
       moved = std::max(moved, double(std::fabs(got.data[k] - before.data[k])));
     EXPECT_GT(moved, 1e-2);
   }
+}
+
+// A mean edit is a prefix mean, as head mean ablation's: position t takes the mean over positions
+// 0..t, so the logits of a prefix of the text are the same rows of the whole text's logits (the
+// mean over every position made each row read the tokens after it).
+TEST(ResidualEdit, AMeanNeverReadsTheTokensAfterAPosition) {
+  TempDir dir;
+  const std::string m = shippedLlama().string();
+  std::vector<std::string> ids;
+  {
+    const CliRun t = runBinary({"tokenize", "--model", m, "--text", kText}, dir.path);
+    std::istringstream in(t.out);
+    for (std::string x; in >> x;) ids.push_back(x);
+  }
+  const int P = 7;
+  ASSERT_GT(int(ids.size()), P + 3);
+  auto logits = [&](const std::vector<std::string>& part, const char* file) {
+    std::string list;
+    for (const std::string& x : part) list += (list.empty() ? "" : ",") + x;
+    const CliRun r = runBinary({"model", "--model", m, "--ids", list, "--residual-edit",
+                                "1:all:37:mean", "--residual-edit", "0:3:37:mean", "--logits",
+                                (dir.path / file).string()},
+                               dir.path);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    return readNpy((dir.path / file).string());
+  };
+  const NpyArray whole = logits(ids, "whole.npy");
+  const NpyArray prefix = logits({ids.begin(), ids.begin() + P + 1}, "prefix.npy");
+  ASSERT_EQ(prefix.shape[0], std::size_t(P + 1));
+  const std::size_t V = prefix.shape[1];
+  double worst = 0;
+  for (std::size_t k = 0; k < prefix.data.size(); ++k)
+    worst = std::max(worst, double(std::fabs(prefix.data[k] - whole.data[k])));
+  EXPECT_LT(worst, 1e-4) << "the first " << P + 1 << " rows of " << V
+                         << " logits read tokens after them";
 }
 
 TEST(ResidualEdit, BadEditsAreUsageErrors) {

@@ -82,6 +82,21 @@ TEST(Retrieval, TheNeedlePromptsSpansHoldTheNeedleAndTheAnswer) {
   }
 }
 
+// The copy's prefix pass keeps what the KV cache needs and no Q: every layer's residual stream
+// [T, d] and K, V [H_kv, T, d_h], the final stream [T, d] and the last logits row [V], in
+// float32 (the copies themselves are held to the reference below).
+TEST(Retrieval, TheCopysPrefixPassKeepsKAndVButNoQ) {
+  const auto m = Model::open(shippedLlama().string());
+  const ModelConfig& c = m->config();
+  const NeedleCase nc = buildNeedleCase(*m, {kFiller, kNeedle, kQuestion, kAnswer, 0.5});
+  const CopyTrace t = traceCopy(*m, nc);
+  EXPECT_EQ(t.generated.size(), nc.answer.size());
+  const std::size_t T = nc.ids.size() - 1, d = std::size_t(c.nEmbd), L = std::size_t(c.nLayer);
+  const std::size_t kv = std::size_t(c.nKvHead) * std::size_t(c.headSize);
+  EXPECT_EQ(t.prefixBytes,
+            sizeof(float) * (L * T * d + L * 2 * T * kv + T * d + std::size_t(c.vocabSize)));
+}
+
 std::vector<int> idList(const std::string& s) {
   std::vector<int> out;
   std::stringstream ss(s);

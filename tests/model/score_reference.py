@@ -7,6 +7,8 @@ processed; positions are cache positions (sinks 0..S-1, then the window in order
 them), so cached keys are rotated at their current slot. Usage:
 
     score_reference.py MODEL_DIR OUT.npy ID,ID,... [S W]
+    score_reference.py GPT2_DIR OUT.npy ID,ID,... S W   (learned positions: each key keeps the
+        position it was written at, the query its index in the text)
     score_reference.py MODEL_DIR OUT.npy ID,ID,... edit L:P:D:zero|mean [...]   (dense, with
         residual edits inside the pass, as `score --residual-edit`; P a position or "all")
 """
@@ -73,13 +75,50 @@ def streaming(cfg, w, ids, S, W):
     return torch.stack(out)
 
 
+def gpt2_streaming(cfg, w, ids, S, W):
+    """GPT-2 (learned absolute positions) under the same cache. The position is added to the
+    embedding before the K projection, so each cached key and value keeps the position it was
+    written at and token t runs at position t: the cache is the dense pass in which query t sees
+    the keys j < S and t - W <= j <= t."""
+    from make_gpt2_fixtures import gelu, layer_norm
+    T, d, H, eps = len(ids), cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
+    if T > cfg["n_positions"]:
+        raise SystemExit("the text passes the learned positions")
+    dh = d // H
+    x = w["wte.weight"][ids] + w["wpe.weight"][:T]
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    allowed = (j <= i) & ((j < S) | (j >= i - W))
+    for l in range(cfg["n_layer"]):
+        p = f"h.{l}."
+        a = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        qkv = a @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
+        q, k, v = (qkv[:, n * d:(n + 1) * d].reshape(T, H, dh).transpose(0, 1) for n in range(3))
+        scores = (q @ k.transpose(1, 2) / math.sqrt(dh)).masked_fill(~allowed, -math.inf)
+        out = torch.softmax(scores, dim=-1) @ v
+        x = x + out.transpose(0, 1).reshape(T, d) @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        m = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        h = gelu(m @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], cfg["activation_function"])
+        x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+    x = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], eps)
+    return nll_rows(x @ w.get("lm_head.weight", w["wte.weight"]).T, ids)
+
+
 def main():
     folder, out, ids = sys.argv[1], sys.argv[2], [int(t) for t in sys.argv[3].split(",")]
     with open(os.path.join(folder, "config.json")) as f:
         cfg = json.load(f)
+    torch.set_num_threads(1)
+    if cfg.get("model_type") == "gpt2":  # GPT-2's Conv1D weights as stored, [in, out]
+        from make_attribution_fixtures import read_safetensors
+        w = {n[len("transformer."):] if n.startswith("transformer.") else n: t
+             for n, t in read_safetensors(os.path.join(folder, "model.safetensors")).items()}
+        nll = gpt2_streaming(cfg, w, ids, int(sys.argv[4]), int(sys.argv[5]))
+        np.save(out, nll.numpy().astype(np.float32))
+        print("%.9g" % float(nll.mean()))
+        return 0
     src = hf_to_gguf.Weights(folder)
     w = {n: torch.from_numpy(np.asarray(src.get(n), dtype=np.float64)) for n in src.names()}
-    torch.set_num_threads(1)
     if len(sys.argv) > 4 and sys.argv[4] == "edit":
         edits = []
         for e in sys.argv[5:]:

@@ -174,6 +174,73 @@ TEST(Score, GenerationUnderTheStreamingCacheIsTheReferencesGreedyPastTheContext)
               checked);
 }
 
+// GPT-2's learned positions are added to the embedding before the K projection: under the cache
+// each key keeps the position it was written at and the query takes its index in the text, as
+// the float64 reference's dense pass with the sink-and-window mask computes it. A text past the
+// learned positions is refused under the cache, and generation stops there.
+TEST(Score, LearnedPositionsKeepTheirPlacesUnderTheCache) {
+  const fs::path model = fixture("f32_prefix_tied_gelu_new");  // 64 positions
+  const auto cases = nlohmann::json::parse(slurp((model / "cases.json").string()));
+  std::string ids;
+  int n = 0;
+  for (int id : cases["ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id), ++n;
+  ASSERT_GT(n, 20);
+  expectPoliciesMatch(model, ids, {{2, 5}, {0, 6}, {1, 12}});
+  TempDir dir;
+  const CliRun past = runBinary({"score", "--model", model.string(), "--ids", ids + "," + ids,
+                                 "--kv-sinks", "2", "--kv-window", "5"}, dir.path);
+  EXPECT_EQ(past.exitCode, 1) << past.err;
+  EXPECT_NE(past.err.find("position"), std::string::npos) << past.err;
+  const CliRun gen = runBinary({"generate", "--model", model.string(), "--ids", ids, "-n", "60",
+                                "--print-ids", "--verbose", "--kv-sinks", "2", "--kv-window", "5"},
+                               dir.path);
+  ASSERT_EQ(gen.exitCode, 0) << gen.err;
+  std::istringstream in(gen.out);
+  int made = 0;
+  for (std::string t; in >> t;) ++made;
+  EXPECT_EQ(made, 64 - n) << gen.out;
+  EXPECT_NE(gen.err.find("context is full"), std::string::npos) << gen.err;
+}
+
+// A text longer than the context is scored through the cache from --text as from its ids: the
+// same NLLs, each the float64 reference's under the same cache; without the cache it is refused.
+TEST(Score, TextPastTheContextIsScoredUnderTheCacheAsItsIds) {
+  TempDir dir;
+  const std::string m = shippedLlama().string();
+  std::string text;
+  for (int i = 0; i < 6; ++i) text += std::string(i ? " " : "") + kText;
+  std::string ids;
+  {
+    const CliRun t = runBinary({"tokenize", "--model", m, "--text", text}, dir.path);
+    ASSERT_EQ(t.exitCode, 0) << t.err;
+    std::istringstream in(t.out);
+    for (std::string x; in >> x;) ids += (ids.empty() ? "" : ",") + x;
+  }
+  ASSERT_GT(std::count(ids.begin(), ids.end(), ',') + 1, 256) << "the text must pass the context";
+  const CliRun fromText = runBinary({"score", "--model", m, "--text", text, "--kv-sinks", "4",
+                                     "--kv-window", "8", "--out", (dir.path / "text.npy").string()},
+                                    dir.path);
+  ASSERT_EQ(fromText.exitCode, 0) << fromText.err;
+  const CliRun fromIds = runBinary({"score", "--model", m, "--ids", ids, "--kv-sinks", "4",
+                                    "--kv-window", "8", "--out", (dir.path / "ids.npy").string()},
+                                   dir.path);
+  ASSERT_EQ(fromIds.exitCode, 0) << fromIds.err;
+  EXPECT_EQ(fromText.out, fromIds.out);
+  const std::string cmd = "/usr/bin/python3 " +
+                          shellQuote((modelDir() / "score_reference.py").string()) + " " +
+                          shellQuote(m) + " " + shellQuote((dir.path / "want.npy").string()) +
+                          " " + ids + " 4 8 >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const NpyArray got = readNpy((dir.path / "text.npy").string());
+  const NpyArray want = readNpy((dir.path / "want.npy").string());
+  EXPECT_EQ(got.shape, want.shape);
+  expectClose(got.data, want, 1e-4, 0, "text past the context, 4 sinks + 8");
+  // The dense pass still needs the text to fit.
+  const CliRun dense = runBinary({"score", "--model", m, "--text", text}, dir.path);
+  EXPECT_EQ(dense.exitCode, 1);
+  EXPECT_NE(dense.err.find("positions"), std::string::npos) << dense.err;
+}
+
 TEST(Score, RefusalsFollowTheContract) {
   TempDir dir;
   const std::string m = shippedLlama().string();

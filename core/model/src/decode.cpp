@@ -15,7 +15,10 @@ KvCache Model::cacheFrom(const ForwardResult& r) const {
   const int dh = config_.headSize, KV = config_.nKvHead;
   for (int l = 0; l < config_.nLayer; ++l) {
     Tensor3 q, ak, av;  // one per KV head: kept by the pass, or recomputed from its stream
-    layerQkv(r, l, q, ak, av);
+    if (const SiteActivations& self = r.layers[l].site(0); !self.k.empty())
+      ak = self.k, av = self.v;  // Capture::kvCache keeps K and V without Q
+    else
+      layerQkv(r, l, q, ak, av);
     const int T = ak.rows;
     MatrixRM k(T, KV * dh), v(T, KV * dh);
     for (int g = 0; g < KV; ++g) {
@@ -77,7 +80,8 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
                              const LayerSet& keepRows) const {
   const ModelConfig& c = config_;
   const int pos = cache.length(), d = c.nEmbd, H = c.nHead, KV = c.nKvHead, dh = c.headSize;
-  if (pos >= c.nPositions) {
+  const int at = pos + cache.positionOffset;  // where a learned position is read
+  if (pos >= c.nPositions || at >= c.nPositions) {
     throw InputError("the context is full (" + std::to_string(c.nPositions) + " positions)");
   }
   if (id < 0 || id >= c.vocabSize) {
@@ -90,7 +94,7 @@ DecodeStep Model::decodeStep(KvCache& cache, int id, const Interventions& iv,
   const int Tk = pos + 1, group = c.kvGroup();
   MatrixRM x(1, d);
   embedRow(*w_, c, id, x.row(0).data());
-  addPositions(*w_, c, 0, pos, x);
+  addPositions(*w_, c, 0, at, x);
   addEncoderEmbeddings(*w_, c, {}, x);
   DecodeStep step;
   step.rows.resize(c.nLayer);

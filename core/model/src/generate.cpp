@@ -91,7 +91,7 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
   const ModelConfig& c = model.config();
   // Refused before the prompt runs: what cannot apply to a decode step.
   checkDecodeInterventions(iv);
-  // The prompt's pass keeps Q/K/V (the cache's K and V) and the last logits row, nothing else.
+  // The prompt's pass keeps K and V (the cache's) and the last logits row, nothing else: no Q.
   KvCache cache;
   std::vector<float> logits;
   std::optional<StreamingCache> streaming;
@@ -102,15 +102,14 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
     streaming.emplace(model, opts.cache);
     for (int id : prompt) logits = streaming->step(id, iv).logits;
   } else {
-    Capture cap;
-    cap.weights = cap.headOut = LayerSet::none();
-    cap.allLogits = false;
+    const Capture cap = Capture::kvCache();
     if (c.encoderDecoder() != !opts.source.empty()) {
       throw InputError(c.encoderDecoder() ? c.family + " is an encoder-decoder: it needs a source"
                                           : "a source is for encoder-decoders");
     }
     const ForwardResult r = c.encoderDecoder() ? model.forwardSeq2Seq(opts.source, prompt, iv, cap)
                                                : model.forward(prompt, iv, cap);
+    g.promptBytes = r.bytes();
     cache = model.cacheFrom(r);
     logits.assign(r.logits.row(r.logits.rows() - 1).data(),
                   r.logits.row(r.logits.rows() - 1).data() + r.logits.cols());
@@ -120,8 +119,8 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
   const auto t0 = std::chrono::steady_clock::now();
   const std::optional<int> tokEos = model.tokenizer().eos();
   for (int n = 0; n < opts.maxNew; ++n) {
-    const int cached = streaming ? streaming->length() : cache.length();
-    if (cached >= c.nPositions) {
+    const bool full = streaming ? streaming->full() : cache.length() >= c.nPositions;
+    if (full) {
       g.stop = Generation::Stop::Context;
       break;
     }
@@ -138,7 +137,7 @@ Generation generate(const Model& model, const std::vector<int>& prompt, const In
       t.prob = float(std::exp(double(logits[t.id]) - mx) / sum);
     }
     const bool isEos = opts.stopAtEos && ((tokEos && t.id == *tokEos) || c.isEos(t.id));
-    if (!isEos && cached < c.nPositions) {
+    if (!isEos) {
       DecodeStep step = streaming ? streaming->step(t.id, iv, opts.rows)
                                   : model.decodeStep(cache, t.id, iv, opts.rows);
       logits = std::move(step.logits);

@@ -123,8 +123,9 @@ void addResidual(const ModelConfig& c, const Model::Weights::Layer& W, MatrixRM&
 
 namespace {
 
-// A layer's residual edits on the stream it wrote, x [T, d]: each dimension's mean is taken over
-// the positions just before that edit.
+// A layer's residual edits on the stream it wrote, x [T, d], in order. A mean is a prefix mean,
+// the rule of head mean ablation: position t takes the dimension's mean over positions 0..t of
+// the stream as the edit finds it, so no position reads a token after it.
 void applyResidualEdits(const ModelConfig& c, const LayerIntervention& li, int layer,
                         MatrixRM& x) {
   const int T = static_cast<int>(x.rows());
@@ -134,11 +135,13 @@ void applyResidualEdits(const ModelConfig& c, const LayerIntervention& li, int l
                        std::to_string(e.dim) + " at position " + std::to_string(e.position) +
                        " is outside the stream (" + std::to_string(T) + " x " +
                        std::to_string(c.nEmbd) + ")");
-    const float v = e.toMean ? x.col(e.dim).mean() : 0.0f;
-    if (e.position < 0)
-      x.col(e.dim).setConstant(v);
-    else
-      x(e.position, e.dim) = v;
+    const int last = e.position < 0 ? T - 1 : e.position;
+    std::vector<float> v(std::size_t(last) + 1, 0.0f);
+    if (e.toMean) {
+      double sum = 0.0;
+      for (int t = 0; t <= last; ++t) v[std::size_t(t)] = float((sum += x(t, e.dim)) / (t + 1));
+    }
+    for (int t = e.position < 0 ? 0 : last; t <= last; ++t) x(t, e.dim) = v[std::size_t(t)];
   }
 }
 
@@ -520,7 +523,7 @@ void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, cons
     }
     if (cap.thumbnail > 0) site.thumb = poolThumb(res.weights, cap.thumbnail);
     if (cap.qkv.has(l)) {  // the workspace's buffers are handed over (new ones next site)
-      site.q = std::move(ws.q);
+      if (cap.keepQ) site.q = std::move(ws.q);
       site.k = std::move(ws.kvK);
       site.v = std::move(ws.kvV);
     }

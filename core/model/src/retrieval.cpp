@@ -131,12 +131,11 @@ CopyTrace traceCopy(const Model& m, const NeedleCase& c, const Interventions& iv
   const int L = cfg.nLayer, H = cfg.nHead;
   if (c.ids.size() < 2) throw InputError("a needle prompt needs at least 2 tokens");
   std::vector<int> prefix(c.ids.begin(), c.ids.end() - 1);
-  Capture cap;
-  cap.weights = cap.headOut = LayerSet::none();
-  cap.allLogits = false;
-  const ForwardResult r = m.forward(prefix, iv, cap);
+  // The prefix's pass keeps K and V (the cache's) and the last logits row: no Q.
+  const ForwardResult r = m.forward(prefix, iv, Capture::kvCache());
   KvCache cache = m.cacheFrom(r);
   CopyTrace t;
+  t.prefixBytes = r.bytes();
   std::uint64_t rng = 1;
   int next = c.ids.back();
   for (std::size_t s = 0; s < c.answer.size(); ++s) {

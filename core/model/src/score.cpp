@@ -2,6 +2,7 @@
 // (score.h).
 #include "attnviz/model/score.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -59,7 +60,18 @@ DecodeStep StreamingCache::step(int id, const Interventions& iv, const LayerSet&
   // The first S and the last W tokens before this one: one leaves once the cache passes S + W.
   if (cache_.length() > policy_.sinks + policy_.window) evict(c, cache_, plain_, policy_.sinks);
   const int slot = cache_.length();
+  if (c.positions == PositionKind::Learned) {
+    // Learned positions were added to the embedding before the K projection: each cached key
+    // keeps the position it was written at, and the query takes its own index in the text.
+    if (full())
+      throw InputError("token " + std::to_string(processed_) + " of the text has no position: " +
+                       c.family + " learns " + std::to_string(c.nPositions) +
+                       " absolute positions, and a StreamingLLM cache keeps each key at the "
+                       "position it was written at");
+    cache_.positionOffset = processed_ - slot;
+  }
   DecodeStep step = m_.decodeStep(cache_, id, iv, rows);
+  ++processed_;
   if (c.positions == PositionKind::Rope) {
     const int dh = c.headSize, KV = c.nKvHead;
     for (int l = 0; l < c.nLayer; ++l) {
@@ -72,6 +84,13 @@ DecodeStep StreamingCache::step(int id, const Interventions& iv, const LayerSet&
     }
   }
   return step;
+}
+
+bool StreamingCache::full() const {
+  const int next = m_.config().positions == PositionKind::Learned
+                       ? processed_
+                       : std::min(cache_.length(), policy_.sinks + policy_.window);
+  return next >= m_.config().nPositions;
 }
 
 std::vector<float> tokenNll(const Model& m, const std::vector<int>& ids, const KvPolicy& policy,

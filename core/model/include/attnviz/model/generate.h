@@ -5,6 +5,7 @@
 #include "attnviz/model/model.h"
 #include "attnviz/model/score.h"  // KvPolicy
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -47,6 +48,9 @@ struct Generation {
   std::vector<GeneratedToken> tokens;
   enum class Stop { Count, Eos, Context, Cancelled } stop = Stop::Count;
   double seconds = 0.0;  // decode steps only (the prompt's pass excluded)
+  // Bytes the prompt's pass kept (ForwardResult::bytes: every layer's residual stream, K and V,
+  // the last logits row; no Q); 0 under a StreamingLLM cache, which steps the prompt.
+  std::size_t promptBytes = 0;
   std::vector<int> ids() const;  // the generated ids
   const char* stopReason() const;
 };

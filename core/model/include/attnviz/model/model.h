@@ -373,6 +373,10 @@ struct KvCache {
   // An encoder-decoder's cross sites: per decoder layer the encoder's keys and values
   // [T_src, H_kv * d_h], made once from the encoder's last hidden states (empty otherwise).
   std::vector<MatrixRM> crossK, crossV;
+  // Added to the next row's slot for the position its token's learned embedding is read at
+  // (StreamingCache: with learned positions each token keeps its own index in the text, as its K
+  // and V were computed with it); 0 elsewhere.
+  int positionOffset = 0;
   int length() const {
     return rows >= 0 ? rows : k.empty() ? 0 : static_cast<int>(k[0].rows());
   }
@@ -404,6 +408,7 @@ struct LayerSet {
 struct Capture {
   LayerSet weights;   // [H, T, T] weights and the row stats
   LayerSet qkv;       // Q and the KV heads' K and V
+  bool keepQ = true;  // false: qkv keeps K and V alone (the pass that fills a KV cache)
   LayerSet headOut;   // each head's output before W_o (attribution's patches and direct effects)
   int thumbnail = 0;  // > 0: every layer's weights max-pooled to at most this many cells a side
   bool allLogits = true;  // false: only the last position's logits ([1, V])
@@ -414,6 +419,13 @@ struct Capture {
   static Capture none() { return view(0); }
   // What attribution reads: each head's output, the last logits row (any position's logits are
   // recomputed from the residual stream).
+  // The layers' K and V and the last logits row: what a KV cache needs (Model::cacheFrom).
+  static Capture kvCache() {
+    Capture c = view(0);
+    c.qkv = LayerSet::every();
+    c.keepQ = false;
+    return c;
+  }
   static Capture attribution() {
     Capture c = view(0);
     c.headOut = LayerSet::every();

@@ -52,6 +52,9 @@ struct CopyTrace {
   std::vector<int> generated;
   std::vector<std::vector<int>> top;
   bool correct = false;  // generated == answer
+  // Bytes the prefix's pass kept (ForwardResult::bytes: the residual stream, K and V, the last
+  // logits row; no Q).
+  std::size_t prefixBytes = 0;
 };
 
 // Greedy decoding of |answer| tokens after the prompt, with `iv` in every step. The prompt's last
