@@ -417,8 +417,6 @@ struct Capture {
   static Capture view(int thumbnail);
   // Nothing but the residual stream and the last logits row (re-runs that read one position).
   static Capture none() { return view(0); }
-  // What attribution reads: each head's output, the last logits row (any position's logits are
-  // recomputed from the residual stream).
   // The layers' K and V and the last logits row: what a KV cache needs (Model::cacheFrom).
   static Capture kvCache() {
     Capture c = view(0);
@@ -426,6 +424,8 @@ struct Capture {
     c.keepQ = false;
     return c;
   }
+  // What attribution reads: each head's output, the last logits row (any position's logits are
+  // recomputed from the residual stream).
   static Capture attribution() {
     Capture c = view(0);
     c.headOut = LayerSet::every();
