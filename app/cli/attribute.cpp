@@ -10,6 +10,7 @@
 #include "attnviz/engine/text_parse.h"
 #include "attnviz/formats/npy.h"
 #include "attnviz/model/attribution.h"
+#include "attnviz/model/tokenizers/chat_template.h"
 #include "attnviz/render/attribution_figure.h"
 #include "attnviz/render/vector_figure.h"
 
@@ -146,7 +147,16 @@ int runAttribute(int argc, char** argv) {
                 : m.forward(run.ids, {}, Capture::attribution());
         report = reportOf(ablationSweep(m, clean, kind, at, control));
       } else {
-        const std::vector<int> cleanIds = m.encode(patchFrom);
+        // --chat wraps the clean text as it wraps --text (the same turns, the same template).
+        std::vector<int> cleanIds;
+        if (o.chat) {
+          ChatTurns turns;
+          if (app.count("--system")) turns.system = o.system;
+          turns.user = patchFrom;
+          cleanIds = encodeModelChat(m, turns);
+        } else {
+          cleanIds = m.encode(patchFrom);
+        }
         const ForwardResult corrupt = m.forward(run.ids, {}, Capture::attribution());
         if (cleanIds.size() != run.ids.size()) {
           throw InputError("--patch-from is " + std::to_string(cleanIds.size()) +

@@ -7,6 +7,7 @@
 #include "attnviz/formats/fileio.h"
 #include "attnviz/model/head_finder.h"
 #include "attnviz/model/model.h"
+#include "attnviz/model/tokenizers/chat_template.h"
 #include "attnviz/session/model_source.h"  // modelName
 
 #include <nlohmann/json.hpp>
@@ -153,20 +154,11 @@ int runHeads(int argc, char** argv) {
     if (c.encoderDecoder())
       throw InputError(model->files().weights + ": " + c.family +
                        " is an encoder-decoder; the head finder reads decoders and encoders");
+    // --chat: each document as one user turn in the model's chat format (docs/head-finder.md).
+    std::optional<ChatTemplate> chatTemplate;
     if (chat) {
-      // attnviz renders no chat template yet: a model without one, and a model with one, are
-      // refused as the contract says (naming the file that holds, or lacks, the template).
-      if (!model->files().gguf.empty())
-        throw InputError(model->files().gguf + ": --chat: attnviz cannot render this model's chat template");
-      const std::string tc = (fs::path(model->files().dir) / "tokenizer_config.json").string();
-      bool has = false;
-      try {
-        const nlohmann::json j = nlohmann::json::parse(readFile(tc));
-        has = j.is_object() && j.contains("chat_template");
-      } catch (const std::exception&) {
-      }
-      throw InputError(tc + (has ? ": --chat: attnviz cannot render this chat_template"
-                                 : ": --chat: no chat_template"));
+      chatTemplate = loadChatTemplate(model->files());
+      (void)chatFormatOf(*chatTemplate);  // an unknown template is refused before any pass
     }
 
     // Tokenize: each document as `tokenize` does, cut to --seq-len (and the model's context).
@@ -176,7 +168,8 @@ int runHeads(int argc, char** argv) {
       if (app.count("--sequences") && (long long)seqs.size() >= sequences) break;
       std::vector<int> ids;
       try {
-        ids = model->tokenizer().encode(docs[d], true);
+        ids = chatTemplate ? encodeChat(model->tokenizer(), *chatTemplate, ChatTurns{std::nullopt, docs[d]})
+                           : model->tokenizer().encode(docs[d], true);
       } catch (const InputError& e) {
         throw InputError(corpus + ": document " + std::to_string(d + 1) + ": " + e.what());
       }

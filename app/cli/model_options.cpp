@@ -5,6 +5,7 @@
 
 #include "attnviz/engine/text_parse.h"
 #include "attnviz/engine/mask.h"
+#include "attnviz/model/tokenizers/chat_template.h"
 #include "attnviz/formats/npy.h"
 #include "attnviz/session/seq2seq_source.h"
 
@@ -32,6 +33,22 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
                  "SIZE (bytes, or 512M, 4G): budget for float32 copies of F16/BF16/quantized "
                  "weights; past it they stay as stored and each layer is converted as it runs "
                  "(default: 1G, or a quarter of physical RAM if less)");
+  addChatOptions(app, o);
+}
+
+void addChatOptions(CLI::App& app, ModelCliOptions& o) {
+  app.add_flag("--chat", o.chat,
+               "wrap --text as one user turn in the model's chat format (its chat_template), "
+               "ending with the assistant's opening");
+  app.add_option("--system", o.system, "with --chat: a system turn before the user's");
+}
+
+void checkChatOptions(const ModelCliOptions& o, const CLI::App& app) {
+  if (app.get_option_no_throw("--system") && app.count("--system") && !o.chat)
+    throw UsageError("--system goes with --chat");
+  if (!o.chat) return;
+  if (!app.count("--text")) throw UsageError("--chat wraps --text (not --ids)");
+  if (!o.textPair.empty()) throw UsageError("--chat takes one text (not --text-pair)");
 }
 
 void addTextPairOption(CLI::App& app, ModelCliOptions& o) {
@@ -176,6 +193,7 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
     }
   }
 
+  checkChatOptions(o, app);
   const std::int64_t maxMemory = parseMaxMemory(o.maxMemory);
   ModelRun run;
   run.model = Model::open(o.dir, {}, maxMemory);

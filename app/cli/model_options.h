@@ -25,6 +25,8 @@ struct ModelCliOptions {
   std::vector<std::string> ablate;
   std::vector<std::string> ropeOff;  // --rope-off L (model, generate): layers run unrotated
   std::vector<std::string> residualEdits;  // --residual-edit L:P:D:zero|mean (model)
+  bool chat = false;       // --chat: --text as a user turn in the model's chat format
+  std::string system;      // --system TEXT: a system turn before it (with --chat)
   std::string maskSource;  // --mask-source 2,5: source positions no cross site may read
   bool prepareOnly = false;  // runModelFromOptions opens and checks, but runs no pass
   // --text may be longer than the model's context (a StreamingLLM cache runs past it; --ids
@@ -50,6 +52,12 @@ void addRopeOffOption(CLI::App& app, ModelCliOptions& o);
 // --residual-edit L:P:D:zero|mean (repeatable): dimension D of the stream layer L writes, at
 // position P (or 'all'), set to zero or to its mean over the positions, inside the pass (`model`).
 void addResidualEditOption(CLI::App& app, ModelCliOptions& o);
+
+// --chat and --system TEXT: --text wrapped as one user turn (after a system turn) in the model's
+// chat template, ending with the assistant's opening (every command addModelOptions serves).
+void addChatOptions(CLI::App& app, ModelCliOptions& o);
+// Usage checks of --chat/--system against the other input options (--ids, --text-pair).
+void checkChatOptions(const ModelCliOptions& o, const CLI::App& app);
 
 // "1,2,3" -> ids; throws UsageError naming the bad entry.
 std::vector<int> parseIdList(const std::string& text);

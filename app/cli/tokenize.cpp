@@ -4,6 +4,7 @@
 #include "cli/options.h"
 
 #include "attnviz/model/model.h"
+#include "attnviz/model/tokenizers/chat_template.h"
 
 #include <cstdio>
 
@@ -15,7 +16,8 @@ int runTokenize(int argc, char** argv) {
       "tokenizer.model or vocab.json + merges.txt; or a .gguf file)",
       "tokenize"};
   std::string dir, text;
-  bool pieces = false, noSpecial = false, parseSpecial = true, target = false;
+  std::string system;
+  bool pieces = false, noSpecial = false, parseSpecial = true, target = false, chat = false;
   app.add_option("--model", dir, "model folder or .gguf file")->required();
   app.add_option("--text", text, "text to tokenize")->required();
   app.add_flag("--pieces", pieces,
@@ -28,14 +30,29 @@ int runTokenize(int argc, char** argv) {
   app.add_flag("--target", target,
                "an encoder-decoder's target side (Marian: target.spm; others: the same "
                "tokenizer)");
+  app.add_flag("--chat", chat,
+               "wrap --text as one user turn in the model's chat format and print the ids "
+               "apply_chat_template(add_generation_prompt=True) gives");
+  app.add_option("--system", system, "with --chat: a system turn before the user's");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("tokenize", [&] {
+    if (app.count("--system") && !chat) throw UsageError("--system goes with --chat");
+    if (chat && (noSpecial || target || !parseSpecial))
+      throw UsageError("--chat renders the template's own special tokens: drop --no-special, "
+                       "--target and --no-parse-special");
     const std::unique_ptr<Tokenizer> tokp = loadModelTokenizer(dir);
     tokp->setParseSpecial(parseSpecial);
     const Tokenizer& tok = *tokp;
-    const std::vector<int> ids =
-        target ? tok.encodeTarget(text, !noSpecial) : tok.encode(text, !noSpecial);
+    std::vector<int> ids;
+    if (chat) {
+      ChatTurns turns;
+      if (app.count("--system")) turns.system = system;
+      turns.user = text;
+      ids = encodeChat(tok, loadChatTemplate(dir), turns);
+    } else {
+      ids = target ? tok.encodeTarget(text, !noSpecial) : tok.encode(text, !noSpecial);
+    }
     std::string out;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (pieces) {
