@@ -75,7 +75,7 @@ int runHeads(int argc, char** argv) {
   double sparseThreshold = 0.005, inductionThreshold = 0.01;
   std::uint64_t seed = 0;
   bool chat = false;
-  app.add_option("--model", modelDir, "model folder or .gguf file (a decoder or an encoder)");
+  app.add_option("--model", modelDir, "a decoder or an encoder: folder, .gguf file or name (ORG/NAME, ollama:NAME:TAG)");
   app.add_option("--corpus", corpus,
                  "a .jsonl file (one object a line, text in --field), a folder of .txt files "
                  "(one document each, by name), or a text file (documents separated by blank "

@@ -18,8 +18,9 @@ namespace attnviz::app {
 
 void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
   auto* model = app.add_option("--model", o.dir,
-                               "model folder: config.json, model.safetensors, vocab.json, "
-                               "merges.txt (a Hugging Face cache folder works too)");
+                               "MODEL: a folder (config.json, model.safetensors, the "
+                               "tokenizer), a .gguf file, ORG/NAME from the Hugging Face cache "
+                               "or ollama:NAME[:TAG] from Ollama's store");
   if (required) model->required();
   auto* text = app.add_option("--text", o.text, "text to tokenize and run");
   auto* ids = app.add_option("--ids", o.ids, "token ids to run, e.g. 464,3290,318");
@@ -209,6 +210,11 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
     ids = std::move(p.ids);
     // Models with one token type (RoBERTa) run on zeros, as Hugging Face's do.
     if (c.typeVocabSize > 1) run.typeIds = std::move(p.typeIds);
+  } else if (app.count("--text") && o.chat) {
+    ChatTurns turns;
+    if (app.count("--system")) turns.system = o.system;
+    turns.user = o.text;
+    ids = encodeModelChat(*run.model, turns);
   } else if (app.count("--text")) {
     if (o.pastContext) {
       ids = run.model->tokenizer().encode(o.text, true);

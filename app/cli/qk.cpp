@@ -150,7 +150,7 @@ int runCompose(int argc, char** argv) {
                "al. 2021): [L, H, L, H] indexed [l2, h2, l1, h1], NaN where l1 >= l2",
                "compose"};
   std::string model, kind, out, maxMemory;
-  app.add_option("--model", model, "model folder or .gguf file")->required();
+  app.add_option("--model", model, "model folder, .gguf file or name (ORG/NAME, ollama:NAME:TAG)")->required();
   app.add_option("--kind", kind, "q, k or v: which input of the later head reads the earlier "
                                  "head's output")->required();
   app.add_option("--out", out, "write the scores as float32 [L, H, L, H] .npy")->required();

@@ -37,7 +37,7 @@ int runRetrieval(int argc, char** argv) {
                                                                  maxMemory;
   int k = 2, draws = 5;
   std::uint64_t seed = 1;
-  app.add_option("--model", model, "a decoder: model folder or .gguf")->required();
+  app.add_option("--model", model, "a decoder: model folder, .gguf file or name (ORG/NAME, ollama:NAME:TAG)")->required();
   auto* f1 = app.add_option("--filler", filler, "the haystack text");
   auto* f2 = app.add_option("--filler-file", fillerFile, "the haystack, from a UTF-8 text file");
   f1->excludes(f2);

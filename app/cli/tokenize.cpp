@@ -18,7 +18,7 @@ int runTokenize(int argc, char** argv) {
   std::string dir, text;
   std::string system;
   bool pieces = false, noSpecial = false, parseSpecial = true, target = false, chat = false;
-  app.add_option("--model", dir, "model folder or .gguf file")->required();
+  app.add_option("--model", dir, "model folder, .gguf file or name (ORG/NAME, ollama:NAME:TAG)")->required();
   app.add_option("--text", text, "text to tokenize")->required();
   app.add_flag("--pieces", pieces,
                "print each token's decoded bytes, one a line (\\n, \\r, \\t and \\xNN escaped)");

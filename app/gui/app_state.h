@@ -18,6 +18,7 @@
 #include "attnviz/session/model_source.h"
 #include "attnviz/session/seq2seq_source.h"
 #include "attnviz/model/generate.h"
+#include "attnviz/model/model_names.h"
 #include "attnviz/model/retrieval.h"
 #include "attnviz/session/session.h"
 #include "cli/attribution_report.h"
@@ -205,8 +206,10 @@ struct CacheLossState {
     std::string error;
   };
   std::future<Result> job;
+  std::shared_ptr<PassProgress> progress;  // the job's: closeSources cancels it
   Result result;
   bool scripted = false;  // --cache-loss: scored once the text has run, waited for
+  void stop();  // cancels and joins the job and drops the result (another model opens)
 };
 
 // The retrieval-heads panel: needle cases built from the model view's text as the
@@ -225,8 +228,10 @@ struct RetrievalState {
     std::string error;
   };
   std::future<Result> job;
+  std::shared_ptr<PassProgress> progress;  // the job's: closeSources cancels it
   Result result;
   bool scripted = false;  // --retrieval: run once the text has run, waited for
+  void stop();  // cancels and joins the job and drops the result (another model opens)
 };
 
 struct GenerateState {
@@ -397,6 +402,7 @@ struct ModelState {
   std::vector<std::string> afterLabels, beforeLabels;
   bool requestOpenDialog = false;
   char openPath[1024] = "";
+  std::vector<StoredModel> storedModels;  // listed when File > Open model appears
   // Where the layers x heads grid was drawn last frame (screen pixels), for tests.
   struct GridGeometry {
     bool valid = false;

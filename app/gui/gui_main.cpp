@@ -101,8 +101,8 @@ int runGui(int argc, char** argv) {
                  "scene JSON to open (default: the built-in scene)");
   cli.add_option("--scene", o.scene, "scene JSON to open");
   cli.add_option("--model", o.model,
-                 "open a model (a Hugging Face folder, its cache's models--NAME folder, or a "
-                 ".gguf file) in the model view");
+                 "open a model in the model view: a folder, a .gguf file, ORG/NAME from the "
+                 "Hugging Face cache or ollama:NAME[:TAG] from Ollama's store");
   cli.add_option("--text", o.text, "with --model: the text the model runs on");
   cli.add_option("--text-pair", o.textPair,
                  "with --model, an encoder: sentence B of a pair (the tokenizer's pair template)");
@@ -566,6 +566,7 @@ int runGui(int argc, char** argv) {
   }
   if (!scripted) saveSettings(s);
   setFrameWake(false);  // a worker still running must not post to a GLFW about to terminate
+  closeSources(s);      // the workers stop at their next layer instead of running to the end
   // GL objects go before the context: the engine, then the renderer; the guards close ImGui,
   // the window and GLFW in that order.
   s.session.setEngine(nullptr);

@@ -5,6 +5,7 @@
 
 #include "attnviz/formats/data_dir.h"
 #include "attnviz/formats/npy.h"
+#include "attnviz/model/model_names.h"
 
 #include <nlohmann/json.hpp>
 
@@ -360,8 +361,10 @@ void saveSceneFrom(AppState& s, const std::string& path) {
 void openDroppedFile(AppState& s, const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    openModel(s, path);  // a model folder (File > Open model, or dropped)
+  if (std::filesystem::is_directory(path, ec) || ext == ".gguf" ||
+      (!std::filesystem::exists(path, ec) && looksLikeModelName(path) && ext != ".json" &&
+       ext != ".npy" && !isDumpPath(path))) {
+    openModel(s, path);  // a model folder, GGUF file or name (File > Open model, or dropped)
   } else if (isDumpPath(path)) {
     openDump(s, path);
   } else if (ext == ".json") {

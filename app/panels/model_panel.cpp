@@ -240,13 +240,29 @@ bool drawOpenModelPopup(AppState& s) {
   bool changed = false;
   if (ImGui::BeginPopupModal("Open model", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
     ImGui::TextUnformatted(
-        "A model folder (GPT-2, Llama, Mistral, Qwen2: config.json, model.safetensors, the "
-        "tokenizer) or a .gguf file:");
+        "A model folder (config.json, model.safetensors, the tokenizer), a .gguf file, or a "
+        "name: ORG/NAME from the Hugging Face cache, ollama:NAME:TAG from Ollama's store");
     ImGui::SetNextItemWidth(520 * s.ui.uiScale);
-    const bool enter = ImGui::InputText("##modeldir", m.openPath, sizeof m.openPath,
-                                        ImGuiInputTextFlags_EnterReturnsTrue);
-    if (ImGui::Button("Open") || enter) {
-      s.ui.dropped.push_back(m.openPath);  // opened at the frame boundary (folders are models)
+    bool open = ImGui::InputText("##modeldir", m.openPath, sizeof m.openPath,
+                                 ImGuiInputTextFlags_EnterReturnsTrue);
+    if (ImGui::IsWindowAppearing()) m.storedModels = listStoredModels();
+    if (!m.storedModels.empty()) {
+      ImGui::TextDisabled("Models on this machine (%s, %s):", huggingFaceHubDir().c_str(),
+                          ollamaModelsDir().c_str());
+      ImGui::BeginChild("##stored", ImVec2(520 * s.ui.uiScale, ImGui::GetFontSize() * 10), true);
+      for (const StoredModel& sm : m.storedModels) {
+        const bool selected = sm.name == m.openPath;
+        if (ImGui::Selectable((sm.name + "##" + sm.path).c_str(), selected,
+                              ImGuiSelectableFlags_AllowDoubleClick)) {
+          std::snprintf(m.openPath, sizeof m.openPath, "%s", sm.name.c_str());
+          if (ImGui::IsMouseDoubleClicked(0)) open = true;
+        }
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: %s", sm.store.c_str(), sm.path.c_str());
+      }
+      ImGui::EndChild();
+    }
+    if (ImGui::Button("Open") || open) {
+      s.ui.dropped.push_back(m.openPath);  // opened at the frame boundary
       ImGui::CloseCurrentPopup();
       changed = true;
     }

@@ -2,9 +2,11 @@
 #include "attnviz/formats/fileio.h"
 #include "attnviz/formats/gguf.h"
 #include "attnviz/model/model.h"
+#include "attnviz/model/model_names.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -69,7 +71,9 @@ std::vector<std::string> readShardIndex(const fs::path& dir, const std::string& 
 
 }  // namespace
 
-ModelFiles locateModelFiles(const std::string& dirArg, bool needWeights) {
+ModelFiles locateModelFiles(const std::string& modelArg, bool needWeights) {
+  // A name (ORG/NAME, ollama:NAME:TAG) becomes the path its store keeps; a path stays.
+  const std::string dirArg = resolveModelName(modelArg);
   fs::path dir(dirArg);
   std::error_code ec;
   if (isGgufFile(dir)) {
@@ -104,6 +108,20 @@ ModelFiles locateModelFiles(const std::string& dirArg, bool needWeights) {
       }
     }
     dir = snap;
+    // A repository of GGUF files: its one .gguf file is the model.
+    if (!fs::exists(dir / "config.json", ec)) {
+      std::vector<std::string> ggufs;
+      for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.path().extension() == ".gguf") ggufs.push_back(e.path().filename().string());
+      std::sort(ggufs.begin(), ggufs.end());
+      if (ggufs.size() == 1) return locateModelFiles((dir / ggufs[0]).string(), needWeights);
+      if (ggufs.size() > 1) {
+        std::string list;
+        for (const auto& g : ggufs) list += (list.empty() ? "" : ", ") + g;
+        throw InputError(dir.string() + ": " + std::to_string(ggufs.size()) +
+                         " GGUF files and no config.json; pass one of them (" + list + ")");
+      }
+    }
   }
   ModelFiles f;
   f.dir = dir.string();

@@ -22,15 +22,19 @@ std::string fit(const Font& font, std::string s) { return paint::fitToFont(font,
 constexpr RGBA8 kAblated{214, 39, 40, 255};
 constexpr RGBA8 kGroupInk{31, 119, 180, 255};
 
-// One head's panel: the row's weights pooled `f` x `f` further, `cell` pixels a pooled cell.
+// One head's panel: the row's weights pooled `f` x `f` further, `cell` pixels a pooled cell, at
+// most `maxCells` cells a side (so that a figure of many panels stays within kVectorMaxCells
+// cells in all: panels are never drawn under 12 pixels, and 12 x 12 cells a panel at 80 x 64
+// panels would be 737k rectangles).
 struct PanelGrid {
   int f = 1, nq = 0, nk = 0, cell = 1;
 };
 
-PanelGrid panelGrid(const Tensor3& w, int px) {
+PanelGrid panelGrid(const Tensor3& w, int px, int maxCells) {
   PanelGrid g;
   const int side = std::max(w.rows, w.cols);
-  g.f = std::max(1, (side + px - 1) / px);
+  const int cellsSide = std::max(1, std::min(px, maxCells));
+  g.f = std::max(1, (side + cellsSide - 1) / cellsSide);
   g.nq = (w.rows + g.f - 1) / g.f;
   g.nk = (w.cols + g.f - 1) / g.f;
   g.cell = std::max(1, px / std::max(g.nq, g.nk));
@@ -62,6 +66,9 @@ Image renderHeadGrid(const HeadGridFigure& f) {
   }
   const int px = f.panelPx > 0 ? f.panelPx : headGridPanelPx(panels);
   if (px > f.maxSide) throw UsageError("panel size " + std::to_string(px) + " is too large");
+  // Cells a panel's side may have: the PNG and the vector figure draw the same cells.
+  const int maxCells =
+      int(std::floor(std::sqrt(double(kVectorMaxCells) / double(std::max(1L, panels)))));
 
   Font font = f.fontPath.empty() ? Font() : Font(std::vector<std::string>{f.fontPath});
   const float fsTitle = 17.0f, fsLabel = 12.5f, fsTick = 12.0f;
@@ -83,7 +90,7 @@ Image renderHeadGrid(const HeadGridFigure& f) {
   int maxPool = 1;
   for (int r = 0; r < R; ++r) {
     const int before = f.rowPool.empty() ? 1 : std::max(1, f.rowPool[std::size_t(r)]);
-    maxPool = std::max(maxPool, before * panelGrid(*f.rows[std::size_t(r)], px).f);
+    maxPool = std::max(maxPool, before * panelGrid(*f.rows[std::size_t(r)], px, maxCells).f);
   }
   std::vector<std::string> captionText;
   if (maxPool > 1)
@@ -158,7 +165,7 @@ Image renderHeadGrid(const HeadGridFigure& f) {
     const long y0 = gridY + long(r) * pitch;
     const TextMask lm = font.render(fit(font, f.rowLabels[std::size_t(r)]), fsLabel);
     figureText(p, lm, gridX - tgap - lm.width, y0 + (px - lm.height) / 2, kSoftInk);
-    const PanelGrid g = panelGrid(w, px);
+    const PanelGrid g = panelGrid(w, px, maxCells);
     for (int h = 0; h < w.heads; ++h) {
       const long x0 = gridX + long(h) * pitch;
       for (int bi = 0; bi < g.nq; ++bi)
@@ -210,7 +217,7 @@ Image renderHeadGrid(const HeadGridFigure& f) {
     figureText(p, c, pad, y, kSoftInk);
     y += c.height + tgap;
   }
-  im.heatX = int(gridX), im.heatY = int(gridY), im.cellPx = panelGrid(*f.rows[0], px).cell;
+  im.heatX = int(gridX), im.heatY = int(gridY), im.cellPx = panelGrid(*f.rows[0], px, maxCells).cell;
   if (f.vector) {
     vec->width = im.width, vec->height = im.height;
     vec->cells = cells;

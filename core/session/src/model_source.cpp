@@ -266,6 +266,7 @@ const ModelSource::Qkv& ModelSource::layerQkv(int layer) {
 std::string modelName(const std::string& dir) {
   std::string d = dir;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
+  if (d.rfind("ollama:", 0) == 0) d = d.substr(7);  // ollama:NAME:TAG is shown as NAME:TAG
   if (const std::size_t at = d.find("models--"); at != std::string::npos) {
     const std::string rest = d.substr(at + 8);
     return rest.substr(0, rest.find('/'));

@@ -260,7 +260,9 @@ ModelConfig ggufModelConfig(const GgufFile& file);
 std::string ggufFileTypeName(const GgufFile& file);
 
 // The files of a model: a folder, or a .gguf file. `dir` may be the folder itself, a Hugging Face
-// cache snapshot, or the cache's models--NAME folder (refs/main, or its only snapshot, is used).
+// cache snapshot, or the cache's models--NAME folder (refs/main, or its only snapshot, is used;
+// a snapshot of GGUF files alone gives its one .gguf file), or a name that resolveModelName
+// (model_names.h) finds in the Hugging Face cache or Ollama's store.
 struct ModelFiles {
   std::string dir, config;
   std::string weights;              // model.safetensors, the index, or the .gguf file
