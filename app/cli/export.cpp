@@ -152,6 +152,14 @@ void showSeq2SeqScene(Session& session, std::shared_ptr<const Model> model, cons
   try {
     src.setTexts(sm.text.empty() ? kDefaultModelText : sm.text, sm.target);
     if (!sm.maskSource.empty()) src.setMaskedSource(sm.maskSource);
+    // A watched translation (the scene's "generate"): its greedy tokens from the saved target,
+    // as the app decodes them when the scene opens, up to the end token or the count.
+    if (sm.generate.any())
+      for (int k = 0; k < sm.generate.tokens; ++k) {
+        const int id = src.greedyNext();
+        if (src.endsTarget(id)) break;
+        src.appendTarget(id);
+      }
   } catch (const InputError& e) {
     throw InputError(scenePath + ": " + e.what());
   }

@@ -391,6 +391,10 @@ void closeSources(AppState& s) {
   GenerateState& g = s.model.gen;
   g.stopAll();
   g.run.reset(), g.plain.reset();
+  // The loss-by-token and retrieval scores belong to it too: stopped at their next layer and
+  // dropped, so the next model never shows (or ablates) this one's heads.
+  s.model.cacheLoss.stop();
+  s.model.retrieval.stop();
   g.prompt.clear();
   g.step = 0, g.follow = true;
   if (s.model.textPass.valid()) {  // it holds its own model reference: stopped at its next layer

@@ -21,9 +21,11 @@ void startScoring(ModelState& m) {
   std::shared_ptr<const Model> model = m.source->sharedModel();
   const std::vector<int> ids = m.source->pass().ids;
   const int S = c.sinks, W = c.window;
-  c.job = std::async(std::launch::async, [model, ids, S, W] {
+  c.progress = std::make_shared<PassProgress>();
+  c.job = std::async(std::launch::async, [model, ids, S, W, progress = c.progress] {
     CacheLossState::Result r;
     r.sinks = S, r.window = W;
+    PassProgress::Scope scope(progress.get());  // closeSources cancels it at the next layer
     try {
       r.dense = tokenNll(*model, ids, {});
       r.sinksWindow = tokenNll(*model, ids, {true, S, W});
@@ -40,6 +42,16 @@ double mean(const std::vector<float>& v) {
 }
 
 }  // namespace
+
+void CacheLossState::stop() {
+  if (job.valid()) {
+    if (progress) progress->cancel = true;
+    job.wait();
+  }
+  job = {};
+  progress.reset();
+  result = Result{};
+}
 
 bool drawCacheLossPanel(AppState& s) {
   ModelState& m = s.model;

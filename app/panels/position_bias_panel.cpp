@@ -98,34 +98,44 @@ void drawCurve(const Model& m, int stack, int head, int tokens, float scale, flo
   }
 }
 
-// The bias the site adds to the current tokens' scores, head `head`: [T, T], diverging colours.
+// The bias the site adds to the current tokens' scores, head `head`, diverging colours. It
+// depends on j - i alone, so each frame reads one value per distance (2T - 1 of them, never the
+// [H, T, T] tensor), and draws at most kMaxCells x kMaxCells cells: past that, a cell stands for
+// a block of tokens and shows the bias at the block's centre.
+constexpr int kMaxCells = 96;
+
 void drawMatrix(const Seq2SeqSource& src, int stack, int head, float scale, float sc) {
   const Model& m = src.model();
   const std::vector<int>& ids = stack == 1 ? src.sourceIds() : src.decoderIds();
   const int T = int(ids.size());
   if (T == 0) return;
-  const Tensor3 bias = m.positionBias(stack, T, T);
-  if (bias.empty()) return;
+  const int q = T;  // a query position: the buckets depend on the distance alone
+  std::vector<float> byDistance(std::size_t(2 * T - 1));
+  for (int d = -(T - 1); d <= T - 1; ++d)
+    byDistance[std::size_t(d + T - 1)] = m.bucketBias(stack, m.positionBucket(stack, q, q + d), head);
+  auto biasAt = [&](int i, int j) { return byDistance[std::size_t(j - i + T - 1)]; };
   const float side = std::min(ImGui::GetContentRegionAvail().x, 320 * sc);
-  const float cell = side / float(T);
+  const int n = std::min(T, kMaxCells);
+  const float cell = side / float(n);
+  auto token = [&](int c) { return std::min(T - 1, int((2L * c + 1) * T / (2L * n))); };
   const ImVec2 o = ImGui::GetCursorScreenPos();
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  for (int i = 0; i < T; ++i)
-    for (int j = 0; j < T; ++j) {
-      const float v = bias.at(head, i, j);
-      dl->AddRectFilled(ImVec2(o.x + j * cell, o.y + i * cell),
-                        ImVec2(o.x + (j + 1) * cell, o.y + (i + 1) * cell),
+  for (int ci = 0; ci < n; ++ci)
+    for (int cj = 0; cj < n; ++cj) {
+      const float v = biasAt(token(ci), token(cj));
+      dl->AddRectFilled(ImVec2(o.x + cj * cell, o.y + ci * cell),
+                        ImVec2(o.x + (cj + 1) * cell, o.y + (ci + 1) * cell),
                         toU32(colormapLookup(ColormapId::Diverging, 0.5f + 0.5f * v / scale)));
     }
   ImGui::InvisibleButton("##bias-matrix", ImVec2(side, side));
   if (ImGui::IsItemHovered()) {
     const ImVec2 mp = ImGui::GetIO().MousePos;
-    const int i = std::clamp(int((mp.y - o.y) / cell), 0, T - 1);
-    const int j = std::clamp(int((mp.x - o.x) / cell), 0, T - 1);
+    const int i = std::clamp(int((mp.y - o.y) / side * float(T)), 0, T - 1);
+    const int j = std::clamp(int((mp.x - o.x) / side * float(T)), 0, T - 1);
     ImGui::SetTooltip("query %d '%s', key %d '%s'\nj - i = %+d: bucket %d, bias %+.4f", i,
                       src.tokenLabel(ids[std::size_t(i)]).c_str(), j,
                       src.tokenLabel(ids[std::size_t(j)]).c_str(), j - i,
-                      m.positionBucket(stack, i, j), double(bias.at(head, i, j)));
+                      m.positionBucket(stack, i, j), double(biasAt(i, j)));
   }
 }
 

@@ -68,18 +68,24 @@ bool drawResidualPanel(AppState& s) {
                      t, t < int(toks.size()) ? toks[t].c_str() : "", d);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float W = std::max(60.0f, ImGui::GetContentRegionAvail().x);
-  const float cellH = 9 * s.ui.uiScale, colW = W / float(d);
+  // At most a rectangle a pixel across: a column stands for a block of dimensions (its largest
+  // |x|, red when any of them is massive), so a 2048-wide model draws W columns, not 2048.
+  const int nCol = std::max(1, std::min(d, int(W)));
+  const float cellH = 9 * s.ui.uiScale, colW = W / float(nCol);
   ImVec2 p = ImGui::GetCursorScreenPos();
   int marked = 0;
-  for (int k = 0; k <= L; ++k)
-    for (int j = 0; j < d; ++j) {
-      const ImVec2 a(p.x + j * colW, p.y + k * cellH), b(a.x + std::max(colW, 1.0f), a.y + cellH);
-      dl->AddRectFilled(a, b, heat(std::fabs(stream(k)(t, j)), top));
-      if (massive[k][j]) {
-        dl->AddRect(ImVec2(a.x - 1, a.y), ImVec2(b.x + 1, b.y), IM_COL32(230, 40, 40, 255));
-        ++marked;
-      }
+  for (int k = 0; k <= L; ++k) {
+    for (int j = 0; j < d; ++j) marked += massive[k][j];
+    for (int c = 0; c < nCol; ++c) {
+      const int j0 = int(long(c) * d / nCol), j1 = std::max(j0 + 1, int(long(c + 1) * d / nCol));
+      float v = 0;
+      bool red = false;
+      for (int j = j0; j < j1; ++j) v = std::max(v, std::fabs(stream(k)(t, j))), red = red || massive[k][j];
+      const ImVec2 a(p.x + c * colW, p.y + k * cellH), b(a.x + std::max(colW, 1.0f), a.y + cellH);
+      dl->AddRectFilled(a, b, heat(v, top));
+      if (red) dl->AddRect(ImVec2(a.x - 1, a.y), ImVec2(b.x + 1, b.y), IM_COL32(230, 40, 40, 255));
     }
+  }
   ImGui::Dummy(ImVec2(W, (L + 1) * cellH + 2));
   const float ratio = rowMedian[Dk] > 0 ? top / rowMedian[Dk] : 0.0f;
   ImGui::TextWrapped("largest: dim %d = %.2f after %s (%.0f\xc3\x97 the median)", D,
@@ -89,17 +95,22 @@ bool drawResidualPanel(AppState& s) {
   // Dimension D at every token (down) and stream (across).
   ImGui::TextDisabled("dim %d: |x| by token (down) and layer (across)", D);
   p = ImGui::GetCursorScreenPos();
-  const float tokH = std::clamp(120.0f * s.ui.uiScale / float(T), 1.0f, 6.0f * s.ui.uiScale);
+  // At most 160 rows: past that, a row is a block of tokens (its largest |x|).
+  const int nRow = std::min(T, 160);
+  const float tokH = std::clamp(120.0f * s.ui.uiScale / float(nRow), 1.0f, 6.0f * s.ui.uiScale);
   const float layW = std::min(W / float(L + 1), 40.0f * s.ui.uiScale);
   float topD = 0;
   for (int k = 0; k <= L; ++k)
     for (int i = 0; i < T; ++i) topD = std::max(topD, std::fabs(stream(k)(i, D)));
   for (int k = 0; k <= L; ++k)
-    for (int i = 0; i < T; ++i) {
-      const ImVec2 a(p.x + k * layW, p.y + i * tokH);
-      dl->AddRectFilled(a, ImVec2(a.x + layW - 1, a.y + tokH), heat(std::fabs(stream(k)(i, D)), topD));
+    for (int ri = 0; ri < nRow; ++ri) {
+      const int i0 = int(long(ri) * T / nRow), i1 = std::max(i0 + 1, int(long(ri + 1) * T / nRow));
+      float v = 0;
+      for (int i = i0; i < i1; ++i) v = std::max(v, std::fabs(stream(k)(i, D)));
+      const ImVec2 a(p.x + k * layW, p.y + ri * tokH);
+      dl->AddRectFilled(a, ImVec2(a.x + layW - 1, a.y + tokH), heat(v, topD));
     }
-  ImGui::Dummy(ImVec2((L + 1) * layW, T * tokH + 2));
+  ImGui::Dummy(ImVec2((L + 1) * layW, nRow * tokH + 2));
 
   // Interventions on D, in the stream a layer writes.
   static int editLayer = 0;

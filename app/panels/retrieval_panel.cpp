@@ -33,9 +33,11 @@ void startScoring(ModelState& m) {
     filler.erase(filler.size() - question.size());
   const NeedleSpec base{filler, r.needle, r.question, r.answer, 0.0};
   const int n = std::max(1, r.depths), k = r.k, draws = r.draws;
-  r.job = std::async(std::launch::async, [model, base, n, k, draws] {
+  r.progress = std::make_shared<PassProgress>();
+  r.job = std::async(std::launch::async, [model, base, n, k, draws, progress = r.progress] {
     RetrievalState::Result res;
     res.filler = base.filler;
+    PassProgress::Scope scope(progress.get());  // closeSources cancels it at the next layer
     try {
       for (int i = 0; i < n; ++i) {
         NeedleSpec spec = base;
@@ -58,6 +60,16 @@ std::string headList(const std::vector<std::pair<int, int>>& hs) {
 }
 
 }  // namespace
+
+void RetrievalState::stop() {
+  if (job.valid()) {
+    if (progress) progress->cancel = true;
+    job.wait();
+  }
+  job = {};
+  progress.reset();
+  result = Result{};
+}
 
 // What the panel showed last (scripted runs print it).
 RetrievalShown g_retrievalShown;

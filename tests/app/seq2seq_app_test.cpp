@@ -463,6 +463,28 @@ std::string preset(const std::string& name) {
 const char* kPresetSource = "i will put my trust in him";
 const char* kPresetTarget = "iod of zkxlz dn hxz voss o";
 
+// A scene saved from a watched translation keeps the translation: its starting target and its
+// length ("generate"), so that `export --scene` of the saved scene draws the translated rows the
+// app showed (it drew the start token's row alone when the scene kept no target).
+TEST(AppSeq2SeqScenes, ASceneSavedFromAWatchedTranslationExportsItsRows) {
+  const std::string a = tempPath("translate_saved.json");
+  const std::string gui = tempPath("translate_gui.png"), cli = tempPath("translate_cli.png");
+  for (const std::string& f : {a, gui, cli}) std::remove(f.c_str());
+  const Shot s = runApp("translate_saved", "--scene " + preset("38-watch-it-translate.json") +
+                                               " --save-scene " + a + " --export " + gui);
+  ASSERT_EQ(s.rc, 0) << s.out;
+  EXPECT_NE(s.out.find("seq2seq-view: site=dec:1:cross head=0 rows=8 cols=10"), std::string::npos)
+      << s.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(a));
+  ASSERT_TRUE(j["model"].contains("generate")) << j.dump();
+  int rc = -1;
+  const std::string out = runCli("export --scene " + a + " --png " + cli, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const std::string g = slurp(gui), c = slurp(cli);
+  ASSERT_FALSE(g.empty());
+  EXPECT_TRUE(g == c) << "the app's export and export --scene of the saved scene differ";
+}
+
 // 34: the cross site of decoder layer 1, head 0, target rows over source columns; every row puts
 // more than 0.9999 of its weight on one source piece, along the anti-diagonal (the command line's
 // cross weights, as the note says).
