@@ -195,6 +195,17 @@ struct GenerateRun {
   std::vector<std::string> pieces;  // each token's text
   bool finished = false;            // done, and every token taken
 };
+// Stops a panel's worker: its pass cancelled at the next layer, the job joined and dropped.
+template <class R>
+void cancelAndJoin(std::future<R>& job, std::shared_ptr<PassProgress>& progress) {
+  if (job.valid()) {
+    if (progress) progress->cancel = true;
+    job.wait();
+  }
+  job = {};
+  progress.reset();
+}
+
 // The Generate panel's loss by token: the model view's text scored three ways
 // (attnviz/model/score.h) on a worker: the whole context, S sinks + the last W tokens, and a
 // plain window of S + W (the same number of keys).
@@ -209,7 +220,10 @@ struct CacheLossState {
   std::shared_ptr<PassProgress> progress;  // the job's: closeSources cancels it
   Result result;
   bool scripted = false;  // --cache-loss: scored once the text has run, waited for
-  void stop();  // cancels and joins the job and drops the result (another model opens)
+  void stop() {  // another model opens: the job stopped, the result dropped
+    cancelAndJoin(job, progress);
+    result = Result{};
+  }
 };
 
 // The retrieval-heads panel: needle cases built from the model view's text as the
@@ -231,7 +245,10 @@ struct RetrievalState {
   std::shared_ptr<PassProgress> progress;  // the job's: closeSources cancels it
   Result result;
   bool scripted = false;  // --retrieval: run once the text has run, waited for
-  void stop();  // cancels and joins the job and drops the result (another model opens)
+  void stop() {  // another model opens: the job stopped, the result dropped
+    cancelAndJoin(job, progress);
+    result = Result{};
+  }
 };
 
 struct GenerateState {

@@ -43,16 +43,6 @@ double mean(const std::vector<float>& v) {
 
 }  // namespace
 
-void CacheLossState::stop() {
-  if (job.valid()) {
-    if (progress) progress->cancel = true;
-    job.wait();
-  }
-  job = {};
-  progress.reset();
-  result = Result{};
-}
-
 bool drawCacheLossPanel(AppState& s) {
   ModelState& m = s.model;
   if (!m.source || !m.source->ready()) return false;

@@ -61,16 +61,6 @@ std::string headList(const std::vector<std::pair<int, int>>& hs) {
 
 }  // namespace
 
-void RetrievalState::stop() {
-  if (job.valid()) {
-    if (progress) progress->cancel = true;
-    job.wait();
-  }
-  job = {};
-  progress.reset();
-  result = Result{};
-}
-
 // What the panel showed last (scripted runs print it).
 RetrievalShown g_retrievalShown;
 
