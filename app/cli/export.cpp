@@ -491,7 +491,8 @@ int runExport(int argc, char** argv) {
           const SceneModel& sm = scene.model;
           if (!sm.slice.empty() || !sm.special.empty()) {
             const EncodedText e = encodeModelText(
-                *run.model, sm.text.empty() ? kDefaultModelText : sm.text, sm.textPair);
+                *run.model, sm.text.empty() ? kDefaultModelText : sm.text, sm.textPair,
+                ChatSetting{sm.chat, sm.system});
             session.setBlock(blockFor(e.segments, pairSliceFromKey(sm.slice).value_or(PairSlice::All),
                                       specialTokensFromKey(sm.special).value_or(SpecialTokens::Show)));
           }

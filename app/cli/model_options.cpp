@@ -351,7 +351,7 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
   try {
     // A pair (an encoder's sentence B) through the tokenizer's pair template, as the app runs it.
     EncodedText e = encodeModelText(*run.model, sm.text.empty() ? kDefaultModelText : sm.text,
-                                    sm.textPair);
+                                    sm.textPair, ChatSetting{sm.chat, sm.system});
     run.typeIds = std::move(e.typeIds);
     runPass(run, e.ids, sm.ablate, attention, capture, sm.interventions);
   } catch (const UsageError& e) {  // the scene's request does not fit its text: the file's fault

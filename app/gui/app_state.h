@@ -179,6 +179,9 @@ struct OpenedModel {
   std::unique_ptr<Seq2SeqSource> seq2seq;
   int site = 0;
   std::string text, textPair;  // what the first pass ran on
+  // The model's chat format ("llama3", "chatml", ...), or why the checkbox is off (no template,
+  // one not recognised): read once, on the worker.
+  std::string chatFormat, chatWhyNot;
 };
 
 // The Generate panel: one continuation generated on a worker thread (generate.h).
@@ -377,12 +380,25 @@ struct ModelState {
     std::string target, site;
     std::vector<std::string> siteAblate;
     std::vector<int> maskSource;  // source positions hidden from every cross site
+    // The chat format (a scene's "chat"/"system", --chat/--system); none: the text panel's.
+    std::optional<ChatSetting> chat;
   } request;
   std::string sceneTitle, sceneNotes;  // a model scene's, shown once the model is open
   char text[4096] = "";
   // Encoders: sentence B of a pair ("" = one text), the block of the matrix shown
   // (PairSlice) and the special tokens (SpecialTokens); the block goes to the session each frame.
   char textPair[4096] = "";
+  // The text panel's chat format: the text as a user turn in the model's chat template (after
+  // the system turn when `system` is not empty), ending with the assistant's opening.
+  bool chat = false;
+  char system[2048] = "";
+  std::string chatFormat, chatWhyNot;  // the open model's (OpenedModel)
+  ChatSetting chatSetting() const {
+    ChatSetting c;
+    c.on = chat;
+    if (chat && system[0]) c.system = std::string(system);
+    return c;
+  }
   int slice = 0, special = 0;
   bool openSliceMenu = false;  // --popup slice: the slice menu opens (README screenshots)
   // The Model panel's encoder facts (they read files: once per model, not every frame).

@@ -3,6 +3,7 @@
 // text has not changed for a moment, and the selected layer goes to the session as tensors.
 #include "gui/app_state.h"
 
+#include "attnviz/model/tokenizers/chat_template.h"
 #include "attnviz/session/model_grid.h"
 
 #include <algorithm>
@@ -165,7 +166,7 @@ void adoptSeq2Seq(AppState& s, OpenedModel opened, const ModelState::Request& rq
 // boxes as they were when the model began to open.
 void prepareSource(OpenedModel& out, const ModelState::Request& rq, const std::string& dir,
                    const PendingText& pending, const std::string& box,
-                   const std::string& boxPair) {
+                   const std::string& boxPair, const ChatSetting& boxChat) {
   auto source = std::make_unique<ModelSource>(std::shared_ptr<const Model>(std::move(out.model)));
   // Figure titles name the model (and a GGUF's quantization), the layer and the ablations.
   source->setName(modelTitleName(source->model(), dir));
@@ -222,7 +223,8 @@ void prepareSource(OpenedModel& out, const ModelState::Request& rq, const std::s
       e.ropeOff = li.ropeOff;
     }
     // A painted mask of another length than the text's is refused, as a re-run refuses it.
-    const int T = int(encodeModelText(source->model(), text, pairText).ids.size());
+    const int T = int(encodeModelText(source->model(), text, pairText,
+                                      rq.chat ? *rq.chat : ChatSetting{}).ids.size());
     try {
       for (const SceneLayerIntervention& li : rq.interventions)
         (void)layerAttentionParams(c, iv, li.layer, T);
@@ -231,6 +233,22 @@ void prepareSource(OpenedModel& out, const ModelState::Request& rq, const std::s
     }
     source->setInterventions(iv);
   }
+  // The chat format: the request's (a scene's, --chat) must apply; the text panel's is kept
+  // when this model has a chat template too, else dropped.
+  try {
+    out.chatFormat = chatFormatOf(loadChatTemplate(source->model().files()));
+  } catch (const InputError& e) {
+    out.chatWhyNot = e.what();
+  }
+  ChatSetting chat = rq.chat ? *rq.chat : boxChat;
+  if (chat.on && out.chatFormat.empty()) {
+    if (rq.chat) {
+      throw InputError(rq.cli ? out.chatWhyNot : rq.origin + ": model.chat: " + out.chatWhyNot);
+    }
+    chat = {};
+  }
+  if (chat.on) pairText.clear();
+  source->setChat(chat);
   source->setText(text, pairText);  // may refuse the text (too long for the model)
   if (const std::string note = source->takeNote(); !note.empty() && !rq.interventions.empty())
     throw InputError(rq.origin + ": model.interventions: " + note);
@@ -263,6 +281,10 @@ void adopt(AppState& s, OpenedModel opened) {
   closeSources(s);
   std::snprintf(m.text, sizeof m.text, "%s", (edited ? typed : text).c_str());
   std::snprintf(m.textPair, sizeof m.textPair, "%s", pairText.c_str());
+  m.chatFormat = opened.chatFormat;
+  m.chatWhyNot = opened.chatWhyNot;
+  m.chat = source->chat().on;
+  std::snprintf(m.system, sizeof m.system, "%s", source->chat().system.value_or("").c_str());
   if (!rq.slice.empty()) m.slice = int(pairSliceFromKey(rq.slice).value_or(PairSlice::All));
   if (!rq.special.empty())
     m.special = int(specialTokensFromKey(rq.special).value_or(SpecialTokens::Show));
@@ -321,7 +343,8 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
   m.loading = std::async(std::launch::async, [dir, progress, maxMemory = m.maxMemory,
                                               rq = m.request, pending = gPendingText,
                                               box = std::string(m.text),
-                                              boxPair = std::string(m.textPair)] {
+                                              boxPair = std::string(m.textPair),
+                                              boxChat = m.chatSetting()] {
     const WakeOnExit wake;
     OpenedModel out;
     out.model = Model::open(
@@ -341,7 +364,7 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
     if (out.model->config().encoderDecoder())
       prepareSeq2Seq(out, rq, dir, pending, box);
     else
-      prepareSource(out, rq, dir, pending, box, boxPair);
+      prepareSource(out, rq, dir, pending, box, boxPair, boxChat);
     return out;
   });
   if (wait) m.loading.wait();
@@ -352,7 +375,9 @@ void openModelScene(AppState& s, const Scene& scene, const std::string& path, bo
   if (s.model.loading.valid()) throw InputError(sm.path + ": another model is still opening");
   s.model.request = {sm.layer, sm.head, sm.ablate, sm.generate, path, false,
                      sm.attribution, sm.interventions, sm.textPair, sm.slice, sm.special, true,
-                     sm.target, sm.site, sm.siteAblate, sm.maskSource};
+                     sm.target, sm.site, sm.siteAblate, sm.maskSource,
+                     sm.chat ? std::optional<ChatSetting>(ChatSetting{true, sm.system})
+                             : std::nullopt};
   gPendingText = {true, sm.text};
   openModel(s, sm.path, wait);
 }
@@ -762,14 +787,16 @@ void syncModel(AppState& s) {
     m.textCancelledByUser = false;
     m.textPass = std::async(std::launch::async,
                             [model = m.source->sharedModel(), text = std::string(m.text),
-                             pair = model_causal(*m.source) ? std::string() : std::string(m.textPair),
+                             pair = model_causal(*m.source) || m.chat ? std::string()
+                                                                      : std::string(m.textPair),
+                             chat = m.chatSetting(),
                              iv = m.source->interventions(),
                              version = m.source->interventionsVersion(),
                              capture = m.source->capture(), progress = m.textProgress] {
                               const WakeOnExit wake;
                               PassProgress::Scope scope(progress.get());
                               return ModelSource::runText(*model, text, iv, version, capture,
-                                                          pair);
+                                                          pair, chat);
                             });
   }
   if (!m.actions.empty()) {

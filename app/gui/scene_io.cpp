@@ -284,6 +284,8 @@ void saveSceneFrom(AppState& s, const std::string& path) {
     sc.notes = s.sceneData().notes;
     sc.model.path = sceneModelPath(s.model.dir);
     sc.model.text = src.text();
+    sc.model.chat = src.chat().on;
+    sc.model.system = src.chat().system;
     // An encoder's pair, the block shown and the special tokens.
     if (!src.model().config().causal) {
       sc.model.textPair = src.textPair();

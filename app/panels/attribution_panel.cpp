@@ -88,7 +88,7 @@ bool tokenPicker(AppState& s, const char* label, int& id, char* typed, std::size
 // The worker's half: everything it reads is its own (the model is immutable and shared).
 void work(const std::shared_ptr<AttributionRun>& run, const std::shared_ptr<const Model>& model,
           const ForwardResult& viewPass, int method, AttributionTarget at,
-          const std::string& clean) {
+          const std::string& clean, const ChatSetting& chat) {
   try {
     // The model view's pass keeps only what the window shows (thumbnails, the last logits row);
     // the sweep and the patches read head outputs (any position's logits are recomputed): one pass
@@ -118,7 +118,8 @@ void work(const std::shared_ptr<AttributionRun>& run, const std::shared_ptr<cons
                                            method == 0 ? AblationKind::Zero : AblationKind::Mean,
                                            at, control));
     } else {
-      const std::vector<int> ids = model->encode(clean);
+      // The clean text is wrapped as the model's text was (the chat format).
+      const std::vector<int> ids = encodeModelText(*model, clean, "", chat).ids;
       if (ids.size() != pass.ids.size())
         throw InputError("the clean text is " + std::to_string(ids.size()) +
                          " tokens and the model's text is " + std::to_string(pass.ids.size()) +
@@ -347,7 +348,7 @@ void startAttribution(AppState& s) {
   a.firstShownAt = -1;
   AttributionTarget at{a.position, a.target, a.method == 2 ? a.foil : -1};
   a.worker = std::thread(work, run, m.source->sharedModel(), m.source->pass(), a.method, at,
-                         std::string(a.clean));
+                         std::string(a.clean), m.source->chat());
 }
 
 std::string exportAttribution(AppState& s, const std::string& path) {
@@ -392,7 +393,11 @@ bool drawAttributionPanel(AppState& s) {
     ImGui::TextUnformatted("clean text (the model's text is the corrupted run):");
     ImGui::InputTextMultiline("##attr-clean", a.clean, sizeof a.clean,
                               ImVec2(-1, ImGui::GetTextLineHeight() * 3));
-    const int n = int(model.encode(a.clean).size()), t = int(m.source->pass().ids.size());
+    const int t = int(m.source->pass().ids.size());
+    int n = int(model.encode(a.clean).size());
+    // Under the chat format both texts carry the same template around them (the worker wraps
+    // the clean text too): compared here as plain texts, the template's tokens added back.
+    if (m.source->chat().on) n += t - int(model.encode(m.source->text()).size());
     if (n != t)
       ImGui::TextColored(ImVec4(1, 0.6f, 0.4f, 1), "%d tokens; the text has %d (they must match)",
                          n, t);

@@ -45,6 +45,37 @@ bool encoderFacts(AppState& s) {
   return false;
 }
 
+// The chat format: the text as the user's turn in the model's own chat template, as an instruct
+// model sees a prompt. Disabled (with the reason) when the model has no template attnviz renders.
+bool chatControls(AppState& s) {
+  ModelState& m = s.model;
+  bool changed = false;
+  const bool can = !m.chatFormat.empty();
+  if (!can) ImGui::BeginDisabled();
+  if (ImGui::Checkbox("Chat format", &m.chat)) {
+    m.textEditedAt = nowSeconds();
+    changed = true;
+  }
+  if (!can) ImGui::EndDisabled();
+  ImGui::SameLine();
+  if (can)
+    helpMarker(("The text as a user turn in the model's chat template (" + m.chatFormat +
+                "), ending with the assistant's opening: the prompt an instruct model really "
+                "sees, its special tokens included. A system turn is added when the field "
+                "below is not empty.").c_str());
+  else
+    helpMarker(("No chat format: " + m.chatWhyNot).c_str());
+  if (m.chat) {
+    ImGui::SetNextItemWidth(-1);
+    if (ImGui::InputTextWithHint("##modelsystem", "system turn (empty: none)", m.system,
+                                 sizeof m.system)) {
+      m.textEditedAt = nowSeconds();
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 // Sentence B, the block shown and the special tokens.
 bool pairControls(AppState& s) {
   ModelState& m = s.model;
@@ -179,7 +210,8 @@ bool drawModelPanel(AppState& s) {
     m.textEditedAt = nowSeconds();
     changed = true;
   }
-  if (encoder && m.pairs == 1) changed |= pairControls(s);
+  if (encoder && m.pairs == 1 && !m.chat) changed |= pairControls(s);
+  changed |= chatControls(s);
   if (m.textBusy()) ImGui::TextDisabled("running\xe2\x80\xa6");
   int layer = m.layer;
   ImGui::SetNextItemWidth(-1);

@@ -592,6 +592,13 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
       }
     }
     sm.textPair = field<std::string>(m, "text_pair", "", name);
+    sm.chat = field<bool>(m, "chat", false, name);
+    if (m.contains("system")) {
+      sm.system = field<std::string>(m, "system", "", name);
+      if (!sm.chat) throw InputError(name + ": field 'model.system' goes with \"chat\": true");
+    }
+    if (sm.chat && !sm.textPair.empty())
+      throw InputError(name + ": model.chat takes one text: drop 'model.text_pair'");
     sm.slice = field<std::string>(m, "slice", "", name);
     sm.target = field<std::string>(m, "target", "", name);
     if (m.contains("mask_source")) {
@@ -741,6 +748,8 @@ std::string sceneToJson(const Scene& s) {
     j["model"] = {{"path", s.model.path}, {"text", s.model.text}, {"layer", s.model.layer},
                   {"head", s.model.head}, {"ablate", ablate}};
     if (!s.model.textPair.empty()) j["model"]["text_pair"] = s.model.textPair;
+    if (s.model.chat) j["model"]["chat"] = true;
+    if (s.model.system) j["model"]["system"] = *s.model.system;
     if (!s.model.target.empty()) j["model"]["target"] = s.model.target;
     if (!s.model.site.empty()) j["model"]["site"] = s.model.site;
     if (!s.model.maskSource.empty()) j["model"]["mask_source"] = s.model.maskSource;

@@ -2,6 +2,7 @@
 #include "attnviz/session/model_source.h"
 
 #include "attnviz/model/attribution.h"
+#include "attnviz/model/tokenizers/chat_template.h"
 
 #include "attnviz/formats/fileio.h"
 
@@ -69,9 +70,19 @@ std::string refitToLength(Interventions& iv, int T) {
 }  // namespace
 
 EncodedText encodeModelText(const Model& model, const std::string& text,
-                            const std::string& textPair) {
+                            const std::string& textPair, const ChatSetting& chat) {
   EncodedText e;
   const ModelConfig& c = model.config();
+  if (chat.on) {
+    if (!textPair.empty())
+      throw InputError("the chat format takes one text: clear the second text (sentence B)");
+    ChatTurns turns;
+    if (chat.system && !chat.system->empty()) turns.system = *chat.system;
+    turns.user = text;
+    e.ids = encodeModelChat(model, turns);
+    e.segments = tokenSegments(model.tokenizer(), e.ids, {}, false);
+    return e;
+  }
   if (textPair.empty()) {
     e.ids = model.encode(text);
     e.segments = tokenSegments(model.tokenizer(), e.ids, {}, false);
@@ -146,16 +157,17 @@ ModelSource::ModelSource(std::shared_ptr<const Model> model) : model_(std::move(
 }
 
 void ModelSource::setText(const std::string& text, const std::string& textPair) {
-  adoptText(runText(*model_, text, iv_, ivVersion_, capture_, textPair));
+  adoptText(runText(*model_, text, iv_, ivVersion_, capture_, textPair, nextChat_));
 }
 
 ModelSource::TextPass ModelSource::runText(const Model& model, const std::string& text,
                                            const Interventions& iv,
                                            std::uint64_t interventionsVersion,
                                            const Capture& capture,
-                                           const std::string& textPair) {
+                                           const std::string& textPair,
+                                           const ChatSetting& chat) {
   TextPass p;
-  EncodedText e = encodeModelText(model, text, textPair);
+  EncodedText e = encodeModelText(model, text, textPair, chat);
   const std::vector<int> ids = std::move(e.ids);
   p.typeIds = std::move(e.typeIds);
   p.segments = std::move(e.segments);
@@ -178,6 +190,7 @@ ModelSource::TextPass ModelSource::runText(const Model& model, const std::string
   for (int id : ids) p.tokens.push_back(model.tokenizer().label(id));
   p.text = text;
   p.textPair = textPair;
+  p.chat = chat;
   p.interventionsVersion = interventionsVersion;
   return p;
 }
@@ -196,6 +209,7 @@ bool ModelSource::adoptText(TextPass&& p) {
   tokens_ = std::move(p.tokens);
   text_ = std::move(p.text);
   textPair_ = std::move(p.textPair);
+  chat_ = nextChat_ = p.chat;
   typeIds_ = std::move(p.typeIds);
   segments_ = std::move(p.segments);
   return true;

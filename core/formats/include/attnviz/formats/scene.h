@@ -5,6 +5,7 @@
 #include "attnviz/engine/tensor.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,6 +84,10 @@ struct SceneModel {
   std::vector<std::string> siteAblate;
   // "mask_source": source positions no cross site may read (--mask-source), sorted.
   std::vector<int> maskSource;
+  // Decoders: "chat": true runs the text as a user turn in the model's chat template, after a
+  // system turn when "system" is given (--chat, --system).
+  bool chat = false;
+  std::optional<std::string> system;
   bool any() const { return !path.empty(); }
 };
 

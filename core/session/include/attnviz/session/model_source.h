@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,8 +39,18 @@ struct EncodedText {
   std::vector<int> ids, typeIds;
   TokenSegments segments;
 };
+// The chat format (`--chat`, the text panel's checkbox): the text as one user turn after an
+// optional system turn, in the model's own chat template, ending with the assistant's opening
+// (attnviz/model/tokenizers/chat_template.h). Off: the text as it is.
+struct ChatSetting {
+  bool on = false;
+  std::optional<std::string> system;  // a system turn (--system); none when empty
+  bool operator==(const ChatSetting&) const = default;
+};
+// With `chat` on, the text is wrapped in the model's chat template (encodeModelChat); a pair
+// then throws InputError (a chat prompt is one text), as does a model without a template.
 EncodedText encodeModelText(const Model& model, const std::string& text,
-                            const std::string& textPair);
+                            const std::string& textPair, const ChatSetting& chat = {});
 
 // An encoder's masked-LM predictions at each of its mask tokens (the tokenizer's [MASK] or
 // <mask>): the k most likely ids, most likely first, with the softmax over the whole vocabulary
@@ -79,6 +90,10 @@ class ModelSource {
   // pair template (Tokenizer::encodePair), with its token types when the model has more than one
   // (RoBERTa runs on zeros, as Hugging Face's does). Throws InputError for a pair on a decoder.
   void setText(const std::string& text, const std::string& textPair = {});
+  // The chat format of the next setText (and of the passes the GUI runs through runText); the
+  // pass adopted last ran with chat().
+  void setChat(const ChatSetting& chat) { nextChat_ = chat; }
+  const ChatSetting& chat() const { return chat_; }
 
   // The passes setText runs, computed apart from the source, e.g. on a worker thread while the
   // window keeps drawing: it reads only the (immutable) model and its arguments.
@@ -87,6 +102,7 @@ class ModelSource {
   // synthetic session drops such a mask itself), the pass runs without it, and `note` says so.
   struct TextPass {
     std::string text, textPair;
+    ChatSetting chat;  // the text wrapped in the chat template
     std::vector<std::string> tokens;
     std::vector<int> typeIds;  // the pass's token types (empty: all 0)
     TokenSegments segments;    // which text each token came from, and the special tokens
@@ -102,7 +118,8 @@ class ModelSource {
   // them as they are done, and throws PassCancelled when cancelled.
   static TextPass runText(const Model& model, const std::string& text,
                           const Interventions& iv, std::uint64_t interventionsVersion,
-                          const Capture& capture = {}, const std::string& textPair = {});
+                          const Capture& capture = {}, const std::string& textPair = {},
+                          const ChatSetting& chat = {});
   // Takes a pass from runText. Returns false and changes nothing when the interventions changed
   // after it started (run it again with the current ones). A refit pass replaces the
   // interventions with the ones it ran with (a new interventionsVersion) and keeps its note.
@@ -222,6 +239,7 @@ class ModelSource {
   Qkv qkv_;
   int qkvLayer_ = -1;  // the layer qkv_ holds; -1 after the pass changes
   std::string text_, textPair_;
+  ChatSetting chat_, nextChat_;
   std::vector<int> typeIds_;
   TokenSegments segments_;
   std::string name_;
