@@ -237,6 +237,15 @@ TEST(ModelNames, NamesNotFoundAreOneLineNamingThePlacesLookedIn) {
   EXPECT_EQ(bad.exitCode, 1);
   EXPECT_EQ(lineCount(bad.err), 1) << bad.err;
   EXPECT_NE(bad.err.find("not valid JSON"), std::string::npos) << bad.err;
+  // Fields of the wrong type read as absent: one line, no uncaught type error.
+  writeText(store / "manifests/registry.ollama.ai/library/tiny/1b",
+            R"({"layers": [{"mediaType": 7, "digest": "sha256:aa"}, {"mediaType":
+                "application/vnd.ollama.image.model", "digest": ["x"]}]})");
+  const CliRun typed = runBinary({"tokenize", "--model", "ollama:tiny:1b", "--text", kText},
+                                 t.path, "OLLAMA_MODELS=" + shellQuote(store.string()));
+  EXPECT_EQ(typed.exitCode, 1) << typed.err;
+  EXPECT_EQ(lineCount(typed.err), 1) << typed.err;
+  EXPECT_NE(typed.err.find("digest \"\" is malformed"), std::string::npos) << typed.err;
 }
 
 TEST(ModelNames, TheOpenDialogListsBothStores) {

@@ -73,9 +73,13 @@ std::string ollamaBlob(const fs::path& root, const fs::path& manifest, std::stri
     return "";
   }
   for (const auto& layer : j["layers"]) {
-    if (!layer.is_object() || layer.value("mediaType", "") != "application/vnd.ollama.image.model")
-      continue;
-    const std::string digest = layer.value("digest", "");
+    // A field of another type reads as absent (json::value would throw a type error).
+    auto text = [&layer](const char* key) {
+      const auto it = layer.find(key);
+      return it != layer.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    if (!layer.is_object() || text("mediaType") != "application/vnd.ollama.image.model") continue;
+    const std::string digest = text("digest");
     const std::size_t colon = digest.find(':');
     if (colon == std::string::npos || !namePart(digest.substr(0, colon)) ||
         !namePart(digest.substr(colon + 1))) {
