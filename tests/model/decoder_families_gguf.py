@@ -29,8 +29,9 @@ nothing to the stream) whose reference scales by 1/sqrt(16).
 
 "bad": broken copies of the twins (gguf_file.py), each refused with one line naming the file:
 a gemma2 attention softcap of 0, a gemma3 sliding_window_pattern with the wrong number of flags,
-a gemma3 RoPE scaling type attnviz does not implement, a phi3 file with LongRoPE factors, a phi3
-rotary dimension count that is odd, an olmo2 sliding window. (A count below the head size is a
+a gemma3 RoPE scaling type attnviz does not implement, phi3 LongRoPE files with one factor tensor,
+without the original length, or with a factor of 0, a phi3 rotary dimension count that is odd, an
+olmo2 sliding window. (The LongRoPE folders' twins carry rope_factors_long/short.weight and run.) (A count below the head size is a
 partial rotary factor, which phi4_mini_partial's twin runs.)
 """
 import json
@@ -172,8 +173,14 @@ def bad_files(root):
          meta={"gemma3.attention.sliding_window_pattern": gg.ARR(gg.BOOLT, [True, False])})
     case("gemma3_rope_yarn", "gemma3_pattern", "gemma3.rope.scaling.type \"yarn\"",
          meta={"gemma3.rope.scaling.type": gg.STR("yarn")})
-    case("phi3_longrope", "phi3_fused", "'rope_factors_long.weight' (Phi-3 LongRoPE",
+    case("phi3_longrope_one_tensor", "phi3_fused", "LongRoPE needs both tensors",
          extra=[("rope_factors_long.weight", np.ones(8, dtype=np.float32))])
+    case("phi3_longrope_no_length", "phi3_longrope", "rope.scaling.original_context_length",
+         drop_keys=("phi3.rope.scaling.original_context_length",))
+    case("phi3_longrope_zero_factor", "phi3_fused", "'rope_factors_short.weight' holds a factor",
+         meta={"phi3.rope.scaling.original_context_length": gg.U32(12)},
+         extra=[("rope_factors_long.weight", np.ones(8, dtype=np.float32)),
+                ("rope_factors_short.weight", np.zeros(8, dtype=np.float32))])
     case("phi3_odd_rotary", "phi3_fused", "phi3.rope.dimension_count 9 does not fit",
          meta={"phi3.rope.dimension_count": gg.U32(9)})
     case("olmo2_window", "olmo2_gqa", "olmo2.attention.sliding_window 4",
@@ -209,7 +216,7 @@ def main():
             weights, logits = name + "/weights_gguf.npy", name + "/logits_gguf.npy"
             np.save(os.path.join(root, weights), att.numpy().astype(np.float32))
             np.save(os.path.join(root, logits), z.numpy().astype(np.float32))
-        cases.append({"name": name, "family": c["family"], "file": name + ".gguf", "hf": name,
+        cases.append({"name": name, "family": c["family"], "file": name + ".gguf", "hf": c["dir"],
                       "ids": c["ids"], "weights": weights, "logits": logits, "scale_rule": rule})
     cases += metadata_rule_cases(root, {c["name"]: c for c in cases})
     with open(os.path.join(root, "gguf_cases.json"), "w") as f:

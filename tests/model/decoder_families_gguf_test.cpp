@@ -58,8 +58,9 @@ nlohmann::json DecoderFamiliesGguf::cases_;
 // 1e-5, logits within 1e-4 of the largest logit; Model::open names the family.
 TEST_F(DecoderFamiliesGguf, EveryTwinMatchesTheTorchReference) {
   const auto& list = cases()["cases"];
-  // 12 twins, three Gemma 3 readings of local-layer metadata, a 46-layer Gemma 2 (the 27B rule).
-  ASSERT_EQ(list.size(), 17u);
+  // 15 twins (LongRoPE's three: long factors, short factors, transformers 5's keys), three
+  // Gemma 3 readings of local-layer metadata, a 46-layer Gemma 2 (the 27B rule).
+  ASSERT_EQ(list.size(), 20u);
   std::set<std::string> families;
   int scaleRule = 0;
   for (const auto& c : list) {
@@ -118,6 +119,13 @@ TEST_F(DecoderFamiliesGguf, BlockDescriptionEqualsTheFolders) {
     EXPECT_EQ(g.ropeTheta, h.ropeTheta);
     EXPECT_EQ(g.ropeScaling.kind, h.ropeScaling.kind);
     EXPECT_EQ(g.ropeScaling.factor, h.ropeScaling.factor);
+    // LongRoPE: the factors as tensors, the original length and attention factor as keys.
+    EXPECT_EQ(g.ropeScaling.shortFactor, h.ropeScaling.shortFactor);
+    EXPECT_EQ(g.ropeScaling.longFactor, h.ropeScaling.longFactor);
+    if (h.ropeScaling.kind == RopeScaling::Kind::LongRope) {
+      EXPECT_EQ(g.ropeScaling.originalMaxPositions, h.ropeScaling.originalMaxPositions);
+      EXPECT_EQ(g.ropeScaling.attentionFactor, h.ropeScaling.attentionFactor);
+    }
     EXPECT_EQ(g.scaleLocalRope, h.scaleLocalRope);
     EXPECT_EQ(g.normPlacement, h.normPlacement);
     EXPECT_EQ(g.qkNorm, h.qkNorm);
@@ -135,7 +143,7 @@ TEST_F(DecoderFamiliesGguf, BlockDescriptionEqualsTheFolders) {
       EXPECT_EQ(g.ropeThetaOf(l), h.ropeThetaOf(l)) << "layer " << l;
     }
   }
-  EXPECT_EQ(checked, 15);
+  EXPECT_EQ(checked, 18);
 }
 
 // `attnviz generate` on a twin (one decode step a token over the KV cache) continues as on its HF
@@ -159,13 +167,13 @@ TEST_F(DecoderFamiliesGguf, GreedyDecodingEqualsTheFolders) {
     EXPECT_EQ(fromGguf.out, fromHf.out);
     ++checked;
   }
-  EXPECT_EQ(checked, 12);
+  EXPECT_EQ(checked, 15);
 }
 
 // Metadata attnviz cannot honour: exit 1, one line on stderr naming the file and the key.
 TEST_F(DecoderFamiliesGguf, BadFilesExitOneNamingTheFile) {
   const auto& bad = cases()["bad"];
-  ASSERT_EQ(bad.size(), 6u);
+  ASSERT_EQ(bad.size(), 8u);
   for (const auto& b : bad) {
     SCOPED_TRACE(b["name"].get<std::string>());
     const fs::path file = root() / b["file"].get<std::string>();

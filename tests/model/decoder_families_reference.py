@@ -604,8 +604,8 @@ def main():
         case = {"name": name, "family": tc["model_type"], "dir": name, "ids": ids,
                 "weights": f"{name}/weights.npy", "logits": f"{name}/logits.npy",
                 "greedy": cont if gap > 1e-3 else None,
-                # Folders only: gemma3's image-text layout, LongRoPE (the converter refuses it).
-                "gguf": cfg["model_type"] != "gemma3" and "longrope" not in name}
+                # Folders only: gemma3's image-text layout.
+                "gguf": cfg["model_type"] != "gemma3"}
         if tc["model_type"] in ("qwen3", "gemma3_text", "olmo2"):
             # [L, 2, H, T] and [L, 2, KV, T]: before and after the q/k norm.
             qn = torch.stack([torch.stack([t[0], t[2]]) for t in trace])
@@ -627,7 +627,7 @@ def main():
             cases.append({"name": name + "_short", "family": "phi3", "dir": name, "ids": short,
                           "weights": f"{name}/weights_short.npy",
                           "logits": f"{name}/logits_short.npy", "greedy": None,
-                          "gguf": False})
+                          "gguf": True})
     with open(os.path.join(root, "cases.json"), "w") as f:
         json.dump({"cases": cases}, f, indent=2)
     return 0

@@ -24,13 +24,17 @@ What llama.cpp does with them, and so what is written here:
     refuses one) is written as gemma3.attn_logit_softcapping. Real Gemma heads are tied; an untied
     lm_head is written as output.weight (llama.cpp's converter drops it).
   - phi3: fused blk.N.attn_qkv (qkv_proj, rows [q; k; v]) and blk.N.ffn_up (gate_up_proj, rows
-    [gate; up]), as stored; attention.sliding_window when configured. LongRoPE ("longrope"/"su",
-    llama.cpp's rope_factors_long/short tensors) is refused, as attnviz refuses it.
+    [gate; up]), as stored; attention.sliding_window when configured. LongRoPE ("longrope"/"su")
+    as llama.cpp stores it: rope_factors_long/short.weight tensors, rope.scaling.attn_factor and
+    rope.scaling.original_context_length (no rope.scaling.type).
   - olmo2: no attn_norm / ffn_norm; post_attention_norm and post_ffw_norm; attn_q_norm over
     [heads * head_dim] and attn_k_norm over [kv_heads * head_dim].
 """
 
+import math
 import sys
+
+import numpy as np
 
 from gguf_file import U32, F32, STR, ARR, BOOLT  # noqa: F401
 
@@ -73,6 +77,20 @@ def local_layers(config):
     return [(l + 1) % p != 0 for l in range(L)]
 
 
+def longrope_lengths(config, scaling):
+    """(original context length, attention factor) of a LongRoPE config, as transformers reads
+    them: the original length in the scaling object or config.json (else the context length);
+    attention_factor when given, else sqrt(1 + ln(s) / ln(original)) with s = context / original
+    (1 when s <= 1)."""
+    ctx = config["max_position_embeddings"]
+    orig = scaling.get("original_max_position_embeddings",
+                       config.get("original_max_position_embeddings", ctx))
+    if "attention_factor" in scaling:
+        return orig, float(scaling["attention_factor"])
+    s = ctx / orig
+    return orig, (math.sqrt(1 + math.log(s) / math.log(orig)) if s > 1 else 1.0)
+
+
 def hparams(config, arch, w):
     a = arch + "."
     mt = config["model_type"]
@@ -101,7 +119,16 @@ def hparams(config, arch, w):
     if scaling:
         kind = scaling.get("rope_type") or scaling.get("type")
         if kind in ("longrope", "su"):
-            raise FamilyError("rope_scaling %s (Phi-3 LongRoPE) is not supported" % kind)
+            if mt != "phi3":
+                raise FamilyError("rope_scaling %s is converted for phi3 only" % kind)
+            # As llama.cpp's converter writes Phi-3: the original length and the attention
+            # factor as keys (the factors are tensors, tensor_plan); no scaling type.
+            orig, factor = longrope_lengths(config, scaling)
+            w.add(a + "rope.scaling.original_context_length", U32(orig))
+            w.add(a + "rope.scaling.attn_factor", F32(factor))
+            scaling = None
+    if scaling:
+        kind = scaling.get("rope_type") or scaling.get("type")
         if kind != "linear":
             raise FamilyError("rope_scaling %s is not converted for %s (linear)" % (kind, mt))
         w.add(a + "rope.scaling.type", STR("linear"))
@@ -142,6 +169,12 @@ def tensor_plan(config, arch, names, take):
     gemma = arch in GEMMA
     plus1 = (lambda a: a + 1.0) if gemma else None
     plan = [("token_embd.weight", take("model.embed_tokens.weight"))]
+    _, scaling, _ = rope_of(config)
+    if scaling and (scaling.get("rope_type") or scaling.get("type")) in ("longrope", "su"):
+        # Phi-3's LongRoPE factors, one per rotated pair, as llama.cpp stores them.
+        for key, name in (("long_factor", "rope_factors_long.weight"),
+                          ("short_factor", "rope_factors_short.weight")):
+            plan.append((name, np.asarray(scaling[key], dtype=np.float32)))
     for i in range(L):
         h = "model.layers.%d." % i
         b = "blk.%d." % i

@@ -428,12 +428,42 @@ void gemma3Gguf(const GgufFile& f, ModelConfig& c) {
 void phi3Gguf(const GgufFile& f, ModelConfig& c) {
   const std::string p = ggufPrefix(c);
   ropeGguf(f, c, RopeStyle::HalfSplit);
-  // Phi-3's LongRoPE (the 128k models) is stored as two tensors of per-frequency factors; like
-  // config.json's rope_scaling "longrope", it is not supported.
-  for (const char* t : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
-    if (f.findTensor(t)) {
-      throw InputError(f.path() + ": tensor '" + t +
-                       "' (Phi-3 LongRoPE scaling) is not supported (none, linear)");
+  // Phi-3's LongRoPE (the 128k models and Phi-4-mini), as llama.cpp stores it: the factors as two
+  // F32 tensors of one value per rotated pair, the original length and the attention factor as
+  // keys. Which factors apply follows transformers (the sequence's length against the original
+  // length), as config.json's rope_scaling "longrope" does.
+  const GgufTensor* longT = f.findTensor("rope_factors_long.weight");
+  const GgufTensor* shortT = f.findTensor("rope_factors_short.weight");
+  if (longT || shortT) {
+    if (!longT || !shortT) {
+      throw InputError(f.path() + ": LongRoPE needs both tensors 'rope_factors_long.weight' and "
+                       "'rope_factors_short.weight' (one is missing)");
+    }
+    RopeScaling& s = c.ropeScaling;
+    auto factors = [&](const GgufTensor& t, const char* name) {
+      if (t.type != std::uint32_t(GgmlType::F32) || t.count() != c.ropeDim / 2) {
+        throw InputError(f.path() + ": tensor '" + name + "' must be F32 with " +
+                         std::to_string(c.ropeDim / 2) + " values (one per rotated pair)");
+      }
+      std::vector<float> v = f.dequantize(t);
+      for (float x : v)
+        if (!(x > 0) || !std::isfinite(x))
+          throw InputError(f.path() + ": tensor '" + name +
+                           "' holds a factor that is not a finite number > 0");
+      return v;
+    };
+    s.kind = RopeScaling::Kind::LongRope;
+    s.longFactor = factors(*longT, "rope_factors_long.weight");
+    s.shortFactor = factors(*shortT, "rope_factors_short.weight");
+    const auto orig = f.getInt(p + "rope.scaling.original_context_length");
+    if (!orig || *orig < 1 || *orig > (1 << 30)) {
+      throw InputError(f.path() + ": LongRoPE needs " + p +
+                       "rope.scaling.original_context_length (a length >= 1)");
+    }
+    s.originalMaxPositions = int(*orig);
+    s.attentionFactor = float(f.getFloat(p + "rope.scaling.attn_factor").value_or(1.0));
+    if (!(s.attentionFactor > 0) || !std::isfinite(s.attentionFactor)) {
+      throw InputError(f.path() + ": " + p + "rope.scaling.attn_factor must be a finite number > 0");
     }
   }
   // The window, when the file has one, applies to every layer (as config.json's sliding_window;
