@@ -71,7 +71,8 @@ bool drawNeuronPanel(AppState& s) {
   j = std::clamp(key, 0, T - 1);
   const bool ropeOn = c.positions == PositionKind::Rope && !m.source->ropeOff(l);
   const NeuronView v = neuronView(c, l, a.q.head(h) + std::size_t(i) * dh,
-                                  a.k.head(c.kvHeadOf(h)) + std::size_t(j) * dh, dh, i, j, ropeOn);
+                                  a.k.head(c.kvHeadOf(h)) + std::size_t(j) * dh, dh, i, j, ropeOn,
+                                  T);
   const double termSum = std::accumulate(v.terms.begin(), v.terms.end(), 0.0);
   const auto tok = [&](int t) {
     return t < int(m.source->tokens().size()) ? m.source->tokens()[t].c_str() : "";

@@ -75,6 +75,45 @@ TEST(NeuronView, TermsSumToTheScoreAndRotationRemovedMatchesANaiveRotation) {
   }
 }
 
+// LongRoPE: rows of a pass longer than the original length were rotated with the long factors
+// (and the attention factor). "Rotation removed" turns them back with the same factors, given the
+// pass's length, whatever i and j are: the content-only score is the rows' plain dot product,
+// checked in float64 with each pair turned by its long-factor angle.
+TEST(NeuronView, LongRopeRowsAreTurnedBackWithTheFactorsOfThePassLength) {
+  std::mt19937 gen(11);
+  std::normal_distribution<float> N(0.0f, 1.0f);
+  const int dh = 8, T = 12, i = 2, j = 1;
+  ModelConfig c = ropeConfig(RopeStyle::HalfSplit, dh, dh);
+  c.ropeScaling.kind = RopeScaling::Kind::LongRope;
+  c.ropeScaling.originalMaxPositions = 4;  // T = 12 > 4: the long factors; i, j < 4
+  c.ropeScaling.shortFactor = {1.0f, 1.5f, 2.0f, 3.0f};
+  c.ropeScaling.longFactor = {2.0f, 5.0f, 9.0f, 30.0f};
+  c.ropeScaling.attentionFactor = 1.2f;
+  std::vector<double> q0(dh), k0(dh);
+  for (auto& x : q0) x = N(gen);
+  for (auto& x : k0) x = N(gen);
+  // The pass's rows: each pair turned forward by pos / (long factor * base^(2p/d)), times 1.2.
+  auto rotate = [&](std::vector<double> x, int pos) {
+    std::vector<float> out(dh);
+    for (int p = 0; p < dh / 2; ++p) {
+      const double a = pos / (c.ropeScaling.longFactor[p] * std::pow(10000.0, 2.0 * p / dh));
+      const double x0 = x[p], x1 = x[p + dh / 2];
+      out[p] = float(1.2 * (x0 * std::cos(a) - x1 * std::sin(a)));
+      out[p + dh / 2] = float(1.2 * (x1 * std::cos(a) + x0 * std::sin(a)));
+    }
+    return out;
+  };
+  const std::vector<float> q = rotate(q0, i), k = rotate(k0, j);
+  double plain = 0;
+  for (int d = 0; d < dh; ++d) plain += q0[d] * k0[d];
+  plain /= std::sqrt(double(dh));
+  const NeuronView v = neuronView(c, 0, q.data(), k.data(), dh, i, j, true, T);
+  EXPECT_NEAR(v.plainScore, plain, 1e-5);
+  // Without the pass's length the rows would be read as a 3-token sequence's (short factors).
+  const NeuronView shortRead = neuronView(c, 0, q.data(), k.data(), dh, i, j, true);
+  EXPECT_GT(std::abs(shortRead.plainScore - plain), 1e-3);
+}
+
 // On a real pass: the neuron view's scores of a row, softmaxed over the allowed keys, are the
 // pass's weights, so its score is the one the heatmap's scaled stage shows.
 TEST(NeuronView, ScoresOfARowSoftmaxToThePassWeightsOnTheShippedLlama) {

@@ -3,13 +3,14 @@
 
 #include "attnviz/engine/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 namespace attnviz {
 
 NeuronView neuronView(const ModelConfig& c, int layer, const float* q, const float* k, int dh,
-                      int i, int j, bool ropeOn) {
+                      int i, int j, bool ropeOn, int seqLen) {
   if (dh != c.headSize)
     throw InputError("neuron view: rows of " + std::to_string(dh) + " values for heads of " +
                      std::to_string(c.headSize));
@@ -27,7 +28,8 @@ NeuronView neuronView(const ModelConfig& c, int layer, const float* q, const flo
   if (c.positions != PositionKind::Rope) return v;
 
   // The pairs in the family's layout: (p, p + half) for rotate-half, (2p, 2p + 1) for adjacent.
-  const std::vector<double> inv = c.ropeInvFreq(layer);
+  if (seqLen <= 0) seqLen = std::max(i, j) + 1;
+  const std::vector<double> inv = c.ropeInvFreq(layer, seqLen);
   const int pairs = int(inv.size()), half = c.ropeDim / 2;
   auto dims = [&](int p) {
     return c.ropeStyle == RopeStyle::HalfSplit ? std::pair<int, int>{p, p + half}
@@ -35,8 +37,8 @@ NeuronView neuronView(const ModelConfig& c, int layer, const float* q, const flo
   };
   MatrixRM qp = Eigen::Map<const MatrixRM>(q, 1, dh), kp = Eigen::Map<const MatrixRM>(k, 1, dh);
   if (ropeOn) {
-    applyRope(c, qp, i, true, layer);
-    applyRope(c, kp, j, true, layer);
+    applyRope(c, qp, i, true, layer, seqLen);
+    applyRope(c, kp, j, true, layer, seqLen);
   }
   std::vector<char> rotated(dh, 0);
   v.pairTerms.assign(pairs + 1, 0.0f);

@@ -152,11 +152,12 @@ void mergeHeads(const Tensor3& o, const LayerIntervention* li, MatrixRM& out, Te
   }
 }
 
-void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse, int layer) {
+void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse, int layer, int seqLen) {
   if (c.positions != PositionKind::Rope) return;
   // The sequence's length (LongRoPE's short or long factors): a pass rotates its T rows from 0,
-  // a decode step its row at pos0 of pos0 + 1.
-  const std::vector<double> inv = c.ropeInvFreq(layer, pos0 + int(x.rows()));
+  // a decode step its row at pos0 of pos0 + 1; one row of a pass gives its pass's length.
+  const std::vector<double> inv =
+      c.ropeInvFreq(layer, seqLen > 0 ? seqLen : pos0 + int(x.rows()));
   const int pairs = static_cast<int>(inv.size()), half = c.ropeDim / 2;
   const float sign = inverse ? -1.0f : 1.0f;
   // LongRoPE scales cos and sin (the rotated dimensions only); the inverse divides.

@@ -244,7 +244,7 @@ QkSplit QkSplitAccess::split(const Model& m, const ForwardResult& r, int layer, 
       for (int i = 0; i < dh; ++i) {
         MatrixRM e = MatrixRM::Zero(1, dh);
         e(0, i) = 1.0f;
-        applyRope(c, e, p, false, layer);
+        applyRope(c, e, p, false, layer, T);
         basis.row(i) = e.row(0).cast<double>();
       }
       v = v * basis;

@@ -771,8 +771,11 @@ class Model {
 
 // RoPE on one head's rows: rotates x [T, d_h] (row t at position pos0 + t) by the config's
 // frequencies for `layer` (its base; -1: the model's), in its pair convention; inverse = true
-// undoes it (the RoPE view shows scores with the rotation removed).
-void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse = false, int layer = -1);
+// undoes it (the RoPE view shows scores with the rotation removed). `seqLen` is the length of
+// the sequence the rows belong to (LongRoPE's short or long factors); 0: pos0 + T, as a pass
+// (from 0) or a decode step (one row) has it.
+void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse = false, int layer = -1,
+               int seqLen = 0);
 
 // Pieces of the pass, exposed for the benchmark's GEMM floor and for tests.
 // out[T, n] = x[T, k] * W[k, n] (+ bias[n]), W row-major, split over the CPU threads by columns.

@@ -27,8 +27,9 @@ struct NeuronView {
 // The neuron view of row q (query at position i) and row k (key at position j) of `layer`'s
 // head, both d_h long, as the pass computed them. `ropeOn`: whether the pass rotated them (false:
 // the layer runs with RoPE off, or the family has no RoPE: no pair split). Throws InputError for
-// a head size that does not match.
+// a head size that does not match. `seqLen`: the length of the pass the rows come from (which
+// LongRoPE factors rotated them); 0: max(i, j) + 1.
 NeuronView neuronView(const ModelConfig& c, int layer, const float* q, const float* k, int dh,
-                      int i, int j, bool ropeOn);
+                      int i, int j, bool ropeOn, int seqLen = 0);
 
 }  // namespace attnviz
