@@ -128,6 +128,9 @@ def main():
          meta={"t5.attention.relative_buckets_count": gg.U32(256)})
     case("value_length", "t5.attention.value_length 6 differs from the key length 8",
          meta={"t5.attention.value_length": gg.U32(6)})
+    # The start id outside the vocabulary (config.json's rule: refused, not decoded from 0).
+    case("start_id", "t5.decoder_start_token_id 5000 is not a token id",
+         meta={"t5.decoder_start_token_id": gg.U32(5000)})
     with open(os.path.join(root, "gguf_cases.json"), "w") as f:
         json.dump({"cases": cases, "bad": bad}, f, indent=1)
     return 0

@@ -184,7 +184,7 @@ TEST_F(Seq2SeqGguf, GreedyDecodingEqualsTheReference) {
 // Broken files: exit 1, one line on stderr naming the file and the problem.
 TEST_F(Seq2SeqGguf, BadFilesExitOneNamingTheFile) {
   const auto& bad = cases()["bad"];
-  ASSERT_EQ(bad.size(), 5u);
+  ASSERT_EQ(bad.size(), 6u);
   for (const auto& b : bad) {
     SCOPED_TRACE(b["name"].get<std::string>());
     const std::string path = file(b["file"].get<std::string>());

@@ -138,10 +138,16 @@ void t5Gguf(const GgufFile& f, ModelConfig& c) {
   c.activationName = gated ? "gelu_new" : "relu";
   parseActivation(c, f.path());
   if (c.tiedHead) c.headInputScale = 1.0f / std::sqrt(float(c.nEmbd));
+  // The rule of config.json's ids (seq2seqTokenId): absent is the default, anything else must
+  // be a token id. llama.cpp writes "no token" as -1 or 2^32 - 1: absent too.
   auto idIn = [&](const std::string& key) -> std::optional<int> {
     const auto v = f.getInt(key);
-    if (v && *v >= 0 && *v < c.vocabSize) return int(*v);
-    return std::nullopt;
+    if (!v || *v == -1 || *v == 0xFFFFFFFFll) return std::nullopt;
+    if (*v < 0 || *v >= c.vocabSize) {
+      throw InputError(f.path() + ": " + key + " " + std::to_string(*v) +
+                       " is not a token id (vocab_size " + std::to_string(c.vocabSize) + ")");
+    }
+    return int(*v);
   };
   c.padId = idIn("tokenizer.ggml.padding_token_id").value_or(0);
   c.decoderStartId = idIn(p + "decoder_start_token_id").value_or(*c.padId);
