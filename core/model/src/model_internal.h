@@ -206,8 +206,9 @@ void splitHeads(const MatrixRM& x, int n, int dh, Tensor3& out);
 // Each head's weights [H, T, T] max-pooled in blocks of s x s, s = ceil(T / side).
 Tensor3 poolThumb(const Tensor3& w, int side);
 // O [H, T, d_h] -> [T, d], with the layer's ablations and patches applied; `kept` (when not
-// null) receives the heads' outputs as they enter W_o. Mean ablation averages each position over
-// the positions up to it (a prefix mean: a position never reads later tokens).
+// null) receives the heads' outputs as they enter W_o. Mean ablation replaces every position by
+// the head's mean over positions 0..meanUpTo (the attribution sweep at position P sets P, so no
+// token after P enters what P reads); meanUpTo -1: over every position.
 void mergeHeads(const Tensor3& o, const LayerIntervention* li, MatrixRM& out, Tensor3* kept);
 // Rows [r0, r0 + n) of a stored matrix as float32 into out, split over the CPU threads.
 void convertRows(const StoredMatrix& s, int r0, int n, float* out);
