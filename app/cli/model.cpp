@@ -11,6 +11,13 @@
 namespace attnviz::app {
 
 int runModel(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--pixels" || a == "--image" || a.rfind("--pixels=", 0) == 0 ||
+        a.rfind("--image=", 0) == 0 ||
+        (a == "--model" && i + 1 < argc && isVisionModelArg(argv[i + 1])))
+      return runVisionModel(argc, argv);
+  }
   CLI::App app{"Run a model on a text: a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2, Qwen3, "
                "Gemma 2, Gemma 3, Phi-3, OLMo 2, BERT, RoBERTa, DistilBERT, ModernBERT, T5, "
                "BART, Marian) or a .gguf file", "model"};

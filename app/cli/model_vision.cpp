@@ -1,0 +1,144 @@
+// attnviz model on an image model (ViT, DeiT, DINOv2): preprocessed pixels in, attention, last
+// hidden states and the classification head's logits out.
+#include "cli/cli.h"
+#include "cli/options.h"
+
+#include "attnviz/engine/tensor.h"
+#include "attnviz/formats/npy.h"
+#include "attnviz/model/model.h"
+#include "attnviz/model/model_names.h"
+#include "attnviz/model/vision.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnviz::app {
+
+namespace {
+
+int parseNonNegative(const std::string& s, const std::string& what) {
+  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), ::isdigit))
+    throw UsageError(what);
+  return std::stoi(s);
+}
+
+}  // namespace
+
+bool isVisionModelArg(const std::string& model) {
+  try {
+    return VisionModel::isVisionFolder(locateModelFiles(resolveModelName(model), false).dir);
+  } catch (...) {
+    return false;
+  }
+}
+
+int runVisionModel(int argc, char** argv) {
+  CLI::App app{"Run an image model (ViT, DeiT, DINOv2) on preprocessed pixels", "model"};
+  std::string model, pixels, image, weights, hidden, logits, maskPatches;
+  std::vector<std::string> ablate;
+  int topK = 0;
+  app.add_option("--model", model, "a Hugging Face image model folder")->required();
+  app.add_option("--pixels", pixels,
+                 "preprocessed pixels: float32 or float64 .npy, [3, H, W] or [1, 3, H, W]");
+  app.add_option("--image", image, "an image file (not supported yet: use --pixels)");
+  app.add_option("--weights", weights, "write the attention weights [L, H, T, T] (float32 .npy)");
+  app.add_option("--hidden", hidden, "write the last hidden state [T, d] (float32 .npy)");
+  app.add_option("--logits", logits, "write the classification head's logits [num_labels]");
+  app.add_option("--top-k", topK, "print the N most likely labels: id, probability, label");
+  app.add_option("--ablate", ablate, "zero head H's output in layer L (repeatable), L:H");
+  app.add_option("--mask-patches", maskPatches,
+                 "hide these patches (0-based, row-major) from every query's keys, e.g. 3,7");
+  if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
+
+  return guarded("model", [&] {
+    if (!image.empty()) throw UsageError("--image is not supported yet; give --pixels P.npy");
+    if (pixels.empty()) throw UsageError("an image model needs --pixels P.npy");
+    if (app.count("--top-k") && topK < 1)
+      throw UsageError("--top-k: expected a number >= 1, got " + std::to_string(topK));
+    VisionRunOptions opts;
+    for (const std::string& a : ablate) {
+      const std::size_t colon = a.find(':');
+      const std::string bad = "--ablate " + a + ": expected LAYER:HEAD, e.g. 3:7";
+      if (colon == std::string::npos) throw UsageError(bad);
+      opts.ablate.emplace_back(parseNonNegative(a.substr(0, colon), bad),
+                               parseNonNegative(a.substr(colon + 1), bad));
+    }
+    if (app.count("--mask-patches")) {
+      std::size_t start = 0;
+      while (true) {
+        const std::size_t comma = maskPatches.find(',', start);
+        const std::string item = maskPatches.substr(start, comma - start);
+        opts.maskPatches.push_back(parseNonNegative(
+            item, "--mask-patches " + maskPatches + ": expected patch indices, e.g. 3,7"));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    }
+    opts.weights = !weights.empty();
+
+    const std::string dir = locateModelFiles(resolveModelName(model), false).dir;
+    if (!VisionModel::isVisionFolder(dir))
+      throw UsageError("--pixels: " + model + " is not an image model (config.json's model_type)");
+    const VisionModel m = VisionModel::load(dir);
+    if (!logits.empty() || topK > 0) {
+      if (!m.hasHead())
+        throw UsageError(std::string(!logits.empty() ? "--logits" : "--top-k") + ": " + model +
+                         " has no classification head");
+    }
+
+    const NpyArray px = readNpy(pixels);
+    const auto& s = px.shape;
+    const int C = m.config().channels;
+    const bool ok = (s.size() == 3 && s[0] == C) || (s.size() == 4 && s[0] == 1 && s[1] == C);
+    if (!ok)
+      throw InputError(pixels + ": expected pixels [" + std::to_string(C) + ", H, W] or [1, " +
+                       std::to_string(C) + ", H, W]");
+    const long long Hh = s[s.size() - 2], Ww = s[s.size() - 1];
+    if (Hh < 1 || Ww < 1 || Hh > 16384 || Ww > 16384)
+      throw InputError(pixels + ": image size " + std::to_string(Hh) + "x" + std::to_string(Ww) +
+                       " is out of range");
+    std::vector<float> data(px.data.begin(), px.data.end());
+    for (std::size_t i = 0; i < data.size(); ++i)
+      if (!std::isfinite(data[i]))
+        throw InputError(pixels + ": value " + std::to_string(i) + " is not finite");
+
+    const VisionResult r = m.run(data, int(Hh), int(Ww), opts, pixels);
+    const VisionConfig& c = m.config();
+    const long long T = r.tokens;
+    if (!weights.empty()) saveNpy(weights, {c.layers, c.heads, T, T}, r.weights.data());
+    if (!hidden.empty()) saveNpy(hidden, {T, c.hidden}, r.hidden.data());
+    if (!logits.empty()) saveNpy(logits, {(long long)r.logits.size()}, r.logits.data());
+
+    const bool quiet = !weights.empty() || !hidden.empty() || !logits.empty() || topK > 0;
+    if (!quiet) {
+      std::printf("model: %s (%s, %d layers x %d heads, d=%d, patch %d)\n", dir.c_str(),
+                  c.family.c_str(), c.layers, c.heads, c.hidden, c.patchSize);
+      std::printf("tokens: %lld (%d x %d patches)\n", T, r.gridH, r.gridW);
+      if (!m.hasHead()) return 0;
+    }
+    if (!m.hasHead()) return 0;
+    const int k = std::min<int>(quiet ? topK : 5, int(r.logits.size()));
+    // softmax over the labels, in double
+    const double mx = *std::max_element(r.logits.begin(), r.logits.end());
+    std::vector<double> prob(r.logits.size());
+    double sum = 0;
+    for (std::size_t i = 0; i < prob.size(); ++i) sum += prob[i] = std::exp(r.logits[i] - mx);
+    std::vector<int> order(prob.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b]; });
+    for (int i = 0; i < k; ++i) {
+      const int id = order[i];
+      const auto it = c.id2label.find(id);
+      std::printf("%d\t%.6f\t%s\n", id, prob[id] / sum,
+                  it != c.id2label.end() ? it->second.c_str() : ("LABEL_" + std::to_string(id)).c_str());
+    }
+    return 0;
+  });
+}
+
+}  // namespace attnviz::app
