@@ -18,12 +18,11 @@ int runFill(int argc, char** argv);       // attnviz fill ...
 int runHeads(int argc, char** argv);      // attnviz heads ... (the head finder)
 int runQk(int argc, char** argv);         // attnviz qk ... (a score split by what wrote q and k)
 int runCompose(int argc, char** argv);    // attnviz compose ... (composition scores)
-int runGui(int argc, char** argv);
+int runGui(int argc, char** argv);      // attnviz [SCENE.json] [GUI options]
 
 // attnviz model on an image model (model_vision.cpp): runModel hands over when the arguments
 // have --pixels or --image, or --model names an image family's folder.
 int runVisionModel(int argc, char** argv);
 bool isVisionModelArg(const std::string& model);
-      // attnviz [SCENE.json] [GUI options]
 
 }  // namespace attnviz::app

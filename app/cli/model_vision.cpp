@@ -1,4 +1,4 @@
-// attnviz model on an image model (ViT, DeiT, DINOv2): preprocessed pixels in, attention, last
+// attnviz model on an image model (ViT, DeiT, DINOv2, CLIP's vision tower): preprocessed pixels in, attention, last
 // hidden states and the classification head's logits out.
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -38,7 +38,7 @@ bool isVisionModelArg(const std::string& model) {
 }
 
 int runVisionModel(int argc, char** argv) {
-  CLI::App app{"Run an image model (ViT, DeiT, DINOv2) on preprocessed pixels", "model"};
+  CLI::App app{"Run an image model (ViT, DeiT, DINOv2, CLIP's vision tower) on preprocessed pixels", "model"};
   std::string model, pixels, image, weights, hidden, logits, maskPatches;
   std::vector<std::string> ablate;
   int topK = 0;

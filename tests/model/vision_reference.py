@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Float64 torch reference for the image families (vit, deit, dinov2), written from the
+"""Float64 torch reference for the image families (vit, deit, dinov2, dinov2_with_registers,
+clip, clip_vision_model), written from the
 published architectures (transformers is not used).
 
 Usage: vision_reference.py OUTDIR
@@ -184,6 +185,65 @@ def forward(family, t, prefix, cfg, pixels, mask_patches=(), ablate=()):
     return torch.stack(weights), last, logits
 
 
+def make_clip(d, layers, inter, image, patch):
+    """CLIP's vision tower under vision_model. (CLIPModel and CLIPVisionModel alike)."""
+    t, e = {}, "vision_model.embeddings."
+    n = (image // patch) ** 2
+    t[e + "class_embedding"] = rand(d)
+    t[e + "patch_embedding.weight"] = rand(d, 3, patch, patch)
+    t[e + "position_embedding.weight"] = rand(n + 1, d)
+    for nm in ("pre_layrnorm", "post_layernorm"):
+        t[f"vision_model.{nm}.weight"] = 1 + rand(d)
+        t[f"vision_model.{nm}.bias"] = rand(d)
+    for l in range(layers):
+        b = f"vision_model.encoder.layers.{l}."
+        for s_ in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            t[b + f"self_attn.{s_}.weight"] = rand(d, d)
+            t[b + f"self_attn.{s_}.bias"] = rand(d)
+        for nm in ("layer_norm1", "layer_norm2"):
+            t[b + nm + ".weight"] = 1 + rand(d)
+            t[b + nm + ".bias"] = rand(d)
+        t[b + "mlp.fc1.weight"] = rand(inter, d)
+        t[b + "mlp.fc1.bias"] = rand(inter)
+        t[b + "mlp.fc2.weight"] = rand(d, inter)
+        t[b + "mlp.fc2.bias"] = rand(d)
+    return t
+
+
+def forward_clip(t, cfg, pixels, mask_patches=(), ablate=()):
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    p, eps, hd = cfg["patch_size"], cfg["layer_norm_eps"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    e = "vision_model.embeddings."
+    x = torch.from_numpy(pixels).to(D)[None]
+    emb = F.conv2d(x, t[e + "patch_embedding.weight"], stride=p).flatten(2).transpose(1, 2)[0]
+    h = torch.cat([t[e + "class_embedding"][None], emb]) + t[e + "position_embedding.weight"]
+    h = layer_norm(h, t["vision_model.pre_layrnorm.weight"], t["vision_model.pre_layrnorm.bias"], eps)
+    T = h.shape[0]
+    hidden_keys = torch.zeros(T, dtype=torch.bool)
+    for i in mask_patches:
+        hidden_keys[1 + i] = True
+    weights = []
+    for l in range(L):
+        b = f"vision_model.encoder.layers.{l}."
+        a = layer_norm(h, t[b + "layer_norm1.weight"], t[b + "layer_norm1.bias"], eps)
+        q, k, v = ((a @ t[b + f"self_attn.{s_}.weight"].T + t[b + f"self_attn.{s_}.bias"]).view(T, H, hd).transpose(0, 1)
+                   for s_ in ("q_proj", "k_proj", "v_proj"))
+        s = (q * hd ** -0.5) @ k.transpose(1, 2)
+        w = torch.softmax(s.masked_fill(hidden_keys[None, None, :], float("-inf")), -1)
+        weights.append(w)
+        ctx = w @ v
+        for (al, ah) in ablate:
+            if al == l:
+                ctx[ah] = 0
+        ctx = ctx.transpose(0, 1).reshape(T, d)
+        h = h + ctx @ t[b + "self_attn.out_proj.weight"].T + t[b + "self_attn.out_proj.bias"]
+        m = layer_norm(h, t[b + "layer_norm2.weight"], t[b + "layer_norm2.bias"], eps)
+        m = m @ t[b + "mlp.fc1.weight"].T + t[b + "mlp.fc1.bias"]
+        m = m * torch.sigmoid(1.702 * m)  # quick_gelu
+        h = h + m @ t[b + "mlp.fc2.weight"].T + t[b + "mlp.fc2.bias"]
+    return torch.stack(weights), h, None  # last_hidden_state: no post_layernorm
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -271,6 +331,41 @@ def main():
          ablate=[[1, 1]])
     cfg, t = folder("dinov2_reg_bare", fam, "Dinov2WithRegistersModel", "", None, image=28, patch=7)
     case("dinov2_reg_bare", "dinov2_reg_bare", fam, cfg, t, "", (28, 28))
+    # CLIP: CLIPModel (vision_config; a text tower's tensors beside, unused) and CLIPVisionModel
+    vcfg = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "image_size": 32, "patch_size": 8, "num_channels": 3,
+            "hidden_act": "quick_gelu", "layer_norm_eps": 1e-5, "model_type": "clip_vision_model"}
+    for name, arch in (("clip", "CLIPModel"), ("clip_vision_model", "CLIPVisionModel")):
+        t = make_clip(32, 2, 48, 32, 8)
+        path = os.path.join(out, name)
+        os.makedirs(path, exist_ok=True)
+        if name == "clip":
+            cfg = {"model_type": "clip", "architectures": [arch], "projection_dim": 16,
+                   "text_config": {"hidden_size": 16, "model_type": "clip_text_model"},
+                   "vision_config": vcfg}
+            t["text_model.embeddings.token_embedding.weight"] = rand(10, 16)
+            t["visual_projection.weight"] = rand(16, 32)
+            t["logit_scale"] = torch.tensor(2.6592, dtype=D)
+        else:
+            cfg = dict(vcfg, architectures=[arch])
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+        write_safetensors(os.path.join(path, "model.safetensors"), t)
+        with open(os.path.join(path, "preprocessor_config.json"), "w") as f:
+            json.dump({"crop_size": {"height": 32, "width": 32}, "do_center_crop": True,
+                       "do_normalize": True, "do_resize": True, "resample": 3,
+                       "size": {"shortest_edge": 32}, "rescale_factor": 1 / 255,
+                       "image_mean": [0.48145466, 0.4578275, 0.40821073],
+                       "image_std": [0.26862954, 0.26130258, 0.27577711]}, f, indent=1)
+        for cname, iv in ((name, {}), (name + "_mask", {"mask_patches": [2, 9], "ablate": [[1, 2]]})):
+            px = np.random.default_rng(len(cases) + 7).standard_normal((3, 32, 32))
+            np.save(os.path.join(out, cname + "_pixels.npy"), px.astype(np.float32))
+            w, h, _ = forward_clip(t, vcfg, px.astype(np.float32).astype(np.float64),
+                                   iv.get("mask_patches", ()), iv.get("ablate", ()))
+            np.save(os.path.join(out, cname + "_weights.npy"), w.numpy())
+            np.save(os.path.join(out, cname + "_hidden.npy"), h.numpy())
+            cases.append(dict({"name": cname, "folder": name, "pixels": cname + "_pixels.npy",
+                               "tokens": h.shape[0]}, **iv))
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
 

@@ -1,4 +1,4 @@
-// Image transformers: ViT, DeiT and DINOv2 from a Hugging Face folder, on preprocessed pixels.
+// Image transformers: ViT, DeiT, DINOv2 and CLIP's vision tower from a Hugging Face folder, on preprocessed pixels.
 // The pass runs in double precision: the patch embedding is a matrix product over the flattened
 // patches (the convolution's kernel equals its stride), then pre-norm encoder blocks where every
 // token sees every other, then the final LayerNorm and the classification head.
@@ -34,7 +34,8 @@ std::string readAll(const std::string& path) {
 }
 
 bool isImageFamily(const std::string& t) {
-  return t == "vit" || t == "deit" || t == "dinov2" || t == "dinov2_with_registers";
+  return t == "vit" || t == "deit" || t == "dinov2" || t == "dinov2_with_registers" ||
+         t == "clip" || t == "clip_vision_model";
 }
 
 struct Linear {
@@ -171,7 +172,8 @@ struct VisionModel::Impl {
   Mat registers;  // [R, d]
   Mat positions;  // [1 + dist + N, d] (CLS, DIST, then the patches)
   std::vector<Block> blocks;
-  Norm final;
+  Norm final, pre;
+  bool hasPre = false, finalOnHidden = true;
   enum class Head { None, Cls, ClsAndDist, ClsAndMean } head = Head::None;
   Linear classifier, distClassifier;
 };
@@ -203,12 +205,17 @@ VisionModel VisionModel::load(const std::string& dir) {
   c.family = j.value("model_type", std::string());
   if (!isImageFamily(c.family))
     throw InputError(cfgPath + ": model_type '" + c.family + "' is not an image family attnviz runs");
+  // CLIPModel keeps the vision tower's keys in vision_config; the others at the top.
+  const bool clip = c.family == "clip" || c.family == "clip_vision_model";
+  if (c.family == "clip" && !(j.contains("vision_config") && j["vision_config"].is_object()))
+    throw InputError(cfgPath + ": model_type clip without a vision_config object");
+  const nlohmann::json& cj = c.family == "clip" ? j["vision_config"] : j;
   auto intKey = [&](const char* key, int def, bool required) {
-    if (!j.contains(key)) {
+    if (!cj.contains(key)) {
       if (required) throw InputError(cfgPath + ": " + key + " is missing");
       return def;
     }
-    const auto& v = j[key];
+    const auto& v = cj[key];
     if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[0] == v[1]) return v[0].get<int>();
     if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > (1 << 20))
       throw InputError(cfgPath + ": " + key + " must be a positive integer");
@@ -219,7 +226,7 @@ VisionModel VisionModel::load(const std::string& dir) {
   c.layers = intKey("num_hidden_layers", 12, false);
   c.heads = intKey("num_attention_heads", 12, false);
   c.imageSize = intKey("image_size", dino ? 518 : 224, false);
-  c.patchSize = intKey("patch_size", dino ? 14 : 16, false);
+  c.patchSize = intKey("patch_size", dino ? 14 : clip ? 32 : 16, false);
   c.channels = intKey("num_channels", 3, false);
   if (dino) {
     double ratio = 4;
@@ -242,18 +249,19 @@ VisionModel VisionModel::load(const std::string& dir) {
                      " is not a multiple of num_attention_heads " + std::to_string(c.heads));
   if (c.imageSize < c.patchSize)
     throw InputError(cfgPath + ": image_size is smaller than patch_size");
-  c.eps = dino ? 1e-6 : 1e-12;
-  if (j.contains("layer_norm_eps")) {
-    if (!j["layer_norm_eps"].is_number() || j["layer_norm_eps"].get<double>() < 0)
+  c.eps = dino ? 1e-6 : clip ? 1e-5 : 1e-12;
+  if (cj.contains("layer_norm_eps")) {
+    if (!cj["layer_norm_eps"].is_number() || cj["layer_norm_eps"].get<double>() < 0)
       throw InputError(cfgPath + ": layer_norm_eps must be a number >= 0");
-    c.eps = j["layer_norm_eps"].get<double>();
+    c.eps = cj["layer_norm_eps"].get<double>();
   }
-  c.qkvBias = j.value("qkv_bias", true);
-  const std::string act = j.contains("hidden_act") && j["hidden_act"].is_string()
-                              ? j["hidden_act"].get<std::string>()
-                              : "gelu";
-  if (act != "gelu")
-    throw InputError(cfgPath + ": hidden_act '" + act + "' is not supported (only gelu)");
+  c.qkvBias = clip ? true : cj.value("qkv_bias", true);
+  const std::string act = cj.contains("hidden_act") && cj["hidden_act"].is_string()
+                              ? cj["hidden_act"].get<std::string>()
+                              : clip ? "quick_gelu" : "gelu";
+  if (act != "gelu" && act != "quick_gelu")
+    throw InputError(cfgPath + ": hidden_act '" + act + "' is not supported (gelu, quick_gelu)");
+  c.quickGelu = act == "quick_gelu";
   c.distTokens = c.family == "deit" ? 1 : 0;
   if (j.contains("id2label") && j["id2label"].is_object()) {
     for (auto it = j["id2label"].begin(); it != j["id2label"].end(); ++it) {
@@ -275,7 +283,9 @@ VisionModel VisionModel::load(const std::string& dir) {
   // ViTForImageClassification saves the encoder under "vit.", DeiT's heads under "deit.", DINOv2's
   // under "dinov2."; the bare models have no prefix.
   std::string prefix;
-  if (!st.find("embeddings.cls_token")) {
+  if (clip) {
+    prefix = "vision_model.";
+  } else if (!st.find("embeddings.cls_token")) {
     prefix = c.family + ".";
     if (!st.find(prefix + "embeddings.cls_token"))
       throw InputError(wPath + ": no tensor 'embeddings.cls_token' (nor '" + prefix +
@@ -317,6 +327,34 @@ VisionModel VisionModel::load(const std::string& dir) {
   const std::int64_t d = c.hidden, p = c.patchSize, C = c.channels;
   const std::int64_t grid = c.imageSize / c.patchSize, N = grid * grid;
   const std::string e = prefix + "embeddings.";
+  if (clip) {
+    // CLIP: a class embedding [d], the patch convolution without bias, positions [N + 1, d], a
+    // LayerNorm before the encoder (pre_layrnorm, so spelled); last_hidden_state is the encoder's
+    // output (post_layernorm is applied to the pooled CLS only).
+    impl->patchW = mat(e + "patch_embedding.weight", d, C * p * p, {d, C, p, p});
+    impl->patchB = Vec::Zero(d);
+    impl->cls = vec(e + "class_embedding", d);
+    impl->positions = mat(e + "position_embedding.weight", 1 + N, d);
+    impl->pre = norm(prefix + "pre_layrnorm");
+    impl->hasPre = true;
+    for (int l = 0; l < c.layers; ++l) {
+      const std::string b = prefix + "encoder.layers." + std::to_string(l) + ".";
+      Block blk;
+      blk.q = linear(b + "self_attn.q_proj", d, d, true);
+      blk.k = linear(b + "self_attn.k_proj", d, d, true);
+      blk.v = linear(b + "self_attn.v_proj", d, d, true);
+      blk.o = linear(b + "self_attn.out_proj", d, d, true);
+      blk.norm1 = norm(b + "layer_norm1");
+      blk.norm2 = norm(b + "layer_norm2");
+      blk.fc1 = linear(b + "mlp.fc1", c.intermediate, d, true);
+      blk.fc2 = linear(b + "mlp.fc2", d, c.intermediate, true);
+      impl->blocks.push_back(std::move(blk));
+    }
+    norm(prefix + "post_layernorm");  // checked, not part of last_hidden_state
+    impl->finalOnHidden = false;
+    m.impl_ = std::move(impl);
+    return m;
+  }
   impl->patchW = mat(e + "patch_embeddings.projection.weight", d, C * p * p, {d, C, p, p});
   impl->patchB = vec(e + "patch_embeddings.projection.bias", d);
   impl->cls = mat(e + "cls_token", 1, d, {1, 1, d}).row(0).transpose();
@@ -433,6 +471,7 @@ VisionResult VisionModel::run(const std::vector<float>& pixels, int height, int 
   if (c.distTokens) x.row(row++) = w.dist.transpose() + w.positions.row(1);
   for (int i = 0; i < c.registers; ++i) x.row(row++) = w.registers.row(i);
   x.bottomRows(N) = patchEmb + patchPos;
+  if (w.hasPre) x = w.pre.apply(x);
 
   VisionResult res;
   res.tokens = T;
@@ -480,12 +519,15 @@ VisionResult VisionModel::run(const std::vector<float>& pixels, int height, int 
     if (b.scale1.size()) attn = attn.array().rowwise() * b.scale1.transpose().array();
     x += attn;
     Mat mid = b.fc1.apply(b.norm2.apply(x));
-    mid = mid.unaryExpr([](double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); });
+    if (c.quickGelu)
+      mid = mid.unaryExpr([](double z) { return z / (1.0 + std::exp(-1.702 * z)); });
+    else
+      mid = mid.unaryExpr([](double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); });
     Mat out = b.fc2.apply(mid);
     if (b.scale2.size()) out = out.array().rowwise() * b.scale2.transpose().array();
     x += out;
   }
-  const Mat last = w.final.apply(x);
+  const Mat last = w.finalOnHidden ? w.final.apply(x) : x;
   res.hidden.resize(std::size_t(T) * d);
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < d; ++i) res.hidden[std::size_t(t) * d + i] = float(last(t, i));

@@ -1,4 +1,4 @@
-// attnviz model: image transformers (ViT, DeiT, DINOv2) run from a Hugging Face folder on pixels
+// attnviz model: image transformers (ViT, DeiT, DINOv2, CLIP's vision tower) run from a Hugging Face folder on pixels
 // that are already preprocessed. The tokens are CLS (where the family has one), DIST (DeiT), then
 // the patches row by row; every token attends to every other.
 #pragma once
@@ -17,6 +17,7 @@ struct VisionConfig {
   int imageSize = 0, patchSize = 0, channels = 3;
   double eps = 1e-12;
   bool qkvBias = true;
+  bool quickGelu = false;   // CLIP: x * sigmoid(1.702 x); else the exact GELU
   bool hasCls = true;
   int distTokens = 0;    // DeiT: 1
   int registers = 0;     // DINOv2 with registers
