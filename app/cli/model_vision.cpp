@@ -1,5 +1,5 @@
-// attnviz model on an image model (ViT, DeiT, DINOv2, CLIP's vision tower): preprocessed pixels in, attention, last
-// hidden states and the classification head's logits out.
+// attnviz model on an image model (ViT, DeiT, DINOv2, CLIP's vision tower): preprocessed pixels in,
+// attention, last hidden states and the classification head's logits out.
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -38,7 +38,8 @@ bool isVisionModelArg(const std::string& model) {
 }
 
 int runVisionModel(int argc, char** argv) {
-  CLI::App app{"Run an image model (ViT, DeiT, DINOv2, CLIP's vision tower) on preprocessed pixels", "model"};
+  CLI::App app{"Run an image model (ViT, DeiT, DINOv2, CLIP's vision tower) on preprocessed pixels",
+               "model"};
   std::string model, pixels, image, weights, hidden, logits, maskPatches;
   std::vector<std::string> ablate;
   int topK = 0;
@@ -134,8 +135,9 @@ int runVisionModel(int argc, char** argv) {
     for (int i = 0; i < k; ++i) {
       const int id = order[i];
       const auto it = c.id2label.find(id);
-      std::printf("%d\t%.6f\t%s\n", id, prob[id] / sum,
-                  it != c.id2label.end() ? it->second.c_str() : ("LABEL_" + std::to_string(id)).c_str());
+      std::printf(
+          "%d\t%.6f\t%s\n", id, prob[id] / sum,
+          it != c.id2label.end() ? it->second.c_str() : ("LABEL_" + std::to_string(id)).c_str());
     }
     return 0;
   });

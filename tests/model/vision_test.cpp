@@ -1,8 +1,9 @@
-// Image models (vit, deit, dinov2, dinov2_with_registers, clip, clip_vision_model) through the real binary against vision_reference.py's float64
-// torch reference: random-init folders generated at test time (never committed), every layer's
-// attention weights within 1e-5, the last hidden state and the head's logits within 1e-4 of their
-// scale; DINOv2's position embeddings resized bicubically for other image sizes; hidden patches
-// and ablated heads against the reference doing the same; --top-k; bad folders and pixels.
+// Image models (vit, deit, dinov2, dinov2_with_registers, clip, clip_vision_model) through the real
+// binary against vision_reference.py's float64 torch reference: random-init folders generated at
+// test time (never committed), every layer's attention weights within 1e-5, the last hidden state
+// and the head's logits within 1e-4 of their scale; DINOv2's position embeddings resized
+// bicubically for other image sizes; hidden patches and ablated heads against the reference doing
+// the same; --top-k; bad folders and pixels.
 #include "model_test_util.h"
 #include "reference_script.h"
 
@@ -38,12 +39,19 @@ void checkCase(const std::string& name) {
   ASSERT_FALSE(c.is_null()) << name;
   TempDir out;
   const fs::path w = out.path / "w.npy", h = out.path / "h.npy", z = out.path / "z.npy";
-  std::vector<std::string> args = {"model", "--model", g.path(c["folder"]).string(), "--pixels",
-                                   g.path(c["pixels"]).string(), "--weights", w.string(),
-                                   "--hidden", h.string()};
+  std::vector<std::string> args = {"model",
+                                   "--model",
+                                   g.path(c["folder"]).string(),
+                                   "--pixels",
+                                   g.path(c["pixels"]).string(),
+                                   "--weights",
+                                   w.string(),
+                                   "--hidden",
+                                   h.string()};
   const bool head = c.contains("logits");
   if (head) args.insert(args.end(), {"--logits", z.string()});
-  if (c.contains("mask_patches")) args.insert(args.end(), {"--mask-patches", joinInts(c["mask_patches"])});
+  if (c.contains("mask_patches"))
+    args.insert(args.end(), {"--mask-patches", joinInts(c["mask_patches"])});
   if (c.contains("ablate"))
     for (const auto& lh : c["ablate"])
       args.insert(args.end(), {"--ablate", std::to_string(lh[0].get<int>()) + ":" +
@@ -148,10 +156,9 @@ TEST(VisionModels, BadPixelsExitOneNamingTheFile) {
     for (long long s : b.shape) n *= std::size_t(s);
     std::vector<float> data(n, 0.5f);
     saveNpy(px.string(), b.shape, data.data());
-    const CliRun run = runBinary(
-        {"model", "--model", g.path(b.folder).string(), "--pixels", px.string(), "--hidden",
-         (out.path / "h.npy").string()},
-        out.path);
+    const CliRun run = runBinary({"model", "--model", g.path(b.folder).string(), "--pixels",
+                                  px.string(), "--hidden", (out.path / "h.npy").string()},
+                                 out.path);
     expectOneLineRefusal(run, px, b.problem);
     EXPECT_FALSE(fs::exists(out.path / "h.npy"));
   }

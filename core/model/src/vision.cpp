@@ -1,4 +1,5 @@
-// Image transformers: ViT, DeiT, DINOv2 and CLIP's vision tower from a Hugging Face folder, on preprocessed pixels.
+// Image transformers: ViT, DeiT, DINOv2 and CLIP's vision tower from a Hugging Face folder, on
+// preprocessed pixels.
 // The pass runs in double precision: the patch embedding is a matrix product over the flattened
 // patches (the convolution's kernel equals its stride), then pre-norm encoder blocks where every
 // token sees every other, then the final LayerNorm and the classification head.
@@ -57,8 +58,7 @@ struct Norm {
       const double mean = x.row(t).mean();
       const double var = (x.row(t).array() - mean).square().mean();
       const double inv = 1.0 / std::sqrt(var + eps);
-      for (Eigen::Index i = 0; i < x.cols(); ++i)
-        y(t, i) = (x(t, i) - mean) * inv * g(i) + b(i);
+      for (Eigen::Index i = 0; i < x.cols(); ++i) y(t, i) = (x(t, i) - mean) * inv * g(i) + b(i);
     }
     return y;
   }
@@ -155,7 +155,8 @@ Mat bicubicResizeAntialiased(const Mat& src, int inH, int inW, int outH, int out
   Mat out(src.rows(), Eigen::Index(outH) * outW);
   for (Eigen::Index c = 0; c < src.rows(); ++c) {
     const Mat img = Eigen::Map<const Mat>(src.row(c).data(), inH, inW);
-    Mat wide = (img * wx.transpose()).cast<float>().cast<double>();  // torch keeps float32 between passes
+    Mat wide =
+        (img * wx.transpose()).cast<float>().cast<double>();  // torch keeps float32 between passes
     const Mat res = wy * wide;
     out.row(c) = Eigen::Map<const Eigen::RowVectorXd>(res.data(), res.size());
   }
@@ -204,7 +205,8 @@ VisionModel VisionModel::load(const std::string& dir) {
   VisionConfig& c = m.cfg_;
   c.family = j.value("model_type", std::string());
   if (!isImageFamily(c.family))
-    throw InputError(cfgPath + ": model_type '" + c.family + "' is not an image family attnviz runs");
+    throw InputError(cfgPath + ": model_type '" + c.family +
+                     "' is not an image family attnviz runs");
   // CLIPModel keeps the vision tower's keys in vision_config; the others at the top.
   const bool clip = c.family == "clip" || c.family == "clip_vision_model";
   if (c.family == "clip" && !(j.contains("vision_config") && j["vision_config"].is_object()))
@@ -216,7 +218,8 @@ VisionModel VisionModel::load(const std::string& dir) {
       return def;
     }
     const auto& v = cj[key];
-    if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[0] == v[1]) return v[0].get<int>();
+    if (v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[0] == v[1])
+      return v[0].get<int>();
     if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > (1 << 20))
       throw InputError(cfgPath + ": " + key + " must be a positive integer");
     return v.get<int>();
@@ -258,7 +261,8 @@ VisionModel VisionModel::load(const std::string& dir) {
   c.qkvBias = clip ? true : cj.value("qkv_bias", true);
   const std::string act = cj.contains("hidden_act") && cj["hidden_act"].is_string()
                               ? cj["hidden_act"].get<std::string>()
-                              : clip ? "quick_gelu" : "gelu";
+                          : clip ? "quick_gelu"
+                                 : "gelu";
   if (act != "gelu" && act != "quick_gelu")
     throw InputError(cfgPath + ": hidden_act '" + act + "' is not supported (gelu, quick_gelu)");
   c.quickGelu = act == "quick_gelu";
@@ -266,7 +270,8 @@ VisionModel VisionModel::load(const std::string& dir) {
   if (j.contains("id2label") && j["id2label"].is_object()) {
     for (auto it = j["id2label"].begin(); it != j["id2label"].end(); ++it) {
       try {
-        c.id2label[std::stoi(it.key())] = it.value().is_string() ? it.value().get<std::string>() : "";
+        c.id2label[std::stoi(it.key())] =
+            it.value().is_string() ? it.value().get<std::string>() : "";
       } catch (...) {
       }
     }
@@ -276,7 +281,8 @@ VisionModel VisionModel::load(const std::string& dir) {
   const std::string wPath = (fs::path(dir) / "model.safetensors").string();
   std::error_code ec;
   if (!fs::is_regular_file(wPath, ec))
-    throw InputError(dir + ": no model.safetensors (sharded image checkpoints are not supported yet)");
+    throw InputError(dir +
+                     ": no model.safetensors (sharded image checkpoints are not supported yet)");
   const SafetensorsFile st = SafetensorsFile::open(wPath);
   impl->weightsPath = wPath;
 
@@ -419,7 +425,8 @@ VisionResult VisionModel::run(const std::vector<float>& pixels, int height, int 
   if (c.interpolatePositions) {
     if (height < p || width < p)
       throw InputError(name + ": the image is " + std::to_string(height) + "x" +
-                       std::to_string(width) + ", smaller than one patch (" + std::to_string(p) + ")");
+                       std::to_string(width) + ", smaller than one patch (" + std::to_string(p) +
+                       ")");
   } else if (height != c.imageSize || width != c.imageSize) {
     throw InputError(name + ": the pixels are " + std::to_string(height) + "x" +
                      std::to_string(width) + "; " + c.family + " takes " +

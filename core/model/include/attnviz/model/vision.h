@@ -1,6 +1,6 @@
-// attnviz model: image transformers (ViT, DeiT, DINOv2, CLIP's vision tower) run from a Hugging Face folder on pixels
-// that are already preprocessed. The tokens are CLS (where the family has one), DIST (DeiT), then
-// the patches row by row; every token attends to every other.
+// attnviz model: image transformers (ViT, DeiT, DINOv2, CLIP's vision tower) run from a Hugging
+// Face folder on pixels that are already preprocessed. The tokens are CLS (where the family has
+// one), DIST (DeiT), then the patches row by row; every token attends to every other.
 #pragma once
 
 #include <map>
@@ -17,13 +17,13 @@ struct VisionConfig {
   int imageSize = 0, patchSize = 0, channels = 3;
   double eps = 1e-12;
   bool qkvBias = true;
-  bool quickGelu = false;   // CLIP: x * sigmoid(1.702 x); else the exact GELU
+  bool quickGelu = false;  // CLIP: x * sigmoid(1.702 x); else the exact GELU
   bool hasCls = true;
-  int distTokens = 0;    // DeiT: 1
-  int registers = 0;     // DINOv2 with registers
-  bool layerScale = false;  // DINOv2: lambda1 on both branches
+  int distTokens = 0;                 // DeiT: 1
+  int registers = 0;                  // DINOv2 with registers
+  bool layerScale = false;            // DINOv2: lambda1 on both branches
   bool interpolatePositions = false;  // DINOv2: other image sizes
-  int numLabels = 0;     // 0: no classification head in the folder
+  int numLabels = 0;                  // 0: no classification head in the folder
   std::map<int, std::string> id2label;
 
   int prefixTokens() const { return (hasCls ? 1 : 0) + distTokens + registers; }
