@@ -1,5 +1,5 @@
-// attnviz model on an image model (ViT, DeiT, DINOv2, CLIP's vision tower): preprocessed pixels in,
-// attention, last hidden states and the classification head's logits out.
+// attnviz model on an image model (ViT, DeiT, DINOv2, CLIP's and SigLIP's vision towers):
+// preprocessed pixels in, attention, last hidden states and the classification head's logits out.
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -38,9 +38,11 @@ bool isVisionModelArg(const std::string& model) {
 }
 
 int runVisionModel(int argc, char** argv) {
-  CLI::App app{"Run an image model (ViT, DeiT, DINOv2, CLIP's vision tower) on preprocessed pixels",
-               "model"};
-  std::string model, pixels, image, weights, hidden, logits, maskPatches;
+  CLI::App app{
+      "Run an image model (ViT, DeiT, DINOv2, CLIP's and SigLIP's vision towers) on preprocessed "
+      "pixels",
+      "model"};
+  std::string model, pixels, image, weights, hidden, logits, maskPatches, probeWeights;
   std::vector<std::string> ablate;
   int topK = 0;
   app.add_option("--model", model, "a Hugging Face image model folder")->required();
@@ -50,6 +52,8 @@ int runVisionModel(int argc, char** argv) {
   app.add_option("--weights", weights, "write the attention weights [L, H, T, T] (float32 .npy)");
   app.add_option("--hidden", hidden, "write the last hidden state [T, d] (float32 .npy)");
   app.add_option("--logits", logits, "write the classification head's logits [num_labels]");
+  app.add_option("--probe-weights", probeWeights,
+                 "SigLIP: write the pooling probe's attention [H, 1, T] (float32 .npy)");
   app.add_option("--top-k", topK, "print the N most likely labels: id, probability, label");
   app.add_option("--ablate", ablate, "zero head H's output in layer L (repeatable), L:H");
   app.add_option("--mask-patches", maskPatches,
@@ -81,6 +85,7 @@ int runVisionModel(int argc, char** argv) {
       }
     }
     opts.weights = !weights.empty();
+    opts.probe = !probeWeights.empty();
 
     const std::string dir = locateModelFiles(resolveModelName(model), false).dir;
     if (!VisionModel::isVisionFolder(dir))
@@ -92,6 +97,8 @@ int runVisionModel(int argc, char** argv) {
                          " has no classification head");
     }
 
+    if (!probeWeights.empty() && !m.config().hasProbe)
+      throw UsageError("--probe-weights: " + model + " has no pooling probe (SigLIP's head)");
     const NpyArray px = readNpy(pixels);
     const auto& s = px.shape;
     const int C = m.config().channels;
@@ -113,9 +120,11 @@ int runVisionModel(int argc, char** argv) {
     const long long T = r.tokens;
     if (!weights.empty()) saveNpy(weights, {c.layers, c.heads, T, T}, r.weights.data());
     if (!hidden.empty()) saveNpy(hidden, {T, c.hidden}, r.hidden.data());
+    if (!probeWeights.empty()) saveNpy(probeWeights, {c.heads, 1, T}, r.probe.data());
     if (!logits.empty()) saveNpy(logits, {(long long)r.logits.size()}, r.logits.data());
 
-    const bool quiet = !weights.empty() || !hidden.empty() || !logits.empty() || topK > 0;
+    const bool quiet =
+        !weights.empty() || !hidden.empty() || !logits.empty() || topK > 0 || !probeWeights.empty();
     if (!quiet) {
       std::printf("model: %s (%s, %d layers x %d heads, d=%d, patch %d)\n", dir.c_str(),
                   c.family.c_str(), c.layers, c.heads, c.hidden, c.patchSize);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Float64 torch reference for the image families (vit, deit, dinov2, dinov2_with_registers,
-clip, clip_vision_model), written from the
+clip, clip_vision_model, siglip, siglip_vision_model), written from the
 published architectures (transformers is not used).
 
 Usage: vision_reference.py OUTDIR
@@ -244,6 +244,79 @@ def forward_clip(t, cfg, pixels, mask_patches=(), ablate=()):
     return torch.stack(weights), h, None  # last_hidden_state: no post_layernorm
 
 
+def make_siglip(d, layers, inter, image, patch):
+    """SigLIP's vision tower under vision_model. with its pooling head (probe + attention)."""
+    t, e = {}, "vision_model.embeddings."
+    n = (image // patch) ** 2
+    t[e + "patch_embedding.weight"] = rand(d, 3, patch, patch)
+    t[e + "patch_embedding.bias"] = rand(d)
+    t[e + "position_embedding.weight"] = rand(n, d)
+    t["vision_model.post_layernorm.weight"] = 1 + rand(d)
+    t["vision_model.post_layernorm.bias"] = rand(d)
+    for l in range(layers):
+        b = f"vision_model.encoder.layers.{l}."
+        for s_ in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            t[b + f"self_attn.{s_}.weight"] = rand(d, d)
+            t[b + f"self_attn.{s_}.bias"] = rand(d)
+        for nm in ("layer_norm1", "layer_norm2"):
+            t[b + nm + ".weight"] = 1 + rand(d)
+            t[b + nm + ".bias"] = rand(d)
+        t[b + "mlp.fc1.weight"] = rand(inter, d)
+        t[b + "mlp.fc1.bias"] = rand(inter)
+        t[b + "mlp.fc2.weight"] = rand(d, inter)
+        t[b + "mlp.fc2.bias"] = rand(d)
+    h = "vision_model.head."
+    t[h + "probe"] = rand(1, 1, d, std=1.0)
+    t[h + "attention.in_proj_weight"] = rand(3 * d, d, std=0.5)
+    t[h + "attention.in_proj_bias"] = rand(3 * d)
+    t[h + "attention.out_proj.weight"] = rand(d, d)
+    t[h + "attention.out_proj.bias"] = rand(d)
+    t[h + "layernorm.weight"] = 1 + rand(d)
+    t[h + "layernorm.bias"] = rand(d)
+    t[h + "mlp.fc1.weight"] = rand(inter, d)
+    t[h + "mlp.fc1.bias"] = rand(inter)
+    t[h + "mlp.fc2.weight"] = rand(d, inter)
+    t[h + "mlp.fc2.bias"] = rand(d)
+    return t
+
+
+def forward_siglip(t, cfg, pixels, mask_patches=(), ablate=()):
+    d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    p, eps, hd = cfg["patch_size"], cfg["layer_norm_eps"], cfg["hidden_size"] // cfg["num_attention_heads"]
+    e = "vision_model.embeddings."
+    x = torch.from_numpy(pixels).to(D)[None]
+    emb = F.conv2d(x, t[e + "patch_embedding.weight"], t[e + "patch_embedding.bias"], stride=p)
+    h = emb.flatten(2).transpose(1, 2)[0] + t[e + "position_embedding.weight"]
+    T = h.shape[0]
+    hidden_keys = torch.zeros(T, dtype=torch.bool)
+    for i in mask_patches:
+        hidden_keys[i] = True
+    weights = []
+    for l in range(L):
+        b = f"vision_model.encoder.layers.{l}."
+        a = layer_norm(h, t[b + "layer_norm1.weight"], t[b + "layer_norm1.bias"], eps)
+        q, k, v = ((a @ t[b + f"self_attn.{s_}.weight"].T + t[b + f"self_attn.{s_}.bias"]).view(T, H, hd).transpose(0, 1)
+                   for s_ in ("q_proj", "k_proj", "v_proj"))
+        w = torch.softmax((q @ k.transpose(1, 2) * hd ** -0.5).masked_fill(hidden_keys[None, None, :], float("-inf")), -1)
+        weights.append(w)
+        ctx = w @ v
+        for (al, ah) in ablate:
+            if al == l:
+                ctx[ah] = 0
+        ctx = ctx.transpose(0, 1).reshape(T, d)
+        h = h + ctx @ t[b + "self_attn.out_proj.weight"].T + t[b + "self_attn.out_proj.bias"]
+        m = layer_norm(h, t[b + "layer_norm2.weight"], t[b + "layer_norm2.bias"], eps)
+        m = F.gelu(m @ t[b + "mlp.fc1.weight"].T + t[b + "mlp.fc1.bias"], approximate="tanh")
+        h = h + m @ t[b + "mlp.fc2.weight"].T + t[b + "mlp.fc2.bias"]
+    last = layer_norm(h, t["vision_model.post_layernorm.weight"], t["vision_model.post_layernorm.bias"], eps)
+    # the pooling head's attention: the probe is the one query, the last hidden state the keys
+    hw, hb = t["vision_model.head.attention.in_proj_weight"], t["vision_model.head.attention.in_proj_bias"]
+    pq = (t["vision_model.head.probe"][0] @ hw[:d].T + hb[:d]).view(1, H, hd).transpose(0, 1)
+    pk = (last @ hw[d:2 * d].T + hb[d:2 * d]).view(T, H, hd).transpose(0, 1)
+    probe = torch.softmax((pq @ pk.transpose(1, 2) * hd ** -0.5).masked_fill(hidden_keys[None, None, :], float("-inf")), -1)
+    return torch.stack(weights), last, probe  # probe [H, 1, T]
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -288,11 +361,11 @@ def main():
         np.save(os.path.join(out, name + "_pixels.npy"), px)  # float64 pixels
         w, h, z = forward(family, t, prefix, cfg, px, iv.get("mask_patches", ()),
                           iv.get("ablate", ()))
-        np.save(os.path.join(out, name + "_weights.npy"), w.numpy())
-        np.save(os.path.join(out, name + "_hidden.npy"), h.numpy())
+        np.save(os.path.join(out, name + "_weights.npy"), np.ascontiguousarray(w.numpy()))
+        np.save(os.path.join(out, name + "_hidden.npy"), np.ascontiguousarray(h.numpy()))
         entry = {"name": name, "folder": fold, "pixels": name + "_pixels.npy", "tokens": h.shape[0]}
         if z is not None:
-            np.save(os.path.join(out, name + "_logits.npy"), z.numpy())
+            np.save(os.path.join(out, name + "_logits.npy"), np.ascontiguousarray(z.numpy()))
             entry["logits"] = name + "_logits.npy"
             entry["top"] = [int(i) for i in torch.argsort(z, descending=True)]
             entry["probs"] = [float(v) for v in torch.softmax(z, 0)]
@@ -362,10 +435,44 @@ def main():
             np.save(os.path.join(out, cname + "_pixels.npy"), px.astype(np.float32))
             w, h, _ = forward_clip(t, vcfg, px.astype(np.float32).astype(np.float64),
                                    iv.get("mask_patches", ()), iv.get("ablate", ()))
-            np.save(os.path.join(out, cname + "_weights.npy"), w.numpy())
-            np.save(os.path.join(out, cname + "_hidden.npy"), h.numpy())
+            np.save(os.path.join(out, cname + "_weights.npy"), np.ascontiguousarray(w.numpy()))
+            np.save(os.path.join(out, cname + "_hidden.npy"), np.ascontiguousarray(h.numpy()))
             cases.append(dict({"name": cname, "folder": name, "pixels": cname + "_pixels.npy",
                                "tokens": h.shape[0]}, **iv))
+    # SigLIP: SiglipModel (vision_config) and SiglipVisionModel, with the pooling head
+    scfg = {"hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "image_size": 32, "patch_size": 8, "num_channels": 3,
+            "hidden_act": "gelu_pytorch_tanh", "layer_norm_eps": 1e-6,
+            "model_type": "siglip_vision_model"}
+    for name in ("siglip", "siglip_vision_model"):
+        t = make_siglip(32, 2, 48, 32, 8)
+        path = os.path.join(out, name)
+        os.makedirs(path, exist_ok=True)
+        if name == "siglip":
+            cfg = {"model_type": "siglip", "architectures": ["SiglipModel"],
+                   "text_config": {"hidden_size": 16, "model_type": "siglip_text_model"},
+                   "vision_config": scfg}
+            t["text_model.embeddings.token_embedding.weight"] = rand(10, 16)
+            t["logit_scale"] = torch.tensor([2.3], dtype=D)
+            t["logit_bias"] = torch.tensor([-10.0], dtype=D)
+        else:
+            cfg = dict(scfg, architectures=["SiglipVisionModel"])
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+        write_safetensors(os.path.join(path, "model.safetensors"), t)
+        with open(os.path.join(path, "preprocessor_config.json"), "w") as f:
+            json.dump({"do_normalize": True, "do_rescale": True, "do_resize": True, "resample": 3,
+                       "size": {"height": 32, "width": 32}, "rescale_factor": 1 / 255,
+                       "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}, f, indent=1)
+        for cname, iv in ((name, {}), (name + "_mask", {"mask_patches": [1, 10], "ablate": [[0, 3]]})):
+            px = np.random.default_rng(len(cases) + 7).standard_normal((1, 3, 32, 32))
+            np.save(os.path.join(out, cname + "_pixels.npy"), px)
+            w, h, pr = forward_siglip(t, scfg, px[0], iv.get("mask_patches", ()), iv.get("ablate", ()))
+            np.save(os.path.join(out, cname + "_weights.npy"), np.ascontiguousarray(w.numpy()))
+            np.save(os.path.join(out, cname + "_hidden.npy"), np.ascontiguousarray(h.numpy()))
+            np.save(os.path.join(out, cname + "_probe.npy"), np.ascontiguousarray(pr.numpy()))
+            cases.append(dict({"name": cname, "folder": name, "pixels": cname + "_pixels.npy",
+                               "tokens": h.shape[0], "probe": cname + "_probe.npy"}, **iv))
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
 

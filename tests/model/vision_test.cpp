@@ -1,9 +1,10 @@
-// Image models (vit, deit, dinov2, dinov2_with_registers, clip, clip_vision_model) through the real
-// binary against vision_reference.py's float64 torch reference: random-init folders generated at
-// test time (never committed), every layer's attention weights within 1e-5, the last hidden state
-// and the head's logits within 1e-4 of their scale; DINOv2's position embeddings resized
-// bicubically for other image sizes; hidden patches and ablated heads against the reference doing
-// the same; --top-k; bad folders and pixels.
+// Image models (vit, deit, dinov2, dinov2_with_registers, clip, clip_vision_model, siglip,
+// siglip_vision_model) through the real binary against vision_reference.py's float64 torch
+// reference: random-init folders generated at test time (never committed), every layer's attention
+// weights within 1e-5, the last hidden state and the head's logits within 1e-4 of their scale;
+// DINOv2's position embeddings resized bicubically for other image sizes; SigLIP's probe
+// attention; hidden patches and ablated heads against the reference doing the same; --top-k; bad
+// folders and pixels.
 #include "model_test_util.h"
 #include "reference_script.h"
 
@@ -50,6 +51,8 @@ void checkCase(const std::string& name) {
                                    h.string()};
   const bool head = c.contains("logits");
   if (head) args.insert(args.end(), {"--logits", z.string()});
+  const fs::path pw = out.path / "probe.npy";
+  if (c.contains("probe")) args.insert(args.end(), {"--probe-weights", pw.string()});
   if (c.contains("mask_patches"))
     args.insert(args.end(), {"--mask-patches", joinInts(c["mask_patches"])});
   if (c.contains("ablate"))
@@ -66,6 +69,11 @@ void checkCase(const std::string& name) {
   EXPECT_EQ(gh.shape, rh.shape);
   expectClose(gw.data, rw, 1e-5, 0, name + " weights");
   expectClose(gh.data, rh, 0, 1e-4, name + " hidden");
+  if (c.contains("probe")) {
+    const NpyArray gp = readNpy(pw.string()), rp = readNpy(g.path(c["probe"]).string());
+    EXPECT_EQ(gp.shape, rp.shape);
+    expectClose(gp.data, rp, 1e-5, 0, name + " probe weights");
+  }
   if (head) {
     const NpyArray gz = readNpy(z.string()), rz = readNpy(g.path(c["logits"]).string());
     EXPECT_EQ(gz.shape, rz.shape);
@@ -101,6 +109,12 @@ TEST(VisionModels, ClipModelVisionTower) { checkCase("clip"); }
 TEST(VisionModels, ClipVisionModel) { checkCase("clip_vision_model"); }
 TEST(VisionModels, ClipMaskPatchesAndAblate) { checkCase("clip_mask"); }
 TEST(VisionModels, ClipVisionModelMaskPatchesAndAblate) { checkCase("clip_vision_model_mask"); }
+// SigLIP's vision tower: no CLS, tanh GELU, post_layernorm in last_hidden_state; the pooling
+// probe's attention [H, 1, T] (--probe-weights), hidden patches masked there too.
+TEST(VisionModels, SiglipModelVisionTower) { checkCase("siglip"); }
+TEST(VisionModels, SiglipVisionModel) { checkCase("siglip_vision_model"); }
+TEST(VisionModels, SiglipMaskPatchesAndAblate) { checkCase("siglip_mask"); }
+TEST(VisionModels, SiglipVisionModelMaskPatchesAndAblate) { checkCase("siglip_vision_model_mask"); }
 
 // --top-k N: id, probability, label from id2label, the most likely first.
 TEST(VisionModels, TopKPrintsLabels) {
@@ -206,7 +220,8 @@ TEST(VisionModels, UsageErrorsExitTwo) {
       {"model", "--model", vit, "--image", px},
       {"model", "--model", vit, "--pixels", px, "--mask-patches", "16"},
       {"model", "--model", vit, "--pixels", px, "--ablate", "2:0"},
-      {"model", "--model", vit, "--pixels", px, "--ablate", "x"}};
+      {"model", "--model", vit, "--pixels", px, "--ablate", "x"},
+      {"model", "--model", vit, "--pixels", px, "--probe-weights", (out.path / "z.npy").string()}};
   for (const auto& args : cases) {
     const CliRun run = runBinary(args, out.path);
     EXPECT_EQ(run.exitCode, 2) << args[3] << " " << args.back() << ": " << run.err;

@@ -1,8 +1,8 @@
-// Image transformers: ViT, DeiT, DINOv2 and CLIP's vision tower from a Hugging Face folder, on
-// preprocessed pixels.
-// The pass runs in double precision: the patch embedding is a matrix product over the flattened
-// patches (the convolution's kernel equals its stride), then pre-norm encoder blocks where every
-// token sees every other, then the final LayerNorm and the classification head.
+// Image transformers: ViT, DeiT, DINOv2 and CLIP's and SigLIP's vision towers from a Hugging Face
+// folder, on preprocessed pixels. The pass runs in double precision: the patch embedding is a
+// matrix product over the flattened patches (the convolution's kernel equals its stride), then
+// pre-norm encoder blocks where every token sees every other, then the final LayerNorm and the
+// classification head.
 #include "attnviz/model/vision.h"
 
 #include "attnviz/engine/tensor.h"
@@ -36,7 +36,7 @@ std::string readAll(const std::string& path) {
 
 bool isImageFamily(const std::string& t) {
   return t == "vit" || t == "deit" || t == "dinov2" || t == "dinov2_with_registers" ||
-         t == "clip" || t == "clip_vision_model";
+         t == "clip" || t == "clip_vision_model" || t == "siglip" || t == "siglip_vision_model";
 }
 
 struct Linear {
@@ -174,7 +174,9 @@ struct VisionModel::Impl {
   Mat positions;  // [1 + dist + N, d] (CLS, DIST, then the patches)
   std::vector<Block> blocks;
   Norm final, pre;
-  bool hasPre = false, finalOnHidden = true;
+  bool hasPre = false, finalOnHidden = true, hasProbe = false;
+  Vec probe;  // SigLIP's pooling query
+  Linear probeQ, probeK;
   enum class Head { None, Cls, ClsAndDist, ClsAndMean } head = Head::None;
   Linear classifier, distClassifier;
 };
@@ -207,11 +209,13 @@ VisionModel VisionModel::load(const std::string& dir) {
   if (!isImageFamily(c.family))
     throw InputError(cfgPath + ": model_type '" + c.family +
                      "' is not an image family attnviz runs");
-  // CLIPModel keeps the vision tower's keys in vision_config; the others at the top.
-  const bool clip = c.family == "clip" || c.family == "clip_vision_model";
-  if (c.family == "clip" && !(j.contains("vision_config") && j["vision_config"].is_object()))
-    throw InputError(cfgPath + ": model_type clip without a vision_config object");
-  const nlohmann::json& cj = c.family == "clip" ? j["vision_config"] : j;
+  // CLIPModel and SiglipModel keep the vision tower's keys in vision_config; others at the top.
+  const bool siglip = c.family == "siglip" || c.family == "siglip_vision_model";
+  const bool clip = c.family == "clip" || c.family == "clip_vision_model" || siglip;
+  const bool nested = c.family == "clip" || c.family == "siglip";
+  if (nested && !(j.contains("vision_config") && j["vision_config"].is_object()))
+    throw InputError(cfgPath + ": model_type " + c.family + " without a vision_config object");
+  const nlohmann::json& cj = nested ? j["vision_config"] : j;
   auto intKey = [&](const char* key, int def, bool required) {
     if (!cj.contains(key)) {
       if (required) throw InputError(cfgPath + ": " + key + " is missing");
@@ -252,7 +256,7 @@ VisionModel VisionModel::load(const std::string& dir) {
                      " is not a multiple of num_attention_heads " + std::to_string(c.heads));
   if (c.imageSize < c.patchSize)
     throw InputError(cfgPath + ": image_size is smaller than patch_size");
-  c.eps = dino ? 1e-6 : clip ? 1e-5 : 1e-12;
+  c.eps = dino || siglip ? 1e-6 : clip ? 1e-5 : 1e-12;
   if (cj.contains("layer_norm_eps")) {
     if (!cj["layer_norm_eps"].is_number() || cj["layer_norm_eps"].get<double>() < 0)
       throw InputError(cfgPath + ": layer_norm_eps must be a number >= 0");
@@ -261,12 +265,16 @@ VisionModel VisionModel::load(const std::string& dir) {
   c.qkvBias = clip ? true : cj.value("qkv_bias", true);
   const std::string act = cj.contains("hidden_act") && cj["hidden_act"].is_string()
                               ? cj["hidden_act"].get<std::string>()
-                          : clip ? "quick_gelu"
-                                 : "gelu";
-  if (act != "gelu" && act != "quick_gelu")
-    throw InputError(cfgPath + ": hidden_act '" + act + "' is not supported (gelu, quick_gelu)");
+                          : siglip ? "gelu_pytorch_tanh"
+                          : clip   ? "quick_gelu"
+                                   : "gelu";
+  c.tanhGelu = act == "gelu_pytorch_tanh" || act == "gelu_new";
+  if (act != "gelu" && act != "quick_gelu" && !c.tanhGelu)
+    throw InputError(cfgPath + ": hidden_act '" + act +
+                     "' is not supported (gelu, quick_gelu, gelu_pytorch_tanh)");
   c.quickGelu = act == "quick_gelu";
   c.distTokens = c.family == "deit" ? 1 : 0;
+  c.hasCls = !siglip;
   if (j.contains("id2label") && j["id2label"].is_object()) {
     for (auto it = j["id2label"].begin(); it != j["id2label"].end(); ++it) {
       try {
@@ -338,11 +346,15 @@ VisionModel VisionModel::load(const std::string& dir) {
     // LayerNorm before the encoder (pre_layrnorm, so spelled); last_hidden_state is the encoder's
     // output (post_layernorm is applied to the pooled CLS only).
     impl->patchW = mat(e + "patch_embedding.weight", d, C * p * p, {d, C, p, p});
-    impl->patchB = Vec::Zero(d);
-    impl->cls = vec(e + "class_embedding", d);
-    impl->positions = mat(e + "position_embedding.weight", 1 + N, d);
-    impl->pre = norm(prefix + "pre_layrnorm");
-    impl->hasPre = true;
+    // SigLIP: no class token, a patch bias, positions [N, d], no LayerNorm before the encoder;
+    // last_hidden_state is after post_layernorm; the pooling head's probe attends over it.
+    impl->patchB = siglip ? vec(e + "patch_embedding.bias", d) : Vec::Zero(d);
+    if (!siglip) {
+      impl->cls = vec(e + "class_embedding", d);
+      impl->pre = norm(prefix + "pre_layrnorm");
+      impl->hasPre = true;
+    }
+    impl->positions = mat(e + "position_embedding.weight", (siglip ? 0 : 1) + N, d);
     for (int l = 0; l < c.layers; ++l) {
       const std::string b = prefix + "encoder.layers." + std::to_string(l) + ".";
       Block blk;
@@ -356,8 +368,20 @@ VisionModel VisionModel::load(const std::string& dir) {
       blk.fc2 = linear(b + "mlp.fc2", d, c.intermediate, true);
       impl->blocks.push_back(std::move(blk));
     }
-    norm(prefix + "post_layernorm");  // checked, not part of last_hidden_state
-    impl->finalOnHidden = false;
+    impl->final = norm(prefix + "post_layernorm");  // CLIP: the pooled output's only
+    impl->finalOnHidden = siglip;
+    if (siglip && st.find(prefix + "head.probe")) {
+      const std::string h = prefix + "head.";
+      impl->probe = mat(h + "probe", 1, d, {1, 1, d}).row(0).transpose();
+      const Mat inW = mat(h + "attention.in_proj_weight", 3 * d, d);
+      const Vec inB = vec(h + "attention.in_proj_bias", 3 * d);
+      impl->probeQ.w = inW.topRows(d);
+      impl->probeQ.b = inB.head(d);
+      impl->probeK.w = inW.middleRows(d, d);
+      impl->probeK.b = inB.segment(d, d);
+      impl->hasProbe = true;
+      c.hasProbe = true;
+    }
     m.impl_ = std::move(impl);
     return m;
   }
@@ -459,7 +483,8 @@ VisionResult VisionModel::run(const std::vector<float>& pixels, int height, int 
 
   // Position embeddings of the patches: as stored, or (DINOv2) resized bicubically to the grid
   // when the grid differs from the stored one or the image is not square.
-  const int lead = 1 + c.distTokens;  // tokens with their own position embedding before the patches
+  const int lead = (c.hasCls ? 1 : 0) +
+                   c.distTokens;  // tokens with their own position embedding before the patches
   const int g0 = c.imageSize / p;
   Mat patchPos = w.positions.bottomRows(w.positions.rows() - lead);
   if (c.interpolatePositions && !(N == g0 * g0 && height == width)) {
@@ -526,7 +551,12 @@ VisionResult VisionModel::run(const std::vector<float>& pixels, int height, int 
     if (b.scale1.size()) attn = attn.array().rowwise() * b.scale1.transpose().array();
     x += attn;
     Mat mid = b.fc1.apply(b.norm2.apply(x));
-    if (c.quickGelu)
+    if (c.tanhGelu)
+      mid = mid.unaryExpr([](double z) {
+        const double k = std::sqrt(2.0 / 3.14159265358979323846);
+        return 0.5 * z * (1.0 + std::tanh(k * (z + 0.044715 * z * z * z)));
+      });
+    else if (c.quickGelu)
       mid = mid.unaryExpr([](double z) { return z / (1.0 + std::exp(-1.702 * z)); });
     else
       mid = mid.unaryExpr([](double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); });
@@ -535,6 +565,22 @@ VisionResult VisionModel::run(const std::vector<float>& pixels, int height, int 
     x += out;
   }
   const Mat last = w.finalOnHidden ? w.final.apply(x) : x;
+  if (opts.probe && w.hasProbe) {
+    // The probe's multi-head attention over the last hidden state, hidden patches masked.
+    const Mat q = w.probeQ.apply(w.probe.transpose()), k = w.probeK.apply(last);
+    res.probe.assign(std::size_t(H) * T, 0.0f);
+    for (int h = 0; h < H; ++h) {
+      const Eigen::VectorXd s =
+          k.middleCols(h * hd, hd) * q.middleCols(h * hd, hd).transpose() * scale;
+      double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int t = 0; t < T; ++t)
+        if (!hidden[t]) mx = std::max(mx, s(t));
+      std::vector<double> e(T, 0.0);
+      for (int t = 0; t < T; ++t)
+        if (!hidden[t]) sum += e[t] = std::exp(s(t) - mx);
+      for (int t = 0; t < T; ++t) res.probe[std::size_t(h) * T + t] = float(e[t] / sum);
+    }
+  }
   res.hidden.resize(std::size_t(T) * d);
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < d; ++i) res.hidden[std::size_t(t) * d + i] = float(last(t, i));

@@ -1,4 +1,4 @@
-// attnviz model: image transformers (ViT, DeiT, DINOv2, CLIP's vision tower) run from a Hugging
+// attnviz model: image transformers (ViT, DeiT, DINOv2, CLIP, SigLIP) run from a Hugging
 // Face folder on pixels that are already preprocessed. The tokens are CLS (where the family has
 // one), DIST (DeiT), then the patches row by row; every token attends to every other.
 #pragma once
@@ -17,7 +17,10 @@ struct VisionConfig {
   int imageSize = 0, patchSize = 0, channels = 3;
   double eps = 1e-12;
   bool qkvBias = true;
-  bool quickGelu = false;  // CLIP: x * sigmoid(1.702 x); else the exact GELU
+  bool quickGelu = false;
+  bool tanhGelu = false;  // SigLIP: gelu_pytorch_tanh
+  bool hasProbe =
+      false;  // SigLIP's pooling head  // CLIP: x * sigmoid(1.702 x); else the exact GELU
   bool hasCls = true;
   int distTokens = 0;                 // DeiT: 1
   int registers = 0;                  // DINOv2 with registers
@@ -32,7 +35,9 @@ struct VisionConfig {
 struct VisionRunOptions {
   std::vector<std::pair<int, int>> ablate;  // (layer, head): the head's output zeroed
   std::vector<int> maskPatches;             // patch indices hidden from every query's keys
-  bool weights = false;                     // keep [L, H, T, T]
+  bool weights = false;
+  bool probe =
+      false;  // keep SigLIP's probe attention [H, 1, T]                     // keep [L, H, T, T]
 };
 
 struct VisionResult {
@@ -40,7 +45,9 @@ struct VisionResult {
   std::vector<std::string> labels;  // CLS, DIST, REG0.., p(row,col)
   std::vector<float> weights;       // [L, H, T, T] when asked for
   std::vector<float> hidden;        // last_hidden_state [T, d]
-  std::vector<float> logits;        // [num_labels] when the folder has a head
+  std::vector<float> logits;
+  std::vector<float>
+      probe;  // [H, 1, T] when asked for        // [num_labels] when the folder has a head
 };
 
 class VisionModel {
