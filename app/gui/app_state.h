@@ -19,6 +19,7 @@
 #include "attnviz/session/seq2seq_source.h"
 #include "attnviz/model/generate.h"
 #include "attnviz/model/model_names.h"
+#include "attnviz/model/qk_split.h"
 #include "attnviz/model/retrieval.h"
 #include "attnviz/session/session.h"
 #include "cli/attribution_report.h"
@@ -254,6 +255,35 @@ struct RetrievalState {
   }
 };
 
+// The "Why here?" panel: the selected cell's score split over what wrote q and k
+// (attnviz/model/qk_split.h), from a pass run on a worker with what the split needs.
+struct WhyHereState {
+  struct Cell {
+    std::uint64_t pass = ~std::uint64_t{0};  // ModelState::passVersion
+    int layer = -1, head = 0, query = 0, key = 0;
+    bool operator==(const Cell&) const = default;
+  };
+  Cell want, have;  // the cell shown; the one `result` (or `error`) is for
+  std::future<QkSplit> job;
+  std::shared_ptr<PassProgress> progress;  // the job's: closeSources cancels it
+  QkSplit result;
+  std::string error;
+  bool valid = false;  // `result` holds `have`'s split
+  // The composition map of the shown head against every earlier head (compositionScores), per
+  // kind (q, k, v), computed on a worker once per model.
+  int compKind = 1;
+  int compRunning = -1;  // the kind compJob computes
+  std::future<std::vector<float>> compJob;
+  std::vector<float> comp[3];
+  std::string compError[3];
+  void stop() {  // another model opens: the jobs stopped, the results dropped
+    cancelAndJoin(job, progress);
+    if (compJob.valid()) compJob.wait();
+    compJob = {};
+    *this = WhyHereState{};
+  }
+};
+
 struct GenerateState {
   int n = 32, topK = 40, seed = 0;
   bool sample = false;
@@ -426,6 +456,7 @@ struct ModelState {
   int layer = 0;
   int neuronKey = -1;       // the neuron view's key; -1: the selected row's largest weight
   bool showResidual = false;  // --show-residual: the residual-stream panel starts open
+  bool showWhyHere = false;   // --why-here, a scene's panels.whyHere: the "Why here?" panel open
   bool layerDirty = false;  // the session shows another layer than `layer`
   std::uint64_t passVersion = 0;  // bumped by every pass (text or interventions)
   // Interventions asked for by the panels, run at the frame boundary (they may throw).
@@ -445,6 +476,7 @@ struct ModelState {
   AttributionState attr;
   CacheLossState cacheLoss;
   RetrievalState retrieval;
+  WhyHereState whyHere;
   GenerateState gen;  // last: its workers are joined before the rest goes
 };
 

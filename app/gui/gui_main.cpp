@@ -81,6 +81,7 @@ struct Options {
   int generate = 0;
   std::string cacheLoss;
   bool showResidual = false;
+  bool whyHere = false;
   bool retrieval = false;
   std::string attribute, attributionClick, attributionExport;
   double soak = 0;
@@ -163,6 +164,9 @@ int runGui(int argc, char** argv) {
                  "quantized weights; past it they stay as stored (default: 1G, or a quarter of RAM if less)");
   cli.add_flag("--show-residual", o.showResidual,
                "with --model: open the residual-stream panel (massive activations)");
+  cli.add_flag("--why-here", o.whyHere,
+               "with --model: open the 'Why here?' panel (the selected cell's score split by what "
+               "wrote q and k)");
   cli.add_flag("--retrieval", o.retrieval,
                "with --model: once the text has run, score every head in the 'Retrieval heads' "
                "panel (the text is the haystack; the panel's needle, question and answer); a "
@@ -416,6 +420,7 @@ int runGui(int argc, char** argv) {
       }
     }
     if (o.showResidual) s.model.showResidual = true;
+    if (o.whyHere) s.model.showWhyHere = true;
     if (o.retrieval) {
       if (!s.model.open() && !s.model.loading.valid())
         throw UsageError("--retrieval goes with --model (or a model scene)");

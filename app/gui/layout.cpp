@@ -167,6 +167,10 @@ void drawLayout(App& app) {
       ImGui::CollapsingHeader("Neuron view: q \xc2\xb7 k by dimension",
                               ImGuiTreeNodeFlags_DefaultOpen))
     drawNeuronPanel(s);
+  if (s.model.showWhyHere) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+  if (s.model.open() && s.model.source &&
+      ImGui::CollapsingHeader("Why here? The score by what wrote q and k"))
+    drawWhyHerePanel(s);
   if (ImGui::CollapsingHeader(s.model.open() || s.dump.open() ? "Heads of this layer" : "Heads",
                               ImGuiTreeNodeFlags_DefaultOpen))
     drawHeadGridPanel(s);

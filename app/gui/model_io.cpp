@@ -420,6 +420,7 @@ void closeSources(AppState& s) {
   // dropped, so the next model never shows (or ablates) this one's heads.
   s.model.cacheLoss.stop();
   s.model.retrieval.stop();
+  s.model.whyHere.stop();
   g.prompt.clear();
   g.step = 0, g.follow = true;
   if (s.model.textPass.valid()) {  // it holds its own model reference: stopped at its next layer

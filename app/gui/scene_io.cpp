@@ -67,6 +67,11 @@ void applyPanels(AppState& s, const std::string& viewText, const std::string& pa
       throw InputError(path + ": view.panels.residual: expected true or false");
     s.model.showResidual = p["residual"].get<bool>();
   }
+  if (p.contains("whyHere")) {
+    if (!p["whyHere"].is_boolean())
+      throw InputError(path + ": view.panels.whyHere: expected true or false");
+    s.model.showWhyHere = p["whyHere"].get<bool>();
+  }
   if (p.contains("cacheLoss")) {
     const json& c = p["cacheLoss"];
     auto num = [&](const char* key, int lo, int hi) {
@@ -189,6 +194,7 @@ std::string viewJson(const AppState& s, const std::string& previous) {
   // The research panels a model view had open: the residual stream, the loss by cache.
   json panels = json::object();
   if (s.model.open() && s.model.showResidual) panels["residual"] = true;
+  if (s.model.open() && s.model.showWhyHere) panels["whyHere"] = true;
   if (s.model.open() && !s.model.cacheLoss.result.dense.empty())
     panels["cacheLoss"] = {{"sinks", s.model.cacheLoss.result.sinks},
                            {"window", s.model.cacheLoss.result.window}};

@@ -45,6 +45,14 @@ struct NeuronShown {  // the neuron view's last cell (layer -1: none), for scrip
 };
 extern NeuronShown g_neuronShown;
 bool drawNeuronPanel(AppState& s);     // neuron_panel.cpp: q, k and q.k of one cell by dimension
+struct WhyHereShown {  // the "Why here?" panel's last split (layer -1: none), for scripted runs
+  int layer = -1, head = 0, query = 0, key = 0;
+  double score = 0, sum = 0;
+  std::string topQ, topK;  // the largest |part|'s two sides, and its value
+  double top = 0;
+};
+extern WhyHereShown g_whyHereShown;
+bool drawWhyHerePanel(AppState& s);    // why_here_panel.cpp: a cell's score split by what wrote q, k
 struct ResidualShown {  // the residual panel's last token (token -1: none), for scripted runs
   int token = -1, dim = 0, stream = 0;
   float largest = 0, overMedian = 0;

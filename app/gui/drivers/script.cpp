@@ -79,6 +79,11 @@ void printSelectedRow(const AppState& s) {
                   g_neuronShown.layer, g_neuronShown.head, g_neuronShown.row, g_neuronShown.key,
                   double(g_neuronShown.score), double(g_neuronShown.termSum),
                   double(g_neuronShown.pairSum), double(g_neuronShown.plainScore));
+    if (g_whyHereShown.layer >= 0)
+      std::printf("why-here: layer=%d head=%d query=%d key=%d score=%.6f sum=%.6f top=%s,%s,%.6f\n",
+                  g_whyHereShown.layer, g_whyHereShown.head, g_whyHereShown.query,
+                  g_whyHereShown.key, g_whyHereShown.score, g_whyHereShown.sum,
+                  g_whyHereShown.topQ.c_str(), g_whyHereShown.topK.c_str(), g_whyHereShown.top);
     if (r.kvHead >= 0)
       std::printf("row-inspector-qk-norms: row=%d kv_head=%d q=%.9g,%.9g k=%.9g,%.9g\n", r.row,
                   r.kvHead, double(r.qBefore), double(r.qAfter), double(r.kBefore),
