@@ -4,6 +4,7 @@
 #include "cli/options.h"
 
 #include "attnviz/engine/tensor.h"
+#include "attnviz/formats/image.h"
 #include "attnviz/formats/npy.h"
 #include "attnviz/model/model.h"
 #include "attnviz/model/model_names.h"
@@ -42,13 +43,18 @@ int runVisionModel(int argc, char** argv) {
       "Run an image model (ViT, DeiT, DINOv2, CLIP's and SigLIP's vision towers) on preprocessed "
       "pixels",
       "model"};
-  std::string model, pixels, image, weights, hidden, logits, maskPatches, probeWeights;
+  std::string model, pixels, image, pixelsOut, weights, hidden, logits, maskPatches, probeWeights;
   std::vector<std::string> ablate;
   int topK = 0;
   app.add_option("--model", model, "a Hugging Face image model folder")->required();
   app.add_option("--pixels", pixels,
                  "preprocessed pixels: float32 or float64 .npy, [3, H, W] or [1, 3, H, W]");
-  app.add_option("--image", image, "an image file (not supported yet: use --pixels)");
+  app.add_option("--image", image,
+                 "an image file (PNG, JPEG, BMP), preprocessed as the model's "
+                 "preprocessor_config.json says (docs/image-preprocessing.md)");
+  app.add_option("--pixels-out", pixelsOut,
+                 "write the pixels the model ran on, float32 [3, H, W] (with --image: what the "
+                 "preprocessing produced)");
   app.add_option("--weights", weights, "write the attention weights [L, H, T, T] (float32 .npy)");
   app.add_option("--hidden", hidden, "write the last hidden state [T, d] (float32 .npy)");
   app.add_option("--logits", logits, "write the classification head's logits [num_labels]");
@@ -61,8 +67,9 @@ int runVisionModel(int argc, char** argv) {
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("model", [&] {
-    if (!image.empty()) throw UsageError("--image is not supported yet; give --pixels P.npy");
-    if (pixels.empty()) throw UsageError("an image model needs --pixels P.npy");
+    if (!image.empty() && !pixels.empty()) throw UsageError("--image and --pixels: give one");
+    if (pixels.empty() && image.empty())
+      throw UsageError("an image model needs --image FILE or --pixels P.npy");
     if (app.count("--top-k") && topK < 1)
       throw UsageError("--top-k: expected a number >= 1, got " + std::to_string(topK));
     VisionRunOptions opts;
@@ -99,18 +106,32 @@ int runVisionModel(int argc, char** argv) {
 
     if (!probeWeights.empty() && !m.config().hasProbe)
       throw UsageError("--probe-weights: " + model + " has no pooling probe (SigLIP's head)");
-    const NpyArray px = readNpy(pixels);
-    const auto& s = px.shape;
+    std::vector<float> data;
+    long long Hh = 0, Ww = 0;
     const int C = m.config().channels;
-    const bool ok = (s.size() == 3 && s[0] == C) || (s.size() == 4 && s[0] == 1 && s[1] == C);
-    if (!ok)
-      throw InputError(pixels + ": expected pixels [" + std::to_string(C) + ", H, W] or [1, " +
-                       std::to_string(C) + ", H, W]");
-    const long long Hh = s[s.size() - 2], Ww = s[s.size() - 1];
-    if (Hh < 1 || Ww < 1 || Hh > 16384 || Ww > 16384)
-      throw InputError(pixels + ": image size " + std::to_string(Hh) + "x" + std::to_string(Ww) +
-                       " is out of range");
-    std::vector<float> data(px.data.begin(), px.data.end());
+    if (!image.empty()) {
+      // The image through the model's own preprocessing (resize as PIL does, crop, rescale,
+      // normalise): float32 [3, H, W].
+      const PreprocessedImage pre = preprocessImageFile(image, dir);
+      if (C != 3)
+        throw InputError(dir + ": " + std::to_string(C) + " channels; an image file gives 3");
+      data = pre.pixels;
+      Hh = pre.height, Ww = pre.width;
+      pixels = image;  // what errors below name
+    } else {
+      const NpyArray px = readNpy(pixels);
+      const auto& s = px.shape;
+      const bool ok = (s.size() == 3 && s[0] == C) || (s.size() == 4 && s[0] == 1 && s[1] == C);
+      if (!ok)
+        throw InputError(pixels + ": expected pixels [" + std::to_string(C) + ", H, W] or [1, " +
+                         std::to_string(C) + ", H, W]");
+      Hh = s[s.size() - 2], Ww = s[s.size() - 1];
+      if (Hh < 1 || Ww < 1 || Hh > 16384 || Ww > 16384)
+        throw InputError(pixels + ": image size " + std::to_string(Hh) + "x" + std::to_string(Ww) +
+                         " is out of range");
+      data.assign(px.data.begin(), px.data.end());
+    }
+    if (!pixelsOut.empty()) saveNpy(pixelsOut, {C, Hh, Ww}, data.data());
     for (std::size_t i = 0; i < data.size(); ++i)
       if (!std::isfinite(data[i]))
         throw InputError(pixels + ": value " + std::to_string(i) + " is not finite");

@@ -229,3 +229,46 @@ TEST(VisionModels, UsageErrorsExitTwo) {
   }
   EXPECT_FALSE(fs::exists(out.path / "z.npy"));
 }
+
+// --image: the file through the folder's preprocessor_config.json gives the pixels PIL and numpy
+// give (vision_image_reference.py: a square bilinear resize for ViT, CLIP's shortest edge with
+// bicubic and a centre crop), --pixels-out writes them, and the pass on them equals the pass on
+// those pixels given with --pixels.
+TEST(VisionModels, ImageFilesArePreprocessedAsPilDoesIt) {
+  const ReferenceScript& g = generated();
+  ASSERT_TRUE(g.ok) << "vision_reference.py failed";
+  for (const char* name : {"vit_cls", "clip"}) {
+    SCOPED_TRACE(name);
+    const fs::path folder = g.path(g.find(name)["folder"]);
+    TempDir out;
+    const std::string script = (modelDir() / "vision_image_reference.py").string();
+    ASSERT_EQ(std::system(("/usr/bin/python3 " + shellQuote(script) + " " +
+                           shellQuote(folder.string()) + " " + shellQuote(out.path.string()))
+                              .c_str()),
+              0);
+    const fs::path png = out.path / "image.png", px = out.path / "px.npy",
+                   w1 = out.path / "w1.npy", w2 = out.path / "w2.npy";
+    CliRun run = runBinary({"model", "--model", folder.string(), "--image", png.string(),
+                            "--pixels-out", px.string(), "--weights", w1.string()},
+                           out.path);
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    const NpyArray got = readNpy(px.string());
+    const NpyArray want = readNpy((out.path / "pixels.npy").string());
+    ASSERT_EQ(got.shape, want.shape);
+    expectClose(got.data, want, 1e-5, 0, std::string(name) + " pixels");
+    run = runBinary({"model", "--model", folder.string(), "--pixels", px.string(), "--weights",
+                     w2.string()},
+                    out.path);
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    EXPECT_EQ(readNpy(w1.string()).data, readNpy(w2.string()).data);
+  }
+  // A file that is not an image: exit 1, one line naming it.
+  TempDir out;
+  const fs::path bad = out.path / "not.png";
+  { std::ofstream(bad) << "not an image"; }
+  const CliRun r = runBinary({"model", "--model", g.path(g.find("vit_cls")["folder"]).string(),
+                              "--image", bad.string()},
+                             out.path);
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_NE(r.err.find(bad.string()), std::string::npos) << r.err;
+}
