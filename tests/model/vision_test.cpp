@@ -205,7 +205,7 @@ TEST(VisionModels, BadFoldersExitOneNamingTheFile) {
 }
 
 // Usage: a text model given --pixels, an image model given --text, --logits without a head,
-// --image (not supported yet), a patch index outside the grid: exit 2.
+// both --image and --pixels, a patch index outside the grid: exit 2.
 TEST(VisionModels, UsageErrorsExitTwo) {
   const ReferenceScript& g = generated();
   ASSERT_TRUE(g.ok);
@@ -217,7 +217,7 @@ TEST(VisionModels, UsageErrorsExitTwo) {
       {"model", "--model", vit, "--text", "a cat"},
       {"model", "--model", g.path("vit_bare").string(), "--pixels",
        g.path("vit_bare_pixels.npy").string(), "--logits", (out.path / "z.npy").string()},
-      {"model", "--model", vit, "--image", px},
+      {"model", "--model", vit, "--pixels", px, "--image", px},
       {"model", "--model", vit, "--pixels", px, "--mask-patches", "16"},
       {"model", "--model", vit, "--pixels", px, "--ablate", "2:0"},
       {"model", "--model", vit, "--pixels", px, "--ablate", "x"},
