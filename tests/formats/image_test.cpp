@@ -41,24 +41,34 @@ void spit(const std::string& path, const std::string& bytes) {
 
 class ImageReference : public ::testing::Test {
  protected:
+  // The reference is written once for the suite; a failure there fails every test (an assertion
+  // in SetUpTestSuite would only skip them).
   static void SetUpTestSuite() {
     char tmpl[] = "/tmp/attnviz_image_test_XXXXXX";
     const char* d = mkdtemp(tmpl);
-    ASSERT_NE(d, nullptr);
+    if (!d) {
+      error_ = "mkdtemp failed";
+      return;
+    }
     dir_ = d;
-    const std::string script = fs::path(__FILE__).parent_path() / "image_reference.py";
+    const std::string script = std::string(ATTNVIZ_IMAGE_TEST_DIR) + "/image_reference.py";
     const std::string cmd = "/usr/bin/python3 " + script + " " + dir_;
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    if (std::system(cmd.c_str()) != 0) {
+      error_ = "failed: " + cmd;
+      return;
+    }
     manifest_ = nlohmann::json::parse(slurp(dir_ + "/manifest.json"));
   }
+  void SetUp() override { ASSERT_TRUE(error_.empty()) << error_; }
   static void TearDownTestSuite() {
     std::error_code ec;
     if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
-  static std::string dir_;
+  static std::string dir_, error_;
   static nlohmann::json manifest_;
 };
 std::string ImageReference::dir_;
+std::string ImageReference::error_;
 nlohmann::json ImageReference::manifest_;
 
 // The largest |a - b| over the 8-bit image and a float32 [H, W, 3] .npy of the same.
