@@ -16,6 +16,8 @@ set(ATTNVIZ_SCREENSHOT_URL "https://attnviz.example.org/screenshots" CACHE STRIN
 set(ATTNVIZ_DATA_INSTALL_DIR ${CMAKE_INSTALL_DATADIR}/attnviz)
 install(TARGETS attnviz RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/scenes DESTINATION ${ATTNVIZ_DATA_INSTALL_DIR})
+# The held-out text the Head finder presets run on (assets/corpora/README.md).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/corpora DESTINATION ${ATTNVIZ_DATA_INSTALL_DIR})
 # Shipped models and fonts, whichever exist when installing.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/models ${PROJECT_SOURCE_DIR}/assets/fonts
         DESTINATION ${ATTNVIZ_DATA_INSTALL_DIR} OPTIONAL)

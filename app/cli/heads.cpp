@@ -154,55 +154,29 @@ int runHeads(int argc, char** argv) {
     if (c.encoderDecoder())
       throw InputError(model->files().weights + ": " + c.family +
                        " is an encoder-decoder; the head finder reads decoders and encoders");
-    // --chat: each document as one user turn in the model's chat format (docs/head-finder.md).
-    std::optional<ChatTemplate> chatTemplate;
-    if (chat) {
-      chatTemplate = loadChatTemplate(model->files());
-      (void)chatFormatOf(*chatTemplate);  // an unknown template is refused before any pass
-    }
-
     // Tokenize: each document as `tokenize` does, cut to --seq-len (and the model's context).
     const int cut = c.nPositions > 0 ? std::min(seqLen, c.nPositions) : seqLen;
-    std::vector<std::vector<int>> seqs;
-    for (std::size_t d = 0; d < docs.size(); ++d) {
-      if (app.count("--sequences") && (long long)seqs.size() >= sequences) break;
-      std::vector<int> ids;
-      try {
-        ids = chatTemplate ? encodeChat(model->tokenizer(), *chatTemplate, ChatTurns{std::nullopt, docs[d]})
-                           : model->tokenizer().encode(docs[d], true);
-      } catch (const InputError& e) {
-        throw InputError(corpus + ": document " + std::to_string(d + 1) + ": " + e.what());
-      }
-      if (ids.size() > std::size_t(cut)) ids.resize(std::size_t(cut));
-      if (ids.size() < 2) continue;
-      seqs.push_back(std::move(ids));
-    }
-    if (seqs.empty())
-      throw InputError(corpus + ": no document of at least 2 tokens (" +
-                       std::to_string(docs.size()) + " documents read)");
+    const std::vector<std::vector<int>> seqs = headFinderSequences(
+        *model, docs, corpus, seqLen, app.count("--sequences") ? sequences : 0, chat);
 
     HeadFinderSettings s;
     s.intervals = intervals, s.samples = samples, s.topSamples = topSamples;
     s.sparseTopk = sparseTopk, s.sparseThreshold = sparseThreshold;
     s.inductionThreshold = inductionThreshold, s.seed = seed;
     const long long N = (long long)seqs.size();
-    HeadFinder finder(c.nLayer, c.nHead, s, N);
 
     // One pass a sequence; each layer's weights are folded in as the pass computes them.
-    PassProgress progress;
-    progress.onWeights = [&](int layer, const Tensor3& w) { finder.addLayer(layer, w); };
     ProgressBar bar("attnviz heads");
-    {
-      PassProgress::Scope scope(&progress);
-      for (long long i = 0; i < N; ++i) {
-        bar.update("sequence " + std::to_string(i + 1) + "/" + std::to_string(N), double(i) / double(N));
-        finder.beginSequence(seqs[std::size_t(i)]);
-        (void)model->forward(seqs[std::size_t(i)], {}, Capture::none());
-        finder.endSequence();
-      }
-      bar.update("writing " + out, 1.0);
-    }
-    std::vector<HeadResult> results = finder.finish();
+    int warmup = 0;
+    std::vector<HeadResult> results = runHeadFinder(
+        *model, seqs, s,
+        [&](long long i, long long n) {
+          if (i < n)
+            bar.update("sequence " + std::to_string(i + 1) + "/" + std::to_string(n), double(i) / double(n));
+          else
+            bar.update("writing " + out, 1.0);
+        },
+        &warmup);
 
     nlohmann::json pc;
     pc["model"] = modelDir;
@@ -215,7 +189,7 @@ int runHeads(int argc, char** argv) {
     pc["documents_read"] = docs.size();
     pc["chat"] = chat;
     pc["intervals"] = intervals;
-    pc["warmup"] = finder.warmup();
+    pc["warmup"] = warmup;
     pc["samples"] = samples;
     pc["top_samples"] = topSamples;
     pc["sparse_topk"] = sparseTopk;

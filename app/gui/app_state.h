@@ -18,6 +18,7 @@
 #include "attnviz/session/model_source.h"
 #include "attnviz/session/seq2seq_source.h"
 #include "attnviz/model/generate.h"
+#include "attnviz/model/head_finder.h"
 #include "attnviz/model/model_names.h"
 #include "attnviz/model/qk_split.h"
 #include "attnviz/model/retrieval.h"
@@ -389,6 +390,53 @@ struct ModelState {
   // Opening: the folder, the worker's result and its progress.
   std::string loadingDir;
   std::future<OpenedModel> loading;
+// The Head finder panel (head_finder_panel.cpp): a tree of `attnviz heads` (or HeadVis's) read
+// back (attnviz/model/head_finder.h), or a run over a corpus for the open model on a worker. The
+// tree is the panel's own and outlives the model; the run is the model's (closeSources stops it).
+struct HeadFinderRun {
+  std::mutex m;  // guards done, total
+  long long done = 0, total = 0;
+  double startedAt = 0;
+};
+struct HeadFinderState {
+  bool open = false;                      // the window shows
+  std::shared_ptr<const HeadTree> tree;   // null: none open
+  std::string error;                      // the last open's or run's one line
+  char treePath[1024] = "";
+  char corpusPath[1024] = "";
+  char outPath[1024] = "";  // where a run writes its tree ("" : a folder under the temp dir)
+  int seqLen = 256, sequences = 0;  // a run's --seq-len and --sequences (0: all)
+  int xMetric = 1, yMetric = 5;     // the scatter's axes (tree metric indices)
+  int sortColumn = -1;              // the table's sort: column (0 layer, 1 head, 2+ a metric)
+  bool sortDescending = true;
+  int requestSort = -1;             // a scene's or script's sort, applied to the table's specs
+  std::string requestSortName;      // the same by metric name, before the tree is open
+  std::string xName, yName;         // a scene's axes by metric name, applied when the tree opens
+  std::vector<std::size_t> order;   // the table's rows in their sorted order
+  int selected = -1;                // the selected head (tree row); -1 none
+  std::shared_ptr<const HeadDashboardData> dash;  // the selected head's file
+  int dashRow = -1;                 // the row `dash` (or dashError) is for
+  std::string dashError;
+  // A run over a corpus: the worker returns the tree's folder; cancel through `progress`.
+  std::future<std::string> job;
+  std::shared_ptr<PassProgress> progress;
+  std::shared_ptr<HeadFinderRun> run;
+  bool wantRun = false;  // run once the model is open (a scene's "corpus")
+  // Scripted and scene requests: select this head once the tree is open; open its n-th kept
+  // sequence in the main view once the model is open; print the panel's state.
+  int wantLayer = -1, wantHead = -1, wantSequence = -1;
+  bool print = false;
+  // The sequence opened last (for the scripted print): its head and ids.
+  int openedLayer = -1, openedHead = -1, openedSequence = -1;
+  std::vector<int> openedIds;
+  bool busy() const { return job.valid() || wantRun; }
+  void stopRun() {  // the model goes: the run stopped at its next layer, nothing written
+    cancelAndJoin(job, progress);
+    run.reset();
+  }
+  ~HeadFinderState() { stopRun(); }
+};
+
   // Something else was opened (a scene, File > Default scene) while it loaded: it is dropped
   // when it arrives instead of replacing what the user chose since.
   bool loadingDropped = false;
@@ -490,6 +538,7 @@ struct AlignmentState {
   bool meanHeads = false;  // the site's mean over its heads instead of the shown head
   AlignOptions options;    // argmax or threshold, the shift by one (on by default)
   char gold[2048] = "";    // the gold box: Pharaoh pairs "S-T ..." (source unit - target unit)
+  HeadFinderState heads;  // the Head finder panel
   std::string goldApplied;  // the box's text as last applied (left, Enter, a button, --gold)
   bool scripted = false;   // --gold or --no-shift: a scripted run prints the alignment lines
   struct Key {

@@ -20,7 +20,9 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <csignal>
 #include <cstdio>
 #include <optional>
@@ -64,6 +66,10 @@ struct Options {
   std::string pooled;
   int syntheticTokens = 0;
   int heads = 0;
+  std::string headsArg;  // --heads N (a number of heads) or --heads DIR (a head finder tree)
+  std::string headTree, headFinderSelect, headFinderSort, headFinderCorpus;
+  std::optional<int> headFinderSequence;
+  int headFinderSeqLen = 256;
   float uiScale = 0;
   std::string model, text, maxMemory;
   std::string maskSource;  // --mask-source 2,5 (an encoder-decoder's hidden source positions)
@@ -239,7 +245,27 @@ int runGui(int argc, char** argv) {
   cli.add_option("--pooled", o.pooled,
                  "on | off | auto: show the streamed, pooled weights (auto: above 4096 x 4096 "
                  "cells a head)");
-  cli.add_option("--heads", o.heads, "number of heads");
+  cli.add_option("--heads", o.headsArg,
+                 "N: the scene's number of heads; DIR: open the Head finder on a tree written by "
+                 "attnviz heads (or HeadVis)");
+  cli.add_option("--head-tree", o.headTree,
+                 "open the Head finder on this tree (as --heads DIR; with --model M its sequences "
+                 "run through M)");
+  cli.add_option("--head-finder-corpus", o.headFinderCorpus,
+                 "with --model: run the Head finder on this corpus on a worker (as attnviz heads; "
+                 "the tree opens when written)");
+  cli.add_option("--head-finder-seq-len", o.headFinderSeqLen,
+                 "with --head-finder-corpus: cut each document to N ids (default 256)");
+  cli.add_option("--head-finder-select", o.headFinderSelect,
+                 "show head L,H's dashboard in the Head finder")
+      ->group(kScriptedGroup);
+  cli.add_option("--head-finder-sort", o.headFinderSort,
+                 "sort the Head finder's table by this metric, largest first")
+      ->group(kScriptedGroup);
+  cli.add_option("--head-finder-sequence", o.headFinderSequence,
+                 "open the selected head's kept sequence with this sequence_id in the main view "
+                 "(needs --model); a scripted run prints the head-finder lines")
+      ->group(kScriptedGroup);
   cli.add_option("--ui-scale", o.uiScale, "UI scale (default: the monitor's content scale)");
   cli.add_flag(
       "--report-timing", o.reportTiming,
@@ -303,8 +329,29 @@ int runGui(int argc, char** argv) {
       throw UsageError("--pooled: expected on, off or auto, got '" + o.pooled + "'");
     s.session.setPooledPolicy(pooledPolicy);
     const CellArg pan = parseCell(o.pan, "--pan");
-    if (cli.count("--heads") && (o.heads < 1 || o.heads > 64))
-      throw UsageError("--heads: expected a number of heads in [1, 64]");
+    if (cli.count("--heads")) {
+      // A number is the scene's heads; anything else (or a folder holding a tree) is a tree.
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      const bool digits = !o.headsArg.empty() &&
+                          o.headsArg.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits || fs::exists(fs::path(o.headsArg) / "config.json", ec)) {
+        if (!o.headTree.empty()) throw UsageError("give the tree either with --heads or --head-tree");
+        o.headTree = o.headsArg;
+      } else {
+        o.heads = digits && o.headsArg.size() < 4 ? std::stoi(o.headsArg) : 0;
+        if (o.heads < 1 || o.heads > 64)
+          throw UsageError("--heads: expected a number of heads in [1, 64] or a tree's folder");
+      }
+    }
+    if (cli.count("--head-finder-seq-len") && (o.headFinderSeqLen < 2 || o.headFinderSeqLen > 65536))
+      throw UsageError("--head-finder-seq-len: expected a number in [2, 65536]");
+    if ((!o.headFinderSelect.empty() || !o.headFinderSort.empty() || o.headFinderSequence) &&
+        o.headTree.empty() && o.headFinderCorpus.empty() && o.scene.empty() &&
+        o.scenePositional.empty())
+      throw UsageError("--head-finder-* go with --heads DIR, --head-tree DIR or --head-finder-corpus");
+    if (o.headFinderSequence && o.model.empty() && o.scene.empty() && o.scenePositional.empty())
+      throw UsageError("--head-finder-sequence goes with --model (the sequence runs through it)");
     if (cli.count("--ui-scale") && !(o.uiScale > 0.0f && o.uiScale <= 8.0f))
       throw UsageError("--ui-scale: expected a number in (0, 8]");
     if (o.head && *o.head < 0) throw UsageError("--head: expected a head index >= 0");
@@ -424,6 +471,37 @@ int runGui(int argc, char** argv) {
     if (o.retrieval) {
       if (!s.model.open() && !s.model.loading.valid())
         throw UsageError("--retrieval goes with --model (or a model scene)");
+    if (!o.headTree.empty() || !o.headFinderCorpus.empty() || !o.headFinderSelect.empty() ||
+        !o.headFinderSort.empty() || o.headFinderSequence) {
+      HeadFinderState& hf = s.model.heads;
+      hf.open = true;
+      hf.print = true;
+      if (!o.headTree.empty()) openHeadTree(s, o.headTree);  // InputError: one line, exit 1
+      if (!o.headFinderCorpus.empty()) {
+        if (o.model.empty()) throw UsageError("--head-finder-corpus goes with --model");
+        std::snprintf(hf.corpusPath, sizeof hf.corpusPath, "%s", o.headFinderCorpus.c_str());
+        hf.seqLen = o.headFinderSeqLen;
+        hf.wantRun = true;
+      }
+      if (!o.headFinderSelect.empty()) {
+        const CellArg c = parseCell(o.headFinderSelect, "--head-finder-select");
+        hf.wantLayer = c.i, hf.wantHead = c.j;
+      }
+      if (!o.headFinderSort.empty()) {
+        if (hf.tree) {
+          const auto& ms = hf.tree->metrics;
+          const auto it = std::find(ms.begin(), ms.end(), o.headFinderSort);
+          if (it == ms.end())
+            throw UsageError("--head-finder-sort " + o.headFinderSort + ": not a metric of " +
+                             hf.tree->dir);
+          hf.requestSort = hf.sortColumn = 2 + int(it - ms.begin());
+          hf.sortDescending = true;
+        } else {
+          hf.requestSortName = o.headFinderSort;
+        }
+      }
+      if (o.headFinderSequence) hf.wantSequence = *o.headFinderSequence;
+    }
       s.model.retrieval.scripted = true;
     }
     if (!o.slice.empty()) s.model.slice = int(*pairSliceFromKey(o.slice));

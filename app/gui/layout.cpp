@@ -185,6 +185,7 @@ void drawLayout(App& app) {
   drawStatusBar(s);
   ImGui::EndChild();
 
+  drawHeadFinderPanel(s);  // its own window, over the layout
   drawExportPopup(s);
   drawFileDialogs(s);
   drawOpenModelPopup(s);

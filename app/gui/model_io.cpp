@@ -421,6 +421,7 @@ void closeSources(AppState& s) {
   s.model.cacheLoss.stop();
   s.model.retrieval.stop();
   s.model.whyHere.stop();
+  s.model.heads.stopRun();  // the Head finder's run over a corpus (its tree stays open)
   g.prompt.clear();
   g.step = 0, g.follow = true;
   if (s.model.textPass.valid()) {  // it holds its own model reference: stopped at its next layer

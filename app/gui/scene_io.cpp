@@ -4,6 +4,7 @@
 #include "app_state.h"
 
 #include "attnviz/formats/data_dir.h"
+#include "panels/panels.h"
 #include "attnviz/formats/npy.h"
 #include "attnviz/model/model_names.h"
 
@@ -46,6 +47,76 @@ void applyView(AppState& s, const SceneView& v) {
   s.flash.blockRows = v.flashBlockRows;
   s.flash.blockKeys = v.flashBlockKeys;
   s.flash.step = v.flashStep;
+}
+
+// A scene's path for the Head finder (a tree or a corpus): absolute, else beside the scene file,
+// else under the data folder (assets/ in the source tree, share/attnviz installed).
+std::string headFinderPath(const std::string& p, const std::string& scene) {
+  namespace fs = std::filesystem;
+  if (p.empty() || fs::path(p).is_absolute()) return p;
+  std::error_code ec;
+  const fs::path beside = fs::path(scene).parent_path() / p;
+  if (fs::exists(beside, ec)) return beside.string();
+  if (const std::string d = dataDir(); !d.empty() && fs::exists(fs::path(d) / p, ec))
+    return (fs::path(d) / p).string();
+  return p;
+}
+
+// "view": {"panels": {"headFinder": {"tree": DIR | "corpus": FILE, "seqLen": N, "select": [L, H],
+// "sort": METRIC, "x": METRIC, "y": METRIC, "sequence": ID}}}: the Head finder opens on a tree
+// (or runs on a corpus once the model is open), selects a head, sorts its table, sets the
+// scatter's axes and opens a kept sequence in the main view.
+void applyHeadFinder(AppState& s, const json& o, const std::string& path) {
+  HeadFinderState& h = s.model.heads;
+  const std::string where = path + ": view.panels.headFinder";
+  if (!o.is_object()) throw InputError(where + ": expected an object");
+  auto str = [&](const char* key) {
+    if (!o.contains(key)) return std::string();
+    if (!o[key].is_string() || o[key].get<std::string>().empty() ||
+        o[key].get<std::string>().size() >= 1000)
+      throw InputError(where + "." + key + ": expected a non-empty string");
+    return o[key].get<std::string>();
+  };
+  const std::string tree = str("tree"), corpus = str("corpus"), sort = str("sort");
+  const std::string x = str("x"), y = str("y");
+  if (tree.empty() == corpus.empty())
+    throw InputError(where + ": expected one of \"tree\" (a folder) and \"corpus\" (a file)");
+  h.open = true;
+  if (!tree.empty()) openHeadTree(s, headFinderPath(tree, path));
+  if (!corpus.empty()) {
+    std::snprintf(h.corpusPath, sizeof h.corpusPath, "%s", headFinderPath(corpus, path).c_str());
+    h.wantRun = true;
+  }
+  if (o.contains("seqLen")) {
+    if (!o["seqLen"].is_number_integer() || o["seqLen"].get<long long>() < 2 ||
+        o["seqLen"].get<long long>() > 65536)
+      throw InputError(where + ".seqLen: expected an integer in [2, 65536]");
+    h.seqLen = int(o["seqLen"].get<long long>());
+  }
+  if (o.contains("select")) {
+    const json& v = o["select"];
+    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+        v[0].get<long long>() < 0 || v[1].get<long long>() < 0 || v[0].get<long long>() > 4096 ||
+        v[1].get<long long>() > 4096)
+      throw InputError(where + ".select: expected [layer, head]");
+    h.wantLayer = int(v[0].get<long long>()), h.wantHead = int(v[1].get<long long>());
+  }
+  if (o.contains("sequence")) {
+    if (!o["sequence"].is_number_integer() || o["sequence"].get<long long>() < 0 ||
+        o["sequence"].get<long long>() > (1LL << 30))
+      throw InputError(where + ".sequence: expected a sequence_id >= 0");
+    h.wantSequence = int(o["sequence"].get<long long>());
+  }
+  if (!sort.empty()) h.requestSortName = sort;
+  if (!x.empty()) h.xName = x;
+  if (!y.empty()) h.yName = y;
+  if (h.tree && !h.requestSortName.empty()) {  // a tree already open: applied now
+    const auto& ms = h.tree->metrics;
+    const auto it = std::find(ms.begin(), ms.end(), h.requestSortName);
+    if (it == ms.end()) throw InputError(where + ".sort: '" + sort + "' is not a metric of " + h.tree->dir);
+    h.requestSort = 2 + int(it - ms.begin());
+    h.requestSortName.clear();
+  }
 }
 
 // "view": {"panels": {"residual": true, "cacheLoss": {"sinks": S, "window": W}, "retrieval":
@@ -132,6 +203,7 @@ void applyPanels(AppState& s, const std::string& viewText, const std::string& pa
         throw InputError(path + ": view.panels.alignment.gold: expected a string of under " +
                          std::to_string(sizeof al.gold) + " bytes");
       std::snprintf(al.gold, sizeof al.gold, "%s", a["gold"].get<std::string>().c_str());
+  if (p.contains("headFinder")) applyHeadFinder(s, p["headFinder"], path);
       al.goldApplied = al.gold;
     }
     flag("shift", al.options.shift);
@@ -231,6 +303,17 @@ void resetView(AppState& s) {
 void loadSceneInto(AppState& s, const std::string& path) {
   Scene sc = loadScene(path);  // throws InputError naming the file
   if (sc.model.any()) {  // a model scene: the model view, once the folder has opened
+  if (s.model.heads.open && s.model.heads.tree) {  // the Head finder: its tree and head
+    const HeadFinderState& h = s.model.heads;
+    json hf = {{"tree", h.tree->dir}};
+    if (h.selected >= 0)
+      hf["select"] = {h.tree->rows[std::size_t(h.selected)].layer,
+                      h.tree->rows[std::size_t(h.selected)].head};
+    if (h.sortColumn >= 2) hf["sort"] = h.tree->metrics[std::size_t(h.sortColumn - 2)];
+    hf["x"] = h.tree->metrics[std::size_t(h.xMetric)];
+    hf["y"] = h.tree->metrics[std::size_t(h.yMetric)];
+    panels["headFinder"] = std::move(hf);
+  }
     s.model.sceneTitle = sc.title;
     s.model.sceneNotes = sc.notes;
     const SceneView v = parseSceneView(sc.extraJson, path);

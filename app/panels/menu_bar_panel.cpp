@@ -41,6 +41,7 @@ bool drawMenuBar(AppState& s) {
     if (ImGui::MenuItem("Reset zoom and pan", "middle double-click")) resetView(s);
     ImGui::MenuItem("Grid lines", nullptr, &s.view.showGrid);
     ImGui::MenuItem("Softmax over the wrong axis", nullptr, &s.view.wrongAxis);
+    ImGui::MenuItem("Head finder", nullptr, &s.model.heads.open);
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("Help")) {

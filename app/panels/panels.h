@@ -104,6 +104,16 @@ void printAlignment(AppState& s);  // a scripted run's "alignment:" lines
 bool hasPositionBias(const AppState& s);
 bool drawPositionBiasPanel(AppState& s);
 void printPositionBias(const AppState& s);  // a scripted run's "position-bias:" line
+// head_finder_panel.cpp: the Head finder window (a tree of `attnviz heads` or HeadVis's, or a
+// run over a corpus on a worker): the scatter, the sortable table, the selected head's
+// dashboard. openHeadTree throws InputError (one line naming the file); openHeadFinderSequence
+// runs the selected head's kept sequence (by its sequence_id) through the open model in the main
+// view, on that head (false, with the panel's error set, when it cannot). printHeadFinder: a
+// scripted run's "head-finder" lines.
+bool drawHeadFinderPanel(AppState& s);
+void openHeadTree(AppState& s, const std::string& dir);
+bool openHeadFinderSequence(AppState& s, int sequenceId);
+void printHeadFinder(const AppState& s);
 bool drawDumpPanel(AppState& s);       // dump_panel.cpp: the dump's file, model, layer, Q/K/V  // model_panel.cpp: File > Open model (a folder path)
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings
 bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG/SVG/PDF export (Ctrl+S)

@@ -659,8 +659,10 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   // attention sinks, massive activations, retrieval heads (kjv-sp-llama, the research demos);
   // bidirectional rows, [SEP] as a no-op, sentence pairs, fill then ablate (kjv-wp-bert);
   // cross-attention, shifted by one, which head aligns, ablate the aligning heads, watch it
-  // translate, T5's position bias (kjv-t5-align, tests/app/seq2seq_app_test.cpp)
-  EXPECT_EQ(models, 26);
+  // translate, T5's position bias (kjv-t5-align, tests/app/seq2seq_app_test.cpp); find the
+  // induction heads, a head on one prompt vs the corpus, sinks everywhere (kjv-sp-llama's Head
+  // finder, tests/app/head_finder_app_test.cpp)
+  EXPECT_EQ(models, 29);
 }
 
 }  // namespace

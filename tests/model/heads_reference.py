@@ -224,6 +224,7 @@ def head_finder(seqs, weights_of, L, H, K, top_samples, sparse_k, sparse_thr, in
                 kept.append({"sequence_id": i, "interval": K, "seq_len": len(seqs[i]),
                              "max_activation": mx[i], "attention_indices": idx,
                              "attention_values": vals, "raw_values": raw,
+                             "ids": [int(t) for t in seqs[i]],
                              "tokens": [pieces(t) for t in seqs[i]] if pieces else None})
             heads.append({"layer": l, "head": h, "metrics": m,
                           "mean_max_activation": sum(mx) / len(mx), "boundaries": bounds,
@@ -487,7 +488,24 @@ def main():
     for l, h, _, _ in entries:
         with open(os.path.join(tree, "heads", "L%dH%d.json" % (l, h)), "w") as f:
             json.dump({"sequences": [], "statistics": {"n_samples": 0}}, f)
-    cases.append({"name": "headvis_tree",
+    # One head file as HeadVis's pipeline writes it (no token ids, no attnviz fields): read back
+    # by the app's Head finder (readHeadFile).
+    headvis_file = {
+        "sequences": [
+            {"sequence_id": 7, "interval": 2, "tokens": ["<s>", " The", " cat", "\\n"],
+             "attention_indices": [4, 8, 9, 13, 14], "attention_values": [1.0, 0.25, 0.75, 0.5, 0.5],
+             "seq_len": 4, "max_activation": 0.75},
+            {"sequence_id": 3, "interval": 5, "tokens": ["<s>", " a", " a"],
+             "attention_indices": [3, 7], "attention_values": [1.0, 0.9], "seq_len": 3,
+             "max_activation": 0.9}],
+        "qk_distance_histogram": {"bin_edges": [0, 1, 2, 4], "bin_values": [1.5, 2.25, 0.0]},
+        "top_query_tokens": [{"token": " cat", "weight": 1.0}, {"token": " a", "weight": 0.9}],
+        "top_key_tokens": [{"token": "<s>", "weight": 2.15}],
+        "histogram": {"bin_edges": [0.0, 0.5, 1.0], "bin_values": [0, 2]},
+        "statistics": {"n_samples": 2, "mean_max_activation": 0.825}}
+    with open(os.path.join(tree, "heads", "L1H0.json"), "w") as f:
+        json.dump(headvis_file, f)
+    cases.append({"name": "headvis_tree", "head_file": headvis_file,
                   "prev_token_score": top_lines([(l, h, a) for l, h, a, _ in entries]),
                   "my_score": top_lines([(l, h, b) for l, h, _, b in entries])})
 

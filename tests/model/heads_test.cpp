@@ -20,6 +20,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace attnviz::testing {
 namespace {
@@ -530,6 +531,217 @@ TEST_F(Heads, BadUsageExitsTwo) {
     EXPECT_EQ(lineCount(r.err), 1) << r.err;
     EXPECT_FALSE(fs::exists(out));
   }
+}
+
+// ---- The tree read back as the app's Head finder reads it (readHeadTree, readHeadFile)
+
+// NaN-aware equality of a tree row's value and scatter_data.json's entry.
+void expectValue(double got, const json& want, const std::string& what) {
+  if (want.is_null()) {
+    EXPECT_TRUE(std::isnan(got)) << what;
+  } else {
+    EXPECT_DOUBLE_EQ(got, want.get<double>()) << what;
+  }
+}
+
+TEST_F(Heads, ThePanelsReaderReadsAttnvizsTree) {
+  ASSERT_EQ(decoder_.cli.exitCode, 0) << decoder_.cli.err;
+  const HeadTree t = readHeadTree(decoder_.tree.string());
+  EXPECT_EQ(t.metrics, kMetrics);
+  const json scatter = readJson(decoder_.tree / "scatter_data.json");
+  ASSERT_EQ(t.rows.size(), scatter.size());
+  for (std::size_t r = 0; r < t.rows.size(); ++r) {
+    EXPECT_EQ(t.rows[r].layer, scatter[r]["layer"].get<int>());
+    EXPECT_EQ(t.rows[r].head, scatter[r]["head"].get<int>());
+    for (std::size_t m = 0; m < kMetrics.size(); ++m)
+      expectValue(t.rows[r].values[m], scatter[r][kMetrics[m]], "row " + std::to_string(r) + " " + kMetrics[m]);
+  }
+  const json& c = refCase("decoder");
+  const int K = c["options"]["intervals"].get<int>();
+  int checked = 0;
+  for (const json& h : c["heads"]) {
+    const int l = h["layer"].get<int>(), hd = h["head"].get<int>();
+    const std::string what = "L" + std::to_string(l) + "H" + std::to_string(hd);
+    const HeadDashboardData d = readHeadFile(headFilePath(t, l, hd));
+    EXPECT_EQ(d.layer, l) << what;
+    EXPECT_EQ(d.head, hd) << what;
+    EXPECT_EQ(d.nSamples, (long long)d.sequences.size()) << what;
+    EXPECT_NEAR(d.meanMaxActivation, h["mean_max_activation"].get<double>(), 1e-5) << what;
+    double counted = 0;
+    for (double v : d.histValues) counted += v;
+    EXPECT_EQ(counted, c["N"].get<double>()) << what;
+    EXPECT_EQ(d.histEdges.size(), d.histValues.size() + 1) << what;
+    std::vector<const HeadTreeSequence*> top;
+    for (const HeadTreeSequence& q : d.sequences)
+      if (q.interval == K) top.push_back(&q);
+    const json& want = h["top"];
+    ASSERT_EQ(top.size(), want.size()) << what;
+    for (std::size_t i = 0; i < top.size(); ++i, ++checked) {
+      const HeadTreeSequence& q = *top[i];
+      const json& w = want[i];
+      EXPECT_EQ(q.sequenceId, w["sequence_id"].get<int>()) << what;
+      EXPECT_EQ(q.seqLen, w["seq_len"].get<int>()) << what;
+      EXPECT_EQ(q.ids, w["ids"].get<std::vector<int>>()) << what << " top " << i;
+      EXPECT_EQ(q.tokens.size(), std::size_t(q.seqLen)) << what;
+      EXPECT_EQ(q.indices, w["attention_indices"].get<std::vector<long long>>()) << what;
+      ASSERT_EQ(q.values.size(), w["attention_values"].size()) << what;
+      for (std::size_t e = 0; e < q.values.size(); ++e)
+        EXPECT_NEAR(q.values[e], w["attention_values"][e].get<double>(), 1e-4 + 1e-9) << what;
+      EXPECT_NEAR(q.maxActivation, w["max_activation"].get<double>(), 1e-5) << what;
+    }
+  }
+  EXPECT_GT(checked, 0) << "no top-interval sequence compared";
+}
+
+TEST_F(Heads, ThePanelsReaderReadsAHeadVisTree) {
+  const json& c = refCase("headvis_tree");
+  const HeadTree t = readHeadTree((root() / "headvis_tree").string());
+  EXPECT_EQ(t.metrics, (std::vector<std::string>{"prev_token_score", "my_score"}));
+  EXPECT_EQ(t.modelName, "gpt2");
+  EXPECT_EQ(t.datasetName, "wiki");
+  const json scatter = readJson(root() / "headvis_tree" / "scatter_data.json");
+  ASSERT_EQ(t.rows.size(), scatter.size());
+  for (std::size_t r = 0; r < t.rows.size(); ++r) {
+    expectValue(t.rows[r].values[0], scatter[r]["prev_token_score"], "prev " + std::to_string(r));
+    expectValue(t.rows[r].values[1], scatter[r]["my_score"], "my " + std::to_string(r));
+  }
+  // Ranks: 0.9, 0.7512, 0.25, 0.25 (shared), 0.0, -0.125; undefined: 0.
+  std::map<std::pair<int, int>, int> ranks;
+  for (std::size_t r = 0; r < t.rows.size(); ++r)
+    ranks[{t.rows[r].layer, t.rows[r].head}] = headRank(t, r, 0);
+  EXPECT_EQ(ranks[std::make_pair(2, 3)], 1);
+  EXPECT_EQ(ranks[std::make_pair(0, 0)], 2);
+  EXPECT_EQ(ranks[std::make_pair(0, 1)], 3);
+  EXPECT_EQ(ranks[std::make_pair(1, 0)], 3);
+  EXPECT_EQ(ranks[std::make_pair(1, 1)], 5);
+  EXPECT_EQ(ranks[std::make_pair(0, 2)], 6);
+  EXPECT_EQ(ranks[std::make_pair(1, 2)], 0);
+
+  // The head file HeadVis's pipeline wrote.
+  const json& w = c["head_file"];
+  const HeadDashboardData d = readHeadFile(headFilePath(t, 1, 0));
+  EXPECT_EQ(d.layer, -1);
+  ASSERT_EQ(d.sequences.size(), w["sequences"].size());
+  for (std::size_t i = 0; i < d.sequences.size(); ++i) {
+    const HeadTreeSequence& q = d.sequences[i];
+    const json& ws = w["sequences"][i];
+    EXPECT_EQ(q.sequenceId, ws["sequence_id"].get<int>());
+    EXPECT_EQ(q.interval, ws["interval"].get<int>());
+    EXPECT_EQ(q.seqLen, ws["seq_len"].get<int>());
+    EXPECT_EQ(q.tokens, ws["tokens"].get<std::vector<std::string>>());
+    EXPECT_TRUE(q.ids.empty());
+    EXPECT_EQ(q.indices, ws["attention_indices"].get<std::vector<long long>>());
+    EXPECT_EQ(q.values, ws["attention_values"].get<std::vector<double>>());
+    EXPECT_DOUBLE_EQ(q.maxActivation, ws["max_activation"].get<double>());
+  }
+  EXPECT_EQ(d.qkEdges, w["qk_distance_histogram"]["bin_edges"].get<std::vector<double>>());
+  EXPECT_EQ(d.qkValues, w["qk_distance_histogram"]["bin_values"].get<std::vector<double>>());
+  EXPECT_EQ(d.histValues, w["histogram"]["bin_values"].get<std::vector<double>>());
+  ASSERT_EQ(d.topQuery.size(), 2u);
+  EXPECT_EQ(d.topQuery[1].token, " a");
+  EXPECT_DOUBLE_EQ(d.topQuery[1].weight, 0.9);
+  ASSERT_EQ(d.topKey.size(), 1u);
+  EXPECT_EQ(d.nSamples, 2);
+  EXPECT_DOUBLE_EQ(d.meanMaxActivation, 0.825);
+  // The other heads' files hold no sequences.
+  EXPECT_TRUE(readHeadFile(headFilePath(t, 0, 0)).sequences.empty());
+}
+
+TEST_F(Heads, NearestHeadsAreByZScoredEuclideanDistance) {
+  const HeadTree t = readHeadTree(decoder_.tree.string());
+  const std::size_t M = t.metrics.size(), R = t.rows.size();
+  // The z-scores, computed here on their own.
+  std::vector<std::vector<double>> z(R, std::vector<double>(M, NAN));
+  for (std::size_t m = 0; m < M; ++m) {
+    std::vector<double> v;
+    for (const HeadTreeRow& r : t.rows)
+      if (std::isfinite(r.values[m])) v.push_back(r.values[m]);
+    if (v.size() < 2) continue;
+    double mean = 0, var = 0;
+    for (double x : v) mean += x / double(v.size());
+    for (double x : v) var += (x - mean) * (x - mean) / double(v.size());
+    if (!(var > 0)) continue;
+    for (std::size_t r = 0; r < R; ++r) z[r][m] = (t.rows[r].values[m] - mean) / std::sqrt(var);
+  }
+  for (std::size_t me = 0; me < R; me += 3) {
+    std::vector<std::pair<double, std::size_t>> all;
+    for (std::size_t o = 0; o < R; ++o) {
+      if (o == me) continue;
+      double d2 = 0;
+      for (std::size_t m = 0; m < M; ++m)
+        if (std::isfinite(z[me][m]) && std::isfinite(z[o][m])) d2 += (z[me][m] - z[o][m]) * (z[me][m] - z[o][m]);
+      all.push_back({std::sqrt(d2), o});
+    }
+    std::stable_sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    const std::vector<NearHead> near = nearestHeads(t, me, 4);
+    ASSERT_EQ(near.size(), std::min<std::size_t>(4, R - 1));
+    for (std::size_t k = 0; k < near.size(); ++k) {
+      EXPECT_NEAR(near[k].distance, all[k].first, 1e-9) << "row " << me << " k " << k;
+      EXPECT_EQ(near[k].row, all[k].second) << "row " << me << " k " << k;
+    }
+  }
+}
+
+TEST_F(Heads, ThePanelsReaderRefusesBadFilesInOneLine) {
+  const fs::path dir = root() / "bad_reader";
+  fs::create_directories(dir / "heads");
+  auto write = [&](const fs::path& p, const std::string& text) {
+    std::ofstream(p, std::ios::binary) << text;
+  };
+  const std::string good =
+      R"({"sequences": [{"sequence_id": 1, "interval": 1, "tokens": ["a", "b"], "seq_len": 2,)"
+      R"( "attention_indices": [2, 3], "attention_values": [1.0, 0.5], "max_activation": 0.5}]})";
+  write(dir / "heads" / "good.json", good);
+  EXPECT_EQ(readHeadFile((dir / "heads" / "good.json").string()).sequences.size(), 1u);
+  const std::vector<std::pair<std::string, std::string>> heads{
+      {"truncated", good.substr(0, good.size() / 2)},
+      {"index_outside", R"({"sequences": [{"sequence_id": 1, "tokens": ["a", "b"], "seq_len": 2, "attention_indices": [4], "attention_values": [1.0]}]})"},
+      {"fewer_values", R"({"sequences": [{"sequence_id": 1, "tokens": ["a", "b"], "seq_len": 2, "attention_indices": [1, 2], "attention_values": [1.0]}]})"},
+      {"seq_len_mismatch", R"({"sequences": [{"sequence_id": 1, "tokens": ["a"], "seq_len": 2, "attention_indices": [], "attention_values": []}]})"},
+      {"token_not_string", R"({"sequences": [{"sequence_id": 1, "tokens": ["a", 3], "attention_indices": [], "attention_values": []}]})"},
+      {"ids_mismatch", R"({"sequences": [{"sequence_id": 1, "tokens": ["a", "b"], "token_ids": [1], "attention_indices": [], "attention_values": []}]})"},
+      {"not_object", "[1, 2]"},
+      {"bad_histogram", R"({"histogram": {"bin_edges": [0, 1], "bin_values": [1, 2, 3]}})"},
+      {"value_not_number", R"({"sequences": [{"sequence_id": 1, "tokens": ["a", "b"], "attention_indices": [1], "attention_values": ["x"]}]})"},
+  };
+  for (const auto& [name, text] : heads) {
+    const fs::path p = dir / "heads" / (name + ".json");
+    write(p, text);
+    try {
+      (void)readHeadFile(p.string());
+      ADD_FAILURE() << name << ": accepted";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(p.string()), std::string::npos) << name << ": " << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << name << ": " << what;
+    }
+  }
+  EXPECT_THROW((void)readHeadFile((dir / "heads" / "absent.json").string()), InputError);
+  // Trees: a missing folder, a missing or malformed config.json or scatter_data.json.
+  const std::vector<std::tuple<std::string, std::string, std::string, std::string>> trees{
+      {"no_config", "", "[]", "config.json"},
+      {"bad_config", "{", "[]", "config.json"},
+      {"no_heads", R"({"metrics": ["a"]})", "[]", "scatter_data.json"},
+      {"no_layer", R"({"metrics": ["a"]})", R"([{"head": 0, "a": 1}])", "scatter_data.json"},
+      {"bad_value", R"({"metrics": ["a"]})", R"([{"layer": 0, "head": 0, "a": "x"}])", "scatter_data.json"},
+      {"escaping_pattern", R"({"metrics": ["a"], "head_data_pattern": "../L{layer}.json"})",
+       R"([{"layer": 0, "head": 0, "a": 1}])", "config.json"},
+  };
+  for (const auto& [name, config, scatter, names] : trees) {
+    const fs::path t = dir / name;
+    fs::create_directories(t);
+    if (!config.empty()) write(t / "config.json", config);
+    write(t / "scatter_data.json", scatter);
+    try {
+      (void)readHeadTree(t.string());
+      ADD_FAILURE() << name << ": accepted";
+    } catch (const InputError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find((t / names).string()), std::string::npos) << name << ": " << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << name << ": " << what;
+    }
+  }
+  EXPECT_THROW((void)readHeadTree((dir / "absent").string()), InputError);
 }
 
 }  // namespace

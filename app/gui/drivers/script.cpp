@@ -204,7 +204,9 @@ void runScript(App& app, const Script& script) {
     runFrame(app, &mouse, true);
     // A scripted run's last frame waits (up to 10 minutes) for the Generate and Attribution
     // panels to finish (and a scripted click on the attribution's map to be made).
-    const bool attrBusy = s.model.open() && (attr.busy() || (attr.clickLayer >= 0 && attr.clickPhase < 3));
+    const bool attrBusy =
+        s.model.open() && (attr.busy() || (attr.clickLayer >= 0 && attr.clickPhase < 3) ||
+                           s.model.heads.busy() || s.model.heads.wantSequence >= 0);
     const bool translating = s.dump.seq2seq && (s.dump.busy() || s.model.gen.scripted > 0);
     if (script.frames > 0 && frame == script.frames - 1 &&
         ((s.model.open() && (s.model.gen.busy() || attrBusy)) || translating) &&
@@ -333,6 +335,7 @@ void runScript(App& app, const Script& script) {
         }
         printAttribution(s);
       }
+      printHeadFinder(s);
       std::fflush(stdout);
     }
     if (s.model.fill.print && s.model.open() && script.frames > 0 && frame == script.frames - 1)

@@ -496,7 +496,8 @@ ojson headJson(const HeadResult& r, const std::function<std::string(int)>& piece
                     {"attention_indices", k.indices},
                     {"attention_values", k.values},
                     {"seq_len", k.seqLen},
-                    {"max_activation", k.maxActivation}});
+                    {"max_activation", k.maxActivation},
+                    {"token_ids", *k.ids}});  // attnviz's own: the ids the pass ran on
   }
   ojson distValues = ojson::array();
   for (double v : distBins) distValues.push_back(round4(v));

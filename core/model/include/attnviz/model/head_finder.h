@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -124,5 +125,90 @@ std::vector<HeadScore> readTreeScores(const std::string& dir, const std::string&
 void rankHeadScores(std::vector<HeadScore>& scores);
 // "layer<TAB>head<TAB>value" lines (6 decimals; "nan" when undefined).
 std::string headScoreLines(const std::vector<HeadScore>& scores);
+
+
+// ---- Reading a tree back (the GUI's Head finder; core/model/src/head_tree.cpp)
+
+// A tree's config.json and scatter_data.json: every head's metrics.
+struct HeadTreeRow {
+  int layer = 0, head = 0;
+  std::vector<double> values;  // `metrics` order; NaN when null or absent
+};
+struct HeadTree {
+  std::string dir, modelName, datasetName;
+  std::string headDataPattern = "L{layer}H{head}.json";
+  int layers = 0, heads = 0, intervals = 0;
+  std::vector<std::string> metrics;  // config.json's, else the numbers scatter_data.json holds
+  std::vector<HeadTreeRow> rows;     // scatter_data.json's order
+  std::string pipelineConfigJson = "{}";
+};
+// Reads DIR/config.json and DIR/scatter_data.json (attnviz's tree or HeadVis's). Throws
+// InputError "<file>: <problem>" (one line) when either is missing or malformed.
+HeadTree readHeadTree(const std::string& dir);
+// DIR/heads/ + head_data_pattern with {layer} and {head} filled in.
+std::string headFilePath(const HeadTree& tree, int layer, int head);
+
+// One kept sequence of a head file.
+struct HeadTreeSequence {
+  int sequenceId = 0;
+  int interval = 0;  // as the file writes it (1-based)
+  int seqLen = 0;
+  double maxActivation = 0.0;
+  std::vector<std::string> tokens;  // each id's piece
+  std::vector<int> ids;             // attnviz's `token_ids` (empty in HeadVis's trees)
+  std::vector<long long> indices;   // query * seqLen + key
+  std::vector<double> values;
+};
+struct HeadTokenWeight {
+  std::string token;
+  double weight = 0.0;
+};
+// A head file (heads/L{l}H{h}.json): what the dashboard shows. Fields a tree does not hold are
+// left empty (HeadVis's trees may lack the histograms).
+struct HeadDashboardData {
+  int layer = -1, head = -1;  // attnviz's own fields (-1 when absent)
+  std::vector<HeadTreeSequence> sequences;
+  std::vector<double> qkEdges, qkValues;      // qk_distance_histogram
+  std::vector<double> histEdges, histValues;  // histogram (of max activations)
+  std::vector<HeadTokenWeight> topQuery, topKey;
+  long long nSamples = -1;                    // statistics.n_samples (-1 when absent)
+  double meanMaxActivation = std::numeric_limits<double>::quiet_NaN();
+};
+// Throws InputError "<file>: <problem>" (one line) when the file is missing or malformed: an
+// entry out of range of its sequence (an index >= seqLen², fewer values than indices, ...).
+HeadDashboardData readHeadFile(const std::string& path);
+// The same from the file's text (`path` only names it in errors); for the fuzz target.
+HeadDashboardData parseHeadFile(const std::string& text, const std::string& path);
+
+// Row r's rank (1 = largest) among every head with a defined value of metric m; 0 when its own
+// value is undefined. Equal values share the better rank.
+int headRank(const HeadTree& tree, std::size_t row, std::size_t metric);
+// The heads nearest to row r in metric space: each metric z-scored over the heads (mean 0,
+// standard deviation 1; a metric constant over the heads is left out), the Euclidean distance
+// over the metrics both heads define. The n nearest, nearest first (ties: tree order), r left out.
+struct NearHead {
+  std::size_t row = 0;
+  double distance = 0.0;
+};
+std::vector<NearHead> nearestHeads(const HeadTree& tree, std::size_t row, int n);
+
+// ---- A run over a corpus (`attnviz heads` and the GUI's worker)
+class Model;
+// Each document as `tokenize` does (special tokens added; with `chat` as one user turn in the
+// model's chat template), cut to seqLen ids (and the model's context); sequences of fewer than 2
+// ids are left out; at most maxSequences (0: all). Throws InputError "<corpus>: document N:
+// <problem>", or naming the corpus when no document is long enough.
+std::vector<std::vector<int>> headFinderSequences(const Model& model,
+                                                  const std::vector<std::string>& docs,
+                                                  const std::string& corpus, int seqLen,
+                                                  long long maxSequences, bool chat);
+// One pass a sequence, the weights folded into a HeadFinder. `progress(done, total)` is called
+// before each sequence. Under a PassProgress::Scope whose `cancel` is set, throws PassCancelled.
+// `warmup` gets the run's W.
+std::vector<HeadResult> runHeadFinder(const Model& model,
+                                      const std::vector<std::vector<int>>& sequences,
+                                      const HeadFinderSettings& settings,
+                                      const std::function<void(long long, long long)>& progress,
+                                      int* warmup = nullptr);
 
 }  // namespace attnviz
