@@ -177,6 +177,9 @@ int runCompose(int argc, char** argv) {
       throw InputError((m->files().gguf.empty() ? m->files().dir : m->files().gguf) + ": " + why);
     const std::vector<float> s = compositionScores(*m, k);
     saveNpy(out, {c.nLayer, c.nHead, c.nLayer, c.nHead}, s.data());
+    // Beside the scores, what random weights of these shapes score (docs/why-here.md).
+    const CompositionBaseline b = compositionBaseline(c.nEmbd, c.headSize);
+    std::printf("random\t%.6f\t%.6f\n", b.mean, b.sd);
     return 0;
   });
 }

@@ -326,6 +326,20 @@ def compose(g, layers, kind):
     return out
 
 
+def random_composition(d, hd, draws=2000, seed=7):
+    """What the score is for random weights of the shapes: full d x d products of W_V W_O and
+    W_Q W_K^T with independent N(0, 1) entries, mean and standard deviation over `draws` pairs
+    (the kinds share one distribution, so one estimate serves all three)."""
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(draws):
+        v1, o1 = rng.standard_normal((d, hd)), rng.standard_normal((hd, d))
+        q2, k2 = rng.standard_normal((d, hd)), rng.standard_normal((d, hd))
+        ov, qk = v1 @ o1, q2 @ k2.T
+        vals.append(np.linalg.norm(ov @ qk) / (np.linalg.norm(ov) * np.linalg.norm(qk)))
+    return float(np.mean(vals)), float(np.std(vals, ddof=1)), draws
+
+
 # ---------------------------------------------------------------------------------------------
 # Checkpoints
 
@@ -459,6 +473,7 @@ def main():
                 hf_to_gguf.convert(out, os.path.join(root, twins[key]), qtype, quiet=True)
         g, layers = layout(cfg, w)
         comp = {}
+        rnd_mean, rnd_sd, rnd_draws = random_composition(g["d"], g["hd"])
         for kind in "qkv":
             comp[kind] = f"{name}/compose_{kind}.npy"
             np.save(os.path.join(root, comp[kind]), compose(g, layers, kind))
@@ -472,7 +487,9 @@ def main():
                           "mask": f"window:{window}" if window else None, "score": score,
                           "names": names, "c": f"{name}/{cname}_c.npy",
                           "compose_q": comp["q"], "compose_k": comp["k"],
-                          "compose_v": comp["v"], "gguf": twins.get("gguf"),
+                          "compose_v": comp["v"], "random_mean": rnd_mean,
+                          "random_sd": rnd_sd, "random_draws": rnd_draws,
+                          "gguf": twins.get("gguf"),
                           "gguf_q8": twins.get("gguf_q8")})
     with open(os.path.join(root, "cases.json"), "w") as f:
         json.dump({"cases": cases}, f, indent=2)

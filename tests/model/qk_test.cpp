@@ -195,7 +195,22 @@ TEST_F(QkReference, ComposeMatchesTheTorchReference) {
       const CliRun run = runBinary(
           {"compose", "--model", (root() / dir).string(), "--kind", kind, "--out", out}, root());
       ASSERT_EQ(run.exitCode, 0) << run.err;
-      EXPECT_EQ(run.out, "");
+      // One line: what random weights of these shapes score, against the reference's own
+      // Monte Carlo estimate from full d x d products (64 draws here, 2000 there: within four
+      // standard errors of the difference).
+      const std::vector<std::string> printed = lines(run.out);
+      ASSERT_EQ(printed.size(), 1u) << run.out;
+      const std::vector<std::string> f = splitTabs(printed[0]);
+      ASSERT_EQ(f.size(), 3u) << run.out;
+      EXPECT_EQ(f[0], "random");
+      const double mean = std::stod(f[1]), sd = std::stod(f[2]);
+      const double refMean = c["random_mean"].get<double>(), refSd = c["random_sd"].get<double>();
+      const double se = std::sqrt(refSd * refSd / 64.0 + refSd * refSd /
+                                                              c["random_draws"].get<double>());
+      EXPECT_NEAR(mean, refMean, 4.0 * se) << "reference sd " << refSd;
+      EXPECT_NEAR(sd, refSd, 0.35 * refSd);
+      std::cout << "[ random   ] " << dir << ": " << mean << " +- " << sd << ", reference "
+                << refMean << " +- " << refSd << "\n";
       const NpyArray got = readNpy(out);
       const NpyArray want =
           readNpy((root() / c[std::string("compose_") + kind].get<std::string>()).string());

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 namespace attnviz {
 
@@ -329,6 +330,37 @@ QkSplit splitQk(const Model& m, const ForwardResult& r, int layer, int head, int
 
 std::vector<float> compositionScores(const Model& m, CompositionKind kind) {
   return QkSplitAccess::compose(m, kind);
+}
+
+CompositionBaseline compositionBaseline(int d, int dh, int draws, unsigned long long seed) {
+  if (d < 1 || dh < 1 || draws < 1) throw InputError("composition baseline: empty shapes");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const auto gaussian = [&](int r, int c) {
+    MatD x(r, c);
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
+    return x;
+  };
+  // |A B^T|_F^2 = tr((A^T A)(B^T B)) for A, B [d, k]: every norm through [d_h, d_h] Gram
+  // matrices, never a d x d product.
+  std::vector<double> v(static_cast<std::size_t>(draws));
+  for (int t = 0; t < draws; ++t) {
+    const MatD v1 = gaussian(d, dh), o1 = gaussian(dh, d);  // W_OV1 = V1 O1
+    const MatD a2 = gaussian(d, dh), b2 = gaussian(d, dh);  // the later head's A2 B2^T
+    const MatD gv = v1.transpose() * v1, go = o1 * o1.transpose();
+    const MatD ga = a2.transpose() * a2, gb = b2.transpose() * b2;
+    const MatD m = o1 * a2;  // [d_h, d_h]: V1 (O1 A2) B2^T
+    const double num = (m.transpose() * gv * m * gb).trace();
+    const double den = (gv * go).trace() * (ga * gb).trace();
+    v[std::size_t(t)] = std::sqrt(num / den);
+  }
+  CompositionBaseline b;
+  b.draws = draws;
+  for (double x : v) b.mean += x;
+  b.mean /= draws;
+  for (double x : v) b.sd += (x - b.mean) * (x - b.mean);
+  b.sd = draws > 1 ? std::sqrt(b.sd / (draws - 1)) : 0.0;
+  return b;
 }
 
 }  // namespace attnviz

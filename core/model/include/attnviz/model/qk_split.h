@@ -56,4 +56,15 @@ enum class CompositionKind { Q, K, V };
 // InputError as splitQk does for a family it refuses.
 std::vector<float> compositionScores(const Model& m, CompositionKind kind);
 
+// What a composition score is by chance: the score of two heads whose W_Q, W_K, W_V [d, d_h] and
+// W_O [d_h, d] are drawn with independent N(0, 1) entries, for a model's d and d_h. The three
+// kinds have one distribution (each is |A1 B1 A2 B2^T|_F over |A1 B1|_F |A2 B2^T|_F with four
+// independent Gaussian factors), close to 1 / sqrt(d) for d_h << d. Mean and standard deviation
+// over `draws` pairs from a fixed seed, so the same shapes always give the same figure.
+struct CompositionBaseline {
+  double mean = 0.0, sd = 0.0;
+  int draws = 0;
+};
+CompositionBaseline compositionBaseline(int d, int dh, int draws = 64, unsigned long long seed = 1);
+
 }  // namespace attnviz
