@@ -265,6 +265,11 @@ struct WhyHereState {
     bool operator==(const Cell&) const = default;
   };
   Cell want, have;  // the cell shown; the one `result` (or `error`) is for
+  // The key picked for a row (its largest weight) stays while the row, layer and head do, so
+  // that an ablation that moves the row's weight elsewhere changes this cell's split in place.
+  struct Picked {
+    int layer = -1, head = -1, row = -1, key = -1;
+  } picked;
   std::future<QkSplit> job;
   std::shared_ptr<PassProgress> progress;  // the job's: closeSources cancels it
   QkSplit result;
@@ -272,10 +277,13 @@ struct WhyHereState {
   bool valid = false;  // `result` holds `have`'s split
   // The composition map of the shown head against every earlier head (compositionScores), per
   // kind (q, k, v), computed on a worker once per model.
-  int compKind = 1;
   int compRunning = -1;  // the kind compJob computes
-  std::future<std::vector<float>> compJob;
-  std::vector<float> comp[3];
+  struct Composition {
+    std::vector<float> scores;
+    CompositionBaseline random;  // the same score for random weights of these shapes
+  };
+  std::future<Composition> compJob;
+  Composition comp[3];
   std::string compError[3];
   void stop() {  // another model opens: the jobs stopped, the results dropped
     cancelAndJoin(job, progress);
@@ -382,14 +390,6 @@ struct FillState {
   std::uint64_t printedFor = ~std::uint64_t{0};
 };
 
-// The model view: a GPT-2 model as the session's source (attnviz/model_source.h).
-struct ModelState {
-  std::unique_ptr<ModelSource> source;  // null: no model open
-  std::string dir;
-  std::int64_t maxMemory = -1;  // --max-memory in bytes (-1: defaultMemoryBudget())
-  // Opening: the folder, the worker's result and its progress.
-  std::string loadingDir;
-  std::future<OpenedModel> loading;
 // The Head finder panel (head_finder_panel.cpp): a tree of `attnviz heads` (or HeadVis's) read
 // back (attnviz/model/head_finder.h), or a run over a corpus for the open model on a worker. The
 // tree is the panel's own and outlives the model; the run is the model's (closeSources stops it).
@@ -437,6 +437,14 @@ struct HeadFinderState {
   ~HeadFinderState() { stopRun(); }
 };
 
+// The model view: a GPT-2 model as the session's source (attnviz/model_source.h).
+struct ModelState {
+  std::unique_ptr<ModelSource> source;  // null: no model open
+  std::string dir;
+  std::int64_t maxMemory = -1;  // --max-memory in bytes (-1: defaultMemoryBudget())
+  // Opening: the folder, the worker's result and its progress.
+  std::string loadingDir;
+  std::future<OpenedModel> loading;
   // Something else was opened (a scene, File > Default scene) while it loaded: it is dropped
   // when it arrives instead of replacing what the user chose since.
   bool loadingDropped = false;
@@ -505,6 +513,12 @@ struct HeadFinderState {
   int neuronKey = -1;       // the neuron view's key; -1: the selected row's largest weight
   bool showResidual = false;  // --show-residual: the residual-stream panel starts open
   bool showWhyHere = false;   // --why-here, a scene's panels.whyHere: the "Why here?" panel open
+  // The panel's tab (0 the score split, 1 the composition map) and composition kind (0 q, 1 k,
+  // 2 v); a scene's panels.whyHere object sets both, and `whyHereTabAsked` selects the tab once.
+  int whyHereTab = 0, whyHereKind = 1;
+  bool whyHereTabAsked = false;
+  // --why-here-ablate L:H: press that head's ablate button in the panel once it is shown.
+  std::pair<int, int> whyHereAblate{-1, -1};
   bool layerDirty = false;  // the session shows another layer than `layer`
   std::uint64_t passVersion = 0;  // bumped by every pass (text or interventions)
   // Interventions asked for by the panels, run at the frame boundary (they may throw).
@@ -525,6 +539,7 @@ struct HeadFinderState {
   CacheLossState cacheLoss;
   RetrievalState retrieval;
   WhyHereState whyHere;
+  HeadFinderState heads;  // the Head finder panel
   GenerateState gen;  // last: its workers are joined before the rest goes
 };
 
@@ -538,7 +553,6 @@ struct AlignmentState {
   bool meanHeads = false;  // the site's mean over its heads instead of the shown head
   AlignOptions options;    // argmax or threshold, the shift by one (on by default)
   char gold[2048] = "";    // the gold box: Pharaoh pairs "S-T ..." (source unit - target unit)
-  HeadFinderState heads;  // the Head finder panel
   std::string goldApplied;  // the box's text as last applied (left, Enter, a button, --gold)
   bool scripted = false;   // --gold or --no-shift: a scripted run prints the alignment lines
   struct Key {

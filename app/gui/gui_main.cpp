@@ -88,6 +88,7 @@ struct Options {
   std::string cacheLoss;
   bool showResidual = false;
   bool whyHere = false;
+  std::string whyHereAblate;
   bool retrieval = false;
   std::string attribute, attributionClick, attributionExport;
   double soak = 0;
@@ -173,6 +174,10 @@ int runGui(int argc, char** argv) {
   cli.add_flag("--why-here", o.whyHere,
                "with --model: open the 'Why here?' panel (the selected cell's score split by what "
                "wrote q and k)");
+  cli.add_option("--why-here-ablate", o.whyHereAblate,
+                 "L:H, with --why-here: once the first split is shown, press the ablate button "
+                 "of head L:H beside its bars (the pass re-runs; the cell is split again)")
+      ->group(kScriptedGroup);
   cli.add_flag("--retrieval", o.retrieval,
                "with --model: once the text has run, score every head in the 'Retrieval heads' "
                "panel (the text is the haystack; the panel's needle, question and answer); a "
@@ -466,11 +471,6 @@ int runGui(int argc, char** argv) {
         al.goldApplied = al.gold;
       }
     }
-    if (o.showResidual) s.model.showResidual = true;
-    if (o.whyHere) s.model.showWhyHere = true;
-    if (o.retrieval) {
-      if (!s.model.open() && !s.model.loading.valid())
-        throw UsageError("--retrieval goes with --model (or a model scene)");
     if (!o.headTree.empty() || !o.headFinderCorpus.empty() || !o.headFinderSelect.empty() ||
         !o.headFinderSort.empty() || o.headFinderSequence) {
       HeadFinderState& hf = s.model.heads;
@@ -502,6 +502,18 @@ int runGui(int argc, char** argv) {
       }
       if (o.headFinderSequence) hf.wantSequence = *o.headFinderSequence;
     }
+    if (o.showResidual) s.model.showResidual = true;
+    if (o.whyHere) s.model.showWhyHere = true;
+    if (!o.whyHereAblate.empty()) {
+      int l = -1, h = -1, used = 0;
+      if (std::sscanf(o.whyHereAblate.c_str(), "%d:%d%n", &l, &h, &used) != 2 ||
+          used != int(o.whyHereAblate.size()) || l < 0 || h < 0)
+        throw UsageError("--why-here-ablate: expected L:H, got '" + o.whyHereAblate + "'");
+      s.model.whyHereAblate = {l, h};
+    }
+    if (o.retrieval) {
+      if (!s.model.open() && !s.model.loading.valid())
+        throw UsageError("--retrieval goes with --model (or a model scene)");
       s.model.retrieval.scripted = true;
     }
     if (!o.slice.empty()) s.model.slice = int(*pairSliceFromKey(o.slice));

@@ -139,9 +139,31 @@ void applyPanels(AppState& s, const std::string& viewText, const std::string& pa
     s.model.showResidual = p["residual"].get<bool>();
   }
   if (p.contains("whyHere")) {
-    if (!p["whyHere"].is_boolean())
-      throw InputError(path + ": view.panels.whyHere: expected true or false");
-    s.model.showWhyHere = p["whyHere"].get<bool>();
+    const json& w = p["whyHere"];
+    const std::string where = path + ": view.panels.whyHere";
+    if (w.is_boolean()) {
+      s.model.showWhyHere = w.get<bool>();
+    } else if (w.is_object()) {
+      s.model.showWhyHere = true;
+      for (const auto& [key, value] : w.items())
+        if (key != "tab" && key != "kind")
+          throw InputError(where + ": unknown field '" + key + "' (expected tab, kind)");
+      if (w.contains("tab")) {
+        const std::string tab = w["tab"].is_string() ? w["tab"].get<std::string>() : "";
+        if (tab != "split" && tab != "composition")
+          throw InputError(where + ".tab: expected \"split\" or \"composition\"");
+        s.model.whyHereTab = tab == "split" ? 0 : 1;
+        s.model.whyHereTabAsked = true;
+      }
+      if (w.contains("kind")) {
+        const std::string kind = w["kind"].is_string() ? w["kind"].get<std::string>() : "";
+        if (kind != "q" && kind != "k" && kind != "v")
+          throw InputError(where + ".kind: expected \"q\", \"k\" or \"v\"");
+        s.model.whyHereKind = kind == "q" ? 0 : kind == "k" ? 1 : 2;
+      }
+    } else {
+      throw InputError(where + ": expected true, false or an object {tab, kind}");
+    }
   }
   if (p.contains("cacheLoss")) {
     const json& c = p["cacheLoss"];
@@ -181,6 +203,7 @@ void applyPanels(AppState& s, const std::string& viewText, const std::string& pa
     st.draws = num("draws", 0, 20);
     st.scripted = true;
   }
+  if (p.contains("headFinder")) applyHeadFinder(s, p["headFinder"], path);
   if (p.contains("positionBias")) {  // T5's Position bias panel: whether it is open
     const json& b = p["positionBias"];
     if (!b.is_object() || !b.contains("open") || !b["open"].is_boolean())
@@ -203,7 +226,6 @@ void applyPanels(AppState& s, const std::string& viewText, const std::string& pa
         throw InputError(path + ": view.panels.alignment.gold: expected a string of under " +
                          std::to_string(sizeof al.gold) + " bytes");
       std::snprintf(al.gold, sizeof al.gold, "%s", a["gold"].get<std::string>().c_str());
-  if (p.contains("headFinder")) applyHeadFinder(s, p["headFinder"], path);
       al.goldApplied = al.gold;
     }
     flag("shift", al.options.shift);
@@ -266,7 +288,13 @@ std::string viewJson(const AppState& s, const std::string& previous) {
   // The research panels a model view had open: the residual stream, the loss by cache.
   json panels = json::object();
   if (s.model.open() && s.model.showResidual) panels["residual"] = true;
-  if (s.model.open() && s.model.showWhyHere) panels["whyHere"] = true;
+  if (s.model.open() && s.model.showWhyHere) {
+    if (s.model.whyHereTab == 0 && s.model.whyHereKind == 1)
+      panels["whyHere"] = true;
+    else
+      panels["whyHere"] = {{"tab", s.model.whyHereTab == 0 ? "split" : "composition"},
+                           {"kind", std::string(1, "qkv"[std::clamp(s.model.whyHereKind, 0, 2)])}};
+  }
   if (s.model.open() && !s.model.cacheLoss.result.dense.empty())
     panels["cacheLoss"] = {{"sinks", s.model.cacheLoss.result.sinks},
                            {"window", s.model.cacheLoss.result.window}};
@@ -274,6 +302,17 @@ std::string viewJson(const AppState& s, const std::string& previous) {
     const RetrievalState& r = s.model.retrieval;
     panels["retrieval"] = {{"needle", r.needle}, {"question", r.question}, {"answer", r.answer},
                            {"depths", r.depths}, {"k", r.k}, {"draws", r.draws}};
+  }
+  if (s.model.heads.open && s.model.heads.tree) {  // the Head finder: its tree and head
+    const HeadFinderState& h = s.model.heads;
+    json hf = {{"tree", h.tree->dir}};
+    if (h.selected >= 0)
+      hf["select"] = {h.tree->rows[std::size_t(h.selected)].layer,
+                      h.tree->rows[std::size_t(h.selected)].head};
+    if (h.sortColumn >= 2) hf["sort"] = h.tree->metrics[std::size_t(h.sortColumn - 2)];
+    hf["x"] = h.tree->metrics[std::size_t(h.xMetric)];
+    hf["y"] = h.tree->metrics[std::size_t(h.yMetric)];
+    panels["headFinder"] = std::move(hf);
   }
   if (s.dump.seq2seq) {  // the Alignment panel's reading and gold
     const AlignmentState& al = s.dump.align;
@@ -303,17 +342,6 @@ void resetView(AppState& s) {
 void loadSceneInto(AppState& s, const std::string& path) {
   Scene sc = loadScene(path);  // throws InputError naming the file
   if (sc.model.any()) {  // a model scene: the model view, once the folder has opened
-  if (s.model.heads.open && s.model.heads.tree) {  // the Head finder: its tree and head
-    const HeadFinderState& h = s.model.heads;
-    json hf = {{"tree", h.tree->dir}};
-    if (h.selected >= 0)
-      hf["select"] = {h.tree->rows[std::size_t(h.selected)].layer,
-                      h.tree->rows[std::size_t(h.selected)].head};
-    if (h.sortColumn >= 2) hf["sort"] = h.tree->metrics[std::size_t(h.sortColumn - 2)];
-    hf["x"] = h.tree->metrics[std::size_t(h.xMetric)];
-    hf["y"] = h.tree->metrics[std::size_t(h.yMetric)];
-    panels["headFinder"] = std::move(hf);
-  }
     s.model.sceneTitle = sc.title;
     s.model.sceneNotes = sc.notes;
     const SceneView v = parseSceneView(sc.extraJson, path);

@@ -113,13 +113,13 @@ void compositionTab(AppState& s, int layer, int head) {
   const char* kinds[] = {"Q", "K", "V"};
   for (int k = 0; k < 3; ++k) {
     if (k) ImGui::SameLine();
-    ImGui::RadioButton(kinds[k], &w.compKind, k);
+    ImGui::RadioButton(kinds[k], &m.whyHereKind, k);
   }
   ImGui::SameLine();
   helpMarker("How much each earlier head's output (its W_OV) feeds this head's query (Q), key (K) "
              "or value (V) input, from the weights alone (|W_OV W_QK| over the two norms, as "
              "Elhage et al. 2021 define it). Rows: earlier layers; columns: their heads.");
-  const int kind = std::clamp(w.compKind, 0, 2);
+  const int kind = std::clamp(m.whyHereKind, 0, 2);
   if (w.compJob.valid() &&
       w.compJob.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     try {
@@ -134,14 +134,16 @@ void compositionTab(AppState& s, int layer, int head) {
     ImGui::TextWrapped("%s", w.compError[kind].c_str());
     return;
   }
-  if (w.comp[kind].empty()) {
+  if (w.comp[kind].scores.empty()) {
     if (!w.compJob.valid()) {
       w.compRunning = kind;
       w.compJob = std::async(std::launch::async, [model = m.source->sharedModel(), kind] {
         struct Wake {
           ~Wake() { wakeFrameLoop(); }
         } wake;
-        return compositionScores(*model, CompositionKind(kind));
+        const ModelConfig& c = model->config();
+        return WhyHereState::Composition{compositionScores(*model, CompositionKind(kind)),
+                                         compositionBaseline(c.nEmbd, c.headSize)};
       });
     }
     ImGui::TextDisabled("computing the composition scores\xe2\x80\xa6");
@@ -152,14 +154,23 @@ void compositionTab(AppState& s, int layer, int head) {
     ImGui::TextDisabled("Layer 0 reads no earlier head.");
     return;
   }
-  const std::vector<float>& v = w.comp[kind];
+  const std::vector<float>& v = w.comp[kind].scores;
+  const CompositionBaseline& rnd = w.comp[kind].random;
   float top = 1e-9f;
   for (int l1 = 0; l1 < layer; ++l1)
     for (int h1 = 0; h1 < H; ++h1)
       top = std::max(top, v[((std::size_t(layer) * H + head) * L + l1) * H + h1]);
-  const float cell = std::clamp(ImGui::GetContentRegionAvail().x / float(H), 4.0f, 24.0f);
-  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  // Rows labelled by layer at the left; the tooltip names each cell.
+  const float labelW = ImGui::CalcTextSize("L00 ").x;
+  const float cell =
+      std::clamp((ImGui::GetContentRegionAvail().x - labelW) / float(H), 4.0f, 24.0f);
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 p0(origin.x + labelW, origin.y);
   ImDrawList* dl = ImGui::GetWindowDrawList();
+  if (cell >= ImGui::GetTextLineHeight() * 0.8f)
+    for (int l1 = 0; l1 < layer; ++l1)
+      dl->AddText(ImVec2(origin.x, p0.y + l1 * cell + (cell - ImGui::GetTextLineHeight()) * 0.5f),
+                  ImGui::GetColorU32(ImGuiCol_TextDisabled), ("L" + std::to_string(l1)).c_str());
   for (int l1 = 0; l1 < layer; ++l1)
     for (int h1 = 0; h1 < H; ++h1) {
       const float x = v[((std::size_t(layer) * H + head) * L + l1) * H + h1];
@@ -167,15 +178,28 @@ void compositionTab(AppState& s, int layer, int head) {
       dl->AddRectFilled(c0, ImVec2(c0.x + cell - 1, c0.y + cell - 1),
                         colormapU32(ColormapId::Viridis, x / top));
     }
+  ImGui::SetCursorScreenPos(p0);
   ImGui::InvisibleButton("##whyhere-comp", ImVec2(cell * H, cell * layer));
   if (ImGui::IsItemHovered()) {
     const ImVec2 mp = ImGui::GetIO().MousePos;
     const int h1 = int((mp.x - p0.x) / cell), l1 = int((mp.y - p0.y) / cell);
-    if (l1 >= 0 && l1 < layer && h1 >= 0 && h1 < H)
-      ImGui::SetTooltip("%s-composition of L%dH%d into L%dH%d: %.4f", kinds[kind], l1, h1, layer,
-                        head, double(v[((std::size_t(layer) * H + head) * L + l1) * H + h1]));
+    if (l1 >= 0 && l1 < layer && h1 >= 0 && h1 < H) {
+      const double x = v[((std::size_t(layer) * H + head) * L + l1) * H + h1];
+      ImGui::SetTooltip("%s-composition of L%dH%d into L%dH%d: %.4f\n%.1fx the random baseline",
+                        kinds[kind], l1, h1, layer, head, x, x / rnd.mean);
+    }
   }
+  int above = 0;
+  for (int l1 = 0; l1 < layer; ++l1)
+    for (int h1 = 0; h1 < H; ++h1)
+      above += v[((std::size_t(layer) * H + head) * L + l1) * H + h1] > 2.0 * rnd.mean;
   ImGui::TextDisabled("largest %.3f (colour scale 0 .. largest)", double(top));
+  ImGui::Text("random weights of these shapes: %.4f \xc2\xb1 %.4f", rnd.mean, rnd.sd);
+  ImGui::SameLine();
+  helpMarker("The score two heads get by chance: W_Q, W_K, W_V and W_O drawn with independent "
+             "Gaussian entries, the model's d and d_head, 64 draws (about 1/sqrt(d)). A score "
+             "well above it is structure the training put there.");
+  ImGui::Text("%d of %d earlier heads above twice the random score", above, layer * H);
 }
 
 void drawSplit(AppState& s, int i, int j);
@@ -197,12 +221,23 @@ bool drawWhyHerePanel(AppState& s) {
   const int h = std::clamp(s.view.head, 0, m.source->heads() - 1);
   const int i = s.display().fullRow(s.view.selectedRow);
   if (ImGui::BeginTabBar("##whyhere-tabs")) {
-    if (ImGui::BeginTabItem("Score split")) {
+    // A scene asks for a tab once; after that the user's clicks choose it.
+    const int askedTab = m.whyHereTabAsked ? m.whyHereTab : -1;
+    const auto asked = [askedTab](int tab) {
+      return askedTab == tab ? ImGuiTabItemFlags_SetSelected : 0;
+    };
+    if (ImGui::BeginTabItem("Score split", nullptr, asked(0))) {
+      m.whyHereTab = 0;
       if (i < 0 || i >= T) {
         ImGui::TextDisabled("Click a row of the heatmap: the panel splits its cell (the key of "
                             "the neuron view: the row's largest weight unless one is chosen).");
       } else {
-        const int j = cellKey(s, i, T, c.causal);
+        WhyHereState::Picked& pk = w.picked;
+        const bool chosen = s.model.neuronKey >= 0 && s.model.neuronKey < T &&
+                            !(c.causal && s.model.neuronKey > i);
+        if (chosen || pk.layer != l || pk.head != h || pk.row != i || pk.key >= T)
+          pk = {l, h, i, cellKey(s, i, T, c.causal)};
+        const int j = pk.key;
         w.want = WhyHereState::Cell{m.passVersion, l, h, i, j};
         // A finished split is taken; a new cell starts once the last job is done.
         if (w.job.valid() &&
@@ -221,11 +256,13 @@ bool drawWhyHerePanel(AppState& s) {
       }
       ImGui::EndTabItem();
     }
-    if (ImGui::BeginTabItem("Composition")) {
+    if (ImGui::BeginTabItem("Composition", nullptr, asked(1))) {
+      m.whyHereTab = 1;
       compositionTab(s, l, h);
       ImGui::EndTabItem();
     }
     ImGui::EndTabBar();
+    m.whyHereTabAsked = false;
   }
   return false;
 }
@@ -258,6 +295,7 @@ void drawSplit(AppState& s, int i, int j) {
              "embedding, each earlier head (L{l}H{h}), each earlier MLP, the output biases, and "
              "the path's constant terms (const). Part (a, b) is what a wrote into q times what b "
              "wrote into k.");
+  ImGui::TextDisabled("largest parts, q side \xc3\x97 k side (x ablates a head)");
   const int n = q.n();
   std::vector<int> order(q.c.size());
   std::iota(order.begin(), order.end(), 0);
@@ -268,7 +306,7 @@ void drawSplit(AppState& s, int i, int j) {
   g_whyHereShown = WhyHereShown{q.layer, q.head, q.query, q.key, q.score, q.sum,
                                 q.names[std::size_t(order[0] / n)],
                                 q.names[std::size_t(order[0] % n)], q.c[std::size_t(order[0])]};
-  const float barW = ImGui::GetContentRegionAvail().x * 0.35f;
+  const float barW = ImGui::GetContentRegionAvail().x * 0.2f;
   for (int k = 0; k < shown; ++k) {
     const int a = order[k] / n, b = order[k] % n;
     const double v = q.c[std::size_t(order[k])];
@@ -281,16 +319,30 @@ void drawSplit(AppState& s, int i, int j) {
         v >= 0 ? IM_COL32(220, 90, 70, 255) : IM_COL32(70, 120, 220, 255));
     ImGui::Dummy(ImVec2(barW, h));
     ImGui::SameLine();
-    ImGui::Text("q: %s \xc3\x97 k: %s \xe2\x86\x92 %+.3f of %.3f", q.names[std::size_t(a)].c_str(),
-                q.names[std::size_t(b)].c_str(), v, q.score);
+    ImGui::Text("%s \xc3\x97 %s %+.3f", q.names[std::size_t(a)].c_str(),
+                q.names[std::size_t(b)].c_str(), v);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("q: %s \xc3\x97 k: %s \xe2\x86\x92 %+.4f of %.4f (%.0f%%)",
+                        q.names[std::size_t(a)].c_str(), q.names[std::size_t(b)].c_str(), v,
+                        q.score, 100.0 * v / q.score);
     // One click ablates a head that wrote either side (the pass re-runs; the cell splits again).
     for (int side : {a, b}) {
       const auto [hl, hh] = headOf(q.names[std::size_t(side)]);
       if (hl < 0 || m.source->ablated(hl, hh)) continue;
       ImGui::SameLine();
       ImGui::PushID(side);
-      if (ImGui::SmallButton(("ablate L" + std::to_string(hl) + "H" + std::to_string(hh)).c_str()))
+      const bool scripted = m.whyHereAblate == std::pair<int, int>{hl, hh} &&
+                            w.have == w.want && !w.job.valid();
+      const bool pressed =
+          ImGui::SmallButton(("x L" + std::to_string(hl) + "H" + std::to_string(hh)).c_str());
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("Ablate head %d:%d (zero its output in the pass): the pass re-runs and "
+                          "this cell is split again",
+                          hl, hh);
+      if (pressed || scripted) {
+        m.whyHereAblate = {-1, -1};
         m.actions.push_back([hl, hh](AppState& st) { st.model.source->setAblated(hl, hh, true); });
+      }
       ImGui::PopID();
       if (side == b || a == b) break;
     }
