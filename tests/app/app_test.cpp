@@ -661,8 +661,10 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   // cross-attention, shifted by one, which head aligns, ablate the aligning heads, watch it
   // translate, T5's position bias (kjv-t5-align, tests/app/seq2seq_app_test.cpp); find the
   // induction heads, a head on one prompt vs the corpus, sinks everywhere (kjv-sp-llama's Head
-  // finder, tests/app/head_finder_app_test.cpp)
-  EXPECT_EQ(models, 29);
+  // finder, tests/app/head_finder_app_test.cpp); why the induction head attends here, what
+  // writes a sink's key, K-composition (kjv-sp-llama's Why here? panel,
+  // tests/app/why_here_app_test.cpp)
+  EXPECT_EQ(models, 32);
 }
 
 }  // namespace
