@@ -7,6 +7,7 @@
 #include "model_test_util.h"
 
 #include "attnviz/model/model.h"
+#include "attnviz/model/qk_split.h"
 #include "attnviz/model/tokenizers/sentencepiece.h"
 
 #include <algorithm>
@@ -264,6 +265,83 @@ TEST(ShippedLlamaCli, TheGgufTwinComputesWhatTheFolderComputes) {
   std::printf("GGUF twin (logits up to %.3g): F32 max |dA| %.3g, max |dlogit| %.3g; Q8_0 max |dA| %.3g, max |dlogit| "
               "%.3g, same top-1 at %d of %zu positions\n",
               scale, f32Weights, f32Logits, q8Weights, q8Logits, sameTop, ids.size());
+}
+
+}  // namespace
+}  // namespace attnviz::testing
+
+namespace attnviz::testing {
+namespace {
+
+// What the Why here? presets' notes say of the shipped model (assets/scenes/40-42), through the
+// split itself (the split is held to a float64 torch reference in qk_test.cpp): the largest
+// key-side part of the induction head 2:1 at its cells is the previous-token head L1H3 in 34 of
+// 38, the token embedding's query-side share is tiny, and the sink head 2:2's key at <s> is
+// written by layer 1's MLP.
+struct Side {
+  std::string topK, topQ;
+  double score = 0, kShare = 0, embedQShare = 0;
+};
+
+Side sides(const QkSplit& s) {
+  const int n = s.n();
+  std::vector<double> rows(n, 0.0), cols(n, 0.0);
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) rows[a] += s.at(a, b), cols[b] += s.at(a, b);
+  const int kb = int(std::max_element(cols.begin(), cols.end()) - cols.begin());
+  const int qb = int(std::max_element(rows.begin(), rows.end()) - rows.begin());
+  Side out;
+  out.topK = s.names[kb], out.topQ = s.names[qb], out.score = s.score;
+  out.kShare = cols[kb] / s.score;
+  out.embedQShare = rows[0] / s.score;  // "embed" is the first component
+  EXPECT_EQ(s.names[0], "embed");
+  return out;
+}
+
+TEST(ShippedLlama, WhyHerePresetsClaimsHold) {
+  const auto m = Model::open(shippedLlama().string());
+  // 40: each verse said twice; the query's key is the token after the same place in the first copy.
+  int cells = 0, l1h3 = 0;
+  double minShare = 1, maxShare = 0, maxEmbed = 0;
+  for (const char* verse : {"And the fine linen is the righteousness of saints.",
+                            "For the wages of sin is death; but the gift of God is eternal life."}) {
+    const std::vector<int> once = m->encode(verse);  // <s> + the verse
+    const std::vector<int> ids = m->encode(std::string(verse) + " " + verse);
+    const int n = int(once.size()) - 1, T = int(ids.size());
+    ASSERT_EQ(T, 1 + 2 * n) << verse;  // the second copy tokenizes as the first
+    const ForwardResult r = m->forward(ids, {}, qkSplitCapture(2));
+    for (int i = 1 + n; i < T; ++i) {
+      const Side s = sides(splitQk(*m, r, 2, 1, i, i - n + 1));
+      ++cells;
+      if (s.topK == "L1H3") {
+        ++l1h3;
+        minShare = std::min(minShare, s.kShare), maxShare = std::max(maxShare, s.kShare);
+      } else {
+        EXPECT_EQ(s.topK, "L0mlp") << i;
+      }
+      maxEmbed = std::max(maxEmbed, std::abs(s.embedQShare));
+    }
+  }
+  EXPECT_EQ(cells, 38);
+  EXPECT_EQ(l1h3, 34);
+  EXPECT_GT(minShare, 0.18);
+  EXPECT_LT(maxShare, 0.31);
+  EXPECT_LT(maxEmbed, 0.004);  // 0.02 to 0.35% of the score
+
+  // 41: head 2:2 against <s> from query 4 on.
+  const std::vector<int> ids = m->encode(
+      "In the beginning God created the heaven and the earth. And the earth was without form, "
+      "and void; and darkness was upon the face of the deep. And the Spirit of God moved upon "
+      "the face of the waters.");
+  const ForwardResult r = m->forward(ids, {}, qkSplitCapture(2));
+  int sinkCells = 0;
+  for (int i = 4; i < int(ids.size()); ++i, ++sinkCells) {
+    const Side s = sides(splitQk(*m, r, 2, 2, i, 0));
+    EXPECT_EQ(s.topK, "L1mlp") << i;
+    EXPECT_GT(s.kShare, 0.77) << i;
+    EXPECT_LT(s.kShare, 0.81) << i;
+  }
+  EXPECT_EQ(sinkCells, 49);
 }
 
 }  // namespace
