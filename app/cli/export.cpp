@@ -11,7 +11,12 @@
 #include "attnviz/formats/dump.h"
 #include "attnviz/engine/engine.h"
 #include "attnviz/render/flash_figure.h"
+#include "attnviz/formats/image.h"
 #include "attnviz/formats/npy.h"
+#include "attnviz/model/model_names.h"
+#include "attnviz/model/vision.h"
+#include "attnviz/model/vision_maps.h"
+#include "attnviz/render/overlay_figure.h"
 #include "attnviz/render/raster.h"
 #include "attnviz/formats/scene.h"
 #include "attnviz/model/attribution.h"
@@ -24,8 +29,10 @@
 #include "attnviz/render/vector_figure.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 namespace attnviz::app {
@@ -278,6 +285,99 @@ int exportModelGrid(ModelCliOptions& modelOpts, const AttentionCliOptions& opts,
   return 0;
 }
 
+// What --overlay takes beside --model, --layer, --head and the outputs.
+struct OverlayCliOptions {
+  bool overlay = false, rollout = false;
+  std::string image, token;
+  double opacity = 0.6;
+};
+
+// --overlay: an image model's view of --image with one token's attention row (or the rollout's)
+// over its patches (docs/image-models.md#the-overlay-figure).
+int exportOverlay(const std::string& model, const std::string& layerText,
+                  const std::string& headText, const OverlayCliOptions& ov,
+                  const std::string& colormap, const std::string& title, const Outputs& out) {
+  // Bad usage before any file is read.
+  if (layerText.empty()) throw UsageError("--overlay needs --layer L");
+  const int layer = parseLayerIndex(layerText);
+  const std::optional<int> head = parseIndex(headText, 1'000'000);
+  if (!head) throw UsageError("--head: expected a head index (0, 1, ...), got '" + headText + "'");
+  int token = kDefaultOverlayToken;
+  bool cls = false;
+  if (!ov.token.empty()) {
+    std::string lower = ov.token;
+    for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower == "cls") {
+      cls = true;
+    } else {
+      const std::optional<int> t = parseIndex(ov.token, 1'000'000'000);
+      if (!t)
+        throw UsageError("--token: expected 'cls' or a token index (0, 1, ...), got '" +
+                         ov.token + "'");
+      token = *t;
+    }
+  }
+  if (!(ov.opacity >= 0.0 && ov.opacity <= 1.0))
+    throw UsageError("--opacity: expected a value in 0..1");
+  ColormapId cmap = ColormapId::Viridis;
+  if (!colormap.empty()) {
+    const std::optional<ColormapId> id = colormapFromName(colormap);
+    if (!id) throw UsageError("--colormap: unknown colormap '" + colormap + "'");
+    cmap = *id;
+  }
+
+  const std::string dir = locateModelFiles(resolveModelName(model), false).dir;
+  if (!VisionModel::isVisionFolder(dir))
+    throw UsageError("--overlay: " + model + " is not an image model (config.json's model_type)");
+  const VisionModel m = VisionModel::load(dir);
+  const VisionConfig& c = m.config();
+  if (layer >= c.layers)
+    throw UsageError("--layer " + std::to_string(layer) + ": out of range, the model has " +
+                     std::to_string(c.layers) + " layers (0.." + std::to_string(c.layers - 1) +
+                     ")");
+  if (*head >= c.heads)
+    throw UsageError("--head " + std::to_string(*head) + ": out of range, the model has " +
+                     std::to_string(c.heads) + " heads (0.." + std::to_string(c.heads - 1) + ")");
+  if (cls && !c.hasCls)
+    throw UsageError("--token cls: " + model + " (" + c.family +
+                     ") has no CLS token; give a token index, or no --token for the mean of the "
+                     "patch queries");
+  if (c.channels != 3)
+    throw InputError(dir + ": " + std::to_string(c.channels) + " channels; an image file gives 3");
+  const PreprocessedImage pre = preprocessImageFile(ov.image, dir);
+  VisionRunOptions ro;
+  ro.weights = true;
+  const VisionResult r = m.run(pre.pixels, pre.height, pre.width, ro, ov.image);
+  const PatchMap map = overlayPatchMap(r, c, layer, *head, token, ov.rollout);
+
+  std::string name = std::filesystem::path(dir).filename().string();
+  if (name.empty()) name = std::filesystem::path(dir).parent_path().filename().string();
+  const std::string dot = " \xC2\xB7 ";
+  OverlayFigure f;
+  f.image = &pre.seen;
+  f.gridH = map.gridH, f.gridW = map.gridW;
+  f.map = map.values;
+  f.colormap = cmap;
+  f.opacity = ov.opacity;
+  f.vector = out.vector();
+  f.barTitle = ov.rollout ? "rollout" : "weight";
+  f.title = !title.empty() ? title
+            : ov.rollout
+                ? name + dot + "rollout to layer " + std::to_string(layer) +
+                      " (heads averaged, + I)" + dot + "token " + map.token
+                : name + dot + "layer " + std::to_string(layer) + dot + "head " +
+                      std::to_string(*head) + dot + "token " + map.token;
+  f.captions.push_back(
+      (ov.rollout ? "the rollout's row of " : "the attention row of ") + map.token +
+      " over the patches (" + c.family + ", " + std::to_string(r.tokens) + " tokens)");
+  const Image img = renderOverlay(f);
+  char note[96];
+  std::snprintf(note, sizeof note, ": the image at (%d, %d), %d px per image pixel", img.heatX,
+                img.heatY, img.cellPx);
+  writeOutputs(out, img, note);
+  return 0;
+}
+
 }  // namespace
 
 int runExport(int argc, char** argv) {
@@ -337,6 +437,21 @@ int runExport(int argc, char** argv) {
                  "draw step K of the FlashAttention walkthrough (counted from 1; 0: before the "
                  "first) with tiles of --blocks (default: the scene's, else 8x8); a scene saved in "
                  "that stage draws its step unless --stage is given");
+  OverlayCliOptions overlay;
+  app.add_flag("--overlay", overlay.overlay,
+               "an image model's figure: --image with one token's attention row over its "
+               "patches (--model DIR --image FILE --layer L --head H)");
+  app.add_option("--image", overlay.image,
+                 "with --overlay: the image file (PNG, JPEG, BMP), preprocessed as the model's "
+                 "preprocessor_config.json says");
+  app.add_option("--token", overlay.token,
+                 "with --overlay: whose row, 'cls' or a token index (CLS, DIST, REG0.., patches); "
+                 "default CLS, or the mean of the patch queries for a model without one");
+  app.add_flag("--rollout", overlay.rollout,
+               "with --overlay: the attention rollout to --layer (heads averaged, + I) instead "
+               "of one head's weights");
+  app.add_option("--opacity", overlay.opacity,
+                 "with --overlay: the colours' opacity over the image, 0..1 (default 0.6)");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("export", [&] {
@@ -348,6 +463,26 @@ int runExport(int argc, char** argv) {
       throw UsageError("--png, --svg and --pdf name the same file; give each its own");
     const bool fromScene = !scenePath.empty(), fromDump = !dumpPath.empty(),
                fromModel = !modelOpts.dir.empty();
+    if (overlay.overlay || !overlay.image.empty()) {
+      if (!overlay.overlay)
+        throw UsageError("--image draws the overlay figure: add --overlay");
+      if (overlay.image.empty()) throw UsageError("--overlay needs --image FILE");
+      if (!fromModel) throw UsageError("--overlay needs --model DIR (an image model)");
+      if (fromScene || fromDump || !q.empty() || !k.empty() || !v.empty() || grid || bare ||
+          noLabels || app.count("--stage") || app.count("--cell") || app.count("--width") ||
+          app.count("--columns") || !blocks.empty() || app.count("--flash-step") ||
+          !modelOpts.text.empty() || !modelOpts.ids.empty() || !modelOpts.ablate.empty())
+        throw UsageError("--overlay takes --model, --image, --layer, --head, --token, "
+                         "--rollout, --opacity, --colormap, --title and the outputs only");
+      if (head == "all") throw UsageError("--overlay draws one head: --head N");
+      return exportOverlay(modelOpts.dir, layerName, head, overlay,
+                           colormap, title, out);
+    }
+    if (!overlay.token.empty() || overlay.rollout || app.count("--opacity"))
+      throw UsageError("--token, --rollout and --opacity go with --overlay");
+    if (fromModel && isVisionModelArg(modelOpts.dir))
+      throw UsageError("--model " + modelOpts.dir +
+                       " is an image model: export its overlay with --image FILE --overlay");
     if (fromModel && (fromScene || fromDump || !q.empty() || !k.empty() || !v.empty()))
       throw UsageError("--model excludes --scene, --dump and --q/--k/--v");
     if (!fromScene && !fromDump && !fromModel && (q.empty() || k.empty() || v.empty()))

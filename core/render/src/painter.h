@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace attnviz::paint {
 
@@ -55,6 +56,8 @@ class Painter {
   // A masked cell: kMaskedColor with diagonal stripes of kMaskedHatchColor in page phase.
   virtual void hatch(long x, long y, long w, long h, int period) = 0;
   virtual void text(const TextMask& m, long x, long y, RGBA8 c, Rot r) = 0;
+  // An 8-bit RGB picture with its top-left at (x, y), each pixel a scale x scale square.
+  virtual void picture(long x, long y, const VectorPicture& pic, int scale) = 0;
   // A 1-pixel outline just outside the rectangle (x, y, w, h).
   void frame(long x, long y, long w, long h, RGBA8 c) {
     rect(x - 1, y - 1, w + 2, 1, c);
@@ -73,6 +76,14 @@ class RasterPainter final : public Painter {
   }
   void text(const TextMask& m, long x, long y, RGBA8 c, Rot r) override {
     drawText(im_, m, x, y, c, r);
+  }
+  void picture(long x, long y, const VectorPicture& pic, int scale) override {
+    for (int py = 0; py < pic.height; ++py)
+      for (int px = 0; px < pic.width; ++px) {
+        const std::uint8_t* s = pic.rgb.data() + (std::size_t(py) * pic.width + px) * 3;
+        fillRect(im_, x + long(px) * scale, y + long(py) * scale, scale, scale,
+                 RGBA8{s[0], s[1], s[2], 255});
+      }
   }
 
  private:
@@ -111,6 +122,12 @@ class VectorRecorder final : public Painter {
     fig_.items.push_back({VectorItem::Text, x, y, 0, 0, c, 0, int(fig_.texts.size())});
     fig_.texts.push_back(std::move(t));
   }
+  void picture(long x, long y, const VectorPicture& pic, int scale) override {
+    if (pic.width <= 0 || pic.height <= 0) return;
+    fig_.items.push_back({VectorItem::Picture, x, y, long(pic.width) * scale,
+                          long(pic.height) * scale, RGBA8{}, 0, int(fig_.pictures.size())});
+    fig_.pictures.push_back(pic);
+  }
 
  private:
   VectorFigure& fig_;
@@ -131,6 +148,9 @@ class TeePainter final : public Painter {
   void text(const TextMask& m, long x, long y, RGBA8 c, Rot r) override {
     a_.text(m, x, y, c, r), b_.text(m, x, y, c, r);
   }
+  void picture(long x, long y, const VectorPicture& pic, int scale) override {
+    a_.picture(x, y, pic, scale), b_.picture(x, y, pic, scale);
+  }
 
  private:
   Painter &a_, &b_;
@@ -150,6 +170,12 @@ constexpr RGBA8 kFigureLine{40, 40, 40, 255};
 inline void figureText(Painter& p, const TextMask& m, long x, long y, RGBA8 c, bool up = false) {
   p.text(m, x, y, c, up ? Rot::Up : Rot::None);
 }
+
+// A colour bar's ticks: multiples of a 1-2-2.5-5 step, at most about maxCount of them, within
+// [lo, hi] (the step in stepOut), and a tick's text with the digits that step needs
+// (raster.cpp; the heatmap's bar and the overlay's).
+std::vector<double> niceTicks(double lo, double hi, int maxCount, double& stepOut);
+std::string formatTick(double v, double step, const Font& font);
 
 // The built-in font draws ASCII only: the symbols the figures' titles use, spelled out when the
 // font lacks them.

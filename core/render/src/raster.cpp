@@ -44,6 +44,42 @@ void blendPixel(Image& im, long x, long y, RGBA8 c, int alpha) {
   p[3] = 255;
 }
 
+namespace paint {
+
+std::string formatTick(double v, double step, const Font& font) {
+  int decimals = 0;
+  if (step < 1.0) decimals = std::min(6, int(std::ceil(-std::log10(step) - 1e-9)));
+  // 2.5-steps need one more digit.
+  const double scaled = step * std::pow(10.0, decimals);
+  if (std::fabs(scaled - std::round(scaled)) > 1e-6) ++decimals;
+  if (std::fabs(v) < step * 1e-6) v = 0.0;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, std::fabs(v));
+  std::string s = buf;
+  if (v < 0) s = (font.hasGlyph(0x2212) ? "\xE2\x88\x92" : "-") + s;
+  return s;
+}
+
+// Ticks at multiples of a 1-2-2.5-5 step, at most about maxCount of them, within [lo, hi].
+std::vector<double> niceTicks(double lo, double hi, int maxCount, double& stepOut) {
+  maxCount = std::max(2, maxCount);
+  const double raw = (hi - lo) / (maxCount - 1);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag * 10;
+  for (double f : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (mag * f >= raw * (1 - 1e-9)) {
+      step = mag * f;
+      break;
+    }
+  stepOut = step;
+  std::vector<double> ticks;
+  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
+    ticks.push_back(v);
+  return ticks;
+}
+
+}  // namespace paint
+
 namespace {
 
 using namespace paint;
@@ -130,38 +166,6 @@ std::string truncateLabel(const std::string& s, std::size_t maxCp) {
     ++cps;
   }
   return s;
-}
-
-std::string formatTick(double v, double step, const Font& font) {
-  int decimals = 0;
-  if (step < 1.0) decimals = std::min(6, int(std::ceil(-std::log10(step) - 1e-9)));
-  // 2.5-steps need one more digit.
-  const double scaled = step * std::pow(10.0, decimals);
-  if (std::fabs(scaled - std::round(scaled)) > 1e-6) ++decimals;
-  if (std::fabs(v) < step * 1e-6) v = 0.0;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, std::fabs(v));
-  std::string s = buf;
-  if (v < 0) s = (font.hasGlyph(0x2212) ? "\xE2\x88\x92" : "-") + s;
-  return s;
-}
-
-// Ticks at multiples of a 1-2-2.5-5 step, at most about maxCount of them, within [lo, hi].
-std::vector<double> niceTicks(double lo, double hi, int maxCount, double& stepOut) {
-  maxCount = std::max(2, maxCount);
-  const double raw = (hi - lo) / (maxCount - 1);
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = mag * 10;
-  for (double f : {1.0, 2.0, 2.5, 5.0, 10.0})
-    if (mag * f >= raw * (1 - 1e-9)) {
-      step = mag * f;
-      break;
-    }
-  stepOut = step;
-  std::vector<double> ticks;
-  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
-    ticks.push_back(v);
-  return ticks;
 }
 
 // ---------------------------------------------------------------------------------------------

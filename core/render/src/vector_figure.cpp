@@ -9,6 +9,8 @@
 #include "attnviz/formats/fileio.h"
 #include "attnviz/render/raster.h"
 
+#include <stb_image_write.h>
+
 #include <cairo-ft.h>
 #include <cairo-pdf.h>
 #include <cairo.h>
@@ -17,7 +19,10 @@
 
 #include <cctype>
 #include <charconv>
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -110,6 +115,31 @@ std::vector<std::pair<double, double>> stripe(double a, double b, double p) {
   return {{a + p, -p}, {b + p, -p}, {-p, b + p}, {-p, a + p}};
 }
 
+// A picture as a PNG in base64, for an SVG image element's data URL.
+std::string pngBase64(const VectorPicture& pic) {
+  std::string png;
+  const auto sink = [](void* ctx, void* data, int size) {
+    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), std::size_t(size));
+  };
+  if (!stbi_write_png_to_func(sink, &png, pic.width, pic.height, 3, pic.rgb.data(),
+                              pic.width * 3))
+    throw InputError("SVG: PNG encoding of the picture failed");
+  static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((png.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < png.size(); i += 3) {
+    const std::size_t n = std::min<std::size_t>(3, png.size() - i);
+    unsigned v = unsigned(static_cast<unsigned char>(png[i])) << 16;
+    if (n > 1) v |= unsigned(static_cast<unsigned char>(png[i + 1])) << 8;
+    if (n > 2) v |= unsigned(static_cast<unsigned char>(png[i + 2]));
+    out += abc[(v >> 18) & 63];
+    out += abc[(v >> 12) & 63];
+    out += n > 1 ? abc[(v >> 6) & 63] : '=';
+    out += n > 2 ? abc[v & 63] : '=';
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string svgDocument(const VectorFigure& fig) {
@@ -117,7 +147,9 @@ std::string svgDocument(const VectorFigure& fig) {
   out.reserve(fig.items.size() * 64 + 4096);
   const std::string W = std::to_string(fig.width), H = std::to_string(fig.height);
   out += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" + W +
+  out += std::string("<svg xmlns=\"http://www.w3.org/2000/svg\"") +
+         (fig.pictures.empty() ? "" : " xmlns:xlink=\"http://www.w3.org/1999/xlink\"") +
+         " version=\"1.1\" width=\"" + W +
          "\" height=\"" + H + "\" viewBox=\"0 0 " + W + " " + H +
          "\" shape-rendering=\"crispEdges\">\n";
   // One hatch pattern per period, in page phase as the PNG's.
@@ -154,6 +186,17 @@ std::string svgDocument(const VectorFigure& fig) {
              (it.kind == VectorItem::Rect ? hex(it.color)
                                           : "url(#hatch" + std::to_string(it.period) + ")") +
              "\"/>\n";
+      continue;
+    }
+    if (it.kind == VectorItem::Picture) {
+      // Each pixel a square, no smoothing, as the PNG draws it.
+      const std::string data =
+          "data:image/png;base64," + pngBase64(fig.pictures[std::size_t(it.text)]);
+      out += "<image x=\"" + std::to_string(it.x) + "\" y=\"" + std::to_string(it.y) +
+             "\" width=\"" + std::to_string(it.w) + "\" height=\"" + std::to_string(it.h) +
+             "\" preserveAspectRatio=\"none\" image-rendering=\"optimizeSpeed\" "
+             "style=\"image-rendering:pixelated\" href=\"" +
+             data + "\" xlink:href=\"" + data + "\"/>\n";
       continue;
     }
     const VectorText& t = fig.texts[std::size_t(it.text)];
@@ -295,6 +338,31 @@ std::string pdfDocument(const VectorFigure& fig) {
       cairo_set_source(cr, hatch(it.period));
       cairo_rectangle(cr, double(it.x), double(it.y), double(it.w), double(it.h));
       cairo_fill(cr);
+      continue;
+    }
+    if (it.kind == VectorItem::Picture) {
+      // The picture as an image, each pixel a square (no interpolation), as the PNG draws it.
+      const VectorPicture& pic = fig.pictures[std::size_t(it.text)];
+      cairo_surface_t* img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, pic.width, pic.height);
+      cairo_surface_flush(img);
+      unsigned char* data = cairo_image_surface_get_data(img);
+      const int stride = cairo_image_surface_get_stride(img);
+      for (int y = 0; y < pic.height; ++y)
+        for (int x = 0; x < pic.width; ++x) {
+          const std::uint8_t* p = pic.rgb.data() + (std::size_t(y) * pic.width + x) * 3;
+          const std::uint32_t v = (std::uint32_t(p[0]) << 16) | (std::uint32_t(p[1]) << 8) | p[2];
+          std::memcpy(data + std::size_t(y) * stride + std::size_t(x) * 4, &v, 4);
+        }
+      cairo_surface_mark_dirty(img);
+      cairo_save(cr);
+      cairo_translate(cr, double(it.x), double(it.y));
+      cairo_scale(cr, double(it.w) / pic.width, double(it.h) / pic.height);
+      cairo_set_source_surface(cr, img, 0, 0);
+      cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
+      cairo_rectangle(cr, 0, 0, pic.width, pic.height);
+      cairo_fill(cr);
+      cairo_restore(cr);
+      cairo_surface_destroy(img);
       continue;
     }
     const VectorText& t = fig.texts[std::size_t(it.text)];

@@ -7,6 +7,7 @@
 #include "attnviz/render/colormap.h"
 #include "attnviz/render/font.h"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,12 +26,20 @@ struct VectorText {
   RGBA8 color;
 };
 
+// An 8-bit RGB picture (rows top to bottom, R, G, B interleaved) placed on the page: the overlay
+// figure's image with its map blended in. Drawn with each pixel a `scale` x `scale` square, no
+// smoothing, as the PNG draws it.
+struct VectorPicture {
+  int width = 0, height = 0;
+  std::vector<std::uint8_t> rgb;  // width * height * 3
+};
+
 struct VectorItem {
-  enum Kind : unsigned char { Rect, Hatch, Text } kind = Rect;
-  long x = 0, y = 0, w = 0, h = 0;  // page pixels (Text: unused)
+  enum Kind : unsigned char { Rect, Hatch, Text, Picture } kind = Rect;
+  long x = 0, y = 0, w = 0, h = 0;  // page pixels (Text: unused; Picture: its box on the page)
   RGBA8 color;                      // Rect: its fill
   int period = 0;                   // Hatch: the stripes' period in pixels (a third of it ink)
-  int text = -1;                    // Text: index into VectorFigure::texts
+  int text = -1;                    // Text: index into VectorFigure::texts; Picture: into pictures
 };
 
 // Hatching as the PNG draws it: pixel (x, y) of the page is kMaskedHatchColor when
@@ -41,6 +50,7 @@ struct VectorFigure {
   int width = 0, height = 0;  // the page, in pixels (1 px = 1 pt in the PDF)
   std::vector<VectorItem> items;  // in drawing order, over a white page
   std::vector<VectorText> texts;
+  std::vector<VectorPicture> pictures;
   std::vector<std::pair<FontFile, std::string>> families;  // each face used, with its family
   long cells = 0;       // heatmap rectangles drawn (cells, or pooled blocks)
   bool pooled = false;  // max-pooled (the title says so)

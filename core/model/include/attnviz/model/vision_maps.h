@@ -1,0 +1,34 @@
+// attnviz model: what the overlay figure draws over an image, from an image model's pass: one
+// token's attention row over the patches (one head of one layer), or the attention rollout's.
+#pragma once
+
+#include "attnviz/model/vision.h"
+
+#include <string>
+#include <vector>
+
+namespace attnviz {
+
+// The attention rollout of an image model's pass up to `layer` (Abnar & Zuidema 2020): per layer
+// A' = 0.5 * (mean over heads of A) + 0.5 * I, rows renormalised, multiplied from layer 0:
+// R = A'_layer ... A'_1 A'_0. [T, T] row-major; row i says how much of token i at that layer
+// comes from each input token. `r` must hold the weights (VisionRunOptions::weights).
+std::vector<double> visionRollout(const VisionResult& r, const VisionConfig& c, int layer);
+
+// Values over the patch grid, row by row, and what they are.
+struct PatchMap {
+  int gridH = 0, gridW = 0;
+  std::vector<double> values;  // [gridH, gridW]
+  std::string token;           // "CLS", "REG0", "p(1,2)", "mean of the patch queries"
+};
+
+// Which row the map is.
+constexpr int kDefaultOverlayToken = -1;  // CLS, or the mean of the patch queries without one
+// token: an index in the model's token order (CLS, DIST, REG0.., patches), or
+// kDefaultOverlayToken. rollout: the row of visionRollout(r, c, layer), else head `head`'s row in
+// `layer`. The columns kept are the patches'. Throws UsageError for a layer, head or token out
+// of range, naming the option (--layer, --head, --token).
+PatchMap overlayPatchMap(const VisionResult& r, const VisionConfig& c, int layer, int head,
+                         int token, bool rollout);
+
+}  // namespace attnviz
