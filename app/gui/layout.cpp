@@ -14,7 +14,22 @@
 
 namespace attnviz::gui {
 
+PanelVertices g_panelVertices;
+
+namespace {
+
+// The vertices `draw` adds to the current window's draw list.
+template <class Draw>
+int vertices(Draw draw) {
+  const int before = ImGui::GetWindowDrawList()->VtxBuffer.Size;
+  draw();
+  return ImGui::GetWindowDrawList()->VtxBuffer.Size - before;
+}
+
+}  // namespace
+
 void drawLayout(App& app) {
+  g_panelVertices = PanelVertices{};
   AppState& s = app.s;
   const float sc = s.ui.uiScale;
   const ImGuiViewport* vp = ImGui::GetMainViewport();
@@ -88,7 +103,8 @@ void drawLayout(App& app) {
         s.dump.positionBiasSet = false;
         s.dump.positionBiasOpen = ImGui::CollapsingHeader("Position bias (T5)");
         if (set && s.dump.positionBiasOpen) ImGui::SetScrollHereY(0.0f);  // a scene opened it
-        if (s.dump.positionBiasOpen) drawPositionBiasPanel(s);
+        if (s.dump.positionBiasOpen)
+          g_panelVertices.positionBias = vertices([&] { drawPositionBiasPanel(s); });
       }
     } else if (ImGui::CollapsingHeader("Dump", ImGuiTreeNodeFlags_DefaultOpen)) {
       drawDumpPanel(s);
@@ -162,7 +178,7 @@ void drawLayout(App& app) {
   if (s.model.showResidual) ImGui::SetNextItemOpen(true, ImGuiCond_Once);
   if (s.model.open() && s.model.source &&
       ImGui::CollapsingHeader("Residual stream: massive activations"))
-    drawResidualPanel(s);
+    g_panelVertices.residual = vertices([&] { drawResidualPanel(s); });
   if (s.model.open() && s.model.source &&
       ImGui::CollapsingHeader("Neuron view: q \xc2\xb7 k by dimension",
                               ImGuiTreeNodeFlags_DefaultOpen))

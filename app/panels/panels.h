@@ -59,6 +59,12 @@ struct ResidualShown {  // the residual panel's last token (token -1: none), for
   int marked = 0;
 };
 extern ResidualShown g_residualShown;
+// The vertices the largest panels added to their window's draw list in the last frame (-1: not
+// drawn), for scripted runs: their cells are capped, whatever the number of tokens.
+struct PanelVertices {
+  int positionBias = -1, residual = -1;
+};
+extern PanelVertices g_panelVertices;
 bool drawResidualPanel(AppState& s);  // residual_panel.cpp: |x| by layer and dimension
 bool drawModelGridPanel(AppState& s);  // model_grid_panel.cpp: layers x heads thumbnails
 bool drawNextTokenPanel(AppState& s);  // next_token_panel.cpp: top-5, before/after interventions

@@ -693,6 +693,33 @@ TEST(AppSeq2SeqPresets, PositionBiasShowsTheShippedT5sNextKeyHead) {
   }
 }
 
+// The panel reads one bias per distance and draws at most 96 x 96 cells whatever the number of
+// tokens: on a source of over 400 tokens its matrix adds no more vertices than 96 x 96 rectangles and
+// their labels (with a cell per token pair it drew T x T rectangles a frame, 695,000 vertices
+// here).
+TEST(AppSeq2SeqPresets, PositionBiasPanelDrawsAtMost96x96CellsAtAnyLength) {
+  std::string source;
+  while (source.size() < 1300) source += "i will put my trust in him and he shall bring it to pass ";
+  const std::string scene = tempPath("bias_long.json");
+  std::ofstream(scene) << "{\"title\": \"long\", \"model\": {\"path\": \"" << shippedT5()
+                       << "\", \"text\": \"" << source
+                       << "\", \"target\": \"iod\", \"site\": \"enc:0\", \"head\": 2},"
+                          " \"view\": {\"head\": 2, \"panels\": {\"positionBias\": "
+                          "{\"open\": true}}}}";
+  const Shot s = runApp("bias_long", "--scene " + scene);
+  ASSERT_EQ(s.rc, 0) << s.out;
+  const auto at = s.out.find("position-bias:");
+  ASSERT_NE(at, std::string::npos) << s.out;
+  int tokens = 0;
+  ASSERT_EQ(std::sscanf(s.out.c_str() + s.out.find("tokens=", at), "tokens=%d", &tokens), 1);
+  EXPECT_GE(tokens, 300) << s.out;
+  const auto v = s.out.find("panel-vertices: position-bias=");
+  ASSERT_NE(v, std::string::npos) << s.out;
+  const int vertices = std::atoi(s.out.c_str() + v + 30);
+  EXPECT_GT(vertices, 96 * 96 * 4);  // the matrix is drawn, capped
+  EXPECT_LT(vertices, 96 * 96 * 4 + 30000) << "tokens " << tokens;
+}
+
 // --mask-source in the app is the command line's: the next-token lines after the mask are
 // `attnviz model --mask-source 2,5 --top-k 5`'s (and differ from the unmasked ones), the masked
 // columns of a cross site are drawn as masked cells, and a position past the source is a usage

@@ -266,6 +266,8 @@ void runScript(App& app, const Script& script) {
                     mg.x0, mg.y0, mg.thumb, mg.pitch, s.dump.source->layers(), s.heads());
         std::printf("dump-layer: %d qkv=%d\n", s.dump.layer,
                     int(s.dump.source->hasQkv(s.dump.layer)));
+        if (g_panelVertices.positionBias >= 0)
+          std::printf("panel-vertices: position-bias=%d\n", g_panelVertices.positionBias);
         if (const Seq2SeqSource* q = s.dump.seq2seq.get()) {
           const SiteId& site = q->sites().at(s.dump.layer);
           std::string masked;
@@ -316,6 +318,8 @@ void runScript(App& app, const Script& script) {
                       r.layer, r.head, double(r.score), r.none, r.top, r.random, r.copied);
         }
         std::printf("model-view: layer=%d head=%d\n", s.model.layer, s.view.head);
+        if (g_panelVertices.residual >= 0)
+          std::printf("panel-vertices: residual=%d\n", g_panelVertices.residual);
         if (const Model& md = s.model.source->model(); !md.config().causal) {
           // The Model panel's facts of an encoder, and its pair and block.
           const EncoderFacts f = encoderFacts(md);
