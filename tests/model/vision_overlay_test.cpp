@@ -243,6 +243,8 @@ TEST_F(VisionOverlay, ErrorsNameTheOptionOrFile) {
        {2, "--token cls"}},
       {with(base, {"--overlay", "--opacity", "1.5"}), {2, "--opacity"}},
       {with({"export", "--model", vit, "--layer", "0", "--rollout"}, {}), {2, "--rollout"}},
+      // An image model's heatmap export: it has only the overlay.
+      {with({"export", "--model", vit, "--layer", "0"}, {}), {2, "--overlay"}},
       {with(base, {"--overlay", "--stage", "rollout"}), {2, "--overlay"}},
       {with({"export", "--model", vit, "--image", (dir.path / "missing.png").string(), "--layer", "0",
              "--overlay"},
