@@ -186,6 +186,9 @@ int runHeads(int argc, char** argv) {
     pc["seq_len"] = seqLen;
     pc["seq_len_used"] = cut;
     pc["sequences"] = N;
+    long long tokens = 0;
+    for (const std::vector<int>& q : seqs) tokens += (long long)q.size();
+    pc["tokens"] = tokens;
     pc["documents_read"] = docs.size();
     pc["chat"] = chat;
     pc["intervals"] = intervals;

@@ -7,6 +7,10 @@
 #     weight converted to float32 at open, the old default);
 #   - decode: `attnviz generate -n N --verbose` after a 16-token prompt, its tokens/s, at every
 #     level;
+#   - the head finder: `attnviz heads` over the first HEADS_SEQ (4) chapters of
+#     assets/corpora/kjv-heldout.txt cut at T ids (the metrics and the sampling on top of one pass
+#     a sequence; open, tokenize and the tree included), median wall time of RUNS runs, as corpus
+#     tokens/s, beside the pass's tokens/s and llama.cpp's pp<T>;
 #   - with LLAMA_BENCH=/path/to/llama-bench (llama.cpp, built outside the project as a peer, never
 #     a dependency): its pp<T> and tg<N> on the same file with the same threads, and the ratios.
 # Type Q4_K_M is llama.cpp's own mix (Q4_K, with Q6_K for the output and half the attn_v and
@@ -16,7 +20,7 @@
 #
 #   tests/bench/bench_large.sh [BUILD_DIR] [OUT_DIR]
 # With NATIVE=/path/to/a -march=native build dir, its pass beside BUILD_DIR's: portable / native.
-#   env: TYPES (F16,Q8_0), T (512), N (64), RUNS (3), THREADS (all cores), LLAMA_BENCH,
+#   env: TYPES (F16,Q8_0), T (512), N (64), RUNS (3), HEADS_SEQ (4), THREADS (all cores), LLAMA_BENCH,
 #        LLAMA_QUANTIZE, NATIVE
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +30,7 @@ types=${TYPES:-F16,Q8_0}
 T=${T:-512}
 N=${N:-64}
 runs=${RUNS:-3}
+heads_seq=${HEADS_SEQ:-4}
 threads=${THREADS:-$(nproc)}
 bin=$build/app/attnviz
 mkdir -p "$out"
@@ -75,6 +80,14 @@ for type in ${types//,/ }; do
     --max-memory 16G)
   echo "$type pass converted at open (--max-memory 16G): $conv s, $(rate "$T" "$conv") tokens/s;" \
     "converted / kept $(ratio "$conv" "${pass[$best]}")x"
+  # The head finder over the corpus: tokens/s from the ids it counted (pipeline_config.tokens).
+  hf=$(median "$bin" heads --model "$f" --corpus assets/corpora/kjv-heldout.txt --seq-len "$T" \
+    --sequences "$heads_seq" --out "$out/heads")
+  hf_tokens=$(/usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['pipeline_config']['tokens'])" \
+    "$out/heads/config.json")
+  hf_rate=$(rate "$hf_tokens" "$hf")
+  echo "$type head finder, $heads_seq sequences ($hf_tokens ids, T <= $T): $hf s, $hf_rate tokens/s;" \
+    "pass / finder: $(ratio "$(rate "$T" "${pass[$best]}")" "$hf_rate")x the tokens/s"
   # Decode: the tokens/s that --verbose reports (the steps after the prompt), median of runs, at
   # each level (the AVX2 level is what laptops without AVX-512 run).
   declare -A dec=()
@@ -93,6 +106,7 @@ for type in ${types//,/ }; do
     pp=$(col "$T" 0)
     tg=$(col 0 "$N")
     echo "$type llama.cpp pp$T: $pp tokens/s; attnviz / llama.cpp: $(ratio "$(rate "$T" "${pass[$best]}")" "$pp")x"
+    echo "$type head finder / llama.cpp pp$T: $(ratio "$hf_rate" "$pp")x the tokens/s"
     echo "$type llama.cpp tg$N: $tg tokens/s; attnviz / llama.cpp: $(ratio "${dec[$best]}" "$tg")x"
   fi
 done
