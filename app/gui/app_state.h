@@ -225,6 +225,7 @@ struct CacheLossState {
   std::shared_ptr<PassProgress> progress;  // the job's: closeSources cancels it
   Result result;
   bool scripted = false;  // --cache-loss: scored once the text has run, waited for
+  bool scriptedWait = true;  // false with --drop-while-busy: the scripted job runs on
   void stop() {  // another model opens: the job stopped, the result dropped
     cancelAndJoin(job, progress);
     result = Result{};
@@ -250,6 +251,7 @@ struct RetrievalState {
   std::shared_ptr<PassProgress> progress;  // the job's: closeSources cancels it
   Result result;
   bool scripted = false;  // --retrieval: run once the text has run, waited for
+  bool scriptedWait = true;  // false with --drop-while-busy: the scripted job runs on
   void stop() {  // another model opens: the job stopped, the result dropped
     cancelAndJoin(job, progress);
     result = Result{};

@@ -47,6 +47,7 @@ struct Options {
   std::string scenePositional, scene;
   int frames = -1;
   std::vector<std::string> drop;
+  std::vector<std::string> dropWhileBusy;
   std::string screenshot, exportPath, saveScenePath, popup;
   bool exportGrid = false;
   std::string size = "1600x960";
@@ -200,6 +201,11 @@ int runGui(int argc, char** argv) {
       ->group(kScriptedGroup);
   cli.add_option("--frames", o.frames, "run this many frames, then exit")
       ->group(kScriptedGroup);
+  cli.add_option("--drop-while-busy", o.dropWhileBusy,
+                 "with --retrieval or --cache-loss: open this file (a model folder) on the first "
+                 "frame that finds that panel's job still running, as if dropped (the job is not "
+                 "waited for)")
+      ->group(kScriptedGroup);
   cli.add_option("--drop", o.drop,
                  "open this file (scene, dump, model folder) on the first frame, as if dropped "
                  "on the window (repeatable; scripted runs)")
@@ -316,6 +322,7 @@ int runGui(int argc, char** argv) {
     script.saveScene = o.saveScenePath;
     script.exportPath = o.exportPath;
     script.exportGrid = o.exportGrid;
+    script.dropWhileBusy = o.dropWhileBusy;
     if (o.temperature && !(*o.temperature > 0.0f && std::isfinite(*o.temperature)))
       throw UsageError("--temperature: expected a finite number > 0");
     if (o.frames == 0 || o.frames < -1)
@@ -510,6 +517,11 @@ int runGui(int argc, char** argv) {
           used != int(o.whyHereAblate.size()) || l < 0 || h < 0)
         throw UsageError("--why-here-ablate: expected L:H, got '" + o.whyHereAblate + "'");
       s.model.whyHereAblate = {l, h};
+    }
+    if (!o.dropWhileBusy.empty()) {
+      if (!o.retrieval && o.cacheLoss.empty())
+        throw UsageError("--drop-while-busy goes with --retrieval or --cache-loss");
+      s.model.retrieval.scriptedWait = s.model.cacheLoss.scriptedWait = false;
     }
     if (o.retrieval) {
       if (!s.model.open() && !s.model.loading.valid())

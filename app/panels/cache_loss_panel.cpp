@@ -56,7 +56,7 @@ bool drawCacheLossPanel(AppState& s) {
   if (c.scripted && !m.textBusy() && m.actions.empty() && !running) {
     c.scripted = false;
     startScoring(m);
-    c.job.wait();  // a scripted run prints the result this frame
+    if (c.scriptedWait) c.job.wait();  // a scripted run prints the result this frame
   }
   if (c.job.valid() && c.job.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
     c.result = c.job.get();

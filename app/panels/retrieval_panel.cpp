@@ -76,7 +76,7 @@ bool drawRetrievalPanel(AppState& s) {
   if (r.scripted && !m.textBusy() && m.actions.empty() && !r.job.valid()) {
     r.scripted = false;
     startScoring(m);
-    r.job.wait();  // a scripted run prints the result this frame
+    if (r.scriptedWait) r.job.wait();  // a scripted run prints the result this frame
   }
   if (r.job.valid() && r.job.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
     r.result = r.job.get();

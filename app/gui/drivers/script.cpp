@@ -166,6 +166,7 @@ static void printFill(AppState& s) {
 
 void runScript(App& app, const Script& script) {
   AppState& s = app.s;
+  std::vector<std::string> dropWhileBusy = script.dropWhileBusy;
   const double genDeadline = nowSeconds() + 600;
   for (int frame = 0; !s.ui.quit && (script.frames < 0 || frame < script.frames); ++frame) {
     ScriptedMouse mouse;
@@ -201,12 +202,26 @@ void runScript(App& app, const Script& script) {
       mouse.down = attr.clickPhase == 1;
       ++attr.clickPhase;
     }
+    if (!dropWhileBusy.empty()) {
+      const auto running = [](const auto& job) {
+        return job.valid() && job.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+      };
+      const char* which = running(s.model.retrieval.job)   ? "retrieval"
+                          : running(s.model.cacheLoss.job) ? "cache-loss"
+                                                           : nullptr;
+      if (which) {
+        std::printf("drop-while-busy: %s running\n", which);
+        for (const std::string& d : dropWhileBusy) s.ui.dropped.push_back(d);
+        dropWhileBusy.clear();
+      }
+    }
     runFrame(app, &mouse, true);
     // A scripted run's last frame waits (up to 10 minutes) for the Generate and Attribution
     // panels to finish (and a scripted click on the attribution's map to be made).
     const bool attrBusy =
         s.model.open() && (attr.busy() || (attr.clickLayer >= 0 && attr.clickPhase < 3) ||
-                           s.model.heads.busy() || s.model.heads.wantSequence >= 0);
+                           s.model.heads.busy() || s.model.heads.wantSequence >= 0 ||
+                           s.model.retrieval.job.valid() || s.model.cacheLoss.job.valid());
     const bool translating = s.dump.seq2seq && (s.dump.busy() || s.model.gen.scripted > 0);
     if (script.frames > 0 && frame == script.frames - 1 &&
         ((s.model.open() && (s.model.gen.busy() || attrBusy)) || translating) &&

@@ -6,6 +6,7 @@
 #include "gui/app.h"
 
 #include <string>
+#include <vector>
 
 namespace attnviz::gui {
 
@@ -20,6 +21,9 @@ struct Script {
   CellArg hover, click;
   std::string screenshot, saveScene, exportPath;  // done after the last frame
   bool exportGrid = false;  // --export writes the model's layers x heads figure
+  // --drop-while-busy: opened (as if dropped) on the first frame that finds the scripted
+  // Retrieval or Loss-by-token job still running.
+  std::vector<std::string> dropWhileBusy;
 };
 
 // Runs the frames: a scripted run owns the mouse (parked outside the window unless a cell is
