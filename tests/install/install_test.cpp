@@ -146,6 +146,30 @@ TEST_F(InstalledDeb, ShipsEveryPresetIconManPageAndDoc) {
   EXPECT_TRUE(fs::exists(share() / "doc/attnviz/changelog.gz"));
 }
 
+// The Head finder presets name their corpus under the data folder (assets/corpora in the source
+// tree): each is installed there, whole.
+TEST_F(InstalledDeb, ShipsTheCorpusEveryHeadFinderPresetRunsOn) {
+  int named = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(ATTNVIZ_SOURCE_DIR) / "assets/scenes")) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream f(e.path());
+    const auto scene = nlohmann::json::parse(f, nullptr, false);
+    if (scene.is_discarded()) continue;
+    const nlohmann::json* hf = nullptr;
+    if (auto v = scene.find("view"); v != scene.end() && v->is_object())
+      if (auto p = v->find("panels"); p != v->end() && p->is_object())
+        if (auto h = p->find("headFinder"); h != p->end() && h->is_object()) hf = &*h;
+    if (!hf || !hf->contains("corpus")) continue;
+    const std::string corpus = (*hf)["corpus"].get<std::string>();
+    const fs::path installed = share() / "attnviz" / corpus;
+    ASSERT_TRUE(fs::exists(installed)) << e.path() << " names " << corpus;
+    EXPECT_EQ(fs::file_size(installed), fs::file_size(fs::path(ATTNVIZ_SOURCE_DIR) / "assets" / corpus))
+        << corpus;
+    ++named;
+  }
+  EXPECT_GE(named, 1) << "no preset runs the Head finder on a corpus";
+}
+
 TEST_F(InstalledDeb, DesktopEntryAndMetainfoValidate) {
   const Shell d =
       sh("desktop-file-validate " + q((share() / "applications/org.attnviz.attnviz.desktop")));
