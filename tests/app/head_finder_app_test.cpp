@@ -231,27 +231,39 @@ TEST_F(HeadFinderApp, AMalformedTreeIsOneLineAndNoCrash) {
 
 // The Head finder presets run the finder on the shipped held-out corpus on a worker and open on
 // the head their notes name, with the figures the notes give (measured by `attnviz heads --top`).
-TEST(HeadFinderPresets, ThePresetsOpenOnTheHeadsTheirNotesName) {
-  struct Case {
-    std::string file, selected, sort, firstRow;
-  };
-  const std::vector<Case> cases{
-      {"43-find-the-induction-heads.json", "2,1", "induction_score", "2\t1\t0.632700"},
-      {"44-a-head-on-one-prompt-vs-the-corpus.json", "2,3", "induction_score", "2\t1\t0.632700"},
-      {"45-sinks-everywhere.json", "2,2", "first_token_share", "2\t2\t0.924300"},
-  };
-  for (const Case& c : cases) {
-    const ShellRun a = app("--scene " + shellQuote(std::string(ATTNVIZ_SCENES) + "/" + c.file), 8);
-    ASSERT_EQ(a.rc, 0) << c.file << "\n" << a.out;
-    const std::string h = lineAfter(a.out, "head-finder: ");
-    EXPECT_NE(h.find("heads=24 metrics=7 sort=" + c.sort + " descending=1 selected=" + c.selected),
-              std::string::npos)
-        << c.file << ": " << h;
-    EXPECT_EQ(lineAfter(a.out, "head-finder-row\t"), c.firstRow) << c.file;
-    // 43 opens the top induction head's strongest chapter in the main view, on that head.
-    if (c.file[1] == '3')
-      EXPECT_NE(a.out.find("head-finder-view: layer=2 head=1 ids=1,"), std::string::npos) << a.out;
-  }
+// One test a preset (each runs the finder over the whole corpus in its own app process), so
+// each has the suite's timeout to itself and ctest runs them side by side.
+struct PresetCase {
+  std::string name, file, selected, sort, firstRow;
+};
+// gtest names each case by its scene file (not the struct's bytes).
+void PrintTo(const PresetCase& c, std::ostream* os) { *os << c.file; }
+
+class HeadFinderPresets : public ::testing::TestWithParam<PresetCase> {};
+
+TEST_P(HeadFinderPresets, OpensOnTheHeadItsNotesName) {
+  const PresetCase& c = GetParam();
+  const ShellRun a = app("--scene " + shellQuote(std::string(ATTNVIZ_SCENES) + "/" + c.file), 8);
+  ASSERT_EQ(a.rc, 0) << c.file << "\n" << a.out;
+  const std::string h = lineAfter(a.out, "head-finder: ");
+  EXPECT_NE(h.find("heads=24 metrics=7 sort=" + c.sort + " descending=1 selected=" + c.selected),
+            std::string::npos)
+      << c.file << ": " << h;
+  EXPECT_EQ(lineAfter(a.out, "head-finder-row\t"), c.firstRow) << c.file;
+  // 43 opens the top induction head's strongest chapter in the main view, on that head.
+  if (c.file[1] == '3')
+    EXPECT_NE(a.out.find("head-finder-view: layer=2 head=1 ids=1,"), std::string::npos) << a.out;
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Presets, HeadFinderPresets,
+    ::testing::Values(
+        PresetCase{"FindTheInductionHeads", "43-find-the-induction-heads.json", "2,1",
+                   "induction_score", "2\t1\t0.632700"},
+        PresetCase{"AHeadOnOnePromptVsTheCorpus", "44-a-head-on-one-prompt-vs-the-corpus.json",
+                   "2,3", "induction_score", "2\t1\t0.632700"},
+        PresetCase{"SinksEverywhere", "45-sinks-everywhere.json", "2,2", "first_token_share",
+                   "2\t2\t0.924300"}),
+    [](const ::testing::TestParamInfo<PresetCase>& i) { return i.param.name; });
 
 }  // namespace
