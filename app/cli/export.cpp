@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/model_options.h"
+#include "cli/overlay_view.h"
 #include "cli/progress.h"
 
 #include "attnviz/engine/text_parse.h"
@@ -342,35 +343,11 @@ int exportOverlay(const std::string& model, const std::string& layerText,
     throw UsageError("--token cls: " + model + " (" + c.family +
                      ") has no CLS token; give a token index, or no --token for the mean of the "
                      "patch queries");
-  if (c.channels != 3)
-    throw InputError(dir + ": " + std::to_string(c.channels) + " channels; an image file gives 3");
-  const PreprocessedImage pre = preprocessImageFile(ov.image, dir);
-  VisionRunOptions ro;
-  ro.weights = true;
-  const VisionResult r = m.run(pre.pixels, pre.height, pre.width, ro, ov.image);
-  const PatchMap map = overlayPatchMap(r, c, layer, *head, token, ov.rollout);
-
-  std::string name = std::filesystem::path(dir).filename().string();
-  if (name.empty()) name = std::filesystem::path(dir).parent_path().filename().string();
-  const std::string dot = " \xC2\xB7 ";
-  OverlayFigure f;
-  f.image = &pre.seen;
-  f.gridH = map.gridH, f.gridW = map.gridW;
-  f.map = map.values;
-  f.colormap = cmap;
-  f.opacity = ov.opacity;
-  f.vector = out.vector();
-  f.barTitle = ov.rollout ? "rollout" : "weight";
-  f.title = !title.empty() ? title
-            : ov.rollout
-                ? name + dot + "rollout to layer " + std::to_string(layer) +
-                      " (heads averaged, + I)" + dot + "token " + map.token
-                : name + dot + "layer " + std::to_string(layer) + dot + "head " +
-                      std::to_string(*head) + dot + "token " + map.token;
-  f.captions.push_back(
-      (ov.rollout ? "the rollout's row of " : "the attention row of ") + map.token +
-      " over the patches (" + c.family + ", " + std::to_string(r.tokens) + " tokens)");
-  const Image img = renderOverlay(f);
+  const VisionPass pass = runVisionPass(dir, ov.image, {}, &m);
+  OverlayChoice oc;
+  oc.layer = layer, oc.head = *head, oc.token = token, oc.rollout = ov.rollout;
+  oc.opacity = ov.opacity, oc.colormap = cmap, oc.title = title, oc.vector = out.vector();
+  const Image img = renderOverlayChoice(pass, oc);
   char note[96];
   std::snprintf(note, sizeof note, ": the image at (%d, %d), %d px per image pixel", img.heatX,
                 img.heatY, img.cellPx);
@@ -480,6 +457,31 @@ int runExport(int argc, char** argv) {
     }
     if (!overlay.token.empty() || overlay.rollout || app.count("--opacity"))
       throw UsageError("--token, --rollout and --opacity go with --overlay");
+    if (fromScene && isImageSceneFile(scenePath)) {
+      // An image-view scene (the app's image view saved): its overlay figure, as the app
+      // exports it.
+      if (fromModel || fromDump || !q.empty() || !k.empty() || !v.empty() || grid || bare ||
+          noLabels || !layerName.empty() || app.count("--head") || app.count("--stage") ||
+          app.count("--cell") || app.count("--width") || app.count("--columns") ||
+          !blocks.empty() || app.count("--flash-step"))
+        throw UsageError("an image-view scene takes --colormap, --title and the outputs only");
+      const ImageScene sc = readImageScene(scenePath);
+      const std::string dir = locateModelFiles(resolveModelName(sc.model), false).dir;
+      if (!VisionModel::isVisionFolder(dir))
+        throw InputError(scenePath + ": model.path " + sc.model + " is not an image model");
+      const VisionPass pass = runVisionPass(dir, sc.image);
+      OverlayChoice oc = sc.choice;
+      if (!colormap.empty()) {
+        const std::optional<ColormapId> id = colormapFromName(colormap);
+        if (!id) throw UsageError("--colormap: unknown colormap '" + colormap + "'");
+        oc.colormap = *id;
+      }
+      oc.title = title;
+      oc.vector = out.vector();
+      const Image img = renderOverlayChoice(pass, oc);
+      writeOutputs(out, img);
+      return 0;
+    }
     if (fromModel && isVisionModelArg(modelOpts.dir))
       throw UsageError("--model " + modelOpts.dir +
                        " is an image model: export its overlay with --image FILE --overlay");

@@ -24,6 +24,7 @@
 #include "attnviz/model/retrieval.h"
 #include "attnviz/session/session.h"
 #include "cli/attribution_report.h"
+#include "cli/overlay_view.h"
 #include "gui/mask_editor.h"
 
 #include <atomic>
@@ -653,6 +654,53 @@ struct FlashState {
   std::uint64_t walkVersion = 1;
 };
 
+// The image view (image_view_panel.cpp): an image model (vit, deit, dinov2*, clip*, siglip*)
+// run on one image on a worker, every layer's weights kept, and one token's attention row (or
+// the rollout's) over the image, blended as the overlay figure blends it.
+struct ImageViewState {
+  bool active = false;     // an image model is open (with or without an image)
+  std::string model;       // as given (a folder, ORG/NAME)
+  std::string modelDir;    // its folder
+  std::string imagePath;   // the image run or running; "" before one is opened
+  int layer = 0, head = 0;
+  bool headAverage = false;
+  int token = -1;          // kDefaultOverlayToken (CLS, or the patch queries' mean) or an index
+  bool rollout = false;
+  float opacity = 0.6f;
+  bool showGrid = false;
+  struct Job {  // the worker's step ("loading", "preprocessing", "running")
+    std::mutex m;
+    std::string step;
+    double startedAt = 0;
+  };
+  std::shared_ptr<Job> jobInfo;
+  std::future<std::shared_ptr<const app::VisionPass>> job;
+  std::shared_ptr<const app::VisionPass> pass;  // the last pass adopted
+  double passSeconds = 0;
+  std::string error;  // why there is no pass
+  // The texture and what it was drawn for.
+  struct Key {
+    const void* pass = nullptr;
+    int layer = -1, head = -1, token = -2;
+    bool headAverage = false, rollout = false;
+    float opacity = -1;
+    ColormapId colormap = ColormapId::Viridis;
+    bool operator==(const Key&) const = default;
+  } drawnFor;
+  std::vector<double> map;  // the drawn map over the patches [gridH, gridW]
+  std::string mapToken;     // what its row is ("CLS", "p(1,2)", ...)
+  double mapMax = 1;
+  // Where the image was drawn last frame (screen pixels; `scale` screen pixels an image
+  // pixel), and the patch under the mouse (-1: none), for tooltips, scripted runs and tests.
+  struct Geometry {
+    bool valid = false;
+    float x0 = 0, y0 = 0, scale = 1;
+  } geometry;
+  int hoverRow = -1, hoverCol = -1;
+  double hoverWeight = 0;
+  int scriptHoverRow = -1, scriptHoverCol = -1;  // --hover-patch R,C
+};
+
 struct AppState {
   Session session{nullptr};  // the engine is set once the window's GL context exists
   SceneState scene;
@@ -665,6 +713,7 @@ struct AppState {
   UiState ui;
   MaskEditorState maskEditor;
   FlashState flash;
+  ImageViewState image;
   Timing timing;
   HeatmapRenderer* renderer = nullptr;
   HeatmapRenderer* pooledRenderer = nullptr;  // the pooled tiles' textures (pooled mode)

@@ -21,6 +21,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <csignal>
@@ -94,6 +95,10 @@ struct Options {
   std::string attribute, attributionClick, attributionExport;
   double soak = 0;
   std::uint64_t seed = 1;
+  // An image model's view: the image, its token, rollout, opacity and a hovered patch.
+  std::string image, token, hoverPatch;
+  bool rollout = false;
+  std::optional<float> opacity;
 };
 
 }  // namespace
@@ -123,6 +128,20 @@ int runGui(int argc, char** argv) {
                  "open a model in the model view: a folder, a .gguf file, ORG/NAME from the "
                  "Hugging Face cache or ollama:NAME[:TAG] from Ollama's store");
   cli.add_option("--text", o.text, "with --model: the text the model runs on");
+  cli.add_option("--image", o.image,
+                 "with --model, an image model (vit, deit, dinov2, clip, siglip): the image file "
+                 "(PNG, JPEG, BMP) the image view runs it on");
+  cli.add_option("--token", o.token,
+                 "with --image: whose row the image view shows, 'cls' or a token index (CLS, "
+                 "DIST, REG0.., patches)");
+  cli.add_flag("--rollout", o.rollout,
+               "with --image: the attention rollout to --layer (heads averaged, + I)");
+  cli.add_option("--opacity", o.opacity,
+                 "with --image: the colours' opacity over the image, 0..1 (default 0.6)");
+  cli.add_option("--hover-patch", o.hoverPatch,
+                 "with --image: move the mouse over patch ROW,COL (a scripted run prints its "
+                 "weight on the image-view line)")
+      ->group(kScriptedGroup);
   cli.add_option("--text-pair", o.textPair,
                  "with --model, an encoder: sentence B of a pair (the tokenizer's pair template)");
   cli.add_flag("--chat", o.chat,
@@ -418,7 +437,57 @@ int runGui(int argc, char** argv) {
     }
     s.configDir = configDirectory();
     loadSettings(s);
-    if (!o.model.empty()) {
+    // An image model opens the image view (image_view_panel.cpp); text options are bad usage
+    // there, and image options anywhere else.
+    const bool imageModel = !o.model.empty() && isVisionModelArg(o.model);
+    if (!o.image.empty() && o.model.empty())
+      throw UsageError("--image goes with --model IMAGE_MODEL");
+    if (!o.image.empty() && !imageModel)
+      throw UsageError("--image: " + o.model +
+                       " is not an image model (config.json's model_type); give it --text");
+    if (imageModel && (!o.text.empty() || o.textPair || o.chat || o.editText))
+      throw UsageError("--text: " + o.model + " is an image model; give it --image FILE");
+    if (!imageModel && (!o.token.empty() || o.rollout || o.opacity || !o.hoverPatch.empty()))
+      throw UsageError("--token, --rollout, --opacity and --hover-patch go with --model "
+                       "IMAGE_MODEL --image FILE");
+    if (o.opacity && !(*o.opacity >= 0.0f && *o.opacity <= 1.0f))
+      throw UsageError("--opacity: expected a value in 0..1");
+    bool tokenCls = false;
+    int imageToken = -1;
+    if (!o.token.empty()) {
+      std::string lower = o.token;
+      for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+      tokenCls = lower == "cls";
+      if (!tokenCls) {
+        const std::optional<int> t = parseIndex(o.token, 1'000'000'000);
+        if (!t)
+          throw UsageError("--token: expected 'cls' or a token index (0, 1, ...), got '" +
+                           o.token + "'");
+        imageToken = *t;
+      }
+    }
+    const CellArg hoverPatch = parseCell(o.hoverPatch, "--hover-patch");
+    std::error_code imageEc;
+    if (!o.image.empty() && !std::filesystem::is_regular_file(o.image, imageEc))
+      throw InputError(o.image + ": no such image file");
+    if (imageModel) {
+      s.session.setScene(defaultScene());
+      openImageModel(s, o.model, o.image);
+      ImageViewState& iv = s.image;
+      iv.layer = o.layer.value_or(0), iv.head = o.head.value_or(0);
+      iv.token = imageToken, iv.rollout = o.rollout;
+      if (o.opacity) iv.opacity = *o.opacity;
+      iv.scriptHoverRow = hoverPatch.i, iv.scriptHoverCol = hoverPatch.j;
+      if (o.frames > 0) {  // a scripted run shows the pass: waited for, its errors the exit status
+        waitImageView(s);
+        if (tokenCls && iv.pass && !iv.pass->model.config().hasCls)
+          throw UsageError("--token cls: " + o.model + " has no CLS token");
+        if (iv.pass && hoverPatch.i >= 0 &&
+            (hoverPatch.i >= iv.pass->result.gridH || hoverPatch.j >= iv.pass->result.gridW))
+          throw UsageError("--hover-patch: out of the " + std::to_string(iv.pass->result.gridH) +
+                           " x " + std::to_string(iv.pass->result.gridW) + " patch grid");
+      }
+    } else if (!o.model.empty()) {
       s.session.setScene(defaultScene());
       if (!o.text.empty()) std::snprintf(s.model.text, sizeof s.model.text, "%s", o.text.c_str());
       if (o.textPair) s.model.request.textPair = *o.textPair, s.model.request.hasPair = true;
@@ -448,6 +517,7 @@ int runGui(int argc, char** argv) {
     if (o.temperature) sc.params.temperature = *o.temperature;
     // A scripted run waits for a model (from --model or a model scene), so its frames show it;
     // a window opens at once and shows the progress.
+    if (s.image.job.valid() && o.frames > 0) waitImageView(s);  // an image-view scene's run
     if (s.model.loading.valid() && (o.frames > 0 || o.reportTiming)) {
       s.model.loading.wait();
       syncModel(s);

@@ -57,6 +57,21 @@ void drawLayout(App& app) {
       std::clamp(s.ui.leftWidth > 0 ? s.ui.leftWidth * sc : autoLeft, 180 * sc, avail.x * 0.4f));
   const float rightW = std::round(
       std::clamp(s.ui.rightWidth > 0 ? s.ui.rightWidth * sc : autoRight, 180 * sc, avail.x * 0.4f));
+  if (s.image.active) {  // an image model: its view in place of the heatmap layout
+    ImGui::BeginChild("image-body", ImVec2(avail.x, bodyH), false, ImGuiWindowFlags_NoScrollbar);
+    drawImageViewPanel(s);
+    ImGui::EndChild();
+    ImGui::BeginChild("status", ImVec2(0, statusH), false, ImGuiWindowFlags_NoScrollbar);
+    ImGui::SetCursorPosY(ImGui::GetCursorPosY() + 2 * sc);
+    drawStatusBar(s);
+    ImGui::EndChild();
+    drawExportPopup(s);
+    drawFileDialogs(s);
+    drawOpenModelPopup(s);
+    drawErrorPopup(s);
+    ImGui::End();
+    return;
+  }
   const float gap = ImGui::GetStyle().ItemSpacing.x;
   const float centreW = avail.x - leftW - rightW - 2 * gap;
   // A draggable gap between two panels; `width` grows by `sign` times the drag.

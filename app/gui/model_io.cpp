@@ -2,6 +2,8 @@
 // status bar shows Model::open's progress); the pass runs at the frame boundary once the
 // text has not changed for a moment, and the selected layer goes to the session as tensors.
 #include "gui/app_state.h"
+#include "cli/cli.h"
+#include "panels/panels.h"
 
 #include "attnviz/model/tokenizers/chat_template.h"
 #include "attnviz/session/model_grid.h"
@@ -330,6 +332,10 @@ void adopt(AppState& s, OpenedModel opened) {
 }  // namespace
 
 void openModel(AppState& s, const std::string& dir, bool wait) {
+  if (app::isVisionModelArg(dir)) {  // an image model: the image view (image_view_panel.cpp)
+    openImageModel(s, dir, "");
+    return;
+  }
   ModelState& m = s.model;
   if (m.loading.valid()) throw InputError(dir + ": another model is still opening");
   m.loadingDir = dir;
@@ -439,6 +445,10 @@ void closeSources(AppState& s) {
   s.model.rerunCancelledByUser = false;
   s.model.textEditedAt = -1;
   s.model.attr.stop();  // its worker holds its own model reference and copies of the passes
+  if (s.image.active) {  // the image view's run finishes first (it cannot be stopped midway)
+    if (s.image.job.valid()) s.image.job.wait();
+    s.image = ImageViewState{};
+  }
   s.model.attr.run.reset();
   s.model.attr.wantRun = false;
   s.model.source.reset();

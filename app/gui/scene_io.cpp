@@ -340,6 +340,10 @@ void resetView(AppState& s) {
 }
 
 void loadSceneInto(AppState& s, const std::string& path) {
+  if (isImageScene(path)) {  // an image model's view (image_view_panel.cpp)
+    loadImageScene(s, path);
+    return;
+  }
   Scene sc = loadScene(path);  // throws InputError naming the file
   if (sc.model.any()) {  // a model scene: the model view, once the folder has opened
     s.model.sceneTitle = sc.title;
@@ -394,6 +398,10 @@ static std::string sceneModelPath(const std::string& dir) {
 }
 
 void saveSceneFrom(AppState& s, const std::string& path) {
+  if (s.image.active) {
+    saveImageScene(s, path);
+    return;
+  }
   if (s.model.open()) {  // a model view: the "model" object (folder, text, layer, head, ablations)
     const ModelSource& src = *s.model.source;
     Scene sc;
@@ -480,6 +488,12 @@ void saveSceneFrom(AppState& s, const std::string& path) {
 void openDroppedFile(AppState& s, const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
   std::error_code ec;
+  if (isImageFilePath(path) && !std::filesystem::is_directory(path, ec)) {
+    if (!s.image.active)
+      throw InputError(path + ": an image goes with an image model (open one first: --model DIR)");
+    openImageFile(s, path);  // the image view runs it through the open image model
+    return;
+  }
   if (std::filesystem::is_directory(path, ec) || ext == ".gguf" ||
       (!std::filesystem::exists(path, ec) && looksLikeModelName(path) && ext != ".json" &&
        ext != ".npy" && !isDumpPath(path))) {

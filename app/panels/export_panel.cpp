@@ -48,6 +48,15 @@ std::string defaultExportName(const AppState& s) {
   std::string name = slug(s.sceneData().title);
   char tau[32];
   std::snprintf(tau, sizeof tau, "_tau%g", s.session.params().temperature);
+  if (s.image.active) {  // the image view: image, layer, head or rollout
+    const ImageViewState& v = s.image;
+    return slug(std::filesystem::path(v.imagePath).stem().string()) + "_layer" +
+           std::to_string(v.layer) +
+           (v.rollout       ? std::string("_rollout")
+            : v.headAverage ? std::string("_heads-averaged")
+                            : "_head" + std::to_string(v.head)) +
+           kFormatExt[std::clamp(e.format, 0, 2)];
+  }
   if (e.grid && gridAvailable(s))
     return name + "_layers-x-heads" + tau + kFormatExt[std::clamp(e.format, 0, 2)];
   name += e.allHeads && !s.flash.active ? "_all-heads" : "_head" + std::to_string(s.view.head);
@@ -84,7 +93,10 @@ std::string exportPng(AppState& s, const std::string& path) {
   ExportRequest r = exportRequest(s);
   r.vector = format != 0;
   Image img;
-  if (s.exporter.grid && gridAvailable(s)) {
+  if (s.image.active) {
+    // The image view's overlay figure, as `attnviz export --overlay` draws it (the same call).
+    img = imageViewFigure(s, r.vector);
+  } else if (s.exporter.grid && gridAvailable(s)) {
     // The model's pass as `export --grid` draws it: the same thumbnails, the same call.
     const ModelSource& src = *s.model.source;
     ModelGridOptions go;
@@ -132,7 +144,9 @@ bool drawExportPopup(AppState& s) {
   if (ImGui::BeginPopupModal("Export figure", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
     const bool gridOk = gridAvailable(s);
     if (gridOk) ImGui::Checkbox("layers \xc3\x97 heads grid (every layer's weights)", &e.grid);
-    if (s.flash.active) {
+    if (s.image.active) {
+      ImGui::Text("The image view's overlay figure, as shown (attnviz export --overlay)");
+    } else if (s.flash.active) {
       ImGui::Text("FlashAttention step %d, as shown (head %d, %d x %d tiles)", s.flash.step,
                   s.view.head, s.flash.blockRows, s.flash.blockKeys);
     } else if (!(gridOk && e.grid)) {

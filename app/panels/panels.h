@@ -120,6 +120,29 @@ bool drawHeadFinderPanel(AppState& s);
 void openHeadTree(AppState& s, const std::string& dir);
 bool openHeadFinderSequence(AppState& s, int sequenceId);
 void printHeadFinder(const AppState& s);
+// image_view_panel.cpp: an image model's view in place of the heatmap layout: the image as the
+// model sees it with a token's row (or the rollout's) over its patches, a colour bar, the
+// layer, head, token, rollout and opacity controls, a tooltip per patch. openImageModel closes
+// the open sources and opens `model` (an image model's folder or name), then runs `image` when
+// given; openImageFile runs another image through the open one (on a worker). syncImageView
+// adopts a finished run (at the frame); waitImageView waits for it and throws what it threw,
+// with a layer, head or token out of range as UsageError (scripted runs). imageViewFigure is
+// the overlay figure of the view, as `attnviz export --overlay` draws it. printImageView: a
+// scripted run's "image-view:" line.
+bool isImageFilePath(const std::string& path);
+void openImageModel(AppState& s, const std::string& model, const std::string& image);
+void openImageFile(AppState& s, const std::string& image);
+void syncImageView(AppState& s);
+void waitImageView(AppState& s);
+bool drawImageViewPanel(AppState& s);
+Image imageViewFigure(const AppState& s, bool vector);
+void printImageView(const AppState& s);
+// Image-view scenes: {"model": {"path", "image"}, "view": {layer, head, head_average, token,
+// rollout, opacity, colormap}}. isImageScene peeks at a scene file; the others throw
+// InputError naming the file.
+bool isImageScene(const std::string& path);
+void loadImageScene(AppState& s, const std::string& path);
+void saveImageScene(const AppState& s, const std::string& path);
 bool drawDumpPanel(AppState& s);       // dump_panel.cpp: the dump's file, model, layer, Q/K/V  // model_panel.cpp: File > Open model (a folder path)
 bool drawStatusBar(AppState& s);          // status_bar_panel.cpp: backend, renderer, timings
 bool drawExportPopup(AppState& s);        // export_panel.cpp: PNG/SVG/PDF export (Ctrl+S)

@@ -215,6 +215,14 @@ void runScript(App& app, const Script& script) {
         dropWhileBusy.clear();
       }
     }
+    // --hover-patch: the mouse over that patch of the image view, once it is laid out.
+    if (const ImageViewState& iv = s.image;
+        iv.active && iv.pass && iv.geometry.valid && iv.scriptHoverRow >= 0 && frame >= 2) {
+      const float px = float(iv.pass->model.config().patchSize) * iv.geometry.scale;
+      mouse.active = true;
+      mouse.x = iv.geometry.x0 + (float(iv.scriptHoverCol) + 0.5f) * px;
+      mouse.y = iv.geometry.y0 + (float(iv.scriptHoverRow) + 0.5f) * px;
+    }
     runFrame(app, &mouse, true);
     // A scripted run's last frame waits (up to 10 minutes) for the Generate and Attribution
     // panels to finish (and a scripted click on the attribution's map to be made).
@@ -355,6 +363,10 @@ void runScript(App& app, const Script& script) {
         printAttribution(s);
       }
       printHeadFinder(s);
+      std::fflush(stdout);
+    }
+    if (s.image.active && script.frames > 0 && frame == script.frames - 1) {
+      printImageView(s);
       std::fflush(stdout);
     }
     if (s.model.fill.print && s.model.open() && script.frames > 0 && frame == script.frames - 1)
