@@ -150,6 +150,20 @@ int strongestRow(const HeadTreeSequence& q) {
   return best;
 }
 
+// A scene's axes by metric name (xName, yName), on the open tree. A scene that names its tree
+// opens it before it reads the axes, so they are applied here and on the next sync.
+void applyAxisNames(HeadFinderState& h) {
+  if (!h.tree) return;
+  const HeadTree& t = *h.tree;
+  for (auto [name, axis] : {std::pair<std::string*, int*>{&h.xName, &h.xMetric}, {&h.yName, &h.yMetric}}) {
+    if (name->empty()) continue;
+    const int m = metricIndex(t, *name);
+    if (m < 0) h.error = t.dir + ": no metric '" + *name + "' for the scatter's axis";
+    else *axis = m;
+    name->clear();
+  }
+}
+
 }  // namespace
 
 void openHeadTree(AppState& s, const std::string& dir) {
@@ -167,13 +181,7 @@ void openHeadTree(AppState& s, const std::string& dir) {
   const int prev = metricIndex(t, "prev_token_score"), ind = metricIndex(t, "induction_score");
   h.xMetric = prev >= 0 ? prev : 0;
   h.yMetric = ind >= 0 ? ind : std::min<int>(1, int(t.metrics.size()) - 1);
-  for (auto [name, axis] : {std::pair<std::string*, int*>{&h.xName, &h.xMetric}, {&h.yName, &h.yMetric}}) {
-    if (name->empty()) continue;
-    const int m = metricIndex(t, *name);
-    if (m < 0) h.error = dir + ": no metric '" + *name + "' for the scatter's axis";
-    else *axis = m;
-    name->clear();
-  }
+  applyAxisNames(h);
   if (h.sortColumn >= 2 + int(t.metrics.size())) h.sortColumn = -1;
   if (!h.requestSortName.empty()) {
     const int m = metricIndex(t, h.requestSortName);
@@ -308,6 +316,7 @@ void syncHeadFinder(AppState& s) {
     h.run.reset();
   }
   if (!h.tree) return;
+  applyAxisNames(h);
   if (h.requestSort >= 2 && h.sortColumn != h.requestSort) {
     h.sortColumn = h.requestSort, h.sortDescending = true;
     sortRows(h);
@@ -872,9 +881,10 @@ void printHeadFinder(const AppState& s) {
                            : h.sortColumn >= 2 ? t.metrics[std::size_t(h.sortColumn - 2)]
                                                : "-";
   const HeadTreeRow* sel = h.selected >= 0 ? &t.rows[std::size_t(h.selected)] : nullptr;
-  std::printf("head-finder: tree=%s heads=%zu metrics=%zu sort=%s descending=%d selected=%s\n",
+  std::printf("head-finder: tree=%s heads=%zu metrics=%zu sort=%s descending=%d selected=%s x=%s y=%s\n",
               t.dir.c_str(), t.rows.size(), t.metrics.size(), sort.c_str(), int(h.sortDescending),
-              sel ? (std::to_string(sel->layer) + "," + std::to_string(sel->head)).c_str() : "-");
+              sel ? (std::to_string(sel->layer) + "," + std::to_string(sel->head)).c_str() : "-",
+              t.metrics[std::size_t(h.xMetric)].c_str(), t.metrics[std::size_t(h.yMetric)].c_str());
   for (std::size_t k : h.order) {
     const HeadTreeRow& r = t.rows[k];
     const double v = h.sortColumn >= 2 ? r.values[std::size_t(h.sortColumn - 2)] : NAN;

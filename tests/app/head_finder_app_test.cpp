@@ -200,6 +200,29 @@ TEST_F(HeadFinderApp, OpeningASequenceShowsItOnThatHeadInTheMainView) {
             "layer=" + std::to_string(top.layer) + " head=" + std::to_string(top.head));
 }
 
+// A scene that names a tree (opened as the scene is read) keeps its scatter axes and sort.
+TEST_F(HeadFinderApp, ASceneOnATreeSetsTheAxesItNames) {
+  const fs::path scene = dir_ / "tree_scene.json";
+  std::ofstream(scene) << json{{"title", "axes"},
+                               {"model", {{"path", model()}, {"text", "And I saw"}}},
+                               {"view",
+                                {{"panels",
+                                  {{"headFinder",
+                                    {{"tree", tree_.string()},
+                                     {"sort", "first_token_share"},
+                                     {"x", "first_token_share"},
+                                     {"y", "pattern_entropy"},
+                                     {"select", {2, 2}}}}}}}}}
+                                  .dump();
+  const ShellRun a = app("--scene " + shellQuote(scene.string()), 4);
+  ASSERT_EQ(a.rc, 0) << a.out;
+  const std::string h = lineAfter(a.out, "head-finder: ");
+  EXPECT_NE(h.find("sort=first_token_share descending=1 selected=2,2 x=first_token_share "
+                   "y=pattern_entropy"),
+            std::string::npos)
+      << h;
+}
+
 TEST_F(HeadFinderApp, AMalformedTreeIsOneLineAndNoCrash) {
   // scatter_data.json cut in half: the app refuses the tree at start, one line naming the file.
   const fs::path bad = dir_ / "bad";
