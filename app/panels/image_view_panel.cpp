@@ -7,6 +7,7 @@
 #include "panels/panels.h"
 
 #include "attnviz/formats/fileio.h"
+#include "attnviz/formats/scene.h"
 #include "attnviz/model/model.h"
 #include "attnviz/model/model_names.h"
 
@@ -182,6 +183,7 @@ void openImageFile(AppState& s, const std::string& image) {
   if (v.job.valid()) throw InputError(image + ": another image is still running");
   v.imagePath = image;
   v.error.clear();
+  s.session.editScene().title = fileName(v.modelDir) + " \xc2\xb7 " + fileName(image);
   auto info = std::make_shared<ImageViewState::Job>();
   info->startedAt = nowSeconds();
   info->step = "starting";
@@ -372,6 +374,8 @@ void loadImageScene(AppState& s, const std::string& path) {
   const app::ImageScene sc = app::readImageScene(path);
   if (!app::isVisionModelArg(sc.model))
     throw InputError(path + ": model.path " + sc.model + " is not an image model");
+  s.session.setScene(defaultScene());  // the heatmap layout's, behind the image view
+  if (!sc.title.empty()) s.session.editScene().title = sc.title;
   openImageModel(s, sc.model, sc.image);
   ImageViewState& v = s.image;
   const app::OverlayChoice& c = sc.choice;
@@ -389,6 +393,7 @@ void saveImageScene(const AppState& s, const std::string& path) {
   if (sc.image.empty()) throw InputError(path + ": the image view has no image to save");
   sc.choice = choiceOf(s);
   sc.choice.headAverage = v.headAverage;
+  sc.choice.opacity = std::round(double(v.opacity) * 1e4) / 1e4;  // 0.8, not 0.800000011920929
   writeFileAtomic(path, app::imageSceneJson(sc));
 }
 

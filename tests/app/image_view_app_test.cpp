@@ -130,7 +130,7 @@ TEST_F(ImageViewApp, ExportOfAPatchRowIsTheClisBytes) {
 }
 
 TEST_F(ImageViewApp, ExportOfTheRolloutIsTheClisBytes) {
-  sameExport("dinov2_reg", "--layer 2 --head 0 --rollout");
+  sameExport("dinov2_reg", "--layer 1 --head 0 --rollout");
 }
 
 // The weight under a hovered patch is the model's own: W[L, H, token, P + row * gridW + col]
