@@ -746,3 +746,50 @@ TEST_F(Heads, ThePanelsReaderRefusesBadFilesInOneLine) {
 
 }  // namespace
 }  // namespace attnviz::testing
+
+namespace attnviz::testing {
+namespace {
+
+// On the held-out corpus the shipped decoders' cards were not measured on (whole chapters cut at
+// 256 ids), the finder ranks each card's named heads first for their metric: the previous-token
+// and induction heads their model cards and presets name.
+TEST(HeadsShipped, EachCardsNamedHeadsRankFirstOnTheHeldOutCorpus) {
+  const fs::path assets = fs::path(ATTNVIZ_SOURCE_DIR) / "assets";
+  const fs::path corpus = assets / "corpora" / "kjv-heldout.txt";
+  struct Case {
+    const char* model;
+    const char* metric;
+    std::vector<std::string> first;  // "L\tH", any order, ranked first
+  };
+  const std::vector<Case> cases = {
+      {"kjv-byte-2l", "prev_token_score", {"0\t3"}},
+      {"kjv-byte-2l", "induction_score", {"1\t2"}},
+      {"kjv-sp-llama", "prev_token_score", {"1\t1", "1\t3"}},
+      {"kjv-sp-llama", "induction_score", {"2\t1"}},
+      {"kjv-sp-gemma2", "prev_token_score", {"1\t7"}},
+      {"kjv-sp-gemma2", "induction_score", {"3\t6"}},
+  };
+  TempDir tmp;
+  std::set<std::string> run;  // one finder run per model; the second metric reads its tree
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.model) + " " + c.metric);
+    const fs::path tree = tmp.path / c.model;
+    const CliRun r =
+        run.insert(c.model).second
+            ? runBinary({"heads", "--model", (assets / "models" / c.model).string(), "--corpus",
+                         corpus.string(), "--out", tree.string(), "--seq-len", "256", "--top",
+                         c.metric},
+                        tmp.path)
+            : runBinary({"heads", "--tree", tree.string(), "--top", c.metric}, tmp.path);
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    std::istringstream lines(r.out);
+    std::set<std::string> top;
+    std::string line;
+    for (std::size_t k = 0; k < c.first.size() && std::getline(lines, line); ++k)
+      top.insert(line.substr(0, line.rfind('\t')));
+    EXPECT_EQ(top, std::set<std::string>(c.first.begin(), c.first.end())) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace attnviz::testing
