@@ -268,10 +268,11 @@ struct WhyHereState {
     bool operator==(const Cell&) const = default;
   };
   Cell want, have;  // the cell shown; the one `result` (or `error`) is for
-  // The key picked for a row (its largest weight) stays while the row, layer and head do, so
-  // that an ablation that moves the row's weight elsewhere changes this cell's split in place.
+  // The key picked for a row (its largest weight) stays while the ids, row, layer and head do,
+  // so that an ablation that moves the row's weight elsewhere changes this cell's split in place.
   struct Picked {
     int layer = -1, head = -1, row = -1, key = -1;
+    std::vector<int> ids;
   } picked;
   std::future<QkSplit> job;
   std::shared_ptr<PassProgress> progress;  // the job's: closeSources cancels it

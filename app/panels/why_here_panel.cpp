@@ -235,8 +235,9 @@ bool drawWhyHerePanel(AppState& s) {
         WhyHereState::Picked& pk = w.picked;
         const bool chosen = s.model.neuronKey >= 0 && s.model.neuronKey < T &&
                             !(c.causal && s.model.neuronKey > i);
-        if (chosen || pk.layer != l || pk.head != h || pk.row != i || pk.key >= T)
-          pk = {l, h, i, cellKey(s, i, T, c.causal)};
+        const std::vector<int>& ids = m.source->pass().ids;
+        if (chosen || pk.layer != l || pk.head != h || pk.row != i || pk.ids != ids)
+          pk = {l, h, i, cellKey(s, i, T, c.causal), ids};
         const int j = pk.key;
         w.want = WhyHereState::Cell{m.passVersion, l, h, i, j};
         // A finished split is taken; a new cell starts once the last job is done.
