@@ -109,21 +109,11 @@ Image renderAttributionFigure(const AttributionFigure& f) {
   const long W = std::max(
       {right, long(title.width) + 2L * pad, capW + 2L * pad, gridX + long(colTitle.width) + pad});
   const long H = bottom + pad;
-  if (W > f.maxSide || H > f.maxSide) {
-    throw UsageError("the figure would be " + std::to_string(W) + " x " + std::to_string(H) +
-                     " pixels; the limit is " + std::to_string(f.maxSide) + " a side");
-  }
-
-  Image im;
-  im.width = int(W), im.height = int(H);
-  im.rgba.assign(std::size_t(W) * std::size_t(H) * 4, 255);
-  fillRect(im, 0, 0, W, H, kPaper);
   // The pixels, and with f.vector the same operations recorded for SVG and PDF.
-  paint::RasterPainter raster(im);
-  auto vec = std::make_shared<VectorFigure>();
-  paint::VectorRecorder recorder(*vec, font);
-  paint::TeePainter both(raster, recorder);
-  paint::Painter& p = f.vector ? static_cast<paint::Painter&>(both) : raster;
+  paint::FigureCanvas canvas(W, H, f.maxSide, f.vector, font);
+  Image& im = canvas.im;
+  std::shared_ptr<VectorFigure>& vec = canvas.vec;
+  paint::Painter& p = canvas.painter();
   if (title.height) figureText(p, title, (W - title.width) / 2, pad, kInk);
 
   // Cells, with their values where they fit.
@@ -193,7 +183,7 @@ Image renderAttributionFigure(const AttributionFigure& f) {
     vec->cells = long(f.rows) * f.cols;
     im.vector = std::move(vec);
   }
-  return im;
+  return std::move(im);
 }
 
 }  // namespace attnviz

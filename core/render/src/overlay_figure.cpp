@@ -142,19 +142,11 @@ Image renderOverlay(const OverlayFigure& f) {
   for (const TextMask& c : captions) bottom += c.height + tgap;
   const long W = std::max({right, long(title.width) + 2L * pad, capW + 2L * pad});
   const long Ht = bottom + pad;
-  if (W > f.maxSide || Ht > f.maxSide)
-    throw UsageError("the figure would be " + std::to_string(W) + " x " + std::to_string(Ht) +
-                     " pixels; the limit is " + std::to_string(f.maxSide) + " a side");
-
-  Image im;
-  im.width = int(W), im.height = int(Ht);
-  im.rgba.assign(std::size_t(W) * std::size_t(Ht) * 4, 255);
-  fillRect(im, 0, 0, W, Ht, kPaper);
-  paint::RasterPainter raster(im);
-  auto vec = std::make_shared<VectorFigure>();
-  paint::VectorRecorder recorder(*vec, font);
-  paint::TeePainter both(raster, recorder);
-  paint::Painter& p = f.vector ? static_cast<paint::Painter&>(both) : raster;
+  // The pixels, and with f.vector the same operations recorded for SVG and PDF.
+  paint::FigureCanvas canvas(W, Ht, f.maxSide, f.vector, font);
+  Image& im = canvas.im;
+  std::shared_ptr<VectorFigure>& vec = canvas.vec;
+  paint::Painter& p = canvas.painter();
   if (title.height) figureText(p, title, (W - title.width) / 2, pad, kInk);
 
   p.picture(imgX, imgY, pic, k);
@@ -185,7 +177,7 @@ Image renderOverlay(const OverlayFigure& f) {
     vec->cells = 0;
     im.vector = std::move(vec);
   }
-  return im;
+  return std::move(im);
 }
 
 }  // namespace attnviz

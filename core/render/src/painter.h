@@ -3,12 +3,14 @@
 // PNG), VectorRecorder into a VectorFigure (SVG and PDF), TeePainter into both in one pass.
 #pragma once
 
+#include "attnviz/engine/tensor.h"
 #include "attnviz/render/colormap.h"
 #include "attnviz/render/font.h"
 #include "attnviz/render/raster.h"
 #include "attnviz/render/vector_figure.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -170,6 +172,37 @@ constexpr RGBA8 kFigureLine{40, 40, 40, 255};
 inline void figureText(Painter& p, const TextMask& m, long x, long y, RGBA8 c, bool up = false) {
   p.text(m, x, y, c, up ? Rot::Up : Rot::None);
 }
+
+// A figure's page: W x H of paper (a page past maxSide a side is a UsageError), the raster
+// painter on it and, for SVG and PDF, a recorder of the same operations into `vec`; `painter()`
+// draws into what was asked for.
+class FigureCanvas {
+ public:
+  FigureCanvas(long W, long H, long maxSide, bool vector, const Font& font)
+      : vector_(vector), vec(std::make_shared<VectorFigure>()), recorder_(*vec, font) {
+    if (W > maxSide || H > maxSide)
+      throw UsageError("the figure would be " + std::to_string(W) + " x " + std::to_string(H) +
+                       " pixels; the limit is " + std::to_string(maxSide) + " a side");
+    im.width = int(W), im.height = int(H);
+    im.rgba.assign(std::size_t(W) * std::size_t(H) * 4, 255);
+    fillRect(im, 0, 0, W, H, kFigurePaper);
+  }
+  FigureCanvas(const FigureCanvas&) = delete;
+  FigureCanvas& operator=(const FigureCanvas&) = delete;
+  Painter& painter() { return vector_ ? static_cast<Painter&>(both_) : raster_; }
+
+ private:
+  bool vector_;
+
+ public:
+  Image im;
+  std::shared_ptr<VectorFigure> vec;
+
+ private:
+  RasterPainter raster_{im};
+  VectorRecorder recorder_;
+  TeePainter both_{raster_, recorder_};
+};
 
 // A colour bar's ticks: multiples of a 1-2-2.5-5 step, at most about maxCount of them, within
 // [lo, hi] (the step in stepOut), and a tick's text with the digits that step needs
