@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 using attnviz::testing::runShell;
+using attnviz::testing::runUnderXvfb;
 using attnviz::testing::shellQuote;
 using attnviz::testing::ShellRun;
 
@@ -36,11 +37,7 @@ ShellRun app(const std::string& args, int frames = 10) {
                           ATTNVIZ_BIN + " --size 1600x1000 --frames " + std::to_string(frames) +
                           " --screenshot " +
                           shellQuote(::testing::TempDir() + "attnviz_headfinder.png") + " " + args;
-  ShellRun r;
-  for (int attempt = 0; attempt < 3; ++attempt) {  // xvfb-run -a can race another server
-    r = runShell(cmd);
-    if (r.out.find("xvfb-run: error") == std::string::npos) break;
-  }
+  const ShellRun r = runUnderXvfb(cmd);
   return r;
 }
 

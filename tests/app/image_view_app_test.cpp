@@ -18,6 +18,7 @@
 #include <vector>
 
 using attnviz::testing::runShell;
+using attnviz::testing::runUnderXvfb;
 using attnviz::testing::shellQuote;
 using attnviz::testing::ShellRun;
 namespace fs = std::filesystem;
@@ -54,11 +55,7 @@ ShellRun app(const std::string& args, const std::string& shot = "attnviz_image_v
   const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1280x800x24\" " +
                           ATTNVIZ_BIN + " --size 1280x800 --frames 6 --screenshot " +
                           shellQuote(::testing::TempDir() + shot) + " " + args;
-  ShellRun r;
-  for (int attempt = 0; attempt < 3; ++attempt) {  // xvfb-run -a can race another server
-    r = runShell(cmd);
-    if (r.out.find("xvfb-run: error") == std::string::npos) break;
-  }
+  const ShellRun r = runUnderXvfb(cmd);
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 using attnviz::testing::runShell;
+using attnviz::testing::runUnderXvfb;
 using attnviz::testing::shellQuote;
 using attnviz::testing::ShellRun;
 
@@ -21,11 +22,7 @@ ShellRun app(const std::string& args) {
                           ATTNVIZ_BIN + " --size 1280x800 --frames 40 --screenshot " +
                           shellQuote(::testing::TempDir() + "attnviz_model_switch.png") + " " +
                           args;
-  ShellRun r;
-  for (int attempt = 0; attempt < 3; ++attempt) {  // xvfb-run -a can race another server
-    r = runShell(cmd);
-    if (r.out.find("xvfb-run: error") == std::string::npos) break;
-  }
+  const ShellRun r = runUnderXvfb(cmd);
   return r;
 }
 

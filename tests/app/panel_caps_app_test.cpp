@@ -8,6 +8,7 @@
 #include <string>
 
 using attnviz::testing::runShell;
+using attnviz::testing::runUnderXvfb;
 using attnviz::testing::shellQuote;
 using attnviz::testing::ShellRun;
 
@@ -23,11 +24,7 @@ int residualVertices(const std::string& model, int words) {
                           ATTNVIZ_BIN + " --size 1280x900 --frames 8 --screenshot " +
                           shellQuote(::testing::TempDir() + "attnviz_caps.png") + " --model " +
                           shellQuote(model) + " --text " + shellQuote(text) + " --show-residual";
-  ShellRun r;
-  for (int attempt = 0; attempt < 3; ++attempt) {  // xvfb-run -a can race another server
-    r = runShell(cmd);
-    if (r.out.find("xvfb-run: error") == std::string::npos) break;
-  }
+  const ShellRun r = runUnderXvfb(cmd);
   EXPECT_EQ(r.rc, 0) << r.out;
   const auto at = r.out.find("panel-vertices: residual=");
   EXPECT_NE(at, std::string::npos) << r.out;

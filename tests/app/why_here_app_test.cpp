@@ -12,6 +12,7 @@
 #include <string>
 
 using attnviz::testing::runShell;
+using attnviz::testing::runUnderXvfb;
 using attnviz::testing::shellQuote;
 using attnviz::testing::ShellRun;
 
@@ -25,11 +26,7 @@ ShellRun app(const std::string& args, int frames = 30) {
   const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1600x1000x24\" " +
                           ATTNVIZ_BIN + " --size 1600x1000 --frames " + std::to_string(frames) + " --screenshot " +
                           shellQuote(::testing::TempDir() + "attnviz_whyhere.png") + " " + args;
-  ShellRun r;
-  for (int attempt = 0; attempt < 3; ++attempt) {  // xvfb-run -a can race another server
-    r = runShell(cmd);
-    if (r.out.find("xvfb-run: error") == std::string::npos) break;
-  }
+  const ShellRun r = runUnderXvfb(cmd);
   return r;
 }
 

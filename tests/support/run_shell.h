@@ -34,6 +34,17 @@ inline ShellRun runShell(const std::string& cmd) {
   return r;
 }
 
+// A command under `xvfb-run -a`, run again (three tries in all) when xvfb-run itself failed:
+// `-a` can race another test's server for the same display number.
+inline ShellRun runUnderXvfb(const std::string& cmd) {
+  ShellRun r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    r = runShell(cmd);
+    if (r.out.find("xvfb-run: error") == std::string::npos) break;
+  }
+  return r;
+}
+
 // A folder of this process's own under the temp directory, removed when the object goes. ctest
 // runs each test of a binary as its own process, several at once, so a fixture folder made "once
 // per binary" must not be a fixed path: one process would rewrite it while another reads it.
