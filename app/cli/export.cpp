@@ -289,8 +289,10 @@ int exportModelGrid(ModelCliOptions& modelOpts, const AttentionCliOptions& opts,
 // What --overlay takes beside --model, --layer, --head and the outputs.
 struct OverlayCliOptions {
   bool overlay = false, rollout = false;
-  std::string image, token;
-  double opacity = 0.6;
+  std::string image, token, rolloutHeads, maskPatches;
+  double opacity = 0.6, rolloutDiscard = 0;
+  bool discardGiven = false, maskGiven = false;
+  std::vector<std::string> ablate;
 };
 
 // --overlay: an image model's view of --image with one token's attention row (or the rollout's)
@@ -299,8 +301,9 @@ int exportOverlay(const std::string& model, const std::string& layerText,
                   const std::string& headText, const OverlayCliOptions& ov,
                   const std::string& colormap, const std::string& title, const Outputs& out) {
   // Bad usage before any file is read.
-  if (layerText.empty()) throw UsageError("--overlay needs --layer L");
-  const int layer = parseLayerIndex(layerText);
+  const bool probeRow = ov.token == "probe" || ov.token == "PROBE" || ov.token == "Probe";
+  if (layerText.empty() && !probeRow) throw UsageError("--overlay needs --layer L");
+  const int layer = layerText.empty() ? 0 : parseLayerIndex(layerText);
   const std::optional<int> head = parseIndex(headText, 1'000'000);
   if (!head) throw UsageError("--head: expected a head index (0, 1, ...), got '" + headText + "'");
   int token = kDefaultOverlayToken;
@@ -310,14 +313,32 @@ int exportOverlay(const std::string& model, const std::string& layerText,
     for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
     if (lower == "cls") {
       cls = true;
+    } else if (lower == "probe") {
+      token = kProbeOverlayToken;
     } else {
       const std::optional<int> t = parseIndex(ov.token, 1'000'000'000);
       if (!t)
-        throw UsageError("--token: expected 'cls' or a token index (0, 1, ...), got '" +
+        throw UsageError("--token: expected 'cls', 'probe' or a token index (0, 1, ...), got '" +
                          ov.token + "'");
       token = *t;
     }
   }
+  if ((!ov.rolloutHeads.empty() || ov.discardGiven) && !ov.rollout)
+    throw UsageError("--rollout-heads and --rollout-discard go with --rollout");
+  if (token == kProbeOverlayToken && ov.rollout)
+    throw UsageError("--token probe draws the probe's own row: no --rollout");
+  RolloutOptions ro;
+  if (!ov.rolloutHeads.empty()) {
+    if (ov.rolloutHeads != "mean" && ov.rolloutHeads != "max")
+      throw UsageError("--rollout-heads: expected mean or max, got '" + ov.rolloutHeads + "'");
+    ro.maxHeads = ov.rolloutHeads == "max";
+  }
+  if (!(ov.rolloutDiscard >= 0 && ov.rolloutDiscard <= 0.9))
+    throw UsageError("--rollout-discard: expected a fraction in 0..0.9");
+  ro.discard = ov.rolloutDiscard;
+  VisionInterventions iv;
+  iv.ablate = parseAblateList(ov.ablate);
+  if (ov.maskGiven) iv.maskPatches = parseMaskPatchList(ov.maskPatches);
   if (!(ov.opacity >= 0.0 && ov.opacity <= 1.0))
     throw UsageError("--opacity: expected a value in 0..1");
   ColormapId cmap = ColormapId::Viridis;
@@ -343,9 +364,13 @@ int exportOverlay(const std::string& model, const std::string& layerText,
     throw UsageError("--token cls: " + model + " (" + c.family +
                      ") has no CLS token; give a token index, or no --token for the mean of the "
                      "patch queries");
-  const VisionPass pass = runVisionPass(dir, ov.image, {}, &m);
+  if (token == kProbeOverlayToken && !c.hasProbe)
+    throw UsageError("--token probe: " + model + " (" + c.family +
+                     ") has no pooling probe (SigLIP's head)");
+  const VisionPass pass = runVisionPass(dir, ov.image, {}, &m, iv);
   OverlayChoice oc;
   oc.layer = layer, oc.head = *head, oc.token = token, oc.rollout = ov.rollout;
+  oc.rolloutOptions = ro;
   oc.opacity = ov.opacity, oc.colormap = cmap, oc.title = title, oc.vector = out.vector();
   const Image img = renderOverlayChoice(pass, oc);
   char note[96];
@@ -429,7 +454,18 @@ int runExport(int argc, char** argv) {
                "of one head's weights");
   app.add_option("--opacity", overlay.opacity,
                  "with --overlay: the colours' opacity over the image, 0..1 (default 0.6)");
+  app.add_option("--rollout-heads", overlay.rolloutHeads,
+                 "with --overlay --rollout: fuse the heads by their mean (default) or max");
+  auto* discardOpt = app.add_option(
+      "--rollout-discard", overlay.rolloutDiscard,
+      "with --overlay --rollout: zero this lowest fraction (0..0.9) of each layer's fused "
+      "attention before + I, never the CLS-to-CLS entry (default 0)");
+  auto* maskOpt = app.add_option(
+      "--mask-patches", overlay.maskPatches,
+      "with --overlay: hide these patches (0-based, row-major) from every query's keys, e.g. 3,7");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
+  overlay.discardGiven = discardOpt->count() > 0;
+  overlay.maskGiven = maskOpt->count() > 0;
 
   return guarded("export", [&] {
     // Everything that is bad usage is refused before any file is read.
@@ -448,15 +484,19 @@ int runExport(int argc, char** argv) {
       if (fromScene || fromDump || !q.empty() || !k.empty() || !v.empty() || grid || bare ||
           noLabels || app.count("--stage") || app.count("--cell") || app.count("--width") ||
           app.count("--columns") || !blocks.empty() || app.count("--flash-step") ||
-          !modelOpts.text.empty() || !modelOpts.ids.empty() || !modelOpts.ablate.empty())
+          !modelOpts.text.empty() || !modelOpts.ids.empty())
         throw UsageError("--overlay takes --model, --image, --layer, --head, --token, "
-                         "--rollout, --opacity, --colormap, --title and the outputs only");
+                         "--rollout, --rollout-heads, --rollout-discard, --ablate, "
+                         "--mask-patches, --opacity, --colormap, --title and the outputs only");
       if (head == "all") throw UsageError("--overlay draws one head: --head N");
+      overlay.ablate = modelOpts.ablate;
       return exportOverlay(modelOpts.dir, layerName, head, overlay,
                            colormap, title, out);
     }
-    if (!overlay.token.empty() || overlay.rollout || app.count("--opacity"))
-      throw UsageError("--token, --rollout and --opacity go with --overlay");
+    if (!overlay.token.empty() || overlay.rollout || app.count("--opacity") ||
+        app.count("--rollout-heads") || overlay.discardGiven || overlay.maskGiven)
+      throw UsageError("--token, --rollout, --rollout-heads, --rollout-discard, --mask-patches "
+                       "and --opacity go with --overlay");
     if (fromScene && isImageSceneFile(scenePath)) {
       // An image-view scene (the app's image view saved): its overlay figure, as the app
       // exports it.
@@ -469,7 +509,7 @@ int runExport(int argc, char** argv) {
       const std::string dir = locateModelFiles(resolveModelName(sc.model), false).dir;
       if (!VisionModel::isVisionFolder(dir))
         throw InputError(scenePath + ": model.path " + sc.model + " is not an image model");
-      const VisionPass pass = runVisionPass(dir, sc.image);
+      const VisionPass pass = runVisionPass(dir, sc.image, {}, nullptr, sc.interventions);
       OverlayChoice oc = sc.choice;
       if (!colormap.empty()) {
         const std::optional<ColormapId> id = colormapFromName(colormap);

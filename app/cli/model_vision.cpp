@@ -43,7 +43,8 @@ int runVisionModel(int argc, char** argv) {
       "Run an image model (ViT, DeiT, DINOv2, CLIP's and SigLIP's vision towers) on preprocessed "
       "pixels",
       "model"};
-  std::string model, pixels, image, pixelsOut, weights, hidden, logits, maskPatches, probeWeights;
+  std::string model, pixels, image, pixelsOut, weights, hidden, logits, maskPatches, probeWeights,
+      residual;
   std::vector<std::string> ablate;
   int topK = 0;
   app.add_option("--model", model, "a Hugging Face image model folder")->required();
@@ -57,6 +58,9 @@ int runVisionModel(int argc, char** argv) {
                  "preprocessing produced)");
   app.add_option("--weights", weights, "write the attention weights [L, H, T, T] (float32 .npy)");
   app.add_option("--hidden", hidden, "write the last hidden state [T, d] (float32 .npy)");
+  app.add_option("--residual", residual,
+                 "write the residual stream [L + 1, T, d]: after the embeddings and after each "
+                 "layer, before the final norm (float32 .npy)");
   app.add_option("--logits", logits, "write the classification head's logits [num_labels]");
   app.add_option("--probe-weights", probeWeights,
                  "SigLIP: write the pooling probe's attention [H, 1, T] (float32 .npy)");
@@ -93,6 +97,7 @@ int runVisionModel(int argc, char** argv) {
     }
     opts.weights = !weights.empty();
     opts.probe = !probeWeights.empty();
+    opts.residual = !residual.empty();
 
     const std::string dir = locateModelFiles(resolveModelName(model), false).dir;
     if (!VisionModel::isVisionFolder(dir))
@@ -141,11 +146,12 @@ int runVisionModel(int argc, char** argv) {
     const long long T = r.tokens;
     if (!weights.empty()) saveNpy(weights, {c.layers, c.heads, T, T}, r.weights.data());
     if (!hidden.empty()) saveNpy(hidden, {T, c.hidden}, r.hidden.data());
+    if (!residual.empty()) saveNpy(residual, {c.layers + 1, T, c.hidden}, r.residual.data());
     if (!probeWeights.empty()) saveNpy(probeWeights, {c.heads, 1, T}, r.probe.data());
     if (!logits.empty()) saveNpy(logits, {(long long)r.logits.size()}, r.logits.data());
 
     const bool quiet =
-        !weights.empty() || !hidden.empty() || !logits.empty() || topK > 0 || !probeWeights.empty();
+        !weights.empty() || !hidden.empty() || !residual.empty() || !logits.empty() || topK > 0 || !probeWeights.empty();
     if (!quiet) {
       std::printf("model: %s (%s, %d layers x %d heads, d=%d, patch %d)\n", dir.c_str(),
                   c.family.c_str(), c.layers, c.heads, c.hidden, c.patchSize);

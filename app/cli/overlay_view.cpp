@@ -5,16 +5,84 @@
 
 #include <nlohmann/json.hpp>
 
-#include <optional>
-
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace attnviz::app {
 
+namespace {
+
+int parseCount(const std::string& s, const std::string& bad) {
+  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), ::isdigit))
+    throw UsageError(bad);
+  return std::stoi(s);
+}
+
+}  // namespace
+
+std::vector<std::pair<int, int>> parseAblateList(const std::vector<std::string>& items) {
+  std::vector<std::pair<int, int>> out;
+  for (const std::string& a : items) {
+    std::size_t start = 0;
+    while (true) {  // "0:1,1:3" or repeated
+      const std::size_t comma = a.find(',', start);
+      const std::string item = a.substr(start, comma - start);
+      const std::size_t colon = item.find(':');
+      const std::string bad = "--ablate " + a + ": expected LAYER:HEAD, e.g. 3:7";
+      if (colon == std::string::npos) throw UsageError(bad);
+      const std::pair<int, int> lh{parseCount(item.substr(0, colon), bad),
+                                   parseCount(item.substr(colon + 1), bad)};
+      if (std::find(out.begin(), out.end(), lh) == out.end()) out.push_back(lh);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+std::vector<int> parseMaskPatchList(const std::string& text) {
+  std::vector<int> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const int i = parseCount(text.substr(start, comma - start),
+                             "--mask-patches " + text + ": expected patch indices, e.g. 3,7");
+    if (std::find(out.begin(), out.end(), i) == out.end()) out.push_back(i);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string ablateText(const std::vector<std::pair<int, int>>& a) {
+  std::string s;
+  for (auto [l, h] : a) s += (s.empty() ? "" : ",") + std::to_string(l) + ":" + std::to_string(h);
+  return s;
+}
+
+std::string maskPatchText(const std::vector<int>& m) {
+  std::string s;
+  for (int i : m) s += (s.empty() ? "" : ",") + std::to_string(i);
+  return s;
+}
+
+std::string rolloutWords(const RolloutOptions& o) {
+  std::string s = o.maxHeads ? "heads' maximum" : "heads averaged";
+  if (o.discard > 0) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, ", lowest %g%% dropped", std::round(o.discard * 1000) / 10);
+    s += buf;
+  }
+  return s + ", + I";
+}
+
 VisionPass runVisionPass(const std::string& dir, const std::string& image,
                          const std::function<void(const char*)>& step,
-                         const VisionModel* loaded) {
+                         const VisionModel* loaded, const VisionInterventions& iv) {
   const auto tell = [&](const char* what) {
     if (step) step(what);
   };
@@ -37,14 +105,41 @@ VisionPass runVisionPass(const std::string& dir, const std::string& image,
   tell("running");
   VisionRunOptions ro;
   ro.weights = true;
+  ro.residual = true;
+  ro.probe = c.hasProbe;
+  ro.ablate = iv.ablate;
+  ro.maskPatches = iv.maskPatches;
+  p.interventions = iv;
   p.result = p.model.run(p.pre.pixels, p.pre.height, p.pre.width, ro, image);
   return p;
 }
 
 PatchMap overlayChoiceMap(const VisionPass& p, const OverlayChoice& c) {
   const VisionConfig& cfg = p.model.config();
+  if (c.token == kProbeOverlayToken) {
+    if (!cfg.hasProbe || p.result.probe.empty())
+      throw UsageError("--token probe: " + p.name + " (" + cfg.family +
+                       ") has no pooling probe (SigLIP's head)");
+    if (c.rollout) throw UsageError("--token probe draws the probe's own row: no --rollout");
+    if (c.head < 0 || c.head >= cfg.heads)
+      throw UsageError("--head " + std::to_string(c.head) + ": out of range, the model has " +
+                       std::to_string(cfg.heads) + " heads");
+    const int T = p.result.tokens, P = cfg.prefixTokens(), N = p.result.gridH * p.result.gridW;
+    PatchMap m;
+    m.gridH = p.result.gridH, m.gridW = p.result.gridW;
+    m.values.assign(std::size_t(N), 0.0);
+    m.token = "probe";
+    for (int h = 0; h < cfg.heads; ++h) {
+      if (!c.headAverage && h != c.head) continue;
+      for (int j = 0; j < N; ++j)
+        m.values[std::size_t(j)] += double(p.result.probe[std::size_t(h) * T + P + j]);
+    }
+    if (c.headAverage)
+      for (double& v : m.values) v /= double(cfg.heads);
+    return m;
+  }
   if (!c.headAverage || c.rollout)
-    return overlayPatchMap(p.result, cfg, c.layer, c.head, c.token, c.rollout);
+    return overlayPatchMap(p.result, cfg, c.layer, c.head, c.token, c.rollout, c.rolloutOptions);
   PatchMap m = overlayPatchMap(p.result, cfg, c.layer, 0, c.token, false);
   for (int h = 1; h < cfg.heads; ++h) {
     const PatchMap o = overlayPatchMap(p.result, cfg, c.layer, h, c.token, false);
@@ -69,15 +164,26 @@ Image renderOverlayChoice(const VisionPass& p, const OverlayChoice& c) {
   f.barTitle = c.rollout ? "rollout" : "weight";
   const std::string heads =
       c.headAverage ? "heads averaged" : "head " + std::to_string(c.head);
+  const bool probe = c.token == kProbeOverlayToken;
   f.title = !c.title.empty() ? c.title
+            : probe  ? name + dot + "pooling probe" + dot + heads
             : c.rollout
-                ? name + dot + "rollout to layer " + std::to_string(c.layer) +
-                      " (heads averaged, + I)" + dot + "token " + map.token
+                ? name + dot + "rollout to layer " + std::to_string(c.layer) + " (" +
+                      rolloutWords(c.rolloutOptions) + ")" + dot + "token " + map.token
                 : name + dot + "layer " + std::to_string(c.layer) + dot + heads + dot +
                       "token " + map.token;
-  f.captions.push_back((c.rollout ? "the rollout's row of " : "the attention row of ") +
-                       map.token + " over the patches (" + cfg.family + ", " +
+  f.captions.push_back((probe       ? std::string("the pooling probe's attention")
+                        : c.rollout ? "the rollout's row of " + map.token
+                                    : "the attention row of " + map.token) +
+                       " over the patches (" + cfg.family + ", " +
                        std::to_string(p.result.tokens) + " tokens)");
+  const VisionInterventions& iv = p.interventions;
+  if (!iv.empty())
+    f.captions.push_back(
+        (iv.ablate.empty() ? std::string() : "heads ablated: " + ablateText(iv.ablate)) +
+        (iv.ablate.empty() || iv.maskPatches.empty() ? "" : dot) +
+        (iv.maskPatches.empty() ? std::string()
+                                : "patches hidden: " + maskPatchText(iv.maskPatches)));
   return renderOverlay(f);
 }
 
@@ -131,6 +237,27 @@ ImageScene readImageScene(const std::string& path) {
   };
   relative(sc.model);
   relative(sc.image);
+  if (m.contains("ablate")) {
+    if (!m["ablate"].is_array()) throw bad("model.ablate", "must be a list of \"L:H\"");
+    std::vector<std::string> items;
+    for (const auto& a : m["ablate"]) {
+      if (!a.is_string()) throw bad("model.ablate", "must be a list of \"L:H\"");
+      items.push_back(a.get<std::string>());
+    }
+    try {
+      sc.interventions.ablate = parseAblateList(items);
+    } catch (const UsageError&) {
+      throw bad("model.ablate", "must be a list of \"L:H\"");
+    }
+  }
+  if (m.contains("mask_patches")) {
+    if (!m["mask_patches"].is_array()) throw bad("model.mask_patches", "must be a list of patch indices");
+    for (const auto& i : m["mask_patches"]) {
+      if (!i.is_number_integer() || i.get<long long>() < 0 || i.get<long long>() > (1 << 30))
+        throw bad("model.mask_patches", "must be a list of patch indices");
+      sc.interventions.maskPatches.push_back(int(i.get<long long>()));
+    }
+  }
   if (!j.contains("view")) return sc;
   const nlohmann::json& v = j["view"];
   if (!v.is_object()) throw bad("view", "must be an object");
@@ -155,10 +282,12 @@ ImageScene readImageScene(const std::string& path) {
     const nlohmann::json& t = v["token"];
     if (t.is_string() && (t == "cls" || t == "default")) {
       c.token = kDefaultOverlayToken;
+    } else if (t.is_string() && t == "probe") {
+      c.token = kProbeOverlayToken;
     } else if (t.is_number_integer() && t.get<long long>() >= 0 && t.get<long long>() < (1 << 30)) {
       c.token = int(t.get<long long>());
     } else {
-      throw bad("view.token", "must be \"cls\", \"default\" or a token index");
+      throw bad("view.token", "must be \"cls\", \"default\", \"probe\" or a token index");
     }
   }
   if (v.contains("opacity")) {
@@ -166,6 +295,30 @@ ImageScene readImageScene(const std::string& path) {
         !(v["opacity"].get<double>() <= 1))
       throw bad("view.opacity", "must be a number in 0..1");
     c.opacity = v["opacity"].get<double>();
+  }
+  if (v.contains("rollout_heads")) {
+    if (!v["rollout_heads"].is_string() ||
+        (v["rollout_heads"] != "mean" && v["rollout_heads"] != "max"))
+      throw bad("view.rollout_heads", "must be \"mean\" or \"max\"");
+    c.rolloutOptions.maxHeads = v["rollout_heads"] == "max";
+  }
+  if (v.contains("rollout_discard")) {
+    if (!v["rollout_discard"].is_number() || !(v["rollout_discard"].get<double>() >= 0) ||
+        !(v["rollout_discard"].get<double>() <= 0.9))
+      throw bad("view.rollout_discard", "must be a number in 0..0.9");
+    c.rolloutOptions.discard = v["rollout_discard"].get<double>();
+  }
+  if (v.contains("side")) {
+    if (!v["side"].is_string() ||
+        (v["side"] != "tokens" && v["side"] != "grid" && v["side"] != "norms"))
+      throw bad("view.side", "must be \"tokens\", \"grid\" or \"norms\"");
+    sc.side = v["side"].get<std::string>();
+  }
+  if (v.contains("norm_threshold")) {
+    if (!v["norm_threshold"].is_number() || !(v["norm_threshold"].get<double>() >= 1) ||
+        !(v["norm_threshold"].get<double>() <= 100))
+      throw bad("view.norm_threshold", "must be a number in 1..100");
+    sc.normThreshold = v["norm_threshold"].get<double>();
   }
   if (v.contains("colormap")) {
     const std::optional<ColormapId> id =
@@ -181,12 +334,24 @@ std::string imageSceneJson(const ImageScene& sc) {
   nlohmann::json j;
   if (!sc.title.empty()) j["title"] = sc.title;
   j["model"] = {{"path", sc.model}, {"image", sc.image}};
+  if (!sc.interventions.ablate.empty()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (auto [l, h] : sc.interventions.ablate) a.push_back(std::to_string(l) + ":" + std::to_string(h));
+    j["model"]["ablate"] = a;
+  }
+  if (!sc.interventions.maskPatches.empty()) j["model"]["mask_patches"] = sc.interventions.maskPatches;
   const OverlayChoice& c = sc.choice;
   nlohmann::json v = {{"layer", c.layer},     {"head", c.head},
                       {"head_average", c.headAverage}, {"rollout", c.rollout},
                       {"opacity", c.opacity}, {"colormap", colormapName(c.colormap)}};
+  v["rollout_heads"] = c.rolloutOptions.maxHeads ? "max" : "mean";
+  v["rollout_discard"] = c.rolloutOptions.discard;
+  v["side"] = sc.side;
+  v["norm_threshold"] = sc.normThreshold;
   if (c.token == kDefaultOverlayToken)
     v["token"] = "default";
+  else if (c.token == kProbeOverlayToken)
+    v["token"] = "probe";
   else
     v["token"] = c.token;
   j["view"] = v;

@@ -11,17 +11,35 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace attnviz::app {
 
-// An image model run on one image file, every layer's weights kept.
+// What a pass changes in the model: heads whose output is zeroed (layer, head) and patches
+// hidden from every query's keys (0-based, row-major), as `attnviz model --ablate/--mask-patches`.
+struct VisionInterventions {
+  std::vector<std::pair<int, int>> ablate;
+  std::vector<int> maskPatches;
+  bool empty() const { return ablate.empty() && maskPatches.empty(); }
+  bool operator==(const VisionInterventions&) const = default;
+};
+// "L:H" items and "3,7" (UsageError naming the option when malformed).
+std::vector<std::pair<int, int>> parseAblateList(const std::vector<std::string>& items);
+std::vector<int> parseMaskPatchList(const std::string& text);
+std::string ablateText(const std::vector<std::pair<int, int>>& a);  // "0:1,1:3"
+std::string maskPatchText(const std::vector<int>& m);               // "3,7"
+
+// An image model run on one image file, every layer's weights kept (and the residual stream
+// after each layer, and SigLIP's probe attention).
 struct VisionPass {
   std::string dir;    // the model's folder
   std::string name;   // its name in titles (the folder's name)
   std::string image;  // the image file, as given
   VisionModel model;
   PreprocessedImage pre;  // pixels and the image as the model sees it
-  VisionResult result;    // with weights [L, H, T, T]
+  VisionResult result;    // with weights [L, H, T, T], layerHidden, probe (SigLIP)
+  VisionInterventions interventions;
 };
 
 // Loads the folder `dir` (an image model's), preprocesses `image` and runs the model keeping
@@ -30,7 +48,11 @@ struct VisionPass {
 // InputError naming the file at fault.
 VisionPass runVisionPass(const std::string& dir, const std::string& image,
                          const std::function<void(const char*)>& step = {},
-                         const VisionModel* loaded = nullptr);
+                         const VisionModel* loaded = nullptr,
+                         const VisionInterventions& iv = {});
+
+// The probe's row as the overlay's token (SigLIP's pooling head: [H, 1, T]).
+constexpr int kProbeOverlayToken = -2;
 
 // What the figure shows: the map (one head's row, the heads' mean, or the rollout's) and how.
 struct OverlayChoice {
@@ -38,13 +60,17 @@ struct OverlayChoice {
   bool headAverage = false;  // the mean of every head's row (not with rollout)
   int token = kDefaultOverlayToken;
   bool rollout = false;
+  RolloutOptions rolloutOptions;  // mean or max over the heads, the discarded fraction
   double opacity = 0.6;
   ColormapId colormap = ColormapId::Viridis;
   std::string title;  // empty: the figure's own
   bool vector = false;
 };
 
-// The map the choice draws (overlayPatchMap; with headAverage the mean over the heads).
+// The rollout's words in titles: "heads averaged, + I", "heads' maximum, lowest 90% dropped, + I".
+std::string rolloutWords(const RolloutOptions& o);
+// The map the choice draws (overlayPatchMap; with headAverage the mean over the heads; the
+// probe's row for kProbeOverlayToken, one head's or the heads' mean).
 // Throws UsageError for a layer, head or token out of range.
 PatchMap overlayChoiceMap(const VisionPass& p, const OverlayChoice& c);
 // The overlay figure of the choice, as `attnviz export --overlay` writes it.
@@ -54,11 +80,17 @@ Image renderOverlayChoice(const VisionPass& p, const OverlayChoice& c);
 
 namespace attnviz::app {
 
-// An image-view scene: {"title", "model": {"path", "image"}, "view": {"layer", "head",
-// "head_average", "token" ("cls", "default" or an index), "rollout", "opacity", "colormap"}}.
+// An image-view scene: {"title", "model": {"path", "image", "ablate": ["L:H"..],
+// "mask_patches": [..]}, "view": {"layer", "head", "head_average", "token" ("cls", "default",
+// "probe" or an index), "rollout", "rollout_heads" ("mean", "max"), "rollout_discard",
+// "opacity", "colormap", "side" (the app's side panel: "tokens", "grid", "norms"),
+// "norm_threshold"}}.
 struct ImageScene {
   std::string title, model, image;
   OverlayChoice choice;
+  VisionInterventions interventions;
+  std::string side = "tokens";
+  double normThreshold = 2.0;
 };
 // Whether the JSON file at `path` is an image-view scene (its "model" has "image"); false for
 // anything unreadable (the scene loader then says why).

@@ -9,7 +9,8 @@ model's own outputs (whose weights the VisionModels tests hold to the torch refe
         OUT_DIR/siglip (no CLS token), and OUT_DIR/image.png (97 x 61, procedural).
 
     vision_overlay_reference.py expect --folder F --image I --pixels P.npy --weights W.npy
-            --colormap C.npy --layer L --head H --token cls|mean|N [--rollout] --opacity A
+            --colormap C.npy --layer L --head H --token cls|mean|probe|N [--rollout]
+            [--rollout-heads mean|max] [--rollout-discard F] [--probe PROBE.npy] --opacity A
             --out E.npy
         E.npy: float32 [H, W, 3] of whole 0..255 values, the image as the model sees it with the map blended over it.
 
@@ -104,11 +105,21 @@ def upsample(grid, height, width):
     return top * (1 - fy)[:, None] + bottom * fy[:, None]
 
 
-def rollout(w, layer):
+def rollout(w, layer, heads="mean", discard=0.0):
+    """Abnar & Zuidema's rollout as vit-explain writes it: the heads fused (mean or max), the
+    lowest int(T * T * discard) entries of the fused matrix zeroed (a stable argsort: ties by
+    flat index) except flat index 0 (CLS to CLS), then (A + I) / 2 with rows renormalised,
+    R = A'_L ... A'_0."""
     T = w.shape[-1]
     r = None
     for l in range(layer + 1):
-        a = 0.5 * w[l].mean(axis=0) + 0.5 * np.eye(T)
+        fused = w[l].max(axis=0) if heads == "max" else w[l].mean(axis=0)
+        if discard > 0:
+            flat = fused.reshape(-1).copy()
+            idx = np.argsort(flat, kind="stable")[:int(flat.size * discard)]
+            flat[idx[idx != 0]] = 0
+            fused = flat.reshape(T, T)
+        a = (fused + np.eye(T)) / 2
         a = a / a.sum(axis=-1, keepdims=True)
         r = a if r is None else a @ r
     return r
@@ -134,8 +145,11 @@ def expect(a):
     p = cfg["patch_size"]
     gh, gw = H // p, W // p
     prefix = T - gh * gw
-    m = rollout(w, a.layer) if a.rollout else w[a.layer, a.head]
-    if a.token == "mean":
+    m = rollout(w, a.layer, a.rollout_heads, a.rollout_discard) if a.rollout else w[a.layer, a.head]
+    if a.token == "probe":  # the pooling probe's row [H, 1, T]
+        m = np.load(a.probe).astype(np.float64)[a.head]
+        row = m[0, prefix:]
+    elif a.token == "mean":
         row = m[prefix:, prefix:].mean(axis=0)
     else:
         row = m[0 if a.token == "cls" else int(a.token), prefix:]
@@ -164,6 +178,9 @@ def main():
     ap.add_argument("--head", type=int, default=0)
     ap.add_argument("--opacity", type=float, default=0.6)
     ap.add_argument("--rollout", action="store_true")
+    ap.add_argument("--rollout-heads", default="mean", choices=["mean", "max"])
+    ap.add_argument("--rollout-discard", type=float, default=0.0)
+    ap.add_argument("--probe")
     expect(ap.parse_args())
 
 

@@ -48,21 +48,36 @@ class VisionOverlay : public ::testing::Test {
   fs::path folder(const std::string& name) const { return generated().path(name); }
 
   // The model's pixels and weights for the image (once per folder and test).
-  void modelOutputs(const std::string& name, const TempDir& dir) {
-    const CliRun run = runBinary({"model", "--model", folder(name).string(), "--image",
-                                  image.string(), "--pixels-out", (dir.path / (name + "_px.npy")).string(),
-                                  "--weights", (dir.path / (name + "_w.npy")).string()},
-                                 dir.path);
+  void modelOutputs(const std::string& name, const TempDir& dir,
+                    const std::vector<std::string>& more = {}) {
+    std::vector<std::string> args = {"model", "--model", folder(name).string(), "--image",
+                                     image.string(), "--pixels-out", (dir.path / (name + "_px.npy")).string(),
+                                     "--weights", (dir.path / (name + "_w.npy")).string()};
+    args.insert(args.end(), more.begin(), more.end());
+    const CliRun run = runBinary(args, dir.path);
     ASSERT_EQ(run.exitCode, 0) << run.err;
   }
 
   // Exports the overlay and compares its image region with the reference's, ±2 per channel.
+  // What a case adds: export options, `attnviz model` options (the same interventions, the
+  // probe's output), and the reference's options.
+  struct Extra {
+    std::vector<std::string> exportArgs, modelArgs;
+    std::string refArgs;
+  };
   void checkOverlay(const std::string& name, int layer, int head, const std::string& token,
-                    bool rollout, double opacity = 0.6, const std::string& colormap = "viridis") {
+                    bool rollout, double opacity = 0.6, const std::string& colormap = "viridis",
+                    const Extra& extra = {}) {
     SCOPED_TRACE(name + " layer " + std::to_string(layer) + " head " + std::to_string(head) +
-                 " token " + token + (rollout ? " rollout" : ""));
+                 " token " + token + (rollout ? " rollout" : "") + extra.refArgs);
     TempDir dir;
-    modelOutputs(name, dir);
+    std::vector<std::string> more = extra.modelArgs;
+    std::string refArgs = extra.refArgs;
+    if (token == "probe") {
+      more.insert(more.end(), {"--probe-weights", (dir.path / "probe.npy").string()});
+      refArgs += " --probe " + shellQuote((dir.path / "probe.npy").string());
+    }
+    modelOutputs(name, dir, more);
     // The colormap table the figure uses, for the reference to index.
     const ColormapTable& table = colormapTable(*colormapFromName(colormap));
     std::vector<float> rgb;
@@ -74,7 +89,9 @@ class VisionOverlay : public ::testing::Test {
                                      std::to_string(head), "--overlay", "--png",
                                      (dir.path / "o.png").string()};
     if (token != "mean") args.insert(args.end(), {"--token", token});
+    if (token == "probe") args.erase(args.begin() + 5, args.begin() + 7);  // no --layer
     if (rollout) args.push_back("--rollout");
+    args.insert(args.end(), extra.exportArgs.begin(), extra.exportArgs.end());
     char op[32];
     std::snprintf(op, sizeof op, "%g", opacity);
     if (opacity != 0.6) args.insert(args.end(), {"--opacity", op});
@@ -92,7 +109,8 @@ class VisionOverlay : public ::testing::Test {
                       " --colormap " + shellQuote((dir.path / "cmap.npy").string()) + " --layer " +
                       std::to_string(layer) + " --head " + std::to_string(head) + " --token " +
                       token + " --opacity " + op + " --out " +
-                      shellQuote((dir.path / "want.npy").string()) + (rollout ? " --rollout" : "");
+                      shellQuote((dir.path / "want.npy").string()) + (rollout ? " --rollout" : "") +
+                      refArgs;
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     const NpyArray want = readNpy((dir.path / "want.npy").string());
     ASSERT_EQ(want.shape.size(), 3u);
@@ -152,6 +170,47 @@ TEST_F(VisionOverlay, RolloutMatchesNumpyAtEveryLayer) {
   checkOverlay("vit", 2, 0, "14", true);
   for (int l = 0; l < 2; ++l) checkOverlay("dinov2_reg", l, 0, "cls", true);
   for (int l = 0; l < 2; ++l) checkOverlay("siglip", l, 0, "mean", true);
+}
+
+// The rollout's options against numpy's vit-explain rollout: the heads' maximum, and the lowest
+// fraction of each fused layer dropped (CLS to CLS kept), with the mean and the maximum.
+TEST_F(VisionOverlay, RolloutOptionsMatchNumpy) {
+  using V = std::vector<std::string>;
+  for (int l = 0; l < 3; ++l)
+    checkOverlay("vit", l, 0, "cls", true, 0.6, "viridis",
+                 {V{"--rollout-heads", "max"}, {}, " --rollout-heads max"});
+  checkOverlay("vit", 2, 0, "cls", true, 0.6, "viridis",
+               {V{"--rollout-discard", "0.9"}, {}, " --rollout-discard 0.9"});
+  checkOverlay("vit", 1, 0, "14", true, 0.6, "viridis",
+               {V{"--rollout-heads", "max", "--rollout-discard", "0.5"}, {},
+                " --rollout-heads max --rollout-discard 0.5"});
+  checkOverlay("dinov2_reg", 1, 0, "cls", true, 0.6, "viridis",
+               {V{"--rollout-discard", "0.3"}, {}, " --rollout-discard 0.3"});
+  checkOverlay("siglip", 1, 0, "mean", true, 0.6, "viridis",
+               {V{"--rollout-heads", "max", "--rollout-discard", "0.7"}, {},
+                " --rollout-heads max --rollout-discard 0.7"});
+}
+
+// SigLIP's pooling probe as the overlay's row (--token probe): each head's row of the probe
+// attention `attnviz model --probe-weights` writes, with --layer left out.
+TEST_F(VisionOverlay, SiglipProbeRowIsTheOverlay) {
+  checkOverlay("siglip", 0, 0, "probe", false);
+  checkOverlay("siglip", 0, 3, "probe", false, 0.8, "magma");
+}
+
+// --ablate and --mask-patches change the pass the overlay draws as they change `attnviz model`'s
+// (whose weights VisionModels hold to the torch reference doing the same).
+TEST_F(VisionOverlay, AblateAndMaskPatchesChangeThePass) {
+  using V = std::vector<std::string>;
+  checkOverlay("vit", 2, 1, "cls", false, 0.6, "viridis",
+               {V{"--ablate", "0:1", "--ablate", "1:2", "--mask-patches", "3,7,20"},
+                V{"--ablate", "0:1", "--ablate", "1:2", "--mask-patches", "3,7,20"}, ""});
+  checkOverlay("dinov2_reg", 1, 0, "cls", true, 0.6, "viridis",
+               {V{"--mask-patches", "0,14", "--ablate", "0:2"},
+                V{"--mask-patches", "0,14", "--ablate", "0:2"}, ""});
+  checkOverlay("siglip", 0, 2, "probe", false, 0.6, "viridis",
+               {V{"--ablate", "1:0", "--mask-patches", "5"},
+                V{"--ablate", "1:0", "--mask-patches", "5"}, ""});
 }
 
 // SVG and PDF next to the PNG: the SVG parses as XML and has the title as text; the PDF has its

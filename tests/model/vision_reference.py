@@ -108,7 +108,9 @@ def layer_norm(x, w, b, eps):
     return (x - mu) / torch.sqrt(var + eps) * w + b
 
 
-def forward(family, t, prefix, cfg, pixels, mask_patches=(), ablate=()):
+def forward(family, t, prefix, cfg, pixels, mask_patches=(), ablate=(), states=None):
+    """states: a list that gets the residual stream after the embeddings and after each layer
+    (HF's hidden_states)."""
     d, H = cfg["hidden_size"], cfg["num_attention_heads"]
     L, p, eps = cfg["num_hidden_layers"], cfg["patch_size"], cfg["layer_norm_eps"]
     hd = d // H
@@ -140,6 +142,8 @@ def forward(family, t, prefix, cfg, pixels, mask_patches=(), ablate=()):
     for i in mask_patches:
         hidden_keys[nl + i] = True
     weights = []
+    if states is not None:
+        states.append(h.clone())
     for l in range(L):
         b = f"{prefix}encoder.layer.{l}."
         dino = family.startswith("dinov2")
@@ -172,6 +176,8 @@ def forward(family, t, prefix, cfg, pixels, mask_patches=(), ablate=()):
         if dino:
             m = m * t[b + "layer_scale2.lambda1"]
         h = h + m
+        if states is not None:
+            states.append(h.clone())
     last = layer_norm(h, t[prefix + "layernorm.weight"], t[prefix + "layernorm.bias"], eps)
     logits = None
     if "classifier.weight" in t:
@@ -359,11 +365,15 @@ def main():
     def case(name, fold, family, cfg, t, prefix, hw, **iv):
         px = np.random.default_rng(len(cases) + 7).standard_normal((3,) + hw)
         np.save(os.path.join(out, name + "_pixels.npy"), px)  # float64 pixels
+        states = []
         w, h, z = forward(family, t, prefix, cfg, px, iv.get("mask_patches", ()),
-                          iv.get("ablate", ()))
+                          iv.get("ablate", ()), states)
         np.save(os.path.join(out, name + "_weights.npy"), np.ascontiguousarray(w.numpy()))
         np.save(os.path.join(out, name + "_hidden.npy"), np.ascontiguousarray(h.numpy()))
         entry = {"name": name, "folder": fold, "pixels": name + "_pixels.npy", "tokens": h.shape[0]}
+        np.save(os.path.join(out, name + "_residual.npy"),
+                np.ascontiguousarray(torch.stack(states).numpy()))
+        entry["residual"] = name + "_residual.npy"
         if z is not None:
             np.save(os.path.join(out, name + "_logits.npy"), np.ascontiguousarray(z.numpy()))
             entry["logits"] = name + "_logits.npy"

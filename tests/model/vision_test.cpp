@@ -53,6 +53,8 @@ void checkCase(const std::string& name) {
   if (head) args.insert(args.end(), {"--logits", z.string()});
   const fs::path pw = out.path / "probe.npy";
   if (c.contains("probe")) args.insert(args.end(), {"--probe-weights", pw.string()});
+  const fs::path rs = out.path / "residual.npy";
+  if (c.contains("residual")) args.insert(args.end(), {"--residual", rs.string()});
   if (c.contains("mask_patches"))
     args.insert(args.end(), {"--mask-patches", joinInts(c["mask_patches"])});
   if (c.contains("ablate"))
@@ -73,6 +75,11 @@ void checkCase(const std::string& name) {
     const NpyArray gp = readNpy(pw.string()), rp = readNpy(g.path(c["probe"]).string());
     EXPECT_EQ(gp.shape, rp.shape);
     expectClose(gp.data, rp, 1e-5, 0, name + " probe weights");
+  }
+  if (c.contains("residual")) {  // after the embeddings and each layer [L + 1, T, d]
+    const NpyArray gr = readNpy(rs.string()), rr = readNpy(g.path(c["residual"]).string());
+    EXPECT_EQ(gr.shape, rr.shape);
+    expectClose(gr.data, rr, 0, 1e-4, name + " residual");
   }
   if (head) {
     const NpyArray gz = readNpy(z.string()), rz = readNpy(g.path(c["logits"]).string());

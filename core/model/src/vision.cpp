@@ -516,6 +516,15 @@ VisionResult VisionModel::run(const std::vector<float>& pixels, int height, int 
     for (int col = 0; col < gw; ++col)
       res.labels.push_back("p(" + std::to_string(r) + "," + std::to_string(col) + ")");
   if (opts.weights) res.weights.assign(std::size_t(c.layers) * H * T * T, 0.0f);
+  const auto keepResidual = [&](int at) {
+    float* dst = res.residual.data() + std::size_t(at) * T * d;
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < d; ++i) dst[std::size_t(t) * d + i] = float(x(t, i));
+  };
+  if (opts.residual) {
+    res.residual.assign(std::size_t(c.layers + 1) * T * d, 0.0f);
+    keepResidual(0);
+  }
 
   std::vector<char> hidden(T, 0);
   for (int i : opts.maskPatches) hidden[pre + i] = 1;
@@ -563,6 +572,7 @@ VisionResult VisionModel::run(const std::vector<float>& pixels, int height, int 
     Mat out = b.fc2.apply(mid);
     if (b.scale2.size()) out = out.array().rowwise() * b.scale2.transpose().array();
     x += out;
+    if (opts.residual) keepResidual(l + 1);
   }
   const Mat last = w.finalOnHidden ? w.final.apply(x) : x;
   if (opts.probe && w.hasProbe) {

@@ -36,8 +36,8 @@ struct VisionRunOptions {
   std::vector<std::pair<int, int>> ablate;  // (layer, head): the head's output zeroed
   std::vector<int> maskPatches;             // patch indices hidden from every query's keys
   bool weights = false;
-  bool probe =
-      false;  // keep SigLIP's probe attention [H, 1, T]                     // keep [L, H, T, T]
+  bool probe = false;        // keep SigLIP's probe attention [H, 1, T]
+  bool residual = false;     // keep the residual stream [L + 1, T, d]
 };
 
 struct VisionResult {
@@ -45,6 +45,9 @@ struct VisionResult {
   std::vector<std::string> labels;  // CLS, DIST, REG0.., p(row,col)
   std::vector<float> weights;       // [L, H, T, T] when asked for
   std::vector<float> hidden;        // last_hidden_state [T, d]
+  std::vector<float> residual;      // [L + 1, T, d] when asked for: after the embeddings (and
+                                    // CLIP's pre-norm), then after each layer (HF's
+                                    // hidden_states), no final norm
   std::vector<float> logits;
   std::vector<float>
       probe;  // [H, 1, T] when asked for        // [num_labels] when the folder has a head

@@ -13,7 +13,17 @@ namespace attnviz {
 // A' = 0.5 * (mean over heads of A) + 0.5 * I, rows renormalised, multiplied from layer 0:
 // R = A'_layer ... A'_1 A'_0. [T, T] row-major; row i says how much of token i at that layer
 // comes from each input token. `r` must hold the weights (VisionRunOptions::weights).
-std::vector<double> visionRollout(const VisionResult& r, const VisionConfig& c, int layer);
+//
+// The options follow the common vit-explain practice: the heads fused by their mean or their
+// maximum, then (discard > 0) the lowest floor(discard * T * T) entries of the fused matrix set
+// to 0 before the identity is added, except the CLS-to-CLS entry (index 0 of the flattened
+// matrix) which is never discarded; ties broken by the lower flat index.
+struct RolloutOptions {
+  bool maxHeads = false;  // fuse the heads by their maximum (else their mean)
+  double discard = 0;     // fraction of the fused entries zeroed, 0..0.9
+};
+std::vector<double> visionRollout(const VisionResult& r, const VisionConfig& c, int layer,
+                                  const RolloutOptions& o = {});
 
 // Values over the patch grid, row by row, and what they are.
 struct PatchMap {
@@ -29,6 +39,6 @@ constexpr int kDefaultOverlayToken = -1;  // CLS, or the mean of the patch queri
 // `layer`. The columns kept are the patches'. Throws UsageError for a layer, head or token out
 // of range, naming the option (--layer, --head, --token).
 PatchMap overlayPatchMap(const VisionResult& r, const VisionConfig& c, int layer, int head,
-                         int token, bool rollout);
+                         int token, bool rollout, const RolloutOptions& ro = {});
 
 }  // namespace attnviz
