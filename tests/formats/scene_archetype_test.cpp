@@ -5,9 +5,11 @@
 #include "reference.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <typeinfo>
 
@@ -251,6 +253,20 @@ TEST(SceneJson, EveryPresetLoadsAndSaysWhatItTeaches) {
   for (const auto& e : std::filesystem::directory_iterator(std::string(ATTNVIZ_TEST_DATA_DIR) +
                                                            "/../assets/scenes")) {
     if (e.path().extension() != ".json") continue;
+    // An image model's view ({"model": {"path", "image"}, "view"}: the app's image view reads
+    // it, with its paths relative to the scene's folder): the folder and the picture are there.
+    std::ifstream in(e.path());
+    const nlohmann::json j = nlohmann::json::parse(in);
+    if (j.contains("model") && j["model"].is_object() && j["model"].contains("image")) {
+      EXPECT_FALSE(j.value("notes", std::string()).empty()) << e.path();
+      const std::filesystem::path dir = e.path().parent_path();
+      EXPECT_TRUE(std::filesystem::exists(
+          dir / j["model"]["path"].get<std::string>() / "config.json")) << e.path();
+      EXPECT_TRUE(std::filesystem::exists(dir / j["model"]["image"].get<std::string>()))
+          << e.path();
+      ++n;
+      continue;
+    }
     const Scene s = loadScene(e.path().string());
     EXPECT_FALSE(s.notes.empty()) << e.path();
     if (s.model.any())  // a model scene: the shipped model it names is there

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -235,5 +236,131 @@ TEST(ShippedVit, TheExamplesFiguresAreTheReferences) {
                   1e-5);
     EXPECT_NEAR(e["rollout_pixel"][L - 1].get<double>(), (*c)["rollout_pixel_last"].get<double>(),
                 1e-5);
+  }
+}
+
+// ---- the presets (assets/scenes/46-48): the image view on the examples --------------------------
+
+namespace {
+
+struct Preset {
+  const char* file;
+  const char* example;
+  // what the note quotes: the share on the object of the row shown, and the prediction's p
+  const char* share;
+  const char* p;
+};
+
+const Preset kPresets[] = {
+    {"46-where-the-classifier-looks.json", "cross", "0.851", "p 0.997"},
+    {"47-one-patchs-row-over-the-image.json", "square", "1.000", "p 0.985"},
+    {"48-rollout-attention-through-the-layers.json", "triangle", "0.216", "p 0.937"},
+};
+
+// Row `token` of the rollout to `layer` (per layer 0.5 * head mean + 0.5 * I, rows renormalised,
+// multiplied up), written here from the weights.
+std::vector<double> rolloutRow(const NpyArray& w, std::size_t layer, std::size_t token) {
+  const std::size_t H = w.shape[1], T = w.shape[2];
+  std::vector<double> r(T * T, 0.0), a(T * T), next(T * T);
+  for (std::size_t i = 0; i < T; ++i) r[i * T + i] = 1;
+  for (std::size_t l = 0; l <= layer; ++l) {
+    for (std::size_t i = 0; i < T; ++i) {
+      double sum = 0;
+      for (std::size_t j = 0; j < T; ++j) {
+        double m = 0;
+        for (std::size_t h = 0; h < H; ++h) m += w.data[((l * H + h) * T + i) * T + j];
+        a[i * T + j] = 0.5 * m / double(H) + (i == j ? 0.5 : 0.0);
+        sum += a[i * T + j];
+      }
+      for (std::size_t j = 0; j < T; ++j) a[i * T + j] /= sum;
+    }
+    for (std::size_t i = 0; i < T; ++i)
+      for (std::size_t j = 0; j < T; ++j) {
+        double s = 0;
+        for (std::size_t k = 0; k < T; ++k) s += a[i * T + k] * r[k * T + j];
+        next[i * T + j] = s;
+      }
+    r.swap(next);
+  }
+  return std::vector<double>(r.begin() + long(token * T), r.begin() + long((token + 1) * T));
+}
+
+}  // namespace
+
+// Each preset names the shipped model and one of its examples; `attnviz export --scene` draws
+// the same bytes as `attnviz export --overlay` with the view's settings; and the figures its note
+// quotes (the row's share on the object, the prediction's probability) are what the binary's
+// weights and logits give on that example.
+TEST(ShippedVitPresets, EachRendersAndItsNoteQuotesTheBinarysFigures) {
+  const fs::path scenes = fs::path(ATTNVIZ_SOURCE_DIR) / "assets" / "scenes";
+  const nlohmann::json cfg = readJson(shippedVit() / "config.json");
+  const int patch = cfg["patch_size"];
+  for (const Preset& pr : kPresets) {
+    SCOPED_TRACE(pr.file);
+    const nlohmann::json scene = readJson(scenes / pr.file);
+    const std::string notes = scene["notes"];
+    const fs::path model = fs::weakly_canonical(scenes / scene["model"]["path"].get<std::string>());
+    const fs::path image = fs::weakly_canonical(scenes / scene["model"]["image"].get<std::string>());
+    EXPECT_EQ(model, fs::weakly_canonical(shippedVit()));
+    EXPECT_EQ(image, fs::weakly_canonical(shippedVit() / "examples" / (std::string(pr.example) + ".png")));
+    const nlohmann::json& v = scene["view"];
+    const int layer = v["layer"], head = v["head"];
+    const bool rollout = v["rollout"];
+    const int token = v["token"].is_string() ? 0 : v["token"].get<int>();
+    TempDir out;
+    // the preset's figure, and the command line's with the same settings
+    const fs::path a = out.path / "scene.png", b = out.path / "cli.png";
+    CliRun run = runBinary({"export", "--scene", (scenes / pr.file).string(), "--png", a.string()},
+                           out.path);
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    std::vector<std::string> args = {"export", "--model", model.string(), "--image", image.string(),
+                                     "--layer", std::to_string(layer), "--head",
+                                     std::to_string(head), "--token", std::to_string(token)};
+    if (rollout) args.push_back("--rollout");
+    args.insert(args.end(), {"--overlay", "--png", b.string()});
+    run = runBinary(args, out.path);
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    const std::string pa = readText(a), pb = readText(b);
+    ASSERT_GT(pa.size(), 10000u);
+    EXPECT_EQ(pa.substr(1, 3), "PNG");
+    EXPECT_TRUE(pa == pb) << "the preset's figure differs from the command line's";
+    // the note's figures
+    const Pass p = runImage(image, out);
+    ASSERT_FALSE(p.w.data.empty());
+    const NpyArray mask = [&] {
+      // the example's mask as a [side, side] 0/1 array, from the reference's copy of it
+      const ReferenceScript& g = reference();
+      return readNpy(g.path(std::string("example_") + pr.example + "_mask.npy").string());
+    }();
+    const std::size_t H = p.w.shape[1], T = p.w.shape[2];
+    std::vector<double> row(T);
+    if (rollout) {
+      row = rolloutRow(p.w, std::size_t(layer), std::size_t(token));
+    } else {
+      for (std::size_t j = 0; j < T; ++j)
+        row[j] = p.w.data[((std::size_t(layer) * H + std::size_t(head)) * T + std::size_t(token)) * T + j];
+    }
+    const std::size_t side = mask.shape[0], gsz = side / std::size_t(patch);
+    double share = 0;
+    for (std::size_t r = 0; r < gsz; ++r)
+      for (std::size_t c = 0; c < gsz; ++c) {
+        double cover = 0;
+        for (int y = 0; y < patch; ++y)
+          for (int x = 0; x < patch; ++x)
+            cover += mask.data[(r * patch + std::size_t(y)) * side + c * patch + std::size_t(x)];
+        share += row[1 + r * gsz + c] * cover / double(patch * patch);
+      }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", share);
+    EXPECT_EQ(std::string(buf), pr.share);
+    EXPECT_NE(notes.find(std::string(pr.share) + " of"), std::string::npos) << notes;
+    double zmax = -1e30, zsum = 0;
+    for (float z : p.z.data) zmax = std::max(zmax, double(z));
+    for (float z : p.z.data) zsum += std::exp(double(z) - zmax);
+    std::snprintf(buf, sizeof buf, "p %.3f", 1.0 / zsum);
+    EXPECT_EQ(std::string(buf), pr.p);
+    EXPECT_NE(notes.find(pr.p), std::string::npos) << notes;
+    const std::string label = cfg["id2label"][std::to_string(argmax(p.z))];
+    EXPECT_EQ(label, pr.example) << "the example is not classified as what it is";
   }
 }
