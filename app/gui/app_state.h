@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <memory>
@@ -401,6 +402,7 @@ struct HeadFinderRun {
   std::mutex m;  // guards done, total
   long long done = 0, total = 0;
   double startedAt = 0;
+  bool temp = false;  // the tree goes under the temp dir (HeadFinderState::tempTree)
 };
 struct HeadFinderState {
   bool open = false;                      // the window shows
@@ -409,6 +411,15 @@ struct HeadFinderState {
   char treePath[1024] = "";
   char corpusPath[1024] = "";
   char outPath[1024] = "";  // where a run writes its tree ("" : a folder under the temp dir)
+  // The tree a run wrote under the temp dir (no output folder given): removed when another tree
+  // replaces it in the panel and when the app closes, so runs leave nothing behind.
+  std::string tempTree;
+  void removeTempTree() {
+    if (tempTree.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(tempTree, ec);
+    tempTree.clear();
+  }
   int seqLen = 256, sequences = 0;  // a run's --seq-len and --sequences (0: all)
   int xMetric = 1, yMetric = 5;     // the scatter's axes (tree metric indices)
   int sortColumn = -1;              // the table's sort: column (0 layer, 1 head, 2+ a metric)
@@ -438,7 +449,10 @@ struct HeadFinderState {
     cancelAndJoin(job, progress);
     run.reset();
   }
-  ~HeadFinderState() { stopRun(); }
+  ~HeadFinderState() {
+    stopRun();
+    removeTempTree();
+  }
 };
 
 // The model view: a GPT-2 model as the session's source (attnviz/model_source.h).

@@ -170,6 +170,7 @@ void openHeadTree(AppState& s, const std::string& dir) {
   HeadFinderState& h = s.model.heads;
   auto tree = std::make_shared<HeadTree>(readHeadTree(dir));  // throws InputError: one line
   h.tree = std::move(tree);
+  if (!h.tempTree.empty() && dir != h.tempTree) h.removeTempTree();  // no longer shown
   h.open = true;
   h.error.clear();
   std::snprintf(h.treePath, sizeof h.treePath, "%s", dir.c_str());
@@ -256,6 +257,7 @@ void startRun(AppState& s) {
   h.error.clear();
   h.run = std::make_shared<HeadFinderRun>();
   h.run->startedAt = nowSeconds();
+  h.run->temp = !h.outPath[0];
   h.progress = std::make_shared<PassProgress>();
   std::shared_ptr<const Model> model = m.source->sharedModel();
   std::shared_ptr<PassProgress> progress = h.progress;
@@ -306,6 +308,7 @@ void syncHeadFinder(AppState& s) {
     try {
       const std::string dir = h.job.get();
       openHeadTree(s, dir);
+      if (h.run && h.run->temp) h.tempTree = dir;
     } catch (const PassCancelled&) {
       h.error = "the run was cancelled; nothing was written";
     } catch (const std::exception& e) {
@@ -818,6 +821,14 @@ bool drawHeadFinderPanel(AppState& s) {
                                 ? "attnviz heads --model (the open model) --corpus FILE --seq-len N, "
                                   "on a worker; the tree opens when it is written"
                                 : "open a model first (File > Open model)");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(std::max(120 * sc, ImGui::GetContentRegionAvail().x));
+  ImGui::InputTextWithHint("##hf-out", "keep the tree in (empty: a temp folder, removed on close)",
+                           h.outPath, sizeof h.outPath);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s", "attnviz heads --out DIR: a folder to keep the run's tree in. Empty, "
+                            "the tree goes to a temp folder that is removed when another tree "
+                            "opens and when attnviz closes.");
   if (running && h.run) {
     long long done = 0, total = 0;
     {

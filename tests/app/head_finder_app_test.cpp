@@ -32,8 +32,10 @@ using nlohmann::json;
 std::string model() { return std::string(ATTNVIZ_SOURCE_DIR) + "/assets/models/kjv-sp-llama"; }
 std::string corpus() { return std::string(ATTNVIZ_SOURCE_DIR) + "/assets/corpora/kjv-heldout.txt"; }
 
-ShellRun app(const std::string& args, int frames = 10) {
-  const std::string cmd = std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1600x1000x24\" " +
+// `env` (e.g. "TMPDIR=/x") is set for the app's process.
+ShellRun app(const std::string& args, int frames = 10, const std::string& env = "") {
+  const std::string cmd = (env.empty() ? std::string() : "env " + env + " ") +
+                          std::string(ATTNVIZ_XVFB_RUN) + " -a -s \"-screen 0 1600x1000x24\" " +
                           ATTNVIZ_BIN + " --size 1600x1000 --frames " + std::to_string(frames) +
                           " --screenshot " +
                           shellQuote(::testing::TempDir() + "attnviz_headfinder.png") + " " + args;
@@ -263,8 +265,17 @@ class HeadFinderPresets : public ::testing::TestWithParam<PresetCase> {};
 
 TEST_P(HeadFinderPresets, OpensOnTheHeadItsNotesName) {
   const PresetCase& c = GetParam();
-  const ShellRun a = app("--scene " + shellQuote(std::string(ATTNVIZ_SCENES) + "/" + c.file), 8);
+  // The run's tree goes under the temp dir (the presets name no output folder); the app removes
+  // it when it closes.
+  const fs::path tmp = fs::path(::testing::TempDir()) / ("attnviz_hf_tmp_" + c.name);
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  const ShellRun a = app("--scene " + shellQuote(std::string(ATTNVIZ_SCENES) + "/" + c.file), 8,
+                         "TMPDIR=" + shellQuote(tmp.string()));
   ASSERT_EQ(a.rc, 0) << c.file << "\n" << a.out;
+  for (const auto& e : fs::directory_iterator(tmp))
+    ADD_FAILURE() << c.file << ": the run's tree was left behind: " << e.path();
+  fs::remove_all(tmp);
   const std::string h = lineAfter(a.out, "head-finder: ");
   EXPECT_NE(h.find("heads=24 metrics=7 sort=" + c.sort + " descending=1 selected=" + c.selected),
             std::string::npos)
