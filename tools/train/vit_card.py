@@ -258,8 +258,10 @@ gradient clipping {r['grad_clip']}, no dropout, no augmentation; transformers' V
 {log['machine']['torch']} on one thread of an {log['machine']['cpu']} shared with other jobs:
 {log['train_seconds'] / 60:.1f} minutes wall, {log['cpu_seconds'] / 60:.1f} CPU (the wall time is long because
 the machine's two cores were shared: load average {log['machine']['loadavg'][0]:.0f} at the end; the CPU time is
-what the run needs). Deterministic
-(seeded init and pictures, one thread, deterministic algorithms).
+what the run needs). Meant to be deterministic (seeded init and pictures, one thread,
+deterministic algorithms): two 15-step runs of the same loop gave identical weights, and the
+examples redrawn are byte for byte the same; a second full run to compare model.safetensors has
+not been made.
 
     /usr/bin/python3 tools/train/train_vit.py --out assets/models/{name} --attnviz build/app/attnviz
 
