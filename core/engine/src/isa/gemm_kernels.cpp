@@ -4,7 +4,15 @@
 // level's callers; tests/engine checks the objects for shared symbols.
 #include "attnviz/engine/isa.h"
 
+// Every product goes through Eigen's blocked GEMM/GEMV kernels, whose results do not depend on
+// where the operands sit in memory. Eigen's coefficient-based path for tiny products (the sum of
+// the sizes under 20 by default) peels scalar iterations until the destination is aligned to the
+// packet, and AVX-512's 64-byte packets are more than malloc's 16-byte guarantee: the same inputs
+// at another address would round differently.
+#define EIGEN_GEMM_TO_COEFFBASED_THRESHOLD 0
 #include <Eigen/Core>
+
+#include <algorithm>
 
 #ifndef ATTNVIZ_ISA_LEVEL
 #error "compiled by core/CMakeLists.txt once per level, with ATTNVIZ_ISA_LEVEL set"
@@ -44,15 +52,29 @@ void ab(int m, int n, int k, const float* A, long lda, const float* B, long ldb,
 
 // exp of the gap, vectorised (Eigen's exp), less the least normal float and floored at 0, so an
 // underflowing or masked gap is exactly 0 (the formula of engine_detail.h's expOfGap).
+// Each value goes through the packet exp whatever its position and address: the row is copied in
+// chunks into an aligned buffer padded to whole packets (with the gap 0), so there is no scalar
+// peel or tail, whose std::exp rounds differently. An entry's result depends on its value only,
+// so the engine, the streaming path and repeated runs agree bit for bit.
 void expShifted(const float* z, float* e, int n, float mx, float tau) {
-  using Arr = Eigen::Map<const Eigen::ArrayXf>;
-  Eigen::Map<Eigen::ArrayXf> out(e, n);
+  constexpr int kChunk = 256, kPad = 16;  // 16 floats: a whole packet at every level
+  alignas(64) float buf[kChunk];
+  using Aligned = Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64>;
   const float invTau = 1.0f / tau;
+  const bool multiply = __builtin_isfinite(invTau);
   const float least = 1.17549435e-38f;  // the least normal float
-  if (__builtin_isfinite(invTau)) {
-    out = (((Arr(z, n) - mx) * invTau).exp() - least).max(0.0f);
-  } else {
-    out = (((Arr(z, n) - mx) / tau).exp() - least).max(0.0f);
+  for (int j = 0; j < n; j += kChunk) {
+    const int m = std::min(kChunk, n - j);
+    const int padded = (m + kPad - 1) / kPad * kPad;
+    std::copy(z + j, z + j + m, buf);
+    std::fill(buf + m, buf + padded, mx);
+    Aligned a(buf, padded);
+    if (multiply) {
+      a = (((a - mx) * invTau).exp() - least).max(0.0f);
+    } else {
+      a = (((a - mx) / tau).exp() - least).max(0.0f);
+    }
+    std::copy(buf, buf + m, e + j);
   }
 }
 
