@@ -39,6 +39,8 @@ struct App {
   // --report-timing with --screenshot (a model's edited text): the frame half way through the
   // pass, its progress bar in the status bar.
   std::string timingScreenshot;
+  // --first-heatmap-npy: the first heatmap drawn while a model's first pass ran, as .npy.
+  std::string firstHeatmapNpy;
 };
 
 // frame.cpp: one frame (events, session, panels, render). Returns the milliseconds from its

@@ -167,11 +167,42 @@ struct AppState;
 
 // A model being opened on a worker thread: what Model::open reports, read by the frame, then
 // the progress of its first pass. Setting pass.cancel (the status bar's Cancel) stops either.
+// The opening pass's layers as they finish, so that the window draws each one before the whole
+// pass is done (a 1B model's pass takes seconds; its first layer a fraction of one). The worker
+// publishes each layer (PassProgress::onWeights, model_io.cpp) under `m`; the frame reads it
+// (open_preview_panel.cpp) and asks for the layer and head it shows (`wantLayer`, `wantHead`).
+// Thumbnails are the pass's own (Capture::view's max-pool), so the finished grid is the same.
+struct OpenPreview {
+  std::mutex m;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start = Clock::now();  // openModel
+  double openedMs = -1;                    // Model::open returned (the pass begins)
+  int layers = 0, heads = 0, kvGroup = 1, tokens = 0;
+  std::vector<Tensor3> thumbs;      // per layer: [H, n, n] max-pooled weights; empty: pending
+  std::vector<double> layerDoneMs;  // per layer: when it was published (-1: pending)
+  int layersDone = 0;
+  int wantLayer = 0, wantHead = 0;  // the frame's shown layer and head
+  // The shown head of the shown layer as it came from the pass: [1, n, n], max-pooled to at
+  // most kPreviewSide a side (the exact weights up to that length).
+  static constexpr int kPreviewSide = 2048;
+  Tensor3 shown;
+  int shownLayer = -1, shownHead = -1;
+  std::uint64_t version = 0, shownVersion = 0;  // bumped by every publish; by a new `shown`
+  // The first pass round's layers from `finalFrom` on are the baseline's (the request's
+  // ablations re-run them): they wait for the second round.
+  int finalFrom = 1 << 30, round = 0, lastLayer = -1;
+  // The frame's own: what the panel drew (for --report-timing).
+  double firstHeatmapMs = -1, wholeGridMs = -1;
+  int heatmapLayer = -1, heatmapHead = -1, layersAtFirstHeatmap = -1;
+  Tensor3 firstHeatmap;  // the matrix the first drawn heatmap showed
+};
+
 struct ModelLoadProgress {
   std::mutex m;
   double fraction = 0;
   std::string what;
   PassProgress pass;
+  OpenPreview preview;
 };
 
 // What the opening worker hands the frame: the model's source with the request checked and the

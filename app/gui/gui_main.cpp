@@ -63,6 +63,7 @@ struct Options {
   bool wrongAxis = false;
   bool paint = false;
   bool reportTiming = false;
+  std::string firstHeatmapNpy;  // --first-heatmap-npy
   float zoom = 0;
   std::string pan;
   std::string pooled;
@@ -300,7 +301,12 @@ int runGui(int argc, char** argv) {
   cli.add_flag(
       "--report-timing", o.reportTiming,
       "print frame times of a scripted temperature drag (T=1024, 12 heads) and a pan (T=4096); "
-      "with --tokens N: the time to that scene's first frame")
+      "with --tokens N: the time to that scene's first frame; with --model alone: the time from "
+      "the open to the first heatmap, the whole layers x heads grid and the full view")
+      ->group(kScriptedGroup);
+  cli.add_option("--first-heatmap-npy", o.firstHeatmapNpy,
+                 "with --model and --report-timing: write the first heatmap drawn while the "
+                 "model's pass ran (the shown head's weights, [1, T, T]) as .npy")
       ->group(kScriptedGroup);
   cli.add_option("--soak", o.soak,
                  "run SECONDS of random user actions, sample RSS, file descriptors, threads and "
@@ -338,6 +344,7 @@ int runGui(int argc, char** argv) {
       throw UsageError("--soak goes without --frames and --report-timing");
     script.screenshot = o.screenshot;
     if (o.reportTiming) app.timingScreenshot = o.screenshot;
+    app.firstHeatmapNpy = o.firstHeatmapNpy;
     script.saveScene = o.saveScenePath;
     script.exportPath = o.exportPath;
     script.exportGrid = o.exportGrid;
@@ -518,7 +525,13 @@ int runGui(int argc, char** argv) {
     // A scripted run waits for a model (from --model or a model scene), so its frames show it;
     // a window opens at once and shows the progress.
     if (s.image.job.valid() && o.frames > 0) waitImageView(s);  // an image-view scene's run
-    if (s.model.loading.valid() && (o.frames > 0 || o.reportTiming)) {
+    // --report-timing on a model alone times its open in the window: the frames draw each
+    // layer of the first pass as it finishes.
+    const bool timeOpen = o.reportTiming && !o.model.empty() && !o.editText && !o.editTarget &&
+                          o.generate == 0 && o.syntheticTokens == 0;
+    if (!o.firstHeatmapNpy.empty() && !timeOpen)
+      throw UsageError("--first-heatmap-npy goes with --model and --report-timing");
+    if (s.model.loading.valid() && (o.frames > 0 || o.reportTiming) && !timeOpen) {
       s.model.loading.wait();
       syncModel(s);
     }

@@ -167,7 +167,7 @@ void drawLayout(App& app) {
   ImGui::Spacing();
   if (s.flash.active)
     drawFlashPanel(s);
-  else
+  else if (!drawOpenPreviewPanel(s))  // a model's first pass, its layers as they finish
     drawHeatmapPanel(s);
   ImGui::EndChild();
 

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "panels/panels.h"
 
+#include "attnviz/engine/parallel.h"
 #include "attnviz/model/tokenizers/chat_template.h"
 #include "attnviz/session/model_grid.h"
 
@@ -40,6 +41,76 @@ std::shared_ptr<PassProgress> newPassProgress() {
   auto p = std::make_shared<PassProgress>();
   wakeOnEachLayer(*p);
   return p;
+}
+
+// Max-pools heads [h0, h1) of weights [H, T_q, T_k] into blocks of ceil(max(T_q, T_k) / side)
+// cells a side, as the pass pools Capture::view's thumbnails (a block's max, from 0: weights are
+// never negative), so a layer's grid row drawn before the pass ends is the one drawn after.
+Tensor3 poolBlocks(const Tensor3& w, int h0, int h1, int side) {
+  const int T = std::max(w.rows, w.cols), step = std::max(1, (T + side - 1) / side);
+  const int nr = (w.rows + step - 1) / step, nc = (w.cols + step - 1) / step;
+  Tensor3 out(h1 - h0, nr, nc);
+  detail::parallelFor(h1 - h0, [&](int k) {
+    for (int i = 0; i < w.rows; ++i) {
+      const float* row = w.head(h0 + k) + std::size_t(i) * w.cols;
+      float* dst = out.head(k) + std::size_t(i / step) * nc;
+      for (int b = 0; b < nc; ++b) {
+        const int j0 = b * step, n = std::min(w.cols, j0 + step) - j0;
+        dst[b] = std::max(dst[b], Eigen::Map<const Eigen::ArrayXf>(row + j0, n).maxCoeff());
+      }
+    }
+  });
+  return out;
+}
+
+// On the pass's thread, as each layer of the opening pass finishes: its grid row, and the shown
+// head's matrix when it is the shown layer, for the frame to draw at once (OpenPreview).
+void publishLayer(OpenPreview& p, int layer, const Tensor3& w) {
+  Tensor3 thumb = poolBlocks(w, 0, w.heads, kGridThumbnail);
+  int want = 0, head = 0;
+  {
+    std::lock_guard<std::mutex> lock(p.m);
+    if (layer <= p.lastLayer) ++p.round;  // the request's ablations re-run from here
+    p.lastLayer = layer;
+    if (layer >= p.layers || (p.round == 0 && layer >= p.finalFrom)) return;
+    want = p.wantLayer, head = std::clamp(p.wantHead, 0, w.heads - 1);
+  }
+  Tensor3 shown;
+  if (layer == want) shown = poolBlocks(w, head, head + 1, OpenPreview::kPreviewSide);
+  const double ms = std::chrono::duration<double, std::milli>(OpenPreview::Clock::now() - p.start).count();
+  std::lock_guard<std::mutex> lock(p.m);
+  if (p.thumbs[std::size_t(layer)].empty()) ++p.layersDone;
+  p.tokens = w.rows;
+  p.thumbs[std::size_t(layer)] = std::move(thumb);
+  p.layerDoneMs[std::size_t(layer)] = ms;
+  if (!shown.empty()) {
+    p.shown = std::move(shown);
+    p.shownLayer = layer, p.shownHead = head;
+    ++p.shownVersion;
+  }
+  ++p.version;
+}
+
+// Before the opening pass of a decoder or encoder: the preview's sizes, the layer and head the
+// request shows, and the hook that publishes each layer.
+void startPreview(ModelLoadProgress& progress, const ModelConfig& c, const ModelState::Request& rq) {
+  OpenPreview& p = progress.preview;
+  {
+    std::lock_guard<std::mutex> lock(p.m);
+    p.openedMs = std::chrono::duration<double, std::milli>(OpenPreview::Clock::now() - p.start).count();
+    p.layers = c.nLayer, p.heads = c.nHead, p.kvGroup = c.kvGroup();
+    p.thumbs.assign(std::size_t(c.nLayer), Tensor3{});
+    p.layerDoneMs.assign(std::size_t(c.nLayer), -1.0);
+    p.wantLayer = std::clamp(rq.layer, 0, std::max(0, c.nLayer - 1));
+    p.wantHead = std::clamp(rq.head, 0, std::max(0, c.nHead - 1));
+    // The first round (the baseline) is the final pass only below the first layer an ablation or
+    // a saved intervention changes.
+    for (auto [l, h] : rq.ablate) p.finalFrom = std::min(p.finalFrom, l);
+    for (const SceneLayerIntervention& li : rq.interventions) p.finalFrom = std::min(p.finalFrom, li.layer);
+  }
+  progress.pass.onWeights = [p = &progress.preview](int layer, const Tensor3& w) {
+    publishLayer(*p, layer, w);
+  };
 }
 
 // A model scene's text, held until its model has opened and its request passed the checks (the
@@ -366,6 +437,7 @@ void openModel(AppState& s, const std::string& dir, bool wait) {
       std::lock_guard<std::mutex> lock(progress->m);
       progress->what = "running the pass";
     }
+    if (!out.model->config().encoderDecoder()) startPreview(*progress, out.model->config(), rq);
     PassProgress::Scope scope(&progress->pass);
     if (out.model->config().encoderDecoder())
       prepareSeq2Seq(out, rq, dir, pending, box);
@@ -744,6 +816,13 @@ void syncModel(AppState& s) {
       // A dropped model's error is not the user's concern any more.
       if (!std::exchange(m.loadingDropped, false)) throw;
     }
+    // The layer and head the preview showed last (clicked in its grid while the pass ran).
+    int wantLayer = -1, wantHead = -1;
+    if (m.progress) {
+      std::lock_guard<std::mutex> lock(m.progress->preview.m);
+      if (m.progress->preview.layers > 0)
+        wantLayer = m.progress->preview.wantLayer, wantHead = m.progress->preview.wantHead;
+    }
     m.progress.reset();
     if (!opened.model && !opened.source && !opened.seq2seq) {
       // dropped, and it failed to open: nothing to say
@@ -758,6 +837,11 @@ void syncModel(AppState& s) {
       gPendingText = {};
     } else {
       adopt(s, std::move(opened));
+      if (m.source && wantLayer >= 0 && wantLayer < m.source->layers() &&
+          wantHead < m.source->heads()) {
+        m.layer = wantLayer;
+        s.view.head = wantHead;
+      }
     }
   }
   if (!m.source) {

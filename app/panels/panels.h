@@ -31,6 +31,9 @@ bool drawStageBar(AppState& s);       // stage_bar_panel.cpp: QKᵀ ... A·V, th
 bool drawFlashPanel(AppState& s);
 void syncFlash(AppState& s);
 Image flashImage(AppState& s, ExportRequest r);
+// open_preview_panel.cpp: while a model opens, each layer of its first pass as it finishes (the
+// shown head's heatmap, the layers x heads grid); false (nothing drawn) before the first layer.
+bool drawOpenPreviewPanel(AppState& s);
 bool drawLessonPanel(AppState& s);    // lesson_panel.cpp: the scene's notes
 bool drawHeatmapPanel(AppState& s);   // heatmap_panel.cpp (+ heatmap_axes, heatmap_tooltips)
 bool drawHeadGridPanel(AppState& s);  // head_grid_panel.cpp: thumbnails + average

@@ -4,6 +4,8 @@
 #include "gui/app.h"
 #include "gui/screenshot.h"
 
+#include "attnviz/formats/npy.h"
+
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
@@ -362,9 +364,71 @@ void reportFirstFrame(App& app) {
   std::fflush(stdout);
 }
 
+// --report-timing with --model alone: frames drawn while the model opens and runs its first pass,
+// paced as in a window; each layer is drawn as the pass finishes it (open_preview_panel.cpp).
+// Times from openModel: Model::open's end, the first heatmap drawn (the shown layer's head), the
+// whole layers x heads grid drawn, and the model's full view (the pass adopted, its heatmap
+// drawn). With --screenshot, the frame of the first heatmap; with --first-heatmap-npy, its matrix.
+void reportOpenTiming(App& app) {
+  AppState& s = app.s;
+  ModelState& m = s.model;
+  const std::shared_ptr<ModelLoadProgress> progress = m.progress;
+  const bool wait = std::exchange(app.waitForPooled, false);
+  const bool interactive = std::exchange(app.interactive, true);
+  OpenPreview& p = progress->preview;
+  auto sincePreview = [&] {
+    return std::chrono::duration<double, std::milli>(OpenPreview::Clock::now() - p.start).count();
+  };
+  int frames = 0;
+  bool shot = false;
+  while (m.loading.valid() && sincePreview() < 600e3) {
+    runFrame(app, nullptr, true);
+    ++frames;
+    bool drawn;
+    {
+      std::lock_guard<std::mutex> lock(p.m);
+      drawn = p.firstHeatmapMs >= 0;
+    }
+    if (drawn && !shot && !app.timingScreenshot.empty()) {
+      shot = true;
+      runFrame(app, nullptr, false);  // drawn again, kept in the back buffer
+      int fbw = 0, fbh = 0;
+      glfwGetFramebufferSize(app.window, &fbw, &fbh);
+      saveScreenshot(app.timingScreenshot, fbw, fbh);
+      std::printf("screenshot: %s (%dx%d) at the first heatmap\n", app.timingScreenshot.c_str(),
+                  fbw, fbh);
+      app.timingScreenshot.clear();
+    }
+  }
+  // The frame that adopts the pass draws the full view.
+  runFrame(app, nullptr, true);
+  const double full = sincePreview();
+  std::lock_guard<std::mutex> lock(p.m);
+  std::printf(
+      "timing: open %s: Model::open %.0f ms; first heatmap (layer %d, head %d, T=%d) drawn %.0f "
+      "ms after the open began, %d of %d layers done then (that layer finished at %.0f ms); the "
+      "whole layers x heads grid drawn %.0f ms (the last layer finished at %.0f ms); the full "
+      "view %.0f ms; %d frames meanwhile\n",
+      m.dir.c_str(), p.openedMs, p.heatmapLayer, p.heatmapHead, p.tokens, p.firstHeatmapMs,
+      p.layersAtFirstHeatmap, p.layers,
+      p.heatmapLayer >= 0 ? p.layerDoneMs[std::size_t(p.heatmapLayer)] : -1.0, p.wholeGridMs,
+      p.layers > 0 ? p.layerDoneMs.back() : -1.0, full, frames);
+  if (!app.firstHeatmapNpy.empty()) {
+    if (p.firstHeatmap.empty()) throw InputError("no heatmap was drawn while the pass ran");
+    saveNpy(app.firstHeatmapNpy, p.firstHeatmap);
+  }
+  std::fflush(stdout);
+  app.waitForPooled = wait;
+  app.interactive = interactive;
+}
+
 // --report-timing: scripted temperature drag at T=1024 x 12 heads, then panning at T=4096.
 void reportTiming(App& app) {
   AppState& s = app.s;
+  if (s.model.loading.valid() && s.model.progress) {  // --model M --report-timing
+    reportOpenTiming(app);
+    return;
+  }
   if (s.dump.seq2seq && (s.dump.busy() || s.model.gen.scripted > 0)) {  // --model SEQ2SEQ
     reportSeq2SeqTiming(app);
     return;
