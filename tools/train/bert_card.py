@@ -42,6 +42,18 @@ PRESET_TEXTS = {
                      "not seen.",
     "sep": "He that loveth not knoweth not God; for God is love.",
 }
+# Fill on single sentences, shown on the card: King James phrasing (the first two held out) and
+# plain modern English, which the model never saw.
+FILL_EXAMPLES = ["For God is [MASK].",
+                 "Grace be with you all. [MASK].",
+                 "And the [MASK] of the LORD came unto me, saying,",
+                 "The king sat upon his [MASK].",
+                 "She opened the [MASK] and walked into the house.",
+                 "We will go to the [MASK] tomorrow morning."]
+# The model this recipe replaced (1200 steps at learning rate 0.0015, warm-up 100), measured the
+# same way through the binary; kept so the card can say what the longer run changed.
+EARLIER = {"steps": 1200, "heldout_loss": 5.0888, "fill_top1": 0.164, "fill_top5": 0.294,
+           "sep": [1, 5, 0.127]}
 
 
 def run(cmd):
@@ -181,6 +193,11 @@ def measure(out, attnviz, tokjs, tokenizer_check=None):
     s["shares"] = {k: v.tolist() for k, v in tab.items()}
     s["best"] = {k: best(v) for k, v in tab.items()}
     print(json.dumps(s["best"]), flush=True)
+    s["fill_examples"] = []
+    for text in FILL_EXAMPLES:
+        lines = run([attnviz, "fill", "--model", out, "--text", text, "--top-k", "5"])
+        s["fill_examples"].append({"text": text, "top": [
+            [ln.split("\t")[3], float(ln.split("\t")[2])] for ln in lines.splitlines()]})
     s["presets"] = {}
     for name, text in PRESET_TEXTS.items():
         ids = tok.single(text)
@@ -202,6 +219,83 @@ def table(t, fmt="{:.3f}"):
     for l in range(L):
         rows.append(f"| {l} | " + " | ".join(fmt.format(x) for x in t[l]) + " |")
     return "\n".join(rows)
+
+
+def heads_prose(s, r):
+    b = s["best"]
+    top = max(b[k][2] for k in ("sep", "next", "prev", "cls", "self"))
+    sep = s["shares"]["sep"]
+    over = sum(x >= 0.3 for row in sep for x in row)
+    first = (f"This recipe replaced a {EARLIER['steps']}-step run whose heads were soft (its best "
+             f"[SEP] head,\nlayer {EARLIER['sep'][0]} head {EARLIER['sep'][1]}, put "
+             f"{EARLIER['sep'][2]:.3f} there; fill top-5 {EARLIER['fill_top5']:.3f}; held-out "
+             f"loss {EARLIER['heldout_loss']:.2f}).\n")
+    if b["sep"][2] < 0.3 <= top:
+        cls_up = max(max(row) for row in s["shares"]["cls"][1:])
+        return first + f"""After {r.get('stop') or r['steps']} steps its positional heads are sharp: layer {b['next'][0]} head
+{b['next'][1]} puts {b['next'][2]:.3f} on the next key, layer {b['prev'][0]} head {b['prev'][1]} {b['prev'][2]:.3f} on the previous one and
+layer {b['self'][0]} head {b['self'][1]} {b['self'][2]:.3f} on itself (Clark et al. 2019 found BERT-base heads
+that put most of their attention on the previous or the next token). But it has formed no sink on the special tokens: no
+head puts more than {b['sep'][2]:.3f} on the two [SEP] keys or {b['cls'][2]:.3f} on [CLS], and from
+layer 1 up no head puts more than {cls_up:.3f} on [CLS]; where BERT-base's middle layers park
+half or more of a row on [SEP], this model's heads look at neighbours. {over} of the
+{len(sep) * len(sep[0])} heads put 0.3 or more on [SEP]."""
+    if top >= 0.5:
+        return first + f"""After {r.get('stop') or r['steps']} steps the strongest head puts
+{top:.2f} of its weight on one kind of key below; BERT-base has heads above 0.5 (Clark et al.
+2019). {over} of the {len(sep) * len(sep[0])} heads put 0.3 or more on [SEP]."""
+    return first + f"""After {r.get('stop') or r['steps']} steps no head puts more than {top:.2f} of its weight on one kind of key
+below, where BERT-base has heads above 0.5 (Clark et al. 2019): this model is small and
+briefly trained, and what is named here are the strongest of each kind, not BERT-base's sharp
+heads. {over} of the {len(sep) * len(sep[0])} heads put 0.3 or more on [SEP]."""
+
+
+def sep_prose(s):
+    v = s["best"]["sep"][2]
+    head = ("Clark et al. 2019 found BERT-base's middle-layer heads parking most of their\n"
+            "  attention on [SEP] and argued it acts as a no-op; ")
+    if v >= 0.5:
+        return head + "this head parks more than half of it there, as those do."
+    if v >= 0.3:
+        return head + (f"this head parks a third or more there, but below\n  BERT-base's 0.5 "
+                       f"and more ({v:.2f}).")
+    return head + f"this model has not formed such a sink ({v:.2f} < 0.5)."
+
+
+def fill_examples(s):
+    rows = ["| text | top 5 (probability) |", "|---|---|"]
+    for e in s["fill_examples"]:
+        guesses = ", ".join(f"`{p.strip()}` {q:.3f}" for p, q in e["top"])
+        rows.append(f"| {e['text']} | {guesses} |")
+    return "\n".join(rows)
+
+
+def schedule(r):
+    ran = r.get("stop") or r["steps"]
+    lr = lambda step: (r["lr"] * (step + 1) / r["warmup"] if step < r["warmup"] else r["lr"] * (
+        1 - (step - r["warmup"]) / max(1, r["steps"] - r["warmup"]) * (1 - r["min_lr_frac"])))
+    text = (f"learning rate {r['lr']} after {r['warmup']} warm-up steps, decaying linearly "
+            f"towards {r['lr'] * r['min_lr_frac']:g} at step {r['steps']}")
+    if ran == r["steps"]:
+        return f"{ran} steps,\n{text}"
+    return (f"{ran} steps of a schedule laid out for {r['steps']}\n(`stop` {ran}; {text}, so "
+            f"the last step ran at {lr(ran - 1):.2g})")
+
+
+def rerun(r):
+    ran = r.get("stop") or r["steps"]
+    if ran == r["steps"]:
+        return f"a second full {ran}-step run to compare model.safetensors has not been made."
+    return (f"the shipped weights are the state after step {ran} of the run (saved there by\n"
+            f"`--checkpoints`; the steps before `stop` do not depend on it, so `stop` {ran} "
+            f"gives the same\nloop); a second run to compare model.safetensors has not been made.")
+
+
+def last_batch(log):
+    if "batch_loss" in log:
+        return f"last training batch | {log['batch_loss'][-1]:.4f}"
+    step, loss = log["batch_loss_means_100"][-1]
+    return f"the last 100 training batches (mean, to step {step}) | {loss:.4f}"
 
 
 def write(out, log, s):
@@ -247,7 +341,7 @@ show less that is new next to the shipped decoders.
   same ids for all {tc['texts']} texts (every held-out verse, every 20th training verse, and
   unicode, whitespace and punctuation cases, less one with a NUL, which a command line cannot
   carry; {tc['tokens']:,} tokens): **{tc['mismatches']} mismatches**.
-- `training_log.json` (every batch loss, the evaluations, the recipe, timings),
+- `training_log.json` ({'every batch loss' if 'batch_loss' in log else 'the mean loss of every 100 batches'}, the evaluations, the recipe, timings),
   `head_scores.json` (everything below, with the texts and ids it was measured on).
 
 ## Recipe
@@ -260,17 +354,16 @@ verse otherwise (BERT's way of drawing pairs; there is no next-sentence loss), c
 {m['max_positions']} positions longest side first. {r['mask_rate']:.0%} of the non-special
 pieces are chosen for the loss; {r['p_mask_token']:.0%} of those become [MASK],
 {r['p_random_token']:.0%} a random piece, the rest stay. Batches of {r['batch']} pairs (drawn
-{r['bucket']} batches at a time and grouped by length, to pad little), {r['steps']} steps,
+{r['bucket']} batches at a time and grouped by length, to pad little), {schedule(r)},
 AdamW (betas {r['betas'][0]}, {r['betas'][1]}; weight decay {r['weight_decay']} on the
-matrices), learning rate {r['lr']} after {r['warmup']} warm-up steps, decaying linearly to
-{r['lr'] * r['min_lr_frac']:g}, gradient clipping {r['grad_clip']}, no dropout; init normal(0,
+matrices), gradient clipping {r['grad_clip']}, no dropout; init normal(0,
 0.02), seed {r['seed']}. Trained with torch {log['machine']['torch']} on one thread of an
 {log['machine']['cpu']} shared with other jobs: {log['train_seconds'] / 60:.1f} minutes wall,
-{log['cpu_seconds'] / 60:.1f} CPU (the wall time is long because the machine's two cores were
+{'about ' if log.get('note') else ''}{log['cpu_seconds'] / 60:.1f} CPU minutes (the wall time is long because the machine's two cores were
 shared; the CPU time is what the run needs). Meant to be deterministic (seeded init and batches,
 one thread, deterministic algorithms): two 15-step runs of the same loop gave identical weights,
-and a second run of the tokenizer trainer the same vocab.txt and tokenizer.json; a second full
-1200-step run to compare model.safetensors has not been made.
+and a second run of the tokenizer trainer the same vocab.txt and tokenizer.json (and the
+same files as the first version of this model); {rerun(r)}
 
     /usr/bin/python3 tools/train/train_bert.py --out assets/models/kjv-wp-bert --attnviz build/app/attnviz
 
@@ -281,7 +374,7 @@ and a second run of the tokenizer trainer the same vocab.txt and tokenizer.json;
 |---|---|---|
 | training pairs | {ev['train_loss']:.4f} | {ev['train_top1']:.3f} |
 | held-out pairs (Hebrews-Revelation) | {ev['heldout_loss']:.4f} | {ev['heldout_top1']:.3f} |
-| last training batch | {log['batch_loss'][-1]:.4f} | |
+| {last_batch(log)} | |
 
 (At step 0 both were {log['evals'][0]['train_loss']:.2f}, about ln {m['vocab_size']} =
 {np.log(m['vocab_size']):.2f}.)
@@ -299,17 +392,11 @@ are in head_scores.json under `fill`): over **{f['masked']} masked pieces, top-1
 each head, the mean over rows (queries) of the weight a row puts on a kind of key, per pair,
 then the mean over pairs. Layers and heads count from 0.
 
-This model is small and was trained for {r['steps']} steps only, and its heads are soft: no
-head puts more than {max(b[k][2] for k in ('sep', 'next', 'prev', 'cls', 'self')):.2f} of its
-weight on one kind of key below, where BERT-base has heads above 0.5 (Clark et al. 2019). The
-layers above the first look mostly at a few neighbours on both sides. What is named here are
-the strongest of each kind, not sharp heads; a longer run (`--set steps=N`) is the way to
-sharper ones.
+{heads_prose(s, r)}
 
 - **[SEP]**: the best head puts **{sh[2]:.3f}** of its rows' weight on the two [SEP] keys
   (layer {sh[0]} head {sh[1]}); with some 70 keys a pair, uniform attention would put about
-  0.03 there. Clark et al. 2019 found BERT-base's middle-layer heads parking most of their
-  attention on [SEP] and argued it acts as a no-op; this model has not formed such a sink.
+  0.03 there. {sep_prose(s)}
 - **Next-token head**: layer {nh[0]} head {nh[1]} puts **{nh[2]:.3f}** on the key after the
   row (i + 1).
 - **Previous-token head**: layer {b['prev'][0]} head {b['prev'][1]}, **{b['prev'][2]:.3f}** on
@@ -333,6 +420,15 @@ Share on the previous key (i - 1):
 Share on all keys after the row (j > i); a uniform head would put about half there:
 
 {table(s['shares']['after'])}
+
+## Fill on single sentences, through `attnviz fill --text`
+`attnviz fill --model assets/models/kjv-wp-bert --text TEXT --top-k 5`, the five most likely
+pieces for the [MASK] and their probabilities. The first two are the ends of held-out verses
+(1 John 4:8, "love"; Hebrews 13:25, "Amen"), the third a phrase of the training text (Jeremiah,
+Ezekiel: "word"); the last three are plain modern English, which the model never saw: it fills
+them with King James words.
+
+{fill_examples(s)}
 
 ## The presets' figures
 Single held-out verses, `attnviz model --model assets/models/kjv-wp-bert --text TEXT

@@ -62,9 +62,10 @@ MODEL = {
 RECIPE = {
     "seed": 5150,
     "batch": 64,
-    "steps": 1200,
-    "lr": 1.5e-3,
-    "warmup": 100,
+    "steps": 2400,
+    "stop": 1500,  # if > 0, stop after this many steps (the schedule still runs to "steps")
+    "lr": 2e-3,
+    "warmup": 200,
     "min_lr_frac": 0.1,  # linear decay from lr to lr * this at the last step
     "weight_decay": 0.01,
     "betas": [0.9, 0.98],
@@ -161,7 +162,7 @@ def cpu_name():
     return platform.processor()
 
 
-def train(model, r, verses, evals, V, max_len):
+def train(model, r, verses, evals, V, max_len, checkpoints=None):
     rng = np.random.Generator(np.random.PCG64(r["seed"]))
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "pos" not in n
              and "types" not in n]
@@ -187,7 +188,8 @@ def train(model, r, verses, evals, V, max_len):
 
     model.train()
     queue = []
-    for step in range(r["steps"]):
+    last = r["stop"] or r["steps"]
+    for step in range(last):
         if step % r["eval_every"] == 0:
             evaluate(step)
         for g in opt.param_groups:
@@ -206,10 +208,12 @@ def train(model, r, verses, evals, V, max_len):
         torch.nn.utils.clip_grad_norm_(model.parameters(), r["grad_clip"])
         opt.step()
         log["batch_loss"].append(round(float(loss), 5))
+        if checkpoints and step % 500 == 499:
+            bert_lm.save(model, checkpoints, {"format": "pt", "step": str(step + 1)})
         if step % 100 == 99:
             print(f"step {step + 1}: loss {np.mean(log['batch_loss'][-100:]):.4f} "
                   f"({time.time() - t0:.0f} s)", flush=True)
-    evaluate(r["steps"])
+    evaluate(last)
     model.eval()
     log["train_seconds"], log["cpu_seconds"] = time.time() - t0, time.process_time() - c0
     log["machine"] = {"cpu": cpu_name(), "torch": torch.__version__,
@@ -233,6 +237,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "assets", "models", NAME))
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a recipe entry (for trials), e.g. steps=50")
+    ap.add_argument("--checkpoints", metavar="DIR",
+                    help="also save the model into DIR every 500 steps (does not change the run)")
     ap.add_argument("--card-only", action="store_true",
                     help="remeasure the scores and rewrite head_scores.json and README.md")
     ap.add_argument("--attnviz", default=os.path.join(HERE, "..", "..", "build", "app",
@@ -271,7 +277,7 @@ def main():
                                   m["n_heads"], m["max_positions"], m["type_vocab_size"],
                                   m["layer_norm_eps"])
         model = bert_lm.BertMLM(cfg, pdrop=r["dropout"])
-        log = train(model, r, tr, evals, V, m["max_positions"])
+        log = train(model, r, tr, evals, V, m["max_positions"], args.checkpoints)
         bert_lm.save(model, out, {"format": "pt", "recipe": "tools/train/train_bert.py"})
         log.update({"model": MODEL, "tokenizer": {"kind": "WordPiece", "vocab_size": V,
                                                   "learned_from": "training split"},
