@@ -221,6 +221,10 @@ ImageScene readImageScene(const std::string& path) {
     if (!j["title"].is_string()) throw bad("title", "must be a string");
     sc.title = j["title"].get<std::string>();
   }
+  if (j.contains("notes")) {
+    if (!j["notes"].is_string()) throw bad("notes", "must be a string");
+    sc.notes = j["notes"].get<std::string>();
+  }
   const nlohmann::json& m = j.at("model");
   if (!m.contains("path") || !m["path"].is_string() || m["path"].get<std::string>().empty())
     throw bad("model.path", "must name an image model's folder");
@@ -333,6 +337,7 @@ ImageScene readImageScene(const std::string& path) {
 std::string imageSceneJson(const ImageScene& sc) {
   nlohmann::json j;
   if (!sc.title.empty()) j["title"] = sc.title;
+  if (!sc.notes.empty()) j["notes"] = sc.notes;
   j["model"] = {{"path", sc.model}, {"image", sc.image}};
   if (!sc.interventions.ablate.empty()) {
     nlohmann::json a = nlohmann::json::array();

@@ -86,7 +86,7 @@ namespace attnviz::app {
 // "opacity", "colormap", "side" (the app's side panel: "tokens", "grid", "norms"),
 // "norm_threshold"}}.
 struct ImageScene {
-  std::string title, model, image;
+  std::string title, notes, model, image;
   OverlayChoice choice;
   VisionInterventions interventions;
   std::string side = "tokens";

@@ -712,8 +712,39 @@ struct ImageViewState {
   bool headAverage = false;
   int token = -1;          // kDefaultOverlayToken (CLS, or the patch queries' mean) or an index
   bool rollout = false;
+  RolloutOptions rolloutOptions;  // the heads' mean or maximum, the discarded fraction
   float opacity = 0.6f;
   bool showGrid = false;
+  // The pass's interventions (heads ablated, patches hidden) and their text boxes.
+  app::VisionInterventions interventions;
+  char ablateText[256] = "", maskText[1024] = "";
+  std::string interventionError;
+  // The side panel beside the image: 0 tokens x tokens (the layer's head or heads' mean), 1 the
+  // layers x heads thumbnails of the token's row, 2 the token norms after the layer.
+  int side = 0;
+  float normThreshold = 2.0f;  // a token is marked when its norm > threshold x the median
+  struct SideKey {
+    const void* pass = nullptr;
+    int side = -1, layer = -1, head = -1, token = -2;
+    bool headAverage = false;
+    float threshold = 0;
+    ColormapId colormap = ColormapId::Viridis;
+    bool operator==(const SideKey&) const = default;
+  } sideDrawnFor;
+  std::vector<double> sideValues;  // what the side texture shows (norms: one per token)
+  double sideMax = 1, normMedian = 0;
+  std::vector<int> highNorm;       // tokens above the threshold
+  struct SideGeometry {            // where the side panel's matrix, grid or map was drawn
+    bool valid = false;
+    float x0 = 0, y0 = 0, cellW = 1, cellH = 1;  // one cell (a T x T cell, a thumbnail, a patch)
+  } sideGeometry;
+  int sideHoverRow = -1, sideHoverCol = -1;
+  double sideHoverValue = 0;
+  int sideVertices = -1;  // vertices the side panel added last frame
+  int scriptSideHoverRow = -1, scriptSideHoverCol = -1;  // --hover-side R,C
+  int scriptSideClickRow = -1, scriptSideClickCol = -1;  // --click-side R,C
+  int sideClickPhase = 0;
+  std::string notes;  // an image-view scene's (a preset's) notes
   struct Job {  // the worker's step ("loading", "preprocessing", "running")
     std::mutex m;
     std::string step;
@@ -729,6 +760,8 @@ struct ImageViewState {
     const void* pass = nullptr;
     int layer = -1, head = -1, token = -2;
     bool headAverage = false, rollout = false;
+    bool rolloutMax = false;
+    double rolloutDiscard = -1;
     float opacity = -1;
     ColormapId colormap = ColormapId::Viridis;
     bool operator==(const Key&) const = default;

@@ -100,6 +100,10 @@ struct Options {
   std::string image, token, hoverPatch;
   bool rollout = false;
   std::optional<float> opacity;
+  // ... its rollout options, interventions, side panel, and scripted hovers and clicks there.
+  std::string rolloutHeads, maskPatches, imageSide, hoverSide, clickSide;
+  std::optional<double> rolloutDiscard;
+  std::optional<float> normThreshold;
 };
 
 }  // namespace
@@ -139,6 +143,28 @@ int runGui(int argc, char** argv) {
                "with --image: the attention rollout to --layer (heads averaged, + I)");
   cli.add_option("--opacity", o.opacity,
                  "with --image: the colours' opacity over the image, 0..1 (default 0.6)");
+  cli.add_option("--rollout-heads", o.rolloutHeads,
+                 "with --image --rollout: fuse the heads by their mean (default) or max");
+  cli.add_option("--rollout-discard", o.rolloutDiscard,
+                 "with --image --rollout: zero the lowest fraction (0..0.9) of each layer's fused "
+                 "attention, never CLS to CLS");
+  cli.add_option("--mask-patches", o.maskPatches,
+                 "with --image: hide these patches (0-based, row-major) from every query's keys, "
+                 "e.g. 3,7 (--ablate L:H works there too)");
+  cli.add_option("--image-side", o.imageSide,
+                 "with --image: beside the image, tokens (tokens x tokens, the default), grid "
+                 "(layers x heads) or norms (token norms)");
+  cli.add_option("--norm-threshold", o.normThreshold,
+                 "with --image: the token norms mark a token above this many medians (1..100, "
+                 "default 2)");
+  cli.add_option("--hover-side", o.hoverSide,
+                 "with --image: move the mouse over cell R,C of the side panel (query,key; "
+                 "layer,head; a patch's row,col) and print its value on the image-side line")
+      ->group(kScriptedGroup);
+  cli.add_option("--click-side", o.clickSide,
+                 "with --image: click cell R,C of the side panel (selects that query's row, "
+                 "that layer and head, or that patch)")
+      ->group(kScriptedGroup);
   cli.add_option("--hover-patch", o.hoverPatch,
                  "with --image: move the mouse over patch ROW,COL (a scripted run prints its "
                  "weight on the image-view line)")
@@ -454,9 +480,24 @@ int runGui(int argc, char** argv) {
                        " is not an image model (config.json's model_type); give it --text");
     if (imageModel && (!o.text.empty() || o.textPair || o.chat || o.editText))
       throw UsageError("--text: " + o.model + " is an image model; give it --image FILE");
-    if (!imageModel && (!o.token.empty() || o.rollout || o.opacity || !o.hoverPatch.empty()))
-      throw UsageError("--token, --rollout, --opacity and --hover-patch go with --model "
-                       "IMAGE_MODEL --image FILE");
+    if (!imageModel && (!o.token.empty() || o.rollout || o.opacity || !o.hoverPatch.empty() ||
+                        !o.rolloutHeads.empty() || o.rolloutDiscard || !o.maskPatches.empty() ||
+                        !o.imageSide.empty() || o.normThreshold || !o.hoverSide.empty() ||
+                        !o.clickSide.empty()))
+      throw UsageError("--token, --rollout, --rollout-heads, --rollout-discard, --mask-patches, "
+                       "--opacity, --image-side, --norm-threshold, --hover-side, --click-side "
+                       "and --hover-patch go with --model IMAGE_MODEL --image FILE");
+    if ((!o.rolloutHeads.empty() || o.rolloutDiscard) && !o.rollout)
+      throw UsageError("--rollout-heads and --rollout-discard go with --rollout");
+    if (!o.rolloutHeads.empty() && o.rolloutHeads != "mean" && o.rolloutHeads != "max")
+      throw UsageError("--rollout-heads: expected mean or max, got '" + o.rolloutHeads + "'");
+    if (o.rolloutDiscard && !(*o.rolloutDiscard >= 0 && *o.rolloutDiscard <= 0.9))
+      throw UsageError("--rollout-discard: expected a fraction in 0..0.9");
+    if (!o.imageSide.empty() && o.imageSide != "tokens" && o.imageSide != "grid" &&
+        o.imageSide != "norms")
+      throw UsageError("--image-side: expected tokens, grid or norms, got '" + o.imageSide + "'");
+    if (o.normThreshold && !(*o.normThreshold >= 1 && *o.normThreshold <= 100))
+      throw UsageError("--norm-threshold: expected a value in 1..100");
     if (o.opacity && !(*o.opacity >= 0.0f && *o.opacity <= 1.0f))
       throw UsageError("--opacity: expected a value in 0..1");
     bool tokenCls = false;
@@ -465,7 +506,10 @@ int runGui(int argc, char** argv) {
       std::string lower = o.token;
       for (char& ch : lower) ch = char(std::tolower(static_cast<unsigned char>(ch)));
       tokenCls = lower == "cls";
-      if (!tokenCls) {
+      if (lower == "probe") {
+        imageToken = app::kProbeOverlayToken;
+        if (o.rollout) throw UsageError("--token probe draws the probe's own row: no --rollout");
+      } else if (!tokenCls) {
         const std::optional<int> t = parseIndex(o.token, 1'000'000'000);
         if (!t)
           throw UsageError("--token: expected 'cls' or a token index (0, 1, ...), got '" +
@@ -478,11 +522,26 @@ int runGui(int argc, char** argv) {
     if (!o.image.empty() && !std::filesystem::is_regular_file(o.image, imageEc))
       throw InputError(o.image + ": no such image file");
     if (imageModel) {
+      if (!siteAblations.empty())
+        throw UsageError("--ablate " + siteAblations[0] + ": an image model's heads are L:H");
+      app::VisionInterventions interventions;
+      interventions.ablate = ablations;
+      if (!o.maskPatches.empty()) interventions.maskPatches = app::parseMaskPatchList(o.maskPatches);
+      const CellArg hoverSide = parseCell(o.hoverSide, "--hover-side");
+      const CellArg clickSide = parseCell(o.clickSide, "--click-side");
       s.session.setScene(defaultScene());
-      openImageModel(s, o.model, o.image);
+      openImageModel(s, o.model, "");
       ImageViewState& iv = s.image;
+      iv.interventions = interventions;
+      if (!o.image.empty()) openImageFile(s, o.image);
       iv.layer = o.layer.value_or(0), iv.head = o.head.value_or(0);
       iv.token = imageToken, iv.rollout = o.rollout;
+      iv.rolloutOptions.maxHeads = o.rolloutHeads == "max";
+      iv.rolloutOptions.discard = o.rolloutDiscard.value_or(0.0);
+      iv.side = o.imageSide == "grid" ? 1 : o.imageSide == "norms" ? 2 : 0;
+      if (o.normThreshold) iv.normThreshold = *o.normThreshold;
+      iv.scriptSideHoverRow = hoverSide.i, iv.scriptSideHoverCol = hoverSide.j;
+      iv.scriptSideClickRow = clickSide.i, iv.scriptSideClickCol = clickSide.j;
       if (o.opacity) iv.opacity = *o.opacity;
       iv.scriptHoverRow = hoverPatch.i, iv.scriptHoverCol = hoverPatch.j;
       if (o.frames > 0) {  // a scripted run shows the pass: waited for, its errors the exit status

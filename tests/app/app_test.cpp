@@ -663,9 +663,11 @@ TEST(AppExportMatchesCliPresets, TheListAboveHoldsEveryPreset) {
   // induction heads, a head on one prompt vs the corpus, sinks everywhere (kjv-sp-llama's Head
   // finder, tests/app/head_finder_app_test.cpp); why the induction head attends here, what
   // writes a sink's key, K-composition (kjv-sp-llama's Why here? panel,
-  // tests/app/why_here_app_test.cpp); where the classifier looks, one patch's row, rollout
-  // through the layers (shapes-vit's image view, tests/model/shipped_vit_test.cpp)
-  EXPECT_EQ(models, 35);
+  // tests/app/why_here_app_test.cpp); high-norm tokens and registers, SigLIP's probe (random-init
+  // image models' image view, tests/app/image_view_app_test.cpp); where the classifier looks,
+  // one patch's row, rollout through the layers (shapes-vit's image view,
+  // tests/model/shipped_vit_test.cpp)
+  EXPECT_EQ(models, 37);
 }
 
 }  // namespace

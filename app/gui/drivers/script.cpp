@@ -223,6 +223,22 @@ void runScript(App& app, const Script& script) {
       mouse.x = iv.geometry.x0 + (float(iv.scriptHoverCol) + 0.5f) * px;
       mouse.y = iv.geometry.y0 + (float(iv.scriptHoverRow) + 0.5f) * px;
     }
+    // --click-side, then --hover-side: the mouse on a cell of the image view's side panel (a
+    // click moves there, presses and releases over three frames).
+    if (ImageViewState& iv = s.image; iv.active && iv.pass && iv.sideGeometry.valid && frame >= 2) {
+      const auto onSide = [&](int r, int c) {
+        mouse.active = true;
+        mouse.x = iv.sideGeometry.x0 + (float(c) + 0.5f) * iv.sideGeometry.cellW;
+        mouse.y = iv.sideGeometry.y0 + (float(r) + 0.5f) * iv.sideGeometry.cellH;
+      };
+      if (iv.scriptSideClickRow >= 0 && iv.sideClickPhase < 3) {
+        onSide(iv.scriptSideClickRow, iv.scriptSideClickCol);
+        mouse.down = iv.sideClickPhase == 1;
+        ++iv.sideClickPhase;
+      } else if (iv.scriptSideHoverRow >= 0) {
+        onSide(iv.scriptSideHoverRow, iv.scriptSideHoverCol);
+      }
+    }
     runFrame(app, &mouse, true);
     // A scripted run's last frame waits (up to 10 minutes) for the Generate and Attribution
     // panels to finish (and a scripted click on the attribution's map to be made).
