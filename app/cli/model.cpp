@@ -113,11 +113,11 @@ int runModel(int argc, char** argv) {
       if (layer >= 0) {
         saveNpy(weights, r.layers[layer].site().weights);
       } else {
-        std::vector<float> all;
-        all.reserve(std::size_t(c.nLayer) * r.layers[0].site().weights.size());
+        // Each layer's buffer written in turn: no gathered copy of every layer's weights.
+        std::vector<std::span<const float>> parts;
         for (const LayerActivations& a : r.layers)
-          all.insert(all.end(), a.site().weights.data.begin(), a.site().weights.data.end());
-        saveNpy(weights, {c.nLayer, c.nHead, T, T}, all.data());
+          parts.emplace_back(a.site().weights.data.data(), a.site().weights.data.size());
+        saveNpy(weights, {c.nLayer, c.nHead, T, T}, parts);
       }
     }
     if (!logits.empty()) saveNpy(logits, {T, c.vocabSize}, r.logits.data());

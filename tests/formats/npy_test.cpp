@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <span>
 
 namespace attnviz {
 namespace {
@@ -124,6 +125,25 @@ TEST_F(NpyFiles, SavedFileRoundTripsThreeDimensional) {
   const Tensor3 back = loadTensorNpy(p);
   EXPECT_TRUE(back.sameShape(t));
   EXPECT_EQ(back.data, t.data);
+}
+
+// A [L, H, T, T] array written from L separate buffers: the file holds them one after the other,
+// as a single buffer of the same values would (read back with the loader, checked value by
+// value against the parts); parts that do not fill the shape are refused, and nothing is written.
+TEST_F(NpyFiles, SavedPartsAreWrittenInOrderAsOneArray) {
+  const Tensor3 a = ref::randomTensor(2, 3, 3, 11), b = ref::randomTensor(2, 3, 3, 12);
+  const std::string p = (dir / "parts.npy").string();
+  saveNpy(p, {2, 2, 3, 3}, {std::span<const float>(a.data.data(), a.size()),
+                            std::span<const float>(b.data.data(), b.size())});
+  const NpyArray raw = readNpy(p);
+  EXPECT_EQ(raw.shape, (std::vector<long long>{2, 2, 3, 3}));
+  ASSERT_EQ(raw.data.size(), a.size() + b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(raw.data[i], a.data[i]) << i;
+  for (std::size_t i = 0; i < b.size(); ++i) EXPECT_EQ(raw.data[a.size() + i], b.data[i]) << i;
+  const std::string q = (dir / "short.npy").string();
+  EXPECT_THROW(saveNpy(q, {3, 2, 3, 3}, {std::span<const float>(a.data.data(), a.size())}),
+               InputError);
+  EXPECT_FALSE(fs::exists(q));
 }
 
 TEST_F(NpyFiles, SavedFileRoundTripsTwoDimensional) {

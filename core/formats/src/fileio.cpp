@@ -42,12 +42,18 @@ void writeFileAtomic(const std::string& path, const std::string& bytes) {
 
 void writeFileAtomic(const std::string& path, const std::string& head, const void* body,
                      std::size_t bodyBytes) {
+  writeFileAtomic(path, head, std::vector<FilePart>{{body, bodyBytes}});
+}
+
+void writeFileAtomic(const std::string& path, const std::string& head,
+                     const std::vector<FilePart>& parts) {
   std::random_device rd;
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw InputError(path + ": cannot write (" + std::strerror(errno) + ")");
-  const bool wrote = std::fwrite(head.data(), 1, head.size(), f) == head.size() &&
-                     (bodyBytes == 0 || std::fwrite(body, 1, bodyBytes, f) == bodyBytes);
+  bool wrote = std::fwrite(head.data(), 1, head.size(), f) == head.size();
+  for (const FilePart& part : parts)
+    wrote = wrote && (part.bytes == 0 || std::fwrite(part.data, 1, part.bytes, f) == part.bytes);
   // Flushed to the kernel, not fsync'ed: the rename below is what keeps a reader (or a failed
   // write) from ever seeing a partial file; an fsync would only add durability across a power
   // cut, at a disk round trip on every export (about 1 ms for 3 MB here).

@@ -321,7 +321,24 @@ std::string npyBytes(const Tensor3& t, bool as2d) {
 }
 
 void saveNpy(const std::string& path, const std::vector<long long>& shape, const float* data) {
-  writeFileAtomic(path, npyBytes(shape, data));
+  std::size_t count = 1;
+  for (long long d : shape) count *= static_cast<std::size_t>(d);
+  writeFileAtomic(path, npyShapeHeader(shape), data, count * sizeof(float));
+}
+
+void saveNpy(const std::string& path, const std::vector<long long>& shape,
+             const std::vector<std::span<const float>>& parts) {
+  std::size_t count = 1, have = 0;
+  for (long long d : shape) count *= static_cast<std::size_t>(d);
+  std::vector<FilePart> bytes;
+  for (const std::span<const float>& p : parts) {
+    bytes.push_back({p.data(), p.size() * sizeof(float)});
+    have += p.size();
+  }
+  if (have != count)
+    throw InputError(path + ": " + std::to_string(have) + " values for a shape of " +
+                     std::to_string(count));
+  writeFileAtomic(path, npyShapeHeader(shape), bytes);
 }
 
 void saveNpy(const std::string& path, const Tensor3& t, bool as2d) {

@@ -63,6 +63,9 @@ void Model::Workspace::lins(const MatrixRM& x, std::initializer_list<Out> outs) 
 
 namespace {
 
+// Free heap bytes past which a finished pass hands its pages back (malloc_trim).
+constexpr std::size_t kTrimFreeBytes = std::size_t{16} << 20;
+
 bool normBefore(NormPlacement p) { return p == NormPlacement::Pre || p == NormPlacement::Sandwich; }
 
 // RMSNorm of each head's d_h columns of x [T, n * d_h] with one weight vector [d_h].
@@ -440,9 +443,11 @@ void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) 
   runLayers(r, fromLayer, iv, fresh, out, 0, encoder.get());  // its workspace is freed here
   r.encoder = std::move(encoder);
   commit(r, fromLayer, iv, fresh, out);
-  // The workspace now lies as free holes between kept activations: hand its pages back, so the
-  // peak is the mapped file plus what the result holds.
-  ::malloc_trim(0);
+  // The workspace now lies as free holes between kept activations: hand its pages back when they
+  // are many, so the peak is the mapped file plus what the result holds. A small pass keeps them
+  // for the next one (the head finder runs thousands): trimming every pass made each one fault
+  // its workspace in again (the shipped kjv-sp-llama over 56 sequences: 107k page faults, 87k).
+  if (::mallinfo2().fordblks > kTrimFreeBytes) ::malloc_trim(0);
   finish(r);
 }
 

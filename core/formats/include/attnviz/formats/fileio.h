@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace attnviz {
 
@@ -15,6 +16,13 @@ void writeFileAtomic(const std::string& path, const std::string& bytes);
 // The same for `head` followed by `bodyBytes` bytes at `body` (no copy of the body is made).
 void writeFileAtomic(const std::string& path, const std::string& head, const void* body,
                      std::size_t bodyBytes);
+// The same for `head` followed by each part in order (no copy of any part is made).
+struct FilePart {
+  const void* data;
+  std::size_t bytes;
+};
+void writeFileAtomic(const std::string& path, const std::string& head,
+                     const std::vector<FilePart>& parts);
 
 // Drops from memory the whole pages of [p, p + bytes), which must lie in a read-only file
 // mapping (PROT_READ, MAP_PRIVATE): they leave the resident set and are read again from the file

@@ -4,6 +4,7 @@
 #include "attnviz/engine/tensor.h"
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,5 +59,10 @@ void saveNpy(const std::string& path, const Tensor3& t, bool as2d = false);
 // Any rank: float32 C-order data of the shape's element count.
 std::string npyBytes(const std::vector<long long>& shape, const float* data);
 void saveNpy(const std::string& path, const std::vector<long long>& shape, const float* data);
+// The same with the data in parts, written one after the other (e.g. a pass's layers, each its
+// own buffer, as one [L, H, T, T] array) without gathering them first. Throws InputError when the
+// parts do not hold the shape's element count.
+void saveNpy(const std::string& path, const std::vector<long long>& shape,
+             const std::vector<std::span<const float>>& parts);
 
 }  // namespace attnviz
