@@ -12,32 +12,6 @@
 
 namespace attnviz::gui {
 
-namespace {
-
-// Max-pools head h of a layer's weights [H, T_q, T_k] into at most maxSide pixels a side; a
-// block whose weights are all exactly 0 (masked keys) gets the masked colour.
-void thumbnail(const Tensor3& w, int h, int maxSide, ColormapId cm, std::vector<std::uint8_t>& rgba,
-               int& width, int& height) {
-  const int Tq = w.rows, Tk = w.cols;
-  const int step = std::max(1, int(std::ceil(std::max(Tq, Tk) / double(maxSide))));
-  width = (Tk + step - 1) / step;
-  height = (Tq + step - 1) / step;
-  rgba.assign(std::size_t(width) * height * 4, 255);
-  for (int by = 0; by < height; ++by)
-    for (int bx = 0; bx < width; ++bx) {
-      const int i0 = by * step, j0 = bx * step;
-      const int i1 = std::min(Tq, i0 + step), j1 = std::min(Tk, j0 + step);
-      float m = 0.0f;
-      for (int i = i0; i < i1; ++i)
-        for (int j = j0; j < j1; ++j) m = std::max(m, w.at(h, i, j));
-      const RGBA8 c = m == 0.0f ? kMaskedColor : colormapLookup(cm, m);
-      std::uint8_t* px = &rgba[(std::size_t(by) * width + bx) * 4];
-      px[0] = c.r, px[1] = c.g, px[2] = c.b, px[3] = 255;
-    }
-}
-
-}  // namespace
-
 bool drawModelGridPanel(AppState& s) {
   ModelState& m = s.model;
   DumpState& d = s.dump;
@@ -118,7 +92,7 @@ bool drawModelGridPanel(AppState& s) {
       if (img.version != ver) {
         std::vector<std::uint8_t> px;
         int iw = 0, ih = 0;
-        thumbnail(w, h, std::max(8, int(thumb)), s.view.weightColormap, px, iw, ih);
+        maxPoolThumbnail(w, h, std::max(8, int(thumb)), s.view.weightColormap, px, iw, ih);
         img.set(px, iw, ih);
         img.version = ver;
       }

@@ -20,29 +20,6 @@ namespace attnviz::gui {
 
 namespace {
 
-// Head h of a [H, n, m] max-pooled matrix, max-pooled again to at most maxSide pixels a side
-// and coloured (a block whose weights are all exactly 0 gets the masked colour, as in the Model
-// view's grid).
-void colourBlocks(const Tensor3& w, int h, int maxSide, ColormapId cm, std::vector<std::uint8_t>& rgba,
-                  int& width, int& height) {
-  const int Tq = w.rows, Tk = w.cols;
-  const int step = std::max(1, int(std::ceil(std::max(Tq, Tk) / double(maxSide))));
-  width = (Tk + step - 1) / step;
-  height = (Tq + step - 1) / step;
-  rgba.assign(std::size_t(width) * height * 4, 255);
-  for (int by = 0; by < height; ++by)
-    for (int bx = 0; bx < width; ++bx) {
-      const int i0 = by * step, j0 = bx * step;
-      const int i1 = std::min(Tq, i0 + step), j1 = std::min(Tk, j0 + step);
-      float m = 0.0f;
-      for (int i = i0; i < i1; ++i)
-        for (int j = j0; j < j1; ++j) m = std::max(m, w.at(h, i, j));
-      const RGBA8 c = m == 0.0f ? kMaskedColor : colormapLookup(cm, m);
-      std::uint8_t* px = &rgba[(std::size_t(by) * width + bx) * 4];
-      px[0] = c.r, px[1] = c.g, px[2] = c.b, px[3] = 255;
-    }
-}
-
 double msSince(OpenPreview::Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(OpenPreview::Clock::now() - t0).count();
 }
@@ -100,9 +77,9 @@ bool drawOpenPreviewPanel(AppState& s) {
       std::vector<std::uint8_t> px;
       int iw = 0, ih = 0;
       if (exact)
-        colourBlocks(p.shown, 0, std::max(p.shown.rows, p.shown.cols), cm, px, iw, ih);
+        maxPoolThumbnail(p.shown, 0, std::max(p.shown.rows, p.shown.cols), cm, px, iw, ih);
       else
-        colourBlocks(p.thumbs[std::size_t(wl)], wh, kModelGridThumbnail, cm, px, iw, ih);
+        maxPoolThumbnail(p.thumbs[std::size_t(wl)], wh, kModelGridThumbnail, cm, px, iw, ih);
       img.set(px, iw, ih);
       img.version = ver;
     }
@@ -142,7 +119,7 @@ bool drawOpenPreviewPanel(AppState& s) {
       if (img.version != ver) {
         std::vector<std::uint8_t> px;
         int iw = 0, ih = 0;
-        colourBlocks(p.thumbs[std::size_t(l)], h, std::max(8, int(thumb)), cm, px, iw, ih);
+        maxPoolThumbnail(p.thumbs[std::size_t(l)], h, std::max(8, int(thumb)), cm, px, iw, ih);
         img.set(px, iw, ih);
         img.version = ver;
       }

@@ -168,6 +168,11 @@ void addVerticalText(ImDrawList* dl, float x, float yBottom, unsigned int colour
 unsigned int rgbaU32(RGBA8 c);
 // A colour from the colormap table as ImGui's packed u32.
 unsigned int colormapU32(ColormapId id, float t);
+// Head h of weights [H, T_q, T_k] max-pooled to at most maxSide pixels a side and coloured, as
+// RGBA8 rows (width x height); a block whose weights are all exactly 0 (masked keys) gets the
+// masked colour. The Model view's grid and the layers drawn while a model opens.
+void maxPoolThumbnail(const Tensor3& w, int h, int maxSide, ColormapId cm,
+                      std::vector<std::uint8_t>& rgba, int& width, int& height);
 // The preset scenes folder (dataDir()/scenes: installed share/attnviz/scenes, or the source
 // tree's assets/scenes from a build), or "" when not found.
 std::string presetDirectory();
