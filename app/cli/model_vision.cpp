@@ -47,6 +47,7 @@ int runVisionModel(int argc, char** argv) {
       residual;
   std::vector<std::string> ablate;
   int topK = 0;
+  double temperature = 1.0;
   app.add_option("--model", model, "a Hugging Face image model folder")->required();
   app.add_option("--pixels", pixels,
                  "preprocessed pixels: float32 or float64 .npy, [3, H, W] or [1, 3, H, W]");
@@ -68,6 +69,9 @@ int runVisionModel(int argc, char** argv) {
   app.add_option("--ablate", ablate, "zero head H's output in layer L (repeatable), L:H");
   app.add_option("--mask-patches", maskPatches,
                  "hide these patches (0-based, row-major) from every query's keys, e.g. 3,7");
+  app.add_option("--temperature", temperature,
+                 "divide every site's scores (and SigLIP's probe's) by T before the softmax "
+                 "(default 1)");
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("model", [&] {
@@ -95,6 +99,7 @@ int runVisionModel(int argc, char** argv) {
         start = comma + 1;
       }
     }
+    opts.temperature = temperature;
     opts.weights = !weights.empty();
     opts.probe = !probeWeights.empty();
     opts.residual = !residual.empty();

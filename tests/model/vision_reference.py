@@ -108,9 +108,9 @@ def layer_norm(x, w, b, eps):
     return (x - mu) / torch.sqrt(var + eps) * w + b
 
 
-def forward(family, t, prefix, cfg, pixels, mask_patches=(), ablate=(), states=None):
+def forward(family, t, prefix, cfg, pixels, mask_patches=(), ablate=(), states=None, temperature=1.0):
     """states: a list that gets the residual stream after the embeddings and after each layer
-    (HF's hidden_states)."""
+    (HF's hidden_states). temperature: every layer's scores divided by it before the softmax."""
     d, H = cfg["hidden_size"], cfg["num_attention_heads"]
     L, p, eps = cfg["num_hidden_layers"], cfg["patch_size"], cfg["layer_norm_eps"]
     hd = d // H
@@ -155,7 +155,7 @@ def forward(family, t, prefix, cfg, pixels, mask_patches=(), ablate=(), states=N
         q = q.view(T, H, hd).transpose(0, 1)
         k = k.view(T, H, hd).transpose(0, 1)
         v = v.view(T, H, hd).transpose(0, 1)
-        s = q @ k.transpose(1, 2) / math.sqrt(hd)
+        s = q @ k.transpose(1, 2) / math.sqrt(hd) / temperature
         s = s.masked_fill(hidden_keys[None, None, :], float("-inf"))
         w = torch.softmax(s, -1)
         weights.append(w)
@@ -286,7 +286,7 @@ def make_siglip(d, layers, inter, image, patch):
     return t
 
 
-def forward_siglip(t, cfg, pixels, mask_patches=(), ablate=()):
+def forward_siglip(t, cfg, pixels, mask_patches=(), ablate=(), temperature=1.0):
     d, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
     p, eps, hd = cfg["patch_size"], cfg["layer_norm_eps"], cfg["hidden_size"] // cfg["num_attention_heads"]
     e = "vision_model.embeddings."
@@ -303,7 +303,7 @@ def forward_siglip(t, cfg, pixels, mask_patches=(), ablate=()):
         a = layer_norm(h, t[b + "layer_norm1.weight"], t[b + "layer_norm1.bias"], eps)
         q, k, v = ((a @ t[b + f"self_attn.{s_}.weight"].T + t[b + f"self_attn.{s_}.bias"]).view(T, H, hd).transpose(0, 1)
                    for s_ in ("q_proj", "k_proj", "v_proj"))
-        w = torch.softmax((q @ k.transpose(1, 2) * hd ** -0.5).masked_fill(hidden_keys[None, None, :], float("-inf")), -1)
+        w = torch.softmax((q @ k.transpose(1, 2) * hd ** -0.5 / temperature).masked_fill(hidden_keys[None, None, :], float("-inf")), -1)
         weights.append(w)
         ctx = w @ v
         for (al, ah) in ablate:
@@ -319,7 +319,7 @@ def forward_siglip(t, cfg, pixels, mask_patches=(), ablate=()):
     hw, hb = t["vision_model.head.attention.in_proj_weight"], t["vision_model.head.attention.in_proj_bias"]
     pq = (t["vision_model.head.probe"][0] @ hw[:d].T + hb[:d]).view(1, H, hd).transpose(0, 1)
     pk = (last @ hw[d:2 * d].T + hb[d:2 * d]).view(T, H, hd).transpose(0, 1)
-    probe = torch.softmax((pq @ pk.transpose(1, 2) * hd ** -0.5).masked_fill(hidden_keys[None, None, :], float("-inf")), -1)
+    probe = torch.softmax((pq @ pk.transpose(1, 2) * hd ** -0.5 / temperature).masked_fill(hidden_keys[None, None, :], float("-inf")), -1)
     return torch.stack(weights), last, probe  # probe [H, 1, T]
 
 
@@ -367,7 +367,7 @@ def main():
         np.save(os.path.join(out, name + "_pixels.npy"), px)  # float64 pixels
         states = []
         w, h, z = forward(family, t, prefix, cfg, px, iv.get("mask_patches", ()),
-                          iv.get("ablate", ()), states)
+                          iv.get("ablate", ()), states, iv.get("temperature", 1.0))
         np.save(os.path.join(out, name + "_weights.npy"), np.ascontiguousarray(w.numpy()))
         np.save(os.path.join(out, name + "_hidden.npy"), np.ascontiguousarray(h.numpy()))
         entry = {"name": name, "folder": fold, "pixels": name + "_pixels.npy", "tokens": h.shape[0]}
@@ -386,6 +386,7 @@ def main():
     case("vit_cls", "vit_cls", "vit", cfg, t, "vit.", (32, 32))
     case("vit_mask", "vit_cls", "vit", cfg, t, "vit.", (32, 32), mask_patches=[3, 7])
     case("vit_ablate", "vit_cls", "vit", cfg, t, "vit.", (32, 32), ablate=[[0, 1], [1, 3]])
+    vit_cls = (cfg, t)  # for the temperature case, written last (the cases' seeds stay put)
     cfg, t = folder("vit_bare", "vit", "ViTModel", "", "pooler", d=24, heads=3, layers=3)
     case("vit_bare", "vit_bare", "vit", cfg, t, "", (32, 32))
     cfg, t = folder("deit_teacher", "deit", "DeiTForImageClassificationWithTeacher", "deit.",
@@ -474,15 +475,22 @@ def main():
             json.dump({"do_normalize": True, "do_rescale": True, "do_resize": True, "resample": 3,
                        "size": {"height": 32, "width": 32}, "rescale_factor": 1 / 255,
                        "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}, f, indent=1)
-        for cname, iv in ((name, {}), (name + "_mask", {"mask_patches": [1, 10], "ablate": [[0, 3]]})):
+        variants = [(name, {}), (name + "_mask", {"mask_patches": [1, 10], "ablate": [[0, 3]]})]
+        if name == "siglip_vision_model":  # the last folder: the earlier cases' seeds stay put
+            variants.append(("siglip_temperature", {"temperature": 2.5}))
+        for cname, iv in variants:
             px = np.random.default_rng(len(cases) + 7).standard_normal((1, 3, 32, 32))
             np.save(os.path.join(out, cname + "_pixels.npy"), px)
-            w, h, pr = forward_siglip(t, scfg, px[0], iv.get("mask_patches", ()), iv.get("ablate", ()))
+            w, h, pr = forward_siglip(t, scfg, px[0], iv.get("mask_patches", ()), iv.get("ablate", ()),
+                                      iv.get("temperature", 1.0))
             np.save(os.path.join(out, cname + "_weights.npy"), np.ascontiguousarray(w.numpy()))
             np.save(os.path.join(out, cname + "_hidden.npy"), np.ascontiguousarray(h.numpy()))
             np.save(os.path.join(out, cname + "_probe.npy"), np.ascontiguousarray(pr.numpy()))
             cases.append(dict({"name": cname, "folder": name, "pixels": cname + "_pixels.npy",
                                "tokens": h.shape[0], "probe": cname + "_probe.npy"}, **iv))
+    # A temperature below 1 (sharper rows), with hidden patches, on the ViT classifier.
+    case("vit_temperature", "vit_cls", "vit", vit_cls[0], vit_cls[1], "vit.", (32, 32),
+         temperature=0.5, mask_patches=[4])
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
 

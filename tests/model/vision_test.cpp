@@ -57,6 +57,8 @@ void checkCase(const std::string& name) {
   if (c.contains("residual")) args.insert(args.end(), {"--residual", rs.string()});
   if (c.contains("mask_patches"))
     args.insert(args.end(), {"--mask-patches", joinInts(c["mask_patches"])});
+  if (c.contains("temperature"))
+    args.insert(args.end(), {"--temperature", std::to_string(c["temperature"].get<double>())});
   if (c.contains("ablate"))
     for (const auto& lh : c["ablate"])
       args.insert(args.end(), {"--ablate", std::to_string(lh[0].get<int>()) + ":" +
@@ -102,6 +104,9 @@ TEST(VisionModels, Dinov2InterpolatesPositionsForASmallerImage) { checkCase("din
 // Hidden patches get weight exactly 0 from every query; ablated heads change the later layers.
 TEST(VisionModels, VitMaskPatches) { checkCase("vit_mask"); }
 TEST(VisionModels, VitAblateHeads) { checkCase("vit_ablate"); }
+// tau = 0.5 with a hidden patch; tau = 2.5 on SigLIP, its probe included.
+TEST(VisionModels, VitTemperature) { checkCase("vit_temperature"); }
+TEST(VisionModels, SiglipTemperatureScalesTheProbeToo) { checkCase("siglip_temperature"); }
 TEST(VisionModels, DeitMaskPatchesAndAblate) { checkCase("deit_mask"); }
 TEST(VisionModels, Dinov2MaskPatchesAndAblateAtAnotherSize) { checkCase("dinov2_mask"); }
 // Registers after CLS (no position embedding); the resize antialiases.
@@ -212,7 +217,7 @@ TEST(VisionModels, BadFoldersExitOneNamingTheFile) {
 }
 
 // Usage: a text model given --pixels, an image model given --text, --logits without a head,
-// both --image and --pixels, a patch index outside the grid: exit 2.
+// both --image and --pixels, a patch index outside the grid, a temperature not above 0: exit 2.
 TEST(VisionModels, UsageErrorsExitTwo) {
   const ReferenceScript& g = generated();
   ASSERT_TRUE(g.ok);
@@ -228,6 +233,8 @@ TEST(VisionModels, UsageErrorsExitTwo) {
       {"model", "--model", vit, "--pixels", px, "--mask-patches", "16"},
       {"model", "--model", vit, "--pixels", px, "--ablate", "2:0"},
       {"model", "--model", vit, "--pixels", px, "--ablate", "x"},
+      {"model", "--model", vit, "--pixels", px, "--temperature", "0"},
+      {"model", "--model", vit, "--pixels", px, "--temperature", "-1"},
       {"model", "--model", vit, "--pixels", px, "--probe-weights", (out.path / "z.npy").string()}};
   for (const auto& args : cases) {
     const CliRun run = runBinary(args, out.path);

@@ -463,6 +463,9 @@ VisionResult VisionModel::run(const std::vector<float>& pixels, int height, int 
     if (i < 0 || i >= N)
       throw UsageError("--mask-patches: patch " + std::to_string(i) + " is outside 0.." +
                        std::to_string(N - 1));
+  if (!(opts.temperature > 0.0) || !std::isfinite(opts.temperature))
+    throw UsageError("--temperature: expected a number > 0, got " +
+                     std::to_string(opts.temperature));
   for (auto [l, h] : opts.ablate)
     if (l < 0 || l >= c.layers || h < 0 || h >= H)
       throw UsageError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
@@ -528,7 +531,8 @@ VisionResult VisionModel::run(const std::vector<float>& pixels, int height, int 
 
   std::vector<char> hidden(T, 0);
   for (int i : opts.maskPatches) hidden[pre + i] = 1;
-  const double scale = 1.0 / std::sqrt(double(hd));
+  // 1 / sqrt(d_head), and the temperature: L = s / tau, the text models' logit formula.
+  const double scale = 1.0 / std::sqrt(double(hd)) / opts.temperature;
   for (int l = 0; l < c.layers; ++l) {
     const Block& b = w.blocks[l];
     const Mat n1 = b.norm1.apply(x);

@@ -35,6 +35,7 @@ struct VisionConfig {
 struct VisionRunOptions {
   std::vector<std::pair<int, int>> ablate;  // (layer, head): the head's output zeroed
   std::vector<int> maskPatches;             // patch indices hidden from every query's keys
+  double temperature = 1.0;  // every site's scores (and the probe's) divided by it: L = s / tau
   bool weights = false;
   bool probe = false;        // keep SigLIP's probe attention [H, 1, T]
   bool residual = false;     // keep the residual stream [L + 1, T, d]
