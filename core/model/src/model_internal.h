@@ -212,10 +212,6 @@ Tensor3 poolThumb(const Tensor3& w, int side);
 void mergeHeads(const Tensor3& o, const LayerIntervention* li, MatrixRM& out, Tensor3* kept);
 // Rows [r0, r0 + n) of a stored matrix as float32 into out, split over the CPU threads.
 void convertRows(const StoredMatrix& s, int r0, int n, float* out);
-// out = x s^T (+ bias) with s's [out, in] rows read as stored: each chunk of a row is converted
-// into the GEMM's packed panel (gemmABtRows), never a float32 copy of the matrix; the same
-// numbers, bit for bit, as linear() over the converted rows.
-void linearStored(const MatrixRM& x, const StoredMatrix& s, const float* bias, MatrixRM& out);
 // The token's embedding row (mapped, converted, or dequantized from the stored rows), scaled.
 void embedRow(const Model::Weights& w, const ModelConfig& c, int id, float* out);
 // logits [T, V] = f [T, d] times the head (a head kept as stored is converted a task's rows at a
@@ -258,14 +254,8 @@ struct Model::Workspace {
   Tensor3 bias;
   int biasStack = -1, biasRows = -1;
 
-  // The layer's float32 views: the model's own, or the layer converted into the scratch; with
-  // `inPlace`, a layer kept as stored whose every matrix has [out, in] rows is not converted
-  // (its views stay null and lin() reads the stored rows: a whole pass).
-  const Weights::Layer& weights(const Weights& w, int l, const ModelConfig& c,
-                                bool inPlace = false);
-  // Whether each matrix the layer's sites read has its stored [out, in] rows (l >= nLayer: an
-  // encoder's layer).
-  static bool readsInPlace(const Weights::Layer& S, const ModelConfig& c, bool encoder);
+  // The layer's float32 views: the model's own, or the layer converted into the scratch.
+  const Weights::Layer& weights(const Weights& w, int l, const ModelConfig& c);
   // out = x W (+ b): a matrix-vector product on the stored rows in a decode step, else linear().
   void lin(const MatrixRM& x, const LinearView& f, const StoredMatrix& s, MatrixRM& out);
   struct Out {

@@ -37,48 +37,18 @@ void linear(const MatrixRM& x, const LinearView& W, MatrixRM& out) {
              out.data() + c0, long(n));
     });
   } else {
-    // [out, in] rows: the packed GEMM, as for a matrix kept as stored (linearStored).
-    GemmRows rows;
-    rows.f32 = W.w, rows.ld = long(W.ld);
-    gemmABtRows(int(x.rows()), n, k, x.data(), long(x.cols()), rows, out.data(), long(n));
+    // Blocks of output rows of W, claimed dynamically: GEMM packing buffers stay small (a vocab
+    // is tens of thousands wide) and uneven thread speeds balance out.
+    const int chunk = n >= 4096 ? 1024 : std::max(64, (n + cpuThreads() - 1) / cpuThreads());
+    const int tasks = (n + chunk - 1) / chunk;
+    detail::parallelFor(tasks, [&](int t) {
+      const int r0 = t * chunk, nr = std::min(n, r0 + chunk) - r0;
+      if (nr <= 0) return;
+      gemmABt(int(x.rows()), nr, k, x.data(), long(x.cols()), W.w + long(r0) * W.ld, long(W.ld),
+              out.data() + r0, long(n));
+    });
   }
   if (W.b) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(W.b, n);
-}
-
-namespace {
-struct StoredRows {
-  const StoredMatrix* s;
-  int blockValues, blockBytes;
-};
-void fillStoredRows(const void* ctx, int r, int k0, int kc, float* out) {
-  const StoredRows& q = *static_cast<const StoredRows*>(ctx);
-  const std::size_t offset = std::size_t(k0 / q.blockValues) * std::size_t(q.blockBytes);
-  const unsigned char* src = q.s->data + std::size_t(r) * q.s->rowBytes + offset;
-  // The GEMM packs a chunk of each of its rows in turn, a row (a page of the file mapping) apart,
-  // where the hardware prefetcher does not follow: the same chunk kPrefetchRows rows on is asked
-  // for now (a prefetch past the matrix is harmless: it never faults).
-  constexpr int kPrefetchRows = 6;
-  const std::size_t bytes = std::size_t(kc / q.blockValues) * std::size_t(q.blockBytes);
-  const unsigned char* ahead = src + kPrefetchRows * q.s->rowBytes;
-  for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(ahead + b);
-  dequantizeRow(q.s->type, src, out, kc);
-}
-GemmRows storedRows(const StoredMatrix& s, StoredRows& ctx) {
-  ctx.s = &s;
-  ggmlTypeInfo(std::uint32_t(s.type), ctx.blockValues, ctx.blockBytes);
-  GemmRows rows;
-  rows.fill = &fillStoredRows, rows.ctx = &ctx;
-  return rows;
-}
-}  // namespace
-
-void linearStored(const MatrixRM& x, const StoredMatrix& s, const float* bias, MatrixRM& out) {
-  out.resize(x.rows(), s.rows);
-  StoredRows ctx;
-  const GemmRows rows = storedRows(s, ctx);
-  gemmABtRows(int(x.rows()), s.rows, s.cols, x.data(), long(x.cols()), rows, out.data(),
-              long(s.rows));
-  if (bias) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(bias, s.rows);
 }
 
 void normForward(NormKind kind, const MatrixRM& x, const float* w, const float* b, float eps,
@@ -288,9 +258,26 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
   if (w.head.w) {
     linear(f, w.head, logits);
   } else {
-    // A head kept as stored: its rows converted chunk by chunk into the GEMM's panels (the
-    // same products, and logits, bit for bit as the converted head's).
-    linearStored(f, w.headStored, nullptr, logits);
+    // A head kept as stored is converted a task's rows at a time, in the same tasks as linear()'s
+    // [out, in] branch (so the products, and the logits, are bit for bit those of the converted
+    // head).
+    const StoredMatrix& s = w.headStored;
+    const int n = s.rows, d = s.cols;
+    logits.resize(f.rows(), n);
+    const int chunk = n >= 4096 ? 1024 : std::max(64, (n + cpuThreads() - 1) / cpuThreads());
+    const int tasks = (n + chunk - 1) / chunk;
+    detail::parallelFor(tasks, [&](int t) {
+      const int r0 = t * chunk, nr = std::min(n, r0 + chunk) - r0;
+      if (nr <= 0) return;
+      thread_local FloatBuffer rows;
+      if (rows.size() < std::size_t(nr) * d) rows = FloatBuffer(std::size_t(nr) * d);
+      for (int r = 0; r < nr; ++r) {
+        dequantizeRow(s.type, s.data + std::size_t(r0 + r) * s.rowBytes,
+                      rows.data() + std::size_t(r) * d, d);
+      }
+      gemmABt(int(f.rows()), nr, d, f.data(), long(f.cols()), rows.data(), long(d),
+              logits.data() + r0, long(n));
+    });
   }
   if (linearOnly) return;
   if (const float* b = w.global(Global::HeadBias))

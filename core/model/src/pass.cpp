@@ -18,18 +18,10 @@ namespace attnviz {
 // ---------------------------------------------------------------------------------------------
 // The skeleton
 
-bool Model::Workspace::readsInPlace(const Weights::Layer& S, const ModelConfig& c, bool encoder) {
-  const bool cross = c.encoderDecoder() && !encoder;
-  return S.qS && S.kS && S.vS && S.oS && S.upS && S.downS &&
-         (c.mlp != MlpKind::Gated || S.gateS) &&
-         (!cross || (S.xqS && S.xkS && S.xvS && S.xoS));
-}
-
 const Model::Weights::Layer& Model::Workspace::weights(const Weights& w, int l,
-                                                       const ModelConfig& c, bool inPlace) {
+                                                       const ModelConfig& c) {
   const Weights::Layer& L = w.layers[l];
   if (L.lazy.empty()) return L;
-  if (inPlace && readsInPlace(L, c, l >= c.nLayer)) return L;
   if (scratch.size() < w.scratchFloats) scratch = FloatBuffer(w.scratchFloats);
   converted = L;
   for (const Weights::Layer::Lazy& z : L.lazy) {
@@ -46,10 +38,6 @@ void Model::Workspace::lin(const MatrixRM& x, const LinearView& f, const StoredM
     out.resize(1, s.rows);
     matVec(s.type, s.data, s.rows, s.cols, x.data(), out.data());
     if (f.b) out.row(0) += Eigen::Map<const Eigen::RowVectorXf>(f.b, s.rows);
-    return;
-  }
-  if (!f.w && s) {  // a layer kept as stored, read in place (weights(..., inPlace))
-    linearStored(x, s, f.b, out);
     return;
   }
   linear(x, f, out);
@@ -503,8 +491,7 @@ void Model::commit(ForwardResult& r, int fromLayer, const Interventions& iv,
 void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, const Capture& cap,
                      Workspace& ws, MatrixRM& next, int stack, const MatrixRM* enc) const {
   // Stack 1's layers follow stack 0's in the weights.
-  const Weights::Layer& W =
-      ws.weights(*w_, stack == 1 ? config_.nLayer + l : l, config_, !w_->conv1dInMajor);
+  const Weights::Layer& W = ws.weights(*w_, stack == 1 ? config_.nLayer + l : l, config_);
   const ModelConfig& c = config_;
   const int H = c.nHead, dh = c.headSize;
   const int T = static_cast<int>(act.residualIn.rows());

@@ -1,13 +1,9 @@
 // attnviz core: the instruction-set level of the hot kernels (isa.h), and the GEMM dispatch.
 #include "attnviz/engine/isa.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <new>
-
-#include "attnviz/engine/parallel.h"
 
 namespace attnviz {
 
@@ -154,58 +150,6 @@ void gemmAB(int m, int n, int k, const float* A, long lda, const float* B, long 
             long ldc, bool accumulate) {
   if (m <= 0 || n <= 0) return;
   gemmTable()->ab(m, n, k, A, lda, B, ldb, C, ldc, accumulate);
-}
-
-namespace detail {
-void gemmABtRowsAt(Isa isa, int m, int n, int k, const float* A, long lda, const GemmRows& rows,
-                   float* C, long ldc, bool accumulate) {
-  if (m <= 0 || n <= 0) return;
-  const GemmKernels& g = gemmKernels(isa);
-  if (k <= 0) {
-    if (!accumulate)
-      for (int i = 0; i < m; ++i) std::memset(C + long(i) * ldc, 0, sizeof(float) * n);
-    return;
-  }
-  // Tasks of B's rows, claimed dynamically (a multiple of every level's panel width).
-  const int per = n >= 1024 ? 256 : n >= 512 ? 128 : 64;
-  const int tasks = (n + per - 1) / per;
-  if (m <= 4) {
-    parallelFor(tasks, [&](int t) {
-      const int r0 = t * per, nr = std::min(n - r0, per);
-      g.abtRowsDot(m, nr, k, A, lda, rows, r0, C + r0, ldc, accumulate);
-    });
-    return;
-  }
-  const int mr = g.mr(), panels = (m + mr - 1) / mr;
-  const std::size_t floats = std::size_t(panels) * std::size_t(k) * std::size_t(mr);
-  // The packed A, kept for the next call (the pass's linear layers are all about this size).
-  struct Buffer {
-    float* p = nullptr;
-    std::size_t n = 0;
-    ~Buffer() { ::operator delete(p, std::align_val_t(64)); }
-  };
-  thread_local Buffer packed;
-  if (packed.n < floats) {
-    ::operator delete(packed.p, std::align_val_t(64));
-    packed.p = nullptr, packed.n = 0;
-    packed.p = static_cast<float*>(::operator new(sizeof(float) * floats, std::align_val_t(64)));
-    packed.n = floats;
-  }
-  float* Ap = packed.p;
-  const int packTasks = std::min(panels, 16);
-  parallelFor(packTasks, [&](int t) {
-    g.packA(m, k, A, lda, Ap, panels * t / packTasks, panels * (t + 1) / packTasks);
-  });
-  parallelFor(tasks, [&](int t) {
-    const int r0 = t * per, nr = std::min(n - r0, per);
-    g.abtRowsPacked(m, nr, k, Ap, rows, r0, C + r0, ldc, accumulate);
-  });
-}
-}  // namespace detail
-
-void gemmABtRows(int m, int n, int k, const float* A, long lda, const GemmRows& rows, float* C,
-                 long ldc, bool accumulate) {
-  detail::gemmABtRowsAt(activeIsa(), m, n, k, A, lda, rows, C, ldc, accumulate);
 }
 
 namespace detail {

@@ -36,22 +36,6 @@ void gemmABt(int m, int n, int k, const float* A, long lda, const float* B, long
 void gemmAB(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
             long ldc, bool accumulate = false);
 
-// The rows of B for gemmABtRows: float32 in memory (f32, ld floats a row), or made on demand by
-// fill: values [k0, k0 + kc) of row r as float32 into out, k0 a multiple of kGemmChunk and kc =
-// min(kGemmChunk, k - k0) (a stored layer's blocks: every block size divides kGemmChunk).
-constexpr int kGemmChunk = 256;
-struct GemmRows {
-  const float* f32 = nullptr;
-  long ld = 0;
-  void (*fill)(const void* ctx, int r, int k0, int kc, float* out) = nullptr;
-  const void* ctx = nullptr;
-};
-// C[m, n] = A[m, k] B[n, k]^T (C += with `accumulate`) over the CPU threads, B's rows from
-// `rows`: the linear layers' product, whether their weights are float32 or kept as stored. Each
-// value of C is the same sum in the same order for either source of the same rows.
-void gemmABtRows(int m, int n, int k, const float* A, long lda, const GemmRows& rows, float* C,
-                 long ldc, bool accumulate = false);
-
 namespace detail {
 // The kernels of one level, for tests that run every level a CPU supports side by side.
 struct GemmKernels {
@@ -60,19 +44,7 @@ struct GemmKernels {
   // The softmax's exponentials: e[i] = exp((z[i] - mx) / tau) minus the least normal float,
   // floored at 0, so that a masked key (z = -inf) gives exactly 0 (engine_detail.h, expOfGap).
   void (*expShifted)(const float* z, float* e, int n, float mx, float tau);
-  // gemmABtRows's pieces: the rows of A per packed panel; packA's panels [p0, p1) of A into
-  // `out` (k * mr floats each); the product for B's rows [r0, r0 + n) with A packed (C at column
-  // r0), and the same for m <= 4 with A as it is (a dot product per value).
-  int (*mr)();
-  void (*packA)(int m, int k, const float* A, long lda, float* out, int p0, int p1);
-  void (*abtRowsPacked)(int m, int n, int k, const float* Ap, const GemmRows& rows, int r0,
-                        float* C, long ldc, bool accumulate);
-  void (*abtRowsDot)(int m, int n, int k, const float* A, long lda, const GemmRows& rows, int r0,
-                     float* C, long ldc, bool accumulate);
 };
-// gemmABtRows at a given level (tests run each level side by side).
-void gemmABtRowsAt(Isa isa, int m, int n, int k, const float* A, long lda, const GemmRows& rows,
-                   float* C, long ldc, bool accumulate = false);
 const GemmKernels& gemmKernels(Isa isa);
 }  // namespace detail
 
