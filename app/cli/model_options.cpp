@@ -7,6 +7,7 @@
 #include "attnviz/engine/mask.h"
 #include "attnviz/model/tokenizers/chat_template.h"
 #include "attnviz/formats/npy.h"
+#include "attnviz/session/request.h"
 #include "attnviz/session/seq2seq_source.h"
 
 #include <algorithm>
@@ -17,24 +18,40 @@
 namespace attnviz::app {
 
 void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
+  addModelPathOption(app, o, required);
+  CLI::Option* text = addTextOption(app, o);
+  auto* ids = app.add_option("--ids", o.ids, "token ids to run, e.g. 464,3290,318");
+  text->excludes(ids);
+  addAblateOption(app, o);
+  addMaxMemoryOption(app, o);
+  addChatOptions(app, o);
+}
+
+void addModelPathOption(CLI::App& app, ModelCliOptions& o, bool required) {
   auto* model = app.add_option("--model", o.dir,
                                "MODEL: a folder (config.json, model.safetensors, the "
                                "tokenizer), a .gguf file, ORG/NAME from the Hugging Face cache "
                                "or ollama:NAME[:TAG] from Ollama's store");
   if (required) model->required();
-  auto* text = app.add_option("--text", o.text, "text to tokenize and run");
-  auto* ids = app.add_option("--ids", o.ids, "token ids to run, e.g. 464,3290,318");
-  text->excludes(ids);
+}
+
+CLI::Option* addTextOption(CLI::App& app, ModelCliOptions& o) {
+  return app.add_option("--text", o.text, "text to tokenize and run");
+}
+
+void addAblateOption(CLI::App& app, ModelCliOptions& o) {
   app.add_option("--ablate", o.ablate,
                  "L:H zeroes head H's output in layer L (repeatable); an encoder-decoder's "
                  "L:H is the decoder's self site, enc:L:H the encoder's, cross:L:H the cross site")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+void addMaxMemoryOption(CLI::App& app, ModelCliOptions& o) {
   app.add_option("--max-memory", o.maxMemory,
                  "SIZE (bytes, or 512M, 4G): budget for float32 copies of F16/BF16/quantized "
                  "weights; past it they stay as stored and each layer is converted as it runs "
                  "(default: 1G, or a quarter of physical RAM if less)");
-  addChatOptions(app, o);
 }
 
 void addChatOptions(CLI::App& app, ModelCliOptions& o) {
@@ -58,13 +75,14 @@ void addTextPairOption(CLI::App& app, ModelCliOptions& o) {
                  "(BERT: [CLS] A [SEP] B [SEP], token types 0 then 1)");
 }
 
-void addTargetOptions(CLI::App& app, ModelCliOptions& o) {
+void addTargetOptions(CLI::App& app, ModelCliOptions& o, bool ids) {
   auto* t = app.add_option("--target", o.target,
                            "encoder-decoders: the target text; the decoder reads its start id "
                            "and the text's tokens without the final EOS");
-  auto* ids = app.add_option("--target-ids", o.targetIds,
-                             "encoder-decoders: the decoder's ids as given, e.g. 2,0,31");
-  t->excludes(ids);
+  if (!ids) return;
+  auto* i = app.add_option("--target-ids", o.targetIds,
+                           "encoder-decoders: the decoder's ids as given, e.g. 2,0,31");
+  t->excludes(i);
 }
 
 std::int64_t parseMaxMemory(const std::string& text) {
@@ -118,27 +136,13 @@ std::vector<std::string> tokenLabels(const Model& m, const std::vector<int>& ids
   return labels;
 }
 
-std::vector<int> parseIdList(const std::string& text) {
-  std::vector<int> ids;
-  std::string bad;
-  if (!parseIntList(text, 100'000'000, ids, bad))
-    throw UsageError("--ids: expected token ids separated by commas, got '" + bad + "'");
-  return ids;
-}
-
 int parseLayerIndex(const std::string& text) {
   const std::optional<int> v = parseIndex(text, 1'000'000);
   if (!v) throw UsageError("--layer: expected a layer index (0, 1, ...), got '" + text + "'");
   return *v;
 }
 
-void checkLayer(int layer, const ModelConfig& c) {
-  if (layer < 0 || layer >= c.nLayer) {
-    throw UsageError("--layer " + std::to_string(layer) + ": out of range, the model has " +
-                     std::to_string(c.nLayer) + " layers (0.." + std::to_string(c.nLayer - 1) +
-                     ")");
-  }
-}
+void checkLayer(int layer, const ModelConfig& c) { checkLayerInRange(layer, c); }
 
 void requireMlmHead(const Model& m, const std::string& what) {
   if (m.headMissing().empty()) return;
@@ -171,28 +175,14 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
   }
   std::vector<int> ids;
   if (app.count("--ids")) ids = parseIdList(o.ids);
-  std::vector<std::pair<int, int>> ablations;
-  std::vector<std::pair<std::string, std::pair<int, int>>> siteAblations;
-  for (std::string a : o.ablate) {
-    std::string site;
-    for (const char* prefix : {"enc:", "cross:"}) {
-      if (a.rfind(prefix, 0) == 0) {
-        site = prefix;
-        a = a.substr(site.size());
-      }
-    }
-    const std::size_t colon = a.find(':');
-    const std::optional<int> l =
-        colon == std::string::npos ? std::nullopt : parseIndex(a.substr(0, colon), 1'000'000);
-    const std::optional<int> h =
-        colon == std::string::npos ? std::nullopt : parseIndex(a.substr(colon + 1), 1'000'000);
-    if (!l || !h) throw UsageError("--ablate " + site + a + ": expected LAYER:HEAD, e.g. 3:7");
-    if (site.empty()) {
-      ablations.emplace_back(*l, *h);
-    } else {
-      siteAblations.push_back({site, {*l, *h}});
-    }
-  }
+  std::vector<SiteHead> ablate;
+  for (const std::string& a : o.ablate) ablate.push_back(parseSiteAblation(a));
+  std::vector<int> ropeOff;
+  for (const std::string& a : o.ropeOff) ropeOff.push_back(parseLayerArg(a, "--rope-off"));
+  std::vector<ResidualEditRequest> residualEdits;
+  for (const std::string& a : o.residualEdits) residualEdits.push_back(parseResidualEdit(a));
+  std::vector<int> maskSource;
+  if (!o.maskSource.empty()) maskSource = parsePositionList(o.maskSource);
 
   checkChatOptions(o, app);
   const std::int64_t maxMemory = parseMaxMemory(o.maxMemory);
@@ -232,9 +222,7 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
                        "TEXT or --target-ids 1,2,3 (--text/--ids is the source)");
     }
     if (!o.targetIds.empty()) {
-      std::string bad;
-      if (!parseIntList(o.targetIds, 100'000'000, run.targetIds, bad))
-        throw UsageError("--target-ids: expected token ids separated by commas, got '" + bad + "'");
+      run.targetIds = parseIdList(o.targetIds, "--target-ids");
     } else {
       // The decoder's start id, then the target's tokens without the final EOS (as the shifted
       // labels a seq2seq model trains on).
@@ -247,69 +235,26 @@ ModelRun runModelFromOptions(const ModelCliOptions& o, const AttentionCliOptions
   } else if (target) {
     throw UsageError("--target: " + c.family + " is not an encoder-decoder (bart reads one)");
   }
-  for (const auto& [l, h] : ablations) {
-    if (l >= c.nLayer || h >= c.nHead) {
-      throw UsageError("--ablate " + std::to_string(l) + ":" + std::to_string(h) +
-                       ": out of range, the model has " + std::to_string(c.nLayer) +
-                       " layers and " + std::to_string(c.nHead) + " heads");
-    }
+  std::vector<std::pair<int, int>> ablations;
+  for (const SiteHead& a : ablate) {
+    checkSiteAblation(a, c);
+    if (a.site.stack == 0 && a.site.site == 0) ablations.emplace_back(a.site.layer, a.head);
+    else run.siteAblations.push_back({a.site, a.head});
   }
-  for (const std::string& a : o.ropeOff) {
-    const std::optional<int> l = parseIndex(a, 1'000'000);
-    if (!l) throw UsageError("--rope-off " + a + ": expected a layer index (0, 1, ...)");
-    if (*l >= c.nLayer)
-      throw UsageError("--rope-off " + a + ": out of range, the model has " +
-                       std::to_string(c.nLayer) + " layers");
-    if (c.positions != PositionKind::Rope)
-      throw UsageError("--rope-off " + a + ": the model has no RoPE (its positions are learned)");
-    run.ropeOff.push_back(*l);
-  }
-  for (const std::string& a : o.residualEdits) {
-    const std::string what = "--residual-edit " + a;
-    std::vector<std::string> f;
-    std::string part;
-    std::istringstream in(a);
-    while (std::getline(in, part, ':')) f.push_back(part);
-    if (f.size() != 4 || (f[3] != "zero" && f[3] != "mean"))
-      throw UsageError(what + ": expected LAYER:POSITION:DIM:zero|mean, e.g. 1:0:447:mean");
-    const std::optional<int> l = parseIndex(f[0], 1'000'000), d = parseIndex(f[2], 1 << 30);
-    const std::optional<int> p = f[1] == "all" ? std::optional<int>(-1) : parseIndex(f[1], 1 << 30);
-    if (!l || !p || !d) throw UsageError(what + ": layer, position and dimension are indices");
-    if (*l >= c.nLayer || *d >= c.nEmbd)
-      throw UsageError(what + ": out of range, the model has " + std::to_string(c.nLayer) +
-                       " layers of width " + std::to_string(c.nEmbd));
-    ResidualEdit e;
-    e.position = *p, e.dim = *d, e.toMean = f[3] == "mean";
-    run.residualEdits.emplace_back(*l, e);
+  for (int l : ropeOff) checkRopeOffLayer(l, c);
+  run.ropeOff = ropeOff;
+  for (const ResidualEditRequest& e : residualEdits) {
+    checkResidualEdit(e, c);
+    run.residualEdits.emplace_back(e.layer, e.edit);
   }
   if (!o.maskSource.empty()) {
-    if (!c.encoderDecoder())
-      throw UsageError("--mask-source: " + c.family + " is not an encoder-decoder (no cross sites)");
-    std::vector<int> pos;
-    std::string bad;
-    if (!parseIntList(o.maskSource, 1 << 30, pos, bad))
-      throw UsageError("--mask-source: expected source positions separated by commas, got '" +
-                       bad + "'");
+    checkHasCrossSites(c);
     try {
-      checkMaskedSource(pos, int(ids.size()));
+      checkMaskedSource(maskSource, int(ids.size()));
     } catch (const InputError& e) {  // the option's value: a usage error
       throw UsageError(std::string("--") + e.what());
     }
-    run.maskedSource = std::move(pos);
-  }
-  for (const auto& [prefix, lh] : siteAblations) {
-    const std::string what = "--ablate " + prefix + std::to_string(lh.first) + ":" +
-                             std::to_string(lh.second);
-    if (!c.encoderDecoder()) {
-      throw UsageError(what + ": " + c.family + " has one attention site per layer (use L:H)");
-    }
-    const SiteId site = prefix == "enc:" ? SiteId{1, lh.first, 0} : SiteId{0, lh.first, 1};
-    if (!c.hasSite(site) || lh.second >= c.nHead) {
-      throw UsageError(what + ": out of range, the " + (site.stack == 1 ? "encoder" : "decoder") +
-                       " has " + std::to_string(c.layersOf(site.stack)) + " layers and " +
-                       std::to_string(c.nHead) + " heads");
-    }
-    run.siteAblations.push_back({site, lh.second});
+    run.maskedSource = std::move(maskSource);
   }
   run.ablations = ablations;
   run.ids = ids;
@@ -331,18 +276,14 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
     throw InputError(scenePath + ": model.target, model.site, model.mask_source and site ablations are for "
                      "encoder-decoders; " + sm.path + " is a " + c.family + " decoder or encoder");
   // The scene's indices, checked now that the model's sizes are known, as the app checks them.
-  const std::string sizes = " is out of range (the model " + sm.path + " has " +
-                            std::to_string(c.nLayer) + " layers of " + std::to_string(c.nHead) +
-                            " heads)";
-  auto fail = [&](const std::string& what) {
-    throw InputError(scenePath + ": model." + what + sizes);
-  };
-  if (sm.layer >= c.nLayer) fail("layer " + std::to_string(sm.layer));
-  if (sm.head >= c.nHead) fail("head " + std::to_string(sm.head));
-  for (const auto& [l, h] : sm.ablate)
-    if (l >= c.nLayer || h >= c.nHead) fail("ablate " + std::to_string(l) + ":" + std::to_string(h));
+  inScene(scenePath, [&] {
+    checkLayerInRange(sm.layer, c, "model.layer");
+    checkHeadInRange(sm.head, c, "model.head");
+    for (const auto& [l, h] : sm.ablate) checkSiteAblation({SiteId{0, l, 0}, h}, c, "model.ablate");
+    for (const SceneLayerIntervention& li : sm.interventions)
+      checkLayerInRange(li.layer, c, "model.interventions layer");
+  });
   for (const SceneLayerIntervention& li : sm.interventions) {
-    if (li.layer >= c.nLayer) fail("interventions layer " + std::to_string(li.layer));
     if (li.ropeOff && c.positions != PositionKind::Rope)
       throw InputError(scenePath + ": model.interventions: layer " + std::to_string(li.layer) +
                        " asks for RoPE off, but the model " + sm.path + " has no RoPE");

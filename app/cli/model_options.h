@@ -5,6 +5,7 @@
 
 #include "attnviz/model/model.h"
 #include "attnviz/session/model_source.h"  // modelName, modelLayerLabel
+#include "attnviz/session/request.h"       // parseIdList, parseSiteAblation, ...
 #include "attnviz/formats/scene.h"
 
 #include <memory>
@@ -38,11 +39,19 @@ struct ModelCliOptions {
 };
 
 // `required` = false leaves --model optional (export also takes --scene or Q/K/V).
+// --model, --text or --ids, --ablate, --max-memory, --chat and --system: the parts below.
 void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required);
+// Its parts, which the window's command line registers too (it runs no --ids).
+void addModelPathOption(CLI::App& app, ModelCliOptions& o, bool required);  // --model MODEL
+CLI::Option* addTextOption(CLI::App& app, ModelCliOptions& o);              // --text TEXT
+// --ablate L:H | enc:L:H | cross:L:H (repeatable; parseSiteAblation reads each).
+void addAblateOption(CLI::App& app, ModelCliOptions& o);
+void addMaxMemoryOption(CLI::App& app, ModelCliOptions& o);                  // --max-memory SIZE
 // --text-pair B: an encoder's second text (`model`, `fill`).
 void addTextPairOption(CLI::App& app, ModelCliOptions& o);
-// --target TEXT / --target-ids 1,2,3: an encoder-decoder's decoder input (`model`).
-void addTargetOptions(CLI::App& app, ModelCliOptions& o);
+// --target TEXT / --target-ids 1,2,3: an encoder-decoder's decoder input (`model`; the window
+// takes --target alone: `ids` = false).
+void addTargetOptions(CLI::App& app, ModelCliOptions& o, bool ids = true);
 // --mask-source P,P,...: an encoder-decoder's source positions hidden from every cross site
 // (`model`, `generate`).
 void addMaskSourceOption(CLI::App& app, ModelCliOptions& o);
@@ -58,9 +67,6 @@ void addResidualEditOption(CLI::App& app, ModelCliOptions& o);
 void addChatOptions(CLI::App& app, ModelCliOptions& o);
 // Usage checks of --chat/--system against the other input options (--ids, --text-pair).
 void checkChatOptions(const ModelCliOptions& o, const CLI::App& app);
-
-// "1,2,3" -> ids; throws UsageError naming the bad entry.
-std::vector<int> parseIdList(const std::string& text);
 
 struct ModelRun {
   std::unique_ptr<Model> model;

@@ -9,6 +9,7 @@
 #include "attnviz/model/model.h"
 #include "attnviz/model/model_names.h"
 #include "attnviz/model/vision.h"
+#include "attnviz/session/request.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,16 +20,6 @@
 #include <vector>
 
 namespace attnviz::app {
-
-namespace {
-
-int parseNonNegative(const std::string& s, const std::string& what) {
-  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), ::isdigit))
-    throw UsageError(what);
-  return std::stoi(s);
-}
-
-}  // namespace
 
 bool isVisionModelArg(const std::string& model) {
   try {
@@ -81,24 +72,8 @@ int runVisionModel(int argc, char** argv) {
     if (app.count("--top-k") && topK < 1)
       throw UsageError("--top-k: expected a number >= 1, got " + std::to_string(topK));
     VisionRunOptions opts;
-    for (const std::string& a : ablate) {
-      const std::size_t colon = a.find(':');
-      const std::string bad = "--ablate " + a + ": expected LAYER:HEAD, e.g. 3:7";
-      if (colon == std::string::npos) throw UsageError(bad);
-      opts.ablate.emplace_back(parseNonNegative(a.substr(0, colon), bad),
-                               parseNonNegative(a.substr(colon + 1), bad));
-    }
-    if (app.count("--mask-patches")) {
-      std::size_t start = 0;
-      while (true) {
-        const std::size_t comma = maskPatches.find(',', start);
-        const std::string item = maskPatches.substr(start, comma - start);
-        opts.maskPatches.push_back(parseNonNegative(
-            item, "--mask-patches " + maskPatches + ": expected patch indices, e.g. 3,7"));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    }
+    opts.ablate = parseLayerHeadList(ablate);
+    if (app.count("--mask-patches")) opts.maskPatches = parsePatchList(maskPatches);
     opts.temperature = temperature;
     opts.weights = !weights.empty();
     opts.probe = !probeWeights.empty();
