@@ -116,20 +116,26 @@ SiteId parseSiteName(const std::string& text, const std::string& what) {
   return s;
 }
 
-std::vector<int> parseIdList(const std::string& text, const std::string& what) {
-  std::vector<int> ids;
+namespace {
+
+// Comma-separated integers in [0, max]: "WHAT: expected NOUN separated by commas, got 'X'".
+std::vector<int> intList(const std::string& text, long max, const std::string& what,
+                         const char* noun) {
+  std::vector<int> out;
   std::string bad;
-  if (!parseIntList(text, kMaxId, ids, bad))
-    throw UsageError(what + ": expected token ids separated by commas, got '" + bad + "'");
-  return ids;
+  if (!parseIntList(text, max, out, bad))
+    throw UsageError(what + ": expected " + noun + " separated by commas, got '" + bad + "'");
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> parseIdList(const std::string& text, const std::string& what) {
+  return intList(text, kMaxId, what, "token ids");
 }
 
 std::vector<int> parsePositionList(const std::string& text, const std::string& what) {
-  std::vector<int> pos;
-  std::string bad;
-  if (!parseIntList(text, kMaxPosition, pos, bad))
-    throw UsageError(what + ": expected source positions separated by commas, got '" + bad + "'");
-  return pos;
+  return intList(text, kMaxPosition, what, "source positions");
 }
 
 std::vector<int> parsePatchList(const std::string& text, const std::string& what) {
