@@ -8,6 +8,7 @@
 #include "attnviz/engine/parallel.h"
 #include "attnviz/model/tokenizers/chat_template.h"
 #include "attnviz/session/model_grid.h"
+#include "attnviz/session/request.h"
 
 #include <algorithm>
 #include <chrono>
@@ -131,6 +132,25 @@ void showSeq2Seq(AppState& s) {
   ds.after = ds.seq2seq->topK(kTopK);
 }
 
+// Runs `f`, the request's parse and range checks (attnviz/session/request.h): an option's
+// mistake stays a usage error, a scene's becomes an input error naming the file.
+template <class F>
+auto checkRequest(const ModelState::Request& rq, F&& f) -> decltype(f()) {
+  if (rq.cli) return f();
+  return inScene(rq.origin, f);
+}
+
+// The request's ablations (its "L:H" pairs, then its "enc:L:H" and "cross:L:H"), each checked
+// against the model.
+std::vector<SiteHead> requestAblations(const ModelState::Request& rq, const ModelConfig& c,
+                                       const std::string& what) {
+  std::vector<SiteHead> out;
+  for (auto [l, h] : rq.ablate) out.push_back({SiteId{0, l, 0}, h});
+  for (const std::string& a : rq.siteAblate) out.push_back(parseSiteAblation(a, what));
+  for (const SiteHead& a : out) checkSiteAblation(a, c, what);
+  return out;
+}
+
 // On the opening worker: an encoder-decoder's source with the request checked (site, head,
 // ablations, masked source positions: before anything open is closed) and its first pass run
 // on the source and target texts. Reads nothing of the app's state (`box`: the text box as it
@@ -144,35 +164,27 @@ void prepareSeq2Seq(OpenedModel& out, const ModelState::Request& rq, const std::
   auto src = std::make_unique<Seq2SeqSource>(std::shared_ptr<const Model>(std::move(out.model)));
   const ModelConfig& c = src->model().config();
   const std::string prefix = rq.cli ? "--" : "model.";
-  const std::string sizes = " is out of range (the model " + dir + " has " +
-                            std::to_string(c.nEncoderLayer) + " encoder and " +
-                            std::to_string(c.nLayer) + " decoder layers of " +
-                            std::to_string(c.nHead) + " heads)";
   int site = 0;
   if (!rq.site.empty()) {
-    const std::optional<SiteId> id = parseSeq2SeqSite(rq.site, c);
-    if (!id) fail(prefix + "site " + rq.site + sizes + " (sites: enc:L, dec:L:self, dec:L:cross)");
-    site = src->siteIndex(*id);
+    site = src->siteIndex(checkRequest(rq, [&] {
+      const SiteId id = parseSiteName(rq.site, prefix + "site");
+      checkSiteInRange(id, c, prefix + "site");
+      return id;
+    }));
   } else if (rq.layer > 0) {
     fail(prefix + "layer: an encoder-decoder's sites are chosen with " + prefix + "site");
   }
-  if (rq.head >= c.nHead) fail(prefix + "head " + std::to_string(rq.head) + sizes);
-  std::vector<std::pair<SiteId, int>> ablate;
-  auto parseAblate = [&](const std::string& a) {
-    const auto p = parseSeq2SeqAblation(a);
-    if (!p) fail(prefix + "ablate: expected L:H, enc:L:H or cross:L:H, got '" + a + "'");
-    if (!c.hasSite(p->first) || p->second >= c.nHead) fail(prefix + "ablate " + a + sizes);
-    ablate.push_back(*p);
-  };
-  for (auto [l, h] : rq.ablate) parseAblate(std::to_string(l) + ":" + std::to_string(h));
-  for (const std::string& a : rq.siteAblate) parseAblate(a);
+  const std::vector<SiteHead> ablate = checkRequest(rq, [&] {
+    checkHeadInRange(rq.head, c, prefix + "head");
+    return requestAblations(rq, c, prefix + "ablate");
+  });
   if (!rq.interventions.empty())
     fail(prefix + "interventions: not for encoder-decoders (ablations only)");
   std::string text = pending.set ? pending.text : box;
   if (text.empty()) text = kDefaultModelText;
   // The ablations and masked positions are recorded first (a source without texts runs
   // nothing), so that the texts' one pass and its baseline carry them.
-  for (auto [id, h] : ablate) src->setAblated(id, h, true);
+  for (const SiteHead& a : ablate) src->setAblated(a.site, a.head, true);
   if (!rq.maskSource.empty()) {
     std::vector<int> positions = rq.maskSource;
     const int S = int(src->model().encode(text).size());  // may refuse the text
@@ -250,22 +262,20 @@ void prepareSource(OpenedModel& out, const ModelState::Request& rq, const std::s
   Capture view = Capture::view(kGridThumbnail);
   view.headOut = LayerSet::every();
   source->setCapture(view);
-  const int L = source->layers(), H = source->heads();
-  const std::string sizes = " is out of range (the model " + dir + " has " + std::to_string(L) +
-                            " layers of " + std::to_string(H) + " heads)";
-  auto fail = [&](const std::string& what) -> void {
-    if (rq.cli) throw UsageError(what + sizes);
-    throw InputError(rq.origin + ": " + what + sizes);
-  };
+  const int L = source->layers();
   const std::string prefix = rq.cli ? "--" : "model.";
-  if (rq.layer >= L) fail(prefix + "layer " + std::to_string(rq.layer));
-  if (rq.head >= H) fail(prefix + "head " + std::to_string(rq.head));
-  for (auto [l, h] : rq.ablate)
-    if (l >= L || h >= H) fail(prefix + "ablate " + std::to_string(l) + ":" + std::to_string(h));
   const ModelConfig& c = source->model().config();
   const bool rope = c.positions == PositionKind::Rope;
+  checkRequest(rq, [&] {
+    checkLayerInRange(rq.layer, c, prefix + "layer");
+    checkHeadInRange(rq.head, c, prefix + "head");
+    (void)requestAblations(rq, c, prefix + "ablate");  // enc:/cross: ones refused here
+    if (!rq.site.empty()) checkSiteInRange(parseSiteName(rq.site, prefix + "site"), c, prefix + "site");
+    if (!rq.maskSource.empty()) checkHasCrossSites(c, prefix + (rq.cli ? "mask-source" : "mask_source"));
+    for (const SceneLayerIntervention& li : rq.interventions)
+      checkLayerInRange(li.layer, c, prefix + "interventions layer");
+  });
   for (const SceneLayerIntervention& li : rq.interventions) {
-    if (li.layer >= L) fail(prefix + "interventions layer " + std::to_string(li.layer));
     if (li.ropeOff && !rope) {
       throw InputError(rq.origin + ": model.interventions: layer " + std::to_string(li.layer) +
                        " asks for RoPE off, but the model " + dir + " has no RoPE");

@@ -7,6 +7,7 @@
 #include "panels/panels.h"
 #include "attnviz/formats/npy.h"
 #include "attnviz/model/model_names.h"
+#include "attnviz/session/request.h"
 
 #include <nlohmann/json.hpp>
 
@@ -469,10 +470,8 @@ void saveSceneFrom(AppState& s, const std::string& path) {
     sc.model.head = s.view.head;
     sc.model.maskSource = q.maskedSource();
     for (const auto& [id, h] : q.ablations()) {
-      const std::string lh = std::to_string(id.layer) + ":" + std::to_string(h);
-      if (id.stack == 1) sc.model.siteAblate.push_back("enc:" + lh);
-      else if (id.site == 1) sc.model.siteAblate.push_back("cross:" + lh);
-      else sc.model.ablate.emplace_back(id.layer, h);
+      if (id.stack == 0 && id.site == 0) sc.model.ablate.emplace_back(id.layer, h);
+      else sc.model.siteAblate.push_back(siteAblationText({id, h}));
     }
     sc.extraJson = viewJson(s, "{}");
     saveScene(path, sc);

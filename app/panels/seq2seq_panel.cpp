@@ -5,8 +5,8 @@
 // after the last target token, with and without the ablations.
 #include "panels/panels.h"
 
-#include "attnviz/engine/text_parse.h"
 #include "attnviz/engine/mask.h"
+#include "attnviz/session/request.h"
 
 #include <imgui.h>
 
@@ -88,18 +88,11 @@ bool drawSeq2SeqPanel(AppState& s) {
                       "cross-attention may read, in the pass and in translation, as attnviz "
                       "model --mask-source does. Empty: none.");
   if (ImGui::IsItemDeactivatedAfterEdit()) {
-    std::vector<int> pos;
-    std::string bad;
-    if (!parseIntList(d.maskSource, 1 << 30, pos, bad)) {
-      notify(s, std::string("mask-source: expected source positions separated by commas, got '") +
-                    bad + "'");
-    } else {
-      try {
-        d.seq2seq->setMaskedSource(pos);
-        d.rerun = changed = true;
-      } catch (const InputError& e) {
-        notify(s, e.what());
-      }
+    try {
+      d.seq2seq->setMaskedSource(parsePositionList(d.maskSource, "mask-source"));
+      d.rerun = changed = true;
+    } catch (const std::runtime_error& e) {  // a malformed list, or a position past the source
+      notify(s, e.what());
     }
   }
   // Watched translation: the decoder's greedy token appended one at a time, each a decode step

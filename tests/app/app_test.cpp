@@ -1335,7 +1335,7 @@ TEST(AppModel, ExportOfAModelSceneWithALayerTheModelLacksNamesTheFile) {
   std::ofstream(sc) << "{\"model\": {\"path\": \"" << kModelFixture
                     << "\", \"text\": \"the cat\", \"layer\": 7}}";
   const std::string out = runCli("export --scene " + sc + " --png " + tempPath("never.png"));
-  EXPECT_NE(out.find(sc + ": model.layer 7 is out of range"), std::string::npos) << out;
+  EXPECT_NE(out.find(sc + ": model.layer 7: out of range"), std::string::npos) << out;
   EXPECT_NE(out.find("exit status not 0"), std::string::npos) << out;
 }
 
@@ -1345,7 +1345,7 @@ TEST(AppModel, AModelSceneWithALayerTheModelLacksIsRefusedNamingTheFile) {
                     << "\", \"text\": \"the cat\", \"layer\": 7}}";
   const Shot s = runApp("model_bad_scene", "--scene " + sc);
   EXPECT_EQ(s.rc, 1) << s.out;
-  EXPECT_NE(s.out.find(sc + ": model.layer 7 is out of range"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find(sc + ": model.layer 7: out of range"), std::string::npos) << s.out;
 }
 
 // A model scene whose request the model cannot meet, opened over an open model: the error names
@@ -1359,7 +1359,7 @@ TEST(AppModel, ABadModelSceneOpenedOverAModelLeavesTheModelOpenAndSaysWhy) {
   const Shot s = runApp("model_drop_bad", "--model " + kModelFixture +
                                               " --text 'the cat' --layer 1 --drop " + sc +
                                               " --save-scene " + saved);
-  EXPECT_NE(s.out.find(sc + ": model.layer 7 is out of range"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find(sc + ": model.layer 7: out of range"), std::string::npos) << s.out;
   const std::vector<unsigned char> bytes = fileBytes(saved);
   const std::string json(bytes.begin(), bytes.end());
   EXPECT_NE(json.find("\"model\""), std::string::npos) << "the open model was closed\n" << json;
