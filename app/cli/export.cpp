@@ -293,6 +293,7 @@ struct OverlayCliOptions {
   double opacity = 0.6, rolloutDiscard = 0;
   bool discardGiven = false, maskGiven = false;
   std::vector<std::string> ablate;
+  double temperature = 1.0;  // --temperature (checked by checkAttentionOptions)
 };
 
 // --overlay: an image model's view of --image with one token's attention row (or the rollout's)
@@ -338,6 +339,7 @@ int exportOverlay(const std::string& model, const std::string& layerText,
   ro.discard = ov.rolloutDiscard;
   VisionInterventions iv;
   iv.ablate = parseAblateList(ov.ablate);
+  iv.temperature = ov.temperature;
   if (ov.maskGiven) iv.maskPatches = parseMaskPatchList(ov.maskPatches);
   if (!(ov.opacity >= 0.0 && ov.opacity <= 1.0))
     throw UsageError("--opacity: expected a value in 0..1");
@@ -487,9 +489,18 @@ int runExport(int argc, char** argv) {
           !modelOpts.text.empty() || !modelOpts.ids.empty())
         throw UsageError("--overlay takes --model, --image, --layer, --head, --token, "
                          "--rollout, --rollout-heads, --rollout-discard, --ablate, "
-                         "--mask-patches, --opacity, --colormap, --title and the outputs only");
+                         "--mask-patches, --temperature, --opacity, --colormap, --title and the "
+                         "outputs only");
+      for (const char* o : {"--mask", "--mask-expr", "--softcap", "--mask-file", "--alibi",
+                            "--backend"})
+        if (app.count(o))
+          throw UsageError(std::string(o) +
+                           ": an image model's pass takes no attention options but "
+                           "--temperature");
       if (head == "all") throw UsageError("--overlay draws one head: --head N");
+      checkAttentionOptions(opts);
       overlay.ablate = modelOpts.ablate;
+      overlay.temperature = opts.temperature;
       return exportOverlay(modelOpts.dir, layerName, head, overlay,
                            colormap, title, out);
     }

@@ -6,9 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -70,6 +73,29 @@ std::string maskPatchText(const std::vector<int>& m) {
   return s;
 }
 
+std::string temperatureText(double t) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "\xCF\x84 = %g", t);
+  return buf;
+}
+
+double temperatureOfFloat(float t) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf - 1, t);
+  *r.ptr = '\0';
+  return std::strtod(buf, nullptr);
+}
+
+std::string interventionsText(const VisionInterventions& iv) {
+  std::vector<std::string> parts;
+  if (!iv.ablate.empty()) parts.push_back("heads ablated: " + ablateText(iv.ablate));
+  if (!iv.maskPatches.empty()) parts.push_back("patches hidden: " + maskPatchText(iv.maskPatches));
+  if (iv.temperature != 1.0) parts.push_back(temperatureText(iv.temperature));
+  std::string s;
+  for (const std::string& p : parts) s += (s.empty() ? "" : " \xC2\xB7 ") + p;
+  return s;
+}
+
 std::string rolloutWords(const RolloutOptions& o) {
   std::string s = o.maxHeads ? "heads' maximum" : "heads averaged";
   if (o.discard > 0) {
@@ -109,6 +135,7 @@ VisionPass runVisionPass(const std::string& dir, const std::string& image,
   ro.probe = c.hasProbe;
   ro.ablate = iv.ablate;
   ro.maskPatches = iv.maskPatches;
+  ro.temperature = iv.temperature;
   p.interventions = iv;
   p.result = p.model.run(p.pre.pixels, p.pre.height, p.pre.width, ro, image);
   return p;
@@ -178,12 +205,7 @@ Image renderOverlayChoice(const VisionPass& p, const OverlayChoice& c) {
                        " over the patches (" + cfg.family + ", " +
                        std::to_string(p.result.tokens) + " tokens)");
   const VisionInterventions& iv = p.interventions;
-  if (!iv.empty())
-    f.captions.push_back(
-        (iv.ablate.empty() ? std::string() : "heads ablated: " + ablateText(iv.ablate)) +
-        (iv.ablate.empty() || iv.maskPatches.empty() ? "" : dot) +
-        (iv.maskPatches.empty() ? std::string()
-                                : "patches hidden: " + maskPatchText(iv.maskPatches)));
+  if (!iv.empty()) f.captions.push_back(interventionsText(iv));
   return renderOverlay(f);
 }
 
@@ -261,6 +283,13 @@ ImageScene readImageScene(const std::string& path) {
         throw bad("model.mask_patches", "must be a list of patch indices");
       sc.interventions.maskPatches.push_back(int(i.get<long long>()));
     }
+  }
+  if (m.contains("temperature")) {
+    const nlohmann::json& t = m["temperature"];
+    if (!t.is_number() || !(t.get<double>() > 0.0) || !std::isfinite(t.get<double>()) ||
+        t.get<double>() > double(std::numeric_limits<float>::max()))
+      throw bad("model.temperature", "must be a number > 0");
+    sc.interventions.temperature = t.get<double>();
   }
   if (!j.contains("view")) return sc;
   const nlohmann::json& v = j["view"];
@@ -345,6 +374,7 @@ std::string imageSceneJson(const ImageScene& sc) {
     j["model"]["ablate"] = a;
   }
   if (!sc.interventions.maskPatches.empty()) j["model"]["mask_patches"] = sc.interventions.maskPatches;
+  if (sc.interventions.temperature != 1.0) j["model"]["temperature"] = sc.interventions.temperature;
   const OverlayChoice& c = sc.choice;
   nlohmann::json v = {{"layer", c.layer},     {"head", c.head},
                       {"head_average", c.headAverage}, {"rollout", c.rollout},

@@ -16,12 +16,14 @@
 
 namespace attnviz::app {
 
-// What a pass changes in the model: heads whose output is zeroed (layer, head) and patches
-// hidden from every query's keys (0-based, row-major), as `attnviz model --ablate/--mask-patches`.
+// What a pass changes in the model: heads whose output is zeroed (layer, head), patches hidden
+// from every query's keys (0-based, row-major) and the temperature every site's scores (and
+// SigLIP's probe's) are divided by, as `attnviz model --ablate/--mask-patches/--temperature`.
 struct VisionInterventions {
   std::vector<std::pair<int, int>> ablate;
   std::vector<int> maskPatches;
-  bool empty() const { return ablate.empty() && maskPatches.empty(); }
+  double temperature = 1.0;  // L = s / tau; 1 changes nothing
+  bool empty() const { return ablate.empty() && maskPatches.empty() && temperature == 1.0; }
   bool operator==(const VisionInterventions&) const = default;
 };
 // "L:H" items and "3,7" (UsageError naming the option when malformed).
@@ -29,6 +31,14 @@ std::vector<std::pair<int, int>> parseAblateList(const std::vector<std::string>&
 std::vector<int> parseMaskPatchList(const std::string& text);
 std::string ablateText(const std::vector<std::pair<int, int>>& a);  // "0:1,1:3"
 std::string maskPatchText(const std::vector<int>& m);               // "3,7"
+// "\u03c4 = 0.5": the temperature as captions and the view print it (%g of its value).
+std::string temperatureText(double t);
+// A float the app holds (a slider's, an option's) as the double of its shortest decimal: 0.7f
+// becomes 0.7, the value `--temperature 0.7` gives on the command line, so both run one pass.
+double temperatureOfFloat(float t);
+// The interventions in one line for captions: "heads ablated: 0:1 \u00b7 patches hidden: 3,7 \u00b7
+// \u03c4 = 0.5" (only the parts that change the pass; empty when none does).
+std::string interventionsText(const VisionInterventions& iv);
 
 // An image model run on one image file, every layer's weights kept (and the residual stream
 // after each layer, and SigLIP's probe attention).

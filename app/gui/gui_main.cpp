@@ -526,6 +526,7 @@ int runGui(int argc, char** argv) {
         throw UsageError("--ablate " + siteAblations[0] + ": an image model's heads are L:H");
       app::VisionInterventions interventions;
       interventions.ablate = ablations;
+      if (o.temperature) interventions.temperature = app::temperatureOfFloat(*o.temperature);
       if (!o.maskPatches.empty()) interventions.maskPatches = app::parseMaskPatchList(o.maskPatches);
       const CellArg hoverSide = parseCell(o.hoverSide, "--hover-side");
       const CellArg clickSide = parseCell(o.clickSide, "--click-side");

@@ -136,6 +136,7 @@ void applyInterventionText(AppState& s) {
     for (char ch : a) if (ch != ' ') aa += ch;
     for (char ch : m) if (ch != ' ') mm += ch;
     if (!blank(aa)) iv.ablate = app::parseAblateList({aa});
+    iv.temperature = v.interventions.temperature;  // the slider's, already > 0
     if (!blank(mm)) iv.maskPatches = app::parseMaskPatchList(mm);
     if (v.pass) {
       const VisionConfig& c = v.pass->model.config();
@@ -247,6 +248,18 @@ void drawControls(AppState& s) {
                            sizeof v.ablateText);
   ImGui::SetNextItemWidth(-1);
   ImGui::InputTextWithHint("##mask", "hide patches, e.g. 3,7", v.maskText, sizeof v.maskText);
+  // The temperature: every site's scores (and SigLIP's probe's) divided by it. Logarithmic, so
+  // 1 sits in the middle; the pass runs again when the slider is let go (or a typed value is
+  // entered), not on every step of a drag.
+  float tau = float(v.interventions.temperature);
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::SliderFloat("##temperature", &tau, 0.05f, 20.0f, "\xcf\x84 = %.3g",
+                         ImGuiSliderFlags_Logarithmic))
+    if (tau > 0.0f && std::isfinite(tau))
+      v.interventions.temperature = app::temperatureOfFloat(tau);
+  if (ImGui::IsItemDeactivatedAfterEdit()) applyInterventionText(s);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("temperature: L = s / \xcf\x84 in every layer (ctrl+click to type)");
   if (ImGui::Button("Run with these", ImVec2(-1, 0))) applyInterventionText(s);
   if (!v.interventionError.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(230, 90, 90, 255));
@@ -254,18 +267,7 @@ void drawControls(AppState& s) {
     ImGui::PopStyleColor();
   }
   if (!v.pass->interventions.empty())
-    ImGui::TextWrapped("this pass: %s%s%s",
-                       v.pass->interventions.ablate.empty()
-                           ? ""
-                           : ("ablated " + app::ablateText(v.pass->interventions.ablate)).c_str(),
-                       v.pass->interventions.ablate.empty() ||
-                               v.pass->interventions.maskPatches.empty()
-                           ? ""
-                           : "; ",
-                       v.pass->interventions.maskPatches.empty()
-                           ? ""
-                           : ("hidden " + app::maskPatchText(v.pass->interventions.maskPatches))
-                                 .c_str());
+    ImGui::TextWrapped("this pass: %s", app::interventionsText(v.pass->interventions).c_str());
   ImGui::Spacing();
   if (ImGui::Button("Export figure\xe2\x80\xa6  (Ctrl+S)", ImVec2(-1, 0)))
     s.exporter.requestOpen = true;
@@ -822,12 +824,13 @@ void printImageView(const AppState& s) {
   const app::VisionInterventions& iv = v.pass->interventions;
   std::printf(
       "image-view: layer=%d head=%d average=%d token=%d label=%s rollout=%d opacity=%.3f "
-      "tokens=%d grid=%dx%d max=%.9g rollout-heads=%s rollout-discard=%.4g ablate=%s mask=%s",
+      "tokens=%d grid=%dx%d max=%.9g rollout-heads=%s rollout-discard=%.4g ablate=%s mask=%s "
+      "temperature=%g",
       v.layer, v.head, int(v.headAverage), v.token, v.mapToken.c_str(), int(v.rollout),
       double(v.opacity), v.pass->result.tokens, v.pass->result.gridH, v.pass->result.gridW,
       v.mapMax, v.rolloutOptions.maxHeads ? "max" : "mean", v.rolloutOptions.discard,
       iv.ablate.empty() ? "-" : app::ablateText(iv.ablate).c_str(),
-      iv.maskPatches.empty() ? "-" : app::maskPatchText(iv.maskPatches).c_str());
+      iv.maskPatches.empty() ? "-" : app::maskPatchText(iv.maskPatches).c_str(), iv.temperature);
   if (v.hoverRow >= 0)
     std::printf(" hover=%d,%d weight=%.9g", v.hoverRow, v.hoverCol, v.hoverWeight);
   std::printf("\n");

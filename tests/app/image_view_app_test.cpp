@@ -257,6 +257,11 @@ TEST_F(ImageViewApp, ExportWithAblatedHeadsAndHiddenPatchesIsTheClisBytes) {
   sameExport("dinov2_reg", "--layer 1 --head 0 --rollout --mask-patches 0,14 --ablate 1:1");
 }
 
+TEST_F(ImageViewApp, ExportWithATemperatureIsTheClisBytes) {
+  sameExport("vit", "--layer 1 --head 2 --token cls --temperature 0.5");
+  sameExport("siglip", "--head 2 --token probe --temperature 2.5 --ablate 0:1");
+}
+
 // The tokens x tokens matrix beside the image: the hovered cell's weight is W[L, H, q, k] of
 // `attnviz model --weights`, its colour scale the matrix's largest weight; a click on a row
 // makes that query the overlay's token.
@@ -399,13 +404,41 @@ TEST_F(ImageViewApp, InterventionsChangeTheViewsPass) {
   }
 }
 
+// The temperature: the hovered weight is `attnviz model --temperature`'s (checked against the
+// float64 reference by VisionModels.VitTemperature), not the weight at tau = 1.
+TEST_F(ImageViewApp, TheTemperatureChangesTheViewsPass) {
+  const ShellRun m = cli("model --model " + folder("vit") + " --image " + image() +
+                         " --temperature 0.4 --weights " + out("w.npy"));
+  ASSERT_EQ(m.rc, 0) << m.out;
+  const ShellRun plain = cli("model --model " + folder("vit") + " --image " + image() +
+                             " --weights " + out("w0.npy"));
+  ASSERT_EQ(plain.rc, 0) << plain.out;
+  const ShellRun a = app("--model " + folder("vit") + " --image " + image() +
+                         " --layer 1 --head 3 --temperature 0.4 --hover-patch 2,5");
+  ASSERT_EQ(a.rc, 0) << a.out;
+  EXPECT_EQ(field(a.out, "image-view:", "temperature"), "0.4") << a.out;
+  const std::string at = "[1, 3, 0, " + std::to_string(1 + 2 * 6 + 5) + "]";
+  const double want = num(numpy({{"w", dir / "w.npy"}}, "repr(float(w" + at + "))"));
+  EXPECT_EQ(float(num(field(a.out, "image-view:", "weight"))), float(want)) << a.out;
+  EXPECT_GT(std::abs(want - num(numpy({{"w", dir / "w0.npy"}}, "repr(float(w" + at + "))"))),
+            1e-4);
+  // The same row's largest weight: at tau = 0.4 the row is sharper than at 1.
+  const double maxT = num(numpy({{"w", dir / "w.npy"}}, "repr(float(w[1, 3, 0, 1:].max()))"));
+  EXPECT_NEAR(num(field(a.out, "image-view:", "max")), maxT, 1e-6 * maxT) << a.out;
+  // Bad values are one line, exit 2.
+  const ShellRun bad = app("--model " + folder("vit") + " --image " + image() +
+                           " --temperature 0");
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--temperature"), std::string::npos) << bad.out;
+}
+
 // A scene keeps the new settings: the rollout's options, the side panel and its threshold, the
 // interventions; reopened it prints the same lines and exports the same bytes, and
 // `attnviz export --scene` draws them too.
 TEST_F(ImageViewApp, ASavedSceneKeepsTheNewSettings) {
   const std::string settings =
       "--layer 1 --head 1 --rollout --rollout-heads max --rollout-discard 0.3 --ablate 0:2 "
-      "--mask-patches 5,6 --image-side norms --norm-threshold 1.3";
+      "--mask-patches 5,6 --temperature 0.7 --image-side norms --norm-threshold 1.3";
   const ShellRun a = app("--model " + folder("dinov2_reg") + " --image " + image() + " " +
                          settings + " --save-scene " + out("scene.json") + " --export " +
                          out("first.png"));
@@ -426,7 +459,8 @@ TEST_F(ImageViewApp, ASavedSceneKeepsTheNewSettings) {
   EXPECT_TRUE(bytes("first.png") == bytes("cli.png"));
   const ShellRun d = cli("export --model " + folder("dinov2_reg") + " --image " + image() +
                          " --layer 1 --head 1 --rollout --rollout-heads max --rollout-discard 0.3"
-                         " --ablate 0:2 --mask-patches 5,6 --overlay --png " + out("cli2.png"));
+                         " --ablate 0:2 --mask-patches 5,6 --temperature 0.7 --overlay --png " +
+                         out("cli2.png"));
   ASSERT_EQ(d.rc, 0) << d.out;
   EXPECT_TRUE(bytes("first.png") == bytes("cli2.png"));
 }

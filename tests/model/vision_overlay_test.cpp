@@ -213,6 +213,35 @@ TEST_F(VisionOverlay, AblateAndMaskPatchesChangeThePass) {
                 V{"--ablate", "1:0", "--mask-patches", "5"}, ""});
 }
 
+// The temperature (L = s / tau in every layer, and in SigLIP's probe): the figure is the
+// reference's drawn from the weights `attnviz model --temperature` gives (which tests/model's
+// VisionModels.*Temperature* check against the float64 reference), and not the figure at tau = 1.
+TEST_F(VisionOverlay, TemperatureChangesThePass) {
+  using V = std::vector<std::string>;
+  checkOverlay("vit", 2, 1, "cls", false, 0.6, "viridis",
+               {V{"--temperature", "0.5"}, V{"--temperature", "0.5"}, ""});
+  checkOverlay("dinov2_reg", 1, 0, "cls", true, 0.6, "viridis",
+               {V{"--temperature", "3", "--ablate", "0:2"}, V{"--temperature", "3", "--ablate", "0:2"},
+                ""});
+  checkOverlay("siglip", 0, 2, "probe", false, 0.6, "viridis",
+               {V{"--temperature", "2.5"}, V{"--temperature", "2.5"}, ""});
+  TempDir dir;
+  std::string figures[2];
+  for (int k = 0; k < 2; ++k) {
+    std::vector<std::string> args = {"export", "--model", folder("vit").string(), "--image",
+                                     image.string(), "--layer", "2", "--head", "1", "--overlay",
+                                     "--svg", (dir.path / "o.svg").string()};
+    if (k == 1) args.insert(args.end(), {"--temperature", "0.5"});
+    const CliRun run = runBinary(args, dir.path);
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    figures[k] = slurp((dir.path / "o.svg").string());
+  }
+  EXPECT_NE(figures[0], figures[1]);
+  // The caption names it.
+  EXPECT_EQ(figures[0].find("\xCF\x84 = 0.5"), std::string::npos);
+  EXPECT_NE(figures[1].find("\xCF\x84 = 0.5"), std::string::npos);
+}
+
 // SVG and PDF next to the PNG: the SVG parses as XML and has the title as text; the PDF has its
 // header and trailer, its text (pdftotext) has the title, and poppler draws the image region as
 // the PNG's pixels.
@@ -301,6 +330,10 @@ TEST_F(VisionOverlay, ErrorsNameTheOptionOrFile) {
             {}),
        {2, "--token cls"}},
       {with(base, {"--overlay", "--opacity", "1.5"}), {2, "--opacity"}},
+      {with(base, {"--overlay", "--temperature", "0"}), {2, "--temperature"}},
+      {with(base, {"--overlay", "--temperature", "-1"}), {2, "--temperature"}},
+      {with(base, {"--overlay", "--mask", "causal"}), {2, "--mask"}},
+      {with(base, {"--overlay", "--alibi"}), {2, "--alibi"}},
       {with({"export", "--model", vit, "--layer", "0", "--rollout"}, {}), {2, "--rollout"}},
       // An image model's heatmap export: it has only the overlay.
       {with({"export", "--model", vit, "--layer", "0"}, {}), {2, "--overlay"}},
