@@ -9,6 +9,8 @@
 #include "panels/panels.h"
 #include "panels/row_inspector.h"
 
+#include "attnviz/session/scene_inputs.h"  // blockOutput
+
 #include <imgui.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 // inputs and runs through the CPU engine), or throw InputError; nothing else.
 #include "attnviz/engine/engine.h"
 #include "attnviz/formats/scene.h"
+#include "attnviz/session/scene_inputs.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,5 @@
-// attnviz core: scenes (what the app shows) and the synthetic inputs that need no file.
+// attnviz formats: scenes (what the app shows) and their JSON files. The synthetic inputs a
+// scene's text gives are core/session's (attnviz/session/scene_inputs.h).
 #pragma once
 
 #include "attnviz/engine/mask.h"
@@ -13,6 +14,10 @@
 namespace attnviz {
 
 enum class Mode { Self, Causal, Cross, Decode };
+
+// The most tokens a scene's text may have: as many as the pooled view streams
+// (attnviz/session/pooled_view.h).
+constexpr int kMaxSceneTokens = 131072;
 
 // How a synthetic head's Q and K are built, so that the pattern comes out of the real Q K^T.
 enum class Archetype { PreviousToken, FirstToken, SameToken, LocalWindow, Broad, Random };
@@ -150,27 +155,7 @@ std::string sceneToJson(const Scene& s);
 Scene loadScene(const std::string& path);               // resolves tensor paths against its folder
 void saveScene(const std::string& path, const Scene&);  // atomic
 
-// The full synthetic multi-head attention block for a scene:
-//   X [T, dModel] -> per head Q = X_q W_q, K = X_k W_k, V = X_k W_v -> attention -> concat -> W_o.
-struct SceneInputs {
-  std::vector<std::string> queryTokens;  // T_q labels
-  std::vector<std::string> keyTokens;    // T_k labels
-  Tensor3 xq;                            // [1, T_q, dModel]
-  Tensor3 xk;                            // [1, T_k, dModel]
-  Tensor3 q;                             // [H, T_q, d_k]
-  Tensor3 k;                             // [H, T_k, d_k]
-  Tensor3 v;                             // [H, T_k, d_v]
-  Tensor3 wo;                            // [1, H*d_v, dModel]
-};
-
-// Builds tokens and Q, K, V (synthetic, or from the scene's .npy paths). Deterministic in the
-// scene's text, seed and sizes. Throws InputError.
-SceneInputs buildSceneInputs(const Scene& s);
-
 // The mask the scene's mode implies on top of s.params.mask (Mode::Causal adds causal).
 AttentionParams effectiveParams(const Scene& s);
-
-// The block output concat_h(O_h) W_o: [1, T_q, dModel].
-Tensor3 blockOutput(const Tensor3& perHeadOutput, const Tensor3& wo);
 
 }  // namespace attnviz

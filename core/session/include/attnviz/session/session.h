@@ -26,6 +26,7 @@
 #include "attnviz/session/pooled_view.h"
 #include "attnviz/render/raster.h"
 #include "attnviz/formats/scene.h"
+#include "attnviz/session/scene_inputs.h"
 
 #include <cstdint>
 #include <memory>
