@@ -133,30 +133,27 @@ void showSeq2SeqScene(Session& session, std::shared_ptr<const Model> model, cons
   const SceneModel& sm = scene.model;
   const ModelConfig& c = model->config();
   Seq2SeqSource src(model);
-  const std::string sizes = " is out of range (the model " + sm.path + " has " +
-                            std::to_string(c.nEncoderLayer) + " encoder and " +
-                            std::to_string(c.nLayer) + " decoder layers of " +
-                            std::to_string(c.nHead) + " heads)";
-  auto fail = [&](const std::string& what) { throw InputError(scenePath + ": model." + what + sizes); };
   int site = 0;
   if (!sm.site.empty()) {
-    const std::optional<SiteId> id = parseSeq2SeqSite(sm.site, c);
-    if (!id) fail("site " + sm.site);
-    site = src.siteIndex(*id);
+    site = src.siteIndex(inScene(scenePath, [&] {
+      const SiteId id = parseSiteName(sm.site, "model.site");
+      checkSiteInRange(id, c, "model.site");
+      return id;
+    }));
   } else if (sm.layer > 0) {
     throw InputError(scenePath + ": model.layer: an encoder-decoder's sites are chosen with "
                      "model.site");
   }
-  if (sm.head >= c.nHead) fail("head " + std::to_string(sm.head));
+  inScene(scenePath, [&] { checkHeadInRange(sm.head, c, "model.head"); });
   if (!sm.interventions.empty())
     throw InputError(scenePath + ": model.interventions: not for encoder-decoders (ablations only)");
-  std::vector<std::string> ablate = sm.siteAblate;
-  for (auto [l, h] : sm.ablate) ablate.push_back(std::to_string(l) + ":" + std::to_string(h));
-  for (const std::string& a : ablate) {
-    const auto p = parseSeq2SeqAblation(a);
-    if (!p || !c.hasSite(p->first) || p->second >= c.nHead) fail("ablate " + a);
-    src.setAblated(p->first, p->second, true);
-  }
+  std::vector<SiteHead> ablate;
+  for (auto [l, h] : sm.ablate) ablate.push_back({SiteId{0, l, 0}, h});
+  inScene(scenePath, [&] {
+    for (const std::string& a : sm.siteAblate) ablate.push_back(parseSiteAblation(a, "model.ablate"));
+    for (const SiteHead& a : ablate) checkSiteAblation(a, c, "model.ablate");
+  });
+  for (const SiteHead& a : ablate) src.setAblated(a.site, a.head, true);
   try {
     src.setTexts(sm.text.empty() ? kDefaultModelText : sm.text, sm.target);
     if (!sm.maskSource.empty()) src.setMaskedSource(sm.maskSource);
@@ -338,9 +335,9 @@ int exportOverlay(const std::string& model, const std::string& layerText,
     throw UsageError("--rollout-discard: expected a fraction in 0..0.9");
   ro.discard = ov.rolloutDiscard;
   VisionInterventions iv;
-  iv.ablate = parseAblateList(ov.ablate);
+  iv.ablate = parseLayerHeadList(ov.ablate);
+  if (ov.maskGiven) iv.maskPatches = parsePatchList(ov.maskPatches);
   iv.temperature = ov.temperature;
-  if (ov.maskGiven) iv.maskPatches = parseMaskPatchList(ov.maskPatches);
   if (!(ov.opacity >= 0.0 && ov.opacity <= 1.0))
     throw UsageError("--opacity: expected a value in 0..1");
   ColormapId cmap = ColormapId::Viridis;

@@ -17,56 +17,6 @@
 
 namespace attnviz::app {
 
-namespace {
-
-int parseCount(const std::string& s, const std::string& bad) {
-  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), ::isdigit))
-    throw UsageError(bad);
-  return std::stoi(s);
-}
-
-}  // namespace
-
-std::vector<std::pair<int, int>> parseAblateList(const std::vector<std::string>& items) {
-  std::vector<std::pair<int, int>> out;
-  for (const std::string& a : items) {
-    std::size_t start = 0;
-    while (true) {  // "0:1,1:3" or repeated
-      const std::size_t comma = a.find(',', start);
-      const std::string item = a.substr(start, comma - start);
-      const std::size_t colon = item.find(':');
-      const std::string bad = "--ablate " + a + ": expected LAYER:HEAD, e.g. 3:7";
-      if (colon == std::string::npos) throw UsageError(bad);
-      const std::pair<int, int> lh{parseCount(item.substr(0, colon), bad),
-                                   parseCount(item.substr(colon + 1), bad)};
-      if (std::find(out.begin(), out.end(), lh) == out.end()) out.push_back(lh);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
-  return out;
-}
-
-std::vector<int> parseMaskPatchList(const std::string& text) {
-  std::vector<int> out;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    const int i = parseCount(text.substr(start, comma - start),
-                             "--mask-patches " + text + ": expected patch indices, e.g. 3,7");
-    if (std::find(out.begin(), out.end(), i) == out.end()) out.push_back(i);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
-std::string ablateText(const std::vector<std::pair<int, int>>& a) {
-  std::string s;
-  for (auto [l, h] : a) s += (s.empty() ? "" : ",") + std::to_string(l) + ":" + std::to_string(h);
-  return s;
-}
-
 std::string maskPatchText(const std::vector<int>& m) {
   std::string s;
   for (int i : m) s += (s.empty() ? "" : ",") + std::to_string(i);
@@ -88,7 +38,7 @@ double temperatureOfFloat(float t) {
 
 std::string interventionsText(const VisionInterventions& iv) {
   std::vector<std::string> parts;
-  if (!iv.ablate.empty()) parts.push_back("heads ablated: " + ablateText(iv.ablate));
+  if (!iv.ablate.empty()) parts.push_back("heads ablated: " + layerHeadListText(iv.ablate));
   if (!iv.maskPatches.empty()) parts.push_back("patches hidden: " + maskPatchText(iv.maskPatches));
   if (iv.temperature != 1.0) parts.push_back(temperatureText(iv.temperature));
   std::string s;
@@ -271,7 +221,7 @@ ImageScene readImageScene(const std::string& path) {
       items.push_back(a.get<std::string>());
     }
     try {
-      sc.interventions.ablate = parseAblateList(items);
+      sc.interventions.ablate = parseLayerHeadList(items);
     } catch (const UsageError&) {
       throw bad("model.ablate", "must be a list of \"L:H\"");
     }

@@ -8,6 +8,7 @@
 #include "attnviz/render/colormap.h"
 #include "attnviz/render/overlay_figure.h"
 #include "attnviz/render/raster.h"
+#include "attnviz/session/request.h"
 
 #include <functional>
 #include <string>
@@ -26,10 +27,8 @@ struct VisionInterventions {
   bool empty() const { return ablate.empty() && maskPatches.empty() && temperature == 1.0; }
   bool operator==(const VisionInterventions&) const = default;
 };
-// "L:H" items and "3,7" (UsageError naming the option when malformed).
-std::vector<std::pair<int, int>> parseAblateList(const std::vector<std::string>& items);
-std::vector<int> parseMaskPatchList(const std::string& text);
-std::string ablateText(const std::vector<std::pair<int, int>>& a);  // "0:1,1:3"
+// The ablations ("L:H" items) and patches ("3,7") are read by attnviz/session/request.h's
+// parseLayerHeadList and parsePatchList, and written by layerHeadListText and:
 std::string maskPatchText(const std::vector<int>& m);               // "3,7"
 // "\u03c4 = 0.5": the temperature as captions and the view print it (%g of its value).
 std::string temperatureText(double t);

@@ -3,6 +3,7 @@
 // (gui/drivers/report_timing.cpp).
 #include "cli/backend.h"
 #include "cli/cli.h"
+#include "cli/model_options.h"
 #include "gui/app.h"
 #include "gui/drivers/script.h"
 #include "gui/drivers/soak.h"
@@ -54,7 +55,7 @@ struct Options {
   std::string size = "1600x960";
   std::optional<float> temperature;
   std::optional<int> selectRow, head;
-  std::string target, site;  // encoder-decoders (--model)
+  std::string site;  // an encoder-decoder's site shown (--model)
   std::optional<std::string> gold;  // the Alignment panel's gold pairs
   bool noShift = false;
   std::string hoverCell, clickCell;
@@ -74,17 +75,14 @@ struct Options {
   std::optional<int> headFinderSequence;
   int headFinderSeqLen = 256;
   float uiScale = 0;
-  std::string model, text, maxMemory;
-  std::string maskSource;  // --mask-source 2,5 (an encoder-decoder's hidden source positions)
-  std::optional<std::string> textPair;
-  bool chat = false;
-  std::optional<std::string> system;
+  // --model, --text, --text-pair, --chat, --system, --target, --mask-source, --ablate and
+  // --max-memory: `attnviz model`'s options, registered by its functions (model_options.h).
+  app::ModelCliOptions run;
   std::string slice, special;
   bool printFill = false;
   std::optional<std::string> fillText;
   std::optional<std::string> editText, editTarget;
   std::optional<int> layer;
-  std::vector<std::string> ablate;
   std::optional<int> flashStep;
   std::string flashBlocks;
   int generate = 0;
@@ -129,10 +127,8 @@ int runGui(int argc, char** argv) {
   cli.add_option("scene_file", o.scenePositional,
                  "scene JSON to open (default: the built-in scene)");
   cli.add_option("--scene", o.scene, "scene JSON to open");
-  cli.add_option("--model", o.model,
-                 "open a model in the model view: a folder, a .gguf file, ORG/NAME from the "
-                 "Hugging Face cache or ollama:NAME[:TAG] from Ollama's store");
-  cli.add_option("--text", o.text, "with --model: the text the model runs on");
+  app::addModelPathOption(cli, o.run, false);
+  app::addTextOption(cli, o.run);
   cli.add_option("--image", o.image,
                  "with --model, an image model (vit, deit, dinov2, clip, siglip): the image file "
                  "(PNG, JPEG, BMP) the image view runs it on");
@@ -169,12 +165,8 @@ int runGui(int argc, char** argv) {
                  "with --image: move the mouse over patch ROW,COL (a scripted run prints its "
                  "weight on the image-view line)")
       ->group(kScriptedGroup);
-  cli.add_option("--text-pair", o.textPair,
-                 "with --model, an encoder: sentence B of a pair (the tokenizer's pair template)");
-  cli.add_flag("--chat", o.chat,
-               "with --model: the text as one user turn in the model's chat format (the text "
-               "panel's Chat format)");
-  cli.add_option("--system", o.system, "with --chat: a system turn before the user's");
+  app::addTextPairOption(cli, o.run);
+  app::addChatOptions(cli, o.run);
   cli.add_option("--slice", o.slice,
                  "an encoder's pair: show the block all | a-a | b-b | a-b | b-a (rows from the "
                  "first text, keys from the second)");
@@ -196,15 +188,11 @@ int runGui(int argc, char** argv) {
                  "with --model: once it is open, replace the text as if typed (scripted runs)")
       ->group(kScriptedGroup);
   cli.add_option("--layer", o.layer, "with --model: show this layer");
-  cli.add_option("--target", o.target,
-                 "with --model, an encoder-decoder: the decoder's input (its start id, then "
-                 "this text's tokens); --text is the source");
+  app::addTargetOptions(cli, o.run, false);
   cli.add_option("--site", o.site,
                  "with --model, an encoder-decoder: show this attention site (enc:L, "
                  "dec:L:self, dec:L:cross)");
-  cli.add_option("--mask-source", o.maskSource,
-                 "with --model, an encoder-decoder: source positions (e.g. 2,5) no cross site "
-                 "may read, as attnviz model --mask-source");
+  app::addMaskSourceOption(cli, o.run);
   cli.add_option("--gold", o.gold,
                  "with --model, an encoder-decoder: the Alignment panel's gold alignment, Pharaoh "
                  "pairs \"S-T S-T\" (source unit - target unit, 0-based over the strips' words); "
@@ -212,10 +200,8 @@ int runGui(int argc, char** argv) {
   cli.add_flag("--no-shift", o.noShift,
                "with --model, an encoder-decoder: the Alignment panel reads target token t on "
                "decoder row t+1 (the naive reading) instead of row t, the row that produces it");
-  cli.add_option("--ablate", o.ablate, "with --model: ablate head L:H (repeatable)");
-  cli.add_option("--max-memory", o.maxMemory,
-                 "SIZE (bytes, or 512M, 4G): budget for float32 copies of a model's F16/BF16/"
-                 "quantized weights; past it they stay as stored (default: 1G, or a quarter of RAM if less)");
+  app::addAblateOption(cli, o.run);
+  app::addMaxMemoryOption(cli, o.run);
   cli.add_flag("--show-residual", o.showResidual,
                "with --model: open the residual-stream panel (massive activations)");
   cli.add_flag("--why-here", o.whyHere,
@@ -414,7 +400,7 @@ int runGui(int argc, char** argv) {
         o.headTree.empty() && o.headFinderCorpus.empty() && o.scene.empty() &&
         o.scenePositional.empty())
       throw UsageError("--head-finder-* go with --heads DIR, --head-tree DIR or --head-finder-corpus");
-    if (o.headFinderSequence && o.model.empty() && o.scene.empty() && o.scenePositional.empty())
+    if (o.headFinderSequence && o.run.dir.empty() && o.scene.empty() && o.scenePositional.empty())
       throw UsageError("--head-finder-sequence goes with --model (the sequence runs through it)");
     if (cli.count("--ui-scale") && !(o.uiScale > 0.0f && o.uiScale <= 8.0f))
       throw UsageError("--ui-scale: expected a number in (0, 8]");
@@ -432,54 +418,53 @@ int runGui(int argc, char** argv) {
       throw UsageError("give the scene either positionally or with --scene, not both");
     std::string scenePath = o.scene.empty() ? o.scenePositional : o.scene;
     if (isDumpPath(scenePath)) std::swap(dumpPath, scenePath);
-    if (o.layer && o.model.empty() && dumpPath.empty())
+    if (o.layer && o.run.dir.empty() && dumpPath.empty())
       throw UsageError("--layer goes with --model DIR or a dump");
     if (!o.slice.empty() && !pairSliceFromKey(o.slice))
       throw UsageError("--slice: expected all, a-a, b-b, a-b or b-a, got '" + o.slice + "'");
     if (!o.special.empty() && !specialTokensFromKey(o.special))
       throw UsageError("--special: expected show, grey or hide, got '" + o.special + "'");
-    if (o.model.empty() && o.textPair) throw UsageError("--text-pair goes with --model DIR");
-    if (o.system && !o.chat) throw UsageError("--system goes with --chat");
-    if (o.chat && o.model.empty()) throw UsageError("--chat goes with --model DIR");
-    if (o.chat && o.textPair) throw UsageError("--chat takes one text (not --text-pair)");
-    if (o.model.empty() && (!o.text.empty() || !o.ablate.empty() || !o.target.empty() ||
-                            !o.site.empty() || !o.maskSource.empty()))
+    const bool textPair = cli.count("--text-pair") > 0;
+    if (o.run.dir.empty() && textPair) throw UsageError("--text-pair goes with --model DIR");
+    if (cli.count("--system") && !o.run.chat) throw UsageError("--system goes with --chat");
+    if (o.run.chat && o.run.dir.empty()) throw UsageError("--chat goes with --model DIR");
+    if (o.run.chat && textPair) throw UsageError("--chat takes one text (not --text-pair)");
+    if (o.run.dir.empty() && (!o.run.text.empty() || !o.run.ablate.empty() || !o.run.target.empty() ||
+                            !o.site.empty() || !o.run.maskSource.empty()))
       throw UsageError("--text, --target, --site, --ablate and --mask-source go with --model DIR");
-    if (!o.model.empty() && !scenePath.empty())
+    if (!o.run.dir.empty() && !scenePath.empty())
       throw UsageError("give either a scene or --model, not both");
     if (o.layer && *o.layer < 0) throw UsageError("--layer: expected a layer index >= 0");
-    std::vector<std::pair<int, int>> ablations;
-    std::vector<std::string> siteAblations;  // enc:L:H, cross:L:H (checked once the model is open)
-    for (const auto& a : o.ablate) {
-      if (a.rfind("enc:", 0) == 0 || a.rfind("cross:", 0) == 0) {
-        siteAblations.push_back(a);
-        continue;
-      }
-      int l = -1, h = -1;
-      char tail = 0;
-      if (std::sscanf(a.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0)
-        throw UsageError("--ablate: expected LAYER:HEAD, got '" + a + "'");
-      ablations.emplace_back(l, h);
-    }
-    if (!o.maxMemory.empty()) {
-      try {
-        s.model.maxMemory = parseMemorySize(o.maxMemory);
-      } catch (const InputError& e) {
-        throw UsageError(std::string("--max-memory: ") + e.what());
-      }
-    }
+    // The model's request, parsed as `attnviz model` parses it (attnviz/session/request.h); the
+    // indices are checked once the model is open.
+    if (!o.site.empty()) (void)parseSiteName(o.site);
+    const std::vector<int> maskSource =
+        o.run.maskSource.empty() ? std::vector<int>{} : parsePositionList(o.run.maskSource);
+    s.model.maxMemory = app::parseMaxMemory(o.run.maxMemory);
     s.configDir = configDirectory();
     loadSettings(s);
     // An image model opens the image view (image_view_panel.cpp); text options are bad usage
     // there, and image options anywhere else.
-    const bool imageModel = !o.model.empty() && isVisionModelArg(o.model);
-    if (!o.image.empty() && o.model.empty())
+    const bool imageModel = !o.run.dir.empty() && isVisionModelArg(o.run.dir);
+    // An image model's heads: "L:H" items, lists allowed (`attnviz model` on an image model).
+    std::vector<std::pair<int, int>> ablations;
+    std::vector<std::string> siteAblations;  // enc:L:H, cross:L:H
+    if (imageModel) {
+      ablations = parseLayerHeadList(o.run.ablate);
+    } else {
+      for (const std::string& a : o.run.ablate) {
+        const SiteHead h = parseSiteAblation(a);
+        if (h.site.stack == 0 && h.site.site == 0) ablations.emplace_back(h.site.layer, h.head);
+        else siteAblations.push_back(siteAblationText(h));
+      }
+    }
+    if (!o.image.empty() && o.run.dir.empty())
       throw UsageError("--image goes with --model IMAGE_MODEL");
     if (!o.image.empty() && !imageModel)
-      throw UsageError("--image: " + o.model +
+      throw UsageError("--image: " + o.run.dir +
                        " is not an image model (config.json's model_type); give it --text");
-    if (imageModel && (!o.text.empty() || o.textPair || o.chat || o.editText))
-      throw UsageError("--text: " + o.model + " is an image model; give it --image FILE");
+    if (imageModel && (!o.run.text.empty() || textPair || o.run.chat || o.editText))
+      throw UsageError("--text: " + o.run.dir + " is an image model; give it --image FILE");
     if (!imageModel && (!o.token.empty() || o.rollout || o.opacity || !o.hoverPatch.empty() ||
                         !o.rolloutHeads.empty() || o.rolloutDiscard || !o.maskPatches.empty() ||
                         !o.imageSide.empty() || o.normThreshold || !o.hoverSide.empty() ||
@@ -522,16 +507,14 @@ int runGui(int argc, char** argv) {
     if (!o.image.empty() && !std::filesystem::is_regular_file(o.image, imageEc))
       throw InputError(o.image + ": no such image file");
     if (imageModel) {
-      if (!siteAblations.empty())
-        throw UsageError("--ablate " + siteAblations[0] + ": an image model's heads are L:H");
       app::VisionInterventions interventions;
       interventions.ablate = ablations;
+      if (!o.maskPatches.empty()) interventions.maskPatches = parsePatchList(o.maskPatches);
       if (o.temperature) interventions.temperature = app::temperatureOfFloat(*o.temperature);
-      if (!o.maskPatches.empty()) interventions.maskPatches = app::parseMaskPatchList(o.maskPatches);
       const CellArg hoverSide = parseCell(o.hoverSide, "--hover-side");
       const CellArg clickSide = parseCell(o.clickSide, "--click-side");
       s.session.setScene(defaultScene());
-      openImageModel(s, o.model, "");
+      openImageModel(s, o.run.dir, "");
       ImageViewState& iv = s.image;
       iv.interventions = interventions;
       if (!o.image.empty()) openImageFile(s, o.image);
@@ -548,31 +531,29 @@ int runGui(int argc, char** argv) {
       if (o.frames > 0) {  // a scripted run shows the pass: waited for, its errors the exit status
         waitImageView(s);
         if (tokenCls && iv.pass && !iv.pass->model.config().hasCls)
-          throw UsageError("--token cls: " + o.model + " has no CLS token");
+          throw UsageError("--token cls: " + o.run.dir + " has no CLS token");
         if (iv.pass && hoverPatch.i >= 0 &&
             (hoverPatch.i >= iv.pass->result.gridH || hoverPatch.j >= iv.pass->result.gridW))
           throw UsageError("--hover-patch: out of the " + std::to_string(iv.pass->result.gridH) +
                            " x " + std::to_string(iv.pass->result.gridW) + " patch grid");
       }
-    } else if (!o.model.empty()) {
+    } else if (!o.run.dir.empty()) {
       s.session.setScene(defaultScene());
-      if (!o.text.empty()) std::snprintf(s.model.text, sizeof s.model.text, "%s", o.text.c_str());
-      if (o.textPair) s.model.request.textPair = *o.textPair, s.model.request.hasPair = true;
-      if (o.chat) s.model.request.chat = ChatSetting{true, o.system};
+      if (!o.run.text.empty()) std::snprintf(s.model.text, sizeof s.model.text, "%s", o.run.text.c_str());
+      if (textPair) s.model.request.textPair = o.run.textPair, s.model.request.hasPair = true;
+      if (o.run.chat)
+        s.model.request.chat =
+            ChatSetting{true, cli.count("--system") ? std::optional<std::string>(o.run.system)
+                                                    : std::nullopt};
       s.model.request.layer = o.layer.value_or(0);
       s.model.request.head = o.head.value_or(0);
       s.model.request.ablate = ablations;
       s.model.request.siteAblate = siteAblations;
-      s.model.request.target = o.target;
+      s.model.request.target = o.run.target;
       s.model.request.site = o.site;
-      if (!o.maskSource.empty()) {
-        std::string bad;
-        if (!parseIntList(o.maskSource, 1 << 30, s.model.request.maskSource, bad))
-          throw UsageError("--mask-source: expected source positions separated by commas, got '" +
-                           bad + "'");
-      }
+      s.model.request.maskSource = maskSource;
       s.model.request.cli = true;
-      openModel(s, o.model);
+      openModel(s, o.run.dir);
     } else if (!scenePath.empty()) {
       loadSceneInto(s, scenePath);
     } else {
@@ -587,7 +568,7 @@ int runGui(int argc, char** argv) {
     if (s.image.job.valid() && o.frames > 0) waitImageView(s);  // an image-view scene's run
     // --report-timing on a model alone times its open in the window: the frames draw each
     // layer of the first pass as it finishes.
-    const bool timeOpen = o.reportTiming && !o.model.empty() && !o.editText && !o.editTarget &&
+    const bool timeOpen = o.reportTiming && !o.run.dir.empty() && !o.editText && !o.editTarget &&
                           o.generate == 0 && o.syntheticTokens == 0;
     if (!o.firstHeatmapNpy.empty() && !timeOpen)
       throw UsageError("--first-heatmap-npy goes with --model and --report-timing");
@@ -606,12 +587,12 @@ int runGui(int argc, char** argv) {
     } else if (o.editTarget) {
       throw UsageError("--edit-target goes with --model DIR of an encoder-decoder");
     } else if (o.editText) {
-      if (o.model.empty()) throw UsageError("--edit-text goes with --model");
+      if (o.run.dir.empty()) throw UsageError("--edit-text goes with --model");
       std::snprintf(s.model.text, sizeof s.model.text, "%s", o.editText->c_str());
       s.model.textEditedAt = 0;  // typed long enough ago: the next frame starts its pass
     }
     if (o.gold || o.noShift) {
-      if (o.model.empty() || (s.model.open() && !s.dump.seq2seq))
+      if (o.run.dir.empty() || (s.model.open() && !s.dump.seq2seq))
         throw UsageError("--gold and --no-shift go with --model DIR of an encoder-decoder");
       AlignmentState& al = s.dump.align;
       al.scripted = true;
@@ -628,7 +609,7 @@ int runGui(int argc, char** argv) {
       hf.print = true;
       if (!o.headTree.empty()) openHeadTree(s, o.headTree);  // InputError: one line, exit 1
       if (!o.headFinderCorpus.empty()) {
-        if (o.model.empty()) throw UsageError("--head-finder-corpus goes with --model");
+        if (o.run.dir.empty()) throw UsageError("--head-finder-corpus goes with --model");
         std::snprintf(hf.corpusPath, sizeof hf.corpusPath, "%s", o.headFinderCorpus.c_str());
         hf.seqLen = o.headFinderSeqLen;
         hf.wantRun = true;
@@ -654,13 +635,8 @@ int runGui(int argc, char** argv) {
     }
     if (o.showResidual) s.model.showResidual = true;
     if (o.whyHere) s.model.showWhyHere = true;
-    if (!o.whyHereAblate.empty()) {
-      int l = -1, h = -1, used = 0;
-      if (std::sscanf(o.whyHereAblate.c_str(), "%d:%d%n", &l, &h, &used) != 2 ||
-          used != int(o.whyHereAblate.size()) || l < 0 || h < 0)
-        throw UsageError("--why-here-ablate: expected L:H, got '" + o.whyHereAblate + "'");
-      s.model.whyHereAblate = {l, h};
-    }
+    if (!o.whyHereAblate.empty())
+      s.model.whyHereAblate = parseLayerHead(o.whyHereAblate, "--why-here-ablate");
     if (!o.dropWhileBusy.empty()) {
       if (!o.retrieval && o.cacheLoss.empty())
         throw UsageError("--drop-while-busy goes with --retrieval or --cache-loss");

@@ -135,9 +135,9 @@ void applyInterventionText(AppState& s) {
     std::string aa, mm;
     for (char ch : a) if (ch != ' ') aa += ch;
     for (char ch : m) if (ch != ' ') mm += ch;
-    if (!blank(aa)) iv.ablate = app::parseAblateList({aa});
+    if (!blank(aa)) iv.ablate = parseLayerHeadList({aa});
+    if (!blank(mm)) iv.maskPatches = parsePatchList(mm);
     iv.temperature = v.interventions.temperature;  // the slider's, already > 0
-    if (!blank(mm)) iv.maskPatches = app::parseMaskPatchList(mm);
     if (v.pass) {
       const VisionConfig& c = v.pass->model.config();
       for (auto [l, h] : iv.ablate)
@@ -627,7 +627,7 @@ void openImageFile(AppState& s, const std::string& image) {
   info->startedAt = nowSeconds();
   info->step = "starting";
   v.jobInfo = info;
-  std::snprintf(v.ablateText, sizeof v.ablateText, "%s", app::ablateText(v.interventions.ablate).c_str());
+  std::snprintf(v.ablateText, sizeof v.ablateText, "%s", layerHeadListText(v.interventions.ablate).c_str());
   std::snprintf(v.maskText, sizeof v.maskText, "%s",
                 app::maskPatchText(v.interventions.maskPatches).c_str());
   v.job = std::async(std::launch::async, [dir = v.modelDir, image, info, iv = v.interventions] {
@@ -829,7 +829,7 @@ void printImageView(const AppState& s) {
       v.layer, v.head, int(v.headAverage), v.token, v.mapToken.c_str(), int(v.rollout),
       double(v.opacity), v.pass->result.tokens, v.pass->result.gridH, v.pass->result.gridW,
       v.mapMax, v.rolloutOptions.maxHeads ? "max" : "mean", v.rolloutOptions.discard,
-      iv.ablate.empty() ? "-" : app::ablateText(iv.ablate).c_str(),
+      iv.ablate.empty() ? "-" : layerHeadListText(iv.ablate).c_str(),
       iv.maskPatches.empty() ? "-" : app::maskPatchText(iv.maskPatches).c_str(), iv.temperature);
   if (v.hoverRow >= 0)
     std::printf(" hover=%d,%d weight=%.9g", v.hoverRow, v.hoverCol, v.hoverWeight);

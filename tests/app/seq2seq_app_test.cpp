@@ -427,11 +427,11 @@ TEST(AppSeq2SeqScenes, BadSitesAndTargetsOnADecoderAreInputErrorsNamingTheScene)
   const std::string models = std::string(ATTNVIZ_SOURCE_DIR) + "/assets/models/";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"model": {"path": ")" + models + R"(kjv-t5-align", "text": "i will", "site": "dec:5:cross"}})",
-       "model.site dec:5:cross is out of range"},
+       "model.site dec:5:cross: out of range"},
       {R"({"model": {"path": ")" + models + R"(kjv-t5-align", "text": "i will", "site": "dec:1:both"}})",
        "field 'model.site' must be"},
       {R"({"model": {"path": ")" + models + R"(kjv-t5-align", "text": "i will", "ablate": ["cross:4:0"]}})",
-       "model.ablate cross:4:0 is out of range"},
+       "model.ablate cross:4:0: out of range"},
       {R"({"model": {"path": ")" + models + R"(kjv-byte-2l", "text": "In the", "target": "x"}})",
        "are for encoder-decoders"},
       {R"({"model": {"path": ")" + models + R"(kjv-byte-2l", "text": "In the", "mask_source": [0]}})",

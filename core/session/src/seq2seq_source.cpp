@@ -20,42 +20,6 @@ std::string seq2seqSiteName(const SiteId& s) {
   return "dec:" + std::to_string(s.layer) + (s.site == 1 ? ":cross" : ":self");
 }
 
-std::optional<SiteId> parseSeq2SeqSite(const std::string& text, const ModelConfig& c) {
-  std::vector<std::string> f;
-  std::string part;
-  std::istringstream in(text);
-  while (std::getline(in, part, ':')) f.push_back(part);
-  if (f.size() < 2 || f.size() > 3 || f[1].empty() || f[1].size() > 6 ||
-      !std::all_of(f[1].begin(), f[1].end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
-    return std::nullopt;
-  SiteId s;
-  s.layer = std::stoi(f[1]);
-  if (f[0] == "enc" && f.size() == 2) {
-    s.stack = 1;
-  } else if (f[0] == "dec") {
-    s.stack = 0;
-    if (f.size() == 3 && f[2] == "cross") s.site = 1;
-    else if (f.size() == 3 && f[2] != "self") return std::nullopt;
-  } else {
-    return std::nullopt;
-  }
-  if (!c.encoderDecoder() || !c.hasSite(s)) return std::nullopt;
-  return s;
-}
-
-std::optional<std::pair<SiteId, int>> parseSeq2SeqAblation(const std::string& text) {
-  std::string rest = text;
-  SiteId id;
-  if (rest.rfind("enc:", 0) == 0) id.stack = 1, rest = rest.substr(4);
-  else if (rest.rfind("cross:", 0) == 0) id.site = 1, rest = rest.substr(6);
-  int l = -1, h = -1;
-  char tail = 0;
-  if (std::sscanf(rest.c_str(), "%d:%d%c", &l, &h, &tail) != 2 || l < 0 || h < 0)
-    return std::nullopt;
-  id.layer = l;
-  return std::make_pair(id, h);
-}
-
 Seq2SeqSource::Seq2SeqSource(std::shared_ptr<const Model> model)
     : model_(std::move(model)), sites_(model_->config().sites()) {
   if (!model_->config().encoderDecoder())

@@ -31,14 +31,9 @@ namespace attnviz {
 
 // A site's label in the app and figure titles: "enc 0", "dec 0 self", "dec 0 cross".
 std::string seq2seqSiteLabel(const SiteId& s);
-// The command line's and a scene's name of a site: "enc:L", "dec:L:self", "dec:L:cross" (and
-// "dec:L" for the self site). nullopt when the text names none of the model's sites.
-std::optional<SiteId> parseSeq2SeqSite(const std::string& text, const ModelConfig& c);
-std::string seq2seqSiteName(const SiteId& s);  // the form parseSeq2SeqSite reads
-// An ablation as `attnviz model --ablate` and a scene's model.ablate write it: "L:H" the decoder's
-// self site, "enc:L:H" the encoder's, "cross:L:H" the cross site. nullopt when the text is none
-// of these; whether the model has the site and head is the caller's to check.
-std::optional<std::pair<SiteId, int>> parseSeq2SeqAblation(const std::string& text);
+// The command line's and a scene's name of a site: "enc:L", "dec:L:self", "dec:L:cross"
+// (parseSiteName in request.h reads it; an ablation's form is siteAblationText's).
+std::string seq2seqSiteName(const SiteId& s);
 // Hidden source positions (`--mask-source`, a scene's model.mask_source, the panel's box):
 // sorted and made unique in place; throws InputError "mask-source P: past the source's S tokens"
 // or "mask-source: every source position masked" for a source of S tokens.
