@@ -8,7 +8,7 @@
 // floors: bytes copied); the ratio to the floor is what to read on a shared machine.
 // Blocks are random bytes with finite, sane scales (as tools/gguf/quants.py's random_blocks), so
 // every code path runs on realistic values.
-#include "attnviz/formats/gguf.h"
+#include "attnviz/engine/ggml_kernels.h"
 
 #include <benchmark/benchmark.h>
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The per-level kernel objects (core/CMakeLists.txt, attnviz_<module>_isa_<level>) must define no
+# The per-level kernel objects (core/CMakeLists.txt, attnviz_engine[_ggml]_isa_<level>) must define no
 # global symbol that another level, or the rest of the program, could also define: the linker
 # keeps one copy of a weak (inline, template) function, so a shared one compiled for AVX-512
 # could run on a CPU without it. Allowed: the level's own table, its own Eigen

@@ -3,7 +3,7 @@
 // baseline's bit for bit and its dot products against a double sum, and ATTNVIZ_ISA as the
 // binary reports it.
 #include "attnviz/engine/isa.h"
-#include "attnviz/formats/gguf.h"
+#include "attnviz/engine/ggml_kernels.h"
 #include "run_binary.h"
 
 #include <gtest/gtest.h>

@@ -3,6 +3,7 @@
 // refused with the expected words and the file's name, every truncation refused, hand-made
 // edge cases, and the real files in ../shared/testdata.
 #include "attnviz/formats/gguf.h"
+#include "attnviz/engine/ggml_kernels.h"
 #include "attnviz/engine/tensor.h"
 #include "gguf_fixtures.h"
 

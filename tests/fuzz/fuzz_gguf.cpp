@@ -4,6 +4,7 @@
 // row; or be refused with InputError. Nothing else (no crash, no other exception, no sanitizer
 // report). The typed getters run on every key: they return or throw InputError.
 #include "attnviz/engine/tensor.h"
+#include "attnviz/engine/ggml_kernels.h"
 #include "attnviz/formats/gguf.h"
 
 #include <cstddef>

@@ -10,6 +10,8 @@
 // bounds and not overlapping.
 #include "attnviz/formats/gguf.h"
 
+#include "attnviz/engine/ggml_kernels.h"
+
 #include "attnviz/engine/tensor.h"
 #include "attnviz/formats/fileio.h"
 

@@ -2,6 +2,8 @@
 // olmo2): their config.json and GGUF readers and tensor names (family_table.cpp joins the rows).
 #include "family_rows.h"
 
+#include "attnviz/engine/ggml_kernels.h"  // GgmlType
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>

@@ -1,5 +1,7 @@
 // ModelConfig from GGUF metadata (llama.cpp's key names).
 #include "attnviz/formats/gguf.h"
+
+#include "attnviz/engine/ggml_kernels.h"
 #include "model_internal.h"
 
 #include <algorithm>

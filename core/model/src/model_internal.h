@@ -3,6 +3,7 @@
 #pragma once
 
 #include "attnviz/engine/engine.h"
+#include "attnviz/engine/ggml_kernels.h"
 #include "attnviz/formats/gguf.h"
 #include "attnviz/formats/safetensors.h"
 #include "attnviz/model/model.h"
@@ -57,7 +58,7 @@ constexpr int kGlobals = int(Global::Count);
 
 // A matrix as the file stores it: `rows` rows of `cols` values of `type`, `rowBytes` apart (a
 // GGUF tensor of any readable type, or a safetensors F32/F16/BF16 tensor in nn.Linear's [out, in]
-// layout). Decode's matrix-vector products read these (formats::matVec); a layer kept as stored
+// layout). Decode's matrix-vector products read these (engine's matVec); a layer kept as stored
 // is converted from these into the pass's scratch.
 struct StoredMatrix {
   GgmlType type = GgmlType::F32;

@@ -13,6 +13,7 @@
 // "<file>: <problem>" (naming the tensor where there is one).
 #pragma once
 
+#include "attnviz/engine/half.h"  // halfToFloat, bfloat16ToFloat: the element conversions
 #include "attnviz/engine/tensor.h"
 
 #include <cstddef>
@@ -106,10 +107,6 @@ class SafetensorsFile {
 
   void parse();
 };
-
-// Exact conversions of one element's bits.
-float halfToFloat(std::uint16_t bits);
-float bfloat16ToFloat(std::uint16_t bits);
 
 // A tensor to write: raw little-endian bytes of `dtype`, shape product x element size of them.
 struct StWriteTensor {

@@ -25,7 +25,7 @@
 // Weights are typed views, one slot per skeleton tensor; F32 tensors are used in place from the
 // mapped file, F16/BF16 (and GGUF's quantized blocks) are converted to float32 at load while
 // those copies fit the memory budget, else kept as stored and converted a layer at a time as a
-// pass runs. A decode step reads every [out, in] matrix as stored (formats::matVec).
+// pass runs. A decode step reads every [out, in] matrix as stored (engine's matVec).
 #pragma once
 
 #include "attnviz/engine/engine.h"

@@ -1,9 +1,9 @@
 // ggml's tensor types: the type table with its block dequantization and dot products over stored
 // blocks, compiled once per instruction-set level (attnviz/engine/isa.h; core/CMakeLists.txt:
-// attnviz_formats_isa_<level>); ggml_types.cpp serves the public functions of gguf.h from the
-// level in use. This file defines one global symbol, its level's table, and uses nothing inline
-// from outside (no std::string, vector or function) so that no level's code can stand in for
-// another's at link time (tests/engine checks the objects).
+// attnviz_engine_ggml_isa_<level>); ggml_types.cpp serves the public functions of
+// attnviz/engine/ggml_kernels.h from the level in use. This file defines one global symbol, its
+// level's table, and uses nothing inline from outside (no std::string, vector or function) so
+// that no level's code can stand in for another's at link time (tests/engine checks the objects).
 //
 // The block layouts are ggml's (ggml-common.h); tools/gguf/quants.py documents each one byte by
 // byte and is the source of the test fixtures. Dequantization is float32 arithmetic in ggml's
@@ -15,8 +15,8 @@
 //
 // Blocks are read through byte structs (alignment 1) and memcpy, so a tensor at any address (a
 // GGUF file may declare general.alignment 1) is read without unaligned-access UB.
-#include "../ggml_kernels.h"
-#include "attnviz/formats/safetensors.h"  // halfToFloat
+#include "../ggml_table.h"
+#include "attnviz/engine/half.h"
 
 #include <cstring>
 #include <type_traits>

@@ -2,7 +2,8 @@
 // tools/gguf/quants.py wrote (types/<T>.gguf: quantized "weight" and "random_blocks" whose every
 // bit matters), hand-made blocks, and dotRow against a double-precision dot of the expected
 // values.
-#include "attnviz/formats/gguf.h"
+#include "attnviz/engine/ggml_kernels.h"
+#include "attnviz/formats/gguf.h"  // the fixtures are GGUF files
 #include "gguf_fixtures.h"
 
 #include <gtest/gtest.h>

@@ -1,9 +1,10 @@
-// ggml's tensor types (gguf.h): names and block shapes, and dequantization, dot products and
-// matrix-vector products through the kernels of the instruction-set level in use
-// (isa/ggml_kernels.cpp, attnviz/engine/isa.h).
+// ggml's tensor types (attnviz/engine/ggml_kernels.h): names and block shapes, and
+// dequantization, dot products and matrix-vector products through the kernels of the
+// instruction-set level in use (isa/ggml_kernels.cpp, attnviz/engine/isa.h).
+#include "attnviz/engine/ggml_kernels.h"
+
 #include "attnviz/engine/parallel.h"
-#include "attnviz/formats/gguf.h"
-#include "ggml_kernels.h"
+#include "ggml_table.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,10 +1,10 @@
-// attnviz core (internal): the table one level of isa/ggml_kernels.cpp exports, one row per ggml
+// attnviz engine (internal): the table one level of isa/ggml_kernels.cpp exports, one row per ggml
 // type id: name, block shape, and (for the types attnviz reads) the block dequantizer and the dot
 // product of stored blocks with float32 values.
 #pragma once
 
+#include "attnviz/engine/ggml_kernels.h"
 #include "attnviz/engine/isa.h"
-#include "attnviz/formats/gguf.h"
 
 #include <cstdint>
 
