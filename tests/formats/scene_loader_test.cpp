@@ -172,5 +172,44 @@ TEST(SceneLoaderModel, InterventionsRoundTripAndBadOnesAreRefusedNamingTheField)
             std::string::npos);
 }
 
+// A model scene's ablations and site read as the command line's --ablate and --site (one
+// grammar): a malformed one is refused with the file, the field and the forms it takes.
+TEST(SceneLoaderModel, MalformedAblationsAndSitesAreRefusedInTheCommandLinesWords) {
+  auto scene = [](const std::string& field) {
+    return R"({"model": {"path": "m", "text": "a b", )" + field + "}}";
+  };
+  for (const std::string bad : {"", "3", "1-2", "3:7:1", "-1:2", "3:7x", "enc:1", "dec:1:2",
+                                "enc:cross:1:2", "3:7,1:2"})
+    EXPECT_EQ(refusal(scene(R"("ablate": [")" + bad + R"("])")),
+              "s.json: model.ablate " + bad +
+                  ": expected LAYER:HEAD, enc:LAYER:HEAD or cross:LAYER:HEAD, e.g. 3:7")
+        << bad;
+  // An entry that is not a string is named as JSON writes it.
+  EXPECT_EQ(refusal(scene(R"("ablate": ["1:2", 3])")),
+            "s.json: model.ablate 3: expected LAYER:HEAD, enc:LAYER:HEAD or cross:LAYER:HEAD, "
+            "e.g. 3:7");
+  for (const std::string bad : {"dec:1:both", "enc:1:self", "enc", "dec:", "x:1", "dec:-1",
+                                "1", "dec:1:cross:0"})
+    EXPECT_EQ(refusal(scene(R"("site": ")" + bad + R"(")")),
+              "s.json: model.site " + bad + ": expected enc:L, dec:L:self or dec:L:cross")
+        << bad;
+}
+
+TEST(SceneLoaderModel, AblationsOfEverySiteAndSitesOfEveryFormAreRead) {
+  const Scene s = sceneFromJson(
+      R"({"model": {"path": "m", "text": "a b", "site": "dec:2:cross",
+                    "ablate": ["3:7", "enc:01:2", "0:0", "cross:0:5"]}})",
+      "s.json");
+  EXPECT_EQ(s.model.ablate, (std::vector<std::pair<int, int>>{{3, 7}, {0, 0}}));
+  EXPECT_EQ(s.model.siteAblate, (std::vector<std::string>{"enc:1:2", "cross:0:5"}));
+  EXPECT_EQ(s.model.site, "dec:2:cross");
+  for (const char* site : {"enc:0", "dec:3", "dec:1:self", "dec:1:cross"})
+    EXPECT_EQ(sceneFromJson(R"({"model": {"path": "m", "text": "a", "site": ")" +
+                                std::string(site) + R"("}})",
+                            "s.json")
+                  .model.site,
+              site);
+}
+
 }  // namespace
 }  // namespace attnviz

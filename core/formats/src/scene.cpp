@@ -1,7 +1,7 @@
 // Scenes: the JSON format (sceneFromJson, sceneToJson, the view object), the names of modes and
 // archetypes, and the default scene. The synthetic inputs a scene's text gives are
 // core/session's (attnviz/session/scene_inputs.h).
-#include "attnviz/engine/text_parse.h"
+#include "attnviz/engine/request_grammar.h"
 #include "attnviz/formats/scene.h"
 
 #include "attnviz/formats/data_dir.h"
@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 #include <sstream>
 
 namespace attnviz {
@@ -337,24 +336,15 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
       const json& a = m.at("ablate");
       if (!a.is_array()) throw InputError(name + ": field 'model.ablate' must be a list of \"L:H\"");
       for (const json& e : a) {
-        std::string t = e.is_string() ? e.get<std::string>() : std::string();
-        // An encoder-decoder's other sites: "enc:L:H" and "cross:L:H".
-        std::string prefix;
-        for (const char* p : {"enc:", "cross:"})
-          if (t.rfind(p, 0) == 0) prefix = p;
-        t = t.substr(prefix.size());
-        const std::size_t colon = t.find(':');
-        const std::optional<int> l =
-            colon == std::string::npos ? std::nullopt : parseIndex(t.substr(0, colon), 1 << 20);
-        const std::optional<int> h =
-            colon == std::string::npos ? std::nullopt : parseIndex(t.substr(colon + 1), 1 << 20);
-        if (!l || !h)
-          throw InputError(name + ": model.ablate entries must be \"LAYER:HEAD\" (or \"enc:L:H\", "
-                           "\"cross:L:H\") with indices >= 0, got " + e.dump());
-        if (prefix.empty())
-          sm.ablate.emplace_back(*l, *h);
+        // "L:H" (the decoder's, or the one site's), "enc:L:H" and "cross:L:H" (an
+        // encoder-decoder's other sites); the model checks the indices when it opens.
+        const SiteHead h = inScene(name, [&] {
+          return parseSiteAblation(e.is_string() ? e.get<std::string>() : e.dump(), "model.ablate");
+        });
+        if (h.site.stack == 0 && h.site.site == 0)
+          sm.ablate.emplace_back(h.site.layer, h.head);
         else
-          sm.siteAblate.push_back(prefix + std::to_string(*l) + ":" + std::to_string(*h));
+          sm.siteAblate.push_back(siteAblationText(h));
       }
     }
     sm.textPair = field<std::string>(m, "text_pair", "", name);
@@ -378,19 +368,8 @@ Scene sceneFromJson(const std::string& text, const std::string& name) {
                           sm.maskSource.end());
     }
     sm.site = field<std::string>(m, "site", "", name);
-    if (!sm.site.empty()) {
-      // enc:L, dec:L, dec:L:self or dec:L:cross (the model checks L when it opens).
-      std::string rest;
-      if (sm.site.rfind("enc:", 0) == 0) rest = sm.site.substr(4);
-      else if (sm.site.rfind("dec:", 0) == 0) rest = sm.site.substr(4);
-      const std::size_t colon = rest.find(':');
-      const std::string kind = colon == std::string::npos ? "" : rest.substr(colon + 1);
-      const bool dec = sm.site.rfind("dec:", 0) == 0;
-      if (rest.empty() || !parseIndex(rest.substr(0, colon), 1 << 20) ||
-          (colon != std::string::npos && (!dec || (kind != "self" && kind != "cross"))))
-        throw InputError(name + ": field 'model.site' must be \"enc:L\", \"dec:L:self\" or "
-                         "\"dec:L:cross\", got \"" + sm.site + "\"");
-    }
+    // enc:L, dec:L, dec:L:self or dec:L:cross (the model checks L when it opens).
+    if (!sm.site.empty()) inScene(name, [&] { (void)parseSiteName(sm.site, "model.site"); });
     sm.special = field<std::string>(m, "special", "", name);
     if (!sm.slice.empty() && sm.slice != "all" && sm.slice != "a-a" && sm.slice != "b-b" &&
         sm.slice != "a-b" && sm.slice != "b-a")

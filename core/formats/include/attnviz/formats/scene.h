@@ -84,7 +84,8 @@ struct SceneModel {
   // Encoder-decoders: `text` is the source (the encoder's input) and "target" the
   // decoder's text after its start id; "site" the site shown ("enc:L", "dec:L:self",
   // "dec:L:cross"; empty: the first); ablations of the encoder's and the cross sites
-  // ("enc:L:H", "cross:L:H", kept in "ablate" beside the decoder self site's "L:H").
+  // ("enc:L:H", "cross:L:H", kept in "ablate" beside the decoder self site's "L:H"). Both read
+  // as the command line's --site and --ablate (attnviz/engine/request_grammar.h).
   std::string target, site;
   std::vector<std::string> siteAblate;
   // "mask_source": source positions no cross site may read (--mask-source), sorted.

@@ -30,6 +30,7 @@
 
 #include "attnviz/engine/engine.h"
 #include "attnviz/engine/mask.h"
+#include "attnviz/engine/request_grammar.h"  // SiteId, ResidualEdit
 #include "attnviz/engine/tensor.h"
 #include "attnviz/model/tokenizers/tokenizer.h"
 
@@ -93,20 +94,8 @@ enum class QkNorm { None, PerHead, Whole };
 enum class SiteKind { DecoderSelf, EncoderSelf, Cross };
 const char* siteKindName(SiteKind k);  // "self", "encoder self", "cross"
 
-// One attention site of a model: its stack, its layer in that stack, and its index among the
-// layer's sites (ModelConfig::sitesOf). Stack 0 is the stack whose stream makes the logits (a
-// decoder's, or an encoder's when it is the whole model); stack 1 is an encoder-decoder's
-// encoder. Captures, interventions, caches and attribution rows are addressed by it; a head is
-// (site, h).
-struct SiteId {
-  int stack = 0;
-  int layer = 0;
-  int site = 0;
-  bool operator==(const SiteId& o) const {
-    return stack == o.stack && layer == o.layer && site == o.site;
-  }
-  bool operator!=(const SiteId& o) const { return !(*this == o); }
-};
+// SiteId, one attention site of a model: attnviz/engine/request_grammar.h (the request strings
+// name sites).
 
 struct ModelConfig {
   std::string family = "gpt2";  // the family table's row: "gpt2", "llama", "qwen3", ...
@@ -282,20 +271,10 @@ std::vector<std::string> parseShardIndex(const std::string& text, const std::str
 // (vocab-only files included).
 std::unique_ptr<Tokenizer> loadModelTokenizer(const std::string& path);
 
+// ResidualEdit, one residual-stream value set inside the pass: attnviz/engine/request_grammar.h.
+
 // What the pass changes in one layer ("interventions are data": the CLI, the GUI and the tests
 // all say it this way).
-// One residual-stream value set inside the pass (massive activations, Sun et al. 2024): dimension
-// `dim` of the stream a layer writes (its output, the next layer's input), at `position` (-1:
-// every position), to zero or to that dimension's mean over the positions.
-struct ResidualEdit {
-  int position = -1;
-  int dim = 0;
-  bool toMean = false;  // false: zero
-  bool operator==(const ResidualEdit& o) const {
-    return position == o.position && dim == o.dim && toMean == o.toMean;
-  }
-};
-
 struct LayerIntervention {
   std::vector<int> ablatedHeads;  // these query heads' outputs are zeroed before W_o
   // These heads' outputs are replaced, at every position, by their mean over the positions
