@@ -272,14 +272,20 @@ ModelRun runModelScene(const Scene& scene, const std::string& scenePath,
   // An encoder-decoder's scene is run by the caller as a Seq2SeqSource (its two texts, its
   // sites): only the model is returned.
   if (c.encoderDecoder()) return run;
-  if (!sm.target.empty() || !sm.site.empty() || !sm.siteAblate.empty() || !sm.maskSource.empty())
-    throw InputError(scenePath + ": model.target, model.site, model.mask_source and site ablations are for "
-                     "encoder-decoders; " + sm.path + " is a " + c.family + " decoder or encoder");
-  // The scene's indices, checked now that the model's sizes are known, as the app checks them.
+  if (!sm.target.empty())
+    throw InputError(scenePath + ": model.target is for encoder-decoders; " + sm.path + " is a " +
+                     c.family + " decoder or encoder");
+  // The scene's indices, checked now that the model's sizes are known, as the app checks them
+  // (in its order, with its words: an enc: or cross: ablation, a site or a masked source on a
+  // model with one site per layer included).
   inScene(scenePath, [&] {
     checkLayerInRange(sm.layer, c, "model.layer");
     checkHeadInRange(sm.head, c, "model.head");
     for (const auto& [l, h] : sm.ablate) checkSiteAblation({SiteId{0, l, 0}, h}, c, "model.ablate");
+    for (const std::string& a : sm.siteAblate)
+      checkSiteAblation(parseSiteAblation(a, "model.ablate"), c, "model.ablate");
+    if (!sm.site.empty()) checkSiteInRange(parseSiteName(sm.site, "model.site"), c, "model.site");
+    if (!sm.maskSource.empty()) checkHasCrossSites(c, "model.mask_source");
     for (const SceneLayerIntervention& li : sm.interventions)
       checkLayerInRange(li.layer, c, "model.interventions layer");
   });

@@ -114,6 +114,12 @@ TEST(RequestCli, AnEncoderDecodersSiteAblationOutOfRangeReadsTheSameInEveryCalle
       dir.path);
   EXPECT_EQ(decoderWindow.exitCode, 2) << decoderWindow.err;
   EXPECT_TRUE(endsWith(refusal(decoderWindow), one)) << decoderWindow.err;
+  // A decoder's scene with it: the same words, as the app's scene loading says them.
+  const CliRun decoderScene =
+      exportScene(dir, {{"path", kDecoder}, {"text", "In the"}, {"ablate", {"cross:0:0"}}});
+  EXPECT_EQ(decoderScene.exitCode, 1) << decoderScene.err;
+  EXPECT_TRUE(endsWith(refusal(decoderScene), dir / "scene.json" + ": model." + one.substr(2)))
+      << decoderScene.err;
 }
 
 TEST(RequestCli, AMalformedMaskSourceReadsTheSameInTheModelCommandAndTheWindow) {
