@@ -36,11 +36,12 @@ PAIRS = 64
 FILL_EVERY = 4
 FILL_SEED = 77
 SHARES = ("sep", "cls", "prev", "next", "self", "after")
-# The presets' texts: held-out verses (Hebrews 11:1 and 1 John 4:8).
+# The presets' texts: held-out verses (Hebrews 11:1 and 1 John 4:16).
 PRESET_TEXTS = {
     "bidirectional": "Now faith is the substance of things hoped for, the evidence of things "
                      "not seen.",
-    "sep": "He that loveth not knoweth not God; for God is love.",
+    "sep": "And we have known and believed the love that God hath to us. God is love; and he that "
+           "dwelleth in love dwelleth in God, and God in him.",
 }
 # Fill on single sentences, shown on the card: King James phrasing (the first two held out) and
 # plain modern English, which the model never saw.
@@ -50,10 +51,12 @@ FILL_EXAMPLES = ["For God is [MASK].",
                  "The king sat upon his [MASK].",
                  "She opened the [MASK] and walked into the house.",
                  "We will go to the [MASK] tomorrow morning."]
-# The model this recipe replaced (1200 steps at learning rate 0.0015, warm-up 100), measured the
-# same way through the binary; kept so the card can say what the longer run changed.
-EARLIER = {"steps": 1200, "heldout_loss": 5.0888, "fill_top1": 0.164, "fill_top5": 0.294,
-           "sep": [1, 5, 0.127]}
+# The model this recipe replaced (8 heads of 16, weight decay 0.01, 1500 steps of a 2400-step
+# schedule), measured the same way through the binary; kept so the card can say what the new
+# recipe changed. Its layer 1 had sharp previous-, next- and same-token heads (about 0.5 each)
+# but no head put more than 0.067 on [SEP] or 0.047 on [CLS].
+EARLIER = {"steps": 1500, "heads": 8, "weight_decay": 0.01, "heldout_loss": 3.9999,
+           "fill_top1": 0.262, "fill_top5": 0.445, "sep": [3, 1, 0.067], "cls": 0.047}
 
 
 def run(cmd):
@@ -226,10 +229,21 @@ def heads_prose(s, r):
     top = max(b[k][2] for k in ("sep", "next", "prev", "cls", "self"))
     sep = s["shares"]["sep"]
     over = sum(x >= 0.3 for row in sep for x in row)
-    first = (f"This recipe replaced a {EARLIER['steps']}-step run whose heads were soft (its best "
-             f"[SEP] head,\nlayer {EARLIER['sep'][0]} head {EARLIER['sep'][1]}, put "
-             f"{EARLIER['sep'][2]:.3f} there; fill top-5 {EARLIER['fill_top5']:.3f}; held-out "
-             f"loss {EARLIER['heldout_loss']:.2f}).\n")
+    first = (f"This recipe replaced a {EARLIER['steps']}-step run of {EARLIER['heads']} heads "
+             f"a layer and weight decay {EARLIER['weight_decay']},\nwhich had formed no sink (its "
+             f"best [SEP] head, layer {EARLIER['sep'][0]} head {EARLIER['sep'][1]}, put "
+             f"{EARLIER['sep'][2]:.3f} there, its best\n[CLS] head {EARLIER['cls']:.3f}; fill top-5 "
+             f"{EARLIER['fill_top5']:.3f}; held-out loss {EARLIER['heldout_loss']:.2f}).\n")
+    if 0.1 <= b["sep"][2] < 0.3 <= top:
+        ps = s["presets"]["sep"]
+        return first + f"""After {r.get('stop') or r['steps']} steps its positional heads are sharp: layer {b['next'][0]} head
+{b['next'][1]} puts {b['next'][2]:.3f} on the next key, layer {b['prev'][0]} head {b['prev'][1]} {b['prev'][2]:.3f} on the previous one and
+layer {b['self'][0]} head {b['self'][1]} {b['self'][2]:.3f} on itself (Clark et al. 2019 found BERT-base heads
+that put most of their attention on the previous or the next token). It has one head that parks weight on [SEP],
+weaker than BERT-base's: layer {b['sep'][0]} head {b['sep'][1]} puts {b['sep'][2]:.3f} of a row's weight on the
+two [SEP] keys of a pair, most of it from the rows in the later part of a verse (on preset 31's verse alone, {len(ps['ids'])} tokens, it puts {ps['shares']['sep'][b['sep'][0]][b['sep'][1]]:.3f} of each
+row there); {over} of the {len(sep) * len(sep[0])} heads put 0.3 or more on [SEP] over the pairs, and the best [CLS] head
+{b['cls'][2]:.3f}."""
     if b["sep"][2] < 0.3 <= top:
         cls_up = max(max(row) for row in s["shares"]["cls"][1:])
         return first + f"""After {r.get('stop') or r['steps']} steps its positional heads are sharp: layer {b['next'][0]} head
@@ -259,6 +273,9 @@ def sep_prose(s):
     if v >= 0.3:
         return head + (f"this head parks a third or more there, but below\n  BERT-base's 0.5 "
                        f"and more ({v:.2f}).")
+    if v >= 0.1:
+        return head + (f"this model's head is weaker ({v:.2f} over\n  the pairs) and in layer "
+                       f"{s['best']['sep'][0]}, where BERT-base's are in the middle layers.")
     return head + f"this model has not formed such a sink ({v:.2f} < 0.5)."
 
 
