@@ -750,9 +750,10 @@ TEST_F(Heads, ThePanelsReaderRefusesBadFilesInOneLine) {
 namespace attnviz::testing {
 namespace {
 
-// On the held-out corpus the shipped decoders' cards were not measured on (whole chapters cut at
-// 256 ids), the finder ranks each card's named heads first for their metric: the previous-token
-// and induction heads their model cards and presets name.
+// On the held-out corpus the shipped models' cards were not measured on (whole chapters cut at
+// 256 ids; 96 for the BERT, its positions), the finder ranks each card's named heads first for
+// their metric: the previous-token and induction heads the decoders' cards and presets name, and
+// the encoder's previous-token head (its card's "prev", measured on other verses).
 TEST(HeadsShipped, EachCardsNamedHeadsRankFirstOnTheHeldOutCorpus) {
   const fs::path assets = fs::path(ATTNVIZ_SOURCE_DIR) / "assets";
   const fs::path corpus = assets / "corpora" / "kjv-heldout.txt";
@@ -760,6 +761,7 @@ TEST(HeadsShipped, EachCardsNamedHeadsRankFirstOnTheHeldOutCorpus) {
     const char* model;
     const char* metric;
     std::vector<std::string> first;  // "L\tH", any order, ranked first
+    const char* seqLen = "256";
   };
   const std::vector<Case> cases = {
       {"kjv-byte-2l", "prev_token_score", {"0\t3"}},
@@ -768,6 +770,7 @@ TEST(HeadsShipped, EachCardsNamedHeadsRankFirstOnTheHeldOutCorpus) {
       {"kjv-sp-llama", "induction_score", {"2\t1"}},
       {"kjv-sp-gemma2", "prev_token_score", {"1\t7"}},
       {"kjv-sp-gemma2", "induction_score", {"3\t6"}},
+      {"kjv-wp-bert", "prev_token_score", {"1\t2"}, "96"},
   };
   TempDir tmp;
   std::set<std::string> run;  // one finder run per model; the second metric reads its tree
@@ -777,7 +780,7 @@ TEST(HeadsShipped, EachCardsNamedHeadsRankFirstOnTheHeldOutCorpus) {
     const CliRun r =
         run.insert(c.model).second
             ? runBinary({"heads", "--model", (assets / "models" / c.model).string(), "--corpus",
-                         corpus.string(), "--out", tree.string(), "--seq-len", "256", "--top",
+                         corpus.string(), "--out", tree.string(), "--seq-len", c.seqLen, "--top",
                          c.metric},
                         tmp.path)
             : runBinary({"heads", "--tree", tree.string(), "--top", c.metric}, tmp.path);
