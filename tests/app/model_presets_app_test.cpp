@@ -45,7 +45,7 @@ TEST(AppLlamaPresets, GroupedQueryAttentionShowsTheWholeGrid) {
   const ModelGrid g = modelGrid(s.out);
   ASSERT_TRUE(g.valid) << s.out;
   EXPECT_EQ(g.layers, 3);
-  EXPECT_EQ(g.heads, 16);
+  EXPECT_EQ(g.heads, 8);
   EXPECT_NE(s.out.find("model-layer: " + std::to_string(sc.model.layer)), std::string::npos)
       << s.out;
 }
@@ -148,7 +148,7 @@ TEST(AppGemmaPresets, LocalAndGlobalLayersShowsAGlobalHeadReachingPastTheWindow)
   const ModelGrid g = modelGrid(s.out);
   ASSERT_TRUE(g.valid) << s.out;
   EXPECT_EQ(g.layers, 4);
-  EXPECT_EQ(g.heads, 16);
+  EXPECT_EQ(g.heads, 8);
   EXPECT_NE(s.out.find("model-layer: " + std::to_string(sc.model.layer)), std::string::npos)
       << s.out;
   int bright = 0;
