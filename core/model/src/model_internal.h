@@ -4,6 +4,7 @@
 
 #include "attnviz/engine/engine.h"
 #include "attnviz/engine/ggml_kernels.h"
+#include "attnviz/engine/isa.h"
 #include "attnviz/formats/gguf.h"
 #include "attnviz/formats/safetensors.h"
 #include "attnviz/model/model.h"
@@ -237,6 +238,13 @@ Tensor3 positionBias(const Model::Weights& w, const ModelConfig& c, int stack, i
 // p's mask gains the additive bias [H, T_q, T_k] (a custom matrix of the intervention's
 // combined: allowed cells keep the bias, disallowed ones become -inf; a custom bias adds).
 void addScoreBias(AttentionParams& p, const Tensor3& bias);
+// The rows of a stored matrix for the products of isa.h (linearABt), converted as they are
+// packed. The matrix must outlive the GemmRows (it holds a pointer to it).
+GemmRows storedRows(const StoredMatrix& s);
+// Fills the page tables of the whole pages of [p, p + bytes) in a read-only file mapping (their
+// bytes read now instead of at the first touch); ignored where the kernel cannot.
+void populatePages(const void* p, std::size_t bytes);
+
 // The final norm of rows x (none for post-norm families: a copy).
 void finalNorm(const Model::Weights& w, const ModelConfig& c, const MatrixRM& x, MatrixRM& f);
 
@@ -256,8 +264,12 @@ struct Model::Workspace {
   int biasStack = -1, biasRows = -1;
 
   // The layer's float32 views: the model's own, or the layer converted into the scratch.
-  const Weights::Layer& weights(const Weights& w, int l, const ModelConfig& c);
-  // out = x W (+ b): a matrix-vector product on the stored rows in a decode step, else linear().
+  // `rows`: the rows the layer will run. A layer kept as stored is not converted when the
+  // products can read its blocks as they pack them (rows >= kPackedMinRows at a level with the
+  // packed kernels, isa.h): its matrices' views stay null and lin() reads the stored rows.
+  const Weights::Layer& weights(const Weights& w, int l, const ModelConfig& c, int rows = 0);
+  // out = x W (+ b): a matrix-vector product on the stored rows in a decode step, the packed
+  // product on the stored blocks for a matrix not converted, else linear().
   void lin(const MatrixRM& x, const LinearView& f, const StoredMatrix& s, MatrixRM& out);
   struct Out {
     const LinearView* f;

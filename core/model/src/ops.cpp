@@ -25,28 +25,14 @@ void matmulOutIn(const MatrixRM& x, const float* E, int V, int d, MatrixRM& out)
 }
 
 void linear(const MatrixRM& x, const LinearView& W, MatrixRM& out) {
-  const int n = W.out, k = W.in;
-  out.resize(x.rows(), n);
+  const int n = W.out, k = W.in, m = int(x.rows());
+  out.resize(m, n);
   if (W.inMajor) {
-    const int tasks = std::max(1, std::min(cpuThreads(), n / 64));
-    const int chunk = ((n + tasks - 1) / tasks + 15) / 16 * 16;
-    detail::parallelFor(tasks, [&](int t) {
-      const int c0 = t * chunk, nc = std::min(n, c0 + chunk) - c0;
-      if (nc <= 0) return;
-      gemmAB(int(x.rows()), nc, k, x.data(), long(x.cols()), W.w + c0, long(W.ld),
-             out.data() + c0, long(n));
-    });
+    linearAB(m, n, k, x.data(), long(x.cols()), W.w, long(W.ld), out.data(), long(n));
   } else {
-    // Blocks of output rows of W, claimed dynamically: GEMM packing buffers stay small (a vocab
-    // is tens of thousands wide) and uneven thread speeds balance out.
-    const int chunk = n >= 4096 ? 1024 : std::max(64, (n + cpuThreads() - 1) / cpuThreads());
-    const int tasks = (n + chunk - 1) / chunk;
-    detail::parallelFor(tasks, [&](int t) {
-      const int r0 = t * chunk, nr = std::min(n, r0 + chunk) - r0;
-      if (nr <= 0) return;
-      gemmABt(int(x.rows()), nr, k, x.data(), long(x.cols()), W.w + long(r0) * W.ld, long(W.ld),
-              out.data() + r0, long(n));
-    });
+    GemmRows rows;
+    rows.f32 = W.w, rows.ld = W.ld;
+    linearABt(m, n, k, x.data(), long(x.cols()), rows, out.data(), long(n));
   }
   if (W.b) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(W.b, n);
 }
@@ -180,6 +166,32 @@ void applyRope(const ModelConfig& c, MatrixRM& x, int pos0, bool inverse, int la
   }
 }
 
+namespace {
+
+// GemmRows::fill for a stored matrix: row `row`'s values [k0, k0 + kc), k0 a multiple of the
+// packed products' blocks of k (256), so a whole number of every type's blocks.
+void fillFromStored(const void* ctx, int row, int k0, int kc, float* out) {
+  const StoredMatrix& s = *static_cast<const StoredMatrix*>(ctx);
+  dequantizeRow(s.type, s.data + std::size_t(row) * s.rowBytes + ggmlRowBytes(s.type, k0), out,
+                kc);
+}
+
+// GemmRows::prefetch: the bytes fillFromStored will read.
+void prefetchStored(const void* ctx, int row, int k0, int kc) {
+  const StoredMatrix& s = *static_cast<const StoredMatrix*>(ctx);
+  const unsigned char* p = s.data + std::size_t(row) * s.rowBytes + ggmlRowBytes(s.type, k0);
+  const std::size_t n = ggmlRowBytes(s.type, kc);
+  for (std::size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
+}
+
+}  // namespace
+
+GemmRows storedRows(const StoredMatrix& s) {
+  GemmRows rows;
+  rows.fill = &fillFromStored, rows.prefetch = &prefetchStored, rows.ctx = &s;
+  return rows;
+}
+
 void convertRows(const StoredMatrix& s, int r0, int n, float* out) {
   const int chunk = 64;
   detail::parallelFor((n + chunk - 1) / chunk, [&](int t) {
@@ -258,26 +270,13 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
   if (w.head.w) {
     linear(f, w.head, logits);
   } else {
-    // A head kept as stored is converted a task's rows at a time, in the same tasks as linear()'s
-    // [out, in] branch (so the products, and the logits, are bit for bit those of the converted
-    // head).
+    // A head kept as stored: converted as the product packs it (or a block of rows at a time
+    // for a few rows), so the logits are bit for bit those of the converted head.
     const StoredMatrix& s = w.headStored;
-    const int n = s.rows, d = s.cols;
-    logits.resize(f.rows(), n);
-    const int chunk = n >= 4096 ? 1024 : std::max(64, (n + cpuThreads() - 1) / cpuThreads());
-    const int tasks = (n + chunk - 1) / chunk;
-    detail::parallelFor(tasks, [&](int t) {
-      const int r0 = t * chunk, nr = std::min(n, r0 + chunk) - r0;
-      if (nr <= 0) return;
-      thread_local FloatBuffer rows;
-      if (rows.size() < std::size_t(nr) * d) rows = FloatBuffer(std::size_t(nr) * d);
-      for (int r = 0; r < nr; ++r) {
-        dequantizeRow(s.type, s.data + std::size_t(r0 + r) * s.rowBytes,
-                      rows.data() + std::size_t(r) * d, d);
-      }
-      gemmABt(int(f.rows()), nr, d, f.data(), long(f.cols()), rows.data(), long(d),
-              logits.data() + r0, long(n));
-    });
+    populatePages(s.data, std::size_t(s.rows) * s.rowBytes);
+    logits.resize(f.rows(), s.rows);
+    linearABt(int(f.rows()), s.rows, s.cols, f.data(), long(f.cols()), storedRows(s),
+              logits.data(), long(s.rows));
   }
   if (linearOnly) return;
   if (const float* b = w.global(Global::HeadBias))

@@ -2,6 +2,7 @@
 // over a whole prompt: forward, re-runs from a layer, the Q/K/V recompute, and the pieces of the
 // pass that attribution reads.
 #include "attnviz/engine/engine_detail.h"
+#include "attnviz/engine/isa.h"
 #include "attnviz/engine/parallel.h"
 #include "model_internal.h"
 
@@ -19,9 +20,16 @@ namespace attnviz {
 // The skeleton
 
 const Model::Weights::Layer& Model::Workspace::weights(const Weights& w, int l,
-                                                       const ModelConfig& c) {
+                                                       const ModelConfig& c, int rows) {
   const Weights::Layer& L = w.layers[l];
   if (L.lazy.empty()) return L;
+  // The layer's pages mapped in one call each: touched one by one, a 1B F16 file's 2.5 GB cost
+  // about 1.3 s of page faults a pass on our VMs, against 0.08 s this way.
+  for (const Weights::Layer::Lazy& z : L.lazy)
+    populatePages(z.src.data, std::size_t(z.src.rows) * z.src.rowBytes);
+  // Read as stored by the packed products: every lazy matrix has its stored view (GPT-2's
+  // Conv1D matrices, [in, out], have none and are converted).
+  if (rows >= kPackedMinRows && packedProducts() && !w.conv1dInMajor) return L;
   if (scratch.size() < w.scratchFloats) scratch = FloatBuffer(w.scratchFloats);
   converted = L;
   for (const Weights::Layer::Lazy& z : L.lazy) {
@@ -38,6 +46,14 @@ void Model::Workspace::lin(const MatrixRM& x, const LinearView& f, const StoredM
     out.resize(1, s.rows);
     matVec(s.type, s.data, s.rows, s.cols, x.data(), out.data());
     if (f.b) out.row(0) += Eigen::Map<const Eigen::RowVectorXf>(f.b, s.rows);
+    return;
+  }
+  if (!f.w && s) {  // kept as stored and not converted (weights()): converted as it is packed
+    const int m = int(x.rows());
+    out.resize(m, s.rows);
+    linearABt(m, s.rows, s.cols, x.data(), long(x.cols()), storedRows(s), out.data(),
+              long(s.rows));
+    if (f.b) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(f.b, s.rows);
     return;
   }
   linear(x, f, out);
@@ -491,10 +507,10 @@ void Model::commit(ForwardResult& r, int fromLayer, const Interventions& iv,
 void Model::runLayer(LayerActivations& act, int l, const Interventions& iv, const Capture& cap,
                      Workspace& ws, MatrixRM& next, int stack, const MatrixRM* enc) const {
   // Stack 1's layers follow stack 0's in the weights.
-  const Weights::Layer& W = ws.weights(*w_, stack == 1 ? config_.nLayer + l : l, config_);
+  const int T = static_cast<int>(act.residualIn.rows());
+  const Weights::Layer& W = ws.weights(*w_, stack == 1 ? config_.nLayer + l : l, config_, T);
   const ModelConfig& c = config_;
   const int H = c.nHead, dh = c.headSize;
-  const int T = static_cast<int>(act.residualIn.rows());
   next = act.residualIn;
   const std::vector<SiteKind> kinds = c.sitesOf(l, stack);
   act.sites.resize(kinds.size());

@@ -24,15 +24,6 @@ namespace {
 // Mapped float32 weights up to this many bytes have their page tables filled at open.
 constexpr std::size_t kPopulateMaxBytes = std::size_t{1} << 30;
 
-// Fills the page tables of the whole pages of [p, p + bytes) in a read-only file mapping (their
-// bytes read now instead of at the first touch); ignored where the kernel cannot.
-void populateMappedPages(const void* p, std::size_t bytes) {
-  static const std::uintptr_t page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
-  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
-  const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(p) + bytes;
-  if (p && end > a) ::madvise(reinterpret_cast<void*>(a), end - a, MADV_POPULATE_READ);
-}
-
 std::string shapeText(const std::vector<std::int64_t>& s) {
   std::string t = "[";
   for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
@@ -449,7 +440,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
     bool keep = false;
     if (const float* p = mapped(f); p || elements(f) == 0) {
       *slot = p;
-      if (p && populate) populateMappedPages(p, elements(f) * sizeof(float));
+      if (p && populate) populatePages(p, elements(f) * sizeof(float));
     } else if (const StoredMatrix rows = storedOf(f);
                keepStored && rows &&
                    !(e.layer < 0 && (e.slot == int(Global::Positions) ||
@@ -549,5 +540,12 @@ float Model::bucketBias(int stack, int bucket, int head) const {
   return table[std::size_t(bucket) * std::size_t(c.nHead) + std::size_t(head)];
 }
 bool Model::keptAsStored() const { return w_->kept; }
+
+void populatePages(const void* p, std::size_t bytes) {
+  static const std::uintptr_t page = std::uintptr_t(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p) & ~(page - 1);
+  const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(p) + bytes;
+  if (p && end > a) ::madvise(reinterpret_cast<void*>(a), end - a, MADV_POPULATE_READ);
+}
 
 }  // namespace attnviz

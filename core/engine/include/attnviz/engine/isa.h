@@ -36,6 +36,40 @@ void gemmABt(int m, int n, int k, const float* A, long lda, const float* B, long
 void gemmAB(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
             long ldc, bool accumulate = false);
 
+// The rows of a linear layer's B ([n, k]): float32 in memory (f32, ld floats apart), or produced
+// on demand, `fill` writing row row0 + r's values [k0, k0 + kc) to out (a layer kept in its
+// stored blocks, converted as the product packs it).
+struct GemmRows {
+  const float* f32 = nullptr;
+  long ld = 0;
+  void (*fill)(const void* ctx, int row, int k0, int kc, float* out) = nullptr;
+  // Optional: start loading what fill will read for those values (the products call it a panel
+  // of rows ahead: stored rows are pages apart, and the hardware prefetchers stop at a page).
+  void (*prefetch)(const void* ctx, int row, int k0, int kc) = nullptr;
+  const void* ctx = nullptr;
+  int row0 = 0;
+  // Rows [j0, ...) of these.
+  GemmRows from(int j0) const {
+    GemmRows r = *this;
+    if (f32) r.f32 = f32 + long(j0) * ld;
+    r.row0 = row0 + j0;
+    return r;
+  }
+};
+
+// A linear layer's product, split over the CPU threads (engine/parallel.h): C[m, n] = A[m, k]
+// B^T with B's rows as above (linearABt), or A B with B stored [k, n] (linearAB, GPT-2's
+// Conv1D). With m >= kPackedMinRows at the AVX2 and AVX-512 levels, the packed kernels of
+// gemm_kernels.cpp: every value of C is one chain of fused multiply-adds over k in order (the
+// same bits at both levels, for any threads). Otherwise Eigen's products, a block of B at a
+// time (B given by `fill` is converted a block at a time first).
+constexpr int kPackedMinRows = 16;
+// Whether the active level has the packed kernels (AVX2 and AVX-512; not the baseline).
+bool packedProducts();
+void linearABt(int m, int n, int k, const float* A, long lda, const GemmRows& B, float* C, long ldc);
+void linearAB(int m, int n, int k, const float* A, long lda, const float* B, long ldb, float* C,
+              long ldc);
+
 namespace detail {
 // The kernels of one level, for tests that run every level a CPU supports side by side.
 struct GemmKernels {
@@ -44,6 +78,15 @@ struct GemmKernels {
   // The softmax's exponentials: e[i] = exp((z[i] - mx) / tau) minus the least normal float,
   // floored at 0, so that a masked key (z = -inf) gives exactly 0 (engine_detail.h, expOfGap).
   void (*expShifted)(const float* z, float* e, int n, float mx, float tau);
+  // The packed products (null at the baseline level). packedRows: the rows of A in a panel;
+  // packA: panels [panel0, panel1) of A into the packed layout (m rounded up to whole panels
+  // times k floats); abtPacked / abPacked: C[m, n] (+)= A B^T / A B on one thread, A packed.
+  int (*packedRows)();
+  void (*packA)(int m, int k, const float* A, long lda, float* out, int panel0, int panel1);
+  void (*abtPacked)(int m, int n, int k, const float* Ap, const GemmRows& B, float* C, long ldc,
+                    bool accumulate);
+  void (*abPacked)(int m, int n, int k, const float* Ap, const float* B, long ldb, float* C,
+                   long ldc, bool accumulate);
 };
 const GemmKernels& gemmKernels(Isa isa);
 }  // namespace detail
