@@ -119,7 +119,7 @@ std::uint64_t minValueBytes(GgufValueType t) {
 
 bool knownValueType(std::uint32_t t) { return t <= std::uint32_t(GgufValueType::F64); }
 
-std::string quoted(const std::string& s) {
+std::string quotedName(const std::string& s) {
   std::string out = "'";
   for (char c : s.size() > 80 ? s.substr(0, 80) + "..." : s) {
     const auto u = static_cast<unsigned char>(c);
@@ -426,8 +426,8 @@ void GgufFile::parse(const unsigned char* data, std::size_t size) {
     c.where = "metadata key " + std::to_string(i);
     std::string key = c.str();
     if (key.empty()) fail(name, "metadata key " + std::to_string(i) + " is empty");
-    c.where = "metadata value " + quoted(key);
-    if (!keys.insert(key).second) fail(name, "duplicate metadata key " + quoted(key));
+    c.where = "metadata value " + quotedName(key);
+    if (!keys.insert(key).second) fail(name, "duplicate metadata key " + quotedName(key));
     const auto type = c.get<std::uint32_t>();
     GgufValue v = values.read(type, 0);
     kv_.emplace_back(std::move(key), std::move(v));
@@ -452,9 +452,9 @@ void GgufFile::parse(const unsigned char* data, std::size_t size) {
     c.where = "tensor info " + std::to_string(i);
     GgufTensor t;
     t.name = c.str();
-    const std::string tn = "tensor " + quoted(t.name);
+    const std::string tn = "tensor " + quotedName(t.name);
     c.where = tn;
-    if (!names.insert(t.name).second) fail(name, "duplicate tensor name " + quoted(t.name));
+    if (!names.insert(t.name).second) fail(name, "duplicate tensor name " + quotedName(t.name));
     const auto nDims = c.get<std::uint32_t>();
     if (nDims > std::uint32_t(kMaxDims)) {
       fail(name, tn + " has " + std::to_string(nDims) + " dimensions (ggml allows at most " +
@@ -528,7 +528,7 @@ void GgufFile::parse(const unsigned char* data, std::size_t size) {
   const std::uint64_t dataSize = dataStart <= size ? size - dataStart : 0;
   for (GgufTensor& t : tensors_) {
     if (t.offset > dataSize || t.bytes > dataSize - t.offset) {
-      fail(name, "tensor " + quoted(t.name) + ": its data (" + std::to_string(t.bytes) +
+      fail(name, "tensor " + quotedName(t.name) + ": its data (" + std::to_string(t.bytes) +
                      " bytes at offset " + std::to_string(t.offset) +
                      ") runs past the end of the file (data section of " +
                      std::to_string(dataSize) + " bytes)");
@@ -546,7 +546,7 @@ void GgufFile::parse(const unsigned char* data, std::size_t size) {
     const GgufTensor& a = *order[i - 1];
     const GgufTensor& b = *order[i];
     if (a.offset + a.bytes > b.offset) {
-      fail(name, "tensors " + quoted(a.name) + " and " + quoted(b.name) + " overlap (bytes " +
+      fail(name, "tensors " + quotedName(a.name) + " and " + quotedName(b.name) + " overlap (bytes " +
                      std::to_string(a.offset) + "+" + std::to_string(a.bytes) + " and " +
                      std::to_string(b.offset) + "+" + std::to_string(b.bytes) +
                      " of the data section)");
@@ -681,13 +681,13 @@ std::optional<std::vector<std::int64_t>> GgufFile::getIntArray(const std::string
 std::vector<float> GgufFile::dequantize(const GgufTensor& t) const {
   int blockValues = 0, blockBytes = 0;
   if (!ggmlTypeInfo(t.type, blockValues, blockBytes)) {
-    fail(path_, "tensor " + quoted(t.name) + " has type " + ggmlTypeName(t.type) +
+    fail(path_, "tensor " + quotedName(t.name) + " has type " + ggmlTypeName(t.type) +
                     ", which attnviz cannot dequantize (it reads F32, F16, BF16, Q4_0, Q4_1, "
                     "Q5_0, Q5_1, Q8_0 and Q2_K to Q6_K)");
   }
   const std::int64_t n = t.count();
   if (std::uint64_t(n) > Tensor3::kMaxElements) {
-    fail(path_, "tensor " + quoted(t.name) + " has " + std::to_string(n) +
+    fail(path_, "tensor " + quotedName(t.name) + " has " + std::to_string(n) +
                     " values, more than attnviz converts at once (" +
                     std::to_string(Tensor3::kMaxElements) + ")");
   }
