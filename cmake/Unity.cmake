@@ -3,8 +3,9 @@
 # gtest, Eigen, the standard library) are instantiated and optimised once a batch instead of once
 # a file: that is most of a file's compile time here. A source whose file-local names (an
 # anonymous namespace's helpers and constants) repeat another source's of the same target is
-# compiled alone; ATTNVIZ_UNITY_ALONE lists them, by folder. A build without ATTNVIZ_UNITY (./dev
-# app, a developer's own tree) compiles file by file, so an edit recompiles one file.
+# compiled alone: attnviz_unity_alone() below lists them, by folder. A build without
+# ATTNVIZ_UNITY (./dev app, a developer's own tree) compiles file by file, so an edit recompiles
+# one file.
 if(NOT ATTNVIZ_UNITY)
   return()
 endif()
@@ -16,6 +17,7 @@ function(attnviz_unity_alone)
   set(alone
     shaders:shader_source.cpp
     core:engine/src/flash_walkthrough.cpp
+    core:engine/src/isa/gemm_kernels.cpp core:engine/src/isa/ggml_kernels.cpp
     core:formats/src/gguf.cpp core:formats/src/image.cpp core:formats/src/npy.cpp
     core:formats/src/safetensors.cpp
     core:model/tokenizers/marian.cpp core:model/tokenizers/sentencepiece.cpp
@@ -59,6 +61,11 @@ function(attnviz_unity_alone)
     list(GET entry 1 file)
     set_source_files_properties(${PROJECT_SOURCE_DIR}/${dir}/${file}
       DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+    # The fuzz build's instrumented core (tests/fuzz) compiles the same sources in its folder.
+    if(dir STREQUAL "core" AND TARGET attnviz_core_fuzz)
+      set_source_files_properties(${PROJECT_SOURCE_DIR}/${dir}/${file}
+        DIRECTORY ${PROJECT_SOURCE_DIR}/tests/fuzz PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+    endif()
   endforeach()
 endfunction()
 cmake_language(DEFER DIRECTORY ${PROJECT_SOURCE_DIR} CALL attnviz_unity_alone)
