@@ -17,7 +17,6 @@ function(attnviz_unity_alone)
   set(alone
     shaders:shader_source.cpp
     core:engine/src/flash_walkthrough.cpp
-    core:engine/src/isa/gemm_kernels.cpp core:engine/src/isa/ggml_kernels.cpp
     core:formats/src/gguf.cpp core:formats/src/image.cpp core:formats/src/npy.cpp
     core:formats/src/safetensors.cpp
     core:model/tokenizers/marian.cpp core:model/tokenizers/sentencepiece.cpp
@@ -61,11 +60,6 @@ function(attnviz_unity_alone)
     list(GET entry 1 file)
     set_source_files_properties(${PROJECT_SOURCE_DIR}/${dir}/${file}
       DIRECTORY ${PROJECT_SOURCE_DIR}/${dir} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
-    # The fuzz build's instrumented core (tests/fuzz) compiles the same sources in its folder.
-    if(dir STREQUAL "core" AND TARGET attnviz_core_fuzz)
-      set_source_files_properties(${PROJECT_SOURCE_DIR}/${dir}/${file}
-        DIRECTORY ${PROJECT_SOURCE_DIR}/tests/fuzz PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
-    endif()
   endforeach()
 endfunction()
 cmake_language(DEFER DIRECTORY ${PROJECT_SOURCE_DIR} CALL attnviz_unity_alone)
