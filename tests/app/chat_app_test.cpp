@@ -30,7 +30,7 @@ struct ChatFolders {
   nlohmann::json cases;
   std::string error;
   ChatFolders() {
-    const ShellRun py = runShell("/usr/bin/python3 " +
+    const ShellRun py = runShell(ATTNVIZ_PYTHON " " +
                                  shellQuote(std::string(ATTNVIZ_SOURCE_DIR) +
                                             "/tests/tokenizers/chat_reference.py") +
                                  " " + shellQuote(owned.path) + " 2>&1");

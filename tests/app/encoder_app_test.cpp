@@ -39,7 +39,7 @@ struct Reference {
   Reference() {
     if (owned.path.empty()) return;
     dir = owned.path;
-    const std::string cmd = "/usr/bin/python3 " +
+    const std::string cmd = ATTNVIZ_PYTHON " " +
                             quote(std::string(ATTNVIZ_SOURCE_DIR) +
                                   "/tests/model/encoder_reference.py") +
                             " " + quote(dir.string()) + " > /dev/null";

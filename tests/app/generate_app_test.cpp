@@ -71,7 +71,7 @@ TEST(AppGenerate, ThePanelsTokensAndAttentionRowMatchTheCommandLine) {
 // back meanwhile and reports their times: many frames, none over 250 ms.
 TEST(AppGenerate, TheWindowKeepsDrawingWhileALongGenerationRuns) {
   const std::string dir = tempPath("slow-llama");
-  const std::string make = "/usr/bin/python3 " + std::string(ATTNVIZ_SCENES) +
+  const std::string make = ATTNVIZ_PYTHON " " + std::string(ATTNVIZ_SCENES) +
                            "/../../tests/app/make_slow_llama.py " + kSpLlama + " " + dir;
   ASSERT_EQ(attnviz::testing::runShell(make).rc, 0) << make;
   const attnviz::testing::ShellRun r = runAppCommand(
@@ -108,7 +108,7 @@ TEST(AppGenerate, TheWindowKeepsDrawingWhileALongGenerationRuns) {
 // opened again and cancelled in its first pass leaves the open model as it was.
 TEST(AppPass, ALongPassShowsItsProgressAndCanBeCancelled) {
   const std::string dir = tempPath("slow-llama-pass");
-  const std::string make = "/usr/bin/python3 " + std::string(ATTNVIZ_SCENES) +
+  const std::string make = ATTNVIZ_PYTHON " " + std::string(ATTNVIZ_SCENES) +
                            "/../../tests/app/make_slow_llama.py " + kSpLlama + " " + dir;
   ASSERT_EQ(attnviz::testing::runShell(make).rc, 0) << make;
   std::string text;

@@ -37,7 +37,7 @@ struct Generated {
   Generated() {
     dir = fs::path(::testing::TempDir()) / ("attnviz_image_view_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    const std::string cmd = "/usr/bin/python3 " +
+    const std::string cmd = ATTNVIZ_PYTHON " " +
                             shellQuote(asset("tests/model/vision_overlay_reference.py")) + " " +
                             shellQuote(dir.string()) + " >/dev/null 2>&1";
     ok = std::system(cmd.c_str()) == 0 && fs::exists(dir / "vit" / "config.json") &&
@@ -232,7 +232,7 @@ std::string numpy(const std::vector<std::pair<std::string, fs::path>>& arrays,
   for (const auto& [name, path] : arrays)
     py += name + " = np.load(" + shellQuote(path.string()) + ").astype(np.float64)\n";
   py += "print(" + expr + ")\n";
-  const ShellRun r = runShell("/usr/bin/python3 -c " + shellQuote(py));
+  const ShellRun r = runShell(ATTNVIZ_PYTHON " -c " + shellQuote(py));
   return r.rc == 0 ? r.out.substr(0, r.out.find_last_not_of("\n") + 1) : "error: " + r.out;
 }
 

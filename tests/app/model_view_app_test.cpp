@@ -148,7 +148,7 @@ TEST(AppModel, TheGridAndTheHeatmapShowTorchsWeightsOfEveryLayerAndHead) {
 TEST(AppModel, TheRowInspectorShowsQAndKNormsBeforeAndAfterTheNorm) {
   const std::string dir = tempPath("qk-norm-families");
   std::filesystem::remove_all(dir);
-  const std::string py = std::string("/usr/bin/python3 ") + ATTNVIZ_SOURCE_DIR + "/tests/model/";
+  const std::string py = std::string(ATTNVIZ_PYTHON " ") + ATTNVIZ_SOURCE_DIR + "/tests/model/";
   const attnviz::testing::ShellRun gen =
       attnviz::testing::runShell(py + "decoder_families_reference.py " + dir);
   ASSERT_EQ(gen.rc, 0) << gen.out;
@@ -626,7 +626,7 @@ TEST(AppModel, AQuantizedGgufsTitleNamesItsTypeTheSameInTheAppAndTheCommandLine)
     std::filesystem::create_directories(dir + "/" + type);
     const std::string gguf = dir + "/" + type + "/kjv.gguf";
     const attnviz::testing::ShellRun conv = attnviz::testing::runShell(
-        "/usr/bin/python3 " + tool + " " + model + " " + gguf + " --type " + type);
+        ATTNVIZ_PYTHON " " + tool + " " + model + " " + gguf + " --type " + type);
     EXPECT_EQ(conv.rc, 0) << conv.out;
     const std::string path = dir + "/scene-" + type + ".json";
     std::ofstream(path) << "{\"model\": {\"path\": \"" << gguf

@@ -35,7 +35,7 @@ std::string longText() {
 
 TEST(OpenPreviewApp, TheFirstLayersHeatmapIsDrawnBeforeThePassEnds) {
   const std::string dir = ::testing::TempDir() + "attnviz_open_preview_llama";
-  const std::string make = "/usr/bin/python3 " + asset("tests/app/make_slow_llama.py") + " " +
+  const std::string make = ATTNVIZ_PYTHON " " + asset("tests/app/make_slow_llama.py") + " " +
                            asset("assets/models/kjv-sp-llama") + " " + dir;
   ASSERT_EQ(runShell(make).rc, 0) << make;
   const std::string npy = ::testing::TempDir() + "attnviz_open_preview_first.npy";

@@ -38,7 +38,7 @@ int residualVertices(const std::string& model, int words) {
 // (about 20,400 here); with a row per token it adds 20,808 more on the longer text, and fails.
 TEST(PanelCapsApp, TheResidualPanelDrawsAsManyCellsAtAnyLength) {
   const std::string dir = ::testing::TempDir() + "attnviz_caps_llama";
-  const ShellRun make = runShell("/usr/bin/python3 " +
+  const ShellRun make = runShell(ATTNVIZ_PYTHON " " +
                                  shellQuote(source("tests/app/make_slow_llama.py")) + " " +
                                  shellQuote(source("assets/models/kjv-sp-llama")) + " " +
                                  shellQuote(dir));

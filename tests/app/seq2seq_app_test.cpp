@@ -41,7 +41,7 @@ const std::string& fixtures() {
   static const std::string dir = [] {
     const std::string d = owned.path;
     if (d.empty()) return std::string();
-    const std::string cmd = "/usr/bin/python3 " + std::string(ATTNVIZ_SOURCE_DIR) +
+    const std::string cmd = ATTNVIZ_PYTHON " " + std::string(ATTNVIZ_SOURCE_DIR) +
                             "/tests/model/seq2seq_reference.py " + d + " >/dev/null 2>&1";
     return std::system(cmd.c_str()) == 0 ? d : std::string();
   }();
@@ -285,7 +285,7 @@ std::vector<std::vector<double>> appMap(const std::string& out) {
 
 nlohmann::json alignmentReference(const std::string& source, const std::string& target) {
   const attnviz::testing::ShellRun r = attnviz::testing::runShell(
-      "/usr/bin/python3 " + std::string(ATTNVIZ_SOURCE_DIR) + "/tests/app/alignment_reference.py " +
+      ATTNVIZ_PYTHON " " + std::string(ATTNVIZ_SOURCE_DIR) + "/tests/app/alignment_reference.py " +
       ATTNVIZ_BIN + " " + shippedT5() + " '" + source + "' '" + target + "'");
   EXPECT_EQ(r.rc, 0) << r.out;
   try {
@@ -770,7 +770,7 @@ TEST(AppSeq2Seq, TheWindowKeepsDrawingWhileALongPassRunsAndTranslatesAsGenerate)
   const attnviz::testing::ProcessTempDir owned("attnviz_s2sapp_slow_t5");
   ASSERT_FALSE(owned.path.empty());
   const std::string dir = owned.path + "/model";
-  const std::string make = "/usr/bin/python3 " + std::string(ATTNVIZ_SOURCE_DIR) +
+  const std::string make = ATTNVIZ_PYTHON " " + std::string(ATTNVIZ_SOURCE_DIR) +
                            "/tests/app/make_slow_t5.py " + shippedT5() + " " + dir;
   ASSERT_EQ(attnviz::testing::runShell(make).rc, 0) << make;
   std::string text;

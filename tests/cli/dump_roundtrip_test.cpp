@@ -15,7 +15,7 @@ class DumpRoundTrip : public ::testing::Test {
   static void SetUpTestSuite() {
     dir = new TempDir();
     const std::string cmd =
-        "/usr/bin/python3 " +
+        ATTNVIZ_PYTHON " " +
         testing::shellQuote(std::string(ATTNVIZ_TEST_DATA_DIR) + "/cli/dump_roundtrip.py") +
         " " + testing::shellQuote(dir->path.string());
     ok = std::system(cmd.c_str()) == 0;

@@ -31,7 +31,7 @@ class DumpFiles : public ::testing::Test {
     ok = ::mkdtemp(tmpl.data()) != nullptr;
     dir = tmpl;
     if (!ok) return;
-    const std::string cmd = "/usr/bin/python3 " +
+    const std::string cmd = ATTNVIZ_PYTHON " " +
                             shellQuote(std::string(ATTNVIZ_TEST_DATA_DIR) + "/formats/dump_py.py") +
                             " write " + shellQuote(dir.string());
     ok = std::system(cmd.c_str()) == 0;

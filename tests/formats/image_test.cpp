@@ -52,7 +52,7 @@ class ImageReference : public ::testing::Test {
     }
     dir_ = d;
     const std::string script = std::string(ATTNVIZ_IMAGE_TEST_DIR) + "/image_reference.py";
-    const std::string cmd = "/usr/bin/python3 " + script + " " + dir_;
+    const std::string cmd = ATTNVIZ_PYTHON " " + script + " " + dir_;
     if (std::system(cmd.c_str()) != 0) {
       error_ = "failed: " + cmd;
       return;

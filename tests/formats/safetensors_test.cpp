@@ -51,7 +51,7 @@ class Safetensors : public ::testing::Test {
   }
   void python(const std::string& mode, const std::string& arg, const std::string& out = "") {
     std::string cmd =
-        "/usr/bin/python3 " + shellQuote(kScript) + " " + mode + " " + shellQuote(arg);
+        ATTNVIZ_PYTHON " " + shellQuote(kScript) + " " + mode + " " + shellQuote(arg);
     if (!out.empty()) cmd += " >" + shellQuote(out);
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }

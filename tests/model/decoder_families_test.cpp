@@ -46,7 +46,7 @@ class DecoderFamilies : public ::testing::Test {
   // The script runs once for the suite.
   static void SetUpTestSuite() {
     dir_ = std::make_unique<TempDir>();
-    const std::string cmd = "/usr/bin/python3 " +
+    const std::string cmd = ATTNVIZ_PYTHON " " +
                             shellQuote((modelDir() / "decoder_families_reference.py").string()) +
                             " " + shellQuote(dir_->path.string()) + " >/dev/null";
     const int rc = std::system(cmd.c_str());

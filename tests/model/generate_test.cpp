@@ -188,7 +188,7 @@ TEST(Generate, Stories260KTellsItsStoryThroughTheCli) {
   }
   TempDir tmp;
   const fs::path folder = tmp.path / "stories260K";
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = ATTNVIZ_PYTHON " " +
                           shellQuote((modelDir() / "stories260k_to_hf.py").string()) + " " +
                           shellQuote(gguf.string()) + " " + shellQuote(folder.string());
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;

@@ -23,7 +23,7 @@ constexpr double kLogitsRel = 1e-4;
 
 // Runs make_gguf_model_cases.py into `out` (with `flags`) and returns its cases.json.
 nlohmann::json makeCases(const fs::path& out, const std::string& flags = "") {
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = ATTNVIZ_PYTHON " " +
                           shellQuote((modelDir() / "make_gguf_model_cases.py").string()) + " " +
                           shellQuote(out.string()) + (flags.empty() ? "" : " " + flags) +
                           " >/dev/null";
@@ -131,7 +131,7 @@ TEST(GgufModelFiles, Llama3RopeFreqsAreApplied) {
   const fs::path dir = fixture("llama") / "llama3_bf16_sharded";
   TempDir tmp;
   const fs::path gguf = tmp.path / "llama3.gguf";
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = ATTNVIZ_PYTHON " " +
                           shellQuote((fs::path(ATTNVIZ_SOURCE_DIR) / "tools" / "gguf" /
                                       "hf_to_gguf.py").string()) +
                           " " + shellQuote(dir.string()) + " " + shellQuote(gguf.string()) +
@@ -370,7 +370,7 @@ TEST(GgufStories260K, AttentionEqualsItsHfConversion) {
   REQUIRE_SHARED_FILE(stories260K());
   TempDir tmp;
   const fs::path folder = tmp.path / "stories260K";
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = ATTNVIZ_PYTHON " " +
                           shellQuote((modelDir() / "stories260k_to_hf.py").string()) + " " +
                           shellQuote(stories260K().string()) + " " + shellQuote(folder.string()) +
                           " >/dev/null";

@@ -289,7 +289,7 @@ TEST(LlamaStories260K, HfFolderReproducesTheGreedyStory) {
   }
   TempDir tmp;
   const fs::path folder = tmp.path / "stories260K";
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = ATTNVIZ_PYTHON " " +
                           shellQuote((modelDir() / "stories260k_to_hf.py").string()) + " " +
                           shellQuote(gguf.string()) + " " + shellQuote(folder.string());
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -314,7 +314,7 @@ TEST(ModelGpt2Small, RandomCheckpointMatchesTorch) {
   const fs::path blobs = tmp.path / "models--gpt2" / "blobs";
   const fs::path snap = tmp.path / "models--gpt2" / "snapshots" / "0123abcd";
   const fs::path gen = tmp.path / "generated";
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = ATTNVIZ_PYTHON " " +
                           shellQuote((modelDir() / "make_gpt2_fixtures.py").string()) +
                           " --gpt2-small " + shellQuote(gen.string());
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;

@@ -12,14 +12,15 @@
 
 namespace attnviz::testing {
 
-// Runs `/usr/bin/python3 tests/model/SCRIPT OUTDIR` and reads OUTDIR/cases.json (a list of
-// cases, or {"cases": [...]}); ok is false when the script failed.
+// Runs `python3 tests/model/SCRIPT OUTDIR` (through ATTNVIZ_PYTHON, support/pyfork.py) and
+// reads OUTDIR/cases.json (a list of cases, or {"cases": [...]}); ok is false when the script
+// failed.
 struct ReferenceScript {
   TempDir tmp;
   nlohmann::json cases;
   bool ok = false;
   explicit ReferenceScript(const std::string& script) {
-    const std::string cmd = "/usr/bin/python3 " + shellQuote((modelDir() / script).string()) +
+    const std::string cmd = ATTNVIZ_PYTHON " " + shellQuote((modelDir() / script).string()) +
                             " " + shellQuote(tmp.path.string());
     if (std::system(cmd.c_str()) != 0) return;
     std::ifstream f(tmp.path / "cases.json");

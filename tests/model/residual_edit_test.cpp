@@ -48,7 +48,7 @@ TEST(ResidualEdit, LogitsMatchTheReferenceWithTheSameEdits) {
     }
     const CliRun run = runBinary(args, dir.path);
     ASSERT_EQ(run.exitCode, 0) << run.err;
-    const std::string cmd = "/usr/bin/python3 " +
+    const std::string cmd = ATTNVIZ_PYTHON " " +
                             shellQuote((modelDir() / "residual_edit_reference.py").string()) + " " +
                             shellQuote(m) + " " + shellQuote((dir.path / "want.npy").string()) +
                             " " + ids + refArgs + " >/dev/null";

@@ -158,7 +158,7 @@ TEST(Retrieval, ScoresCopiesAndMaskingMatchTheReferenceOnTheShippedLlama) {
     std::ofstream f(dir.path / "cases.json");
     f << spec.dump();
   }
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = ATTNVIZ_PYTHON " " +
                           shellQuote((modelDir() / "retrieval_reference.py").string()) + " " +
                           shellQuote(shippedLlama().string()) + " " +
                           shellQuote((dir.path / "want.json").string()) + " " +

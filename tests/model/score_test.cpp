@@ -51,7 +51,7 @@ std::vector<double> expectPoliciesMatch(const fs::path& model, const std::string
     }
     const CliRun run = runBinary(args, dir.path);
     EXPECT_EQ(run.exitCode, 0) << run.err;
-    const std::string cmd = "/usr/bin/python3 " +
+    const std::string cmd = ATTNVIZ_PYTHON " " +
                             shellQuote((modelDir() / "score_reference.py").string()) + " " +
                             shellQuote(model.string()) + " " +
                             shellQuote((dir.path / "want.npy").string()) + " " + ids + extra +
@@ -108,7 +108,7 @@ TEST(Score, ResidualEditsInsideThePassMatchTheReference) {
     }
     const CliRun run = runBinary(args, dir.path);
     ASSERT_EQ(run.exitCode, 0) << run.err;
-    const std::string cmd = "/usr/bin/python3 " +
+    const std::string cmd = ATTNVIZ_PYTHON " " +
                             shellQuote((modelDir() / "score_reference.py").string()) + " " +
                             shellQuote(shippedLlama().string()) + " " +
                             shellQuote((dir.path / "want.npy").string()) + " " + ids + extra +
@@ -154,7 +154,7 @@ TEST(Score, GenerationUnderTheStreamingCacheIsTheReferencesGreedyPastTheContext)
   ASSERT_EQ(int(gen.size()), 240);
   std::string all = ids;
   for (const std::string& t : gen) all += "," + t;
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = ATTNVIZ_PYTHON " " +
                           shellQuote((modelDir() / "score_reference.py").string()) + " " +
                           shellQuote(shippedLlama().string()) + " " +
                           shellQuote((dir.path / "ref.npy").string()) + " " + all +
@@ -226,7 +226,7 @@ TEST(Score, TextPastTheContextIsScoredUnderTheCacheAsItsIds) {
                                    dir.path);
   ASSERT_EQ(fromIds.exitCode, 0) << fromIds.err;
   EXPECT_EQ(fromText.out, fromIds.out);
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = ATTNVIZ_PYTHON " " +
                           shellQuote((modelDir() / "score_reference.py").string()) + " " +
                           shellQuote(m) + " " + shellQuote((dir.path / "want.npy").string()) +
                           " " + ids + " 4 8 >/dev/null";

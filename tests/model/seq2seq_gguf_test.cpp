@@ -30,8 +30,8 @@ class Seq2SeqGguf : public ::testing::Test {
     dir_ = std::make_unique<TempDir>();
     const std::string out = shellQuote(dir_->path.string());
     const std::string cmd =
-        "/usr/bin/python3 " + shellQuote((modelDir() / "seq2seq_reference.py").string()) + " " +
-        out + " >/dev/null && /usr/bin/python3 " +
+        ATTNVIZ_PYTHON " " + shellQuote((modelDir() / "seq2seq_reference.py").string()) + " " +
+        out + " >/dev/null && " ATTNVIZ_PYTHON " " +
         shellQuote((modelDir() / "seq2seq_gguf.py").string()) + " " + out + " >/dev/null";
     if (std::system(cmd.c_str()) == 0)
       cases_ = nlohmann::json::parse(slurp((dir_->path / "gguf_cases.json").string()));

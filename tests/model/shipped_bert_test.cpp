@@ -37,7 +37,7 @@ const fs::path& referenceDir() {
   if (!ran) {
     ran = true;
     const std::string cmd =
-        "/usr/bin/python3 " + shellQuote((modelDir() / "shipped_bert_reference.py").string()) +
+        ATTNVIZ_PYTHON " " + shellQuote((modelDir() / "shipped_bert_reference.py").string()) +
         " " + shellQuote(tmp.path.string()) + " >/dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }

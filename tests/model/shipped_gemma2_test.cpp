@@ -83,7 +83,7 @@ TEST(ShippedGemma2, OpensAsAGemma2FolderWithLocalAndGlobalLayers) {
 TEST(ShippedGemma2Cli, MatchesTheFloat64ReferenceAndKeepsItsWindows) {
   TempDir tmp;
   const std::string cmd =
-      "/usr/bin/python3 " + shellQuote((modelDir() / "shipped_gemma2_reference.py").string()) +
+      ATTNVIZ_PYTHON " " + shellQuote((modelDir() / "shipped_gemma2_reference.py").string()) +
       " " + shellQuote(tmp.path.string()) + " >/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const std::vector<int> ids = readJson(tmp.path / "ids.json")["ids"].get<std::vector<int>>();

@@ -171,7 +171,7 @@ TEST(ShippedLlamaCli, TheInductionHeadCopiesARepeatedHeldOutSentence) {
 fs::path toGguf(const fs::path& dir, const char* type) {
   const fs::path out = dir / (std::string("kjv-sp-llama-") + type + ".gguf");
   const std::string cmd =
-      "/usr/bin/python3 " +
+      ATTNVIZ_PYTHON " " +
       shellQuote((fs::path(ATTNVIZ_SOURCE_DIR) / "tools" / "gguf" / "hf_to_gguf.py").string()) +
       " " + shellQuote(shippedLlama().string()) + " " + shellQuote(out.string()) + " --type " +
       type + " >/dev/null";

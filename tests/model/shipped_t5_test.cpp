@@ -32,7 +32,7 @@ std::vector<int> parseIds(const std::string& s) {
 }
 
 void runReference(const fs::path& out) {
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = ATTNVIZ_PYTHON " " +
                           shellQuote((modelDir() / "shipped_t5_reference.py").string()) + " " +
                           shellQuote(out.string()) + " >/dev/null";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;

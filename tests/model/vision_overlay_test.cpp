@@ -102,7 +102,7 @@ class VisionOverlay : public ::testing::Test {
     ASSERT_GT(at.scale, 0) << run.out;
 
     const std::string script = (modelDir() / "vision_overlay_reference.py").string();
-    std::string cmd = "/usr/bin/python3 " + shellQuote(script) + " expect --folder " +
+    std::string cmd = ATTNVIZ_PYTHON " " + shellQuote(script) + " expect --folder " +
                       shellQuote(folder(name).string()) + " --image " + shellQuote(image.string()) +
                       " --pixels " + shellQuote((dir.path / (name + "_px.npy")).string()) +
                       " --weights " + shellQuote((dir.path / (name + "_w.npy")).string()) +

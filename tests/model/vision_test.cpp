@@ -256,7 +256,7 @@ TEST(VisionModels, ImageFilesArePreprocessedAsPilDoesIt) {
     const fs::path folder = g.path(g.find(name)["folder"]);
     TempDir out;
     const std::string script = (modelDir() / "vision_image_reference.py").string();
-    ASSERT_EQ(std::system(("/usr/bin/python3 " + shellQuote(script) + " " +
+    ASSERT_EQ(std::system((ATTNVIZ_PYTHON " " + shellQuote(script) + " " +
                            shellQuote(folder.string()) + " " + shellQuote(out.path.string()))
                               .c_str()),
               0);

@@ -57,7 +57,7 @@ inline SvgSummary parseSvg(const std::string& path, const TempDir& dir) {
          " root.get('height')))\n";
   }
   int rc = 0;
-  const std::string out = shell("python3 " + testing::shellQuote(script) + " " +
+  const std::string out = shell(ATTNVIZ_PYTHON " " + testing::shellQuote(script) + " " +
                                     testing::shellQuote(path) + " 2>&1",
                                 rc);
   SvgSummary s;

@@ -31,7 +31,7 @@ const ChatReference& chatReference() {
     for (const auto& e : fs::directory_iterator(testDir() / "chat")) key += slurp(e.path());
     key += chatTodayDate();  // Llama 3.2's template writes today's date
     r.dir = cachedReference("chat", key, [](const fs::path& out) -> std::string {
-      const ShellRun py = runShell("/usr/bin/python3 " + shellQuote((testDir() / "chat_reference.py").string()) +
+      const ShellRun py = runShell(ATTNVIZ_PYTHON " " + shellQuote((testDir() / "chat_reference.py").string()) +
                                    " " + shellQuote(out.string()));
       if (py.rc != 0) return "chat_reference.py failed: " + py.out;
       const ShellRun js = runShell("node " + shellQuote((testDir() / "chat_tokenize.mjs").string()) +

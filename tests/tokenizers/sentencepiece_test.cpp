@@ -33,7 +33,7 @@ const SpReference& spReference() {
     const std::string key = slurp(testDir() / "spm_reference.py") +
                             slurp(testDir() / "corpus.json") + (stories ? "stories" : "");
     s.dir = cachedReference("spm", key, [&](const fs::path& out) -> std::string {
-      std::string cmd = "/usr/bin/python3 " + shellQuote((testDir() / "spm_reference.py").string()) +
+      std::string cmd = ATTNVIZ_PYTHON " " + shellQuote((testDir() / "spm_reference.py").string()) +
                         " " + shellQuote(out.string()) + " " +
                         shellQuote((testDir() / "corpus.json").string());
       if (stories) cmd += " " + shellQuote(storiesGguf().string());

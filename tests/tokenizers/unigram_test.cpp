@@ -40,7 +40,7 @@ const UniReference& uniReference() {
                             slurp(testDir() / "corpus.json");
     u.dir = cachedReference("unigram", key, [&](const fs::path& out) -> std::string {
       const std::string corpus = shellQuote((testDir() / "corpus.json").string());
-      ShellRun run = runShell("/usr/bin/python3 " +
+      ShellRun run = runShell(ATTNVIZ_PYTHON " " +
                               shellQuote((testDir() / "unigram_reference.py").string()) + " " +
                               shellQuote(out.string()) + " " + corpus);
       if (run.rc != 0) {
@@ -181,7 +181,7 @@ TEST(UnigramJson, ShippedT5OpensThroughTokenizerJson) {
   const fs::path shipped = fs::path(ATTNVIZ_SOURCE_DIR) / "assets" / "models" / "kjv-t5-align";
   TempDir d;
   const ShellRun conv = runShell(
-      "/usr/bin/python3 " + shellQuote((testDir() / "unigram_reference.py").string()) +
+      ATTNVIZ_PYTHON " " + shellQuote((testDir() / "unigram_reference.py").string()) +
       " --convert " + shellQuote((shipped / "spiece.model").string()) + " " +
       shellQuote(d.path.string()) + " " + shellQuote((testDir() / "corpus.json").string()));
   if (conv.rc != 0) {
