@@ -2,7 +2,7 @@
 
     /usr/bin/python3 -S tests/support/xshared.py [-a] [-s SERVER_ARGS] COMMAND [ARGS...]
 
-Why: the app tests start the binary about 400 times, each under its own `xvfb-run -a`, and a
+Why: the app tests start the binary about 250 times, each under its own `xvfb-run -a`, and a
 server of its own costs about 0.5 s of wall time per start on the 2-core machines the suites
 are timed on. Here one Xvfb serves every test of a run: the first caller starts it (under a lock,
 so that two tests starting together start one), with a screen as large as any test asks for
