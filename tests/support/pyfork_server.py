@@ -115,7 +115,8 @@ def run(body, conn):
     os.environ.clear()
     os.environ.update(body["env"])
     unbuffered = "-u" in body["flags"]
-    sys.dont_write_bytecode = "-B" in body["flags"] or bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+    sys.dont_write_bytecode = ("-B" in body["flags"] or
+                               bool(os.environ.get("PYTHONDONTWRITEBYTECODE")))
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
                                   line_buffering=unbuffered or os.isatty(1),
