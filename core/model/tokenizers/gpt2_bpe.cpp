@@ -56,12 +56,9 @@ std::string hexOf(char c) {
   return std::string("\\x") + digits[b >> 4] + digits[b & 15];
 }
 
-std::string pairKey(std::string_view a, std::string_view b) {
-  std::string k = std::to_string(a.size());
-  k += ':';
-  k += a;
-  k += b;
-  return k;
+// The key of the merge of the tokens with ids a and b.
+std::uint64_t mergeKey(int a, int b) {
+  return std::uint64_t(std::uint32_t(a)) << 32 | std::uint32_t(b);
 }
 
 }  // namespace
@@ -175,9 +172,16 @@ Gpt2Tokenizer Gpt2Tokenizer::fromText(const std::string& vocabJson, const std::s
   t.vocabName_ = vocabPath;
   if (const auto it = t.ids_.find("<|endoftext|>"); it != t.ids_.end()) t.endOfText_ = it->second;
 
+  t.byteIds_.fill(-1);
+  for (int byte = 0; byte < 256; ++byte)
+    if (const auto it = t.ids_.find(std::string(1, char(byte))); it != t.ids_.end())
+      t.byteIds_[std::size_t(byte)] = it->second;
+
+  t.merges_.reserve(std::size_t(std::count(merges.begin(), merges.end(), '\n')) + 1);
   std::size_t lineStart = 0;
   int lineNo = 0, rank = 0;
-  std::string a, b;
+  std::string a, b, ab;
+  auto where = [&] { return mergesPath + ": line " + std::to_string(lineNo); };
   while (lineStart < merges.size()) {
     std::size_t lineEnd = merges.find('\n', lineStart);
     if (lineEnd == std::string::npos) lineEnd = merges.size();
@@ -187,58 +191,71 @@ Gpt2Tokenizer Gpt2Tokenizer::fromText(const std::string& vocabJson, const std::s
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty() || (lineNo == 1 && line.starts_with("#version"))) continue;
     const std::size_t sp = line.find(' ');
-    const std::string where = mergesPath + ": line " + std::to_string(lineNo);
     if (sp == std::string_view::npos || line.find(' ', sp + 1) != std::string_view::npos) {
-      throw InputError(where + ": expected two tokens separated by one space");
+      throw InputError(where() + ": expected two tokens separated by one space");
     }
     if (!tok::alphabetToBytes(line.substr(0, sp), a) || !tok::alphabetToBytes(line.substr(sp + 1), b)) {
-      throw InputError(where + ": a token is not spelt in GPT-2's byte alphabet");
+      throw InputError(where() + ": a token is not spelt in GPT-2's byte alphabet");
     }
-    if (!t.ids_.count(a) || !t.ids_.count(b) || !t.ids_.count(a + b)) {
-      throw InputError(where + ": merge '" + std::string(line) +
+    ab.assign(a).append(b);
+    const auto ia = t.ids_.find(a), ib = t.ids_.find(b), iab = t.ids_.find(ab);
+    if (ia == t.ids_.end() || ib == t.ids_.end() || iab == t.ids_.end()) {
+      throw InputError(where() + ": merge '" + std::string(line) +
                        "' uses or makes a token that is not in " + vocabPath +
                        " (the merges belong to another vocab)");
     }
-    t.ranks_[pairKey(a, b)] = rank++;  // a repeated pair keeps its last rank, as in GPT-2
+    // A repeated pair keeps its last rank, as in GPT-2.
+    t.merges_[mergeKey(ia->second, ib->second)] = {rank++, iab->second};
   }
   return t;
 }
 
 void Gpt2Tokenizer::bpe(std::string_view piece, std::vector<int>& out) const {
-  // Symbols are contiguous byte spans of the piece: [start[k], start[k+1]).
-  std::vector<std::size_t> start(piece.size() + 1);
-  for (std::size_t k = 0; k <= piece.size(); ++k) start[k] = k;
-  auto sym = [&](std::size_t k) { return piece.substr(start[k], start[k + 1] - start[k]); };
-  while (start.size() > 2) {
-    int best = INT_MAX;
-    std::string_view first, second;
-    for (std::size_t k = 0; k + 2 < start.size(); ++k) {
-      const auto it = ranks_.find(pairKey(sym(k), sym(k + 1)));
-      if (it != ranks_.end() && it->second < best) {
-        best = it->second;
-        first = sym(k);
-        second = sym(k + 1);
+  // Symbols are contiguous byte spans of the piece, [start[k], start[k+1]), each with the id of
+  // its token: at first one a byte (-1 for a byte the vocab lacks, which no merge takes), then
+  // what the merges make (every merge makes a vocab token: fromText checks).
+  const std::size_t n = piece.size();
+  std::vector<std::size_t> start(n + 1);
+  std::vector<int> id(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    start[k] = k;
+    id[k] = byteIds_[static_cast<unsigned char>(piece[k])];
+  }
+  start[n] = n;
+  while (id.size() > 1) {
+    // The lowest-ranked adjacent pair.
+    int best = INT_MAX, first = -1, second = -1, made = -1;
+    for (std::size_t k = 0; k + 1 < id.size(); ++k) {
+      if (id[k] < 0 || id[k + 1] < 0) continue;
+      const auto it = merges_.find(mergeKey(id[k], id[k + 1]));
+      if (it != merges_.end() && it->second.rank < best) {
+        best = it->second.rank;
+        first = id[k];
+        second = id[k + 1];
+        made = it->second.id;
       }
     }
     if (best == INT_MAX) break;
-    // Merge every occurrence of (first, second), left to right.
-    std::vector<std::size_t> next{0};
-    for (std::size_t k = 0; k + 1 < start.size();) {
-      if (k + 2 < start.size() && sym(k) == first && sym(k + 1) == second) {
-        next.push_back(start[k + 2]);
+    // Merge every occurrence of (first, second), left to right, in place.
+    std::size_t w = 0;
+    for (std::size_t k = 0; k < id.size(); ++w) {
+      start[w] = start[k];
+      if (k + 1 < id.size() && id[k] == first && id[k + 1] == second) {
+        id[w] = made;
         k += 2;
       } else {
-        next.push_back(start[k + 1]);
+        id[w] = id[k];
         k += 1;
       }
     }
-    start = std::move(next);
+    start[w] = n;
+    id.resize(w);
+    start.resize(w + 1);
   }
-  for (std::size_t k = 0; k + 1 < start.size(); ++k) {
-    const auto it = ids_.find(std::string(sym(k)));
-    if (it != ids_.end()) {
-      out.push_back(it->second);
-    } else {  // a single byte the vocab lacks (merges only make vocab tokens)
+  for (std::size_t k = 0; k < id.size(); ++k) {
+    if (id[k] >= 0) {
+      out.push_back(id[k]);
+    } else {  // a single byte the vocab lacks
       const std::size_t at = tok::charStartContaining(piece, start[k]);
       throw InputError("the text needs " + tok::describeChar(piece, at) + ", which " +
                        (vocabName_.empty() ? std::string("the vocabulary") : vocabName_) +

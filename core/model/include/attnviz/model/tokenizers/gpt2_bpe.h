@@ -22,6 +22,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <array>
+#include <cstdint>
 #include <unordered_map>
 #include <vector>
 
@@ -69,13 +71,20 @@ class Gpt2Tokenizer : public Tokenizer {
 
   int entries() const { return static_cast<int>(ids_.size()); }
   int maxId() const { return maxId_; }
-  int mergeCount() const { return static_cast<int>(ranks_.size()); }
+  int mergeCount() const { return static_cast<int>(merges_.size()); }
 
  private:
   std::unordered_map<std::string, int> ids_;    // raw bytes -> id
   std::vector<std::string> pieces_;             // id -> raw bytes
   std::vector<bool> present_;                   // id is in vocab.json
-  std::unordered_map<std::string, int> ranks_;  // pairKey(a, b) -> merge rank
+  // A merge of the tokens with ids a and b: its rank, and the id of the token it makes.
+  struct Merge {
+    int rank;
+    int id;
+  };
+  // (a << 32 | b) -> the merge of a and b (a repeated pair keeps its last rank).
+  std::unordered_map<std::uint64_t, Merge> merges_;
+  std::array<int, 256> byteIds_{};  // the id of each single byte's token, -1 where none
   int maxId_ = -1;
   std::string vocabName_;    // for errors
   std::optional<int> endOfText_;
