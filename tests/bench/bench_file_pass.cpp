@@ -57,7 +57,7 @@ void FilePass(benchmark::State& state) {
   const attnviz::ModelConfig& c = o.model->config();
   const int T = int(state.range(0));
   const char* layerEnv = std::getenv("ATTNVIZ_BENCH_LAYER");
-  const int layer = std::min(c.nLayer - 1, layerEnv ? std::atoi(layerEnv) : c.nLayer / 2);
+  const int layer = std::clamp(layerEnv ? std::atoi(layerEnv) : c.nLayer / 2, 0, c.nLayer - 1);
   attnviz::Capture cap = attnviz::Capture::view(0);
   cap.weights = attnviz::LayerSet::just(layer);
   const std::vector<int> ids = randomIds(T, c.vocabSize);

@@ -19,11 +19,11 @@
 
 #include "attnviz/model/tokenizers/tokenizer.h"
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <array>
-#include <cstdint>
 #include <unordered_map>
 #include <vector>
 
