@@ -158,12 +158,24 @@ void GgufMatVec(benchmark::State& state) {
       benchmark::Counter(double(raw.size()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The same through the fast path (setFastActivations): x rounded to 8 bits per block for Q8_0
+// and the K-quants at AVX2 and AVX-512; the other types as GgufMatVec.
+void GgufMatVecFast(benchmark::State& state) {
+  attnviz::setFastActivations(true);
+  GgufMatVec(state);
+  attnviz::setFastActivations(false);
+}
+
 constexpr int kTypeCount = int(sizeof(kTypes) / sizeof(kTypes[0]));
 
 BENCHMARK(GgufDequant)->DenseRange(0, kTypeCount - 1)->Unit(benchmark::kMillisecond);
 BENCHMARK(GgufDequantFloor)->Unit(benchmark::kMillisecond);
 BENCHMARK(GgufDotRow)->DenseRange(0, kTypeCount - 1)->Unit(benchmark::kMillisecond);
 BENCHMARK(GgufMatVec)->DenseRange(0, kTypeCount - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(GgufMatVecFast)
+    ->DenseRange(0, kTypeCount - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(GgufDotRowFloor)->DenseRange(0, kTypeCount - 1)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -247,6 +248,66 @@ TEST_P(GgmlTypeFixture, MatVecCarriesANonFiniteXAsDotRowDoes) {
       const float d = dotRow(GgmlType(t->type), t->rowData(r), x.data(), t->ne[0]);
       EXPECT_EQ(std::isnan(y[std::size_t(r)]), std::isnan(d)) << t->name << " row " << r;
       if (!std::isnan(d)) EXPECT_EQ(y[std::size_t(r)], d) << t->name << " row " << r;
+    }
+  }
+}
+
+// The fast path (setFastActivations): at the AVX2 and AVX-512 levels, matVec on Q8_0, Q4_K,
+// Q5_K and Q6_K rows takes x rounded to 8-bit integers, one scale per block of the weights (32
+// values for Q8_0, 256 for the K-quants): d = the block's largest |x| / 127, q = x / d to nearest.
+// The reference rounds x so, in double, here; the kernels must then agree with the double dot of
+// the expected values and the rounded x to float32 rounding, and sit nearer it than the exact dot
+// (so the rounding is really taken). Other types and the baseline level stay exact.
+std::vector<float> roundedX(const std::vector<float>& x, int block) {
+  std::vector<float> out(x.size());
+  for (std::size_t b = 0; b < x.size(); b += std::size_t(block)) {
+    double m = 0.0;
+    for (int i = 0; i < block; ++i) m = std::max(m, std::fabs(double(x[b + std::size_t(i)])));
+    const double d = double(float(m / 127.0));
+    for (int i = 0; i < block; ++i) {
+      const double q = m == 0.0 ? 0.0 : std::nearbyint(double(x[b + std::size_t(i)]) * 127.0 / m);
+      out[b + std::size_t(i)] = float(d * q);  // exact: d has 24 bits, q 8
+    }
+  }
+  return out;
+}
+
+TEST_P(GgmlTypeFixture, FastMatVecAgreesWithDoubleDotOfRoundedX) {
+  const auto f = GgufFile::open(fixture(file()));
+  const nlohmann::json& entry = manifestFile(file());
+  const std::string type = GetParam();
+  const bool fastType = type == "Q8_0" || type == "Q4_K" || type == "Q5_K" || type == "Q6_K";
+  for (Isa isa : supportedIsas()) {
+    const bool rounds = fastType && isa != Isa::Baseline;
+    for (const nlohmann::json& e : entry["tensors"]) {
+      const GgufTensor* t = f->findTensor(e["name"]);
+      ASSERT_NE(t, nullptr);
+      const std::vector<float> want = expectedValues(e["expected"]);
+      const std::int64_t n = t->ne[0];
+      int bv = 0, bb = 0;
+      ASSERT_TRUE(ggmlTypeInfo(t->type, bv, bb));
+      for (int kind = 0; kind < 3; ++kind) {
+        std::vector<float> x = randomVector(std::size_t(n), 21 + unsigned(kind));
+        if (kind == 1)
+          for (std::int64_t i = 11; i < n; i += 32) x[std::size_t(i)] = 300.0f;
+        if (kind == 2) std::fill(x.begin(), x.begin() + std::min<std::int64_t>(n, 256), 0.0f);
+        const std::vector<float> xr = rounds ? roundedX(x, bv) : x;
+        std::vector<float> y(std::size_t(t->rows()), -1.0f);
+        matVecAt(isa, GgmlType(t->type), t->data, t->rows(), n, x.data(), y.data(), true);
+        double offRounded = 0.0, offExact = 0.0;
+        for (std::int64_t r = 0; r < t->rows(); ++r) {
+          const float* w = want.data() + r * n;
+          const auto [ref, mag] = doubleDot(w, xr.data(), n);
+          if (mag > 1e37) continue;  // the float types' random bit patterns (as above)
+          EXPECT_NEAR(y[std::size_t(r)], ref, 1e-5 * mag + 1e-30)
+              << t->name << " row " << r << " x kind " << kind << " at " << isaName(isa);
+          offRounded += std::fabs(y[std::size_t(r)] - ref);
+          offExact += std::fabs(y[std::size_t(r)] - doubleDot(w, x.data(), n).ref);
+        }
+        if (rounds) {
+          EXPECT_LT(offRounded, offExact) << t->name << " x kind " << kind;
+        }
+      }
     }
   }
 }

@@ -28,6 +28,18 @@ struct QuantX16 {
 // The dot product of nb stored blocks with x given so (x.q at the first block's first value).
 using DotQ16Fn = float (*)(const unsigned char* src, const QuantX16& x, std::int64_t nb);
 
+// x rounded to 8-bit integers for the fast path (attnviz/engine/ggml_kernels.h,
+// setFastActivations): per block b of the weights' block size (32 values for Q8_0, 256 for the
+// K-quants) x[i] ~ d[b] * q[i], d[b] = the block's largest |x| / 127 (0 for a block of zeros), q
+// rounded to nearest; bsum[16 j + k] is the sum of q over values 16 k .. 16 k + 15 of 256-value
+// block j (the K-quants' min and offset terms).
+struct QuantX8 {
+  const signed char* q;
+  const float* d;
+  const std::int16_t* bsum;
+};
+using DotQ8Fn = float (*)(const unsigned char* src, const QuantX8& x, std::int64_t nb);
+
 struct TypeRow {
   const char* name;
   int blockValues;
@@ -37,6 +49,9 @@ struct TypeRow {
   // Where the level has one (the K-quants at AVX-512): integer products of the codes with x in two
   // 16-bit parts, for matVecBatch; nullptr elsewhere (matVecBatch then calls dot).
   DotQ16Fn dotQ16 = nullptr;
+  // The fast path's kernel on 8-bit x (Q8_0 and the K-quants Q4_K, Q5_K, Q6_K at AVX2 and
+  // AVX-512); nullptr elsewhere (the exact kernels then run whatever the setting).
+  DotQ8Fn dotQ8 = nullptr;
 };
 
 constexpr std::uint32_t kGgmlTypeCount = 42;

@@ -7,6 +7,7 @@
 #include "ggml_table.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -165,7 +166,49 @@ struct QuantizedX {
   }
 };
 
-void matVecBatchWith(const TypeRow* level, const MatVecJob* jobs, int count) {
+// x rounded to 8-bit integers per block of `block` values (detail::QuantX8), for the fast path;
+// false where x has a value that is not finite (the exact kernels then run).
+struct QuantizedX8 {
+  std::vector<signed char> q;
+  std::vector<float> d;
+  std::vector<std::int16_t> bsum;
+  int block = 0;
+  bool quantize(const float* x, std::int64_t n, int blockValues) {
+    block = blockValues;
+    const std::size_t blocks = std::size_t(n / block);
+    q.resize(std::size_t(n));
+    d.resize(blocks);
+    bsum.assign(std::size_t(n / 16), 0);
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const float* v = x + std::size_t(block) * b;
+      float m = 0.0f;
+      bool finite = true;
+      for (int i = 0; i < block; ++i) {
+        m = std::max(m, std::fabs(v[i]));
+        finite = finite && std::isfinite(v[i]);
+      }
+      if (!finite) {
+        q.clear();
+        return false;
+      }
+      signed char* o = q.data() + std::size_t(block) * b;
+      const double inv = m == 0.0f ? 0.0 : 127.0 / double(m);
+      for (int i = 0; i < block; ++i)
+        o[i] = static_cast<signed char>(std::clamp(std::nearbyint(double(v[i]) * inv), -127.0, 127.0));
+      d[b] = float(double(m) / 127.0);
+    }
+    for (std::size_t g = 0; g < bsum.size(); ++g) {
+      int t = 0;
+      for (int i = 0; i < 16; ++i) t += q[16 * g + std::size_t(i)];
+      bsum[g] = std::int16_t(t);
+    }
+    return true;
+  }
+};
+
+std::atomic<bool> gFastActivations{false};
+
+void matVecBatchWith(const TypeRow* level, const MatVecJob* jobs, int count, bool fast) {
   // Rows split over the CPU threads in chunks of about 64 KB of stored bytes, claimed
   // dynamically; work under two chunks stays on the calling thread (a wake-up costs more than it
   // saves). Types with a 16-bit kernel at this level (the K-quants at AVX2 and AVX-512) take x in
@@ -175,11 +218,13 @@ void matVecBatchWith(const TypeRow* level, const MatVecJob* jobs, int count) {
     const TypeRow* type;
     const MatVecJob* job;
     const QuantizedX* xq;
+    const QuantizedX8* x8;
     std::int64_t r0, r1, nb;
     std::size_t rowBytes;
   };
   std::vector<Task> tasks;
   std::vector<QuantizedX> quantized(std::size_t(std::max(count, 0)));
+  std::vector<QuantizedX8> quantized8(std::size_t(std::max(count, 0)));
   for (int j = 0; j < count; ++j) {
     const MatVecJob& m = jobs[j];
     readable(m.type, m.n, "matVec");
@@ -187,7 +232,16 @@ void matVecBatchWith(const TypeRow* level, const MatVecJob* jobs, int count) {
     const std::int64_t nb = m.n / r.blockValues;
     const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
     const QuantizedX* xq = nullptr;
-    if (r.dotQ16 && m.nRows > 0) {
+    const QuantizedX8* x8 = nullptr;
+    if (fast && r.dotQ8 && m.nRows > 0) {
+      for (int k = 0; k < j && !x8; ++k)
+        if (jobs[k].x == m.x && jobs[k].n == m.n && quantized8[std::size_t(k)].block == r.blockValues &&
+            !quantized8[std::size_t(k)].q.empty())
+          x8 = &quantized8[std::size_t(k)];
+      if (!x8 && quantized8[std::size_t(j)].quantize(m.x, m.n, r.blockValues))
+        x8 = &quantized8[std::size_t(j)];
+    }
+    if (!x8 && r.dotQ16 && m.nRows > 0) {
       // Jobs that share x (q, k and v; gate and up) share its conversion.
       for (int k = 0; k < j && !xq; ++k)
         if (jobs[k].x == m.x && jobs[k].n == m.n && !quantized[std::size_t(k)].q.empty())
@@ -197,10 +251,16 @@ void matVecBatchWith(const TypeRow* level, const MatVecJob* jobs, int count) {
     const std::int64_t chunk =
         std::max<std::int64_t>(1, std::int64_t(kChunkBytes / std::max<std::size_t>(rowBytes, 1)));
     for (std::int64_t r0 = 0; r0 < m.nRows; r0 += chunk)
-      tasks.push_back({&r, &m, xq, r0, std::min(m.nRows, r0 + chunk), nb, rowBytes});
+      tasks.push_back({&r, &m, xq, x8, r0, std::min(m.nRows, r0 + chunk), nb, rowBytes});
   }
   auto run = [&](const Task& t) {
     const auto* p = static_cast<const unsigned char*>(t.job->rows);
+    if (t.x8) {
+      const detail::QuantX8 x{t.x8->q.data(), t.x8->d.data(), t.x8->bsum.data()};
+      for (std::int64_t i = t.r0; i < t.r1; ++i)
+        t.job->y[i] = t.type->dotQ8(p + std::size_t(i) * t.rowBytes, x, t.nb);
+      return;
+    }
     if (t.xq) {
       const detail::QuantX16 x{t.xq->q.data(), t.xq->r.data(), t.xq->scale.data(),
                                t.xq->sum.data()};
@@ -220,12 +280,21 @@ void matVecBatchWith(const TypeRow* level, const MatVecJob* jobs, int count) {
 
 }  // namespace
 
-void matVecBatch(const MatVecJob* jobs, int count) { matVecBatchWith(table(), jobs, count); }
+void matVecBatch(const MatVecJob* jobs, int count) {
+  matVecBatchWith(table(), jobs, count, gFastActivations.load(std::memory_order_relaxed));
+}
 
 void matVecAt(Isa isa, GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
-              const float* x, float* y) {
+              const float* x, float* y, bool fast) {
   const MatVecJob job{type, rows, nRows, n, x, y};
-  matVecBatchWith(detail::ggmlTypes(usableIsa(isa)), &job, 1);
+  matVecBatchWith(detail::ggmlTypes(usableIsa(isa)), &job, 1, fast);
+}
+
+void setFastActivations(bool on) { gFastActivations.store(on, std::memory_order_relaxed); }
+bool fastActivations() { return gFastActivations.load(std::memory_order_relaxed); }
+bool fastActivationKernel(GgmlType type) {
+  const TypeRow* r = findType(std::uint32_t(type));
+  return r && r->dotQ8;
 }
 
 }  // namespace attnviz

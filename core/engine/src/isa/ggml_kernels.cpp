@@ -1114,6 +1114,239 @@ float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_
 }
 #endif
 
+
+#if ATTNVIZ_AVX512 || ATTNVIZ_AVX2
+// ---- The fast path (engine: setFastActivations): x rounded to 8-bit integers (detail::QuantX8,
+// one scale per block of the weights' size: 32 values for Q8_0, 256 for the K-quants) and each
+// block's products summed in integers, the scales applied once per block in float. The codes are
+// unsigned bytes (Q6_K's before its -32, Q8_0's as magnitudes with x's sign flipped where the
+// code is negative), so one unsigned-by-signed byte multiply-add (vpmaddubsw) makes 16-bit pair
+// sums that cannot saturate (at most 2 * 128 * 127), and one 16-bit multiply-add (vpmaddwd)
+// applies the sub-blocks' integer scales. The result is exact for the rounded x: what differs
+// from dotRow is x's rounding to 1/127 of its block's largest |x|.
+#endif
+
+#if ATTNVIZ_AVX512
+inline __m512i join256(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1);
+}
+// 16-bit lanes 0..15 take lane a of v, lanes 16..31 lane b.
+inline __m512i lanesOf(int a, int b) {
+  return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(short(a)), _mm512_set1_epi16(short(b)));
+}
+
+// Q4_K / Q5_K: chunk c's 32 bytes give sub-blocks 2c (low nibbles) and 2c + 1 (high) as one
+// 64-byte vector, against x's 64 values at 64c; its 32 pair sums times the two sub-blocks'
+// scales (vpmaddwd) add into 16 int32 lanes. Per super-block:
+//   dot = d dx sum_s sc_s sum_l code_l xq_l - dmin dx sum_s m_s sum_l xq_l
+// the second from x's sums per 16 values (x.bsum), a pair per sub-block.
+template <bool Five>
+float dotQ45_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  using Block = std::conditional_t<Five, BlockQ5_K, BlockQ4_K>;
+  const auto* b = reinterpret_cast<const Block*>(src);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 accMin = _mm256_setzero_ps();
+  const __m512i m0F = _mm512_set1_epi8(0x0F), k16 = _mm512_set1_epi8(16);
+  const __m512i shift4 = lanesOf(0, 4);
+  const __m512i idx[4] = {lanesOf(0, 1), lanesOf(2, 3), lanesOf(4, 5), lanesOf(6, 7)};
+  for (std::int64_t i = 0; i < nb; ++i) {
+    for (std::size_t l = 0; l < sizeof(Block); l += 64)
+      prefetchAhead16(reinterpret_cast<const unsigned char*>(b + i) + l);
+    std::uint32_t w[4];
+    scaleMinWordsK4(b[i].scales, w);
+    const __m512i sc = _mm512_zextsi128_si512(
+        _mm_cvtepu8_epi16(_mm_setr_epi32(int(w[0]), int(w[1]), 0, 0)));
+    const __m128i mins8 = _mm_setr_epi32(int(w[2]), int(w[3]), 0, 0);
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins8, mins8));  // each twice
+    const signed char* xq = x.q + QK_K * i;
+    __m512i isum = _mm512_setzero_si512();
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (Five) qh = load256(b[i].qh);
+    for (int c = 0; c < 4; ++c) {
+      // The 32 bytes in both halves, the upper half shifted down a nibble.
+      __m512i v = _mm512_and_si512(
+          _mm512_srlv_epi16(_mm512_broadcast_i64x4(load256(b[i].qs + 32 * c)), shift4), m0F);
+      if constexpr (Five) {
+        const __mmask64 hi =
+            __mmask64(_mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(1 << (2 * c))))) |
+            (__mmask64(_mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(2 << (2 * c))))) << 32);
+        v = _mm512_mask_add_epi8(v, hi, v, k16);
+      }
+      const __m512i p = _mm512_maddubs_epi16(v, _mm512_loadu_si512(xq + 64 * c));
+      isum = _mm512_add_epi32(isum, _mm512_madd_epi16(p, _mm512_permutexvar_epi16(idx[c], sc)));
+    }
+    const float dx = x.d[i];
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(half(b[i].d) * dx), acc);
+    const __m256i ms = _mm256_madd_epi16(mins, load256(x.bsum + 16 * i));
+    accMin = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_set1_ps(half(b[i].dmin) * dx), accMin);
+  }
+  return hsum(acc) - hsum8(accMin);
+}
+float dotQ4_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  return dotQ45_K8<false>(src, x, nb);
+}
+float dotQ5_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  return dotQ45_K8<true>(src, x, nb);
+}
+
+// Q6_K: codes 0..63 (before the -32) of values 128n + 64j .. + 64 as one vector against x's 64
+// values there; pair sums times the four 16-value scales they fall under. The -32 is taken off
+// once per super-block: 32 sum_s sc_s (x's sum over the 16 values of s).
+float dotQ6_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
+  __m512 acc = _mm512_setzero_ps();
+  __m512i idx[4];
+  for (int g = 0; g < 4; ++g)  // lanes 8t .. 8t + 7 under scale 4g + t
+    idx[g] = _mm512_add_epi16(_mm512_set1_epi16(short(4 * g)),
+                              _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3));
+  for (std::int64_t i = 0; i < nb; ++i) {
+    for (std::size_t l = 0; l < sizeof(b[i]); l += 64)
+      prefetchAhead16(reinterpret_cast<const unsigned char*>(b + i) + l);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(load128(b[i].scales));
+    const __m512i sc = _mm512_zextsi256_si512(sc16);
+    const signed char* xq = x.q + QK_K * i;
+    __m512i isum = _mm512_setzero_si512();
+    for (int n = 0; n < 2; ++n) {
+      __m256i q[4];
+      codesQ6K(b[i].ql + 64 * n, b[i].qh + 32 * n, q);
+      for (int j = 0; j < 2; ++j) {
+        const __m512i p = _mm512_maddubs_epi16(join256(q[2 * j], q[2 * j + 1]),
+                                               _mm512_loadu_si512(xq + 128 * n + 64 * j));
+        isum = _mm512_add_epi32(
+            isum, _mm512_madd_epi16(p, _mm512_permutexvar_epi16(idx[2 * n + j], sc)));
+      }
+    }
+    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(x.bsum + 16 * i)), 5);
+    isum = _mm512_sub_epi32(isum, join256(off, _mm256_setzero_si256()));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(half(b[i].d) * x.d[i]), acc);
+  }
+  return hsum(acc);
+}
+
+// Q8_0: two blocks (64 codes) to a vector; |code| against x with the code's sign, pair sums
+// summed to 16 int32 lanes, lanes 0..7 under block i's d dx and 8..15 under block i + 1's.
+float dotQ8_0_8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i ones = _mm512_set1_epi16(1);
+  std::int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    prefetchAhead16(b + i);
+    const __m512i w = join256(load256(b[i].qs), load256(b[i + 1].qs));
+    const __m512i xv = _mm512_loadu_si512(x.q + QK * i);
+    const __m512i sx = _mm512_mask_sub_epi8(xv, _mm512_movepi8_mask(w), _mm512_setzero_si512(), xv);
+    const __m512i s = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), ones);
+    const __m512 d = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(half(b[i].d) * x.d[i]),
+                                          _mm512_set1_ps(half(b[i + 1].d) * x.d[i + 1]));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), d, acc);
+  }
+  float tail = 0.0f;
+  if (i < nb) {
+    const __m256i w = load256(b[i].qs), xv = load256(x.q + QK * i);
+    const __m256i s = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w)), _mm256_set1_epi16(1));
+    tail = hsum8(_mm256_cvtepi32_ps(s)) * (half(b[i].d) * x.d[i]);
+  }
+  return hsum(acc) + tail;
+}
+#endif
+
+#if ATTNVIZ_AVX2
+// The same at AVX2, 32 values to a vector: Q4_K / Q5_K's sub-blocks one at a time under a
+// broadcast scale; Q6_K's 32 values under two scales (a 128-bit lane each).
+inline __m256i pairScales(int lo, int hi) {
+  return _mm256_set_m128i(_mm_set1_epi16(short(hi)), _mm_set1_epi16(short(lo)));
+}
+
+template <bool Five>
+float dotQ45_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  using Block = std::conditional_t<Five, BlockQ5_K, BlockQ4_K>;
+  const auto* b = reinterpret_cast<const Block*>(src);
+  __m256 acc = _mm256_setzero_ps(), accMin = _mm256_setzero_ps();
+  const __m256i m0F = _mm256_set1_epi8(0x0F), k16 = _mm256_set1_epi8(16);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    for (std::size_t l = 0; l < sizeof(Block); l += 64)
+      prefetchAhead16(reinterpret_cast<const unsigned char*>(b + i) + l);
+    std::uint32_t w[4];
+    scaleMinWordsK4(b[i].scales, w);
+    unsigned char sc[8];
+    std::memcpy(sc, w, 8);
+    const __m128i mins8 = _mm_setr_epi32(int(w[2]), int(w[3]), 0, 0);
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins8, mins8));
+    const signed char* xq = x.q + QK_K * i;
+    __m256i isum = _mm256_setzero_si256();
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (Five) qh = load256(b[i].qh);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(b[i].qs + 32 * c);
+      __m256i lo = _mm256_and_si256(q, m0F), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m0F);
+      if constexpr (Five) {
+        const __m256i bl = _mm256_set1_epi8(char(1 << (2 * c))), bh = _mm256_set1_epi8(char(2 << (2 * c)));
+        lo = _mm256_add_epi8(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), k16));
+        hi = _mm256_add_epi8(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), k16));
+      }
+      const __m256i pl = _mm256_maddubs_epi16(lo, load256(xq + 64 * c));
+      const __m256i ph = _mm256_maddubs_epi16(hi, load256(xq + 64 * c + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pl, _mm256_set1_epi16(short(sc[2 * c]))));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(ph, _mm256_set1_epi16(short(sc[2 * c + 1]))));
+    }
+    const float dx = x.d[i];
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(half(b[i].d) * dx), acc);
+    const __m256i ms = _mm256_madd_epi16(mins, load256(x.bsum + 16 * i));
+    accMin = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_set1_ps(half(b[i].dmin) * dx), accMin);
+  }
+  return hsum8(acc) - hsum8(accMin);
+}
+float dotQ4_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  return dotQ45_K8<false>(src, x, nb);
+}
+float dotQ5_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  return dotQ45_K8<true>(src, x, nb);
+}
+
+float dotQ6_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::int64_t i = 0; i < nb; ++i) {
+    for (std::size_t l = 0; l < sizeof(b[i]); l += 64)
+      prefetchAhead16(reinterpret_cast<const unsigned char*>(b + i) + l);
+    const __m128i sc8 = load128(b[i].scales);
+    signed char sc[16];
+    std::memcpy(sc, b[i].scales, 16);
+    const signed char* xq = x.q + QK_K * i;
+    __m256i isum = _mm256_setzero_si256();
+    for (int n = 0; n < 2; ++n) {
+      __m256i q[4];
+      codesQ6K(b[i].ql + 64 * n, b[i].qh + 32 * n, q);
+      for (int k = 0; k < 4; ++k) {
+        const int s = 8 * n + 2 * k;
+        const __m256i p = _mm256_maddubs_epi16(q[k], load256(xq + 128 * n + 32 * k));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, pairScales(sc[s], sc[s + 1])));
+      }
+    }
+    const __m256i off =
+        _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), load256(x.bsum + 16 * i)), 5);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum, off)),
+                          _mm256_set1_ps(half(b[i].d) * x.d[i]), acc);
+  }
+  return hsum8(acc);
+}
+
+float dotQ8_0_8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    if (i % 2 == 0) prefetchAhead16(b + i);
+    const __m256i w = load256(b[i].qs), xv = load256(x.q + QK * i);
+    const __m256i s =
+        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w)), ones);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(half(b[i].d) * x.d[i]), acc);
+  }
+  return hsum8(acc);
+}
+#endif
+
 #if ATTNVIZ_AVX512 || ATTNVIZ_AVX2
 float dotQ4_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
   return dotQ45_K16<false>(src, x, nb);
@@ -1131,7 +1364,8 @@ using detail::TypeRow;
 
 // A type attnviz reads: its dequantizer, and its dot kernel at this level or the portable one.
 // ATTNVIZ_READABLE: an AVX-512 kernel; _AVX2: AVX-512 and AVX2 kernels; _Q16: a 16-bit kernel
-// (matVecBatch's) at AVX-512, and with _AVX2 at AVX2 too.
+// (matVecBatch's) at AVX-512, and with _AVX2 at AVX2 too; _8 (and the last argument of
+// _Q16_AVX2): the fast path's kernel on 8-bit x (QuantX8) at AVX-512 and AVX2.
 #define ATTNVIZ_GENERIC(name, values, bytes, dequant) \
   { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes> }
 #if ATTNVIZ_AVX512
@@ -1141,8 +1375,10 @@ using detail::TypeRow;
   { name, values, bytes, dequant, dot }
 #define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
   { name, values, bytes, dequant, dot, dotQ16 }
-#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16) \
-  { name, values, bytes, dequant, dot, dotQ16 }
+#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8) \
+  { name, values, bytes, dequant, dot, dotQ16, dotQ8 }
+#define ATTNVIZ_READABLE_AVX2_8(name, values, bytes, dequant, dot, dotQ8) \
+  { name, values, bytes, dequant, dot, nullptr, dotQ8 }
 #elif ATTNVIZ_AVX2
 #define ATTNVIZ_READABLE(name, values, bytes, dequant, dot) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
@@ -1150,8 +1386,10 @@ using detail::TypeRow;
   { name, values, bytes, dequant, dot }
 #define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
-#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16) \
-  { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes>, dotQ16 }
+#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8) \
+  { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes>, dotQ16, dotQ8 }
+#define ATTNVIZ_READABLE_AVX2_8(name, values, bytes, dequant, dot, dotQ8) \
+  { name, values, bytes, dequant, dot, nullptr, dotQ8 }
 #else
 #define ATTNVIZ_READABLE(name, values, bytes, dequant, dot) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
@@ -1159,7 +1397,9 @@ using detail::TypeRow;
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
 #define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
-#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16) \
+#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8) \
+  ATTNVIZ_GENERIC(name, values, bytes, dequant)
+#define ATTNVIZ_READABLE_AVX2_8(name, values, bytes, dequant, dot, dotQ8) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
 #endif
 
@@ -1172,13 +1412,16 @@ constexpr TypeRow kTypes[] = {
     {"Q4_3", 0, 0, nullptr, nullptr},                                              // 5
     ATTNVIZ_READABLE("Q5_0", 32, 22, dequantQ5_0, dotQ5_0),                        // 6
     ATTNVIZ_READABLE("Q5_1", 32, 24, dequantQ5_1, dotQ5_1),                        // 7
-    ATTNVIZ_READABLE_AVX2("Q8_0", 32, 34, dequantQ8_0, dotQ8_0),                   // 8
+    ATTNVIZ_READABLE_AVX2_8("Q8_0", 32, 34, dequantQ8_0, dotQ8_0, dotQ8_0_8),         // 8
     {"Q8_1", 32, 36, nullptr, nullptr},                                            // 9
     ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),                       // 10
     ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),                      // 11
-    ATTNVIZ_READABLE_Q16_AVX2("Q4_K", 256, 144, dequantQ4_K, dotQ4_K, dotQ4_K16),  // 12
-    ATTNVIZ_READABLE_Q16_AVX2("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16),  // 13
-    ATTNVIZ_READABLE_Q16_AVX2("Q6_K", 256, 210, dequantQ6_K, dotQ6_K, dotQ6_K16),  // 14
+    ATTNVIZ_READABLE_Q16_AVX2("Q4_K", 256, 144, dequantQ4_K, dotQ4_K, dotQ4_K16,
+                              dotQ4_K8),  // 12
+    ATTNVIZ_READABLE_Q16_AVX2("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16,
+                              dotQ5_K8),  // 13
+    ATTNVIZ_READABLE_Q16_AVX2("Q6_K", 256, 210, dequantQ6_K, dotQ6_K, dotQ6_K16,
+                              dotQ6_K8),  // 14
     {"Q8_K", 256, 292, nullptr, nullptr},                                          // 15
     {"IQ2_XXS", 256, 66, nullptr, nullptr},                                        // 16
     {"IQ2_XS", 256, 74, nullptr, nullptr},                                         // 17

@@ -56,8 +56,9 @@ float dotRowAt(Isa isa, GgmlType type, const void* row, const float* x, std::int
 void matVec(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* x,
             float* y);
 // The same through the kernels of one instruction-set level, for tests that compare the levels.
+// `fast`: the fast path's kernels where the level has them (setFastActivations below).
 void matVecAt(Isa isa, GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
-              const float* x, float* y);
+              const float* x, float* y, bool fast = false);
 // Several matVec products in one parallel loop (decode's q, k and v; gate and up): one wake-up of
 // the thread pool instead of one per matrix, the same y as matVec on each.
 struct MatVecJob {
@@ -68,5 +69,17 @@ struct MatVecJob {
   float* y = nullptr;
 };
 void matVecBatch(const MatVecJob* jobs, int count);
+
+// The fast path, off by default and process-wide (the CLI's --fast-activations, the app's
+// Compute menu): decode's matrix-vector products (matVec, matVecBatch) on Q8_0, Q4_K, Q5_K and
+// Q6_K rows round x to 8-bit integers, one scale per block of the weights (1/127 of the block's
+// largest |x|), and sum each block's products in integers, as llama.cpp does. Faster (fewer
+// instructions per stored byte), but no longer exact to float32 rounding: each product carries
+// x's rounding, up to half a step of 1/127 of its block's largest |x|. Other types, the baseline
+// level, and an x with a value that is not finite take the exact kernels whatever the setting.
+void setFastActivations(bool on);
+bool fastActivations();
+// Whether the level in use has the fast path's kernel for `type`.
+bool fastActivationKernel(GgmlType type);
 
 }  // namespace attnviz
