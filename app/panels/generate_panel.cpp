@@ -4,6 +4,8 @@
 // candidates it was drawn from and the new token's attention row over the cache.
 #include "panels/panels.h"
 
+#include "attnviz/engine/ggml_kernels.h"  // setFastActivations
+
 #include <imgui.h>
 
 #include <algorithm>
@@ -161,6 +163,18 @@ bool drawGeneratePanel(AppState& s) {
     ImGui::TextDisabled("(greedy)");
   }
   const bool running = g.busy();
+  // The fast path (engine: setFastActivations): decode's products on Q8_0 and K-quant weights
+  // take x rounded to 8 bits per block. Process-wide, so not while a run steps; the status bar
+  // says when it is on.
+  bool fast = fastActivations();
+  ImGui::BeginDisabled(running);
+  if (ImGui::Checkbox("Fast activations (8-bit x)", &fast)) setFastActivations(fast);
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip(
+        "Each decode step's products on Q8_0, Q4_K, Q5_K and Q6_K weights round x to 8 bits "
+        "per block (1/127 of the block's largest |x|), as llama.cpp does: faster, but the "
+        "logits and rows are no longer exact to float32 rounding. Other weights are unchanged.");
   if (ImGui::Button("Generate", ImVec2(ImGui::GetContentRegionAvail().x * 0.5f, 0)) && !running)
     start(s, false);
   ImGui::SameLine();

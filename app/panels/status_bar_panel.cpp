@@ -1,6 +1,7 @@
 // attnviz panel: the status bar: backend and GL renderer, compute and frame times, notices.
 #include "panels/panels.h"
 
+#include "attnviz/engine/ggml_kernels.h"  // fastActivations
 #include "attnviz/engine/isa.h"
 
 #include <imgui.h>
@@ -85,6 +86,14 @@ bool drawStatusBar(AppState& s) {
   ImGui::TextDisabled("| CPU kernels: %s", attnviz::isaName(attnviz::activeIsa()));
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", attnviz::isaDescription().c_str());
   ImGui::SameLine();
+  if (attnviz::fastActivations()) {  // the Generate panel's fast path: not exact, so said here
+    ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1), "| fast activations (8-bit x)");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("Decode's products on Q8_0 and K-quant weights round x to 8 bits per "
+                        "block: the Generate panel's logits and rows are not exact to float32 "
+                        "rounding (turn it off there)");
+    ImGui::SameLine();
+  }
   ImGui::TextDisabled("| GL: %s",
                       s.backend.glRenderer.substr(0, s.backend.glRenderer.find(" (")).c_str());
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.backend.glRenderer.c_str());

@@ -208,6 +208,23 @@ TEST(Generate, Stories260KTellsItsStoryThroughTheCli) {
               std::string::npos)
         << text.out;
   }
+  // Its Q8_0 conversion tells the same story, exactly and through the fast path (x rounded to 8
+  // bits per block in decode's products), which --verbose names.
+  const fs::path q8 = tmp.path / "stories260K-Q8_0.gguf";
+  const std::string convert =
+      ATTNVIZ_PYTHON " " +
+      shellQuote((modelDir() / ".." / ".." / "tools" / "gguf" / "hf_to_gguf.py").string()) + " " +
+      shellQuote(folder.string()) + " " + shellQuote(q8.string()) + " --type Q8_0 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
+  for (bool fast : {false, true}) {
+    std::vector<std::string> args{"generate", "--model", q8.string(), "--ids",    "1",
+                                  "-n",       "25",      "--print-ids", "--verbose"};
+    if (fast) args.push_back("--fast-activations");
+    const CliRun run = runBinary(args, tmp.path);
+    ASSERT_EQ(run.exitCode, 0) << run.err;
+    EXPECT_EQ(run.out, story) << "fast " << fast;
+    EXPECT_EQ(run.err.find("fast activations") != std::string::npos, fast) << run.err;
+  }
 }
 
 TEST(Generate, BadUsageExitsTwo) {
