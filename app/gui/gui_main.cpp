@@ -12,6 +12,7 @@
 
 #include "attnviz/engine/text_parse.h"
 #include "attnviz/engine/blocks.h"
+#include "attnviz/engine/ggml_kernels.h"  // setFastActivations
 #include "attnviz/engine/mask.h"
 #include "attnviz/formats/data_dir.h"
 #include "attnviz/formats/dump.h"
@@ -222,6 +223,10 @@ int runGui(int argc, char** argv) {
   cli.add_option("--generate", o.generate,
                  "with --model: once it is open, generate N tokens (greedy) in the Generate panel; "
                  "a scripted run waits for them and prints generated-ids and generate-row");
+  cli.add_flag_callback(
+      "--fast-activations", [] { setFastActivations(true); },
+      "start with the Generate panel's fast activations on: decode's products on Q8_0 and "
+      "K-quant weights take x rounded to 8 bits per block (the status bar says so)");
   cli.add_option("--attribute", o.attribute,
                  "with --model: once it is open, run a zero or mean ablation sweep in the "
                  "Attribution panel (zero|mean)");
