@@ -4,6 +4,8 @@
 #include "panels/panels.h"
 #include "panels/row_inspector.h"
 
+#include "attnviz/engine/ggml_kernels.h"  // fastActivations
+
 #include <GLFW/glfw3.h>
 
 #include <sys/resource.h>
@@ -102,6 +104,7 @@ void printGeneration(const AppState& s) {
   line.clear();
   for (const GeneratedToken& t : g.run->tokens) line += " " + std::to_string(t.id);
   std::printf("generated-ids:%s\n", line.c_str());
+  std::printf("generate-fast-activations: %s\n", fastActivations() ? "on" : "off");
   if (g.plain) {  // the compare view's continuation without the interventions
     line.clear();
     for (const GeneratedToken& t : g.plain->tokens) line += " " + std::to_string(t.id);
