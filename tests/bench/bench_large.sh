@@ -6,7 +6,7 @@
 #     runs (ATTNVIZ_ISA) and with the default memory budget against --max-memory 16G (every
 #     weight converted to float32 at open, the old default);
 #   - decode: `attnviz generate -n N --verbose` after a 16-token prompt, its tokens/s, at every
-#     level;
+#     level, and with --fast-activations (8-bit x) at the best level;
 #   - the head finder: `attnviz heads` over the first HEADS_SEQ (4) chapters of
 #     assets/corpora/kjv-heldout.txt cut at T ids (the metrics and the sampling on top of one pass
 #     a sequence; open, tokenize and the tree included), median wall time of RUNS runs, as corpus
@@ -98,6 +98,13 @@ for type in ${types//,/ }; do
     done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
     echo "$type decode [$l]: ${dec[$l]} tokens/s ($N tokens after a 16-token prompt)"
   done
+  # The same through the fast path (x rounded to 8 bits per block: Q8_0 and the K-quants), at
+  # the best level.
+  fast=$(for _ in $(seq "$runs"); do
+    ATTNVIZ_ISA=$best "$bin" generate --model "$f" --ids "$(echo "$ids" | cut -d, -f1-16)" -n "$N" \
+      --print-ids --verbose --fast-activations 2>&1 >/dev/null | sed -n 's/.*(\([0-9.]*\) tokens\/s).*/\1/p'
+  done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  echo "$type decode --fast-activations [$best]: $fast tokens/s"
   if [ -n "${LLAMA_BENCH:-}" ]; then
     ll=$("$LLAMA_BENCH" -m "$f" -p "$T" -n "$N" -t "$threads" -o csv 2>/dev/null)
     # Columns by name: n_prompt, n_gen and avg_ts (tokens/s) in llama-bench's CSV header.
@@ -107,6 +114,7 @@ for type in ${types//,/ }; do
     tg=$(col 0 "$N")
     echo "$type llama.cpp pp$T: $pp tokens/s; attnviz / llama.cpp: $(ratio "$(rate "$T" "${pass[$best]}")" "$pp")x"
     echo "$type head finder / llama.cpp pp$T: $(ratio "$hf_rate" "$pp")x the tokens/s"
-    echo "$type llama.cpp tg$N: $tg tokens/s; attnviz / llama.cpp: $(ratio "${dec[$best]}" "$tg")x"
+    echo "$type llama.cpp tg$N: $tg tokens/s; attnviz / llama.cpp: $(ratio "${dec[$best]}" "$tg")x," \
+      "with --fast-activations $(ratio "$fast" "$tg")x"
   fi
 done
