@@ -48,8 +48,9 @@ void dequantizeRowAt(Isa isa, GgmlType type, const void* src, float* dst, std::i
 float dotRowAt(Isa isa, GgmlType type, const void* row, const float* x, std::int64_t n);
 // y[r] = dot(row r, x) for r in [0, nRows): a stored [nRows, n] matrix times x (decode's
 // matrix-vector product), checked once for the whole matrix, with dotRow's agreement to float32
-// rounding. Rows are split over the CPU threads (engine's thread pool) in chunks of about 64 KB
-// of stored bytes; each y[r] is the same whichever thread computes it. Most types take dotRow's
+// rounding. Rows are split over the CPU threads (engine's thread pool) in chunks of 64 KB to 1 MB
+// of stored bytes (a quarter of each thread's share); each y[r] is the same whichever thread
+// computes it. Most types take dotRow's
 // kernels; the K-quants (Q4_K, Q5_K, Q6_K at AVX2 and AVX-512) take x once in two 16-bit integer
 // parts and multiply the codes in integers (ggml_kernels.h, QuantX16), so y[r] differs from
 // dotRow in the last bits.
