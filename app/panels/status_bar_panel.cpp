@@ -89,10 +89,11 @@ bool drawStatusBar(AppState& s) {
   if (attnviz::fastActivations()) {  // the Generate panel's fast path: not exact, so said here
     ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1), "| fast activations (8-bit x)");
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("Decode's products on Q8_0 and K-quant weights round x to 8 bits per "
-                        "block: every decode step (Generate, translation, a StreamingLLM cache's "
-                        "loss) is not exact to float32 rounding; full passes are. Turn it off in "
-                        "the Generate panel");
+      ImGui::SetTooltip(
+          "Decode's products on Q8_0 and K-quant weights round x to 8 bits per "
+          "block: every decode step (Generate, translation, a StreamingLLM cache's "
+          "loss) is not exact to float32 rounding; full passes are. Turn it off in "
+          "the Generate panel");
     ImGui::SameLine();
   }
   ImGui::TextDisabled("| GL: %s",

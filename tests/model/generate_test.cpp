@@ -217,7 +217,7 @@ TEST(Generate, Stories260KTellsItsStoryThroughTheCli) {
       shellQuote(folder.string()) + " " + shellQuote(q8.string()) + " --type Q8_0 >/dev/null 2>&1";
   ASSERT_EQ(std::system(convert.c_str()), 0) << convert;
   for (bool fast : {false, true}) {
-    std::vector<std::string> args{"generate", "--model", q8.string(), "--ids",    "1",
+    std::vector<std::string> args{"generate", "--model", q8.string(),   "--ids",    "1",
                                   "-n",       "25",      "--print-ids", "--verbose"};
     if (fast) args.push_back("--fast-activations");
     const CliRun run = runBinary(args, tmp.path);

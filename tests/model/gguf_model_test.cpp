@@ -280,13 +280,15 @@ TEST(GgufDecode, FastActivationsStayNearTheExactSteps) {
       setFastActivations(false);
       double logitsRel = 0.0, rowsAbs = 0.0;
       for (std::size_t k = 0; k < steps[0].size(); ++k) {
-        const auto [worst, scale] = rowError(steps[1][k].logits.data(), steps[0][k].logits.data(), V);
+        const auto [worst, scale] =
+            rowError(steps[1][k].logits.data(), steps[0][k].logits.data(), V);
         logitsRel = std::max(logitsRel, worst / scale);
         for (std::size_t l = 0; l < steps[0][k].rows.size(); ++l) {
           const Tensor3& a = steps[1][k].rows[l];
           const Tensor3& b = steps[0][k].rows[l];
           ASSERT_EQ(a.data.size(), b.data.size());
-          rowsAbs = std::max(rowsAbs, rowError(a.data.data(), b.data.data(), int(a.data.size())).first);
+          rowsAbs =
+              std::max(rowsAbs, rowError(a.data.data(), b.data.data(), int(a.data.size())).first);
         }
       }
       std::printf("fast activations, %s: logits %.2e of the largest, rows %.2e\n",

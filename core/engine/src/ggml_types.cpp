@@ -195,7 +195,8 @@ struct QuantizedX8 {
       signed char* o = q.data() + std::size_t(block) * b;
       const double inv = m == 0.0f ? 0.0 : 127.0 / double(m);
       for (int i = 0; i < block; ++i)
-        o[i] = static_cast<signed char>(std::clamp(std::nearbyint(double(v[i]) * inv), -127.0, 127.0));
+        o[i] =
+            static_cast<signed char>(std::clamp(std::nearbyint(double(v[i]) * inv), -127.0, 127.0));
       d[b] = float(double(m) / 127.0);
     }
     for (std::size_t g = 0; g < bsum.size(); ++g) {
@@ -248,7 +249,8 @@ void matVecBatchWith(const TypeRow* level, const MatVecJob* jobs, int count, boo
     const QuantizedX8* x8 = nullptr;
     if (fast && r.dotQ8 && m.nRows > 0) {
       for (int k = 0; k < j && !x8; ++k)
-        if (jobs[k].x == m.x && jobs[k].n == m.n && quantized8[std::size_t(k)].block == r.blockValues &&
+        if (jobs[k].x == m.x && jobs[k].n == m.n &&
+            quantized8[std::size_t(k)].block == r.blockValues &&
             !quantized8[std::size_t(k)].q.empty())
           x8 = &quantized8[std::size_t(k)];
       if (!x8 && quantized8[std::size_t(j)].quantize(m.x, m.n, r.blockValues))

@@ -1121,7 +1121,6 @@ float dotQ6_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_
 }
 #endif
 
-
 #if ATTNVIZ_AVX512 || ATTNVIZ_AVX2
 // ---- The fast path (engine: setFastActivations): x rounded to 8-bit integers (detail::QuantX8,
 // one scale per block of the weights' size: 32 values for Q8_0, 256 for the K-quants) and each
@@ -1139,7 +1138,8 @@ inline __m512i join256(__m256i lo, __m256i hi) {
 }
 // 16-bit lanes 0..15 take lane a of v, lanes 16..31 lane b.
 inline __m512i lanesOf(int a, int b) {
-  return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(short(a)), _mm512_set1_epi16(short(b)));
+  return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(short(a)),
+                                 _mm512_set1_epi16(short(b)));
 }
 
 // Q4_K / Q5_K: chunk c's 32 bytes give sub-blocks 2c (low nibbles) and 2c + 1 (high) as one
@@ -1161,8 +1161,8 @@ float dotQ45_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t
       prefetchAhead8(reinterpret_cast<const unsigned char*>(b + i) + l);
     std::uint32_t w[4];
     scaleMinWordsK4(b[i].scales, w);
-    const __m512i sc = _mm512_zextsi128_si512(
-        _mm_cvtepu8_epi16(_mm_setr_epi32(int(w[0]), int(w[1]), 0, 0)));
+    const __m512i sc =
+        _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_setr_epi32(int(w[0]), int(w[1]), 0, 0)));
     const __m128i mins8 = _mm_setr_epi32(int(w[2]), int(w[3]), 0, 0);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins8, mins8));  // each twice
     const signed char* xq = x.q + QK_K * i;
@@ -1204,8 +1204,12 @@ float dotQ6_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t 
   __m512 acc = _mm512_setzero_ps();
   __m512i idx[4];
   for (int g = 0; g < 4; ++g)  // lanes 8t .. 8t + 7 under scale 4g + t
-    idx[g] = _mm512_add_epi16(_mm512_set1_epi16(short(4 * g)),
-                              _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3));
+    idx[g] =
+        _mm512_add_epi16(_mm512_set1_epi16(short(4 * g)),
+                         _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22,
+                                                            21, 20, 19, 18, 17, 16, 15, 14, 13, 12,
+                                                            11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           3));
   for (std::int64_t i = 0; i < nb; ++i) {
     for (std::size_t l = 0; l < sizeof(b[i]); l += 64)
       prefetchAhead8(reinterpret_cast<const unsigned char*>(b + i) + l);
@@ -1219,8 +1223,8 @@ float dotQ6_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t 
       for (int j = 0; j < 2; ++j) {
         const __m512i p = _mm512_maddubs_epi16(join256(q[2 * j], q[2 * j + 1]),
                                                _mm512_loadu_si512(xq + 128 * n + 64 * j));
-        isum = _mm512_add_epi32(
-            isum, _mm512_madd_epi16(p, _mm512_permutexvar_epi16(idx[2 * n + j], sc)));
+        isum = _mm512_add_epi32(isum,
+                                _mm512_madd_epi16(p, _mm512_permutexvar_epi16(idx[2 * n + j], sc)));
       }
     }
     const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(x.bsum + 16 * i)), 5);
@@ -1288,9 +1292,12 @@ float dotQ45_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t
       const __m256i q = load256(b[i].qs + 32 * c);
       __m256i lo = _mm256_and_si256(q, m0F), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m0F);
       if constexpr (Five) {
-        const __m256i bl = _mm256_set1_epi8(char(1 << (2 * c))), bh = _mm256_set1_epi8(char(2 << (2 * c)));
-        lo = _mm256_add_epi8(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), k16));
-        hi = _mm256_add_epi8(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), k16));
+        const __m256i bl = _mm256_set1_epi8(char(1 << (2 * c))),
+                      bh = _mm256_set1_epi8(char(2 << (2 * c)));
+        lo = _mm256_add_epi8(
+            lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), k16));
+        hi = _mm256_add_epi8(
+            hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), k16));
       }
       const __m256i pl = _mm256_maddubs_epi16(lo, load256(xq + 64 * c));
       const __m256i ph = _mm256_maddubs_epi16(hi, load256(xq + 64 * c + 32));
@@ -1331,8 +1338,8 @@ float dotQ6_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t 
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, pairScales(sc[s], sc[s + 1])));
       }
     }
-    const __m256i off =
-        _mm256_slli_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), load256(x.bsum + 16 * i)), 5);
+    const __m256i off = _mm256_slli_epi32(
+        _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), load256(x.bsum + 16 * i)), 5);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum, off)),
                           _mm256_set1_ps(half(b[i].d) * x.d[i]), acc);
   }
@@ -1411,51 +1418,51 @@ using detail::TypeRow;
 #endif
 
 constexpr TypeRow kTypes[] = {
-    ATTNVIZ_READABLE("F32", 1, 4, dequantF32, dotF32),                             // 0
-    ATTNVIZ_READABLE_AVX2("F16", 1, 2, dequantF16, dotF16),                        // 1
-    ATTNVIZ_READABLE("Q4_0", 32, 18, dequantQ4_0, dotQ4_0),                        // 2
-    ATTNVIZ_READABLE("Q4_1", 32, 20, dequantQ4_1, dotQ4_1),                        // 3
-    {"Q4_2", 0, 0, nullptr, nullptr},                                              // 4
-    {"Q4_3", 0, 0, nullptr, nullptr},                                              // 5
-    ATTNVIZ_READABLE("Q5_0", 32, 22, dequantQ5_0, dotQ5_0),                        // 6
-    ATTNVIZ_READABLE("Q5_1", 32, 24, dequantQ5_1, dotQ5_1),                        // 7
-    ATTNVIZ_READABLE_AVX2_8("Q8_0", 32, 34, dequantQ8_0, dotQ8_0, dotQ8_0_8),         // 8
-    {"Q8_1", 32, 36, nullptr, nullptr},                                            // 9
-    ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),                       // 10
-    ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),                      // 11
+    ATTNVIZ_READABLE("F32", 1, 4, dequantF32, dotF32),                         // 0
+    ATTNVIZ_READABLE_AVX2("F16", 1, 2, dequantF16, dotF16),                    // 1
+    ATTNVIZ_READABLE("Q4_0", 32, 18, dequantQ4_0, dotQ4_0),                    // 2
+    ATTNVIZ_READABLE("Q4_1", 32, 20, dequantQ4_1, dotQ4_1),                    // 3
+    {"Q4_2", 0, 0, nullptr, nullptr},                                          // 4
+    {"Q4_3", 0, 0, nullptr, nullptr},                                          // 5
+    ATTNVIZ_READABLE("Q5_0", 32, 22, dequantQ5_0, dotQ5_0),                    // 6
+    ATTNVIZ_READABLE("Q5_1", 32, 24, dequantQ5_1, dotQ5_1),                    // 7
+    ATTNVIZ_READABLE_AVX2_8("Q8_0", 32, 34, dequantQ8_0, dotQ8_0, dotQ8_0_8),  // 8
+    {"Q8_1", 32, 36, nullptr, nullptr},                                        // 9
+    ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),                   // 10
+    ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),                  // 11
     ATTNVIZ_READABLE_Q16_AVX2("Q4_K", 256, 144, dequantQ4_K, dotQ4_K, dotQ4_K16,
                               dotQ4_K8),  // 12
     ATTNVIZ_READABLE_Q16_AVX2("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16,
                               dotQ5_K8),  // 13
     ATTNVIZ_READABLE_Q16_AVX2("Q6_K", 256, 210, dequantQ6_K, dotQ6_K, dotQ6_K16,
-                              dotQ6_K8),  // 14
-    {"Q8_K", 256, 292, nullptr, nullptr},                                          // 15
-    {"IQ2_XXS", 256, 66, nullptr, nullptr},                                        // 16
-    {"IQ2_XS", 256, 74, nullptr, nullptr},                                         // 17
-    {"IQ3_XXS", 256, 98, nullptr, nullptr},                                        // 18
-    {"IQ1_S", 256, 50, nullptr, nullptr},                                          // 19
-    {"IQ4_NL", 32, 18, nullptr, nullptr},                                          // 20
-    {"IQ3_S", 256, 110, nullptr, nullptr},                                         // 21
-    {"IQ2_S", 256, 82, nullptr, nullptr},                                          // 22
-    {"IQ4_XS", 256, 136, nullptr, nullptr},                                        // 23
-    {"I8", 1, 1, nullptr, nullptr},                                                // 24
-    {"I16", 1, 2, nullptr, nullptr},                                               // 25
-    {"I32", 1, 4, nullptr, nullptr},                                               // 26
-    {"I64", 1, 8, nullptr, nullptr},                                               // 27
-    {"F64", 1, 8, nullptr, nullptr},                                               // 28
-    {"IQ1_M", 256, 56, nullptr, nullptr},                                          // 29
-    ATTNVIZ_READABLE("BF16", 1, 2, dequantBF16, dotBF16),                          // 30
-    {"Q4_0_4_4", 0, 0, nullptr, nullptr},                                          // 31
-    {"Q4_0_4_8", 0, 0, nullptr, nullptr},                                          // 32
-    {"Q4_0_8_8", 0, 0, nullptr, nullptr},                                          // 33
-    {"TQ1_0", 256, 54, nullptr, nullptr},                                          // 34
-    {"TQ2_0", 256, 66, nullptr, nullptr},                                          // 35
-    {"IQ4_NL_4_4", 0, 0, nullptr, nullptr},                                        // 36
-    {"IQ4_NL_4_8", 0, 0, nullptr, nullptr},                                        // 37
-    {"IQ4_NL_8_8", 0, 0, nullptr, nullptr},                                        // 38
-    {"MXFP4", 32, 17, nullptr, nullptr},                                           // 39
-    {"NVFP4", 64, 36, nullptr, nullptr},                                           // 40
-    {"Q1_0", 128, 18, nullptr, nullptr},                                           // 41
+                              dotQ6_K8),                   // 14
+    {"Q8_K", 256, 292, nullptr, nullptr},                  // 15
+    {"IQ2_XXS", 256, 66, nullptr, nullptr},                // 16
+    {"IQ2_XS", 256, 74, nullptr, nullptr},                 // 17
+    {"IQ3_XXS", 256, 98, nullptr, nullptr},                // 18
+    {"IQ1_S", 256, 50, nullptr, nullptr},                  // 19
+    {"IQ4_NL", 32, 18, nullptr, nullptr},                  // 20
+    {"IQ3_S", 256, 110, nullptr, nullptr},                 // 21
+    {"IQ2_S", 256, 82, nullptr, nullptr},                  // 22
+    {"IQ4_XS", 256, 136, nullptr, nullptr},                // 23
+    {"I8", 1, 1, nullptr, nullptr},                        // 24
+    {"I16", 1, 2, nullptr, nullptr},                       // 25
+    {"I32", 1, 4, nullptr, nullptr},                       // 26
+    {"I64", 1, 8, nullptr, nullptr},                       // 27
+    {"F64", 1, 8, nullptr, nullptr},                       // 28
+    {"IQ1_M", 256, 56, nullptr, nullptr},                  // 29
+    ATTNVIZ_READABLE("BF16", 1, 2, dequantBF16, dotBF16),  // 30
+    {"Q4_0_4_4", 0, 0, nullptr, nullptr},                  // 31
+    {"Q4_0_4_8", 0, 0, nullptr, nullptr},                  // 32
+    {"Q4_0_8_8", 0, 0, nullptr, nullptr},                  // 33
+    {"TQ1_0", 256, 54, nullptr, nullptr},                  // 34
+    {"TQ2_0", 256, 66, nullptr, nullptr},                  // 35
+    {"IQ4_NL_4_4", 0, 0, nullptr, nullptr},                // 36
+    {"IQ4_NL_4_8", 0, 0, nullptr, nullptr},                // 37
+    {"IQ4_NL_8_8", 0, 0, nullptr, nullptr},                // 38
+    {"MXFP4", 32, 17, nullptr, nullptr},                   // 39
+    {"NVFP4", 64, 36, nullptr, nullptr},                   // 40
+    {"Q1_0", 128, 18, nullptr, nullptr},                   // 41
 };
 constexpr std::uint32_t kTypeCount = sizeof(kTypes) / sizeof(kTypes[0]);
 constexpr int bytesOf(GgmlType t) { return kTypes[std::uint32_t(t)].blockBytes; }
