@@ -104,7 +104,10 @@ void printGeneration(const AppState& s) {
   line.clear();
   for (const GeneratedToken& t : g.run->tokens) line += " " + std::to_string(t.id);
   std::printf("generated-ids:%s\n", line.c_str());
-  std::printf("generate-fast-activations: %s\n", fastActivations() ? "on" : "off");
+  // Whether the fast path is on, and whether this level has its 8-bit kernels (the baseline
+  // level has none: its steps stay exact).
+  std::printf("generate-fast-activations: %s kernels=%s\n", fastActivations() ? "on" : "off",
+              fastActivationKernel(GgmlType::Q8_0) ? "yes" : "no");
   if (g.plain) {  // the compare view's continuation without the interventions
     line.clear();
     for (const GeneratedToken& t : g.plain->tokens) line += " " + std::to_string(t.id);
