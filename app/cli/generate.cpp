@@ -101,7 +101,11 @@ int runGenerate(int argc, char** argv) {
       const double tps = g.seconds > 0 ? double(g.tokens.size()) / g.seconds : 0.0;
       std::fprintf(stderr, "attnviz: %zu tokens in %.3f s (%.1f tokens/s); stopped: %s%s\n",
                    g.tokens.size(), g.seconds, tps, g.stopReason(),
-                   fast ? "; fast activations (x rounded to 8 bits)" : "");
+                   !fast ? ""
+                   : fastActivationKernel(GgmlType::Q8_0)
+                       ? "; fast activations (x rounded to 8 bits)"
+                       : "; fast activations asked for, but this CPU level has no 8-bit kernels: "
+                         "exact");
     }
     return 0;
   });
