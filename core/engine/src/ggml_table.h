@@ -31,8 +31,8 @@ using DotQ16Fn = float (*)(const unsigned char* src, const QuantX16& x, std::int
 // x rounded to 8-bit integers for the fast path (attnviz/engine/ggml_kernels.h,
 // setFastActivations): per block b of the weights' block size (32 values for Q8_0, 256 for the
 // K-quants) x[i] ~ d[b] * q[i], d[b] = the block's largest |x| / 127 (0 for a block of zeros), q
-// rounded to nearest; bsum[16 j + k] is the sum of q over values 16 k .. 16 k + 15 of 256-value
-// block j (the K-quants' min and offset terms).
+// rounded to nearest. For the K-quants, bsum[16 j + k] is the sum of q over values 16 k ..
+// 16 k + 15 of 256-value block j (their min and offset terms); Q8_0's x has none.
 struct QuantX8 {
   const signed char* q;
   const float* d;

@@ -179,7 +179,7 @@ struct QuantizedX8 {
     const std::size_t blocks = std::size_t(n / block);
     q.resize(std::size_t(n));
     d.resize(blocks);
-    bsum.assign(std::size_t(n / 16), 0);
+    bsum.assign(block == 256 ? std::size_t(n / 16) : 0, 0);  // the K-quants' (Q8_0 reads none)
     for (std::size_t b = 0; b < blocks; ++b) {
       const float* v = x + std::size_t(block) * b;
       float m = 0.0f;
@@ -238,7 +238,7 @@ void matVecBatchWith(const TypeRow* level, const MatVecJob* jobs, int count, boo
   };
   std::vector<Task> tasks;
   std::vector<QuantizedX> quantized(std::size_t(std::max(count, 0)));
-  std::vector<QuantizedX8> quantized8(std::size_t(std::max(count, 0)));
+  std::vector<QuantizedX8> quantized8(fast ? std::size_t(std::max(count, 0)) : 0);
   for (int j = 0; j < count; ++j) {
     const MatVecJob& m = jobs[j];
     readable(m.type, m.n, "matVec");

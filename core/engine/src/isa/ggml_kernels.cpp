@@ -461,7 +461,7 @@ inline void prefetchAhead16(const void* p) {
 }
 // The fast path's kernels (8-bit x) take fewer cycles per block again, yet measured best nearer:
 // the 1B Q4_K_M decode, two builds alternating four times, medians 36.1 tokens/s at 4 KB on and
-// 34.9 at 8 KB (12 KB: 31.6 in an earlier round).
+// 34.9 at 8 KB (12 KB: 31.6 in an earlier measurement).
 constexpr int kPrefetchAhead8 = 4096;
 inline void prefetchAhead8(const void* p) {
   _mm_prefetch(static_cast<const char*>(p) + kPrefetchAhead8, _MM_HINT_T0);
@@ -1189,12 +1189,6 @@ float dotQ45_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t
   }
   return hsum(acc) - hsum8(accMin);
 }
-float dotQ4_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
-  return dotQ45_K8<false>(src, x, nb);
-}
-float dotQ5_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
-  return dotQ45_K8<true>(src, x, nb);
-}
 
 // Q6_K: codes 0..63 (before the -32) of values 128n + 64j .. + 64 as one vector against x's 64
 // values there; pair sums times the four 16-value scales they fall under. The -32 is taken off
@@ -1311,12 +1305,6 @@ float dotQ45_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t
   }
   return hsum8(acc) - hsum8(accMin);
 }
-float dotQ4_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
-  return dotQ45_K8<false>(src, x, nb);
-}
-float dotQ5_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
-  return dotQ45_K8<true>(src, x, nb);
-}
 
 float dotQ6_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
   const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
@@ -1362,6 +1350,12 @@ float dotQ8_0_8(const unsigned char* src, const detail::QuantX8& x, std::int64_t
 #endif
 
 #if ATTNVIZ_AVX512 || ATTNVIZ_AVX2
+float dotQ4_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  return dotQ45_K8<false>(src, x, nb);
+}
+float dotQ5_K8(const unsigned char* src, const detail::QuantX8& x, std::int64_t nb) {
+  return dotQ45_K8<true>(src, x, nb);
+}
 float dotQ4_K16(const unsigned char* src, const detail::QuantX16& x, std::int64_t nb) {
   return dotQ45_K16<false>(src, x, nb);
 }
