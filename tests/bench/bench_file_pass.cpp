@@ -8,10 +8,12 @@
 //   ATTNVIZ_BENCH_MODEL=/path/to/model.gguf build/tests/bench/attnviz_bench
 //     --benchmark_filter=FilePass --benchmark_counters_tabular=true
 //
-// ATTNVIZ_BENCH_LAYER picks the kept layer (default: the middle one).
+// ATTNVIZ_BENCH_LAYER picks the kept layer (default: the middle one). ATTNVIZ_BENCH_FAST=1 runs
+// the passes on the fast path (8-bit activations, as `attnviz model --fast-activations`).
 //
 // The pass keeps what `attnviz model --layer L --weights` keeps (one layer's attention weights,
 // the last logits row). Without ATTNVIZ_BENCH_MODEL the cases are skipped.
+#include "attnviz/engine/ggml_kernels.h"  // setFastActivations
 #include "attnviz/model/model.h"
 
 #include <benchmark/benchmark.h>
@@ -61,6 +63,8 @@ void FilePass(benchmark::State& state) {
   attnviz::Capture cap = attnviz::Capture::view(0);
   cap.weights = attnviz::LayerSet::just(layer);
   const std::vector<int> ids = randomIds(T, c.vocabSize);
+  const char* fastEnv = std::getenv("ATTNVIZ_BENCH_FAST");
+  attnviz::setFastActivations(fastEnv && std::string(fastEnv) == "1");
   if (!o.warm) {
     benchmark::DoNotOptimize(o.model->forward(ids, {}, cap).logits.data());
     o.warm = true;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -320,6 +321,87 @@ TEST_P(GgmlTypeFixture, FastMatVecAgreesWithDoubleDotOfRoundedX) {
         matVecAt(isa, GgmlType(t->type), t->data, 1, m, x.data(), &y, true);
         EXPECT_NEAR(y, ref, 1e-5 * mag + 1e-30)
             << t->name << " first " << m / bv << " blocks at " << isaName(isa);
+      }
+    }
+  }
+}
+
+// The fast path in a pass's products (matMulFast): at the AVX-512 level, with and without VNNI,
+// Q4_K, Q5_K and Q6_K rows against many rows of x, each rounded to 8 bits per 256 values as
+// decode's fast path rounds x. A matrix of 37 rows (two groups of 16 and a tail) of 3 blocks,
+// each block one of the fixture's (its expected values from tools/gguf/quants.py), against 13 rows
+// of x (a tile of 8 and a tail): random, massive values, a zero block, all zeros. Each result
+// must agree with the double dot of the expected values and the test's own rounding of x to
+// float32 rounding; Y's other columns untouched; other types and levels, and an x that is not
+// finite, refused with Y untouched.
+TEST(GgmlFastPass, MatMulFastAgreesWithDoubleDotsOfRoundedX) {
+  constexpr std::int64_t kRows = 37, kBlocks = 3, kX = 13, kLdy = 40;
+  for (const std::string type : {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "F16"}) {
+    const auto f = GgufFile::open(fixture("types/" + type + ".gguf"));
+    const GgufTensor* t = f->findTensor("weight");
+    ASSERT_NE(t, nullptr);
+    int bv = 0, bb = 0;
+    ASSERT_TRUE(ggmlTypeInfo(t->type, bv, bb));
+    const std::vector<float> want =
+        expectedValues(manifestFile("types/" + type + ".gguf")["tensors"][0]["expected"]);
+    ASSERT_EQ(std::int64_t(want.size()), t->count());
+    const std::int64_t have = t->count() / bv;  // blocks in the fixture
+    const std::int64_t n = kBlocks * 256;
+    const std::int64_t blocksPerRow = n / bv;
+    std::vector<unsigned char> rows(std::size_t(kRows * blocksPerRow * bb));
+    std::vector<float> w(std::size_t(kRows * n));
+    const auto* src = static_cast<const unsigned char*>(t->data);
+    for (std::int64_t r = 0; r < kRows; ++r)
+      for (std::int64_t i = 0; i < blocksPerRow; ++i) {
+        const std::int64_t k = (r * 7 + i * 3) % have;
+        std::memcpy(rows.data() + (r * blocksPerRow + i) * bb, src + k * bb, std::size_t(bb));
+        std::copy_n(want.begin() + k * bv, bv, w.begin() + r * n + i * bv);
+      }
+    std::vector<float> X(std::size_t(kX * n));
+    for (std::int64_t m = 0; m < kX; ++m) {
+      const std::vector<float> v = randomVector(std::size_t(n), 40 + unsigned(m));
+      std::copy(v.begin(), v.end(), X.begin() + m * n);
+    }
+    for (std::int64_t i = 11; i < n; i += 64) X[std::size_t(n + i)] = 300.0f;  // massive values
+    std::fill_n(X.begin() + 2 * n + 256, 256, 0.0f);                           // a zero block
+    std::fill_n(X.begin() + 3 * n, n, 0.0f);                                   // all zeros
+    std::vector<float> Xr(X.size());
+    for (std::int64_t m = 0; m < kX; ++m) {
+      const std::vector<float> v(X.begin() + m * n, X.begin() + (m + 1) * n);
+      const std::vector<float> r = roundedX(v, 256);
+      std::copy(r.begin(), r.end(), Xr.begin() + m * n);
+    }
+    const bool kType = type == "Q4_K" || type == "Q5_K" || type == "Q6_K";
+    for (Isa isa : supportedIsas()) {
+      for (bool vnni : {false, true}) {
+        std::vector<float> Y(std::size_t(kX * kLdy), -7.0f);
+        const bool ran = matMulFastAt(isa, vnni, GgmlType(t->type), rows.data(), kRows, n,
+                                      X.data(), n, kX, Y.data(), kLdy);
+        const std::string where = type + " at " + isaName(isa) + (vnni ? " (VNNI)" : "");
+        ASSERT_EQ(ran, kType && isa == Isa::Avx512) << where;
+        if (!ran) {
+          EXPECT_TRUE(std::all_of(Y.begin(), Y.end(), [](float v) { return v == -7.0f; }))
+              << where;
+          continue;
+        }
+        for (std::int64_t m = 0; m < kX; ++m) {
+          for (std::int64_t r = 0; r < kRows; ++r) {
+            const auto [ref, mag] = doubleDot(w.data() + r * n, Xr.data() + m * n, n);
+            EXPECT_NEAR(Y[std::size_t(m * kLdy + r)], ref, 1e-5 * mag + 1e-30)
+                << where << " x row " << m << " row " << r;
+          }
+          for (std::int64_t r = kRows; r < kLdy; ++r)
+            EXPECT_EQ(Y[std::size_t(m * kLdy + r)], -7.0f) << where << " column " << r;
+        }
+        // An x with a NaN: refused, Y untouched (the caller takes the exact products).
+        std::vector<float> Xn = X;
+        Xn[std::size_t(5 * n + 300)] = std::nanf("");
+        std::vector<float> Yn(std::size_t(kX * kLdy), -7.0f);
+        EXPECT_FALSE(matMulFastAt(isa, vnni, GgmlType(t->type), rows.data(), kRows, n, Xn.data(),
+                                  n, kX, Yn.data(), kLdy))
+            << where;
+        EXPECT_TRUE(std::all_of(Yn.begin(), Yn.end(), [](float v) { return v == -7.0f; }))
+            << where;
       }
     }
   }

@@ -40,6 +40,29 @@ struct QuantX8 {
 };
 using DotQ8Fn = float (*)(const unsigned char* src, const QuantX8& x, std::int64_t nb);
 
+// A prompt's rows of x rounded as QuantX8 rounds x (256-value blocks), for the fast path's
+// products in a pass (matMulFast): row t's codes at q + t n, its scales at d + t (n / 256), and
+// the sums of its codes per 16 and per 32 values (as floats, exact) at sum16 + t (n / 16) and
+// sum32 + t (n / 32).
+struct PassX8 {
+  const signed char* q;
+  const float* d;
+  const float* sum16;
+  const float* sum32;
+  std::int64_t n;
+};
+// Y[t, r0 + r] = dot(stored row r, x row t) for t < m, r < nRows <= 16: the rows (rowBytes
+// apart, nb blocks each) repacked into `scratch` (kPass8ScratchPerBlock bytes per block, 64-byte
+// aligned) and multiplied with every row of x; `vnni` where the CPU has AVX512-VNNI.
+using Pass8Fn = void (*)(const unsigned char* rows, std::size_t rowBytes, int nRows,
+                         std::int64_t nb, const PassX8& x, std::int64_t m, float* Y,
+                         std::int64_t ldy, std::int64_t r0, unsigned char* scratch, bool vnni);
+// x's rows for PassX8: nb blocks of 256 values at x rounded as QuantX8 rounds them (q, d per
+// block) and the sums of q per 16 values; false (the rest unset) where a value is not finite.
+using Round8Fn = bool (*)(const float* x, std::int64_t nb, signed char* q, float* d, float* sum16);
+constexpr std::size_t kPass8Rows = 16;
+constexpr std::size_t kPass8ScratchPerBlock = 256 * kPass8Rows + 2 * 16 * kPass8Rows * 4;
+
 struct TypeRow {
   const char* name;
   int blockValues;
@@ -52,6 +75,10 @@ struct TypeRow {
   // The fast path's kernel on 8-bit x (Q8_0 and the K-quants Q4_K, Q5_K, Q6_K at AVX2 and
   // AVX-512); nullptr elsewhere (the exact kernels then run whatever the setting).
   DotQ8Fn dotQ8 = nullptr;
+  // The fast path in a pass's products (the K-quants Q4_K, Q5_K, Q6_K at AVX-512); nullptr
+  // elsewhere (the exact products then run whatever the setting).
+  Pass8Fn pass8 = nullptr;
+  Round8Fn round8 = nullptr;  // with pass8
 };
 
 constexpr std::uint32_t kGgmlTypeCount = 42;

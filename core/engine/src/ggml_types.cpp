@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -167,6 +168,23 @@ struct QuantizedX {
   }
 };
 
+// One block of `block` values of x rounded to 8-bit integers: d = the largest |x| / 127 (0 for a
+// block of zeros), o[i] = x[i] / d to nearest; false (o unset) where a value is not finite.
+bool roundBlock8(const float* v, int block, signed char* o, float& d) {
+  float m = 0.0f;
+  bool finite = true;
+  for (int i = 0; i < block; ++i) {
+    m = std::max(m, std::fabs(v[i]));
+    finite = finite && std::isfinite(v[i]);
+  }
+  if (!finite) return false;
+  const double inv = m == 0.0f ? 0.0 : 127.0 / double(m);
+  for (int i = 0; i < block; ++i)
+    o[i] = static_cast<signed char>(std::clamp(std::nearbyint(double(v[i]) * inv), -127.0, 127.0));
+  d = float(double(m) / 127.0);
+  return true;
+}
+
 // x rounded to 8-bit integers per block of `block` values (detail::QuantX8), for the fast path;
 // false where x has a value that is not finite (the exact kernels then run).
 struct QuantizedX8 {
@@ -181,23 +199,11 @@ struct QuantizedX8 {
     d.resize(blocks);
     bsum.assign(block == 256 ? std::size_t(n / 16) : 0, 0);  // the K-quants' (Q8_0 reads none)
     for (std::size_t b = 0; b < blocks; ++b) {
-      const float* v = x + std::size_t(block) * b;
-      float m = 0.0f;
-      bool finite = true;
-      for (int i = 0; i < block; ++i) {
-        m = std::max(m, std::fabs(v[i]));
-        finite = finite && std::isfinite(v[i]);
-      }
-      if (!finite) {
+      if (!roundBlock8(x + std::size_t(block) * b, block, q.data() + std::size_t(block) * b,
+                       d[b])) {
         q.clear();
         return false;
       }
-      signed char* o = q.data() + std::size_t(block) * b;
-      const double inv = m == 0.0f ? 0.0 : 127.0 / double(m);
-      for (int i = 0; i < block; ++i)
-        o[i] =
-            static_cast<signed char>(std::clamp(std::nearbyint(double(v[i]) * inv), -127.0, 127.0));
-      d[b] = float(double(m) / 127.0);
     }
     for (std::size_t g = 0; g < bsum.size(); ++g) {
       int t = 0;
@@ -304,6 +310,94 @@ void matVecAt(Isa isa, GgmlType type, const void* rows, std::int64_t nRows, std:
   const MatVecJob job{type, rows, nRows, n, x, y};
   matVecBatchWith(detail::ggmlTypes(usableIsa(isa)), &job, 1, fast);
 }
+
+namespace {
+
+bool cpuHasVnni() {
+#if ATTNVIZ_ISA_X86 && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return bool(__builtin_cpu_supports("avx512vnni"));
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+// A prompt's rows of x rounded for the pass kernels (detail::PassX8).
+struct PassXBuffers {
+  std::vector<signed char> q;
+  std::vector<float> d, sum16, sum32;
+};
+
+bool matMulFastWith(const TypeRow* level, bool vnni, GgmlType type, const void* rows,
+                    std::int64_t nRows, std::int64_t n, const float* X, std::int64_t ldx,
+                    std::int64_t m, float* Y, std::int64_t ldy) {
+  readable(type, n, "matMulFast");
+  const TypeRow& r = level[std::uint32_t(type)];
+  if (!r.pass8 || !r.round8 || m < 1 || nRows < 1 || n < 1) return false;
+  const std::int64_t nb = n / 256;
+  PassXBuffers b;
+  b.q.resize(std::size_t(m * n));
+  b.d.resize(std::size_t(m * nb));
+  b.sum16.resize(std::size_t(m * (n / 16)));
+  b.sum32.resize(std::size_t(m * (n / 32)));
+  std::atomic<bool> finite{true};
+  constexpr int kXRows = 16;
+  detail::parallelFor(int((m + kXRows - 1) / kXRows), [&](int g) {
+    const std::int64_t t1 = std::min(m, std::int64_t(g + 1) * kXRows);
+    for (std::int64_t t = std::int64_t(g) * kXRows; t < t1 && finite; ++t) {
+      if (!r.round8(X + t * ldx, nb, b.q.data() + t * n, b.d.data() + t * nb,
+                    b.sum16.data() + t * (n / 16))) {
+        finite = false;
+        return;
+      }
+      for (std::int64_t k = 0; k < n / 32; ++k)
+        b.sum32[std::size_t(t * (n / 32) + k)] =
+            b.sum16[std::size_t(t * (n / 16) + 2 * k)] + b.sum16[std::size_t(t * (n / 16) + 2 * k + 1)];
+    }
+  });
+  if (!finite) return false;
+  const detail::PassX8 x{b.q.data(), b.d.data(), b.sum16.data(), b.sum32.data(), n};
+  const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
+  const std::size_t scratchBytes = std::size_t(nb) * detail::kPass8ScratchPerBlock;
+  const auto* base = static_cast<const unsigned char*>(rows);
+  const int groups = int((nRows + std::int64_t(detail::kPass8Rows) - 1) / std::int64_t(detail::kPass8Rows));
+  detail::parallelFor(groups, [&](int g) {
+    // Each thread's repacked rows (up to 6 KB per 256 values: 48 KB at n = 2048), kept between
+    // calls.
+    thread_local std::vector<unsigned char> scratch;
+    if (scratch.size() < scratchBytes + 64) scratch.resize(scratchBytes + 64);
+    auto* aligned = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) & ~std::uintptr_t(63));
+    const std::int64_t r0 = std::int64_t(g) * std::int64_t(detail::kPass8Rows);
+    const int nr = int(std::min<std::int64_t>(std::int64_t(detail::kPass8Rows), nRows - r0));
+    r.pass8(base + std::size_t(r0) * rowBytes, rowBytes, nr, nb, x, m, Y, ldy, r0, aligned, vnni);
+  });
+  return true;
+}
+
+}  // namespace
+
+bool matMulFast(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
+                const float* X, std::int64_t ldx, std::int64_t m, float* Y, std::int64_t ldy) {
+  return matMulFastWith(table(), cpuHasVnni(), type, rows, nRows, n, X, ldx, m, Y, ldy);
+}
+
+bool matMulFastAt(Isa isa, bool vnni, GgmlType type, const void* rows, std::int64_t nRows,
+                  std::int64_t n, const float* X, std::int64_t ldx, std::int64_t m, float* Y,
+                  std::int64_t ldy) {
+  return matMulFastWith(detail::ggmlTypes(usableIsa(isa)), vnni && cpuHasVnni(), type, rows, nRows,
+                        n, X, ldx, m, Y, ldy);
+}
+
+bool fastPassKernel(GgmlType type) {
+  const TypeRow* r = findType(std::uint32_t(type));
+  return r && r->pass8;
+}
+
+bool fastPassVnni() { return cpuHasVnni() && activeIsa() == Isa::Avx512; }
 
 void setFastActivations(bool on) { gFastActivations.store(on, std::memory_order_relaxed); }
 bool fastActivations() { return gFastActivations.load(std::memory_order_relaxed); }

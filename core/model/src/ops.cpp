@@ -275,7 +275,14 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
     const StoredMatrix& s = w.headStored;
     populatePages(s.data, std::size_t(s.rows) * s.rowBytes);
     logits.resize(f.rows(), s.rows);
-    linearABt(int(f.rows()), s.rows, s.cols, f.data(), long(f.cols()), storedRows(s),
+    // The fast path (fastActivations): x rounded to 8 bits as in the layers' products; the last
+    // row alone (a pass's logits) as decode reads it.
+    const bool fast = fastActivations() && fastActivationKernel(s.type);
+    if (fast && f.rows() == 1) {
+      matVec(s.type, s.data, s.rows, s.cols, f.data(), logits.data());
+    } else if (!fast || !matMulFast(s.type, s.data, s.rows, s.cols, f.data(), long(f.cols()),
+                                    f.rows(), logits.data(), long(s.rows)))
+      linearABt(int(f.rows()), s.rows, s.cols, f.data(), long(f.cols()), storedRows(s),
               logits.data(), long(s.rows));
   }
   if (linearOnly) return;

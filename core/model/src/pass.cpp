@@ -48,6 +48,15 @@ void Model::Workspace::lin(const MatrixRM& x, const LinearView& f, const StoredM
     if (f.b) out.row(0) += Eigen::Map<const Eigen::RowVectorXf>(f.b, s.rows);
     return;
   }
+  if (s && x.rows() > 1 && fastActivations()) {  // the fast path: x rounded to 8 bits
+    const int m = int(x.rows());
+    out.resize(m, s.rows);
+    if (matMulFast(s.type, s.data, s.rows, s.cols, x.data(), long(x.cols()), m, out.data(),
+                   long(s.rows))) {
+      if (f.b) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(f.b, s.rows);
+      return;
+    }
+  }
   if (!f.w && s) {  // kept as stored and not converted (weights()): converted as it is packed
     const int m = int(x.rows());
     out.resize(m, s.rows);

@@ -1256,6 +1256,214 @@ float dotQ8_0_8(const unsigned char* src, const detail::QuantX8& x, std::int64_t
 }
 #endif
 
+#if ATTNVIZ_AVX512
+// ---- The fast path in a prompt's products (matMulFast, detail::Pass8Fn): many rows of x meet
+// each stored row, so the rows are first repacked, 16 at a time, into one layout for all the
+// K-quants: codes as unsigned bytes, 4 values of each of the 16 rows to a 64-byte vector (the
+// rows are the int32 lanes), and per sub-block of SB values a vector of the rows' scales S and
+// one of their offsets M (w = S code - M: Q4_K / Q5_K's d sc and dmin m, Q6_K's d sc and 32 d sc).
+// One unsigned-by-signed byte dot of 4 (vpdpbusd, or two multiply-adds without VNNI) then adds 4
+// products of 16 rows with one row of x, broadcast, into 16 int32 lanes; 8 rows of x share each
+// vector of codes. Each sub-block's int32 sums are exact; its scale, offset and x's block scale
+// are applied in float, as in decode's fast kernels.
+inline std::uint32_t load32(const void* p) {
+  std::uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+
+// One super-block of a stored row as 256 codes and per sub-block S and M.
+struct UnpackQ4_K {
+  static constexpr int SB = 32;
+  static void unpack(const unsigned char* src, unsigned char* codes, float* S, float* M) {
+    const auto* b = reinterpret_cast<const BlockQ4_K*>(src);
+    const float d = half(b->d), dmin = half(b->dmin);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(b->qs + 32 * c);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 64 * c),
+                          _mm256_and_si256(q, _mm256_set1_epi8(0x0F)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 64 * c + 32),
+                          _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F)));
+    }
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      scaleMinK4(j, b->scales, sc, m);
+      S[j] = d * float(sc);
+      M[j] = dmin * float(m);
+    }
+  }
+};
+struct UnpackQ5_K {
+  static constexpr int SB = 32;
+  static void unpack(const unsigned char* src, unsigned char* codes, float* S, float* M) {
+    const auto* b = reinterpret_cast<const BlockQ5_K*>(src);
+    const float d = half(b->d), dmin = half(b->dmin);
+    const __m256i qh = load256(b->qh), k16 = _mm256_set1_epi8(16);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(b->qs + 32 * c);
+      const __mmask32 h1 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(1 << (2 * c))));
+      const __mmask32 h2 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(2 << (2 * c))));
+      const __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 64 * c),
+                          _mm256_mask_add_epi8(lo, h1, lo, k16));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 64 * c + 32),
+                          _mm256_mask_add_epi8(hi, h2, hi, k16));
+    }
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      scaleMinK4(j, b->scales, sc, m);
+      S[j] = d * float(sc);
+      M[j] = dmin * float(m);
+    }
+  }
+};
+struct UnpackQ6_K {
+  static constexpr int SB = 16;
+  static void unpack(const unsigned char* src, unsigned char* codes, float* S, float* M) {
+    const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
+    const float d = half(b->d);
+    for (int n = 0; n < 2; ++n) {
+      __m256i q[4];
+      codesQ6K(b->ql + 64 * n, b->qh + 32 * n, q);  // values 128n + 32k .. + 32, 0..63
+      for (int k = 0; k < 4; ++k)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 128 * n + 32 * k), q[k]);
+    }
+    for (int s = 0; s < 16; ++s) {
+      S[s] = d * float(b->scales[s]);
+      M[s] = 32.0f * S[s];
+    }
+  }
+};
+
+// nRows (<= 16) stored rows into `scratch`: codes [nb][64][16 lanes][4], then S and M
+// [nb][QK_K / SB][16 lanes]; lanes past nRows zero.
+template <class U>
+void passRepack(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+                std::size_t blockBytes, unsigned char* scratch) {
+  constexpr int kSub = QK_K / U::SB;
+  unsigned char* codes = scratch;
+  float* S = reinterpret_cast<float*>(scratch + std::size_t(nb) * QK_K * 16);
+  float* M = S + std::size_t(nb) * kSub * 16;
+  alignas(64) unsigned char c[QK_K];
+  float s[kSub], m[kSub];
+  for (int r = 0; r < 16; ++r) {
+    for (std::int64_t i = 0; i < nb; ++i) {
+      if (r < nRows) {
+        U::unpack(rows + std::size_t(r) * rowBytes + std::size_t(i) * blockBytes, c, s, m);
+      } else {
+        std::memset(c, 0, sizeof c);
+        for (int j = 0; j < kSub; ++j) s[j] = m[j] = 0.0f;
+      }
+      unsigned char* o = codes + std::size_t(i) * QK_K * 16 + 4 * r;
+      for (int k = 0; k < QK_K / 4; ++k) std::memcpy(o + 64 * k, c + 4 * k, 4);
+      for (int j = 0; j < kSub; ++j) {
+        S[(i * kSub + j) * 16 + r] = s[j];
+        M[(i * kSub + j) * 16 + r] = m[j];
+      }
+    }
+  }
+}
+
+namespace pass8plain {
+#define ATTNVIZ_PASS8_VNNI 0
+#include "pass8_kernel.inc"
+#undef ATTNVIZ_PASS8_VNNI
+}  // namespace pass8plain
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+#define ATTNVIZ_HAVE_PASS8_VNNI 1
+#elif defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#define ATTNVIZ_HAVE_PASS8_VNNI 1
+#else
+#define ATTNVIZ_HAVE_PASS8_VNNI 0
+#endif
+#if ATTNVIZ_HAVE_PASS8_VNNI
+namespace pass8vnni {
+#define ATTNVIZ_PASS8_VNNI 1
+#include "pass8_kernel.inc"
+#undef ATTNVIZ_PASS8_VNNI
+}  // namespace pass8vnni
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#elif defined(__clang__)
+#pragma clang attribute pop
+#endif
+
+// x's rows for the pass kernels: each block's largest |x| (and whether all are finite) in
+// float, then x * (127 / max) in double, rounded to nearest even, as QuantizedX8 rounds decode's
+// x one value at a time (ggml_types.cpp).
+bool round8(const float* x, std::int64_t nb, signed char* q, float* d, float* sum16) {
+  for (std::int64_t i = 0; i < nb; ++i) {
+    const float* v = x + QK_K * i;
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 nan = 0;
+    for (int k = 0; k < 16; ++k) {
+      const __m512 a = _mm512_loadu_ps(v + 16 * k);
+      nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+      mx = _mm512_max_ps(mx, _mm512_abs_ps(a));
+    }
+    const float m = _mm512_reduce_max_ps(mx);
+    if (nan || !(m <= 3.4028234663852886e38f)) return false;
+    const __m512d inv = _mm512_set1_pd(m == 0.0f ? 0.0 : 127.0 / double(m));
+    const __m512d lo = _mm512_set1_pd(-127.0), hi = _mm512_set1_pd(127.0);
+    for (int k = 0; k < 16; ++k) {
+      const __m512 a = _mm512_loadu_ps(v + 16 * k);
+      __m512d a0 = _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+      __m512d a1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(a, 1));
+      constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+      a0 = _mm512_min_pd(_mm512_max_pd(_mm512_roundscale_pd(_mm512_mul_pd(a0, inv), kNearest), lo),
+                         hi);
+      a1 = _mm512_min_pd(_mm512_max_pd(_mm512_roundscale_pd(_mm512_mul_pd(a1, inv), kNearest), lo),
+                         hi);
+      const __m512i n32 = join256(_mm512_cvtpd_epi32(a0), _mm512_cvtpd_epi32(a1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + QK_K * i + 16 * k), _mm512_cvtepi32_epi8(n32));
+      sum16[16 * i + k] = float(_mm512_reduce_add_epi32(n32));
+    }
+    d[i] = float(double(m) / 127.0);
+  }
+  return true;
+}
+
+template <class U, class Block>
+void pass8(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+           const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy, std::int64_t r0,
+           unsigned char* scratch, bool vnni) {
+  passRepack<U>(rows, rowBytes, nRows, nb, sizeof(Block), scratch);
+  constexpr int kSub = QK_K / U::SB;
+  const auto* S = reinterpret_cast<const float*>(scratch + std::size_t(nb) * QK_K * 16);
+  const float* M = S + std::size_t(nb) * kSub * 16;
+#if ATTNVIZ_HAVE_PASS8_VNNI
+  if (vnni) {
+    pass8vnni::passRows<U::SB>(scratch, S, M, nb, x, m, Y, ldy, r0, nRows);
+    return;
+  }
+#else
+  (void)vnni;
+#endif
+  pass8plain::passRows<U::SB>(scratch, S, M, nb, x, m, Y, ldy, r0, nRows);
+}
+void pass8Q4_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
+               std::int64_t r0, unsigned char* scratch, bool vnni) {
+  pass8<UnpackQ4_K, BlockQ4_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
+}
+void pass8Q5_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
+               std::int64_t r0, unsigned char* scratch, bool vnni) {
+  pass8<UnpackQ5_K, BlockQ5_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
+}
+void pass8Q6_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
+               std::int64_t r0, unsigned char* scratch, bool vnni) {
+  pass8<UnpackQ6_K, BlockQ6_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
+}
+#endif
+
 #if ATTNVIZ_AVX2
 // The same at AVX2, 32 values to a vector: Q4_K / Q5_K's sub-blocks one at a time under a
 // broadcast scale; Q6_K's 32 values under two scales (a 128-bit lane each).
@@ -1383,8 +1591,8 @@ using detail::TypeRow;
   { name, values, bytes, dequant, dot }
 #define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
   { name, values, bytes, dequant, dot, dotQ16 }
-#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8) \
-  { name, values, bytes, dequant, dot, dotQ16, dotQ8 }
+#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8, pass8) \
+  { name, values, bytes, dequant, dot, dotQ16, dotQ8, pass8, round8 }
 #define ATTNVIZ_READABLE_AVX2_8(name, values, bytes, dequant, dot, dotQ8) \
   { name, values, bytes, dequant, dot, nullptr, dotQ8 }
 #elif ATTNVIZ_AVX2
@@ -1394,7 +1602,7 @@ using detail::TypeRow;
   { name, values, bytes, dequant, dot }
 #define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
-#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8) \
+#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8, pass8) \
   { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes>, dotQ16, dotQ8 }
 #define ATTNVIZ_READABLE_AVX2_8(name, values, bytes, dequant, dot, dotQ8) \
   { name, values, bytes, dequant, dot, nullptr, dotQ8 }
@@ -1405,7 +1613,7 @@ using detail::TypeRow;
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
 #define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
-#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8) \
+#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8, pass8) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
 #define ATTNVIZ_READABLE_AVX2_8(name, values, bytes, dequant, dot, dotQ8) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
@@ -1425,11 +1633,11 @@ constexpr TypeRow kTypes[] = {
     ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),                   // 10
     ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),                  // 11
     ATTNVIZ_READABLE_Q16_AVX2("Q4_K", 256, 144, dequantQ4_K, dotQ4_K, dotQ4_K16,
-                              dotQ4_K8),  // 12
+                              dotQ4_K8, pass8Q4_K),  // 12
     ATTNVIZ_READABLE_Q16_AVX2("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16,
-                              dotQ5_K8),  // 13
+                              dotQ5_K8, pass8Q5_K),  // 13
     ATTNVIZ_READABLE_Q16_AVX2("Q6_K", 256, 210, dequantQ6_K, dotQ6_K, dotQ6_K16,
-                              dotQ6_K8),                   // 14
+                              dotQ6_K8, pass8Q6_K),                   // 14
     {"Q8_K", 256, 292, nullptr, nullptr},                  // 15
     {"IQ2_XXS", 256, 66, nullptr, nullptr},                // 16
     {"IQ2_XS", 256, 74, nullptr, nullptr},                 // 17

@@ -83,4 +83,22 @@ bool fastActivations();
 // Whether the level in use has the fast path's kernel for `type`.
 bool fastActivationKernel(GgmlType type);
 
+// The fast path in a prompt's products (a pass with fastActivations() on: the CLI's model,
+// heads and generate, the app's views): Y[t, r] = dot(stored row r, X row t) for t < m,
+// r < nRows, each row of X rounded to 8 bits per 256 values as decode's fast path rounds x, the
+// products summed in integers (AVX512-VNNI where the CPU has it). The K-quants Q4_K, Q5_K and
+// Q6_K at the AVX-512 level; false (Y untouched) for other types and levels, or an X with a value
+// that is not finite: the caller then takes the exact products. Y's rows are ldy floats apart,
+// X's ldx.
+bool matMulFast(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
+                const float* X, std::int64_t ldx, std::int64_t m, float* Y, std::int64_t ldy);
+// The same through one level's kernels, with or without VNNI (vnni = false takes the two-step
+// byte products that CPUs without VNNI run), for tests.
+bool matMulFastAt(Isa isa, bool vnni, GgmlType type, const void* rows, std::int64_t nRows,
+                  std::int64_t n, const float* X, std::int64_t ldx, std::int64_t m, float* Y,
+                  std::int64_t ldy);
+// Whether the level in use has matMulFast's kernel for `type`, and whether it runs on VNNI.
+bool fastPassKernel(GgmlType type);
+bool fastPassVnni();
+
 }  // namespace attnviz
