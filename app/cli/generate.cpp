@@ -35,10 +35,6 @@ int runGenerate(int argc, char** argv) {
                "print the generated ids on one line instead of the text (an EOS that ends the "
                "generation is printed last)");
   app.add_flag("--verbose", verbose, "tokens per second and why it stopped, on stderr");
-  bool fast = false;
-  app.add_flag("--fast-activations", fast,
-               "decode's products on Q8_0/Q4_K/Q5_K/Q6_K weights take x rounded to 8 bits per "
-               "block, as llama.cpp does: faster, no longer exact to float32 rounding");
   int sinks = -1, window = -1;
   app.add_option("--kv-sinks", sinks,
                  "StreamingLLM's cache (decoders): keep the first S tokens for good (needs "
@@ -58,7 +54,6 @@ int runGenerate(int argc, char** argv) {
       throw UsageError("--kv-sinks and --kv-window go together (StreamingLLM's cache)");
     if (sinks >= 0 && window < 1)
       throw UsageError("--kv-window: expected a number >= 1, got " + std::to_string(window));
-    setFastActivations(fast);
     o.prepareOnly = true;
     o.pastContext = sinks >= 0;  // a prompt past the context runs through the cache
     o.startWithoutTarget = true;  // an encoder-decoder's decoder starts at its start id
@@ -101,7 +96,7 @@ int runGenerate(int argc, char** argv) {
       const double tps = g.seconds > 0 ? double(g.tokens.size()) / g.seconds : 0.0;
       std::fprintf(stderr, "attnviz: %zu tokens in %.3f s (%.1f tokens/s); stopped: %s%s\n",
                    g.tokens.size(), g.seconds, tps, g.stopReason(),
-                   !fast ? ""
+                   !fastActivations() ? ""
                    : fastActivationKernel(GgmlType::Q8_0)
                        ? "; fast activations (x rounded to 8 bits)"
                        : "; fast activations asked for, but this CPU level has no 8-bit kernels: "

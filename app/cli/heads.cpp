@@ -1,6 +1,7 @@
 // attnviz heads: the head finder (docs/head-finder.md). Scores every attention head of a
 // decoder or an encoder over a corpus, writes HeadVis's tree, and ranks the heads of a tree.
 #include "cli/cli.h"
+#include "cli/model_options.h"  // addFastActivationsOption
 #include "cli/options.h"
 #include "cli/progress.h"
 
@@ -106,6 +107,7 @@ int runHeads(int argc, char** argv) {
   app.add_option("--tree", tree, "rank the heads of an existing tree (with --top)");
   app.add_option("--max-memory", maxMemory,
                  "SIZE: budget for float32 copies of F16/BF16/quantized weights (as for model)");
+  addFastActivationsOption(app);
   if (const int rc = parseArgs(app, argc, argv); rc >= 0) return rc;
 
   return guarded("heads", [&]() -> int {

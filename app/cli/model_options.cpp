@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "cli/model_options.h"
 
+#include "attnviz/engine/ggml_kernels.h"  // setFastActivations
 #include "attnviz/engine/text_parse.h"
 #include "attnviz/engine/mask.h"
 #include "attnviz/model/tokenizers/chat_template.h"
@@ -25,6 +26,15 @@ void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required) {
   addAblateOption(app, o);
   addMaxMemoryOption(app, o);
   addChatOptions(app, o);
+  addFastActivationsOption(app);
+}
+
+void addFastActivationsOption(CLI::App& app) {
+  app.add_flag_callback(
+      "--fast-activations", [] { setFastActivations(true); },
+      "the products on Q4_K/Q5_K/Q6_K weights (and Q8_0's in decode) take x rounded to 8 bits "
+      "per block and sum in integers, as llama.cpp does: faster, no longer exact to float32 "
+      "rounding");
 }
 
 void addModelPathOption(CLI::App& app, ModelCliOptions& o, bool required) {

@@ -41,6 +41,9 @@ struct ModelCliOptions {
 // `required` = false leaves --model optional (export also takes --scene or Q/K/V).
 // --model, --text or --ids, --ablate, --max-memory, --chat and --system: the parts below.
 void addModelOptions(CLI::App& app, ModelCliOptions& o, bool required);
+// --fast-activations: setFastActivations(true) as it is parsed (the whole process: passes and
+// decode).
+void addFastActivationsOption(CLI::App& app);
 // Its parts, which the window's command line registers too (it runs no --ids).
 void addModelPathOption(CLI::App& app, ModelCliOptions& o, bool required);  // --model MODEL
 CLI::Option* addTextOption(CLI::App& app, ModelCliOptions& o);              // --text TEXT

@@ -225,8 +225,9 @@ int runGui(int argc, char** argv) {
                  "a scripted run waits for them and prints generated-ids and generate-row");
   cli.add_flag_callback(
       "--fast-activations", [] { setFastActivations(true); },
-      "start with the Generate panel's fast activations on: decode's products on Q8_0 and "
-      "K-quant weights take x rounded to 8 bits per block (the status bar says so)");
+      "start with fast activations on (the Generate panel's checkbox): the products on "
+      "K-quant weights, and decode's on Q8_0, take x rounded to 8 bits per block, in every "
+      "pass and decode step (the status bar says so)");
   cli.add_option("--attribute", o.attribute,
                  "with --model: once it is open, run a zero or mean ablation sweep in the "
                  "Attribution panel (zero|mean)");

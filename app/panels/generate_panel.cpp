@@ -172,9 +172,11 @@ bool drawGeneratePanel(AppState& s) {
   ImGui::EndDisabled();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip(
-        "Each decode step's products on Q8_0, Q4_K, Q5_K and Q6_K weights round x to 8 bits "
-        "per block (1/127 of the block's largest |x|), as llama.cpp does: faster, but the "
-        "logits and rows are no longer exact to float32 rounding. Other weights are unchanged.");
+        "The products on Q4_K, Q5_K and Q6_K weights (and Q8_0's in decode) round x to 8 bits "
+        "per block (1/127 of the block's largest |x|), as llama.cpp does: faster, but logits "
+        "and attention are no longer exact to float32 rounding. Every later pass and decode "
+        "step of the app takes it (views already shown keep their numbers); other weights are "
+        "unchanged.");
   if (ImGui::Button("Generate", ImVec2(ImGui::GetContentRegionAvail().x * 0.5f, 0)) && !running)
     start(s, false);
   ImGui::SameLine();

@@ -309,6 +309,61 @@ TEST(GgufDecode, FastActivationsStayNearTheExactSteps) {
   }
 }
 
+// The fast path in a prompt pass (matMulFast): at the AVX-512 level the layers' products on Q4_K
+// and Q6_K files round x to 8 bits per 256 values. Against the exact pass at every position: the
+// logits within 5% of the row's largest and every layer's attention weights within 0.1, but not
+// equal (the rounding is taken); F32, F16, Q8_0 and Q4_0 files (and other levels) pass exactly as
+// before. The largest differences are printed (the figures docs/performance.md quotes).
+TEST(GgufPass, FastActivationsStayNearTheExactPass) {
+  TempDir tmp;
+  const nlohmann::json cases = makeCases(tmp.path);
+  ASSERT_FALSE(cases.is_null());
+  struct Reset {
+    ~Reset() { setFastActivations(false); }
+  } reset;
+  int rounded = 0;
+  for (const auto& m : cases["models"]) {
+    const std::vector<int> ids = m["ids"].get<std::vector<int>>();
+    for (const auto& f : m["files"]) {
+      const std::string type = f["type"].get<std::string>();
+      const fs::path file = tmp.path / f["file"].get<std::string>();
+      SCOPED_TRACE(file.filename().string());
+      const auto model = Model::open(file.string());
+      const int T = int(ids.size()), V = model->config().vocabSize;
+      setFastActivations(false);
+      const ForwardResult exact = model->forward(ids);
+      setFastActivations(true);
+      const ForwardResult fast = model->forward(ids);
+      setFastActivations(false);
+      double logitsRel = 0.0, weightsAbs = 0.0;
+      for (int t = 0; t < T; ++t) {
+        const auto [worst, scale] =
+            rowError(fast.logits.row(t).data(), exact.logits.row(t).data(), V);
+        logitsRel = std::max(logitsRel, worst / scale);
+      }
+      for (int l = 0; l < model->config().nLayer; ++l) {
+        const Tensor3& a = fast.layers[l].site().weights;
+        const Tensor3& b = exact.layers[l].site().weights;
+        ASSERT_EQ(a.data.size(), b.data.size());
+        weightsAbs =
+            std::max(weightsAbs, rowError(a.data.data(), b.data.data(), int(a.data.size())).first);
+      }
+      std::printf("fast activations in the pass, %s: logits %.2e of the largest, weights %.2e\n",
+                  file.filename().string().c_str(), logitsRel, weightsAbs);
+      EXPECT_LE(logitsRel, 0.05);
+      EXPECT_LE(weightsAbs, 0.1);
+      if ((type == "Q4_K" || type == "Q6_K") && fastPassKernel(GgmlType::Q4_K)) {
+        EXPECT_GT(logitsRel, 0.0);
+        ++rounded;
+      } else {
+        EXPECT_EQ(logitsRel, 0.0);
+        EXPECT_EQ(weightsAbs, 0.0);
+      }
+    }
+  }
+  if (fastPassKernel(GgmlType::Q4_K)) EXPECT_GE(rounded, 6);
+}
+
 // Everything a model computes, opened with no budget to speak of against one that holds every
 // conversion: the same numbers bit for bit (the same dequantization, the same products).
 void expectSameResults(const Model& big, const Model& tiny, const std::vector<int>& ids) {
