@@ -3,14 +3,16 @@
 # type (make_llama1b_gguf.py), and for each
 #   - the prompt pass: `attnviz model --ids <T ids> --layer 8 --weights` (one layer's attention
 #     kept), median wall time of RUNS runs, as tokens/s, at every CPU-kernel level this machine
-#     runs (ATTNVIZ_ISA) and with the default memory budget against --max-memory 16G (every
-#     weight converted to float32 at open, the old default);
+#     runs (ATTNVIZ_ISA), with --fast-activations (8-bit x) at the best level, and with the default
+#     memory budget against --max-memory 16G (every weight converted to float32 at open, the old
+#     default);
 #   - decode: `attnviz generate -n N --verbose` after a 16-token prompt, its tokens/s, at every
 #     level, and with --fast-activations (8-bit x) at the best level;
 #   - the head finder: `attnviz heads` over the first HEADS_SEQ (4) chapters of
 #     assets/corpora/kjv-heldout.txt cut at T ids (the metrics and the sampling on top of one pass
 #     a sequence; open, tokenize and the tree included), median wall time of RUNS runs, as corpus
-#     tokens/s, beside the pass's tokens/s and llama.cpp's pp<T>;
+#     tokens/s, beside the pass's tokens/s and llama.cpp's pp<T> (and again with
+#     --fast-activations);
 #   - with LLAMA_BENCH=/path/to/llama-bench (llama.cpp, built outside the project as a peer, never
 #     a dependency): its pp<T> and tg<N> on the same file with the same threads, and the ratios.
 # Type Q4_K_M is llama.cpp's own mix (Q4_K, with Q6_K for the output and half the attn_v and
@@ -76,6 +78,12 @@ for type in ${types//,/ }; do
     nat=$(median "$NATIVE/app/attnviz" model --model "$f" --ids "$ids" --layer 8 --weights "$out/w.npy")
     echo "$type pass of the native build: $nat s; this build / native: $(ratio "${pass[$best]}" "$nat")x the time"
   fi
+  # The same pass on the fast path (x rounded to 8 bits per 256 values in the K-quants' products),
+  # at the best level.
+  passfast=$(ATTNVIZ_ISA=$best median "$bin" model --model "$f" --ids "$ids" --layer 8 \
+    --weights "$out/w.npy" --fast-activations)
+  echo "$type pass T=$T --fast-activations [$best]: $passfast s, $(rate "$T" "$passfast") tokens/s;" \
+    "exact / fast $(ratio "${pass[$best]}" "$passfast")x the time"
   conv=$(median "$bin" model --model "$f" --ids "$ids" --layer 8 --weights "$out/w.npy" \
     --max-memory 16G)
   echo "$type pass converted at open (--max-memory 16G): $conv s, $(rate "$T" "$conv") tokens/s;" \
@@ -88,6 +96,10 @@ for type in ${types//,/ }; do
   hf_rate=$(rate "$hf_tokens" "$hf")
   echo "$type head finder, $heads_seq sequences ($hf_tokens ids, T <= $T): $hf s, $hf_rate tokens/s;" \
     "pass / finder: $(ratio "$(rate "$T" "${pass[$best]}")" "$hf_rate")x the tokens/s"
+  hff=$(median "$bin" heads --model "$f" --corpus assets/corpora/kjv-heldout.txt --seq-len "$T" \
+    --sequences "$heads_seq" --out "$out/heads" --fast-activations)
+  hff_rate=$(rate "$hf_tokens" "$hff")
+  echo "$type head finder --fast-activations: $hff s, $hff_rate tokens/s"
   # Decode: the tokens/s that --verbose reports (the steps after the prompt), median of runs, at
   # each level (the AVX2 level is what laptops without AVX-512 run).
   declare -A dec=()
@@ -112,8 +124,10 @@ for type in ${types//,/ }; do
       {gsub(/"/, "")} $c["n_prompt"] == p && $c["n_gen"] == g {print $c["avg_ts"]; exit}'; }
     pp=$(col "$T" 0)
     tg=$(col 0 "$N")
-    echo "$type llama.cpp pp$T: $pp tokens/s; attnviz / llama.cpp: $(ratio "$(rate "$T" "${pass[$best]}")" "$pp")x"
-    echo "$type head finder / llama.cpp pp$T: $(ratio "$hf_rate" "$pp")x the tokens/s"
+    echo "$type llama.cpp pp$T: $pp tokens/s; attnviz / llama.cpp: $(ratio "$(rate "$T" "${pass[$best]}")" "$pp")x," \
+      "with --fast-activations $(ratio "$(rate "$T" "$passfast")" "$pp")x"
+    echo "$type head finder / llama.cpp pp$T: $(ratio "$hf_rate" "$pp")x the tokens/s," \
+      "with --fast-activations $(ratio "$hff_rate" "$pp")x"
     echo "$type llama.cpp tg$N: $tg tokens/s; attnviz / llama.cpp: $(ratio "${dec[$best]}" "$tg")x," \
       "with --fast-activations $(ratio "$fast" "$tg")x"
   fi
