@@ -51,17 +51,18 @@ struct PassX8 {
   const float* sum32;
   std::int64_t n;
 };
-// Y[t, r0 + r] = dot(stored row r, x row t) for t < m, r < nRows <= 16: the rows (rowBytes
-// apart, nb blocks each) repacked into `scratch` (kPass8ScratchPerBlock bytes per block, 64-byte
-// aligned) and multiplied with every row of x; `vnni` where the CPU has AVX512-VNNI.
+// Y[t, r0 + r] = dot(stored row r, x row t) for t < m, r < nRows <= kPass8Rows: the rows
+// (rowBytes apart, nb blocks each) repacked 16 at a time into `scratch` (kPass8ScratchPerBlock
+// bytes per block and 16 rows, 64-byte aligned) and multiplied with every row of x; `vnni` where
+// the CPU has AVX512-VNNI.
 using Pass8Fn = void (*)(const unsigned char* rows, std::size_t rowBytes, int nRows,
                          std::int64_t nb, const PassX8& x, std::int64_t m, float* Y,
                          std::int64_t ldy, std::int64_t r0, unsigned char* scratch, bool vnni);
 // x's rows for PassX8: nb blocks of 256 values at x rounded as QuantX8 rounds them (q, d per
 // block) and the sums of q per 16 values; false (the rest unset) where a value is not finite.
 using Round8Fn = bool (*)(const float* x, std::int64_t nb, signed char* q, float* d, float* sum16);
-constexpr std::size_t kPass8Rows = 16;
-constexpr std::size_t kPass8ScratchPerBlock = 256 * kPass8Rows + 2 * 16 * kPass8Rows * 4;
+constexpr std::size_t kPass8Rows = 32;
+constexpr std::size_t kPass8ScratchPerBlock = 256 * 16 + 2 * 16 * 16 * 4;
 
 struct TypeRow {
   const char* name;

@@ -361,12 +361,12 @@ bool matMulFastWith(const TypeRow* level, bool vnni, GgmlType type, const void* 
   if (!finite) return false;
   const detail::PassX8 x{b.q.data(), b.d.data(), b.sum16.data(), b.sum32.data(), n};
   const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
-  const std::size_t scratchBytes = std::size_t(nb) * detail::kPass8ScratchPerBlock;
+  const std::size_t scratchBytes = std::size_t(nb) * detail::kPass8ScratchPerBlock * 2;
   const auto* base = static_cast<const unsigned char*>(rows);
   const int groups = int((nRows + std::int64_t(detail::kPass8Rows) - 1) / std::int64_t(detail::kPass8Rows));
   detail::parallelFor(groups, [&](int g) {
-    // Each thread's repacked rows (up to 6 KB per 256 values: 48 KB at n = 2048), kept between
-    // calls.
+    // Each thread's repacked rows (12 KB per 256 values for 32 rows: 96 KB at n = 2048), kept
+    // between calls.
     thread_local std::vector<unsigned char> scratch;
     if (scratch.size() < scratchBytes + 64) scratch.resize(scratchBytes + 64);
     auto* aligned = reinterpret_cast<unsigned char*>(

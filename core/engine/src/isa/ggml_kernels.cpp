@@ -1406,6 +1406,16 @@ void passRepack(const unsigned char* rows, std::size_t rowBytes, int nRows, std:
   }
 }
 
+// One group of 16 repacked rows for the kernels: their codes, S and M, the first row's column
+// in Y, and which lanes are rows.
+struct PassGroup {
+  const unsigned char* codes;
+  const float* S;
+  const float* M;
+  std::int64_t r0;
+  __mmask16 lanes;
+};
+
 namespace pass8plain {
 #define ATTNVIZ_PASS8_VNNI 0
 #include "pass8_kernel.inc"
@@ -1470,23 +1480,38 @@ bool round8(const float* x, std::int64_t nb, signed char* q, float* d, float* su
   return true;
 }
 
+// Up to 32 rows: two groups of 16 repacked side by side and run together (4 rows of x at a
+// time), or one (8 at a time).
 template <class U, class Block>
 void pass8(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
            const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy, std::int64_t r0,
            unsigned char* scratch, bool vnni) {
-  passRepack<U>(rows, rowBytes, nRows, nb, sizeof(Block), scratch);
   constexpr int kSub = QK_K / U::SB;
-  const auto* S = reinterpret_cast<const float*>(scratch + std::size_t(nb) * QK_K * 16);
-  const float* M = S + std::size_t(nb) * kSub * 16;
+  const int groups = nRows > 16 ? 2 : 1;
+  PassGroup grp[2];
+  for (int g = 0; g < groups; ++g) {
+    unsigned char* sc = scratch + std::size_t(g) * std::size_t(nb) * detail::kPass8ScratchPerBlock;
+    const int n = g == 0 ? (nRows < 16 ? nRows : 16) : nRows - 16;
+    passRepack<U>(rows + std::size_t(16 * g) * rowBytes, rowBytes, n, nb, sizeof(Block), sc);
+    const auto* S = reinterpret_cast<const float*>(sc + std::size_t(nb) * QK_K * 16);
+    grp[g] = {sc, S, S + std::size_t(nb) * kSub * 16, r0 + 16 * g,
+              n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1u)};
+  }
 #if ATTNVIZ_HAVE_PASS8_VNNI
   if (vnni) {
-    pass8vnni::passRows<U::SB>(scratch, S, M, nb, x, m, Y, ldy, r0, nRows);
+    if (groups == 2)
+      pass8vnni::passRows<U::SB, 4, 2>(grp, nb, x, m, Y, ldy);
+    else
+      pass8vnni::passRows<U::SB, 8, 1>(grp, nb, x, m, Y, ldy);
     return;
   }
 #else
   (void)vnni;
 #endif
-  pass8plain::passRows<U::SB>(scratch, S, M, nb, x, m, Y, ldy, r0, nRows);
+  if (groups == 2)
+    pass8plain::passRows<U::SB, 4, 2>(grp, nb, x, m, Y, ldy);
+  else
+    pass8plain::passRows<U::SB, 8, 1>(grp, nb, x, m, Y, ldy);
 }
 void pass8Q4_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
                const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
