@@ -58,8 +58,10 @@ void normForward(NormKind kind, const MatrixRM& x, const float* w, const float* 
   }
 }
 
-void activationForward(MatrixRM& h, Activation act) {
-  auto a = h.array();
+namespace {
+
+void activationOn(float* p, Eigen::Index n, Activation act) {
+  Eigen::Map<Eigen::ArrayXf> a(p, n);
   switch (act) {
     case Activation::GeluTanh: {
       const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
@@ -78,10 +80,32 @@ void activationForward(MatrixRM& h, Activation act) {
   }
 }
 
+}  // namespace
+
+void activationForward(MatrixRM& h, Activation act) {
+  // Over the threads in chunks of 16384 values (a prompt's MLP holds millions): each chunk starts
+  // on a multiple of 16 values, so every value takes the same vector or scalar path whatever the
+  // threads, and the result is the same bits as one loop over the whole.
+  constexpr Eigen::Index kChunk = 16384;
+  const Eigen::Index n = h.size();
+  if (n <= kChunk) {
+    activationOn(h.data(), n, act);
+    return;
+  }
+  detail::parallelFor(int((n + kChunk - 1) / kChunk), [&](int c) {
+    const Eigen::Index i0 = Eigen::Index(c) * kChunk;
+    activationOn(h.data() + i0, std::min(kChunk, n - i0), act);
+  });
+}
+
 void splitHeads(const MatrixRM& x, int n, int dh, Tensor3& out) {
   const int T = static_cast<int>(x.rows());
   out = Tensor3::uninit(n, T, dh);  // every element is copied in below
-  for (int h = 0; h < n; ++h) out.mat(h) = x.block(0, h * dh, T, dh);
+  if (std::int64_t(T) * x.cols() < 65536) {
+    for (int h = 0; h < n; ++h) out.mat(h) = x.block(0, h * dh, T, dh);
+    return;
+  }
+  detail::parallelFor(n, [&](int h) { out.mat(h) = x.block(0, h * dh, T, dh); });
 }
 
 Tensor3 poolThumb(const Tensor3& w, int side) {
