@@ -362,6 +362,32 @@ TEST(GgufPass, FastActivationsStayNearTheExactPass) {
     }
   }
   if (fastPassKernel(GgmlType::Q4_K)) EXPECT_GE(rounded, 6);
+  // Through the CLI: `model --fast-activations` on the Q4_K Llama file, against the float64 torch
+  // reference of the same file: within 5% of each row's largest logit, and (where the level has
+  // the kernels) not the exact command's logits.
+  const auto& llama = cases["models"][0];
+  for (const auto& f : llama["files"]) {
+    if (f["type"] != "Q4_K") continue;
+    const fs::path file = tmp.path / f["file"].get<std::string>();
+    const std::string ids = joinIds(llama["ids"].get<std::vector<int>>(), ",");
+    const std::string ze = (tmp.path / "ze.npy").string(), zf = (tmp.path / "zf.npy").string();
+    const CliRun exact =
+        runBinary({"model", "--model", file.string(), "--ids", ids, "--logits", ze}, tmp.path);
+    ASSERT_EQ(exact.exitCode, 0) << exact.err;
+    const CliRun fast = runBinary(
+        {"model", "--model", file.string(), "--ids", ids, "--logits", zf, "--fast-activations"},
+        tmp.path);
+    ASSERT_EQ(fast.exitCode, 0) << fast.err;
+    const NpyArray a = readNpy(ze), b = readNpy(zf);
+    const NpyArray want = readNpy((tmp.path / f["logits"].get<std::string>()).string());
+    ASSERT_EQ(b.shape, want.shape);
+    expectClose(b.data, want, 0, 0.05, "model --fast-activations logits");
+    if (fastPassKernel(GgmlType::Q4_K)) {
+      EXPECT_NE(a.data, b.data);
+    } else {
+      EXPECT_EQ(a.data, b.data);
+    }
+  }
 }
 
 // Everything a model computes, opened with no budget to speak of against one that holds every
