@@ -52,9 +52,9 @@ struct PassX8 {
   std::int64_t n;
 };
 // Y[t, r0 + r] = dot(stored row r, x row t) for t < m, r < nRows <= kPass8Rows: the rows
-// (rowBytes apart, nb blocks each) repacked 16 at a time into `scratch` (kPass8ScratchPerBlock
-// bytes per block and 16 rows, 64-byte aligned) and multiplied with every row of x; `vnni` where
-// the CPU has AVX512-VNNI.
+// (rowBytes apart, nb blocks each) repacked 16 at a time (8 at AVX2) into `scratch`
+// (kPass8ScratchPerBlock bytes per block and 16 rows, 64-byte aligned) and multiplied with every
+// row of x; `vnni` where the CPU has the level's VNNI (AVX512-VNNI at AVX-512, AVX-VNNI at AVX2).
 using Pass8Fn = void (*)(const unsigned char* rows, std::size_t rowBytes, int nRows,
                          std::int64_t nb, const PassX8& x, std::int64_t m, float* Y,
                          std::int64_t ldy, std::int64_t r0, unsigned char* scratch, bool vnni);
@@ -76,7 +76,7 @@ struct TypeRow {
   // The fast path's kernel on 8-bit x (Q8_0 and the K-quants Q4_K, Q5_K, Q6_K at AVX2 and
   // AVX-512); nullptr elsewhere (the exact kernels then run whatever the setting).
   DotQ8Fn dotQ8 = nullptr;
-  // The fast path in a pass's products (the K-quants Q4_K, Q5_K, Q6_K at AVX-512); nullptr
+  // The fast path in a pass's products (the K-quants Q4_K, Q5_K, Q6_K at AVX2 and AVX-512); nullptr
   // elsewhere (the exact products then run whatever the setting).
   Pass8Fn pass8 = nullptr;
   Round8Fn round8 = nullptr;  // with pass8

@@ -313,14 +313,21 @@ void matVecAt(Isa isa, GgmlType type, const void* rows, std::int64_t nRows, std:
 
 namespace {
 
-bool cpuHasVnni() {
+// Whether the pass kernels of `isa` can take their VNNI form: AVX512-VNNI at AVX-512, AVX-VNNI
+// (its 256-bit form) at AVX2.
+bool cpuHasVnni(Isa isa) {
 #if ATTNVIZ_ISA_X86 && (defined(__GNUC__) || defined(__clang__))
-  static const bool has = [] {
+  static const bool has512 = [] {
     __builtin_cpu_init();
     return bool(__builtin_cpu_supports("avx512vnni"));
   }();
-  return has;
+  static const bool has256 = [] {
+    __builtin_cpu_init();
+    return bool(__builtin_cpu_supports("avxvnni"));
+  }();
+  return isa == Isa::Avx512 ? has512 : isa == Isa::Avx2 ? has256 : false;
 #else
+  (void)isa;
   return false;
 #endif
 }
@@ -382,13 +389,14 @@ bool matMulFastWith(const TypeRow* level, bool vnni, GgmlType type, const void* 
 
 bool matMulFast(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
                 const float* X, std::int64_t ldx, std::int64_t m, float* Y, std::int64_t ldy) {
-  return matMulFastWith(table(), cpuHasVnni(), type, rows, nRows, n, X, ldx, m, Y, ldy);
+  return matMulFastWith(table(), cpuHasVnni(activeIsa()), type, rows, nRows, n, X, ldx, m, Y, ldy);
 }
 
 bool matMulFastAt(Isa isa, bool vnni, GgmlType type, const void* rows, std::int64_t nRows,
                   std::int64_t n, const float* X, std::int64_t ldx, std::int64_t m, float* Y,
                   std::int64_t ldy) {
-  return matMulFastWith(detail::ggmlTypes(usableIsa(isa)), vnni && cpuHasVnni(), type, rows, nRows,
+  const Isa level = usableIsa(isa);
+  return matMulFastWith(detail::ggmlTypes(level), vnni && cpuHasVnni(level), type, rows, nRows,
                         n, X, ldx, m, Y, ldy);
 }
 
@@ -397,7 +405,7 @@ bool fastPassKernel(GgmlType type) {
   return r && r->pass8;
 }
 
-bool fastPassVnni() { return cpuHasVnni() && activeIsa() == Isa::Avx512; }
+bool fastPassVnni() { return cpuHasVnni(activeIsa()); }
 
 void setFastActivations(bool on) { gFastActivations.store(on, std::memory_order_relaxed); }
 bool fastActivations() { return gFastActivations.load(std::memory_order_relaxed); }

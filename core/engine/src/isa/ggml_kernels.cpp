@@ -1256,7 +1256,7 @@ float dotQ8_0_8(const unsigned char* src, const detail::QuantX8& x, std::int64_t
 }
 #endif
 
-#if ATTNVIZ_AVX512
+#if ATTNVIZ_AVX512 || ATTNVIZ_AVX2
 // ---- The fast path in a prompt's products (matMulFast, detail::Pass8Fn): many rows of x meet
 // each stored row, so the rows are first repacked, 16 at a time, into one layout for all the
 // K-quants: codes as unsigned bytes, 4 values of each of the 16 rows to a 64-byte vector (the
@@ -1299,16 +1299,19 @@ struct UnpackQ5_K {
     const auto* b = reinterpret_cast<const BlockQ5_K*>(src);
     const float d = half(b->d), dmin = half(b->dmin);
     const __m256i qh = load256(b->qh), k16 = _mm256_set1_epi8(16);
+    // 16 where the byte has `bit` of qh set.
+    auto fifth = [&](int bit) {
+      const __m256i m = _mm256_set1_epi8(char(bit));
+      return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, m), m), k16);
+    };
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(b->qs + 32 * c);
-      const __mmask32 h1 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(1 << (2 * c))));
-      const __mmask32 h2 = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(char(2 << (2 * c))));
       const __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 64 * c),
-                          _mm256_mask_add_epi8(lo, h1, lo, k16));
+                          _mm256_or_si256(lo, fifth(1 << (2 * c))));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 64 * c + 32),
-                          _mm256_mask_add_epi8(hi, h2, hi, k16));
+                          _mm256_or_si256(hi, fifth(2 << (2 * c))));
     }
     for (int j = 0; j < 8; ++j) {
       int sc, m;
@@ -1336,6 +1339,9 @@ struct UnpackQ6_K {
   }
 };
 
+#endif
+
+#if ATTNVIZ_AVX512
 // a[r] (16 int32 each) -> a[c] holding element c of every a[r], r in lane r: three rounds of
 // unpacks and lane shuffles.
 inline void transpose16x16(__m512i a[16]) {
@@ -1531,6 +1537,187 @@ void pass8Q6_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::
 #endif
 
 #if ATTNVIZ_AVX2
+// The pass kernels at AVX2: groups of 8 rows (codes [nb][64][8 lanes][4], S and M
+// [nb][QK_K / SB][8]), turned by 8 x 8 transposes; up to 32 rows a call, a group at a time.
+struct PassGroup8 {
+  const unsigned char* codes;
+  const float* S;
+  const float* M;
+  std::int64_t r0;
+  __m256i lanes;  // -1 in the lanes that are rows
+};
+
+inline void transpose8x8(__m256i a[8]) {
+  __m256i t[8], u[8];
+  for (int r = 0; r < 8; r += 2) {
+    t[r] = _mm256_unpacklo_epi32(a[r], a[r + 1]);
+    t[r + 1] = _mm256_unpackhi_epi32(a[r], a[r + 1]);
+  }
+  // u[4g + j], 128-bit lane l: rows 4g .. 4g + 3 at column 4l + j.
+  for (int g = 0; g < 2; ++g) {
+    u[4 * g + 0] = _mm256_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm256_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm256_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm256_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    a[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+    a[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+  }
+}
+
+template <class U>
+void passRepack8(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+                 std::size_t blockBytes, unsigned char* scratch) {
+  constexpr int kSub = QK_K / U::SB;
+  unsigned char* codes = scratch;
+  float* S = reinterpret_cast<float*>(scratch + std::size_t(nb) * QK_K * 8);
+  float* M = S + std::size_t(nb) * kSub * 8;
+  alignas(32) unsigned char c[8][QK_K];
+  float s[kSub], m[kSub];
+  for (int r = nRows; r < 8; ++r) std::memset(c[r], 0, QK_K);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    for (int r = 0; r < 8; ++r) {
+      if (r < nRows) {
+        if (i + 2 < nb) {
+          const unsigned char* ahead =
+              rows + std::size_t(r) * rowBytes + std::size_t(i + 2) * blockBytes;
+          for (std::size_t l = 0; l < blockBytes; l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(ahead + l), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + blockBytes - 1), _MM_HINT_T0);
+        }
+        U::unpack(rows + std::size_t(r) * rowBytes + std::size_t(i) * blockBytes, c[r], s, m);
+      } else {
+        for (int j = 0; j < kSub; ++j) s[j] = m[j] = 0.0f;
+      }
+      for (int j = 0; j < kSub; ++j) {
+        S[(i * kSub + j) * 8 + r] = s[j];
+        M[(i * kSub + j) * 8 + r] = m[j];
+      }
+    }
+    unsigned char* o = codes + std::size_t(i) * QK_K * 8;
+    for (int kk = 0; kk < 8; ++kk) {
+      __m256i a[8];
+      for (int r = 0; r < 8; ++r)
+        a[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(c[r] + 32 * kk));
+      transpose8x8(a);
+      for (int k = 0; k < 8; ++k)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o + 32 * (8 * kk + k)), a[k]);
+    }
+  }
+}
+
+namespace pass8plain {
+#define ATTNVIZ_PASS8_VNNI 0
+#include "pass8_kernel_avx2.inc"
+#undef ATTNVIZ_PASS8_VNNI
+}  // namespace pass8plain
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC target("avxvnni")
+#define ATTNVIZ_HAVE_PASS8_VNNI 1
+#elif defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avxvnni"))), apply_to = function)
+#define ATTNVIZ_HAVE_PASS8_VNNI 1
+#else
+#define ATTNVIZ_HAVE_PASS8_VNNI 0
+#endif
+#if ATTNVIZ_HAVE_PASS8_VNNI
+namespace pass8vnni {
+#define ATTNVIZ_PASS8_VNNI 1
+#include "pass8_kernel_avx2.inc"
+#undef ATTNVIZ_PASS8_VNNI
+}  // namespace pass8vnni
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#elif defined(__clang__)
+#pragma clang attribute pop
+#endif
+
+// x's rows for the pass kernels, as the AVX-512 level's round8: the largest |x| in float, then
+// x * (127 / max) in double, rounded to nearest even.
+bool round8(const float* x, std::int64_t nb, signed char* q, float* d, float* sum16) {
+  const __m256 signBit = _mm256_set1_ps(-0.0f);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    const float* v = x + QK_K * i;
+    __m256 mx = _mm256_setzero_ps();
+    int nan = 0;
+    for (int k = 0; k < 32; ++k) {
+      const __m256 a = _mm256_loadu_ps(v + 8 * k);
+      nan |= _mm256_movemask_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+      mx = _mm256_max_ps(mx, _mm256_andnot_ps(signBit, a));
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    const float m = _mm_cvtss_f32(h);
+    if (nan || !(m <= 3.4028234663852886e38f)) return false;
+    const __m256d inv = _mm256_set1_pd(m == 0.0f ? 0.0 : 127.0 / double(m));
+    const __m256d lo = _mm256_set1_pd(-127.0), hi = _mm256_set1_pd(127.0);
+    for (int k = 0; k < 16; ++k) {
+      __m128i n4[4];
+      for (int h4 = 0; h4 < 4; ++h4) {
+        __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(v + 16 * k + 4 * h4));
+        a = _mm256_round_pd(_mm256_mul_pd(a, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        n4[h4] = _mm256_cvtpd_epi32(_mm256_min_pd(_mm256_max_pd(a, lo), hi));
+      }
+      const __m128i b16 = _mm_packs_epi16(_mm_packs_epi32(n4[0], n4[1]),
+                                          _mm_packs_epi32(n4[2], n4[3]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + QK_K * i + 16 * k), b16);
+      __m128i sum = _mm_add_epi32(_mm_add_epi32(n4[0], n4[1]), _mm_add_epi32(n4[2], n4[3]));
+      sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
+      sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
+      sum16[16 * i + k] = float(_mm_cvtsi128_si32(sum));
+    }
+    d[i] = float(double(m) / 127.0);
+  }
+  return true;
+}
+
+template <class U, class Block>
+void pass8(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+           const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy, std::int64_t r0,
+           unsigned char* scratch, bool vnni) {
+  constexpr int kSub = QK_K / U::SB;
+  for (int g0 = 0; g0 < nRows; g0 += 8) {
+    const int n = nRows - g0 < 8 ? nRows - g0 : 8;
+    passRepack8<U>(rows + std::size_t(g0) * rowBytes, rowBytes, n, nb, sizeof(Block), scratch);
+    const auto* S = reinterpret_cast<const float*>(scratch + std::size_t(nb) * QK_K * 8);
+    alignas(32) int lanes[8];
+    for (int l = 0; l < 8; ++l) lanes[l] = l < n ? -1 : 0;
+    const PassGroup8 grp{scratch, S, S + std::size_t(nb) * kSub * 8, r0 + g0,
+                         _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes))};
+#if ATTNVIZ_HAVE_PASS8_VNNI
+    if (vnni) {
+      pass8vnni::passRows8<U::SB, 4>(grp, nb, x, m, Y, ldy);
+      continue;
+    }
+#else
+    (void)vnni;
+#endif
+    pass8plain::passRows8<U::SB, 4>(grp, nb, x, m, Y, ldy);
+  }
+}
+void pass8Q4_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
+               std::int64_t r0, unsigned char* scratch, bool vnni) {
+  pass8<UnpackQ4_K, BlockQ4_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
+}
+void pass8Q5_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
+               std::int64_t r0, unsigned char* scratch, bool vnni) {
+  pass8<UnpackQ5_K, BlockQ5_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
+}
+void pass8Q6_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
+               std::int64_t r0, unsigned char* scratch, bool vnni) {
+  pass8<UnpackQ6_K, BlockQ6_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
+}
+#endif
+
+#if ATTNVIZ_AVX2
 // The same at AVX2, 32 values to a vector: Q4_K / Q5_K's sub-blocks one at a time under a
 // broadcast scale; Q6_K's 32 values under two scales (a 128-bit lane each).
 inline __m256i pairScales(int lo, int hi) {
@@ -1669,7 +1856,7 @@ using detail::TypeRow;
 #define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
 #define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8, pass8) \
-  { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes>, dotQ16, dotQ8 }
+  { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes>, dotQ16, dotQ8, pass8, round8 }
 #define ATTNVIZ_READABLE_AVX2_8(name, values, bytes, dequant, dot, dotQ8) \
   { name, values, bytes, dequant, dot, nullptr, dotQ8 }
 #else

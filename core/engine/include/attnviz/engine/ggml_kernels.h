@@ -86,8 +86,9 @@ bool fastActivationKernel(GgmlType type);
 // The fast path in a prompt's products (a pass with fastActivations() on: the CLI's model,
 // heads and generate, the app's views): Y[t, r] = dot(stored row r, X row t) for t < m,
 // r < nRows, each row of X rounded to 8 bits per 256 values as decode's fast path rounds x, the
-// products summed in integers (AVX512-VNNI where the CPU has it). The K-quants Q4_K, Q5_K and
-// Q6_K at the AVX-512 level; false (Y untouched) for other types and levels, or an X with a value
+// products summed in integers (VNNI where the CPU has it: AVX512-VNNI, or AVX-VNNI at the AVX2
+// level). The K-quants Q4_K, Q5_K and Q6_K at the AVX2 and AVX-512 levels; false (Y untouched)
+// for other types and the baseline level, or an X with a value
 // that is not finite: the caller then takes the exact products. Y's rows are ldy floats apart,
 // X's ldx.
 bool matMulFast(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
