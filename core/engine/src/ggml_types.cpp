@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -315,8 +316,14 @@ namespace {
 
 // Whether the pass kernels of `isa` can take their VNNI form: AVX512-VNNI at AVX-512, AVX-VNNI
 // (its 256-bit form) at AVX2.
+// ATTNVIZ_NO_VNNI=1 takes the other form (to time what a CPU without VNNI runs).
 bool cpuHasVnni(Isa isa) {
 #if ATTNVIZ_ISA_X86 && (defined(__GNUC__) || defined(__clang__))
+  static const bool off = [] {
+    const char* e = std::getenv("ATTNVIZ_NO_VNNI");
+    return e && std::string(e) == "1";
+  }();
+  if (off) return false;
   static const bool has512 = [] {
     __builtin_cpu_init();
     return bool(__builtin_cpu_supports("avx512vnni"));
