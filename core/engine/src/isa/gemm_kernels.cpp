@@ -60,7 +60,7 @@ void ab(int m, int n, int k, const float* A, long lda, const float* B, long ldb,
 // ------------------------------------------------------------------ the linear layers' GEMM
 // C = A B^T (or A B with B stored [k, n]) for a linear layer's many rows, at the AVX2 and
 // AVX-512 levels (the baseline keeps Eigen's). A is packed once per product into panels of kMR
-// rows (packA), B a block of kNB rows at a time into panels of kNR (2 vectors); the
+// rows (packA), B a block of kNB rows at a time into panels of kNR (kNV vectors); the
 // micro-kernel holds a kMR x kNR tile of C in registers. Each value of C is one chain of fused
 // multiply-adds over k in order, started from 0 (or from C's value when accumulating), the k
 // blocks included: a tile carried from one block of k to the next is loaded back into the
@@ -70,7 +70,10 @@ void ab(int m, int n, int k, const float* A, long lda, const float* B, long ldb,
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #if defined(__AVX512F__)
 using Vec = __m512;
-constexpr int kW = 16, kMR = 12;
+// A 6 x 64 tile (24 accumulators, 4 loads of B and 6 broadcasts of A per step): 1.02-1.08x the
+// GFLOP/s of 12 x 32 on the 1B shapes and 1.07-1.14x the F16 pass (AMD Zen 5); 8 x 48 was
+// slower, and 4 x 96 and 5 x 80 spill.
+constexpr int kW = 16, kMR = 6, kNV = 4;
 inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
 inline void vstore(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 inline Vec vsplat(const float* p) { return _mm512_set1_ps(*p); }
@@ -78,18 +81,18 @@ inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
 inline Vec vzero() { return _mm512_setzero_ps(); }
 #else
 using Vec = __m256;
-constexpr int kW = 8, kMR = 6;
+constexpr int kW = 8, kMR = 6, kNV = 2;
 inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
 inline void vstore(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 inline Vec vsplat(const float* p) { return _mm256_broadcast_ss(p); }
 inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
 inline Vec vzero() { return _mm256_setzero_ps(); }
 #endif
-constexpr int kNR = 2 * kW;
+constexpr int kNR = kNV * kW;
 // k a block: a panel of A (kMR x kKC) stays in L1 while B's packed block streams from L2.
 constexpr int kKC = 256;
 // B's rows packed at a time (kNB x kKC floats, 256 KB): a multiple of kNR at both levels.
-constexpr int kNB = 256;
+constexpr int kNB = 256 / kNR * kNR;
 
 // A buffer of floats that grows and is freed with its thread (aligned for the packed panels).
 struct Scratch {
@@ -111,27 +114,35 @@ struct Scratch {
 // C's values. The tile is whole (kMR x kNR at c, row stride ldc).
 inline void micro(int kc, const float* __restrict a, const float* __restrict b, float* c,
                   long ldc, bool carry) {
-  Vec s0[kMR], s1[kMR];
+  Vec s[kMR][kNV];
   if (carry) {
 #pragma GCC unroll 12
-    for (int r = 0; r < kMR; ++r) s0[r] = vload(c + r * ldc), s1[r] = vload(c + r * ldc + kW);
+    for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) s[r][v] = vload(c + r * ldc + v * kW);
   } else {
 #pragma GCC unroll 12
-    for (int r = 0; r < kMR; ++r) s0[r] = s1[r] = vzero();
+    for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) s[r][v] = vzero();
   }
   for (int p = 0; p < kc; ++p) {
-    const Vec b0 = vload(b), b1 = vload(b + kW);
+    Vec bv[kNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) bv[v] = vload(b + v * kW);
 #pragma GCC unroll 12
     for (int r = 0; r < kMR; ++r) {
       const Vec ar = vsplat(a + r);
-      s0[r] = vfma(ar, b0, s0[r]);
-      s1[r] = vfma(ar, b1, s1[r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kNV; ++v) s[r][v] = vfma(ar, bv[v], s[r][v]);
     }
     a += kMR;
     b += kNR;
   }
 #pragma GCC unroll 12
-  for (int r = 0; r < kMR; ++r) vstore(c + r * ldc, s0[r]), vstore(c + r * ldc + kW, s1[r]);
+  for (int r = 0; r < kMR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kNV; ++v) vstore(c + r * ldc + v * kW, s[r][v]);
 }
 
 // A tile at the edge of C (rows < kMR or cols < kNR): through a whole tile on the stack.
@@ -289,8 +300,7 @@ void packCols(const float* B, long ldb, int j0, int nb, int kc0, int kc, float* 
       for (int o = 0; o < nb; o += 16) _mm_prefetch(reinterpret_cast<const char*>(src + kAhead * ldb + o), _MM_HINT_T0);
     for (int jp = 0; jp < whole; ++jp) {
       float* dst = out + long(jp) * kc * kNR + long(p) * kNR;
-      vstore(dst, vload(src + jp * kNR));
-      vstore(dst + kW, vload(src + jp * kNR + kW));
+      for (int v = 0; v < kNV; ++v) vstore(dst + v * kW, vload(src + jp * kNR + v * kW));
     }
     if (whole * kNR < nb) {
       float* dst = out + long(whole) * kc * kNR + long(p) * kNR;
@@ -318,7 +328,8 @@ void packedProduct(int m, int n, int k, const float* Ap, const GemmRows* rows, c
         packCols(B, ldb, j0, nb, kc0, kc, bp);
       }
       const bool carry = accumulate || kc0 > 0;
-      // A panel of B (kc x kNR, 32 KB at AVX-512) stays in L1 while A's panels stream from L2.
+      // A panel of B (kc x kNR: 64 KB at AVX-512, 16 KB at AVX2) stays near (L1/L2) while A's
+      // panels stream past it. (A k block of 128 at AVX-512, its panel in L1, was not faster.)
       for (int jp = 0; jp * kNR < nb; ++jp) {
         const int cols = std::min(kNR, nb - jp * kNR);
         const float* b = bp + long(jp) * kc * kNR;
