@@ -61,7 +61,10 @@ median() {
 rate() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a / b}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 
-echo "attnviz $("$bin" --version | tail -1); $(nproc) cores; T=$T, decode $N tokens, median of $runs"
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+flags=$(grep -m1 '^flags' /proc/cpuinfo | grep -o -w -e avx512_vnni -e avx_vnni | tr '\n' ' ' || true)
+echo "CPU: ${cpu:-unknown} (${flags:-no VNNI}); attnviz $("$bin" --version | tail -1); $(nproc) cores;" \
+  "T=$T, decode $N tokens, median of $runs"
 levels=$(for l in baseline avx2 avx512; do
   ATTNVIZ_ISA=$l "$bin" --version 2>/dev/null | grep -q "CPU kernels: $l" && echo $l; done)
 best=$(echo "$levels" | tail -1)
