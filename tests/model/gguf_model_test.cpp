@@ -387,6 +387,36 @@ TEST(GgufPass, FastActivationsStayNearTheExactPass) {
     } else {
       EXPECT_EQ(a.data, b.data);
     }
+    // `heads --fast-activations` on a small corpus: each head's previous-token and first-token
+    // scores within 0.05 of the exact run's, and (with the kernels) not all equal.
+    const fs::path corpus = tmp.path / "corpus.txt";
+    {
+      std::ofstream c(corpus);
+      c << "the cat sat on the mat and the dog sat on the log\n\n"
+           "a b c d e f g a b c d e f g a b c d e f g\n\n"
+           "one two three four five six seven eight nine ten\n";
+    }
+    auto heads = [&](const std::string& out, bool fastFlag) {
+      std::vector<std::string> args{"heads", "--model", file.string(), "--corpus",
+                                    corpus.string(), "--seq-len", "32", "--out",
+                                    (tmp.path / out).string()};
+      if (fastFlag) args.push_back("--fast-activations");
+      const CliRun r = runBinary(args, tmp.path);
+      EXPECT_EQ(r.exitCode, 0) << r.err;
+      return nlohmann::json::parse(slurp((tmp.path / out / "scatter_data.json").string()));
+    };
+    const nlohmann::json he = heads("heads_exact", false), hf = heads("heads_fast", true);
+    ASSERT_EQ(he.size(), hf.size());
+    double worst = 0.0;
+    for (std::size_t i = 0; i < he.size(); ++i)
+      for (const char* k : {"prev_token_score", "first_token_share", "self_attention_score"})
+        worst = std::max(worst, std::fabs(he[i][k].get<double>() - hf[i][k].get<double>()));
+    EXPECT_LE(worst, 0.05);
+    if (fastPassKernel(GgmlType::Q4_K)) {
+      EXPECT_GT(worst, 0.0);
+    } else {
+      EXPECT_EQ(worst, 0.0);
+    }
   }
 }
 
