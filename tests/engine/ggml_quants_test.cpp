@@ -376,13 +376,12 @@ TEST(GgmlFastPass, MatMulFastAgreesWithDoubleDotsOfRoundedX) {
     for (Isa isa : supportedIsas()) {
       for (bool vnni : {false, true}) {
         std::vector<float> Y(std::size_t(kX * kLdy), -7.0f);
-        const bool ran = matMulFastAt(isa, vnni, GgmlType(t->type), rows.data(), kRows, n,
-                                      X.data(), n, kX, Y.data(), kLdy);
+        const bool ran = matMulFastAt(isa, vnni, GgmlType(t->type), rows.data(), kRows, n, X.data(),
+                                      n, kX, Y.data(), kLdy);
         const std::string where = type + " at " + isaName(isa) + (vnni ? " (VNNI)" : "");
         ASSERT_EQ(ran, kType && isa != Isa::Baseline) << where;
         if (!ran) {
-          EXPECT_TRUE(std::all_of(Y.begin(), Y.end(), [](float v) { return v == -7.0f; }))
-              << where;
+          EXPECT_TRUE(std::all_of(Y.begin(), Y.end(), [](float v) { return v == -7.0f; })) << where;
           continue;
         }
         for (std::int64_t m = 0; m < kX; ++m) {
@@ -398,11 +397,10 @@ TEST(GgmlFastPass, MatMulFastAgreesWithDoubleDotsOfRoundedX) {
         std::vector<float> Xn = X;
         Xn[std::size_t(5 * n + 300)] = std::nanf("");
         std::vector<float> Yn(std::size_t(kX * kLdy), -7.0f);
-        EXPECT_FALSE(matMulFastAt(isa, vnni, GgmlType(t->type), rows.data(), kRows, n, Xn.data(),
-                                  n, kX, Yn.data(), kLdy))
+        EXPECT_FALSE(matMulFastAt(isa, vnni, GgmlType(t->type), rows.data(), kRows, n, Xn.data(), n,
+                                  kX, Yn.data(), kLdy))
             << where;
-        EXPECT_TRUE(std::all_of(Yn.begin(), Yn.end(), [](float v) { return v == -7.0f; }))
-            << where;
+        EXPECT_TRUE(std::all_of(Yn.begin(), Yn.end(), [](float v) { return v == -7.0f; })) << where;
       }
     }
   }

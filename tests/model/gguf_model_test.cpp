@@ -397,9 +397,9 @@ TEST(GgufPass, FastActivationsStayNearTheExactPass) {
            "one two three four five six seven eight nine ten\n";
     }
     auto heads = [&](const std::string& out, bool fastFlag) {
-      std::vector<std::string> args{"heads", "--model", file.string(), "--corpus",
-                                    corpus.string(), "--seq-len", "32", "--out",
-                                    (tmp.path / out).string()};
+      std::vector<std::string> args{"heads",    "--model",       file.string(),
+                                    "--corpus", corpus.string(), "--seq-len",
+                                    "32",       "--out",         (tmp.path / out).string()};
       if (fastFlag) args.push_back("--fast-activations");
       const CliRun r = runBinary(args, tmp.path);
       EXPECT_EQ(r.exitCode, 0) << r.err;

@@ -368,8 +368,8 @@ bool matMulFastWith(const TypeRow* level, bool vnni, GgmlType type, const void* 
         return;
       }
       for (std::int64_t k = 0; k < n / 32; ++k)
-        b.sum32[std::size_t(t * (n / 32) + k)] =
-            b.sum16[std::size_t(t * (n / 16) + 2 * k)] + b.sum16[std::size_t(t * (n / 16) + 2 * k + 1)];
+        b.sum32[std::size_t(t * (n / 32) + k)] = b.sum16[std::size_t(t * (n / 16) + 2 * k)] +
+                                                 b.sum16[std::size_t(t * (n / 16) + 2 * k + 1)];
     }
   });
   if (!finite) return false;
@@ -377,7 +377,8 @@ bool matMulFastWith(const TypeRow* level, bool vnni, GgmlType type, const void* 
   const std::size_t rowBytes = std::size_t(nb) * std::size_t(r.blockBytes);
   const std::size_t scratchBytes = std::size_t(nb) * detail::kPass8ScratchPerBlock * 2;
   const auto* base = static_cast<const unsigned char*>(rows);
-  const int groups = int((nRows + std::int64_t(detail::kPass8Rows) - 1) / std::int64_t(detail::kPass8Rows));
+  const int groups =
+      int((nRows + std::int64_t(detail::kPass8Rows) - 1) / std::int64_t(detail::kPass8Rows));
   detail::parallelFor(groups, [&](int g) {
     // Each thread's repacked rows (12 KB per 256 values for 32 rows: 96 KB at n = 2048), kept
     // between calls.
@@ -394,8 +395,8 @@ bool matMulFastWith(const TypeRow* level, bool vnni, GgmlType type, const void* 
 
 }  // namespace
 
-bool matMulFast(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
-                const float* X, std::int64_t ldx, std::int64_t m, float* Y, std::int64_t ldy) {
+bool matMulFast(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* X,
+                std::int64_t ldx, std::int64_t m, float* Y, std::int64_t ldy) {
   return matMulFastWith(table(), cpuHasVnni(activeIsa()), type, rows, nRows, n, X, ldx, m, Y, ldy);
 }
 
@@ -403,16 +404,14 @@ bool matMulFastAt(Isa isa, bool vnni, GgmlType type, const void* rows, std::int6
                   std::int64_t n, const float* X, std::int64_t ldx, std::int64_t m, float* Y,
                   std::int64_t ldy) {
   const Isa level = usableIsa(isa);
-  return matMulFastWith(detail::ggmlTypes(level), vnni && cpuHasVnni(level), type, rows, nRows,
-                        n, X, ldx, m, Y, ldy);
+  return matMulFastWith(detail::ggmlTypes(level), vnni && cpuHasVnni(level), type, rows, nRows, n,
+                        X, ldx, m, Y, ldy);
 }
 
 bool fastPassKernel(GgmlType type) {
   const TypeRow* r = findType(std::uint32_t(type));
   return r && r->pass8;
 }
-
-bool fastPassVnni() { return cpuHasVnni(activeIsa()); }
 
 void setFastActivations(bool on) { gFastActivations.store(on, std::memory_order_relaxed); }
 bool fastActivations() { return gFastActivations.load(std::memory_order_relaxed); }

@@ -307,7 +307,7 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
     } else if (!fast || !matMulFast(s.type, s.data, s.rows, s.cols, f.data(), long(f.cols()),
                                     f.rows(), logits.data(), long(s.rows)))
       linearABt(int(f.rows()), s.rows, s.cols, f.data(), long(f.cols()), storedRows(s),
-              logits.data(), long(s.rows));
+                logits.data(), long(s.rows));
   }
   if (linearOnly) return;
   if (const float* b = w.global(Global::HeadBias))

@@ -1388,7 +1388,8 @@ void passRepack(const unsigned char* rows, std::size_t rowBytes, int nRows, std:
         // 16 rows' streams are too many for the hardware's prefetchers: each row's block two
         // ahead is asked for here (the loads were half of the repack's time without it).
         if (i + 2 < nb) {
-          const unsigned char* ahead = rows + std::size_t(r) * rowBytes + std::size_t(i + 2) * blockBytes;
+          const unsigned char* ahead =
+              rows + std::size_t(r) * rowBytes + std::size_t(i + 2) * blockBytes;
           for (std::size_t l = 0; l < blockBytes; l += 64)
             _mm_prefetch(reinterpret_cast<const char*>(ahead + l), _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(ahead + blockBytes - 1), _MM_HINT_T0);
@@ -1478,7 +1479,8 @@ bool round8(const float* x, std::int64_t nb, signed char* q, float* d, float* su
       a1 = _mm512_min_pd(_mm512_max_pd(_mm512_roundscale_pd(_mm512_mul_pd(a1, inv), kNearest), lo),
                          hi);
       const __m512i n32 = join256(_mm512_cvtpd_epi32(a0), _mm512_cvtpd_epi32(a1));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + QK_K * i + 16 * k), _mm512_cvtepi32_epi8(n32));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + QK_K * i + 16 * k),
+                       _mm512_cvtepi32_epi8(n32));
       sum16[16 * i + k] = float(_mm512_reduce_add_epi32(n32));
     }
     d[i] = float(double(m) / 127.0);
@@ -1520,18 +1522,18 @@ void pass8(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int6
     pass8plain::passRows<U::SB, 8, 1>(grp, nb, x, m, Y, ldy);
 }
 void pass8Q4_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
-               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
-               std::int64_t r0, unsigned char* scratch, bool vnni) {
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy, std::int64_t r0,
+               unsigned char* scratch, bool vnni) {
   pass8<UnpackQ4_K, BlockQ4_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
 }
 void pass8Q5_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
-               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
-               std::int64_t r0, unsigned char* scratch, bool vnni) {
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy, std::int64_t r0,
+               unsigned char* scratch, bool vnni) {
   pass8<UnpackQ5_K, BlockQ5_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
 }
 void pass8Q6_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
-               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
-               std::int64_t r0, unsigned char* scratch, bool vnni) {
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy, std::int64_t r0,
+               unsigned char* scratch, bool vnni) {
   pass8<UnpackQ6_K, BlockQ6_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
 }
 #endif
@@ -1663,8 +1665,8 @@ bool round8(const float* x, std::int64_t nb, signed char* q, float* d, float* su
         a = _mm256_round_pd(_mm256_mul_pd(a, inv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         n4[h4] = _mm256_cvtpd_epi32(_mm256_min_pd(_mm256_max_pd(a, lo), hi));
       }
-      const __m128i b16 = _mm_packs_epi16(_mm_packs_epi32(n4[0], n4[1]),
-                                          _mm_packs_epi32(n4[2], n4[3]));
+      const __m128i b16 =
+          _mm_packs_epi16(_mm_packs_epi32(n4[0], n4[1]), _mm_packs_epi32(n4[2], n4[3]));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + QK_K * i + 16 * k), b16);
       __m128i sum = _mm_add_epi32(_mm_add_epi32(n4[0], n4[1]), _mm_add_epi32(n4[2], n4[3]));
       sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
@@ -1701,18 +1703,18 @@ void pass8(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int6
   }
 }
 void pass8Q4_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
-               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
-               std::int64_t r0, unsigned char* scratch, bool vnni) {
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy, std::int64_t r0,
+               unsigned char* scratch, bool vnni) {
   pass8<UnpackQ4_K, BlockQ4_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
 }
 void pass8Q5_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
-               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
-               std::int64_t r0, unsigned char* scratch, bool vnni) {
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy, std::int64_t r0,
+               unsigned char* scratch, bool vnni) {
   pass8<UnpackQ5_K, BlockQ5_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
 }
 void pass8Q6_K(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
-               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy,
-               std::int64_t r0, unsigned char* scratch, bool vnni) {
+               const detail::PassX8& x, std::int64_t m, float* Y, std::int64_t ldy, std::int64_t r0,
+               unsigned char* scratch, bool vnni) {
   pass8<UnpackQ6_K, BlockQ6_K>(rows, rowBytes, nRows, nb, x, m, Y, ldy, r0, scratch, vnni);
 }
 #endif
@@ -1855,8 +1857,11 @@ using detail::TypeRow;
   { name, values, bytes, dequant, dot }
 #define ATTNVIZ_READABLE_Q16(name, values, bytes, dequant, dot, dotQ16) \
   ATTNVIZ_GENERIC(name, values, bytes, dequant)
-#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8, pass8) \
-  { name, values, bytes, dequant, &dotGeneric<dequant, values, bytes>, dotQ16, dotQ8, pass8, round8 }
+#define ATTNVIZ_READABLE_Q16_AVX2(name, values, bytes, dequant, dot, dotQ16, dotQ8, pass8)   \
+  {                                                                                          \
+    name, values, bytes, dequant, &dotGeneric<dequant, values, bytes>, dotQ16, dotQ8, pass8, \
+        round8                                                                               \
+  }
 #define ATTNVIZ_READABLE_AVX2_8(name, values, bytes, dequant, dot, dotQ8) \
   { name, values, bytes, dequant, dot, nullptr, dotQ8 }
 #else
@@ -1885,12 +1890,12 @@ constexpr TypeRow kTypes[] = {
     {"Q8_1", 32, 36, nullptr, nullptr},                                        // 9
     ATTNVIZ_READABLE("Q2_K", 256, 84, dequantQ2_K, dotQ2_K),                   // 10
     ATTNVIZ_READABLE("Q3_K", 256, 110, dequantQ3_K, dotQ3_K),                  // 11
-    ATTNVIZ_READABLE_Q16_AVX2("Q4_K", 256, 144, dequantQ4_K, dotQ4_K, dotQ4_K16,
-                              dotQ4_K8, pass8Q4_K),  // 12
-    ATTNVIZ_READABLE_Q16_AVX2("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16,
-                              dotQ5_K8, pass8Q5_K),  // 13
-    ATTNVIZ_READABLE_Q16_AVX2("Q6_K", 256, 210, dequantQ6_K, dotQ6_K, dotQ6_K16,
-                              dotQ6_K8, pass8Q6_K),                   // 14
+    ATTNVIZ_READABLE_Q16_AVX2("Q4_K", 256, 144, dequantQ4_K, dotQ4_K, dotQ4_K16, dotQ4_K8,
+                              pass8Q4_K),  // 12
+    ATTNVIZ_READABLE_Q16_AVX2("Q5_K", 256, 176, dequantQ5_K, dotQ5_K, dotQ5_K16, dotQ5_K8,
+                              pass8Q5_K),  // 13
+    ATTNVIZ_READABLE_Q16_AVX2("Q6_K", 256, 210, dequantQ6_K, dotQ6_K, dotQ6_K16, dotQ6_K8,
+                              pass8Q6_K),                  // 14
     {"Q8_K", 256, 292, nullptr, nullptr},                  // 15
     {"IQ2_XXS", 256, 66, nullptr, nullptr},                // 16
     {"IQ2_XS", 256, 74, nullptr, nullptr},                 // 17

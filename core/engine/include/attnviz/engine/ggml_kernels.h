@@ -91,15 +91,14 @@ bool fastActivationKernel(GgmlType type);
 // for other types and the baseline level, or an X with a value
 // that is not finite: the caller then takes the exact products. Y's rows are ldy floats apart,
 // X's ldx.
-bool matMulFast(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n,
-                const float* X, std::int64_t ldx, std::int64_t m, float* Y, std::int64_t ldy);
+bool matMulFast(GgmlType type, const void* rows, std::int64_t nRows, std::int64_t n, const float* X,
+                std::int64_t ldx, std::int64_t m, float* Y, std::int64_t ldy);
 // The same through one level's kernels, with or without VNNI (vnni = false takes the two-step
 // byte products that CPUs without VNNI run), for tests.
 bool matMulFastAt(Isa isa, bool vnni, GgmlType type, const void* rows, std::int64_t nRows,
                   std::int64_t n, const float* X, std::int64_t ldx, std::int64_t m, float* Y,
                   std::int64_t ldy);
-// Whether the level in use has matMulFast's kernel for `type`, and whether it runs on VNNI.
+// Whether the level in use has matMulFast's kernel for `type`.
 bool fastPassKernel(GgmlType type);
-bool fastPassVnni();
 
 }  // namespace attnviz
