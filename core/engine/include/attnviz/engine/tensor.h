@@ -18,9 +18,18 @@ namespace attnviz {
 // std::allocator, except that a value-less construct default-initialises: resize(n) on a vector
 // of floats leaves the new elements unwritten (no zero-fill of a buffer about to be
 // overwritten); resize(n, v), assign(n, v) and the rest still write their values.
+// Asks the kernel to back [p, p + bytes) with transparent huge pages where it can (Linux, from
+// 8 MiB): a first touch then faults once per 2 MiB instead of once per 4 KiB page.
+void adviseHugePages(void* p, std::size_t bytes) noexcept;
+
 template <class T>
 struct NoInitAllocator : std::allocator<T> {
   using value_type = T;
+  T* allocate(std::size_t n) {
+    T* p = std::allocator<T>::allocate(n);
+    adviseHugePages(p, n * sizeof(T));
+    return p;
+  }
   NoInitAllocator() noexcept = default;
   template <class U>
   NoInitAllocator(const NoInitAllocator<U>&) noexcept {}
