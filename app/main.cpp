@@ -1,11 +1,13 @@
 // attnviz: the GUI by default; `compute` and `export` run headless.
 #include "attnviz/engine/isa.h"
+#include "attnviz/engine/tensor.h"
 #include "cli/cli.h"
 
 #include <cstdio>
 #include <cstring>
 
 int main(int argc, char** argv) {
+  attnviz::prepareHeap();
   if (argc == 2 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
     // The version, and the instruction-set level of the CPU kernels (attnviz/engine/isa.h).
     std::printf("attnviz %s\nCPU kernels: %s\n", ATTNVIZ_VERSION_TEXT,

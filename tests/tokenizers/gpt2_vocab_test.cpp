@@ -41,6 +41,43 @@ TEST(Gpt2Vocab, HugeIdsAreRefusedBeforeAllocating) {
   EXPECT_THROW(t.pieceBytes(3), InputError);
 }
 
+// vocab.json is read as a stream of events, not a document: every shape a document would refuse
+// is refused with the same message, and a key given twice keeps its last id as a JSON object does.
+TEST(Gpt2Vocab, MalformedVocabsAreNamedAndRepeatedKeysKeepTheLastId) {
+  auto refusal = [](const std::string& vocab) {
+    try {
+      (void)Gpt2Tokenizer::fromText(vocab, "", "dir/vocab.json", "merges.txt");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  const std::string notMap = "dir/vocab.json: expected a JSON object mapping tokens to ids";
+  EXPECT_EQ(refusal("[1, 2]"), notMap);
+  EXPECT_EQ(refusal("{}"), notMap);
+  EXPECT_EQ(refusal("7"), notMap);
+  EXPECT_EQ(refusal(R"("a")"), notMap);
+  for (const char* value : {"1.5", "-1", "\"x\"", "null", "true", "[0]", "{\"b\": 0}", "2147483648",
+                            "18446744073709551615"}) {
+    EXPECT_EQ(refusal(std::string(R"({"a": 0, "b": )") + value + "}"),
+              "dir/vocab.json: token 'b' has an id that is not an integer >= 0")
+        << value;
+  }
+  EXPECT_NE(refusal(R"({"a": 0, "b": )").find("dir/vocab.json: not valid JSON ("),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"a": 0} x)").find("dir/vocab.json: not valid JSON ("), std::string::npos);
+  EXPECT_EQ(refusal(R"({"a": 0, "b": 0})"), "dir/vocab.json: id 0 is given to two tokens");
+  EXPECT_EQ(refusal(R"({"a": 0, "b": 4000})"),
+            "dir/vocab.json: token id 4000 is far beyond the 2 tokens of the vocabulary");
+  // "a" given twice: its last id stands, and id 0 is free for "b".
+  const Gpt2Tokenizer t = Gpt2Tokenizer::fromText(R"({"a": 1, "b": 0, "a": 2})", "", "v", "m");
+  EXPECT_EQ(t.size(), 3);
+  EXPECT_FALSE(t.contains(1));
+  EXPECT_EQ(t.pieceBytes(2), "a");
+  EXPECT_EQ(t.pieceBytes(0), "b");
+  EXPECT_EQ(t.encode("ab", false), (std::vector<int>{2, 0}));
+}
+
 TEST(Gpt2Vocab, ThroughTheInterface) {
   const Gpt2Tokenizer gpt2 = Gpt2Tokenizer::fromText(
       R"({"a": 0, "b": 1, "\u0120": 2, "\u010a": 3, "ab": 4, "<|endoftext|>": 5})", kCharMerges,

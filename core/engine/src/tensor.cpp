@@ -4,7 +4,11 @@
 #include <limits>
 
 #if defined(__linux__)
+#include <malloc.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <fstream>
 #endif
 
 namespace attnviz {
@@ -19,6 +23,40 @@ void adviseHugePages(void* p, std::size_t bytes) noexcept {
 #else
   (void)p;
   (void)bytes;
+#endif
+}
+
+namespace {
+std::size_t gHeapKept = 0;
+}
+
+std::size_t heapKeptFree() noexcept { return gHeapKept; }
+
+void prepareHeap() noexcept {
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && defined(__GLIBC__)
+  if (const char* off = std::getenv("ATTNVIZ_PLAIN_HEAP"); off && *off && *off != '0') return;
+  {
+    std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string line;
+    if (!f || !std::getline(f, line) || line.find("[never]") != std::string::npos) return;
+  }
+  constexpr std::size_t kHeap = std::size_t(256) << 20, kHuge = std::size_t(2) << 20;
+  // Blocks under 32 MiB come from the heap and are reused there; larger ones are mappings of
+  // their own (FloatBuffer advises those), returned when freed.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, int(kHeap + (std::size_t(64) << 20)));
+  // Grow the heap by kHeap now (addresses only: nothing is backed until touched) and advise the
+  // new part. A block of 1 MiB does not fit the heap's first few pages, so it grows it.
+  const auto before = reinterpret_cast<std::uintptr_t>(::sbrk(0));
+  ::mallopt(M_TOP_PAD, int(kHeap));
+  void* volatile probe = std::malloc(std::size_t(1) << 20);  // volatile: not elided
+  const auto end = reinterpret_cast<std::uintptr_t>(::sbrk(0));
+  ::mallopt(M_TOP_PAD, 128 << 10);  // glibc's default again
+  std::free(probe);
+  if (before == std::uintptr_t(-1) || end == std::uintptr_t(-1) || end < before + kHeap) return;
+  const std::uintptr_t lo = (before + kHuge - 1) & ~(kHuge - 1), hi = end & ~(kHuge - 1);
+  if (hi > lo && ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0)
+    gHeapKept = kHeap;
 #endif
 }
 

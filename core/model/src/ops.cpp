@@ -26,7 +26,7 @@ void matmulOutIn(const MatrixRM& x, const float* E, int V, int d, MatrixRM& out)
 
 void linear(const MatrixRM& x, const LinearView& W, MatrixRM& out) {
   const int n = W.out, k = W.in, m = int(x.rows());
-  out.resize(m, n);
+  resizeFresh(out, m, n);
   if (W.inMajor) {
     linearAB(m, n, k, x.data(), long(x.cols()), W.w, long(W.ld), out.data(), long(n));
   } else {
@@ -100,7 +100,10 @@ void activationForward(MatrixRM& h, Activation act) {
 
 void splitHeads(const MatrixRM& x, int n, int dh, Tensor3& out) {
   const int T = static_cast<int>(x.rows());
-  out = Tensor3::uninit(n, T, dh);  // every element is copied in below
+  // Every element is copied in below; a buffer of this shape (the workspace's, layer after
+  // layer) is written over where it is.
+  if (out.heads != n || out.rows != T || out.cols != dh || out.size() != std::size_t(n) * T * dh)
+    out = Tensor3::uninit(n, T, dh);
   if (std::int64_t(T) * x.cols() < 65536) {
     for (int h = 0; h < n; ++h) out.mat(h) = x.block(0, h * dh, T, dh);
     return;
@@ -298,7 +301,7 @@ void unembed(const Model::Weights& w, const ModelConfig& c, const MatrixRM& f0, 
     // for a few rows), so the logits are bit for bit those of the converted head.
     const StoredMatrix& s = w.headStored;
     populatePages(s.data, std::size_t(s.rows) * s.rowBytes);
-    logits.resize(f.rows(), s.rows);
+    resizeFresh(logits, f.rows(), s.rows);
     // The fast path (fastActivations): x rounded to 8 bits as in the layers' products; the last
     // row alone (a pass's logits) as decode reads it.
     const bool fast = fastActivations() && fastActivationKernel(s.type);

@@ -50,7 +50,7 @@ void Model::Workspace::lin(const MatrixRM& x, const LinearView& f, const StoredM
   }
   if (s && x.rows() > 1 && fastActivations()) {  // the fast path: x rounded to 8 bits
     const int m = int(x.rows());
-    out.resize(m, s.rows);
+    resizeFresh(out, m, s.rows);
     if (matMulFast(s.type, s.data, s.rows, s.cols, x.data(), long(x.cols()), m, out.data(),
                    long(s.rows))) {
       if (f.b) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(f.b, s.rows);
@@ -59,7 +59,7 @@ void Model::Workspace::lin(const MatrixRM& x, const LinearView& f, const StoredM
   }
   if (!f.w && s) {  // kept as stored and not converted (weights()): converted as it is packed
     const int m = int(x.rows());
-    out.resize(m, s.rows);
+    resizeFresh(out, m, s.rows);
     linearABt(m, s.rows, s.cols, x.data(), long(x.cols()), storedRows(s), out.data(),
               long(s.rows));
     if (f.b) out.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(f.b, s.rows);
@@ -472,7 +472,9 @@ void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) 
   // are many, so the peak is the mapped file plus what the result holds. A small pass keeps them
   // for the next one (the head finder runs thousands): trimming every pass made each one fault
   // its workspace in again (the shipped kjv-sp-llama over 56 sequences: 107k page faults, 87k).
-  if (::mallinfo2().fordblks > kTrimFreeBytes) ::malloc_trim(0);
+  // The top of the heap that prepareHeap advised stays (its free bytes are not counted).
+  const std::size_t keep = heapKeptFree();
+  if (::mallinfo2().fordblks > kTrimFreeBytes + keep) ::malloc_trim(keep);
   finish(r);
 }
 

@@ -57,6 +57,56 @@ std::string hexOf(char c) {
 }
 
 // The key of the merge of the tokens with ids a and b.
+// vocab.json's events: the top-level object's keys and integer values, in file order. Anything
+// else ends the parse: a value that is not an integer names its token (badToken), a top level
+// that is not an object sets notObject, malformed JSON leaves parseError.
+struct VocabEvents : nlohmann::json_sax<nlohmann::json> {
+  std::vector<std::pair<std::string, long long>> entries;  // spelled token, id (-1: not valid)
+  std::string pendingKey, badToken, parseError;
+  bool hasBadToken = false, notObject = false;
+  int depth = 0;
+
+  bool value(long long id) {
+    if (depth != 1) return top();
+    entries.emplace_back(std::move(pendingKey), id);
+    return true;
+  }
+  bool bad() {
+    if (depth != 1) return top();
+    badToken = pendingKey;
+    hasBadToken = true;
+    return false;
+  }
+  bool top() {
+    notObject = true;
+    return false;
+  }
+  bool null() override { return bad(); }
+  bool boolean(bool) override { return bad(); }
+  bool number_integer(number_integer_t v) override { return v < 0 ? bad() : value(v); }
+  bool number_unsigned(number_unsigned_t v) override {
+    return v > number_unsigned_t(INT_MAX) ? bad() : value(static_cast<long long>(v));
+  }
+  bool number_float(number_float_t, const string_t&) override { return bad(); }
+  bool string(string_t&) override { return bad(); }
+  bool binary(binary_t&) override { return bad(); }
+  bool start_object(std::size_t) override {
+    if (depth == 0) return ++depth, true;
+    return bad();
+  }
+  bool key(string_t& k) override {
+    pendingKey = std::move(k);
+    return true;
+  }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return depth == 0 ? top() : bad(); }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) override {
+    parseError = e.what();
+    return false;
+  }
+};
+
 std::uint64_t mergeKey(int a, int b) {
   return std::uint64_t(std::uint32_t(a)) << 32 | std::uint32_t(b);
 }
@@ -124,38 +174,54 @@ Gpt2Tokenizer Gpt2Tokenizer::fromText(const std::string& vocabJson, const std::s
                                       const std::string& vocabPath, const std::string& mergesPath,
                                       int vocabSize) {
   Gpt2Tokenizer t;
-  nlohmann::json vocab;
-  try {
-    vocab = nlohmann::json::parse(vocabJson);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(vocabPath + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!vocab.is_object() || vocab.empty()) {
+  // vocab.json read as events (no document tree: at GPT-2's 50257 tokens the tree was most of
+  // the tokenizer's load time and memory), then checked entry by entry. A key given twice keeps
+  // its last id, as a JSON object does.
+  VocabEvents events;
+  const bool parsed = nlohmann::json::sax_parse(vocabJson, &events);
+  if (events.notObject) {
     throw InputError(vocabPath + ": expected a JSON object mapping tokens to ids");
   }
+  if (!parsed) {
+    if (events.hasBadToken) {
+      throw InputError(vocabPath + ": token '" + events.badToken +
+                       "' has an id that is not an integer >= 0");
+    }
+    throw InputError(vocabPath + ": not valid JSON (" + events.parseError + ")");
+  }
+  if (events.entries.empty()) {
+    throw InputError(vocabPath + ": expected a JSON object mapping tokens to ids");
+  }
+  std::unordered_map<std::string_view, std::size_t> lastOf;
+  lastOf.reserve(events.entries.size());
+  for (std::size_t e = 0; e < events.entries.size(); ++e) lastOf[events.entries[e].first] = e;
+  const std::size_t vocabCount = lastOf.size();
   std::string bytes;
-  t.ids_.reserve(vocab.size());
-  for (const auto& [token, idv] : vocab.items()) {
-    if (!idv.is_number_integer() || idv.get<long long>() < 0 || idv.get<long long>() > INT_MAX) {
+  t.ids_.reserve(vocabCount);
+  for (std::size_t e = 0; e < events.entries.size(); ++e) {
+    const std::string& token = events.entries[e].first;
+    if (lastOf.at(token) != e) continue;  // a later copy of the key wins
+    const long long raw = events.entries[e].second;
+    if (raw < 0 || raw > INT_MAX) {
       throw InputError(vocabPath + ": token '" + token + "' has an id that is not an integer >= 0");
     }
-    const int id = idv.get<int>();
+    const int id = int(raw);
     if (vocabSize > 0 && id >= vocabSize) {
       throw InputError(vocabPath + ": token id " + std::to_string(id) +
                        " is not below vocab_size " + std::to_string(vocabSize) +
                        " of config.json (the vocab belongs to another model)");
     }
     // Dense ids are the rule; a few holes are fine, but no table is sized from a stray huge id.
-    if (static_cast<long long>(id) >= 2LL * static_cast<long long>(vocab.size()) + 1024) {
+    if (static_cast<long long>(id) >= 2LL * static_cast<long long>(vocabCount) + 1024) {
       throw InputError(vocabPath + ": token id " + std::to_string(id) + " is far beyond the " +
-                       std::to_string(vocab.size()) + " tokens of the vocabulary");
+                       std::to_string(vocabCount) + " tokens of the vocabulary");
     }
     if (!tok::alphabetToBytes(token, bytes)) {
       throw InputError(vocabPath + ": token '" + token +
                        "' is not spelt in GPT-2's byte alphabet (not a byte-level BPE vocab)");
     }
     if (id >= static_cast<int>(t.present_.size())) {
-      t.present_.resize(std::max<std::size_t>(id + 1, vocab.size()), false);
+      t.present_.resize(std::max<std::size_t>(id + 1, vocabCount), false);
       t.pieces_.resize(t.present_.size());
     }
     if (t.present_[id]) {
@@ -166,7 +232,6 @@ Gpt2Tokenizer Gpt2Tokenizer::fromText(const std::string& vocabJson, const std::s
     t.ids_.emplace(bytes, id);
     t.maxId_ = std::max(t.maxId_, id);
   }
-  vocab = nlohmann::json();  // the DOM is several times the file: free it before the merges
   // Single bytes may be missing (a character-level vocab): encode() refuses the texts that need
   // them (vocab.json names no unknown token, so there is none).
   t.vocabName_ = vocabPath;

@@ -21,6 +21,14 @@ namespace attnviz {
 // Asks the kernel to back [p, p + bytes) with transparent huge pages where it can (Linux, from
 // 8 MiB): a first touch then faults once per 2 MiB instead of once per 4 KiB page.
 void adviseHugePages(void* p, std::size_t bytes) noexcept;
+// Called once, first thing in main: the heap's next 256 MiB on transparent huge pages (where
+// the system allows them), freed blocks under 32 MiB kept for reuse. The pass's many mid-sized
+// buffers (weights captures, per-layer activations, the tokenizer's tables) then fault once per
+// 2 MiB instead of once per 4 KiB, which on our VMs was a fifth of a small model's run.
+void prepareHeap() noexcept;
+// The free bytes at the top of the heap that a trim should leave (malloc_trim's pad): 256 MiB
+// once prepareHeap has advised them, else 0.
+std::size_t heapKeptFree() noexcept;
 
 template <class T>
 struct NoInitAllocator : std::allocator<T> {
@@ -65,6 +73,15 @@ using MatrixRM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 using MapRM = Eigen::Map<MatrixRM>;
 using ConstMapRM = Eigen::Map<const MatrixRM>;
 
+// m.resize(rows, cols), and when that allocated a new buffer of 8 MiB or more, the huge-page
+// advice FloatBuffer gives its own (a pass's [T, V] logits: 26 MB at GPT-2 small, T = 128,
+// first written in 7 ms instead of 70 on our VMs).
+inline void resizeFresh(MatrixRM& m, Eigen::Index rows, Eigen::Index cols) {
+  const float* before = m.data();
+  m.resize(rows, cols);
+  if (m.data() != before) adviseHugePages(m.data(), std::size_t(m.size()) * sizeof(float));
+}
+
 // Bad usage (unknown option, malformed option value): the command line exits 2.
 class UsageError : public std::runtime_error {
  public:
@@ -89,10 +106,8 @@ struct Tensor3 {
   // Every element `fill`. Throws InputError when the element count is negative or beyond
   // kMaxElements.
   Tensor3(int heads, int rows, int cols, float fill = 0.0f);
-  // The shape with the elements not written (for a buffer the caller overwrites in full), on
-  // ordinary pages: transparent huge pages (madvise) made the first touch of a fresh buffer 5
-  // to 40 times slower on our VMs (128 MB: 230-1300 ms against 80 ms), which is most of a long
-  // scene's first frame. Throws as above.
+  // The shape with the elements not written (for a buffer the caller overwrites in full), with
+  // FloatBuffer's huge-page advice from 8 MiB. Throws as above.
   static Tensor3 uninit(int heads, int rows, int cols);
 
   // 2^31 floats (8 GiB): anything larger is refused with a clear message, never a bad_alloc.

@@ -1,0 +1,89 @@
+// prepareHeap (core/engine/src/tensor.cpp): the heap's next 256 MiB advised onto transparent huge
+// pages, so that blocks malloc hands out from it are in a mapping the kernel marks "hg" in
+// /proc/self/smaps; FloatBuffer's own advice from 8 MiB, and resizeFresh's for Eigen matrices.
+#include "attnviz/engine/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+bool hugePagesPossible() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  return f && std::getline(f, line) && line.find("[never]") == std::string::npos;
+}
+
+// The VmFlags line of the mapping of /proc/self/smaps that holds p ("" when none does).
+std::string vmFlagsAt(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::ifstream f("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(f, line)) {
+    unsigned long long lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(':') > line.find(' ')) {
+      inside = a >= lo && a < hi;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+
+bool advised(const void* p) { return vmFlagsAt(p).find(" hg") != std::string::npos; }
+
+// Run by ctest in a process of its own, before any prepareHeap: 40 MiB blocks are mappings of
+// their own, advised only where asked.
+TEST(Heap, LargeFloatBuffersAndFreshMatricesAreAdvised) {
+#if defined(__SANITIZE_ADDRESS__) || !defined(__linux__)
+  GTEST_SKIP() << "the sanitizers' allocator maps its own memory";
+#else
+  if (!hugePagesPossible()) GTEST_SKIP() << "transparent huge pages are off on this system";
+  if (attnviz::heapKeptFree() != 0) GTEST_SKIP() << "run after prepareHeap in this process";
+  attnviz::FloatBuffer big(std::size_t(40) << 20 >> 2);
+  EXPECT_TRUE(advised(big.data() + big.size() / 2)) << vmFlagsAt(big.data());
+  attnviz::MatrixRM m;
+  attnviz::resizeFresh(m, 1024, 10240);
+  EXPECT_TRUE(advised(m.data() + m.size() / 2)) << vmFlagsAt(m.data());
+  attnviz::MatrixRM plain(1024, 10240);
+  EXPECT_FALSE(advised(plain.data() + plain.size() / 2)) << vmFlagsAt(plain.data());
+  // Small ones are left as they are.
+  attnviz::FloatBuffer small(std::size_t(4) << 20 >> 2);
+  EXPECT_FALSE(advised(small.data() + small.size() / 2)) << vmFlagsAt(small.data());
+#endif
+}
+
+TEST(Heap, PrepareHeapAdvisesTheHeapsNextBlocks) {
+#if defined(__SANITIZE_ADDRESS__) || !defined(__linux__) || !defined(__GLIBC__)
+  GTEST_SKIP() << "the sanitizers' allocator (or this system) has no glibc heap to advise";
+#else
+  attnviz::prepareHeap();
+  if (!hugePagesPossible()) {
+    EXPECT_EQ(attnviz::heapKeptFree(), 0u);
+    return;
+  }
+  EXPECT_EQ(attnviz::heapKeptFree(), std::size_t(256) << 20);
+  // Blocks up to the advised size come from the heap (a layer's activations, a head's weights,
+  // the logits). The advice starts on the first 2 MiB boundary past the old end of the heap, so
+  // a first block of 4 MiB takes what may lie before it.
+  void* volatile first = std::malloc(std::size_t(4) << 20);
+  for (std::size_t mib : {1, 3, 40}) {
+    char* block = static_cast<char*>(std::malloc(mib << 20));
+    ASSERT_NE(block, nullptr);
+    EXPECT_TRUE(advised(block + (mib << 19))) << mib << " MiB: " << vmFlagsAt(block);
+    EXPECT_TRUE(advised(block + (mib << 20) - 1)) << mib << " MiB: " << vmFlagsAt(block);
+    std::free(block);
+  }
+  std::free(first);
+#endif
+}
+
+}  // namespace
