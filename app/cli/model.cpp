@@ -150,6 +150,7 @@ int runModel(int argc, char** argv) {
       const std::string piece = m.tokenizer().printable(t.id);
       std::printf("%d\t%.6f\t%s\n", t.id, double(t.prob), piece.c_str());
     }
+    endWithoutTeardown(run);
     return 0;
   });
 }
