@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 
 namespace attnviz::testing {
 namespace {
@@ -250,6 +251,18 @@ TEST(GgufDecode, StepsEqualTheFullPassOnQuantizedFiles) {
   EXPECT_EQ(checked, 18);
 }
 
+// The largest |a - b| over two tensors of one shape (infinite, and a failure, when the shapes
+// differ), and rowError's worst difference over the row's largest value.
+double largestDifference(const Tensor3& a, const Tensor3& b) {
+  EXPECT_EQ(a.data.size(), b.data.size());
+  if (a.data.size() != b.data.size()) return std::numeric_limits<double>::infinity();
+  return rowError(a.data.data(), b.data.data(), int(a.data.size())).first;
+}
+double relativeError(const float* a, const float* b, int n) {
+  const auto [worst, scale] = rowError(a, b, n);
+  return worst / scale;
+}
+
 // The fast path (setFastActivations): decode steps on Q8_0, Q4_K and Q6_K files round x to 8 bits
 // per block in their products. Against the exact steps: the logits within 5% of the row's largest
 // and the attention rows within 0.1, but not equal (the rounding is taken) where the level has
@@ -280,16 +293,10 @@ TEST(GgufDecode, FastActivationsStayNearTheExactSteps) {
       setFastActivations(false);
       double logitsRel = 0.0, rowsAbs = 0.0;
       for (std::size_t k = 0; k < steps[0].size(); ++k) {
-        const auto [worst, scale] =
-            rowError(steps[1][k].logits.data(), steps[0][k].logits.data(), V);
-        logitsRel = std::max(logitsRel, worst / scale);
-        for (std::size_t l = 0; l < steps[0][k].rows.size(); ++l) {
-          const Tensor3& a = steps[1][k].rows[l];
-          const Tensor3& b = steps[0][k].rows[l];
-          ASSERT_EQ(a.data.size(), b.data.size());
-          rowsAbs =
-              std::max(rowsAbs, rowError(a.data.data(), b.data.data(), int(a.data.size())).first);
-        }
+        logitsRel = std::max(
+            logitsRel, relativeError(steps[1][k].logits.data(), steps[0][k].logits.data(), V));
+        for (std::size_t l = 0; l < steps[0][k].rows.size(); ++l)
+          rowsAbs = std::max(rowsAbs, largestDifference(steps[1][k].rows[l], steps[0][k].rows[l]));
       }
       std::printf("fast activations, %s: logits %.2e of the largest, rows %.2e\n",
                   file.filename().string().c_str(), logitsRel, rowsAbs);
@@ -336,18 +343,12 @@ TEST(GgufPass, FastActivationsStayNearTheExactPass) {
       const ForwardResult fast = model->forward(ids);
       setFastActivations(false);
       double logitsRel = 0.0, weightsAbs = 0.0;
-      for (int t = 0; t < T; ++t) {
-        const auto [worst, scale] =
-            rowError(fast.logits.row(t).data(), exact.logits.row(t).data(), V);
-        logitsRel = std::max(logitsRel, worst / scale);
-      }
-      for (int l = 0; l < model->config().nLayer; ++l) {
-        const Tensor3& a = fast.layers[l].site().weights;
-        const Tensor3& b = exact.layers[l].site().weights;
-        ASSERT_EQ(a.data.size(), b.data.size());
-        weightsAbs =
-            std::max(weightsAbs, rowError(a.data.data(), b.data.data(), int(a.data.size())).first);
-      }
+      for (int t = 0; t < T; ++t)
+        logitsRel = std::max(
+            logitsRel, relativeError(fast.logits.row(t).data(), exact.logits.row(t).data(), V));
+      for (int l = 0; l < model->config().nLayer; ++l)
+        weightsAbs = std::max(weightsAbs, largestDifference(fast.layers[l].site().weights,
+                                                            exact.layers[l].site().weights));
       std::printf("fast activations in the pass, %s: logits %.2e of the largest, weights %.2e\n",
                   file.filename().string().c_str(), logitsRel, weightsAbs);
       EXPECT_LE(logitsRel, 0.05);

@@ -339,10 +339,11 @@ bool cpuHasVnni(Isa isa) {
 #endif
 }
 
-// A prompt's rows of x rounded for the pass kernels (detail::PassX8).
+// A prompt's rows of x rounded for the pass kernels (detail::PassX8): every element is written
+// by round8 before it is read, so none is zero-filled first.
 struct PassXBuffers {
-  std::vector<signed char> q;
-  std::vector<float> d, sum16, sum32;
+  std::vector<signed char, NoInitAllocator<signed char>> q;
+  FloatBuffer d, sum16, sum32;
 };
 
 bool matMulFastWith(const TypeRow* level, bool vnni, GgmlType type, const void* rows,

@@ -1,5 +1,6 @@
 #include "attnviz/engine/tensor.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -46,10 +47,13 @@ void prepareHeap() noexcept {
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
   ::mallopt(M_TRIM_THRESHOLD, int(kHeap + (std::size_t(64) << 20)));
   // Grow the heap by kHeap now (addresses only: nothing is backed until touched) and advise the
-  // new part. A block of 1 MiB does not fit the heap's first few pages, so it grows it.
+  // new part. A block 1 MiB larger than all the heap's free bytes (fordblks) fits nowhere in it,
+  // so it grows it.
+  const std::size_t probeBytes =
+      std::min(::mallinfo2().fordblks + (std::size_t(1) << 20), (std::size_t(32) << 20) - 4096);
   const auto before = reinterpret_cast<std::uintptr_t>(::sbrk(0));
   ::mallopt(M_TOP_PAD, int(kHeap));
-  void* volatile probe = std::malloc(std::size_t(1) << 20);  // volatile: not elided
+  void* volatile probe = std::malloc(probeBytes);  // volatile: not elided
   const auto end = reinterpret_cast<std::uintptr_t>(::sbrk(0));
   ::mallopt(M_TOP_PAD, 128 << 10);  // glibc's default again
   std::free(probe);

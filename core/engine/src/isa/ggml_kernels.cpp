@@ -1339,6 +1339,45 @@ struct UnpackQ6_K {
   }
 };
 
+// nRows (<= kLanes) stored rows into `scratch`: codes [nb][QK_K / 4][kLanes][4], then S and M
+// [nb][QK_K / SB][kLanes]; lanes past nRows zero. Each super-block's rows are unpacked to bytes,
+// then `turn(c, o)` writes the kLanes x QK_K bytes of c as 4 bytes a lane (16 x 16 transposes
+// at AVX-512, 8 x 8 at AVX2).
+template <class U, int kLanes, class Turn>
+void passRepackLanes(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
+                     std::size_t blockBytes, unsigned char* scratch, Turn turn) {
+  constexpr int kSub = QK_K / U::SB;
+  unsigned char* codes = scratch;
+  float* S = reinterpret_cast<float*>(scratch + std::size_t(nb) * QK_K * kLanes);
+  float* M = S + std::size_t(nb) * kSub * kLanes;
+  alignas(64) unsigned char c[kLanes][QK_K];
+  float s[kSub], m[kSub];
+  for (int r = nRows; r < kLanes; ++r) std::memset(c[r], 0, QK_K);
+  for (std::int64_t i = 0; i < nb; ++i) {
+    for (int r = 0; r < kLanes; ++r) {
+      if (r < nRows) {
+        // So many rows' streams are too many for the hardware's prefetchers: each row's block
+        // two ahead is asked for here (the loads were half of the repack's time without it).
+        if (i + 2 < nb) {
+          const unsigned char* ahead =
+              rows + std::size_t(r) * rowBytes + std::size_t(i + 2) * blockBytes;
+          for (std::size_t l = 0; l < blockBytes; l += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(ahead + l), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + blockBytes - 1), _MM_HINT_T0);
+        }
+        U::unpack(rows + std::size_t(r) * rowBytes + std::size_t(i) * blockBytes, c[r], s, m);
+      } else {
+        for (int j = 0; j < kSub; ++j) s[j] = m[j] = 0.0f;
+      }
+      for (int j = 0; j < kSub; ++j) {
+        S[(i * kSub + j) * kLanes + r] = s[j];
+        M[(i * kSub + j) * kLanes + r] = m[j];
+      }
+    }
+    turn(c, codes + std::size_t(i) * QK_K * kLanes);
+  }
+}
+
 #endif
 
 #if ATTNVIZ_AVX512
@@ -1369,48 +1408,20 @@ inline void transpose16x16(__m512i a[16]) {
   }
 }
 
-// nRows (<= 16) stored rows into `scratch`: codes [nb][64][16 lanes][4], then S and M
-// [nb][QK_K / SB][16 lanes]; lanes past nRows zero. Each super-block's 16 rows are unpacked to
-// bytes, then turned (4 bytes a lane) by 16 x 16 transposes.
+// Up to 16 rows, 16 lanes of 4 bytes (passRepackLanes).
 template <class U>
 void passRepack(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
                 std::size_t blockBytes, unsigned char* scratch) {
-  constexpr int kSub = QK_K / U::SB;
-  unsigned char* codes = scratch;
-  float* S = reinterpret_cast<float*>(scratch + std::size_t(nb) * QK_K * 16);
-  float* M = S + std::size_t(nb) * kSub * 16;
-  alignas(64) unsigned char c[16][QK_K];
-  float s[kSub], m[kSub];
-  for (int r = nRows; r < 16; ++r) std::memset(c[r], 0, QK_K);
-  for (std::int64_t i = 0; i < nb; ++i) {
-    for (int r = 0; r < 16; ++r) {
-      if (r < nRows) {
-        // 16 rows' streams are too many for the hardware's prefetchers: each row's block two
-        // ahead is asked for here (the loads were half of the repack's time without it).
-        if (i + 2 < nb) {
-          const unsigned char* ahead =
-              rows + std::size_t(r) * rowBytes + std::size_t(i + 2) * blockBytes;
-          for (std::size_t l = 0; l < blockBytes; l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(ahead + l), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + blockBytes - 1), _MM_HINT_T0);
-        }
-        U::unpack(rows + std::size_t(r) * rowBytes + std::size_t(i) * blockBytes, c[r], s, m);
-      } else {
-        for (int j = 0; j < kSub; ++j) s[j] = m[j] = 0.0f;
-      }
-      for (int j = 0; j < kSub; ++j) {
-        S[(i * kSub + j) * 16 + r] = s[j];
-        M[(i * kSub + j) * 16 + r] = m[j];
-      }
-    }
-    unsigned char* o = codes + std::size_t(i) * QK_K * 16;
-    for (int kk = 0; kk < 4; ++kk) {
-      __m512i a[16];
-      for (int r = 0; r < 16; ++r) a[r] = _mm512_load_si512(c[r] + 64 * kk);
-      transpose16x16(a);
-      for (int k = 0; k < 16; ++k) _mm512_store_si512(o + 64 * (16 * kk + k), a[k]);
-    }
-  }
+  passRepackLanes<U, 16>(rows, rowBytes, nRows, nb, blockBytes, scratch,
+                         [](const unsigned char(*c)[QK_K], unsigned char* o) {
+                           for (int kk = 0; kk < 4; ++kk) {
+                             __m512i a[16];
+                             for (int r = 0; r < 16; ++r) a[r] = _mm512_load_si512(c[r] + 64 * kk);
+                             transpose16x16(a);
+                             for (int k = 0; k < 16; ++k)
+                               _mm512_store_si512(o + 64 * (16 * kk + k), a[k]);
+                           }
+                         });
 }
 
 // One group of 16 repacked rows for the kernels: their codes, S and M, the first row's column
@@ -1568,45 +1579,22 @@ inline void transpose8x8(__m256i a[8]) {
   }
 }
 
+// Up to 8 rows, 8 lanes of 4 bytes (passRepackLanes).
 template <class U>
 void passRepack8(const unsigned char* rows, std::size_t rowBytes, int nRows, std::int64_t nb,
                  std::size_t blockBytes, unsigned char* scratch) {
-  constexpr int kSub = QK_K / U::SB;
-  unsigned char* codes = scratch;
-  float* S = reinterpret_cast<float*>(scratch + std::size_t(nb) * QK_K * 8);
-  float* M = S + std::size_t(nb) * kSub * 8;
-  alignas(32) unsigned char c[8][QK_K];
-  float s[kSub], m[kSub];
-  for (int r = nRows; r < 8; ++r) std::memset(c[r], 0, QK_K);
-  for (std::int64_t i = 0; i < nb; ++i) {
-    for (int r = 0; r < 8; ++r) {
-      if (r < nRows) {
-        if (i + 2 < nb) {
-          const unsigned char* ahead =
-              rows + std::size_t(r) * rowBytes + std::size_t(i + 2) * blockBytes;
-          for (std::size_t l = 0; l < blockBytes; l += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(ahead + l), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + blockBytes - 1), _MM_HINT_T0);
+  passRepackLanes<U, 8>(
+      rows, rowBytes, nRows, nb, blockBytes, scratch,
+      [](const unsigned char(*c)[QK_K], unsigned char* o) {
+        for (int kk = 0; kk < 8; ++kk) {
+          __m256i a[8];
+          for (int r = 0; r < 8; ++r)
+            a[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(c[r] + 32 * kk));
+          transpose8x8(a);
+          for (int k = 0; k < 8; ++k)
+            _mm256_store_si256(reinterpret_cast<__m256i*>(o + 32 * (8 * kk + k)), a[k]);
         }
-        U::unpack(rows + std::size_t(r) * rowBytes + std::size_t(i) * blockBytes, c[r], s, m);
-      } else {
-        for (int j = 0; j < kSub; ++j) s[j] = m[j] = 0.0f;
-      }
-      for (int j = 0; j < kSub; ++j) {
-        S[(i * kSub + j) * 8 + r] = s[j];
-        M[(i * kSub + j) * 8 + r] = m[j];
-      }
-    }
-    unsigned char* o = codes + std::size_t(i) * QK_K * 8;
-    for (int kk = 0; kk < 8; ++kk) {
-      __m256i a[8];
-      for (int r = 0; r < 8; ++r)
-        a[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(c[r] + 32 * kk));
-      transpose8x8(a);
-      for (int k = 0; k < 8; ++k)
-        _mm256_store_si256(reinterpret_cast<__m256i*>(o + 32 * (8 * kk + k)), a[k]);
-    }
-  }
+      });
 }
 
 namespace pass8plain {
