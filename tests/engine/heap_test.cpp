@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <malloc.h>
+#include <unistd.h>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -37,6 +38,14 @@ std::string vmFlagsAt(const void* p) {
     if (inside && line.rfind("VmFlags:", 0) == 0) return line;
   }
   return "";
+}
+
+// Resident bytes of this process (/proc/self/statm's second field).
+std::size_t residentBytes() {
+  std::ifstream f("/proc/self/statm");
+  std::size_t size = 0, resident = 0;
+  f >> size >> resident;
+  return resident * std::size_t(::sysconf(_SC_PAGESIZE));
 }
 
 bool advised(const void* p) { return vmFlagsAt(p).find(" hg") != std::string::npos; }
@@ -91,6 +100,28 @@ TEST(Heap, PrepareHeapAdvisesTheHeapsNextBlocks) {
     std::free(block);
   }
   std::free(first);
+  // A trim gives every free page back (the pass's, when many lie free) and advises the heap's
+  // new top again: 64 MiB touched and freed are no longer resident, and a block made after the
+  // trim is advised.
+  {
+    char* touched = static_cast<char*>(std::malloc(std::size_t(64) << 20));
+    ASSERT_NE(touched, nullptr);
+    for (std::size_t i = 0; i < (std::size_t(64) << 20); i += 4096) touched[i] = 1;
+    std::free(touched);
+  }
+  const std::size_t residentBefore = residentBytes();
+  attnviz::trimHeap();
+  const std::size_t residentAfter = residentBytes();
+  const auto after = ::mallinfo2();
+  EXPECT_EQ(attnviz::heapKeptFree(), std::size_t(256) << 20);
+  EXPECT_LT(residentAfter + (std::size_t(32) << 20), residentBefore)
+      << "the freed 64 MiB went back to the system";
+  // Larger than every free block below the top (fordblks less the top's keepcost).
+  const std::size_t bytes = after.fordblks - after.keepcost + (std::size_t(5) << 20);
+  char* block = static_cast<char*>(std::malloc(bytes));
+  ASSERT_NE(block, nullptr);
+  EXPECT_TRUE(advised(block + bytes - 1)) << vmFlagsAt(block);
+  std::free(block);
 #endif
 }
 

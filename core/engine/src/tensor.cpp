@@ -31,24 +31,23 @@ namespace {
 std::size_t gHeapKept = 0;
 }
 
+#if defined(__linux__) && defined(MADV_HUGEPAGE) && defined(__GLIBC__)
+#define ATTNVIZ_HEAP_ADVICE 1
+#else
+#define ATTNVIZ_HEAP_ADVICE 0
+#endif
+#if ATTNVIZ_HEAP_ADVICE
 std::size_t heapKeptFree() noexcept { return gHeapKept; }
 
-void prepareHeap() noexcept {
-#if defined(__linux__) && defined(MADV_HUGEPAGE) && defined(__GLIBC__)
-  if (const char* off = std::getenv("ATTNVIZ_PLAIN_HEAP"); off && *off && *off != '0') return;
-  {
-    std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-    std::string line;
-    if (!f || !std::getline(f, line) || line.find("[never]") != std::string::npos) return;
-  }
-  constexpr std::size_t kHeap = std::size_t(256) << 20, kHuge = std::size_t(2) << 20;
-  // Blocks under 32 MiB come from the heap and are reused there; larger ones are mappings of
-  // their own (FloatBuffer advises those), returned when freed.
-  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  ::mallopt(M_TRIM_THRESHOLD, int(kHeap + (std::size_t(64) << 20)));
-  // Grow the heap by kHeap now (addresses only: nothing is backed until touched) and advise the
-  // new part. A block 1 MiB larger than all the heap's free bytes (fordblks) fits nowhere in it,
-  // so it grows it.
+namespace {
+
+// Grows the heap by kHeap bytes of addresses (nothing is backed until touched) and advises the
+// new part; true when it did. A block 1 MiB larger than all the heap's free bytes (fordblks)
+// fits nowhere in it, so it grows it. madvise changes flags only, never contents, so a thread
+// allocating meanwhile loses nothing.
+constexpr std::size_t kHeap = std::size_t(256) << 20;
+bool growAdvisedHeap() noexcept {
+  constexpr std::size_t kHuge = std::size_t(2) << 20;
   const std::size_t probeBytes =
       std::min(::mallinfo2().fordblks + (std::size_t(1) << 20), (std::size_t(32) << 20) - 4096);
   const auto before = reinterpret_cast<std::uintptr_t>(::sbrk(0));
@@ -57,10 +56,37 @@ void prepareHeap() noexcept {
   const auto end = reinterpret_cast<std::uintptr_t>(::sbrk(0));
   ::mallopt(M_TOP_PAD, 128 << 10);  // glibc's default again
   std::free(probe);
-  if (before == std::uintptr_t(-1) || end == std::uintptr_t(-1) || end < before + kHeap) return;
+  if (before == std::uintptr_t(-1) || end == std::uintptr_t(-1) || end < before + kHeap)
+    return false;
   const std::uintptr_t lo = (before + kHuge - 1) & ~(kHuge - 1), hi = end & ~(kHuge - 1);
-  if (hi > lo && ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0)
-    gHeapKept = kHeap;
+  return hi > lo && ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0;
+}
+
+}  // namespace
+#endif
+
+void prepareHeap() noexcept {
+#if ATTNVIZ_HEAP_ADVICE
+  if (const char* off = std::getenv("ATTNVIZ_PLAIN_HEAP"); off && *off && *off != '0') return;
+  {
+    std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string line;
+    if (!f || !std::getline(f, line) || line.find("[never]") != std::string::npos) return;
+  }
+  // Blocks under 32 MiB come from the heap and are reused there; larger ones are mappings of
+  // their own (FloatBuffer advises those), returned when freed.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, int(kHeap + (std::size_t(64) << 20)));
+  if (growAdvisedHeap()) gHeapKept = kHeap;
+#endif
+}
+
+void trimHeap() noexcept {
+#if ATTNVIZ_HEAP_ADVICE
+  ::malloc_trim(0);
+  if (gHeapKept != 0 && !growAdvisedHeap()) gHeapKept = 0;
+#elif defined(__GLIBC__)
+  ::malloc_trim(0);
 #endif
 }
 

@@ -472,9 +472,8 @@ void Model::rerunFrom(ForwardResult& r, int fromLayer, const Interventions& iv) 
   // are many, so the peak is the mapped file plus what the result holds. A small pass keeps them
   // for the next one (the head finder runs thousands): trimming every pass made each one fault
   // its workspace in again (the shipped kjv-sp-llama over 56 sequences: 107k page faults, 87k).
-  // The top of the heap that prepareHeap advised stays (its free bytes are not counted).
-  const std::size_t keep = heapKeptFree();
-  if (::mallinfo2().fordblks > kTrimFreeBytes + keep) ::malloc_trim(keep);
+  // The free top that prepareHeap added is not counted.
+  if (::mallinfo2().fordblks > kTrimFreeBytes + heapKeptFree()) trimHeap();
   finish(r);
 }
 

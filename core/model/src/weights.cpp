@@ -208,7 +208,7 @@ std::unique_ptr<Model> Model::open(const std::string& path, const Progress& prog
     m->tokenizer_ = loadFolderTokenizer(m->files_.dir, m->config_.vocabSize);
     // A tokenizer.json's document tree was freed in many small pieces: give them back to the
     // system, so that the peak while the pass runs is the mapped file plus the activations.
-    ::malloc_trim(heapKeptFree());  // the top of the heap that prepareHeap advised stays
+    trimHeap();
     for (std::size_t s = 0; s < m->files_.shards.size(); ++s) {
       report(0.05 + 0.05 * double(s) / double(m->files_.shards.size()),
              "validating " + m->files_.shards[s]);

@@ -26,9 +26,12 @@ void adviseHugePages(void* p, std::size_t bytes) noexcept;
 // buffers (weights captures, per-layer activations, the tokenizer's tables) then fault once per
 // 2 MiB instead of once per 4 KiB, which on our VMs was a fifth of a small model's run.
 void prepareHeap() noexcept;
-// The free bytes at the top of the heap that a trim should leave (malloc_trim's pad): 256 MiB
-// once prepareHeap has advised them, else 0.
+// The free bytes at the top of the heap that prepareHeap added (256 MiB, else 0): a caller
+// deciding whether to trim counts only what lies free beyond them.
 std::size_t heapKeptFree() noexcept;
+// malloc_trim(0): every free page back to the system; then, after prepareHeap, the heap grown
+// and advised again (the advice went with the trimmed top).
+void trimHeap() noexcept;
 
 template <class T>
 struct NoInitAllocator : std::allocator<T> {
