@@ -1,4 +1,4 @@
-// prepareHeap (core/engine/src/tensor.cpp): the heap's next 256 MiB advised onto transparent huge
+// prepareHeap (core/engine/src/tensor.cpp): the heap's next 64 MiB advised onto transparent huge
 // pages, so that blocks malloc hands out from it are in a mapping the kernel marks "hg" in
 // /proc/self/smaps; FloatBuffer's own advice from 8 MiB, and resizeFresh's for Eigen matrices.
 #include "attnviz/engine/tensor.h"
@@ -85,7 +85,7 @@ TEST(Heap, PrepareHeapAdvisesTheHeapsNextBlocks) {
     EXPECT_EQ(attnviz::heapKeptFree(), 0u);
     return;
   }
-  EXPECT_EQ(attnviz::heapKeptFree(), std::size_t(256) << 20);
+  EXPECT_EQ(attnviz::heapKeptFree(), std::size_t(64) << 20);
   // Blocks up to the advised size come from the heap (a layer's activations, a head's weights,
   // the logits). The advice starts on the first 2 MiB boundary past the old end of the heap, so
   // a first block of 4 MiB takes what may lie before it; blocks larger than all the heap's free
@@ -101,21 +101,21 @@ TEST(Heap, PrepareHeapAdvisesTheHeapsNextBlocks) {
   }
   std::free(first);
   // A trim gives every free page back (the pass's, when many lie free) and advises the heap's
-  // new top again: 64 MiB touched and freed are no longer resident, and a block made after the
-  // trim is advised.
+  // new top again: 24 MiB touched and freed in the heap are no longer resident, and a block made
+  // after the trim is advised.
   {
-    char* touched = static_cast<char*>(std::malloc(std::size_t(64) << 20));
+    char* touched = static_cast<char*>(std::malloc(std::size_t(24) << 20));
     ASSERT_NE(touched, nullptr);
-    for (std::size_t i = 0; i < (std::size_t(64) << 20); i += 4096) touched[i] = 1;
+    for (std::size_t i = 0; i < (std::size_t(24) << 20); i += 4096) touched[i] = 1;
     std::free(touched);
   }
   const std::size_t residentBefore = residentBytes();
   attnviz::trimHeap();
   const std::size_t residentAfter = residentBytes();
   const auto after = ::mallinfo2();
-  EXPECT_EQ(attnviz::heapKeptFree(), std::size_t(256) << 20);
-  EXPECT_LT(residentAfter + (std::size_t(32) << 20), residentBefore)
-      << "the freed 64 MiB went back to the system";
+  EXPECT_EQ(attnviz::heapKeptFree(), std::size_t(64) << 20);
+  EXPECT_LT(residentAfter + (std::size_t(16) << 20), residentBefore)
+      << "the freed 24 MiB went back to the system";
   // Larger than every free block below the top (fordblks less the top's keepcost).
   const std::size_t bytes = after.fordblks - after.keepcost + (std::size_t(5) << 20);
   char* block = static_cast<char*>(std::malloc(bytes));

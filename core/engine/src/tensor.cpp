@@ -45,7 +45,7 @@ namespace {
 // new part; true when it did. A block 1 MiB larger than all the heap's free bytes (fordblks)
 // fits nowhere in it, so it grows it. madvise changes flags only, never contents, so a thread
 // allocating meanwhile loses nothing.
-constexpr std::size_t kHeap = std::size_t(256) << 20;
+constexpr std::size_t kHeap = std::size_t(64) << 20;
 bool growAdvisedHeap() noexcept {
   constexpr std::size_t kHuge = std::size_t(2) << 20;
   const std::size_t probeBytes =

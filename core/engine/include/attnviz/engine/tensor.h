@@ -21,12 +21,12 @@ namespace attnviz {
 // Asks the kernel to back [p, p + bytes) with transparent huge pages where it can (Linux, from
 // 8 MiB): a first touch then faults once per 2 MiB instead of once per 4 KiB page.
 void adviseHugePages(void* p, std::size_t bytes) noexcept;
-// Called once, first thing in main: the heap's next 256 MiB on transparent huge pages (where
+// Called once, first thing in main: the heap's next 64 MiB on transparent huge pages (where
 // the system allows them), freed blocks under 32 MiB kept for reuse. The pass's many mid-sized
 // buffers (weights captures, per-layer activations, the tokenizer's tables) then fault once per
 // 2 MiB instead of once per 4 KiB, which on our VMs was a fifth of a small model's run.
 void prepareHeap() noexcept;
-// The free bytes at the top of the heap that prepareHeap added (256 MiB, else 0): a caller
+// The free bytes at the top of the heap that prepareHeap added (64 MiB, else 0): a caller
 // deciding whether to trim counts only what lies free beyond them.
 std::size_t heapKeptFree() noexcept;
 // malloc_trim(0): every free page back to the system; then, after prepareHeap, the heap grown
